@@ -1,0 +1,512 @@
+package harness
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// DefaultRuntimeConfig is the --runtime-config every control plane gets: the
+// beta APIs the plugins are tested against (resource.k8s.io/v1beta1 is
+// deprecated in 1.37 and answers with the k8s.io/deprecated audit annotation).
+var DefaultRuntimeConfig = []string{
+	"resource.k8s.io/v1beta1=true",
+	"resource.k8s.io/v1beta2=true",
+	"storagemigration.k8s.io/v1beta1=true",
+}
+
+// Component names, as used for log files and by LogPath.
+const (
+	Etcd                  = "etcd"
+	KubeAPIServer         = "kube-apiserver"
+	KubeControllerManager = "kube-controller-manager"
+	KubeScheduler         = "kube-scheduler"
+	Kwok                  = "kwok"
+	Kueue                 = "kueue"
+	JobSet                = "jobset"
+)
+
+// ControlPlane is a running local control plane.
+type ControlPlane struct {
+	// Dir holds certificates, data, kubeconfigs and logs.
+	Dir string
+	// Kubeconfig is the admin kubeconfig (system:masters client certificate).
+	Kubeconfig string
+	// Host is the apiserver URL, https://127.0.0.1:<port>.
+	Host string
+	// EtcdEndpoint is etcd's client URL, for tests that read storage directly.
+	EtcdEndpoint string
+	// AuditLogPath is the apiserver audit log (JSON lines, Metadata level).
+	AuditLogPath string
+	// CACertPath is the cluster CA certificate.
+	CACertPath string
+	// Config is the admin rest.Config.
+	Config *rest.Config
+	// Client is an admin clientset.
+	Client kubernetes.Interface
+	// Binaries are the binaries in use.
+	Binaries Binaries
+	// Options are the options the plane started with.
+	Options Options
+
+	pki      *pki
+	ports    map[string]int
+	procs    map[string]*process
+	order    []string
+	stopOnce sync.Once
+	tempDir  bool
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start builds missing binaries and starts a control plane. The caller must
+// call Stop; ctx bounds start-up only.
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+	began := time.Now()
+	bins, err := EnsureBinaries(opts)
+	if err != nil {
+		return nil, err
+	}
+	cp := &ControlPlane{Binaries: bins, Options: opts, ports: map[string]int{}, procs: map[string]*process{}}
+	if opts.Dir != "" {
+		cp.Dir = opts.Dir
+		if err := os.MkdirAll(cp.Dir, 0o700); err != nil {
+			return nil, err
+		}
+	} else {
+		if cp.Dir, err = os.MkdirTemp("", "gpufleet-e2e-"); err != nil {
+			return nil, err
+		}
+		cp.tempDir = true
+	}
+	defer func() {
+		if err != nil {
+			cp.Stop()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, opts.startTimeout())
+	defer cancel()
+
+	for _, d := range []string{"pki", "etcd", "logs", "kubeconfig", "certs"} {
+		if err := os.MkdirAll(filepath.Join(cp.Dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if cp.pki, err = newPKI(filepath.Join(cp.Dir, "pki")); err != nil {
+		return nil, fmt.Errorf("generate certificates: %w", err)
+	}
+	cp.CACertPath = cp.pki.caPath
+	for _, name := range []string{"etcd", "etcd-peer", KubeAPIServer, KubeControllerManager, KubeScheduler, Kueue, JobSet, "kueue-health", "jobset-health"} {
+		if cp.ports[name], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	cp.Host = "https://127.0.0.1:" + strconv.Itoa(cp.ports[KubeAPIServer])
+	cp.EtcdEndpoint = "http://127.0.0.1:" + strconv.Itoa(cp.ports["etcd"])
+	cp.AuditLogPath = filepath.Join(cp.Dir, "logs", "audit.log")
+
+	if cp.Kubeconfig, err = cp.writeKubeconfig("admin", "gpufleet-e2e-admin"); err != nil {
+		return nil, err
+	}
+	if cp.Config, err = clientcmd.BuildConfigFromFlags("", cp.Kubeconfig); err != nil {
+		return nil, err
+	}
+	cp.Config.QPS, cp.Config.Burst = 100, 200
+	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		return nil, err
+	}
+
+	logf(opts, "starting control plane in %s", cp.Dir)
+	if err := cp.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := cp.StartAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	if err := cp.startControllers(ctx); err != nil {
+		return nil, err
+	}
+	if opts.JobSet {
+		if err := cp.startJobSet(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Kueue {
+		if err := cp.startKueue(ctx); err != nil {
+			return nil, err
+		}
+	}
+	logf(opts, "control plane ready at %s in %s (kubeconfig %s)", cp.Host, time.Since(began).Round(100*time.Millisecond), cp.Kubeconfig)
+	return cp, nil
+}
+
+// writeKubeconfig writes a kubeconfig with a client certificate for user
+// (group system:masters) and returns its path.
+func (cp *ControlPlane) writeKubeconfig(name, user string) (string, error) {
+	pair, err := newKeyPair(certSpec{commonName: user, organization: []string{"system:masters"}, usages: clientAuth}, cp.pki.ca)
+	if err != nil {
+		return "", err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["gpufleet-e2e"] = &clientcmdapi.Cluster{Server: cp.Host, CertificateAuthorityData: cp.pki.ca.CertPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: pair.CertPEM, ClientKeyData: pair.KeyPEM}
+	cfg.Contexts["gpufleet-e2e"] = &clientcmdapi.Context{Cluster: "gpufleet-e2e", AuthInfo: user, Namespace: "default"}
+	cfg.CurrentContext = "gpufleet-e2e"
+	path := filepath.Join(cp.Dir, "kubeconfig", name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", err
+	}
+	return path, os.Chmod(path, 0o600)
+}
+
+func (cp *ControlPlane) logPath(name string) string {
+	return filepath.Join(cp.Dir, "logs", name+".log")
+}
+
+// LogPath returns the log file of a component (Etcd, KubeAPIServer, ...).
+func (cp *ControlPlane) LogPath(component string) string { return cp.logPath(component) }
+
+// Pids returns the process id of every running component.
+func (cp *ControlPlane) Pids() map[string]int {
+	out := map[string]int{}
+	for name, p := range cp.procs {
+		if pid := p.pid(); pid > 0 {
+			out[name] = pid
+		}
+	}
+	return out
+}
+
+// run starts a component and records it for Stop.
+func (cp *ControlPlane) run(name, bin string, args ...string) (*process, error) {
+	p := &process{name: name, bin: bin, args: args, logPath: cp.logPath(name)}
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	if _, ok := cp.procs[name]; !ok {
+		cp.order = append(cp.order, name)
+	}
+	cp.procs[name] = p
+	return p, nil
+}
+
+// waitFor polls check until it returns nil, the process exits or ctx ends;
+// on failure the error carries the tail of the process log.
+func (cp *ControlPlane) waitFor(ctx context.Context, p *process, what string, check func(context.Context) error) error {
+	var last error
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if dead, werr := p.exited(); dead {
+			return fmt.Errorf("%s exited before %s (%v); log %s ends with:\n%s", p.name, what, werr, p.logPath, p.tail(4000))
+		}
+		if last = check(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: timed out waiting for %s (last error: %v); log %s ends with:\n%s", p.name, what, last, p.logPath, p.tail(4000))
+		case <-tick.C:
+		}
+	}
+}
+
+func httpGetOK(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+var insecureLoopback = &http.Client{
+	Timeout:   5 * time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // self-signed loopback health endpoints
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) error {
+	peer := "http://127.0.0.1:" + strconv.Itoa(cp.ports["etcd-peer"])
+	p, err := cp.run(Etcd, cp.Binaries.Etcd,
+		"--name=default",
+		"--data-dir="+filepath.Join(cp.Dir, "etcd"),
+		"--listen-client-urls="+cp.EtcdEndpoint,
+		"--advertise-client-urls="+cp.EtcdEndpoint,
+		"--listen-peer-urls="+peer,
+		"--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=default="+peer,
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	)
+	if err != nil {
+		return err
+	}
+	return cp.waitFor(ctx, p, "health", func(ctx context.Context) error {
+		return httpGetOK(ctx, http.DefaultClient, cp.EtcdEndpoint+"/health")
+	})
+}
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+# The control plane's own components and the health probes are noise.
+- level: None
+  users: ["system:kube-controller-manager", "system:kube-scheduler", "kwok", "kueue", "jobset", "system:apiserver"]
+- level: None
+  nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/version"]
+- level: None
+  resources:
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
+  - group: ""
+    resources: ["events"]
+  - group: "events.k8s.io"
+    resources: ["events"]
+# Everything else at Metadata, so audit annotations such as
+# k8s.io/deprecated and k8s.io/removed-release are recorded with the caller.
+- level: Metadata
+`
+
+func (cp *ControlPlane) apiServerArgs() ([]string, error) {
+	policy := filepath.Join(cp.Dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, err
+	}
+	runtimeConfig := append(append([]string{}, DefaultRuntimeConfig...), cp.Options.RuntimeConfig...)
+	args := []string{
+		"--etcd-servers=" + cp.EtcdEndpoint,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none",
+		"--secure-port=" + strconv.Itoa(cp.ports[KubeAPIServer]),
+		"--cert-dir=" + filepath.Join(cp.Dir, "certs"),
+		"--tls-cert-file=" + cp.pki.servingCert,
+		"--tls-private-key-file=" + cp.pki.servingKey,
+		"--client-ca-file=" + cp.pki.caPath,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + cp.pki.saPubPath,
+		"--service-account-signing-key-file=" + cp.pki.saKeyPath,
+		"--authorization-mode=Node,RBAC",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true",
+		"--audit-log-path=" + cp.AuditLogPath,
+		"--audit-policy-file=" + policy,
+		"--audit-log-maxsize=0",
+		"--runtime-config=" + strings.Join(runtimeConfig, ","),
+		"--profiling=false",
+	}
+	if fg := featureGateFlag(cp.Options.FeatureGates); fg != "" {
+		args = append(args, fg)
+	}
+	return append(args, cp.Options.APIServerArgs...), nil
+}
+
+func featureGateFlag(gates map[string]bool) string {
+	if len(gates) == 0 {
+		return ""
+	}
+	var kv []string
+	for k, v := range gates {
+		kv = append(kv, k+"="+strconv.FormatBool(v))
+	}
+	sort.Strings(kv)
+	return "--feature-gates=" + strings.Join(kv, ",")
+}
+
+// StartAPIServer starts kube-apiserver (again, after StopAPIServer) and
+// waits until /readyz answers ok.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	if p, ok := cp.procs[KubeAPIServer]; ok {
+		if dead, _ := p.exited(); !dead {
+			return errors.New("kube-apiserver is already running")
+		}
+	}
+	args, err := cp.apiServerArgs()
+	if err != nil {
+		return err
+	}
+	p, err := cp.run(KubeAPIServer, cp.Binaries.KubeAPIServer, args...)
+	if err != nil {
+		return err
+	}
+	rc := cp.Client.Discovery().RESTClient()
+	return cp.waitFor(ctx, p, "/readyz", func(ctx context.Context) error {
+		body, err := rc.Get().AbsPath("/readyz").Timeout(5 * time.Second).DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, lastLines(string(body), 3))
+		}
+		return nil
+	})
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after a
+// timeout); the other components keep running and retry.
+func (cp *ControlPlane) StopAPIServer() {
+	if p, ok := cp.procs[KubeAPIServer]; ok {
+		p.stop(stopTimeout)
+	}
+}
+
+// RestartAPIServer stops and starts kube-apiserver, keeping etcd and its
+// data, and waits until it is ready again.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+	cp.StopAPIServer()
+	return cp.StartAPIServer(ctx)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func (cp *ControlPlane) startControllers(ctx context.Context) error {
+	kcmKubeconfig, err := cp.writeKubeconfig(KubeControllerManager, "system:kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	schedKubeconfig, err := cp.writeKubeconfig(KubeScheduler, "system:kube-scheduler")
+	if err != nil {
+		return err
+	}
+	kwokKubeconfig, err := cp.writeKubeconfig(Kwok, "kwok")
+	if err != nil {
+		return err
+	}
+	caKeyPath := filepath.Join(cp.Dir, "pki", "ca.key")
+	kcmArgs := []string{
+		"--kubeconfig=" + kcmKubeconfig,
+		"--authentication-kubeconfig=" + kcmKubeconfig,
+		"--authorization-kubeconfig=" + kcmKubeconfig,
+		"--leader-elect=false",
+		"--controllers=*",
+		"--service-account-private-key-file=" + cp.pki.saKeyPath,
+		"--root-ca-file=" + cp.pki.caPath,
+		"--cluster-signing-cert-file=" + cp.pki.caPath,
+		"--cluster-signing-key-file=" + caKeyPath,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(cp.ports[KubeControllerManager]),
+		"--cert-dir=" + filepath.Join(cp.Dir, "certs"),
+		"--profiling=false",
+	}
+	schedArgs := []string{
+		"--kubeconfig=" + schedKubeconfig,
+		"--authentication-kubeconfig=" + schedKubeconfig,
+		"--authorization-kubeconfig=" + schedKubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(cp.ports[KubeScheduler]),
+		"--cert-dir=" + filepath.Join(cp.Dir, "certs"),
+		"--profiling=false",
+	}
+	if fg := featureGateFlag(cp.Options.FeatureGates); fg != "" {
+		kcmArgs = append(kcmArgs, fg)
+		schedArgs = append(schedArgs, fg)
+	}
+	kcm, err := cp.run(KubeControllerManager, cp.Binaries.KubeControllerManager, kcmArgs...)
+	if err != nil {
+		return err
+	}
+	sched, err := cp.run(KubeScheduler, cp.Binaries.KubeScheduler, schedArgs...)
+	if err != nil {
+		return err
+	}
+	stages, err := cp.writeKwokStages()
+	if err != nil {
+		return err
+	}
+	kwok, err := cp.run(Kwok, cp.Binaries.Kwok,
+		"--kubeconfig="+kwokKubeconfig,
+		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
+		"--node-lease-duration-seconds=40",
+		"--cidr=10.0.0.0/16",
+		"--node-ip=10.0.0.1",
+		"--config="+stages,
+	)
+	if err != nil {
+		return err
+	}
+	if err := cp.waitFor(ctx, kcm, "/healthz", func(ctx context.Context) error {
+		return httpGetOK(ctx, insecureLoopback, "https://127.0.0.1:"+strconv.Itoa(cp.ports[KubeControllerManager])+"/healthz")
+	}); err != nil {
+		return err
+	}
+	if err := cp.waitFor(ctx, sched, "/healthz", func(ctx context.Context) error {
+		return httpGetOK(ctx, insecureLoopback, "https://127.0.0.1:"+strconv.Itoa(cp.ports[KubeScheduler])+"/healthz")
+	}); err != nil {
+		return err
+	}
+	// The service-account controller creating "default" proves the
+	// controller manager is working, and pods need that account.
+	if err := cp.waitFor(ctx, kcm, "the default service account", func(ctx context.Context) error {
+		_, err := cp.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", getOpts)
+		return err
+	}); err != nil {
+		return err
+	}
+	if dead, werr := kwok.exited(); dead {
+		return fmt.Errorf("kwok exited (%v); log %s ends with:\n%s", werr, kwok.logPath, kwok.tail(4000))
+	}
+	return nil
+}
+
+// Stop stops every component in reverse start order, then removes the
+// working directory unless Options.KeepDir is set. It is idempotent.
+func (cp *ControlPlane) Stop() {
+	cp.stopOnce.Do(func() {
+		var wg sync.WaitGroup
+		// Clients first, in parallel; then the apiserver; etcd last.
+		for _, name := range cp.order {
+			if name == KubeAPIServer || name == Etcd {
+				continue
+			}
+			wg.Add(1)
+			go func(p *process) {
+				defer wg.Done()
+				p.stop(5 * time.Second)
+			}(cp.procs[name])
+		}
+		wg.Wait()
+		if p, ok := cp.procs[KubeAPIServer]; ok {
+			p.stop(stopTimeout)
+		}
+		if p, ok := cp.procs[Etcd]; ok {
+			p.stop(5 * time.Second)
+		}
+		if cp.tempDir && !cp.Options.KeepDir && cp.Dir != "" {
+			_ = os.RemoveAll(cp.Dir)
+		}
+	})
+}

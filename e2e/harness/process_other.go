@@ -1,0 +1,15 @@
+//go:build !linux && !windows
+
+package harness
+
+import "syscall"
+
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+func signalGroup(pid int, sig syscall.Signal) {
+	if pid > 0 {
+		_ = syscall.Kill(-pid, sig)
+	}
+}
