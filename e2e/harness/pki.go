@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -19,7 +20,7 @@ import (
 // keyPair is a certificate with its private key, both PEM-encoded.
 type keyPair struct {
 	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
+	key     crypto.Signer
 	CertPEM []byte
 	KeyPEM  []byte
 }
@@ -33,6 +34,9 @@ type certSpec struct {
 	isCA         bool
 	usages       []x509.ExtKeyUsage
 	validity     time.Duration
+	// rsaKey makes an RSA key in PKCS#1 form (cert-controller needs that
+	// for the CA it is handed) instead of ECDSA P-256.
+	rsaKey bool
 }
 
 func newSerial() (*big.Int, error) {
@@ -42,9 +46,26 @@ func newSerial() (*big.Int, error) {
 // newKeyPair creates a certificate for spec, signed by parent, or
 // self-signed when parent is nil.
 func newKeyPair(spec certSpec, parent *keyPair) (*keyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
+	var key crypto.Signer
+	var keyPEM []byte
+	if spec.rsaKey {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			return nil, err
+		}
+		key = k
+		keyPEM = pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)})
+	} else {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		der, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			return nil, err
+		}
+		key = k
+		keyPEM = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 	}
 	serial, err := newSerial()
 	if err != nil {
@@ -75,7 +96,7 @@ func newKeyPair(spec certSpec, parent *keyPair) (*keyPair, error) {
 	if parent != nil {
 		signerCert, signerKey = parent.cert, parent.key
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, signerCert, &key.PublicKey, signerKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signerCert, key.Public(), signerKey)
 	if err != nil {
 		return nil, fmt.Errorf("sign %s: %w", spec.commonName, err)
 	}
@@ -83,15 +104,11 @@ func newKeyPair(spec certSpec, parent *keyPair) (*keyPair, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
 	return &keyPair{
 		cert:    cert,
 		key:     key,
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		KeyPEM:  keyPEM,
 	}, nil
 }
 
@@ -184,3 +201,5 @@ func (p *pki) servingPairFor(name string, dnsNames ...string) (*keyPair, error) 
 }
 
 var clientAuth = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+
+var serverAuth = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
