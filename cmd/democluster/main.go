@@ -1,0 +1,259 @@
+// Command democluster runs the local control plane of the e2e harness with a
+// small GPU-fleet scenario, for `make demo`.
+//
+//	democluster up   [--dir .demo] [--no-queueing]  start in the background, print the kubeconfig path
+//	democluster down [--dir .demo]                  stop it and remove its state
+//	democluster serve [--dir .demo] [--no-queueing] run in the foreground until SIGINT/SIGTERM
+//
+// up starts "serve" detached from the terminal, waits until the scenario is
+// in place and exits; the control plane keeps running until down.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+)
+
+const usage = `usage: democluster up|down|serve|status [--dir DIR] [--no-queueing]`
+
+type config struct {
+	dir        string
+	noQueueing bool
+	timeout    time.Duration
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	cmd := os.Args[1]
+	fs := flag.NewFlagSet("democluster "+cmd, flag.ExitOnError)
+	var c config
+	fs.StringVar(&c.dir, "dir", ".demo", "state directory: kubeconfig, pid file, logs")
+	fs.BoolVar(&c.noQueueing, "no-queueing", false, "do not run Kueue and JobSet (and do not build them)")
+	fs.DurationVar(&c.timeout, "timeout", 60*time.Minute, "how long up waits, including a first build of the binaries")
+	_ = fs.Parse(os.Args[2:])
+	abs, err := filepath.Abs(c.dir)
+	if err != nil {
+		fail(err)
+	}
+	c.dir = abs
+	switch cmd {
+	case "up":
+		err = up(c)
+	case "down":
+		err = down(c)
+	case "serve":
+		err = serve(c)
+	case "status":
+		err = status(c)
+	default:
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "democluster: %v\n", err)
+	os.Exit(1)
+}
+
+func (c config) pidFile() string    { return filepath.Join(c.dir, "democluster.pid") }
+func (c config) readyFile() string  { return filepath.Join(c.dir, "ready") }
+func (c config) kubeconfig() string { return filepath.Join(c.dir, "kubeconfig") }
+func (c config) logFile() string    { return filepath.Join(c.dir, "democluster.log") }
+func (c config) clusterDir() string { return filepath.Join(c.dir, "cluster") }
+
+// running returns the pid of a live serve process, or 0.
+func (c config) running() int {
+	b, err := os.ReadFile(c.pidFile())
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	if syscall.Kill(pid, 0) != nil {
+		return 0
+	}
+	return pid
+}
+
+func status(c config) error {
+	pid := c.running()
+	if pid == 0 {
+		fmt.Println("demo cluster: not running")
+		return nil
+	}
+	fmt.Printf("demo cluster: running (pid %d)\nkubeconfig: %s\n", pid, c.kubeconfig())
+	return nil
+}
+
+func up(c config) error {
+	if pid := c.running(); pid != 0 {
+		if _, err := os.Stat(c.readyFile()); err == nil {
+			fmt.Printf("demo cluster already running (pid %d)\n", pid)
+			printReady(c)
+			return nil
+		}
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	_ = os.Remove(c.readyFile())
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(c.logFile(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	args := []string{"serve", "--dir", c.dir}
+	if c.noQueueing {
+		args = append(args, "--no-queueing")
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if root, err := harness.RepoRoot(); err == nil {
+		cmd.Env = append(os.Environ(), "GPUFLEET_REPO_ROOT="+root)
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	fmt.Printf("starting the demo control plane (log: %s)...\n", c.logFile())
+	deadline := time.After(c.timeout)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the control plane exited (%v); end of %s:\n%s", err, c.logFile(), tail(c.logFile(), 3000))
+		case <-deadline:
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			return fmt.Errorf("not ready after %s; see %s", c.timeout, c.logFile())
+		case <-tick.C:
+			if _, err := os.Stat(c.readyFile()); err == nil {
+				printReady(c)
+				return nil
+			}
+		}
+	}
+}
+
+func printReady(c config) {
+	b, _ := os.ReadFile(c.readyFile())
+	fmt.Print(string(b))
+	fmt.Printf("kubeconfig: %s\n", c.kubeconfig())
+	fmt.Printf("try:        kubectl --kubeconfig %s get nodes -L %s\n", c.kubeconfig(), harness.PoolLabel)
+}
+
+func down(c config) error {
+	pid := c.running()
+	if pid == 0 {
+		fmt.Println("demo cluster: not running")
+	} else {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		deadline := time.Now().Add(90 * time.Second)
+		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			// Its components carry a parent-death signal and follow it.
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		fmt.Printf("demo cluster stopped (pid %d)\n", pid)
+	}
+	for _, p := range []string{c.pidFile(), c.readyFile(), c.kubeconfig()} {
+		_ = os.Remove(p)
+	}
+	return os.RemoveAll(c.clusterDir())
+}
+
+func serve(c config) error {
+	if pid := c.running(); pid != 0 && pid != os.Getpid() {
+		return fmt.Errorf("already running (pid %d); run democluster down first", pid)
+	}
+	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(c.clusterDir()); err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.pidFile(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(c.pidFile())
+	defer os.Remove(c.readyFile())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	opts := harness.Options{
+		Dir:          c.clusterDir(),
+		Kueue:        !c.noQueueing,
+		JobSet:       !c.noQueueing,
+		StartTimeout: 5 * time.Minute,
+		Log:          os.Stdout,
+	}
+	began := time.Now()
+	cp, err := harness.Start(ctx, opts)
+	if err != nil && !c.noQueueing && ctx.Err() == nil {
+		fmt.Printf("democluster: start with Kueue and JobSet failed: %v\ndemocluster: retrying without them\n", err)
+		opts.Kueue, opts.JobSet = false, false
+		cp, err = harness.Start(ctx, opts)
+	}
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	kc, err := os.ReadFile(cp.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(c.kubeconfig(), kc, 0o600); err != nil {
+		return err
+	}
+	summary, err := createScenario(ctx, cp)
+	if err != nil {
+		return fmt.Errorf("demo scenario: %w", err)
+	}
+	summary = fmt.Sprintf("demo control plane %s up in %s at %s\n%s", harness.KubeVersion, time.Since(began).Round(time.Second), cp.Host, summary)
+	fmt.Print(summary)
+	if err := os.WriteFile(c.readyFile(), []byte(summary), 0o600); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	fmt.Println("democluster: stopping")
+	return nil
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
