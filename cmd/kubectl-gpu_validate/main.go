@@ -1,0 +1,22 @@
+// Command kubectl-gpu_validate is the kubectl plugin `kubectl gpu-validate`.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/plugins/gpuvalidate"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	code := cli.Run(ctx, gpuvalidate.NewCmd(cli.NewClientGetter(streams, gpuvalidate.ConfigOptions), streams), streams)
+	stop()
+	os.Exit(code)
+}

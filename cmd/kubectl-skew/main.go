@@ -1,0 +1,22 @@
+// Command kubectl-skew is the kubectl plugin `kubectl skew`.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/plugins/skew"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	code := cli.Run(ctx, skew.NewCmd(cli.NewClientGetter(streams, skew.ConfigOptions), streams), streams)
+	stop()
+	os.Exit(code)
+}

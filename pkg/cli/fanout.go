@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+)
+
+// ContextFlags are the multi-context flags of the read-only plugins.
+type ContextFlags struct {
+	Contexts    []string
+	AllContexts bool
+	Parallel    int
+}
+
+// NewContextFlags returns the flags with their defaults.
+func NewContextFlags() *ContextFlags { return &ContextFlags{Parallel: 8} }
+
+// AddFlags registers --contexts, --all-contexts and --parallel.
+func (f *ContextFlags) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().StringSliceVar(&f.Contexts, "contexts", f.Contexts, "Check these kubeconfig contexts (comma-separated) and report them together.")
+	cmd.Flags().BoolVar(&f.AllContexts, "all-contexts", f.AllContexts, "Check every context of the kubeconfig and report them together.")
+	cmd.Flags().IntVar(&f.Parallel, "parallel", f.Parallel, "How many contexts to check at once with --contexts or --all-contexts.")
+}
+
+// Validate checks the flags without touching the network. contextFlagSet
+// says whether --context was given too.
+func (f *ContextFlags) Validate(contextFlagSet bool) error {
+	if f.AllContexts && len(f.Contexts) > 0 {
+		return fmt.Errorf("--all-contexts and --contexts cannot be combined")
+	}
+	if contextFlagSet && f.Multi() {
+		return fmt.Errorf("--context cannot be combined with --contexts or --all-contexts")
+	}
+	if f.Parallel < 1 {
+		return fmt.Errorf("--parallel must be at least 1, got %d", f.Parallel)
+	}
+	for _, c := range f.Contexts {
+		if strings.TrimSpace(c) == "" {
+			return fmt.Errorf("--contexts has an empty name")
+		}
+	}
+	return nil
+}
+
+// Multi reports whether several contexts were asked for.
+func (f *ContextFlags) Multi() bool { return f.AllContexts || len(f.Contexts) > 0 }
+
+// Resolve returns the contexts to check; it fails with a usage error on a
+// context the kubeconfig does not have.
+func (f *ContextFlags) Resolve(cg ClientGetter) ([]string, error) {
+	all, err := cg.Contexts()
+	if err != nil {
+		return nil, UsageErr(fmt.Errorf("reading kubeconfig: %w", err))
+	}
+	if f.AllContexts {
+		if len(all) == 0 {
+			return nil, Usagef("the kubeconfig has no contexts")
+		}
+		return all, nil
+	}
+	known := map[string]bool{}
+	for _, c := range all {
+		known[c] = true
+	}
+	for _, c := range f.Contexts {
+		if !known[c] {
+			return nil, WithHint(Usagef("context %q is not in the kubeconfig", c), "kubectl config get-contexts -o name")
+		}
+	}
+	return f.Contexts, nil
+}
+
+// ContextResult is the outcome of one context in a fan-out.
+type ContextResult[T any] struct {
+	Context string
+	Value   T
+	Err     error
+}
+
+// FanOut runs fn for every context with at most parallel at once and
+// returns the results in the order of contexts. One failing context does not
+// stop the others.
+func FanOut[T any](ctx context.Context, contexts []string, parallel int, fn func(ctx context.Context, name string) (T, error)) []ContextResult[T] {
+	if parallel < 1 {
+		parallel = 1
+	}
+	results := make([]ContextResult[T], len(contexts))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, name := range contexts {
+		results[i].Context = name
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				results[i].Err = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			v, err := fn(ctx, name)
+			results[i].Value, results[i].Err = v, err
+		}()
+	}
+	wg.Wait()
+	return results
+}

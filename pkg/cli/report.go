@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Group is the API group of every report the suite prints.
+const Group = "gpufleet.dev"
+
+// APIVersion is the version of the report schema. Field names within a
+// version never change meaning; additions are backwards compatible.
+const APIVersion = Group + "/v1alpha1"
+
+// Metadata says where a report comes from, so concatenated outputs of a
+// loop over contexts explain themselves.
+type Metadata struct {
+	Context       string `json:"context,omitempty"`
+	Server        string `json:"server,omitempty"`
+	ServerVersion string `json:"serverVersion,omitempty"`
+}
+
+// Header opens every report: embed it (without a field name) in a report
+// struct so apiVersion, kind and metadata come first.
+type Header struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   Metadata `json:"metadata"`
+}
+
+// NewHeader returns the header for a report of the given kind.
+func NewHeader(kind string, md Metadata) Header {
+	return Header{APIVersion: APIVersion, Kind: kind, Metadata: md}
+}
+
+// ContextReport is one context's entry in a multi-context report: either the
+// report or the error that stopped it.
+type ContextReport struct {
+	Context  string `json:"context"`
+	Error    string `json:"error,omitempty"`
+	ExitCode int    `json:"exitCode"`
+	Report   any    `json:"report,omitempty"`
+}
+
+// ReportList groups the reports of several contexts (kind <Kind>List).
+type ReportList struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Items      []ContextReport `json:"items"`
+}
+
+// PrintStructured writes obj as JSON (two-space indent) or YAML.
+func PrintStructured(w io.Writer, format string, obj any) error {
+	var (
+		data []byte
+		err  error
+	)
+	switch format {
+	case OutputJSON:
+		data, err = json.MarshalIndent(obj, "", "  ")
+		data = append(data, '\n')
+	case OutputYAML:
+		data, err = yaml.Marshal(obj)
+	default:
+		return fmt.Errorf("output format %q is not structured", format)
+	}
+	if err != nil {
+		return fmt.Errorf("encoding report: %w", err)
+	}
+	_, err = w.Write(data)
+	return err
+}

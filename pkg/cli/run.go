@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
+)
+
+// Setup applies the suite's conventions to a plugin's root command:
+// errors are printed once by Run, usage only for bad input, every --help
+// ends with the exit-code table, flag errors are usage errors (exit 2),
+// klog's flags are hidden except -v, and a version subcommand is added.
+func Setup(root *cobra.Command, streams genericiooptions.IOStreams) {
+	root.SilenceErrors = true
+	root.SetIn(streams.In)
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageErr(err) })
+	root.AddCommand(NewVersionCmd(streams))
+	root.CompletionOptions.HiddenDefaultCmd = true
+
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "true")
+	klog.SetOutput(streams.ErrOut)
+	if v := fs.Lookup("v"); v != nil {
+		root.PersistentFlags().AddGoFlag(v)
+		root.PersistentFlags().Lookup("v").Usage = "Log level for client-side detail (klog); 4 and above also prints error details."
+	}
+
+	walk(root, func(c *cobra.Command) {
+		if c.Args != nil {
+			args := c.Args
+			c.Args = func(cmd *cobra.Command, a []string) error { return UsageErr(args(cmd, a)) }
+		}
+		if !strings.Contains(c.Long, "Exit codes:") {
+			if c.Long == "" {
+				c.Long = c.Short
+			}
+			c.Long = strings.TrimRight(c.Long, "\n") + "\n\n" + ExitCodesHelp
+		}
+	})
+}
+
+func walk(c *cobra.Command, fn func(*cobra.Command)) {
+	fn(c)
+	for _, s := range c.Commands() {
+		walk(s, fn)
+	}
+}
+
+// Run executes the command, prints an error once as
+// "error: <what>: <cause>" (plus "hint: ..." where there is one) and returns
+// the exit code. It never panics on a plugin's behalf: a panic is reported as
+// an internal error with exit code 3.
+func Run(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStreams) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(streams.ErrOut, "error: internal error: %v\nhint: rerun with -v=4 and report this\n", r)
+			code = ExitUnavailable
+		}
+	}()
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// A plugin that stopped cleanly on Ctrl-C may say it is resumable.
+		var ee *ExitError
+		if errors.As(err, &ee) && ee.Code == ExitIncomplete {
+			printError(streams.ErrOut, cmd, err)
+			return ExitInterrupted
+		}
+		fmt.Fprintln(streams.ErrOut, "interrupted")
+		return ExitInterrupted
+	}
+	code = ExitCode(err)
+	if isCobraUsageError(err) {
+		code = ExitUsage
+	}
+	var fe *FindingsError
+	if !errors.As(err, &fe) {
+		printError(streams.ErrOut, cmd, err)
+	}
+	return code
+}
+
+// isCobraUsageError recognises errors cobra returns before any RunE runs.
+func isCobraUsageError(err error) bool {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code == ExitUsage
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "flag needs an argument") ||
+		strings.HasPrefix(msg, "required flag") || strings.HasPrefix(msg, "invalid argument")
+}
+
+func printError(w io.Writer, cmd *cobra.Command, err error) {
+	color := UseColor(colorFlag(cmd), nil, IsTerminal(w))
+	c := Colorizer{Enabled: color}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "error: ") {
+		msg = "error: " + msg
+	}
+	msg = strings.Replace(msg, "error:", c.Red("error:"), 1)
+	fmt.Fprintln(w, oneLine(msg))
+	var ee *ExitError
+	if errors.As(err, &ee) && ee.Hint != "" {
+		fmt.Fprintf(w, "hint: %s\n", ee.Hint)
+	} else if ExitCode(err) == ExitUsage && isCobraUsageError(err) {
+		fmt.Fprintf(w, "hint: %s --help\n", cmd.CommandPath())
+	}
+	if klog.V(4).Enabled() {
+		fmt.Fprintf(w, "detail: %+v\n", err)
+	}
+}
+
+// oneLine keeps an error on one line: multi-line causes are joined with "; ".
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	parts := strings.Split(s, "\n")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return strings.Join(parts, "; ")
+}
+
+func colorFlag(cmd *cobra.Command) string {
+	// The failing subcommand owns the flag; find it from the root.
+	target := cmd
+	if c, _, err := cmd.Find(osArgs()); err == nil && c != nil {
+		target = c
+	}
+	if f := target.Flags().Lookup("color"); f != nil {
+		return f.Value.String()
+	}
+	return ColorAuto
+}
