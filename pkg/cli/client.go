@@ -269,4 +269,3 @@ func registerContextCompletion(cmd *cobra.Command, g *configGetter) {
 		})
 	}
 }
-

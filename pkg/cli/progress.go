@@ -11,11 +11,11 @@ import (
 // only Event lines (one per state change) appear, which CI logs can use.
 // With quiet set nothing is printed at all.
 type Progress struct {
-	mu      sync.Mutex
-	w       io.Writer
-	tty     bool
-	quiet   bool
-	drawn   bool
+	mu    sync.Mutex
+	w     io.Writer
+	tty   bool
+	quiet bool
+	drawn bool
 }
 
 // NewProgress returns a Progress writing to w.
