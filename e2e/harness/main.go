@@ -41,16 +41,15 @@ func runMain(m *testing.M, opts Options) int {
 		if !ok {
 			return
 		}
-		cancel()
 		fmt.Fprintf(os.Stderr, "harness: %v: stopping the control plane\n", sig)
+		// While starting, cancelling makes Start stop what it started.
+		cancel()
 		select {
 		case cp := <-started:
-			if cp != nil {
-				cp.Stop()
-			}
+			cp.Stop()
+			os.Exit(130)
 		default:
 		}
-		os.Exit(130)
 	}()
 
 	cp, err := Start(ctx, opts)
