@@ -1,0 +1,143 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func TestEvaluate(t *testing.T) {
+	req := Request{State: Requested, ID: "r1", RequestedAt: t0, Deadline: t0.Add(30 * time.Minute)}
+	to := Timeouts{Ack: time.Minute, Heartbeat: 2 * time.Minute}
+	cases := []struct {
+		name string
+		now  time.Time
+		resp Response
+		want Verdict
+	}{
+		{"no answer yet", t0.Add(10 * time.Second), Response{}, Verdict{Phase: PhaseWaiting, Reason: "waiting for acknowledgement"}},
+		{"ack timeout", t0.Add(61 * time.Second), Response{}, Verdict{Phase: PhaseTimedOut, Timeout: TimeoutAck, Reason: "not acknowledged within 1m0s"}},
+		{"answer to an old request is ignored", t0.Add(61 * time.Second), Response{ObservedRequestID: "r0", Status: StatusReadyToStop}, Verdict{Phase: PhaseTimedOut, Timeout: TimeoutAck, Reason: "not acknowledged within 1m0s"}},
+		{"in progress with heartbeat", t0.Add(5 * time.Minute), Response{ObservedRequestID: "r1", Status: StatusInProgress, HeartbeatAt: t0.Add(4 * time.Minute)}, Verdict{Phase: PhaseWaiting, Reason: "in-progress"}},
+		{"heartbeat lost", t0.Add(5 * time.Minute), Response{ObservedRequestID: "r1", Status: StatusInProgress, HeartbeatAt: t0.Add(time.Minute)}, Verdict{Phase: PhaseTimedOut, Timeout: TimeoutHeartbeat, Reason: "no heartbeat for 4m0s (status in-progress)"}},
+		{"deadline", t0.Add(31 * time.Minute), Response{ObservedRequestID: "r1", Status: StatusInProgress, HeartbeatAt: t0.Add(31 * time.Minute)}, Verdict{Phase: PhaseTimedOut, Timeout: TimeoutDeadline, Reason: "not ready to stop before the deadline 2026-01-02T03:34:05Z (status in-progress)"}},
+		{"ready", t0.Add(40 * time.Minute), Response{ObservedRequestID: "r1", Status: StatusReadyToStop, Step: "1200"}, Verdict{Phase: PhaseReady, Reason: "ready to stop at step 1200"}},
+		{"failed", t0.Add(time.Minute), Response{ObservedRequestID: "r1", Status: StatusFailed, Message: "bucket full"}, Verdict{Phase: PhaseFailed, Reason: "checkpoint failed: bucket full"}},
+		{"declined", t0.Add(time.Minute), Response{ObservedRequestID: "r1", Status: StatusDeclined}, Verdict{Phase: PhaseDeclined, Reason: "declined"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, Evaluate(tc.now, req, tc.resp, to)); d != "" {
+				t.Errorf("-want +got\n%s", d)
+			}
+		})
+	}
+}
+
+func TestKeys(t *testing.T) {
+	k, err := NewKeys("", "platform.example.com/checkpoint-and-yield")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Prefix != "platform.example.com/" || k.Request != "platform.example.com/checkpoint-and-yield" || k.Status() != "platform.example.com/checkpoint-status" {
+		t.Errorf("keys %+v", k)
+	}
+	if _, err := NewKeys("Not A Domain", ""); err == nil {
+		t.Error("want an error for a bad prefix")
+	}
+	if key, err := ParseAnnotationFlag("platform.example.com/checkpoint-and-yield=requested"); err != nil || key != "platform.example.com/checkpoint-and-yield" {
+		t.Errorf("ParseAnnotationFlag = %q, %v", key, err)
+	}
+	if _, err := ParseAnnotationFlag("x=yes"); err == nil {
+		t.Error("want an error for a bad value")
+	}
+	d := DefaultKeys()
+	req := Request{State: Requested, ID: "r1", RequestedAt: t0, Deadline: t0.Add(time.Hour), Reason: "upgrade", Requester: "alice"}
+	ann := map[string]string{}
+	for k, v := range d.RequestPatch(req) {
+		if s, ok := v.(string); ok {
+			ann[k] = s
+		}
+	}
+	got, ok := d.ParseRequest(ann)
+	if !ok {
+		t.Fatal("request not parsed")
+	}
+	if diff := cmp.Diff(req, got); diff != "" {
+		t.Errorf("round trip -want +got\n%s", diff)
+	}
+	if s := d.SupportOf(map[string]string{d.Protocol(): "none"}, nil); s != SupportNo {
+		t.Errorf("support = %s", s)
+	}
+}
+
+var jobsets = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+
+func newDynamic() *dynamicfake.FakeDynamicClient {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("jobset.x-k8s.io/v1alpha2")
+	u.SetKind("JobSet")
+	u.SetNamespace("ml")
+	u.SetName("train")
+	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{jobsets: "JobSetList"}, u)
+}
+
+func TestResponderRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cp     CheckpointFunc
+		decide func(Request) (bool, string)
+		want   Phase
+	}{
+		{"ready", func(context.Context, Request) (Result, error) { return Result{Step: "42", URI: "s3://b/42"}, nil }, nil, PhaseReady},
+		{"failed", func(context.Context, Request) (Result, error) { return Result{}, errors.New("disk full") }, nil, PhaseFailed},
+		{"declined", nil, func(Request) (bool, string) { return false, "last epoch" }, PhaseDeclined},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newDynamic()
+			target := Target{Resource: jobsets, Namespace: "ml", Name: "train"}
+			keys := DefaultKeys()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			rq := &Requester{Client: c, Keys: keys}
+			req := Request{State: Requested, ID: "run-1", RequestedAt: time.Now(), Deadline: time.Now().Add(time.Minute)}
+			if err := rq.Request(ctx, target, req, nil); err != nil {
+				t.Fatal(err)
+			}
+			rs := &Responder{Client: c, Target: target, Keys: keys, Checkpoint: tc.cp, Decide: tc.decide, PollInterval: 10 * time.Millisecond, HeartbeatInterval: 10 * time.Millisecond}
+			rctx, rcancel := context.WithCancel(ctx)
+			defer rcancel()
+			go func() { _ = rs.Run(rctx) }()
+			for {
+				st, err := Read(ctx, c, keys, target)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := Evaluate(time.Now(), st.Request, st.Response, Timeouts{Ack: time.Minute})
+				if v.Done() {
+					if v.Phase != tc.want {
+						t.Fatalf("phase %s, want %s (%s)", v.Phase, tc.want, v.Reason)
+					}
+					if tc.want == PhaseReady && (st.Response.URI != "s3://b/42" || st.LastCheckpoint.IsZero()) {
+						t.Errorf("response %+v last %v", st.Response, st.LastCheckpoint)
+					}
+					return
+				}
+				if ctx.Err() != nil {
+					t.Fatal("no answer")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+}

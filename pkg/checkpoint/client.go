@@ -1,0 +1,322 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+)
+
+// Target names the root object of a gang, where requests and answers live.
+type Target struct {
+	Resource  schema.GroupVersionResource
+	Namespace string
+	Name      string
+}
+
+// String returns "resource.group ns/name".
+func (t Target) String() string {
+	r := t.Resource.Resource
+	if t.Resource.Group != "" {
+		r += "." + t.Resource.Group
+	}
+	return fmt.Sprintf("%s %s/%s", r, t.Namespace, t.Name)
+}
+
+func annotationPatch(values map[string]any) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{"annotations": values}})
+}
+
+// Patch applies a merge patch of annotation values (nil removes a key) to
+// the target.
+func Patch(ctx context.Context, c dynamic.Interface, t Target, values map[string]any) error {
+	data, err := annotationPatch(values)
+	if err != nil {
+		return err
+	}
+	_, err = c.Resource(t.Resource).Namespace(t.Namespace).Patch(ctx, t.Name, types.MergePatchType, data, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("annotating %s: %w", t, err)
+	}
+	return nil
+}
+
+// State is what a root object says about the protocol.
+type State struct {
+	Support    Support
+	Request    Request
+	HasRequest bool
+	Response   Response
+	// LastCheckpoint is the latest durable checkpoint reported, or zero.
+	LastCheckpoint time.Time
+}
+
+// Read fetches the target and parses its protocol state.
+func Read(ctx context.Context, c dynamic.Interface, keys Keys, t Target) (State, error) {
+	u, err := c.Resource(t.Resource).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	if err != nil {
+		return State{}, fmt.Errorf("reading %s: %w", t, err)
+	}
+	return keys.StateOf(u.GetLabels(), u.GetAnnotations()), nil
+}
+
+// StateOf parses the protocol state from an object's labels and annotations.
+func (k Keys) StateOf(labels, ann map[string]string) State {
+	req, ok := k.ParseRequest(ann)
+	return State{
+		Support:        k.SupportOf(labels, ann),
+		Request:        req,
+		HasRequest:     ok,
+		Response:       k.ParseResponse(ann),
+		LastCheckpoint: k.LastCheckpoint(ann),
+	}
+}
+
+// Requester writes checkpoint-and-yield requests on root objects and mirrors
+// them onto the gang's pods, where a downward-API volume exposes them to the
+// containers.
+type Requester struct {
+	Client dynamic.Interface
+	// Pods, when set, receives the mirrored request annotations.
+	Pods kubernetes.Interface
+	Keys Keys
+}
+
+// Request writes req on the target in one patch, then mirrors it onto pods
+// (namespace of the target). Mirroring is best effort: a pod that is gone
+// is skipped. Writing the same request twice is harmless: the responder
+// acts once per request id.
+func (r *Requester) Request(ctx context.Context, t Target, req Request, pods []string) error {
+	if err := Patch(ctx, r.Client, t, r.Keys.RequestPatch(req)); err != nil {
+		return err
+	}
+	return r.mirror(ctx, t.Namespace, pods, r.Keys.RequestPatch(req))
+}
+
+// Cancel withdraws the request with id on the target and its pods.
+func (r *Requester) Cancel(ctx context.Context, t Target, req Request, pods []string) error {
+	req.State = Cancelled
+	return r.Request(ctx, t, req, pods)
+}
+
+// Clear removes the request keys from the target (after the gang stopped,
+// so that a restarted gang does not yield again).
+func (r *Requester) Clear(ctx context.Context, t Target) error {
+	return Patch(ctx, r.Client, t, r.Keys.ClearRequestPatch())
+}
+
+func (r *Requester) mirror(ctx context.Context, ns string, pods []string, values map[string]any) error {
+	if r.Pods == nil || len(pods) == 0 {
+		return nil
+	}
+	data, err := annotationPatch(values)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		_, err := r.Pods.CoreV1().Pods(ns).Patch(ctx, p, types.MergePatchType, data, metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("mirroring the request onto pod %s/%s: %w", ns, p, err)
+		}
+	}
+	return nil
+}
+
+// Answer writes a response on the target (for controllers that drive the
+// protocol themselves instead of embedding a Responder).
+func Answer(ctx context.Context, c dynamic.Interface, keys Keys, t Target, resp Response) error {
+	return Patch(ctx, c, t, keys.ResponsePatch(resp))
+}
+
+// Result is what a successful checkpoint reports.
+type Result struct {
+	// Step is the training step saved.
+	Step string
+	// URI is where the checkpoint lives.
+	URI string
+}
+
+// CheckpointFunc writes a durable checkpoint and pauses stepping. It must
+// return when ctx is cancelled (the request was withdrawn).
+type CheckpointFunc func(ctx context.Context, req Request) (Result, error)
+
+// Responder is the gang side of the protocol, for a training controller or a
+// rank-0 agent to embed. It watches one root object by polling, and for each
+// new request id acknowledges, runs Checkpoint while sending heartbeats,
+// and answers ready-to-stop (or failed, or declined). It never stops the
+// gang itself: the drain does that after ready-to-stop.
+type Responder struct {
+	Client dynamic.Interface
+	Target Target
+	Keys   Keys
+	Clock  clock.Clock
+	// Checkpoint does the work; required.
+	Checkpoint CheckpointFunc
+	// Decide, when set, may decline a request (accept false, with a reason).
+	Decide func(Request) (accept bool, message string)
+	// PollInterval is how often the object is read (default 1s).
+	PollInterval time.Duration
+	// HeartbeatInterval is how often heartbeat-at is refreshed while
+	// checkpointing (default 5s).
+	HeartbeatInterval time.Duration
+	// OnError, when set, sees errors the responder recovers from.
+	OnError func(error)
+
+	mu      sync.Mutex
+	handled string
+}
+
+func (r *Responder) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
+}
+
+func (r *Responder) report(err error) {
+	if err != nil && r.OnError != nil {
+		r.OnError(err)
+	}
+}
+
+// Run answers requests until ctx is cancelled; it returns ctx's error.
+func (r *Responder) Run(ctx context.Context) error {
+	poll := r.PollInterval
+	if poll <= 0 {
+		poll = time.Second
+	}
+	for {
+		st, err := Read(ctx, r.Client, r.Keys, r.Target)
+		if err != nil {
+			r.report(err)
+		} else if st.Request.Active() && st.Request.ID != r.lastHandled() {
+			if st.Response.ObservedRequestID == st.Request.ID && isFinal(st.Response.Status) {
+				// Answered before a restart of this responder.
+				r.setHandled(st.Request.ID)
+			} else {
+				r.handle(ctx, st.Request)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.clock().After(poll):
+		}
+	}
+}
+
+func isFinal(s Status) bool {
+	return s == StatusReadyToStop || s == StatusFailed || s == StatusDeclined
+}
+
+func (r *Responder) lastHandled() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handled
+}
+
+func (r *Responder) setHandled(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handled = id
+}
+
+func (r *Responder) answer(ctx context.Context, resp Response) error {
+	resp.HeartbeatAt = r.clock().Now()
+	return Answer(ctx, r.Client, r.Keys, r.Target, resp)
+}
+
+// handle runs one request to its answer. Errors writing answers are
+// reported and the request is retried on the next poll.
+func (r *Responder) handle(ctx context.Context, req Request) {
+	base := Response{ObservedRequestID: req.ID}
+	ack := base
+	ack.Status = StatusAcknowledged
+	if err := r.answer(ctx, ack); err != nil {
+		r.report(err)
+		return
+	}
+	if r.Decide != nil {
+		if ok, msg := r.Decide(req); !ok {
+			d := base
+			d.Status, d.Message = StatusDeclined, msg
+			if err := r.answer(ctx, d); err != nil {
+				r.report(err)
+				return
+			}
+			r.setHandled(req.ID)
+			return
+		}
+	}
+	prog := base
+	prog.Status = StatusInProgress
+	if err := r.answer(ctx, prog); err != nil {
+		r.report(err)
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		res Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := r.Checkpoint(cctx, req)
+		done <- outcome{res, err}
+	}()
+	hb := r.HeartbeatInterval
+	if hb <= 0 {
+		hb = 5 * time.Second
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock().After(hb):
+			st, err := Read(ctx, r.Client, r.Keys, r.Target)
+			if err == nil && (!st.Request.Active() || st.Request.ID != req.ID) {
+				cancel()
+				<-done
+				c := base
+				c.Status, c.Message = StatusDeclined, "request withdrawn; training resumed"
+				r.report(r.answer(ctx, c))
+				r.setHandled(req.ID)
+				return
+			}
+			r.report(r.answer(ctx, prog))
+		case o := <-done:
+			final := base
+			if o.err != nil {
+				final.Status, final.Message = StatusFailed, o.err.Error()
+			} else {
+				now := r.clock().Now()
+				final.Status, final.Step, final.URI, final.CompletedAt = StatusReadyToStop, o.res.Step, o.res.URI, now
+			}
+			values := r.Keys.ResponsePatch(withHeartbeat(final, r.clock().Now()))
+			if o.err == nil {
+				values[r.Keys.LastCheckpointAt()] = FormatTime(final.CompletedAt)
+			}
+			if err := Patch(ctx, r.Client, r.Target, values); err != nil {
+				r.report(err)
+				return
+			}
+			r.setHandled(req.ID)
+			return
+		}
+	}
+}
+
+func withHeartbeat(r Response, t time.Time) Response {
+	r.HeartbeatAt = t
+	return r
+}
