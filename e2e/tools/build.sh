@@ -86,6 +86,7 @@ jobset() {
 krew() {
 	build krew "$cache/krew-$KREW_VERSION/krew" sigs.k8s.io/krew/cmd/krew \
 		"-X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION"
+	build krew "$cache/krew-$KREW_VERSION/validate-krew-manifest" sigs.k8s.io/krew/cmd/validate-krew-manifest
 }
 
 [[ $# -gt 0 ]] || set -- core

@@ -3,7 +3,10 @@ module github.com/gpufleet/upgrade-plugins/e2e/tools/krew
 
 go 1.26
 
-tool sigs.k8s.io/krew/cmd/krew
+tool (
+	sigs.k8s.io/krew/cmd/krew
+	sigs.k8s.io/krew/cmd/validate-krew-manifest
+)
 
 require (
 	github.com/fatih/color v1.12.0 // indirect
