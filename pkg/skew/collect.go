@@ -1,0 +1,441 @@
+package skew
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
+)
+
+// PoolLabels are the well-known node labels that name a node pool, in the
+// order they are tried: GKE, EKS managed node groups, eksctl, AKS,
+// Karpenter (v1 and the older provisioner label) and Cluster API.
+var PoolLabels = []string{
+	"cloud.google.com/gke-nodepool",
+	"eks.amazonaws.com/nodegroup",
+	"alpha.eksctl.io/nodegroup-name",
+	"kubernetes.azure.com/agentpool",
+	"agentpool",
+	"karpenter.sh/nodepool",
+	"karpenter.sh/provisioner-name",
+	"cluster.x-k8s.io/deployment-name",
+	"cluster.x-k8s.io/set-name",
+}
+
+// NoPool names the pool of nodes that carry no pool label.
+const NoPool = "(none)"
+
+// controlPlaneRoles mark control-plane nodes without a pool label.
+var controlPlaneRoles = []string{"node-role.kubernetes.io/control-plane", "node-role.kubernetes.io/master"}
+
+// staticComponents are the control-plane components read from
+// kube-system static pods (label component=<name>, as kubeadm sets it).
+var staticComponents = []string{KindAPIServer, KindControllerManager, KindScheduler, KindCloudControllerManager}
+
+// addonNames maps kube-system workload names to the addon they are.
+var addonNames = map[string]string{
+	"kube-proxy":                     KindKubeProxy,
+	"coredns":                        KindCoreDNS,
+	"kube-dns":                       KindCoreDNS,
+	"metrics-server":                 "metrics-server",
+	"cluster-autoscaler":             "cluster-autoscaler",
+	"konnectivity-agent":             "konnectivity-agent",
+	"cloud-controller-manager":       KindCloudControllerManager,
+	"nvidia-device-plugin-daemonset": "nvidia-device-plugin",
+}
+
+// Collector reads a cluster's version inventory. It uses paged lists and
+// never one request per node.
+type Collector struct {
+	// Client reads the cluster.
+	Client kubernetes.Interface
+	// PoolLabel, when set, is the only label that names pools.
+	PoolLabel string
+	// PageSize is the page size of the node list (default 500).
+	PageSize int64
+	// Kubectl returns the gitVersion of the kubectl on PATH; nil skips it.
+	// An error wrapping ErrNoKubectl means there is none.
+	Kubectl func(ctx context.Context) (string, error)
+	// Now returns the time stamped on the inventory (default time.Now).
+	Now func() time.Time
+}
+
+// ErrNoKubectl says there is no kubectl on PATH.
+var ErrNoKubectl = errors.New("no kubectl on PATH")
+
+// RequiredReadError is a failed read without which there is no report
+// (/version or the node list).
+type RequiredReadError struct {
+	What string
+	Err  error
+}
+
+func (e *RequiredReadError) Error() string { return e.What + ": " + e.Err.Error() }
+func (e *RequiredReadError) Unwrap() error { return e.Err }
+
+// Collect reads the inventory: /version, the nodes (paged), the kube-system
+// static pods, DaemonSets and Deployments, and kubectl. Forbidden
+// kube-system reads become notes; a failed /version or node list is an
+// error.
+func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	inv := Inventory{CollectedAt: now().UTC().Truncate(time.Second)}
+	if c.Client == nil {
+		return inv, errors.New("no client")
+	}
+	var (
+		wg                             sync.WaitGroup
+		mu                             sync.Mutex
+		sv                             *version.Info
+		svErr, nodeErr                 error
+		pools                          []Pool
+		podComps, wlComps, kubectlComp []Component
+		notes                          []string
+	)
+	addNote := func(n string) {
+		mu.Lock()
+		notes = append(notes, n)
+		mu.Unlock()
+	}
+	wg.Add(5)
+	go func() {
+		defer wg.Done()
+		sv, svErr = serverVersion(ctx, c.Client)
+	}()
+	go func() {
+		defer wg.Done()
+		pools, nodeErr = c.listNodes(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		var n string
+		podComps, n = c.staticPods(ctx)
+		if n != "" {
+			addNote(n)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		var ns []string
+		wlComps, ns = c.workloads(ctx)
+		for _, n := range ns {
+			addNote(n)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		kubectlComp = c.kubectl(ctx)
+	}()
+	wg.Wait()
+	if svErr != nil {
+		return inv, &RequiredReadError{What: "reading /version", Err: svErr}
+	}
+	if nodeErr != nil {
+		return inv, &RequiredReadError{What: "listing nodes", Err: nodeErr}
+	}
+	inv.Server = ServerVersion{GitVersion: sv.GitVersion}
+	if sv.EmulationMajor != "" && sv.EmulationMinor != "" {
+		inv.Server.EmulationVersion = sv.EmulationMajor + "." + sv.EmulationMinor
+	}
+	if sv.MinCompatibilityMajor != "" && sv.MinCompatibilityMinor != "" {
+		inv.Server.MinCompatibilityVersion = sv.MinCompatibilityMajor + "." + sv.MinCompatibilityMinor
+	}
+	inv.Pools = pools
+	inv.Components = append(append(append(inv.Components, podComps...), wlComps...), kubectlComp...)
+	// A cloud-controller-manager found as a workload replaces the
+	// "not visible" static-pod entry.
+	inv.Components = dropShadowed(inv.Components)
+	sort.Strings(notes)
+	inv.Notes = notes
+	inv.Sort()
+	return inv, nil
+}
+
+func serverVersion(ctx context.Context, kc kubernetes.Interface) (*version.Info, error) {
+	type result struct {
+		v   *version.Info
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := kc.Discovery().ServerVersion()
+		ch <- result{v, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.err == nil && r.v == nil {
+			r.err = errors.New("empty answer")
+		}
+		return r.v, r.err
+	}
+}
+
+type poolKey struct{ name, label string }
+
+type poolAcc struct {
+	nodes    int
+	versions map[string]int
+	unknown  []string
+	nUnknown int
+}
+
+// PoolOf returns the pool name and the label that gave it for a node's
+// labels; poolLabel, when set, is the only label tried.
+func PoolOf(labels map[string]string, poolLabel string) (name, label string) {
+	if poolLabel != "" {
+		if v, ok := labels[poolLabel]; ok && v != "" {
+			return v, poolLabel
+		}
+		return NoPool, ""
+	}
+	for _, l := range PoolLabels {
+		if v, ok := labels[l]; ok && v != "" {
+			return v, l
+		}
+	}
+	for _, l := range controlPlaneRoles {
+		if _, ok := labels[l]; ok {
+			return "control-plane", l
+		}
+	}
+	return NoPool, ""
+}
+
+func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
+	size := c.PageSize
+	if size <= 0 {
+		size = 500
+	}
+	acc := map[poolKey]*poolAcc{}
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return c.Client.CoreV1().Nodes().List(ctx, opts)
+	})
+	p.PageSize = size
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return nil
+		}
+		name, label := PoolOf(n.Labels, c.PoolLabel)
+		k := poolKey{name, label}
+		a := acc[k]
+		if a == nil {
+			a = &poolAcc{versions: map[string]int{}}
+			acc[k] = a
+		}
+		a.nodes++
+		kv := strings.TrimSpace(n.Status.NodeInfo.KubeletVersion)
+		if _, err := ParseVersion(kv); err != nil {
+			a.nUnknown++
+			if len(a.unknown) < 3 {
+				a.unknown = append(a.unknown, n.Name)
+			}
+			return nil
+		}
+		a.versions[kv]++
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Pool, 0, len(acc))
+	for k, a := range acc {
+		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown}
+		sort.Strings(p.UnknownNodes)
+		for v, n := range a.versions {
+			p.Versions = append(p.Versions, VersionCount{Version: v, Nodes: n})
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func isForbidden(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+}
+
+// staticPods reads the control-plane static pods in kube-system.
+func (c *Collector) staticPods(ctx context.Context) ([]Component, string) {
+	sel := "component in (" + strings.Join(staticComponents, ",") + ")"
+	list, err := c.Client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	var comps []Component
+	if err != nil {
+		state, note := StateNotVisible, fmt.Sprintf("kube-system pods could not be read (%v); control-plane instances not checked", err)
+		if isForbidden(err) {
+			state, note = StateForbidden, "listing pods in kube-system is forbidden; control-plane instances not checked"
+		}
+		for _, name := range staticComponents {
+			comps = append(comps, Component{Name: name, State: state, Source: "pods kube-system component=" + name})
+		}
+		return comps, note
+	}
+	seen := map[string]bool{}
+	for i := range list.Items {
+		p := &list.Items[i]
+		name := p.Labels["component"]
+		img := containerImage(p.Spec.Containers, name)
+		comps = append(comps, Component{
+			Name: name, Instance: p.Name, Version: ImageTag(img), State: StateVisible,
+			Source: "pod kube-system/" + p.Name + " image " + img,
+		})
+		seen[name] = true
+	}
+	for _, name := range staticComponents {
+		if !seen[name] {
+			comps = append(comps, Component{Name: name, State: StateNotVisible, Source: "no pod in kube-system labelled component=" + name})
+		}
+	}
+	return comps, ""
+}
+
+func containerImage(cs []corev1.Container, prefer string) string {
+	for _, c := range cs {
+		if c.Name == prefer {
+			return c.Image
+		}
+	}
+	for _, c := range cs {
+		if strings.Contains(c.Image, prefer) {
+			return c.Image
+		}
+	}
+	if len(cs) > 0 {
+		return cs[0].Image
+	}
+	return ""
+}
+
+// addonFor returns the addon a kube-system workload is, or "".
+func addonFor(name string, labels map[string]string) string {
+	if a, ok := addonNames[name]; ok {
+		return a
+	}
+	if a, ok := addonNames[labels["k8s-app"]]; ok {
+		return a
+	}
+	return ""
+}
+
+// workloads reads kube-proxy, CoreDNS and the other known addons from the
+// kube-system DaemonSets and Deployments.
+func (c *Collector) workloads(ctx context.Context) ([]Component, []string) {
+	var comps []Component
+	var notes []string
+	found := map[string]bool{}
+	add := func(kind, name string, labels map[string]string, cs []corev1.Container) {
+		addon := addonFor(name, labels)
+		if addon == "" {
+			return
+		}
+		prefer := addon
+		if addon == KindCoreDNS {
+			prefer = "coredns"
+		}
+		img := containerImage(cs, prefer)
+		comps = append(comps, Component{
+			Name: addon, Instance: kind + "/" + name, Version: ImageTag(img), State: StateVisible,
+			Source: kind + " kube-system/" + name + " image " + img,
+		})
+		found[addon] = true
+	}
+	var dsErr, depErr error
+	var dss *appsv1.DaemonSetList
+	var deps *appsv1.DeploymentList
+	dss, dsErr = c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if dsErr == nil {
+		for i := range dss.Items {
+			d := &dss.Items[i]
+			add("daemonset", d.Name, d.Labels, d.Spec.Template.Spec.Containers)
+		}
+	} else {
+		notes = append(notes, readNote("DaemonSets", dsErr)+"; kube-proxy not checked")
+	}
+	deps, depErr = c.Client.AppsV1().Deployments(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if depErr == nil {
+		for i := range deps.Items {
+			d := &deps.Items[i]
+			add("deployment", d.Name, d.Labels, d.Spec.Template.Spec.Containers)
+		}
+	} else {
+		notes = append(notes, readNote("Deployments", depErr)+"; CoreDNS and addons not checked")
+	}
+	if !found[KindKubeProxy] {
+		st, src := StateNotVisible, "no kube-proxy DaemonSet in kube-system"
+		if dsErr != nil {
+			st, src = stateFor(dsErr), "daemonsets kube-system"
+		}
+		comps = append(comps, Component{Name: KindKubeProxy, State: st, Source: src})
+	}
+	if !found[KindCoreDNS] {
+		st, src := StateNotVisible, "no coredns Deployment in kube-system"
+		if depErr != nil {
+			st, src = stateFor(depErr), "deployments kube-system"
+		}
+		comps = append(comps, Component{Name: KindCoreDNS, State: st, Source: src})
+	}
+	return comps, notes
+}
+
+func readNote(what string, err error) string {
+	if isForbidden(err) {
+		return "listing " + what + " in kube-system is forbidden"
+	}
+	return fmt.Sprintf("listing %s in kube-system failed: %v", what, err)
+}
+
+func stateFor(err error) string {
+	if isForbidden(err) {
+		return StateForbidden
+	}
+	return StateNotVisible
+}
+
+// dropShadowed removes "not visible" entries of components that were found
+// another way.
+func dropShadowed(cs []Component) []Component {
+	visible := map[string]bool{}
+	for _, c := range cs {
+		if c.State == StateVisible {
+			visible[c.Name] = true
+		}
+	}
+	out := cs[:0]
+	for _, c := range cs {
+		if c.State != StateVisible && visible[c.Name] {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func (c *Collector) kubectl(ctx context.Context) []Component {
+	if c.Kubectl == nil {
+		return nil
+	}
+	v, err := c.Kubectl(ctx)
+	switch {
+	case errors.Is(err, ErrNoKubectl):
+		return []Component{{Name: KindKubectl, Instance: "PATH", State: StateAbsent, Source: "no kubectl on PATH"}}
+	case err != nil:
+		return []Component{{Name: KindKubectl, Instance: "PATH", State: StateNotVisible, Source: "kubectl version --client: " + err.Error()}}
+	}
+	return []Component{{Name: KindKubectl, Instance: "PATH", Version: v, State: StateVisible, Source: "kubectl version --client"}}
+}

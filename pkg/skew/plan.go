@@ -1,0 +1,370 @@
+package skew
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Plan phases, in the order each control-plane hop runs them.
+const (
+	PhaseFix         = "fix"
+	PhasePreflight   = "pre-flight"
+	PhaseEtcd        = "etcd-snapshot"
+	PhaseAPIServers  = "apiservers"
+	PhaseControllers = "controllers"
+	PhaseAddons      = "addons"
+	PhaseNodePool    = "node-pool"
+)
+
+// Step is one action of an upgrade plan.
+type Step struct {
+	// Number counts steps from 1.
+	Number int `json:"number"`
+	// ControlPlane is the control-plane minor while the step runs: the hop
+	// being made for control-plane steps, the minor reached for node steps.
+	ControlPlane string `json:"controlPlane"`
+	// Phase is fix, pre-flight, etcd-snapshot, apiservers, controllers,
+	// addons or node-pool.
+	Phase string `json:"phase"`
+	// Pool names the node pool of a node-pool step.
+	Pool string `json:"pool,omitempty"`
+	// From and To are the versions the step moves between.
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// Action says what to do.
+	Action string `json:"action"`
+	// Status is edge for a step that leaves no slack, violation for one
+	// that repairs a current violation, ok otherwise.
+	Status Status `json:"status"`
+	// Note adds the why.
+	Note string `json:"note,omitempty"`
+}
+
+// PoolUpgrade is one upgrade of a node pool in a plan.
+type PoolUpgrade struct {
+	// Step is the plan step that does it.
+	Step int `json:"step"`
+	// From and To are kubelet minors.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Before names the control-plane hop it must precede ("" for the last).
+	Before string `json:"before,omitempty"`
+}
+
+// PoolPlan is what a plan does to one node pool.
+type PoolPlan struct {
+	// Name is the pool.
+	Name string `json:"name"`
+	// Nodes counts its nodes.
+	Nodes int `json:"nodes"`
+	// Kubelet is its oldest kubelet version now.
+	Kubelet string `json:"kubelet,omitempty"`
+	// Limit is how many minors it may lag.
+	Limit int `json:"limit"`
+	// MustUpgradeBefore is the first control-plane hop the pool at its
+	// current version cannot survive: it must be upgraded before the hop
+	// to this minor.
+	MustUpgradeBefore string `json:"mustUpgradeBefore,omitempty"`
+	// Upgrades are the skip-level plan's upgrades of this pool.
+	Upgrades []PoolUpgrade `json:"upgrades"`
+	// UpgradesEveryHop is how many upgrades following every control-plane
+	// hop would take.
+	UpgradesEveryHop int `json:"upgradesEveryHop"`
+	// NodeDisruptionsSaved is (UpgradesEveryHop - len(Upgrades)) * Nodes.
+	NodeDisruptionsSaved int `json:"nodeDisruptionsSaved"`
+	// NoSlack is set when the pool sits exactly at the skew limit at some
+	// point of the plan, so its upgrade cannot slip.
+	NoSlack bool `json:"noSlack"`
+	// Status: violation when out of policy now, edge without slack, ok.
+	Status Status `json:"status"`
+	// Note explains unknown versions and other caveats.
+	Note string `json:"note,omitempty"`
+}
+
+// PlanSummary totals a plan.
+type PlanSummary struct {
+	// From is the control plane's minor now (its oldest apiserver).
+	From string `json:"from"`
+	// Target is the minor the plan reaches.
+	Target string `json:"target"`
+	// Hops counts control-plane hops.
+	Hops int `json:"hops"`
+	// PoolUpgrades counts pool upgrades in the skip-level plan.
+	PoolUpgrades int `json:"poolUpgrades"`
+	// PoolUpgradesEveryHop counts them when nodes follow every hop.
+	PoolUpgradesEveryHop int `json:"poolUpgradesEveryHop"`
+	// NodeDisruptions counts node drains in the skip-level plan.
+	NodeDisruptions int `json:"nodeDisruptions"`
+	// NodeDisruptionsEveryHop counts them when nodes follow every hop.
+	NodeDisruptionsEveryHop int `json:"nodeDisruptionsEveryHop"`
+	// NodeDisruptionsSaved is the difference.
+	NodeDisruptionsSaved int `json:"nodeDisruptionsSaved"`
+	// Status is the worst step status.
+	Status Status `json:"status"`
+}
+
+// Plan is an upgrade plan from an inventory to a target minor.
+type Plan struct {
+	Steps    []Step      `json:"steps"`
+	Pools    []PoolPlan  `json:"pools"`
+	Warnings []string    `json:"warnings,omitempty"`
+	Summary  PlanSummary `json:"summary"`
+}
+
+// PlanOptions tune a plan.
+type PlanOptions struct {
+	// Support, when set, annotates hops with their support windows.
+	Support func(v Version) (Support, bool)
+}
+
+// MakePlan plans the control plane from its oldest apiserver to target one
+// minor at a time, with the order of operations for each hop, and upgrades
+// each node pool as few times as possible: a pool waits until the next hop
+// would put it beyond its skew limit, then jumps to the control plane's
+// minor, and at the end goes to the target.
+func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
+	oldest, newest, ok := inv.APIServerVersions()
+	if !ok {
+		return Plan{}, fmt.Errorf("the inventory has no parsable apiserver version")
+	}
+	target = target.MinorOnly()
+	cur := oldest.MinorOnly()
+	if target.MinorsAfter(newest.MinorOnly()) < 0 {
+		return Plan{}, fmt.Errorf("target %s is older than the apiserver %s: downgrades are not planned", target.MinorString(), newest.MinorString())
+	}
+	if target.Major != cur.Major {
+		return Plan{}, fmt.Errorf("target %s changes the major version: not planned", target.MinorString())
+	}
+	b := &planBuilder{}
+	p := Plan{Summary: PlanSummary{From: cur.MinorString(), Target: target.MinorString(), Hops: target.MinorsAfter(cur)}}
+	if p.Summary.Hops > 12 {
+		return Plan{}, fmt.Errorf("target %s is %d minors ahead: plan at most 12 hops at a time", target.MinorString(), p.Summary.Hops)
+	}
+
+	// Pool state.
+	type ps struct {
+		plan PoolPlan
+		v    Version // current kubelet minor during planning
+		ok   bool
+	}
+	var pools []*ps
+	for _, pl := range inv.Pools {
+		s := &ps{plan: PoolPlan{Name: pl.Name, Nodes: pl.Nodes, Upgrades: []PoolUpgrade{}, Status: StatusOK}}
+		lo, hi, ok := pl.MinMax()
+		if ok {
+			s.v, s.ok = lo.MinorOnly(), true
+			s.plan.Kubelet = lo.String()
+			s.plan.Limit = KubeletMaxSkew(lo)
+			if d := lo.MinorOnly().AddMinors(s.plan.Limit + 1); d.MinorsAfter(target) <= 0 {
+				s.plan.MustUpgradeBefore = d.MinorString()
+			}
+			if hi.MinorsAfter(cur) > 0 {
+				s.plan.Note = fmt.Sprintf("kubelets at %s are newer than the apiserver %s: out of policy until the control plane catches up", hi.MinorString(), cur.MinorString())
+				s.plan.Status = StatusViolation
+			}
+		}
+		if pl.Unknown > 0 {
+			n := fmt.Sprintf("%d nodes report no parsable kubelet version and are not planned", pl.Unknown)
+			if s.plan.Note != "" {
+				n = s.plan.Note + "; " + n
+			}
+			s.plan.Note = n
+			p.Warnings = append(p.Warnings, fmt.Sprintf("pool %s: %s", pl.Name, n))
+		}
+		pools = append(pools, s)
+	}
+
+	upgrade := func(s *ps, to Version, before string, status Status, note string) {
+		n := b.add(Step{ControlPlane: to.MinorString(), Phase: PhaseNodePool, Pool: s.plan.Name, From: s.v.MinorString(), To: to.MinorString(),
+			Action: fmt.Sprintf("upgrade node pool %s (%d nodes) from %s to %s", s.plan.Name, s.plan.Nodes, s.v.MinorString(), to.MinorString()),
+			Status: status, Note: note})
+		s.plan.Upgrades = append(s.plan.Upgrades, PoolUpgrade{Step: n, From: s.v.MinorString(), To: to.MinorString(), Before: before})
+		s.v = to
+	}
+
+	// Fix what is already out of policy against the newest apiserver.
+	for _, s := range pools {
+		if !s.ok {
+			continue
+		}
+		if lim := KubeletMaxSkew(s.v); newest.MinorsAfter(s.v) > lim {
+			s.plan.Status = StatusViolation
+			upgrade(s, cur, cur.AddMinors(1).MinorString(), StatusViolation,
+				fmt.Sprintf("the pool is %d minors behind the apiserver %s, beyond the limit of %d: fix this before any control-plane hop", newest.MinorsAfter(s.v), newest.MinorString(), lim))
+		}
+	}
+
+	for _, s := range pools {
+		if s.ok && newest.MinorsAfter(s.v) == KubeletMaxSkew(s.v) {
+			s.plan.NoSlack = true
+		}
+	}
+
+	hopPools := func(next Version) {
+		// Pools that cannot survive the hop to next go now, to the
+		// control plane's current minor.
+		for _, s := range pools {
+			if !s.ok {
+				continue
+			}
+			lim := KubeletMaxSkew(s.v)
+			if next.MinorsAfter(s.v) > lim {
+				at := next.AddMinors(-1)
+				upgrade(s, at, next.MinorString(), StatusEdge,
+					fmt.Sprintf("skip-level: last moment; the hop to %s would put the pool %d minors behind (limit %d)", next.MinorString(), next.MinorsAfter(s.v), lim))
+			}
+		}
+	}
+
+	for m := cur.AddMinors(1); m.MinorsAfter(target) <= 0; m = m.AddMinors(1) {
+		hopPools(m)
+		mm := m.MinorString()
+		already := 0
+		total := 0
+		for _, c := range inv.Components {
+			if c.Name == KindAPIServer && c.State == StateVisible {
+				total++
+				if v, err := ParseVersion(c.Version); err == nil && v.MinorsAfter(m) >= 0 {
+					already++
+				}
+			}
+		}
+		hopNote := ""
+		if opts.Support != nil {
+			if s, ok := opts.Support(m); ok {
+				hopNote = s.Message
+			}
+		}
+		b.add(Step{ControlPlane: mm, Phase: PhasePreflight, To: mm, Status: StatusOK,
+			Action: fmt.Sprintf("pre-flight for %s: removed APIs in use (kubectl deprecations --target-version v%s), addon and driver compatibility, webhook health", mm, mm),
+			Note:   hopNote})
+		b.add(Step{ControlPlane: mm, Phase: PhaseEtcd, To: mm, Status: StatusOK,
+			Action: fmt.Sprintf("take and verify an etcd snapshot (etcd-pre-%s.db)", mm)})
+		inst := "every kube-apiserver instance"
+		switch {
+		case total > 0 && already > 0:
+			inst = fmt.Sprintf("the remaining kube-apiserver instances (%d of %d already on %s)", total-already, total, mm)
+		case total > 0:
+			inst = fmt.Sprintf("the %d kube-apiserver instances", total)
+		}
+		b.add(Step{ControlPlane: mm, Phase: PhaseAPIServers, To: mm, Status: StatusOK,
+			Action: fmt.Sprintf("upgrade %s to %s one at a time, with a soak between", inst, mm),
+			Note:   fmt.Sprintf("apiservers are mixed during this step: do not apply manifests that use APIs new in %s until every apiserver reports %s", mm, mm)})
+		b.add(Step{ControlPlane: mm, Phase: PhaseControllers, To: mm, Status: StatusOK,
+			Action: fmt.Sprintf("upgrade kube-controller-manager, kube-scheduler and cloud-controller-manager to %s", mm),
+			Note:   "only after every apiserver is on " + mm + ": controllers must never be newer than an apiserver"})
+		b.add(Step{ControlPlane: mm, Phase: PhaseAddons, To: mm, Status: StatusOK,
+			Action: fmt.Sprintf("upgrade kube-proxy, CoreDNS and the other addons to the versions %s supports", mm)})
+		for _, s := range pools {
+			if s.ok && m.MinorsAfter(s.v) == KubeletMaxSkew(s.v) {
+				s.plan.NoSlack = true
+			}
+		}
+	}
+	// Last wave: every pool to the target.
+	for _, s := range pools {
+		if s.ok && s.v.MinorsAfter(target) < 0 {
+			note := "skip-level: one drain for the remaining hops"
+			st := StatusOK
+			if target.MinorsAfter(s.v) == KubeletMaxSkew(s.v) {
+				st = StatusEdge
+				note = fmt.Sprintf("no slack: the pool is at the skew limit (%d minors behind %s); upgrade it before any further control-plane upgrade", KubeletMaxSkew(s.v), target.MinorString())
+			}
+			upgrade(s, target, "", st, note)
+		}
+	}
+
+	for _, s := range pools {
+		if s.ok {
+			every := everyHop(MustParseVersion(s.plan.Kubelet).MinorOnly(), cur, newest.MinorOnly(), target)
+			if every < len(s.plan.Upgrades) {
+				every = len(s.plan.Upgrades)
+			}
+			s.plan.UpgradesEveryHop = every
+			s.plan.NodeDisruptionsSaved = (every - len(s.plan.Upgrades)) * (s.plan.Nodes - unknownOf(inv, s.plan.Name))
+			if s.plan.NoSlack && s.plan.Status == StatusOK {
+				s.plan.Status = StatusEdge
+			}
+			nodes := s.plan.Nodes - unknownOf(inv, s.plan.Name)
+			p.Summary.PoolUpgrades += len(s.plan.Upgrades)
+			p.Summary.PoolUpgradesEveryHop += every
+			p.Summary.NodeDisruptions += len(s.plan.Upgrades) * nodes
+			p.Summary.NodeDisruptionsEveryHop += every * nodes
+		}
+		if s.plan.NoSlack {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("pool %s has no slack: it sits at the skew limit during the plan, so its upgrade cannot slip", s.plan.Name))
+		}
+		p.Pools = append(p.Pools, s.plan)
+	}
+	p.Summary.NodeDisruptionsSaved = p.Summary.NodeDisruptionsEveryHop - p.Summary.NodeDisruptions
+	if p.Summary.Hops > 0 {
+		p.Warnings = append(p.Warnings, "during each hop the HA apiservers are mixed: hold back manifests that use brand-new APIs until every apiserver is on the new minor")
+	}
+	if newest.MinorsAfter(oldest) > 0 {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the control plane is mid-upgrade (apiservers at %s and %s): the first hop finishes it", oldest.MinorString(), newest.MinorString()))
+	}
+	if inv.Server.EmulationVersion != "" {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the apiserver emulates %s (KEP-4330): check the maturity of compatibility versions in %s before planning around them", inv.Server.EmulationVersion, cur.MinorString()))
+	}
+	if opts.Support != nil {
+		if s, ok := opts.Support(target); ok && s.Status != StatusOK {
+			p.Warnings = append(p.Warnings, "target "+s.Message)
+		}
+	}
+	for _, c := range inv.Components {
+		if (c.Name == KindControllerManager || c.Name == KindScheduler) && c.State == StateVisible {
+			if v, err := ParseVersion(c.Version); err == nil && cur.MinorsAfter(v) > 0 {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("%s %s is behind the apiserver %s: bring it to %s before the first hop", c.Name, c.Instance, cur.MinorString(), cur.MinorString()))
+			}
+		}
+	}
+	p.Steps = b.steps
+	p.Summary.Status = StatusOK
+	for _, s := range p.Steps {
+		p.Summary.Status = worse(p.Summary.Status, s.Status)
+	}
+	for _, pp := range p.Pools {
+		p.Summary.Status = worse(p.Summary.Status, pp.Status)
+	}
+	return p, nil
+}
+
+// everyHop counts the upgrades of a pool at v when its nodes follow every
+// control-plane hop from cur to target: one catch-up first when the pool is
+// out of policy or could not survive the first hop, then one per hop it is
+// behind.
+func everyHop(v, cur, newest, target Version) int {
+	n := 0
+	if newest.MinorsAfter(v) > KubeletMaxSkew(v) || (target.MinorsAfter(cur) > 0 && cur.AddMinors(1).MinorsAfter(v) > KubeletMaxSkew(v)) {
+		n++
+		v = cur
+	}
+	for m := cur.AddMinors(1); m.MinorsAfter(target) <= 0; m = m.AddMinors(1) {
+		if v.MinorsAfter(m) < 0 {
+			n++
+			v = m
+		}
+	}
+	if v.MinorsAfter(target) < 0 {
+		n++
+	}
+	return n
+}
+
+func unknownOf(inv Inventory, pool string) int {
+	for _, p := range inv.Pools {
+		if p.Name == pool {
+			return p.Unknown
+		}
+	}
+	return 0
+}
+
+type planBuilder struct{ steps []Step }
+
+func (b *planBuilder) add(s Step) int {
+	s.Number = len(b.steps) + 1
+	s.Action = strings.TrimSpace(s.Action)
+	b.steps = append(b.steps, s)
+	return s.Number
+}
