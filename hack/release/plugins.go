@@ -1,0 +1,50 @@
+package main
+
+import "strings"
+
+// Plugin names one plugin of the suite.
+type Plugin struct {
+	Name string // the kubectl command and krew name, e.g. gang-drain
+}
+
+// Binary is the executable name kubectl finds on PATH.
+func (p Plugin) Binary() string { return "kubectl-" + strings.ReplaceAll(p.Name, "-", "_") }
+
+// Completion is the script kubectl runs to complete `kubectl <name> <TAB>`.
+func (p Plugin) Completion() string { return "kubectl_complete-" + strings.ReplaceAll(p.Name, "-", "_") }
+
+// Plugins are the six plugins of the suite.
+var Plugins = []Plugin{
+	{"skew"}, {"deprecations"}, {"gang-drain"}, {"gpu-validate"}, {"pdb-blockers"}, {"crd-migrate"},
+}
+
+// Platform is one os/arch pair we ship.
+type Platform struct {
+	OS, Arch string
+}
+
+// Platforms are the release platforms.
+var Platforms = []Platform{
+	{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "amd64"}, {"darwin", "arm64"}, {"windows", "amd64"},
+}
+
+// Ext is the archive extension for the platform.
+func (p Platform) Ext() string {
+	if p.OS == "windows" {
+		return ".zip"
+	}
+	return ".tar.gz"
+}
+
+// Exe is the executable suffix for the platform.
+func (p Platform) Exe() string {
+	if p.OS == "windows" {
+		return ".exe"
+	}
+	return ""
+}
+
+// ArchiveName is the archive file name of a plugin for a platform.
+func ArchiveName(pl Plugin, version string, p Platform) string {
+	return pl.Binary() + "_" + version + "_" + p.OS + "_" + p.Arch + p.Ext()
+}
