@@ -11,7 +11,9 @@ type Plugin struct {
 func (p Plugin) Binary() string { return "kubectl-" + strings.ReplaceAll(p.Name, "-", "_") }
 
 // Completion is the script kubectl runs to complete `kubectl <name> <TAB>`.
-func (p Plugin) Completion() string { return "kubectl_complete-" + strings.ReplaceAll(p.Name, "-", "_") }
+func (p Plugin) Completion() string {
+	return "kubectl_complete-" + strings.ReplaceAll(p.Name, "-", "_")
+}
 
 // Plugins are the six plugins of the suite.
 var Plugins = []Plugin{
