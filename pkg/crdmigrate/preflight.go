@@ -1,0 +1,133 @@
+package crdmigrate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PreflightError refuses a run before any write: a webhook the reads or
+// writes depend on is down, or a server-side dry-run write of an object
+// failed.
+type PreflightError struct {
+	CRD      string
+	Problems []string
+	// Hint is a command that shows the first problem.
+	Hint string
+}
+
+func (e *PreflightError) Error() string {
+	return fmt.Sprintf("pre-flight check of %s failed, nothing was changed: %s", e.CRD, strings.Join(e.Problems, "; "))
+}
+
+// Plan is what a run of one CRD would do, as found by Preflight.
+type Plan struct {
+	Status CRDStatus `json:"status"`
+	// Probe says how the dry-run write went ("" when there was nothing to
+	// probe).
+	Probe string `json:"probe,omitempty"`
+}
+
+// Preflight checks one CRD before a run: it counts the objects, checks the
+// conversion and admission webhooks (Service endpoints ready), and, when
+// there are objects, reads one at the storage version and sends it back as a
+// server-side dry-run update (dryRun=All), which goes through conversion and
+// every matching admission webhook (admissionregistration/v1 webhooks
+// declare no side effects, so they are called on dry runs) and changes
+// nothing. It returns *PreflightError when the run would fail.
+func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.CustomResourceDefinition) (*Plan, error) {
+	st := Describe(crd)
+	h, err := hooks.Check(ctx, c.Kube, crd)
+	if err != nil {
+		return nil, err
+	}
+	st.ConversionWebhook, st.Webhooks = h.Conversion, h.Admission
+	n, err := CountObjects(ctx, c, crd)
+	if err != nil {
+		return nil, &PreflightError{CRD: crd.Name, Problems: []string{err.Error()}}
+	}
+	st.Objects = n
+	st.Verdict, st.Reasons = verdict(st)
+	plan := &Plan{Status: st}
+	if n == 0 {
+		return plan, nil
+	}
+	var problems []string
+	hint := ""
+	for _, b := range Blockers(st) {
+		problems = append(problems, b.Problem())
+		if hint == "" {
+			hint = hintFor(b)
+		}
+	}
+	gvr := GVR(crd)
+	l, err := c.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+	switch {
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("reading %s at %s failed: %v", gvr.Resource, gvr.Version, err))
+		plan.Probe = "list failed"
+	case len(l.Items) == 0:
+		plan.Probe = "no object to probe"
+	default:
+		obj := &l.Items[0]
+		ri := c.Dynamic.Resource(gvr)
+		var err error
+		if ns := obj.GetNamespace(); ns != "" {
+			_, err = ri.Namespace(ns).Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: ManagedBy})
+		} else {
+			_, err = ri.Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: ManagedBy})
+		}
+		if err != nil && !isObjectNotFound(err, obj.GetName()) {
+			problems = append(problems, fmt.Sprintf("a dry-run update of %s %s failed: %v", gvr.Resource, ref(obj), err))
+			plan.Probe = "dry-run update failed"
+		} else {
+			plan.Probe = "dry-run update of " + ref(obj) + " ok"
+		}
+	}
+	if len(problems) > 0 {
+		return plan, &PreflightError{CRD: crd.Name, Problems: problems, Hint: hint}
+	}
+	return plan, nil
+}
+
+func hintFor(h WebhookHealth) string {
+	if h.ServiceName == "" {
+		return ""
+	}
+	return fmt.Sprintf("kubectl get endpointslices -n %s -l kubernetes.io/service-name=%s", h.ServiceNamespace, h.ServiceName)
+}
+
+// Estimate is the expected cost of a client-side run.
+type Estimate struct {
+	Objects  int64 `json:"objects"`
+	Requests int64 `json:"requests"`
+	// Seconds is the time the requests take at the rate limit, ignoring
+	// server latency.
+	Seconds float64 `json:"seconds"`
+}
+
+// EstimateRun counts the requests of a client-side run over n objects (one
+// update each, one list and one checkpoint write per page, and a handful
+// around them) and the time they take at qps with burst.
+func EstimateRun(n int64, pageSize int64, qps float64, burst int) Estimate {
+	if pageSize <= 0 {
+		pageSize = PageSize
+	}
+	pages := max(1, (n+pageSize-1)/pageSize)
+	req := n + 2*pages + 6
+	e := Estimate{Objects: n, Requests: req}
+	if qps > 0 {
+		e.Seconds = math.Max(0, float64(req-int64(burst))) / qps
+	}
+	return e
+}
+
+// Duration returns the estimate as a duration.
+func (e Estimate) Duration() time.Duration {
+	return time.Duration(e.Seconds * float64(time.Second))
+}
