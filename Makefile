@@ -1,0 +1,101 @@
+# Makefile of the gpufleet kubectl plugins. `make test` is the test command
+# CI runs (.ci/run): it builds everything the tests need, from the Go module
+# proxy only, then runs the unit and e2e suites.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+
+MODULE   := github.com/gpufleet/upgrade-plugins
+PLUGINS  := kubectl-skew kubectl-deprecations kubectl-gang_drain kubectl-gpu_validate kubectl-pdb_blockers kubectl-crd_migrate
+VERSION  ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.1.0-dev)
+COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -s -w -X $(MODULE)/pkg/cli.version=$(VERSION) -X $(MODULE)/pkg/cli.commit=$(COMMIT)
+GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
+BIN      := bin
+DIST     := dist
+PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+# Components of the local control plane the e2e suite needs (see e2e/tools/build.sh).
+E2E_COMPONENTS ?= core kueue jobset krew
+# e2e packages run one at a time: each starts its own control plane, and two
+# cores do not hold two apiservers starting at once well.
+E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
+FUZZTIME ?= 10s
+
+.PHONY: all build test unit e2e e2e-tools bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
+
+all: build
+
+## build: the six plugins and their completion scripts into bin/
+build:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 go build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(PLUGINS)) ./cmd/democluster
+	cp hack/completion/kubectl_complete-* $(BIN)/
+
+## test: unit tests, short fuzzing, then the e2e suite against a real control plane (README's test command)
+test: unit fuzz-short e2e
+
+## unit: go vet and the unit tests with the race detector
+unit:
+	go vet ./...
+	go test -race -count=1 ./...
+
+## e2e-tools: build the control-plane binaries into the version-keyed cache
+e2e-tools:
+	e2e/tools/build.sh $(E2E_COMPONENTS)
+
+## e2e: the e2e suite (builds the plugins and the control plane first)
+e2e: build e2e-tools
+	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) ./e2e/...
+
+## bench: Go benchmarks, then the scale runs against the local control plane
+bench: build e2e-tools
+	go test -run '^$$' -bench . -benchmem -count=1 ./pkg/... ./plugins/...
+	E2E_SCALE=1 PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) -run 'Scale|Bench' -v ./e2e/...
+
+## fuzz-short: every fuzz target for a short fixed time (FUZZTIME)
+fuzz-short:
+	hack/fuzz.sh $(FUZZTIME)
+
+## fuzz: every fuzz target for longer
+fuzz:
+	hack/fuzz.sh 2m
+
+## lint: gofmt and go vet (with the e2e tag too)
+lint:
+	@bad=$$(gofmt -s -l $$(git ls-files '*.go')); if [[ -n "$$bad" ]]; then echo "gofmt -s would change:"; echo "$$bad"; exit 1; fi
+	go vet ./...
+	go vet -tags e2e ./e2e/...
+
+## verify: lint, go.mod tidy, and the banned-pattern checks
+verify: lint
+	go mod tidy && git diff --exit-code go.mod go.sum
+	hack/verify-patterns.sh
+
+## dist: release archives for every platform into dist/
+dist:
+	rm -rf $(DIST)/build
+	for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build $(GOFLAGS_BUILD) -o $(DIST)/build/$${os}_$${arch}/ $(addprefix ./cmd/,$(PLUGINS)); \
+	done
+	go run ./hack/release dist -version $(VERSION) -build $(DIST)/build -out $(DIST)
+
+## krew: render krew-manifests/ with the version and archive checksums into dist/krew/
+krew: dist
+	go run ./hack/release krew -version $(VERSION) -dist $(DIST) -out $(DIST)/krew
+
+## krew-validate: check the rendered manifests with krew's own validator
+krew-validate: krew
+	e2e/tools/build.sh krew >/dev/null
+	for m in $(DIST)/krew/*.yaml; do "$$(e2e/tools/build.sh krew)/krew-v0.4.3/validate-krew-manifest" -manifest $$m -skip-install; done
+
+## demo: start the local GPU-fleet control plane and run each plugin on it
+demo: build
+	hack/demo.sh up
+
+## demo-down: stop the demo control plane
+demo-down:
+	hack/demo.sh down
+
+clean:
+	rm -rf $(BIN) $(DIST)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# fuzz.sh runs every Go fuzz target of the module for the given time each
+# (default 10s): hack/fuzz.sh 10s. Go runs one fuzz target per invocation,
+# so each is run on its own; the seed corpora in testdata/fuzz always run as
+# part of the ordinary unit tests too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+time=${1:-10s}
+total=0
+found=0
+for pkg in $(go list ./...); do
+	targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
+	for t in $targets; do
+		total=$((total + 1))
+		echo "fuzz: $pkg $t for $time" >&2
+		log=$(mktemp)
+		if ! go test -run '^$' -fuzz "^${t}\$" -fuzztime "$time" "$pkg" >"$log" 2>&1; then
+			cat "$log"
+			found=$((found + 1))
+		else
+			grep -E 'execs:|^ok|PASS' "$log" | tail -2 >&2 || true
+		fi
+		rm -f "$log"
+	done
+done
+echo "fuzz: $total target(s), $found failing" >&2
+[[ $found -eq 0 ]]

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# verify-patterns.sh rejects code patterns the project does not allow.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+check() { # check DESCRIPTION PATTERN PATHSPEC...
+	local what=$1 pat=$2
+	shift 2
+	local hits
+	hits=$(git grep -nE "$pat" -- "$@" || true)
+	if [[ -n $hits ]]; then
+		echo "verify-patterns: $what:" >&2
+		echo "$hits" >&2
+		fail=1
+	fi
+}
+# Libraries and plugins write to the streams they are given, never to the process's own.
+check "os.Stdout/os.Stderr outside cmd/, hack/ and e2e/" 'os\.Std(out|err)\b' 'pkg/*.go' 'plugins/*.go' ':!*_test.go' ':!**/internal/gen/**'
+# Tests decide colour through cli.Colorizer, never by mutating the global.
+check "color.NoColor mutated" 'color\.NoColor *=' '*.go'
+# Domain libraries never exit the process.
+check "os.Exit in pkg/ or plugins/" 'os\.Exit\(' 'pkg/*.go' 'plugins/*.go' ':!**/internal/gen/**'
+# No placeholders presented as done.
+check "unimplemented stubs" 'panic\("not implemented|TODO: ?implement' '*.go'
+exit $fail
