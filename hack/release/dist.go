@@ -30,7 +30,12 @@ func runDist(args []string) error {
 	out := fs.String("out", "dist", "output directory")
 	license := fs.String("license", "LICENSE", "licence file to ship")
 	completions := fs.String("completions", "hack/completion", "directory with kubectl_complete-* scripts")
+	platforms := fs.String("platforms", "", "comma-separated os/arch list (default: every release platform)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	plats, err := selectPlatforms(*platforms)
+	if err != nil {
 		return err
 	}
 	if err := checkVersion(*version); err != nil {
@@ -48,7 +53,7 @@ func runDist(args []string) error {
 		if err != nil {
 			return err
 		}
-		for _, p := range Platforms {
+		for _, p := range plats {
 			bin, err := os.ReadFile(filepath.Join(*build, p.OS+"_"+p.Arch, pl.Binary()+p.Exe()))
 			if err != nil {
 				return err

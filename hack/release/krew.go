@@ -39,9 +39,9 @@ type ManifestData struct {
 
 // Render renders the manifest template of pl with the archives found in
 // dist (their sha256) and URIs under baseURI.
-func Render(tmpl []byte, pl Plugin, version, dist, baseURI string) ([]byte, error) {
+func Render(tmpl []byte, pl Plugin, version, dist, baseURI string, plats []Platform) ([]byte, error) {
 	data := ManifestData{Version: version}
-	for _, p := range Platforms {
+	for _, p := range plats {
 		name := ArchiveName(pl, version, p)
 		b, err := os.ReadFile(filepath.Join(dist, name))
 		if err != nil {
@@ -75,7 +75,12 @@ func runKrew(args []string) error {
 	out := fs.String("out", "dist/krew", "output directory for rendered manifests")
 	src := fs.String("manifests", "krew-manifests", "directory with the manifest templates")
 	baseURI := fs.String("base-uri", "https://github.com/gpufleet/upgrade-plugins/releases/download", "URI prefix of the archives; the version and archive name are appended")
+	platforms := fs.String("platforms", "", "comma-separated os/arch list (default: every release platform)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	plats, err := selectPlatforms(*platforms)
+	if err != nil {
 		return err
 	}
 	if err := checkVersion(*version); err != nil {
@@ -89,7 +94,7 @@ func runKrew(args []string) error {
 		if err != nil {
 			return err
 		}
-		m, err := Render(tmpl, pl, *version, *dist, *baseURI)
+		m, err := Render(tmpl, pl, *version, *dist, *baseURI, plats)
 		if err != nil {
 			return err
 		}

@@ -1,6 +1,9 @@
 package main
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Plugin names one plugin of the suite.
 type Plugin struct {
@@ -49,4 +52,20 @@ func (p Platform) Exe() string {
 // ArchiveName is the archive file name of a plugin for a platform.
 func ArchiveName(pl Plugin, version string, p Platform) string {
 	return pl.Binary() + "_" + version + "_" + p.OS + "_" + p.Arch + p.Ext()
+}
+
+// selectPlatforms parses a comma-separated os/arch list; empty means all.
+func selectPlatforms(list string) ([]Platform, error) {
+	if list == "" {
+		return Platforms, nil
+	}
+	var out []Platform
+	for _, s := range strings.Split(list, ",") {
+		os, arch, ok := strings.Cut(strings.TrimSpace(s), "/")
+		if !ok {
+			return nil, fmt.Errorf("platform %q is not os/arch", s)
+		}
+		out = append(out, Platform{os, arch})
+	}
+	return out, nil
 }
