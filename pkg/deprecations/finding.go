@@ -1,0 +1,249 @@
+package deprecations
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+)
+
+// Source names where a finding comes from.
+type Source string
+
+// Sources, in the order of how much they can be trusted to show what
+// clients really call.
+const (
+	SourceMetrics   Source = "metrics"
+	SourceAudit     Source = "audit"
+	SourceObjects   Source = "objects"
+	SourceHelm      Source = "helm"
+	SourceManifests Source = "manifests"
+	SourceCRDs      Source = "crds"
+)
+
+// AllSources lists every source.
+var AllSources = []Source{SourceMetrics, SourceAudit, SourceObjects, SourceHelm, SourceManifests, SourceCRDs}
+
+// Status of a finding at the target release.
+const (
+	StatusRemoved    = "removed"
+	StatusDeprecated = "deprecated"
+	// StatusUnknown marks a finding whose apiVersion could not be
+	// determined (a templated apiVersion in an unrendered chart).
+	StatusUnknown = "unknown"
+)
+
+// Finding is one use of a deprecated or removed API.
+type Finding struct {
+	Source Source `json:"source"`
+	// Location is where the use was seen: file:line, namespace/name of an
+	// object, a Helm release, or the apiserver instance.
+	Location string `json:"location"`
+	File     string `json:"file,omitempty"`
+	Line     int    `json:"line,omitempty"`
+
+	APIVersion  string `json:"apiVersion"`
+	Kind        string `json:"kind,omitempty"`
+	Resource    string `json:"resource,omitempty"`
+	Subresource string `json:"subresource,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Name        string `json:"name,omitempty"`
+
+	// Who wrote or called: a user, field manager or Helm release.
+	Who       string    `json:"who,omitempty"`
+	UserAgent string    `json:"userAgent,omitempty"`
+	Verb      string    `json:"verb,omitempty"`
+	Count     int64     `json:"count,omitempty"`
+	FirstSeen time.Time `json:"firstSeen,omitzero"`
+	LastSeen  time.Time `json:"lastSeen,omitzero"`
+	Detail    string    `json:"detail,omitempty"`
+
+	// Undeterminable is set when the apiVersion could not be read (for
+	// example a templated apiVersion); Candidates then lists the deprecated
+	// or removed versions the kind has.
+	Undeterminable bool     `json:"undeterminable,omitempty"`
+	Candidates     []string `json:"candidates,omitempty"`
+
+	// Filled in by Classify.
+	Status               string               `json:"status"`
+	Deprecated           apilifecycle.Release `json:"deprecated,omitzero"`
+	Removed              apilifecycle.Release `json:"removed,omitzero"`
+	Replacement          string               `json:"replacement,omitempty"`
+	ReplacementAvailable apilifecycle.Release `json:"replacementAvailable,omitzero"`
+	// ReplacementServed says whether the current server already serves the
+	// replacement (nil when unknown, for example for files alone).
+	ReplacementServed *bool `json:"replacementServed,omitempty"`
+}
+
+// Skipped is input that was not scanned, or only partly: a file that does
+// not parse, an unrendered template, a corrupt Helm record, an audit line
+// that is not JSON.
+type Skipped struct {
+	Source Source `json:"source"`
+	File   string `json:"file,omitempty"`
+	Line   int    `json:"line,omitempty"`
+	// Partial is set when the input was scanned line by line only.
+	Partial bool   `json:"partial,omitempty"`
+	Reason  string `json:"reason"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+// Location formats file:line.
+func fileLine(file string, line int) string {
+	if line > 0 {
+		return fmt.Sprintf("%s:%d", file, line)
+	}
+	return file
+}
+
+// Target is the release findings are judged against, and what the current
+// server serves (nil for files alone).
+type Target struct {
+	Release apilifecycle.Release
+	// Served reports whether the server serves a group version; nil when
+	// there is no server.
+	Served func(groupVersion, kind string) bool
+}
+
+// Classify judges findings at the target with the table: it fills in the
+// lifecycle fields and status, and drops findings whose API is neither
+// deprecated nor removed at the target. Undeterminable findings are kept
+// when one of their candidates is deprecated or removed at the target.
+func Classify(tab *apilifecycle.Table, target Target, in []Finding) []Finding {
+	out := make([]Finding, 0, len(in))
+	for _, f := range in {
+		if f.Undeterminable {
+			var c []string
+			for _, av := range f.Candidates {
+				if e, ok := tab.Lookup(av, f.Kind); ok && tab.StatusAt(e, target.Release) != apilifecycle.StatusOK {
+					c = append(c, av)
+				}
+			}
+			if len(c) == 0 {
+				continue
+			}
+			f.Candidates = c
+			f.Status = StatusUnknown
+			out = append(out, f)
+			continue
+		}
+		e, ok := lookup(tab, f)
+		if !ok {
+			continue
+		}
+		st := tab.StatusAt(e, target.Release)
+		if st == apilifecycle.StatusOK {
+			continue
+		}
+		f.Status = st.String()
+		if f.Kind == "" {
+			f.Kind = e.Kind
+		}
+		if f.Resource == "" {
+			f.Resource = e.Resource
+		}
+		f.Deprecated, f.Removed = e.Deprecated, e.Removed
+		if !e.Replacement.IsZero() {
+			f.Replacement = e.Replacement.String()
+			f.ReplacementAvailable = e.ReplacementAvailable
+			if target.Served != nil {
+				served := target.Served(e.Replacement.APIVersion(), e.Replacement.Kind)
+				f.ReplacementServed = &served
+			}
+		}
+		out = append(out, f)
+	}
+	SortFindings(out)
+	return out
+}
+
+func lookup(tab *apilifecycle.Table, f Finding) (apilifecycle.Entry, bool) {
+	if f.Kind != "" {
+		return tab.Lookup(f.APIVersion, f.Kind)
+	}
+	g, v := apilifecycle.SplitAPIVersion(f.APIVersion)
+	return tab.LookupResource(g, v, f.Resource)
+}
+
+func statusRank(s string) int {
+	switch s {
+	case StatusRemoved:
+		return 0
+	case StatusUnknown:
+		return 1
+	}
+	return 2
+}
+
+// SortFindings orders findings: removed first, then by source, location,
+// line, API and who.
+func SortFindings(fs []Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if ra, rb := statusRank(a.Status), statusRank(b.Status); ra != rb {
+			return ra < rb
+		}
+		if a.Source != b.Source {
+			return sourceRank(a.Source) < sourceRank(b.Source)
+		}
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Location != b.Location {
+			return a.Location < b.Location
+		}
+		if a.APIVersion != b.APIVersion {
+			return a.APIVersion < b.APIVersion
+		}
+		if a.Kind != b.Kind || a.Resource != b.Resource {
+			return a.Kind+a.Resource < b.Kind+b.Resource
+		}
+		if a.Who != b.Who {
+			return a.Who < b.Who
+		}
+		return a.UserAgent+a.Verb < b.UserAgent+b.Verb
+	})
+}
+
+func sourceRank(s Source) int {
+	for i, x := range AllSources {
+		if x == s {
+			return i
+		}
+	}
+	return len(AllSources)
+}
+
+// interesting reports whether an entry is deprecated or removed at any release.
+func interesting(e apilifecycle.Entry) bool {
+	return !e.Deprecated.IsZero() || !e.Removed.IsZero()
+}
+
+// candidatesFor lists the apiVersions in which kind has a deprecation or
+// removal, sorted.
+func candidatesFor(tab *apilifecycle.Table, kind string) []string {
+	var out []string
+	for _, e := range tab.Entries() {
+		if e.Kind == kind && interesting(e) {
+			out = append(out, e.APIVersion())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func trimQuotes(s string) string {
+	if len(s) >= 2 && (s[0] == '"' && s[len(s)-1] == '"' || s[0] == '\'' && s[len(s)-1] == '\'') {
+		return s[1 : len(s)-1]
+	}
+	return s
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

@@ -1,0 +1,866 @@
+package deprecations
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+)
+
+// DefaultMaxFileSize bounds the size of one manifest file.
+const DefaultMaxFileSize = 64 << 20
+
+// TemplateHint is the hint for files with unrendered template syntax.
+const TemplateHint = "helm template RELEASE CHART | kubectl deprecations -f -"
+
+// ManifestScanner finds deprecated and removed APIs in manifests: multi-
+// document YAML, JSON (also concatenated streams), List kinds, Helm release
+// Secrets, with or without a BOM and CRLF line endings. Files with
+// unrendered template syntax are scanned line by line for literal
+// apiVersion and kind keys, and reported as partly scanned. Files that do
+// not parse are reported, never silently dropped.
+type ManifestScanner struct {
+	// Table is the lifecycle table; objects whose kind has no deprecation
+	// or removal in it are not reported.
+	Table *apilifecycle.Table
+	// MaxFileSize bounds one file (DefaultMaxFileSize when 0).
+	MaxFileSize int64
+	// MaxRelease bounds one decompressed Helm release record.
+	MaxRelease int64
+	// Workers reads files in parallel (GOMAXPROCS when 0).
+	Workers int
+
+	once  sync.Once
+	kinds map[string][]string
+}
+
+// ManifestResult is what a scan found.
+type ManifestResult struct {
+	Findings []Finding
+	Skipped  []Skipped
+	// Files and Objects count what was read.
+	Files   int
+	Objects int
+}
+
+func (r *ManifestResult) add(o ManifestResult) {
+	r.Findings = append(r.Findings, o.Findings...)
+	r.Skipped = append(r.Skipped, o.Skipped...)
+	r.Files += o.Files
+	r.Objects += o.Objects
+}
+
+func (s *ManifestScanner) init() {
+	s.once.Do(func() {
+		if s.Table == nil {
+			s.Table = apilifecycle.Builtin()
+		}
+		s.kinds = map[string][]string{}
+		for _, e := range s.Table.Entries() {
+			if interesting(e) {
+				s.kinds[e.Kind] = append(s.kinds[e.Kind], e.APIVersion())
+			}
+		}
+		for k := range s.kinds {
+			sort.Strings(s.kinds[k])
+		}
+	})
+}
+
+// manifestExt reports whether a file found while walking a directory is a
+// manifest by its name.
+func manifestExt(name string) bool {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// Expand lists the files named by paths: files as given, directories
+// walked recursively for .yaml, .yml and .json files (hidden directories
+// skipped), "-" kept as is for stdin. A path that does not exist is an error.
+func Expand(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		if p == "-" {
+			out = append(out, p)
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if path != p && strings.HasPrefix(d.Name(), ".") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Type().IsRegular() && manifestExt(d.Name()) {
+				out = append(out, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ScanPaths scans files and directories (see Expand); "-" reads stdin.
+func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin io.Reader) (ManifestResult, error) {
+	s.init()
+	files, err := Expand(paths)
+	if err != nil {
+		return ManifestResult{}, err
+	}
+	workers := s.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	results := make([]ManifestResult, len(files))
+	idx := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				results[i] = s.scanFile(files[i], stdin)
+			}
+		}()
+	}
+	var ctxErr error
+	for i := range files {
+		if ctxErr = ctx.Err(); ctxErr != nil {
+			break
+		}
+		idx <- i
+	}
+	close(idx)
+	wg.Wait()
+	var res ManifestResult
+	for _, r := range results {
+		res.add(r)
+	}
+	return res, ctxErr
+}
+
+func (s *ManifestScanner) maxFile() int64 {
+	if s.MaxFileSize > 0 {
+		return s.MaxFileSize
+	}
+	return DefaultMaxFileSize
+}
+
+func (s *ManifestScanner) scanFile(path string, stdin io.Reader) ManifestResult {
+	name := path
+	var r io.Reader
+	if path == "-" {
+		name = "<stdin>"
+		if stdin == nil {
+			stdin = bytes.NewReader(nil)
+		}
+		r = stdin
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name, Reason: "cannot read: " + err.Error()}}}
+		}
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Size() > s.maxFile() {
+			return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name,
+				Reason: fmt.Sprintf("file is larger than %d bytes", s.maxFile())}}}
+		}
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, s.maxFile()+1))
+	if err != nil {
+		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name, Reason: "cannot read: " + err.Error()}}}
+	}
+	if int64(len(data)) > s.maxFile() {
+		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name,
+			Reason: fmt.Sprintf("file is larger than %d bytes", s.maxFile())}}}
+	}
+	res := s.Scan(name, data)
+	res.Files = 1
+	return res
+}
+
+// Scan scans the contents of one file. name is used in locations.
+func (s *ManifestScanner) Scan(name string, data []byte) ManifestResult {
+	s.init()
+	var res ManifestResult
+	head := data
+	if len(head) > 8192 {
+		head = head[:8192]
+	}
+	if bytes.IndexByte(head, 0) >= 0 {
+		res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Reason: "binary file"})
+		return res
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	first := leadingSpace(data)
+	if first < len(data) && (data[first] == '{' || data[first] == '[') && !bytes.HasPrefix(data[first:], []byte("{{")) {
+		// JSON, or YAML in flow style: JSON first, YAML when the first
+		// value is not JSON.
+		if s.scanJSON(name, data, 0, &res) {
+			return res
+		}
+		res = ManifestResult{}
+	}
+	s.scanYAML(name, data, 0, &res)
+	return res
+}
+
+func firstNonSpace(b []byte) byte {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return c
+	}
+	return 0
+}
+
+// object is one apiVersion/kind pair found in a manifest.
+type object struct {
+	apiVersion, kind, name, namespace string
+	line                              int
+	detail                            string
+}
+
+func (s *ManifestScanner) emit(name string, o object, res *ManifestResult) {
+	res.Objects++
+	if o.kind == "" || strings.Contains(o.kind, "{{") {
+		return
+	}
+	if o.apiVersion == "" || strings.Contains(o.apiVersion, "{{") {
+		c, ok := s.kinds[o.kind]
+		if !ok || o.apiVersion == "" {
+			return
+		}
+		// A literal prefix ("scheduling.k8s.io/{{ ... }}") narrows the candidates.
+		prefix := o.apiVersion[:strings.Index(o.apiVersion, "{{")]
+		var cands []string
+		for _, av := range c {
+			if strings.HasPrefix(av, prefix) {
+				cands = append(cands, av)
+			}
+		}
+		if len(cands) == 0 {
+			return
+		}
+		res.Findings = append(res.Findings, Finding{
+			Source: SourceManifests, Location: fileLine(name, o.line), File: name, Line: o.line,
+			APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, Namespace: o.namespace,
+			Undeterminable: true, Candidates: cands,
+			Detail: "templated apiVersion: render the chart to tell which version it uses",
+		})
+		return
+	}
+	e, ok := s.Table.Lookup(o.apiVersion, o.kind)
+	if !ok || !interesting(e) {
+		return
+	}
+	res.Findings = append(res.Findings, Finding{
+		Source: SourceManifests, Location: fileLine(name, o.line), File: name, Line: o.line,
+		APIVersion: o.apiVersion, Kind: o.kind, Name: o.name, Namespace: o.namespace, Detail: o.detail,
+	})
+}
+
+// yamlDoc collects what the line scanner saw in one YAML document.
+type yamlDoc struct {
+	startLine   int
+	start, end  int
+	apiVersions []lineVal
+	kinds       []lineVal
+	name, ns    string
+	inMeta      bool
+	metaIndent  int
+	hasItems    bool
+	templated   bool
+	content     bool
+	topKey      bool
+	needParse   bool
+	helmRecord  bool
+}
+
+type lineVal struct {
+	line int
+	val  string
+}
+
+// scanYAML scans YAML line by line. Documents that the line scanner cannot
+// read alone (flow style, List kinds, Helm release Secrets, documents
+// without top-level keys) are parsed in full.
+func (s *ManifestScanner) scanYAML(name string, data []byte, lineBase int, res *ManifestResult) {
+	var (
+		doc       = yamlDoc{startLine: lineBase + 1}
+		line      = lineBase
+		off       = 0
+		templated = false
+	)
+	finish := func(end int) {
+		doc.end = end
+		if doc.templated {
+			templated = true
+		}
+		s.finishDoc(name, data, &doc, res)
+	}
+	for off < len(data) {
+		nl := bytes.IndexByte(data[off:], '\n')
+		var raw []byte
+		next := len(data)
+		if nl >= 0 {
+			raw = data[off : off+nl]
+			next = off + nl + 1
+		} else {
+			raw = data[off:]
+		}
+		line++
+		l := bytes.TrimRight(raw, "\r")
+		if isDocSeparator(l) {
+			finish(off)
+			doc = yamlDoc{startLine: line + 1, start: next}
+			off = next
+			continue
+		}
+		if bytes.Contains(l, []byte("{{")) {
+			doc.templated = true
+		}
+		s.scanLine(&doc, l, line)
+		off = next
+	}
+	finish(len(data))
+	if templated {
+		res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Partial: true,
+			Reason: "unrendered template syntax: scanned line by line for literal apiVersion and kind", Hint: TemplateHint})
+	}
+}
+
+func isDocSeparator(l []byte) bool {
+	if len(l) < 3 {
+		return false
+	}
+	if (l[0] == '-' && l[1] == '-' && l[2] == '-') || (l[0] == '.' && l[1] == '.' && l[2] == '.') {
+		return len(l) == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '#'
+	}
+	return false
+}
+
+func (s *ManifestScanner) scanLine(doc *yamlDoc, l []byte, line int) {
+	t := bytes.TrimLeft(l, " \t")
+	if len(t) == 0 || t[0] == '#' {
+		return
+	}
+	if len(t) > 1 && t[0] == '{' && t[1] == '{' {
+		return // a template directive line
+	}
+	if !doc.content {
+		doc.content = true
+	}
+	if bytes.Contains(l, []byte("helm.sh/release.v1")) {
+		doc.helmRecord = true
+	}
+	indent := len(l) - len(t)
+	if indent > 0 {
+		if doc.inMeta {
+			if doc.metaIndent == 0 {
+				doc.metaIndent = indent
+			}
+			if indent == doc.metaIndent {
+				k, v, ok := splitKey(t)
+				if ok {
+					switch k {
+					case "name":
+						if doc.name == "" {
+							doc.name = cleanValue(v)
+						}
+					case "namespace":
+						if doc.ns == "" {
+							doc.ns = cleanValue(v)
+						}
+					}
+				}
+			}
+		} else if !doc.topKey {
+			doc.needParse = true // an indented document
+		}
+		return
+	}
+	switch t[0] {
+	case '{', '[':
+		doc.needParse = true
+		return
+	case '-':
+		return // a top-level sequence item: not an object
+	}
+	k, v, ok := splitKey(t)
+	if !ok {
+		return
+	}
+	doc.topKey = true
+	doc.inMeta = false
+	switch k {
+	case "apiVersion":
+		doc.apiVersions = append(doc.apiVersions, lineVal{line, cleanValue(v)})
+	case "kind":
+		doc.kinds = append(doc.kinds, lineVal{line, cleanValue(v)})
+	case "metadata":
+		doc.inMeta = true
+		doc.metaIndent = 0
+		if strings.HasPrefix(strings.TrimSpace(string(v)), "{") {
+			doc.needParse = true
+		}
+	case "items":
+		doc.hasItems = true
+	}
+}
+
+// splitKey splits "key: value" (the key may be quoted).
+func splitKey(t []byte) (string, []byte, bool) {
+	var key string
+	rest := t
+	if t[0] == '"' || t[0] == '\'' {
+		end := bytes.IndexByte(t[1:], t[0])
+		if end < 0 {
+			return "", nil, false
+		}
+		key = string(t[1 : end+1])
+		rest = t[end+2:]
+		if len(rest) == 0 || rest[0] != ':' {
+			return "", nil, false
+		}
+		return key, rest[1:], true
+	}
+	i := bytes.IndexByte(t, ':')
+	if i <= 0 {
+		return "", nil, false
+	}
+	if i+1 < len(t) && t[i+1] != ' ' && t[i+1] != '\t' {
+		return "", nil, false
+	}
+	return string(bytes.TrimRight(t[:i], " \t")), t[i+1:], true
+}
+
+// cleanValue reads a scalar value: trims it, drops a trailing comment and
+// surrounding quotes.
+func cleanValue(v []byte) string {
+	s := strings.TrimSpace(string(v))
+	if s == "" {
+		return ""
+	}
+	if s[0] == '"' || s[0] == '\'' {
+		if end := strings.IndexByte(s[1:], s[0]); end >= 0 {
+			return s[1 : end+1]
+		}
+		return s
+	}
+	if i := strings.Index(s, " #"); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	if i := strings.Index(s, "\t#"); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s
+}
+
+func isListKind(k string) bool { return k == "List" || strings.HasSuffix(k, "List") }
+
+func (s *ManifestScanner) finishDoc(name string, data []byte, doc *yamlDoc, res *ManifestResult) {
+	if !doc.content {
+		return
+	}
+	listKind := false
+	for _, k := range doc.kinds {
+		if isListKind(k.val) {
+			listKind = true
+		}
+	}
+	full := doc.needParse || (doc.hasItems && listKind) || doc.helmRecord ||
+		(!doc.topKey && len(doc.apiVersions) == 0)
+	if full && !doc.templated {
+		s.parseYAMLDoc(name, data[doc.start:doc.end], doc.startLine-1, res)
+		return
+	}
+	if len(doc.apiVersions) == 0 || len(doc.kinds) == 0 {
+		if len(doc.kinds) > 0 || len(doc.apiVersions) > 0 {
+			res.Objects++ // half an object (a templated branch); nothing to judge
+		}
+		return
+	}
+	before := len(res.Findings)
+	multi := len(doc.apiVersions) > 1 || len(doc.kinds) > 1
+	for i, av := range doc.apiVersions {
+		// Pair each apiVersion with the kind of the same branch: the kind at
+		// the same index when the counts match, else the only or nearest one.
+		k := doc.kinds[0]
+		if len(doc.kinds) == len(doc.apiVersions) {
+			k = doc.kinds[i]
+		} else if len(doc.kinds) > 1 {
+			k = nearest(doc.kinds, av.line)
+		}
+		o := object{apiVersion: av.val, kind: k.val, name: doc.name, namespace: doc.ns, line: min(av.line, k.line)}
+		if multi {
+			o.line = av.line
+			o.detail = "one branch of a template conditional"
+		}
+		if i > 0 {
+			res.Objects-- // count the object once
+		}
+		s.emit(name, o, res)
+	}
+	// A document with a finding must also parse: say so when it does not.
+	if len(res.Findings) > before && !doc.templated {
+		var n yaml3.Node
+		if err := yaml3.Unmarshal(data[doc.start:doc.end], &n); err != nil {
+			res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: doc.startLine,
+				Reason: "document does not parse (objects read line by line): " + yamlErr(err, doc.startLine-1)})
+		}
+	}
+}
+
+func nearest(vals []lineVal, line int) lineVal {
+	best := vals[0]
+	for _, v := range vals[1:] {
+		if abs(v.line-line) < abs(best.line-line) {
+			best = v
+		}
+	}
+	return best
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// yamlErr rewrites "yaml: line N: msg" to the file's line numbering.
+func yamlErr(err error, base int) string {
+	msg := err.Error()
+	var n int
+	var rest string
+	if _, e := fmt.Sscanf(msg, "yaml: line %d:", &n); e == nil {
+		if i := strings.Index(msg, ": "); i >= 0 {
+			if j := strings.Index(msg[i+2:], ": "); j >= 0 {
+				rest = msg[i+2+j+2:]
+				return fmt.Sprintf("line %d: %s", n+base, rest)
+			}
+		}
+	}
+	return oneLine(msg)
+}
+
+// parseYAMLDoc parses one document in full and reports its objects.
+func (s *ManifestScanner) parseYAMLDoc(name string, doc []byte, base int, res *ManifestResult) {
+	var n yaml3.Node
+	if err := yaml3.Unmarshal(doc, &n); err != nil {
+		res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: base + 1,
+			Reason: "does not parse: " + yamlErr(err, base)})
+		return
+	}
+	if n.Kind == yaml3.DocumentNode && len(n.Content) > 0 {
+		s.node(name, n.Content[0], base, 0, res)
+	}
+}
+
+// node reports the object a YAML mapping node holds, recursing into List
+// items and decoding Helm release Secrets.
+func (s *ManifestScanner) node(name string, n *yaml3.Node, base, depth int, res *ManifestResult) {
+	if n == nil || n.Kind != yaml3.MappingNode || depth > 8 {
+		return
+	}
+	var o object
+	var items, data *yaml3.Node
+	var typ, owner string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch k.Value {
+		case "apiVersion":
+			o.apiVersion = scalar(v)
+			if o.line == 0 || k.Line < o.line {
+				o.line = k.Line
+			}
+		case "kind":
+			o.kind = scalar(v)
+			if o.line == 0 || k.Line < o.line {
+				o.line = k.Line
+			}
+		case "metadata":
+			o.name = scalar(mapGet(v, "name"))
+			o.namespace = scalar(mapGet(v, "namespace"))
+			owner = scalar(mapGet(mapGet(v, "labels"), "owner"))
+		case "items":
+			items = v
+		case "type":
+			typ = scalar(v)
+		case "data":
+			data = v
+		}
+	}
+	if o.line > 0 {
+		o.line += base
+	}
+	if isListKind(o.kind) && items != nil && items.Kind == yaml3.SequenceNode {
+		for _, it := range items.Content {
+			s.node(name, it, base, depth+1, res)
+		}
+		return
+	}
+	if o.apiVersion == "" && o.kind == "" {
+		return
+	}
+	s.emit(name, o, res)
+	if rel := scalar(mapGet(data, "release")); rel != "" && (typ == "helm.sh/release.v1" || strings.EqualFold(owner, "helm")) {
+		s.releaseInFile(name, o, rel, o.kind == "Secret", res)
+	}
+}
+
+// releaseInFile scans the manifests of a Helm release record found in a
+// Secret or ConfigMap manifest.
+func (s *ManifestScanner) releaseInFile(name string, o object, data string, secret bool, res *ManifestResult) {
+	var rel HelmRelease
+	var err error
+	if secret {
+		rel, err = DecodeReleaseData(data, s.MaxRelease)
+	} else {
+		rel, err = DecodeRelease([]byte(data), s.MaxRelease)
+	}
+	if err != nil {
+		res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: o.line,
+			Reason: fmt.Sprintf("Helm release record %s: %v", o.name, err)})
+		return
+	}
+	s.scanRelease(name, o.line, rel, res)
+}
+
+func (s *ManifestScanner) scanRelease(name string, line int, rel HelmRelease, res *ManifestResult) {
+	for _, m := range rel.Manifests {
+		var sub ManifestResult
+		s.scanYAML(name, []byte(m), 0, &sub)
+		for _, f := range sub.Findings {
+			f.Who = "helm release " + rel.Namespace + "/" + rel.Name
+			f.Detail = strings.TrimSpace(fmt.Sprintf("in %s (chart %s %s) %s", releaseLocation(rel.Namespace, rel.Name, rel.Revision), rel.Chart, rel.ChartVersion, f.Detail))
+			f.Line, f.Location = line, fileLine(name, line)
+			res.Findings = append(res.Findings, f)
+		}
+		res.Objects += sub.Objects
+	}
+}
+
+func mapGet(n *yaml3.Node, key string) *yaml3.Node {
+	if n == nil || n.Kind != yaml3.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func scalar(n *yaml3.Node) string {
+	if n == nil || n.Kind != yaml3.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// jsonObject is the part of an object the JSON reader needs.
+type jsonObject struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Type string `json:"type"`
+	Data struct {
+		Release string `json:"release"`
+	} `json:"data"`
+}
+
+// scanJSON reads one JSON value after another (a file, a JSON List or a
+// stream of concatenated objects). It returns false, having reported
+// nothing, when the first value is not JSON.
+func (s *ManifestScanner) scanJSON(name string, data []byte, base int, res *ManifestResult) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	lines := lineCounter{data: data}
+	for n := 0; ; n++ {
+		if firstNonSpace(data[dec.InputOffset():]) == 0 {
+			return true
+		}
+		start := int(dec.InputOffset()) + leadingSpace(data[dec.InputOffset():])
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			if n == 0 {
+				return false
+			}
+			line := lines.at(start)
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				line = lines.at(int(se.Offset))
+			}
+			res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: base + line,
+				Reason: "does not parse as JSON: " + err.Error()})
+			return true
+		}
+		s.jsonValue(name, raw, base+lines.at(start)-1, 0, res)
+	}
+}
+
+func leadingSpace(b []byte) int {
+	for i, c := range b {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		}
+		return i
+	}
+	return len(b)
+}
+
+// lineCounter maps byte offsets to 1-based lines, for increasing offsets.
+type lineCounter struct {
+	data []byte
+	off  int
+	line int
+}
+
+func (c *lineCounter) at(off int) int {
+	if off > len(c.data) {
+		off = len(c.data)
+	}
+	if off < c.off {
+		c.off, c.line = 0, 0
+	}
+	c.line += bytes.Count(c.data[c.off:off], []byte{'\n'})
+	c.off = off
+	return c.line + 1
+}
+
+// jsonValue handles one JSON value whose first byte is on line base+1.
+func (s *ManifestScanner) jsonValue(name string, raw []byte, base, depth int, res *ManifestResult) {
+	if depth > 8 {
+		return
+	}
+	switch firstNonSpace(raw) {
+	case '[':
+		s.jsonArray(name, raw, base, depth, res)
+		return
+	case '{':
+	default:
+		return
+	}
+	var o jsonObject
+	if err := json.Unmarshal(raw, &o); err != nil {
+		// A value that is valid JSON but not an object shape we read
+		// (for example a string where metadata should be).
+		res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: base + 1,
+			Reason: "not a Kubernetes object: " + err.Error()})
+		return
+	}
+	if isListKind(o.Kind) {
+		if items := jsonField(raw, "items"); items != nil {
+			s.jsonArray(name, items.raw, base+items.line-1, depth, res)
+			return
+		}
+	}
+	if o.APIVersion == "" && o.Kind == "" {
+		return
+	}
+	line := base + 1
+	if f := jsonField(raw, "apiVersion"); f != nil {
+		line = base + f.line
+	}
+	obj := object{apiVersion: o.APIVersion, kind: o.Kind, name: o.Metadata.Name, namespace: o.Metadata.Namespace, line: line}
+	s.emit(name, obj, res)
+	if o.Data.Release != "" && (o.Type == "helm.sh/release.v1" || strings.EqualFold(o.Metadata.Labels["owner"], "helm")) {
+		s.releaseInFile(name, obj, o.Data.Release, o.Kind == "Secret", res)
+	}
+}
+
+func (s *ManifestScanner) jsonArray(name string, raw []byte, base, depth int, res *ManifestResult) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	lines := lineCounter{data: raw}
+	if _, err := dec.Token(); err != nil {
+		return
+	}
+	for dec.More() {
+		start := int(dec.InputOffset())
+		start += leadingSpace(raw[start:])
+		if start < len(raw) && raw[start] == ',' {
+			start++
+			start += leadingSpace(raw[start:])
+		}
+		var item json.RawMessage
+		if err := dec.Decode(&item); err != nil {
+			return
+		}
+		s.jsonValue(name, item, base+lines.at(start)-1, depth+1, res)
+	}
+}
+
+type field struct {
+	raw  []byte
+	line int
+}
+
+// jsonField finds a top-level field of a JSON object and the line (1-based,
+// relative to raw) its value starts on.
+func jsonField(raw []byte, key string) *field {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	lines := lineCounter{data: raw}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		k, _ := t.(string)
+		start := int(dec.InputOffset())
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil
+		}
+		if k == key {
+			// Skip the colon and spaces between the key and the value.
+			for start < len(raw) && (raw[start] == ':' || raw[start] == ' ' || raw[start] == '\t' || raw[start] == '\r' || raw[start] == '\n') {
+				start++
+			}
+			return &field{raw: v, line: lines.at(start)}
+		}
+	}
+	return nil
+}
