@@ -148,6 +148,9 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		ok   bool
 	}
 	var pools []*ps
+	inv.Pools = append([]Pool(nil), inv.Pools...)
+	inv.Components = append([]Component(nil), inv.Components...)
+	inv.Sort()
 	for _, pl := range inv.Pools {
 		s := &ps{plan: PoolPlan{Name: pl.Name, Nodes: pl.Nodes, Upgrades: []PoolUpgrade{}, Status: StatusOK}}
 		lo, hi, ok := pl.MinMax()

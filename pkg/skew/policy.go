@@ -299,6 +299,9 @@ func Check(inv Inventory) ([]Finding, CheckSummary) {
 			continue
 		}
 		msg := c.Source
+		if msg == "" {
+			msg = "inventory only: no skew rule applies"
+		}
 		if c.State != StateVisible {
 			msg = c.State + ": " + c.Source
 		}
