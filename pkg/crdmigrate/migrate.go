@@ -37,7 +37,7 @@ type Result struct {
 	Resumed   bool   `json:"resumed,omitempty"`
 	// NothingToDo is set when storedVersions already held only the storage
 	// version (and no rewrite was forced).
-	NothingToDo bool `json:"nothingToDo,omitempty"`
+	NothingToDo bool  `json:"nothingToDo,omitempty"`
 	Total       int64 `json:"total"`
 	Processed   int64 `json:"processed"`
 	// Rewritten objects were written to etcd again; Unchanged ones already

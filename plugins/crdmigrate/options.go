@@ -2,40 +2,460 @@ package crdmigrate
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
 )
 
-// Options holds the parsed state of `kubectl crd-migrate`.
-type Options struct {
-	Print *cli.PrintFlags
+// StatusOptions holds the parsed state of `kubectl crd-migrate status`.
+type StatusOptions struct {
+	Print  *cli.PrintFlags
+	FailOn *cli.FailOnFlag
+	// CheckpointNamespace is where checkpoints of earlier runs are looked up.
+	CheckpointNamespace string
+	// Names are the CRDs to show; empty means all.
+	Names []string
 
 	cg cli.ClientGetter
 	genericiooptions.IOStreams
 }
 
-// NewOptions returns Options with their defaults.
-func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{Print: cli.NewPrintFlags(), IOStreams: streams}
+// NewStatusOptions returns StatusOptions with their defaults: --fail-on
+// warning, so a CRD that needs a migration makes the command exit 1.
+func NewStatusOptions(streams genericiooptions.IOStreams) *StatusOptions {
+	f := cli.NewFailOnFlag()
+	f.Value = "warning"
+	return &StatusOptions{Print: cli.NewPrintFlags(), FailOn: f, CheckpointNamespace: crdmigrate.DefaultCheckpointNamespace, IOStreams: streams}
 }
 
-// Complete fills in the client getter.
-func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+// AddFlags registers the status flags on cmd.
+func (o *StatusOptions) AddFlags(cmd *cobra.Command) {
+	o.Print.AddFlags(cmd)
+	o.FailOn.AddFlags(cmd)
+	cmd.Flags().StringVar(&o.CheckpointNamespace, "checkpoint-namespace", o.CheckpointNamespace, "Namespace of the ConfigMaps that hold the checkpoints of client-side runs.")
+}
+
+// Complete reads the CRD names and keeps the client getter.
+func (o *StatusOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string) error {
 	o.cg = cg
+	o.Names = args
 	cli.SetQuiet(cg, o.Print.Quiet)
 	return nil
 }
 
 // Validate checks the flags without touching the network.
-func (o *Options) Validate() error {
-	return o.Print.Validate()
+func (o *StatusOptions) Validate() error {
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	return validateNames(o.Names)
 }
 
-// Run connects to the cluster.
-func (o *Options) Run(ctx context.Context) error {
-	_, err := cli.Connect(ctx, o.cg)
-	return err
+func validateNames(names []string) error {
+	for _, n := range names {
+		if !strings.Contains(n, ".") {
+			return fmt.Errorf("%q is not a CustomResourceDefinition name: want <plural>.<group>, such as workloads.kueue.x-k8s.io", n)
+		}
+	}
+	return nil
+}
+
+// Run prints the storage state of the CRDs.
+func (o *StatusOptions) Run(ctx context.Context) error {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return err
+	}
+	c, d, err := buildClients(o.cg, limits{})
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "building clients")
+	}
+	in := &crdmigrate.Inspector{Clients: c, Checkpoints: &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace}}
+	items, err := in.Status(ctx, o.Names)
+	if err != nil {
+		return crdErr(err, md, "reading the storage state of CRDs")
+	}
+	svm, _ := crdmigrate.DetectInTree(d)
+	rep := newStatusReport(md, items, svm)
+	if len(items) == 0 && !o.Print.Quiet {
+		fmt.Fprintln(o.ErrOut, "No CustomResourceDefinitions found.")
+	}
+	if err := o.print(rep); err != nil {
+		return err
+	}
+	var sev []cli.Severity
+	for _, it := range items {
+		sev = append(sev, severity(it.Verdict))
+	}
+	return cli.Findings(o.FailOn.Count(sev...))
+}
+
+func (o *StatusOptions) print(rep *StatusReport) error {
+	switch {
+	case o.Print.Quiet:
+		return nil
+	case o.Print.Structured():
+		return cli.PrintStructured(o.Out, o.Print.Output, rep)
+	}
+	if len(rep.Items) == 0 {
+		return nil
+	}
+	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	t := statusTable(rep.Items, c)
+	return t.Print(o.Out, o.Print.TableOptions())
+}
+
+func severity(v crdmigrate.Verdict) cli.Severity {
+	switch v {
+	case crdmigrate.VerdictBlocked:
+		return cli.SeverityBlocking
+	case crdmigrate.VerdictMigrationNeeded:
+		return cli.SeverityWarning
+	}
+	return cli.SeverityNone
+}
+
+// crdErr maps errors from reading CRDs: a missing CRD is exit 3 with a hint.
+func crdErr(err error, md cli.Metadata, what string) error {
+	var nf *crdmigrate.NotFoundError
+	if errors.As(err, &nf) {
+		return cli.WithHint(cli.ClusterErr(err), "kubectl get customresourcedefinitions")
+	}
+	return cli.ClassifyClusterErr(err, md, what)
+}
+
+// Methods accepted by --method.
+const (
+	methodAuto = "auto"
+)
+
+// RunOptions holds the parsed state of `kubectl crd-migrate run`.
+type RunOptions struct {
+	Print *cli.PrintFlags
+	// All migrates every CRD whose storedVersions lists an old version.
+	All bool
+	// DryRun counts and estimates; it changes nothing.
+	DryRun bool
+	// Method is auto, client or in-tree.
+	Method  string
+	QPS     float32
+	Burst   int
+	Workers int
+	Retries int
+	// Force rewrites even when storedVersions is already trimmed.
+	Force               bool
+	CheckpointNamespace string
+	// InTreeTimeout bounds the wait for the in-tree controller to pick a
+	// migration up.
+	InTreeTimeout time.Duration
+	Names         []string
+
+	cg cli.ClientGetter
+	genericiooptions.IOStreams
+}
+
+// NewRunOptions returns RunOptions with their defaults.
+func NewRunOptions(streams genericiooptions.IOStreams) *RunOptions {
+	return &RunOptions{
+		Print:               cli.NewPrintFlags(),
+		Method:              methodAuto,
+		QPS:                 50,
+		Workers:             8,
+		Retries:             8,
+		CheckpointNamespace: crdmigrate.DefaultCheckpointNamespace,
+		InTreeTimeout:       30 * time.Second,
+		IOStreams:           streams,
+	}
+}
+
+// AddFlags registers the run flags on cmd.
+func (o *RunOptions) AddFlags(cmd *cobra.Command) {
+	o.Print.AddFlags(cmd)
+	f := cmd.Flags()
+	f.BoolVar(&o.All, "all", o.All, "Migrate every CRD whose status.storedVersions lists a version other than its storage version.")
+	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Count the objects, run the pre-flight checks and estimate the time at --qps; change nothing.")
+	f.StringVar(&o.Method, "method", o.Method, "How to rewrite: auto (in-tree when served and its controller runs, else client), client or in-tree.")
+	f.Float32Var(&o.QPS, "qps", o.QPS, "Client-side loop: most requests per second to the apiserver.")
+	f.IntVar(&o.Burst, "burst", o.Burst, "Client-side loop: requests allowed above --qps in a burst (0: the same as --qps).")
+	f.IntVar(&o.Workers, "workers", o.Workers, "Client-side loop: concurrent writes.")
+	f.IntVar(&o.Retries, "retries", o.Retries, "Retries of a request that failed with a transient error (throttling, 5xx, connection refused), with backoff honouring Retry-After.")
+	f.BoolVar(&o.Force, "force", o.Force, "Rewrite every object even when storedVersions lists only the storage version (for example after rotating encryption keys).")
+	f.StringVar(&o.CheckpointNamespace, "checkpoint-namespace", o.CheckpointNamespace, "Namespace of the ConfigMap crd-migrate.<crd> that holds the checkpoint of a client-side run. Whoever can write it can make a resumed run skip objects, so keep it admin-only.")
+	f.DurationVar(&o.InTreeTimeout, "in-tree-timeout", o.InTreeTimeout, "How long the in-tree controller may take to pick a StorageVersionMigration up before it counts as not running.")
+	_ = cmd.RegisterFlagCompletionFunc("method", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{methodAuto, crdmigrate.MethodClient, crdmigrate.MethodInTree}, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+// Complete reads the CRD names and keeps the client getter.
+func (o *RunOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string) error {
+	o.cg = cg
+	o.Names = args
+	cli.SetQuiet(cg, o.Print.Quiet)
+	if o.Burst == 0 {
+		o.Burst = max(1, int(o.QPS+0.999))
+	}
+	return nil
+}
+
+// Validate checks the flags without touching the network.
+func (o *RunOptions) Validate() error {
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case o.All && len(o.Names) > 0:
+		return errors.New("name CRDs or give --all, not both")
+	case !o.All && len(o.Names) == 0:
+		return errors.New("name at least one CRD, or give --all")
+	}
+	switch o.Method {
+	case methodAuto, crdmigrate.MethodClient, crdmigrate.MethodInTree:
+	default:
+		return fmt.Errorf("unknown --method %q: want auto, client or in-tree", o.Method)
+	}
+	if o.QPS <= 0 {
+		return fmt.Errorf("--qps must be positive, not %v", o.QPS)
+	}
+	if o.Burst < 0 {
+		return fmt.Errorf("--burst must not be negative, not %d", o.Burst)
+	}
+	if o.Workers < 1 || o.Workers > 256 {
+		return fmt.Errorf("--workers must be between 1 and 256, not %d", o.Workers)
+	}
+	if o.Retries < 0 {
+		return fmt.Errorf("--retries must not be negative, not %d", o.Retries)
+	}
+	if o.InTreeTimeout <= 0 {
+		return fmt.Errorf("--in-tree-timeout must be positive, not %s", o.InTreeTimeout)
+	}
+	if o.CheckpointNamespace == "" {
+		return errors.New("--checkpoint-namespace must not be empty")
+	}
+	return validateNames(o.Names)
+}
+
+func (o *RunOptions) retry() crdmigrate.Retry {
+	if o.Retries == 0 {
+		return crdmigrate.Retry{Attempts: -1}
+	}
+	return crdmigrate.Retry{Attempts: o.Retries}
+}
+
+// Run migrates the CRDs one after the other, or plans it with --dry-run.
+func (o *RunOptions) Run(ctx context.Context) error {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return err
+	}
+	c, d, err := buildClients(o.cg, limits{qps: o.QPS, burst: o.Burst})
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "building clients")
+	}
+	store := &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace}
+	crds, err := o.selectCRDs(ctx, c, store)
+	if err != nil {
+		return crdErr(err, md, "reading CRDs")
+	}
+	hooks, err := crdmigrate.LoadWebhooks(ctx, c.Kube)
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "reading webhook configurations")
+	}
+	svm := ""
+	if o.Method != crdmigrate.MethodClient {
+		if svm, err = crdmigrate.DetectInTree(d); err != nil {
+			return cli.ClassifyClusterErr(err, md, "discovering the StorageVersionMigration API")
+		}
+		if svm == "" && o.Method == crdmigrate.MethodInTree {
+			return cli.WithHint(cli.ClusterErr(fmt.Errorf("--method in-tree: the server does not serve %s (feature gate StorageVersionMigrator; v1 from Kubernetes 1.37, v1beta1 from 1.35 with --runtime-config)", crdmigrate.SVMGroup)),
+				"kubectl crd-migrate run --method client ...")
+		}
+	}
+	if o.DryRun {
+		return o.plan(ctx, md, c, hooks, crds, svm)
+	}
+	if len(crds) == 0 {
+		if !o.Print.Quiet {
+			fmt.Fprintln(o.ErrOut, "No CustomResourceDefinition needs a migration.")
+		}
+		return o.printRun(newRunReport(md, nil))
+	}
+	prog := newProgressPrinter(o.ErrOut, cli.IsTerminal(o.ErrOut), o.Print.Quiet)
+	defer prog.done()
+	var items []RunItem
+	for _, crd := range crds {
+		item, err := o.migrate(ctx, c, hooks, store, crd, svm, prog)
+		if item != nil {
+			items = append(items, *item)
+		}
+		if err != nil {
+			prog.done()
+			_ = o.printRun(newRunReport(md, items))
+			return o.mapRunErr(err, crd.Name, md)
+		}
+	}
+	prog.done()
+	return o.printRun(newRunReport(md, items))
+}
+
+// selectCRDs returns the named CRDs, or with --all those whose
+// storedVersions lists an old version or that have a checkpoint.
+func (o *RunOptions) selectCRDs(ctx context.Context, c crdmigrate.Clients, store *crdmigrate.CheckpointStore) ([]*apiextv1.CustomResourceDefinition, error) {
+	if !o.All {
+		return crdmigrate.GetCRDs(ctx, c.Ext, o.Names)
+	}
+	all, err := crdmigrate.GetCRDs(ctx, c.Ext, nil)
+	if err != nil {
+		return nil, err
+	}
+	withCheckpoint := map[string]bool{}
+	if cms, err := c.Kube.CoreV1().ConfigMaps(store.Namespace).List(ctx, metav1.ListOptions{LabelSelector: crdmigrate.LabelManagedBy + "=" + crdmigrate.ManagedBy}); err == nil {
+		for _, cm := range cms.Items {
+			withCheckpoint[cm.Annotations[crdmigrate.AnnotationCRD]] = true
+		}
+	}
+	var out []*apiextv1.CustomResourceDefinition
+	for _, crd := range all {
+		if o.Force || withCheckpoint[crd.Name] || crdmigrate.NeedsMigration(crd.Status.StoredVersions, crdmigrate.StorageVersion(crd)) {
+			out = append(out, crd)
+		}
+	}
+	return out, nil
+}
+
+// migrate runs pre-flight and then the migration of one CRD.
+func (o *RunOptions) migrate(ctx context.Context, c crdmigrate.Clients, hooks *crdmigrate.Webhooks, store *crdmigrate.CheckpointStore,
+	crd *apiextv1.CustomResourceDefinition, svm string, prog *progressPrinter) (*RunItem, error) {
+	sv := crdmigrate.StorageVersion(crd)
+	if o.Force || crdmigrate.NeedsMigration(crd.Status.StoredVersions, sv) {
+		prog.event(crdmigrate.Event{CRD: crd.Name, Message: fmt.Sprintf("%s: pre-flight checks", crd.Name)})
+		if _, err := crdmigrate.Preflight(ctx, c, hooks, crd); err != nil {
+			return nil, err
+		}
+	}
+	prog.start(crd.Name)
+	cp, _ := store.Load(ctx, crd.Name)
+	resumeClient := cp != nil && cp.Matches(string(crd.UID), crd.Generation, sv)
+	useInTree := svm != "" && (o.Method == crdmigrate.MethodInTree || !resumeClient)
+	if useInTree {
+		it := &crdmigrate.InTree{
+			Clients: c, Version: svm, Force: o.Force, AckTimeout: o.InTreeTimeout, Retry: o.retry(),
+			OnEvent: prog.event, OnProgress: prog.progress,
+		}
+		res, err := it.Run(ctx, crd.Name)
+		switch {
+		case err == nil:
+			if cp != nil {
+				_ = store.Delete(ctx, cp)
+			}
+			return itemFor(res, nil), nil
+		case errors.Is(err, crdmigrate.ErrNoController) && o.Method == methodAuto:
+			prog.event(crdmigrate.Event{CRD: crd.Name, Message: fmt.Sprintf("%s: %v; using the client-side loop", crd.Name, err)})
+		default:
+			return itemFor(res, err), err
+		}
+	}
+	m := &crdmigrate.Migrator{
+		Clients: c, Checkpoints: store, Workers: o.Workers, Force: o.Force, Retry: o.retry(),
+		OnEvent: prog.event, OnProgress: prog.progress,
+	}
+	res, err := m.Run(ctx, crd.Name)
+	return itemFor(res, err), err
+}
+
+// mapRunErr gives each failure its exit code and hint.
+func (o *RunOptions) mapRunErr(err error, crd string, md cli.Metadata) error {
+	rerun := "kubectl crd-migrate run " + crd
+	if md.Context != "" {
+		rerun += " --context " + md.Context
+	}
+	var (
+		pre     *crdmigrate.PreflightError
+		obj     *crdmigrate.ObjectError
+		stopped *crdmigrate.StoppedError
+		changed *crdmigrate.CRDChangedError
+		failed  *crdmigrate.InTreeFailedError
+		svErr   *crdmigrate.StoredVersionsError
+	)
+	switch {
+	case errors.As(err, &pre):
+		hint := pre.Hint
+		if hint == "" {
+			hint = "kubectl crd-migrate status " + crd
+		}
+		return cli.WithHint(cli.ClusterErr(err), hint)
+	case errors.As(err, &obj):
+		if apierrors.IsForbidden(obj.Err) && !strings.Contains(obj.Err.Error(), "admission webhook") {
+			return cli.WithHint(cli.ClusterErr(err), fmt.Sprintf("kubectl auth can-i update %s", obj.Resource))
+		}
+		return cli.WithHint(cli.Incomplete(err), rerun+"   # resumes from the checkpoint once the cause is fixed")
+	case errors.As(err, &stopped), errors.As(err, &changed), errors.Is(err, crdmigrate.ErrConcurrentRun):
+		return cli.WithHint(cli.Incomplete(err), rerun+"   # resumes")
+	case errors.As(err, &failed):
+		return cli.WithHint(cli.Incomplete(err), "kubectl get storageversionmigrations "+failed.Migration+" -o yaml")
+	case errors.As(err, &svErr):
+		return cli.ClusterErr(err)
+	case errors.Is(err, crdmigrate.ErrNoController):
+		return cli.WithHint(cli.ClusterErr(err), rerun+" --method client")
+	}
+	return cli.ClassifyClusterErr(err, md, "migrating "+crd)
+}
+
+// plan runs the pre-flight checks and estimates each CRD's migration.
+func (o *RunOptions) plan(ctx context.Context, md cli.Metadata, c crdmigrate.Clients, hooks *crdmigrate.Webhooks, crds []*apiextv1.CustomResourceDefinition, svm string) error {
+	rep := &PlanReport{Header: cli.NewHeader("CRDMigrationPlan", md), Items: []PlanItem{}}
+	rep.Summary.QPS, rep.Summary.Burst, rep.Summary.Workers = o.QPS, o.Burst, o.Workers
+	blocked := 0
+	for _, crd := range crds {
+		plan, err := crdmigrate.Preflight(ctx, c, hooks, crd)
+		var pre *crdmigrate.PreflightError
+		if err != nil && !errors.As(err, &pre) {
+			return cli.ClassifyClusterErr(err, md, "pre-flight checks of "+crd.Name)
+		}
+		item := PlanItem{CRD: crd.Name, Method: crdmigrate.MethodClient}
+		if plan != nil {
+			item.StorageVersion, item.StoredVersions, item.Objects = plan.Status.StorageVersion, plan.Status.StoredVersions, plan.Status.Objects
+			item.Probe = plan.Probe
+		} else {
+			st := crdmigrate.Describe(crd)
+			item.StorageVersion, item.StoredVersions, item.Objects = st.StorageVersion, st.StoredVersions, -1
+		}
+		if svm != "" {
+			item.Method = crdmigrate.MethodInTree + " (" + crdmigrate.SVMGroup + "/" + svm + ", if its controller runs)"
+		}
+		item.NeedsMigration = crdmigrate.NeedsMigration(item.StoredVersions, item.StorageVersion) || o.Force
+		if pre != nil {
+			item.Problems = pre.Problems
+			blocked++
+		}
+		if item.NeedsMigration && item.Objects >= 0 {
+			e := crdmigrate.EstimateRun(item.Objects, crdmigrate.PageSize, float64(o.QPS), o.Burst)
+			item.Estimate = &e
+			rep.Summary.Objects += item.Objects
+			rep.Summary.Requests += e.Requests
+			rep.Summary.Seconds += e.Seconds
+		}
+		rep.Items = append(rep.Items, item)
+	}
+	rep.Summary.CRDs, rep.Summary.Blocked = len(rep.Items), blocked
+	if len(rep.Items) == 0 && !o.Print.Quiet {
+		fmt.Fprintln(o.ErrOut, "No CustomResourceDefinition needs a migration.")
+	}
+	if err := o.printPlan(rep); err != nil {
+		return err
+	}
+	return cli.Findings(blocked)
 }

@@ -1,0 +1,422 @@
+package crdmigrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
+)
+
+// StatusReport is the output of `kubectl crd-migrate status`.
+type StatusReport struct {
+	cli.Header
+	Items   []crdmigrate.CRDStatus `json:"items"`
+	Summary StatusSummary          `json:"summary"`
+}
+
+// StatusSummary counts CRDs by verdict.
+type StatusSummary struct {
+	CRDs            int `json:"crds"`
+	UpToDate        int `json:"upToDate"`
+	MigrationNeeded int `json:"migrationNeeded"`
+	Blocked         int `json:"blocked"`
+	// InTreeAPI is the served StorageVersionMigration group/version, or "".
+	InTreeAPI string `json:"inTreeAPI,omitempty"`
+}
+
+func newStatusReport(md cli.Metadata, items []crdmigrate.CRDStatus, svm string) *StatusReport {
+	if items == nil {
+		items = []crdmigrate.CRDStatus{}
+	}
+	crdmigrate.SortStatuses(items)
+	rep := &StatusReport{Header: cli.NewHeader("CRDStatusReport", md), Items: items}
+	rep.Summary.CRDs = len(items)
+	if svm != "" {
+		rep.Summary.InTreeAPI = crdmigrate.SVMGroup + "/" + svm
+	}
+	for _, it := range items {
+		switch it.Verdict {
+		case crdmigrate.VerdictUpToDate:
+			rep.Summary.UpToDate++
+		case crdmigrate.VerdictMigrationNeeded:
+			rep.Summary.MigrationNeeded++
+		case crdmigrate.VerdictBlocked:
+			rep.Summary.Blocked++
+		}
+	}
+	return rep
+}
+
+// verdictWord is the table word for a verdict.
+func verdictWord(v crdmigrate.Verdict) string {
+	switch v {
+	case crdmigrate.VerdictUpToDate:
+		return "OK"
+	case crdmigrate.VerdictMigrationNeeded:
+		return "MIGRATE"
+	case crdmigrate.VerdictBlocked:
+		return "BLOCKED"
+	}
+	return string(v)
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "<none>"
+	}
+	return strings.Join(s, ",")
+}
+
+func healthWord(h string) string {
+	switch h {
+	case crdmigrate.HealthOK:
+		return "OK"
+	case crdmigrate.HealthDown:
+		return "FAIL"
+	}
+	return "UNKNOWN"
+}
+
+func conversionCell(st crdmigrate.CRDStatus, c cli.Colorizer) string {
+	if st.ConversionWebhook == nil {
+		return st.Conversion
+	}
+	return st.Conversion + " " + c.Status(healthWord(st.ConversionWebhook.Health))
+}
+
+func webhooksCell(st crdmigrate.CRDStatus, c cli.Colorizer) string {
+	if len(st.Webhooks) == 0 {
+		return "none"
+	}
+	counts := map[string]int{}
+	for _, h := range st.Webhooks {
+		counts[h.Health]++
+	}
+	var parts []string
+	for _, h := range []string{crdmigrate.HealthDown, crdmigrate.HealthUnknown, crdmigrate.HealthOK} {
+		if counts[h] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[h], c.Status(healthWord(h))))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func objectsCell(n int64) string {
+	if n < 0 {
+		return "?"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func statusTable(items []crdmigrate.CRDStatus, c cli.Colorizer) *cli.Table {
+	t := &cli.Table{Columns: []cli.Column{
+		{Name: "NAME"}, {Name: "STORAGE"}, {Name: "STORED"}, {Name: "SERVED", Wide: true}, {Name: "DEPRECATED", Wide: true},
+		{Name: "OBJECTS"}, {Name: "CONVERSION"}, {Name: "WEBHOOKS"}, {Name: "VERDICT"}, {Name: "REASON"},
+	}}
+	for _, st := range items {
+		reason := ""
+		if len(st.Reasons) > 0 {
+			reason = strings.Join(st.Reasons, "; ")
+		}
+		t.AddRow(st.Name, st.StorageVersion, list(st.StoredVersions), list(st.ServedVersions), list(st.DeprecatedVersions),
+			objectsCell(st.Objects), conversionCell(st, c), webhooksCell(st, c), c.Status(verdictWord(st.Verdict)), orDash(reason))
+	}
+	return t
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// Outcomes of one CRD's run.
+const (
+	OutcomeMigrated    = "Migrated"
+	OutcomeNothingToDo = "NothingToDo"
+	OutcomeIncomplete  = "Incomplete"
+	OutcomeFailed      = "Failed"
+)
+
+// RunItem is one CRD's line of a RunReport.
+type RunItem struct {
+	crdmigrate.Result
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+}
+
+func itemFor(res *crdmigrate.Result, err error) *RunItem {
+	if res == nil {
+		return nil
+	}
+	it := &RunItem{Result: *res, Outcome: OutcomeMigrated}
+	if res.StoredVersionsBefore == nil {
+		it.StoredVersionsBefore = []string{}
+	}
+	if res.StoredVersionsAfter == nil {
+		it.StoredVersionsAfter = []string{}
+	}
+	switch {
+	case err != nil:
+		it.Error = err.Error()
+		it.Outcome = OutcomeIncomplete
+		var pre *crdmigrate.PreflightError
+		var sv *crdmigrate.StoredVersionsError
+		if errors.As(err, &pre) || errors.As(err, &sv) {
+			it.Outcome = OutcomeFailed
+		}
+	case res.NothingToDo:
+		it.Outcome = OutcomeNothingToDo
+	}
+	return it
+}
+
+// RunReport is the output of `kubectl crd-migrate run`.
+type RunReport struct {
+	cli.Header
+	Items   []RunItem  `json:"items"`
+	Summary RunSummary `json:"summary"`
+}
+
+// RunSummary adds up a run.
+type RunSummary struct {
+	CRDs        int   `json:"crds"`
+	Migrated    int   `json:"migrated"`
+	NothingToDo int   `json:"nothingToDo"`
+	Incomplete  int   `json:"incomplete"`
+	Objects     int64 `json:"objects"`
+	Rewritten   int64 `json:"rewritten"`
+}
+
+func newRunReport(md cli.Metadata, items []RunItem) *RunReport {
+	if items == nil {
+		items = []RunItem{}
+	}
+	rep := &RunReport{Header: cli.NewHeader("CRDMigrationReport", md), Items: items}
+	rep.Summary.CRDs = len(items)
+	for _, it := range items {
+		switch it.Outcome {
+		case OutcomeMigrated:
+			rep.Summary.Migrated++
+		case OutcomeNothingToDo:
+			rep.Summary.NothingToDo++
+		default:
+			rep.Summary.Incomplete++
+		}
+		rep.Summary.Objects += it.Processed
+		rep.Summary.Rewritten += it.Rewritten
+	}
+	return rep
+}
+
+func outcomeWord(o string) string {
+	switch o {
+	case OutcomeMigrated:
+		return "DONE"
+	case OutcomeNothingToDo:
+		return "NONE"
+	case OutcomeFailed:
+		return "FAIL"
+	}
+	return "INCOMPLETE"
+}
+
+func (o *RunOptions) printRun(rep *RunReport) error {
+	switch {
+	case o.Print.Quiet:
+		return nil
+	case o.Print.Structured():
+		return cli.PrintStructured(o.Out, o.Print.Output, rep)
+	}
+	if len(rep.Items) == 0 {
+		return nil
+	}
+	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	t := &cli.Table{Columns: []cli.Column{
+		{Name: "NAME"}, {Name: "METHOD"}, {Name: "STORAGE"}, {Name: "OBJECTS"}, {Name: "REWRITTEN"}, {Name: "UNCHANGED"},
+		{Name: "CONFLICTS", Wide: true}, {Name: "GONE", Wide: true}, {Name: "RUN", Wide: true},
+		{Name: "STORED"}, {Name: "DURATION"}, {Name: "RESULT"},
+	}}
+	for _, it := range rep.Items {
+		stored := list(it.StoredVersionsBefore)
+		if it.Outcome == OutcomeMigrated {
+			stored += " -> " + list(it.StoredVersionsAfter)
+		}
+		run := it.RunID
+		if it.Migration != "" {
+			run = it.Migration
+		}
+		t.AddRow(it.CRD, it.Method, it.StorageVersion, strconv.FormatInt(it.Processed, 10), strconv.FormatInt(it.Rewritten, 10),
+			strconv.FormatInt(it.Unchanged, 10), strconv.FormatInt(it.Conflicts, 10), strconv.FormatInt(it.Gone, 10), orDash(run),
+			stored, (time.Duration(it.Seconds * float64(time.Second))).Round(100*time.Millisecond).String(), c.Status(outcomeWord(it.Outcome)))
+	}
+	return t.Print(o.Out, o.Print.TableOptions())
+}
+
+// PlanReport is the output of `kubectl crd-migrate run --dry-run`.
+type PlanReport struct {
+	cli.Header
+	Items   []PlanItem  `json:"items"`
+	Summary PlanSummary `json:"summary"`
+}
+
+// PlanItem is what a run would do to one CRD.
+type PlanItem struct {
+	CRD            string               `json:"crd"`
+	StorageVersion string               `json:"storageVersion"`
+	StoredVersions []string             `json:"storedVersions"`
+	Objects        int64                `json:"objects"`
+	NeedsMigration bool                 `json:"needsMigration"`
+	Method         string               `json:"method"`
+	Estimate       *crdmigrate.Estimate `json:"estimate,omitempty"`
+	Probe          string               `json:"probe,omitempty"`
+	Problems       []string             `json:"problems,omitempty"`
+}
+
+// PlanSummary adds up a plan at the chosen rate.
+type PlanSummary struct {
+	CRDs     int     `json:"crds"`
+	Blocked  int     `json:"blocked"`
+	Objects  int64   `json:"objects"`
+	Requests int64   `json:"requests"`
+	Seconds  float64 `json:"seconds"`
+	QPS      float32 `json:"qps"`
+	Burst    int     `json:"burst"`
+	Workers  int     `json:"workers"`
+}
+
+func (o *RunOptions) printPlan(rep *PlanReport) error {
+	switch {
+	case o.Print.Quiet:
+		return nil
+	case o.Print.Structured():
+		return cli.PrintStructured(o.Out, o.Print.Output, rep)
+	}
+	if len(rep.Items) == 0 {
+		return nil
+	}
+	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	t := &cli.Table{Columns: []cli.Column{
+		{Name: "NAME"}, {Name: "STORAGE"}, {Name: "STORED"}, {Name: "OBJECTS"}, {Name: "REQUESTS"}, {Name: "ESTIMATE"},
+		{Name: "METHOD", Wide: true}, {Name: "PROBE", Wide: true}, {Name: "VERDICT"}, {Name: "PROBLEMS"},
+	}}
+	for _, it := range rep.Items {
+		req, est := "-", "-"
+		if it.Estimate != nil {
+			req = strconv.FormatInt(it.Estimate.Requests, 10)
+			est = it.Estimate.Duration().Round(100 * time.Millisecond).String()
+		}
+		v := "OK"
+		switch {
+		case len(it.Problems) > 0:
+			v = "BLOCKED"
+		case it.NeedsMigration:
+			v = "MIGRATE"
+		}
+		t.AddRow(it.CRD, it.StorageVersion, list(it.StoredVersions), objectsCell(it.Objects), req, est, it.Method, orDash(it.Probe),
+			c.Status(v), orDash(strings.Join(it.Problems, "; ")))
+	}
+	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
+		return err
+	}
+	s := rep.Summary
+	_, err := fmt.Fprintf(o.ErrOut, "%d objects, %d requests: about %s at --qps %g --burst %d (dry run, nothing changed)\n",
+		s.Objects, s.Requests, time.Duration(s.Seconds*float64(time.Second)).Round(100*time.Millisecond), s.QPS, s.Burst)
+	return err
+}
+
+// progressPrinter turns migration events and counts into progress lines:
+// one line per state change, and on a terminal a redrawn bar with
+// done/total, rate and ETA.
+type progressPrinter struct {
+	p     *cli.Progress
+	tty   bool
+	mu    sync.Mutex
+	crd   string
+	began time.Time
+	drawn time.Time
+}
+
+func newProgressPrinter(w io.Writer, tty, quiet bool) *progressPrinter {
+	return &progressPrinter{p: cli.NewProgress(w, tty, quiet), tty: tty && !quiet}
+}
+
+func (pp *progressPrinter) start(crd string) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	pp.crd, pp.began, pp.drawn = crd, time.Now(), time.Time{}
+}
+
+func (pp *progressPrinter) event(e crdmigrate.Event) {
+	pp.p.Event("%s", e.Message)
+}
+
+func (pp *progressPrinter) progress(pr crdmigrate.Progress) {
+	if !pp.tty {
+		return
+	}
+	pp.mu.Lock()
+	now := time.Now()
+	if now.Sub(pp.drawn) < 100*time.Millisecond && pr.Processed < pr.Total {
+		pp.mu.Unlock()
+		return
+	}
+	pp.drawn = now
+	elapsed := now.Sub(pp.began)
+	pp.mu.Unlock()
+	pp.p.Update("%s", progressLine(pr, elapsed))
+}
+
+// progressLine renders "name [#####.....] done/total pct rate ETA".
+func progressLine(pr crdmigrate.Progress, elapsed time.Duration) string {
+	const width = 24
+	frac := 0.0
+	if pr.Total > 0 {
+		frac = min(1, float64(pr.Processed)/float64(pr.Total))
+	}
+	filled := int(frac * width)
+	bar := strings.Repeat("#", filled) + strings.Repeat(".", width-filled)
+	rate := 0.0
+	if elapsed > 0 {
+		rate = float64(pr.Session) / elapsed.Seconds()
+	}
+	eta := "?"
+	if rate > 0 && pr.Total >= pr.Processed {
+		eta = (time.Duration(float64(pr.Total-pr.Processed) / rate * float64(time.Second))).Round(time.Second).String()
+	}
+	return fmt.Sprintf("%s [%s] %d/%d %3.0f%% %.0f obj/s ETA %s", pr.CRD, bar, pr.Processed, pr.Total, frac*100, rate, eta)
+}
+
+func (pp *progressPrinter) done() { pp.p.Done() }
+
+// completeCRDs completes CRD names.
+func completeCRDs(cg cli.ClientGetter) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		ext, err := cg.APIExtensions()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := ext.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names := make([]string, 0, len(l.Items))
+		for _, c := range l.Items {
+			names = append(names, c.Name)
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
