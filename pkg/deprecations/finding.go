@@ -75,6 +75,19 @@ type Finding struct {
 	// ReplacementServed says whether the current server already serves the
 	// replacement (nil when unknown, for example for files alone).
 	ReplacementServed *bool `json:"replacementServed,omitempty"`
+	// Hint is the command that helps.
+	Hint string `json:"hint,omitempty"`
+
+	// server is what the apiserver itself said (metric label, audit
+	// annotation, CRD deprecation), used when the table has no entry.
+	server *serverLifecycle
+}
+
+// serverLifecycle is what the apiserver reported about an API.
+type serverLifecycle struct {
+	removed string
+	// notServed marks a version the server no longer serves.
+	notServed bool
 }
 
 // Skipped is input that was not scanned, or only partly: a file that does
@@ -130,10 +143,26 @@ func Classify(tab *apilifecycle.Table, target Target, in []Finding) []Finding {
 			continue
 		}
 		e, ok := lookup(tab, f)
-		if !ok {
-			continue
+		st := apilifecycle.StatusOK
+		if ok {
+			st = tab.StatusAt(e, target.Release)
 		}
-		st := tab.StatusAt(e, target.Release)
+		if f.server != nil && st == apilifecycle.StatusOK {
+			// The apiserver says the API is deprecated (a CRD version, or
+			// a kind our table does not know): trust it.
+			g, v := apilifecycle.SplitAPIVersion(f.APIVersion)
+			e = apilifecycle.Entry{Group: g, Version: v, Kind: f.Kind, Resource: f.Resource}
+			if r, err := apilifecycle.ParseRelease(f.server.removed); err == nil {
+				e.Removed = r
+			}
+			st = e.StatusAt(target.Release)
+			if st == apilifecycle.StatusOK {
+				st = apilifecycle.StatusDeprecated
+			}
+			if f.server.notServed {
+				st = apilifecycle.StatusRemoved
+			}
+		}
 		if st == apilifecycle.StatusOK {
 			continue
 		}
