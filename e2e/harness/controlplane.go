@@ -510,3 +510,12 @@ func (cp *ControlPlane) Stop() {
 		}
 	})
 }
+
+// Exited reports whether a component has ended, and with which error.
+func (cp *ControlPlane) Exited(component string) (bool, error) {
+	p, ok := cp.procs[component]
+	if !ok {
+		return true, errors.New("not started")
+	}
+	return p.exited()
+}
