@@ -2,40 +2,292 @@ package gangdrain
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
 
 	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 )
 
-// Options holds the parsed state of `kubectl gang-drain`.
+// Options holds the parsed state shared by the subcommands of
+// `kubectl gang-drain`.
 type Options struct {
 	Print *cli.PrintFlags
 
-	cg cli.ClientGetter
+	// Nodes and Selector choose the nodes (plan, run).
+	Nodes    []string
+	Selector string
+	// Args are the RUN|NODE arguments of restore, or the RUN of status.
+	Args []string
+
+	Annotation         string
+	ProtocolPrefix     string
+	OnTimeout          string
+	AckTimeout         time.Duration
+	CheckpointDeadline time.Duration
+	HeartbeatTimeout   time.Duration
+	MaxGangsInFlight   int
+	MaxUnavailableGPUs string
+	DeleteEmptyDirData bool
+	Force              bool
+	DisableEviction    bool
+	DryRun             bool
+	Reason             string
+	RunID              string
+	Timeout            time.Duration
+	PollInterval       time.Duration
+	StopTimeout        time.Duration
+	EvictionTimeout    time.Duration
+	RestoreTimeout     time.Duration
+
+	keys   checkpoint.Keys
+	budget gang.Budget
+	onTO   gang.OnTimeout
+
+	cg    cli.ClientGetter
+	clock clock.WithTicker
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{Print: cli.NewPrintFlags(), IOStreams: streams}
+	return &Options{
+		Print:              cli.NewPrintFlags(),
+		OnTimeout:          string(gang.OnTimeoutAbort),
+		AckTimeout:         2 * time.Minute,
+		CheckpointDeadline: 30 * time.Minute,
+		HeartbeatTimeout:   2 * time.Minute,
+		MaxGangsInFlight:   4,
+		Reason:             "node maintenance",
+		PollInterval:       time.Second,
+		StopTimeout:        15 * time.Minute,
+		RestoreTimeout:     15 * time.Minute,
+		IOStreams:          streams,
+		clock:              clock.RealClock{},
+	}
 }
 
-// Complete fills in the client getter.
-func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+func (o *Options) addSelectFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", o.Selector, "Choose nodes by label selector, e.g. gpufleet.dev/rack-set=rs-14 (combined with NODE arguments).")
+}
+
+func (o *Options) addProtocolFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.Annotation, "annotation", o.Annotation, "Request annotation key (KEY or KEY=requested), e.g. platform.example.com/checkpoint-and-yield=requested; the other protocol keys use its domain as prefix.")
+	f.StringVar(&o.ProtocolPrefix, "protocol-prefix", o.ProtocolPrefix, "Prefix of the checkpoint-and-yield annotation keys (default gpufleet.dev/, or the domain of --annotation).")
+	f.StringVar(&o.OnTimeout, "on-timeout", o.OnTimeout, "What to do with a gang whose checkpoint does not come (no acknowledgement, deadline or heartbeat passed, failed, declined, or no protocol): stop (stop it anyway), abort (withdraw the request, leave it running, fail its nodes) or wait.")
+	f.DurationVar(&o.AckTimeout, "ack-timeout", o.AckTimeout, "How long a gang has to acknowledge a checkpoint request (0: no limit).")
+	f.DurationVar(&o.CheckpointDeadline, "checkpoint-deadline", o.CheckpointDeadline, "How long a gang has to report ready-to-stop (0: no deadline).")
+	f.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "Longest silence allowed between a responder's heartbeats (0: not checked).")
+	f.IntVar(&o.MaxGangsInFlight, "max-gangs-in-flight", o.MaxGangsInFlight, "Gangs checkpointing or stopping at the same time (0: no limit).")
+	f.StringVar(&o.MaxUnavailableGPUs, "max-unavailable-gpus", o.MaxUnavailableGPUs, "GPUs of the chosen nodes taken out at once, as a number or a percentage (N or P%); the other nodes wait for a later run.")
+	f.BoolVar(&o.DeleteEmptyDirData, "delete-emptydir-data", o.DeleteEmptyDirData, "Evict pods with emptyDir volumes (their data is lost).")
+	f.BoolVar(&o.Force, "force", o.Force, "Evict pods that no controller recreates.")
+	f.StringVar(&o.Reason, "reason", o.Reason, "Reason written into checkpoint requests.")
+}
+
+func (o *Options) addRunFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.BoolVar(&o.DisableEviction, "disable-eviction", o.DisableEviction, "BREAK-GLASS: delete pods instead of evicting them, ignoring PodDisruptionBudgets. Recorded on each node with who used it.")
+	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print the steps without changing anything.")
+	f.StringVar(&o.RunID, "run-id", o.RunID, "Resume (or name) this run instead of the one recorded on the nodes.")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a state the same command resumes (exit 4); 0 waits for ever.")
+	f.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "How long a stopped gang's pods have to go away.")
+	f.DurationVar(&o.EvictionTimeout, "eviction-timeout", o.EvictionTimeout, "How long to keep retrying a refused eviction of one pod (0: until --timeout).")
+	f.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often states are re-read.")
+}
+
+// Complete fills in the client getter and the positional arguments.
+func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string) error {
 	o.cg = cg
+	o.Args = args
 	cli.SetQuiet(cg, o.Print.Quiet)
 	return nil
 }
 
 // Validate checks the flags without touching the network.
 func (o *Options) Validate() error {
-	return o.Print.Validate()
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	key := ""
+	if o.Annotation != "" {
+		k, err := checkpoint.ParseAnnotationFlag(o.Annotation)
+		if err != nil {
+			return err
+		}
+		key = k
+	}
+	keys, err := checkpoint.NewKeys(o.ProtocolPrefix, key)
+	if err != nil {
+		return err
+	}
+	o.keys = keys
+	if o.onTO, err = gang.ParseOnTimeout(o.OnTimeout); err != nil {
+		return err
+	}
+	if o.budget, err = gang.ParseBudget(o.MaxUnavailableGPUs); err != nil {
+		return err
+	}
+	if o.MaxGangsInFlight < 0 {
+		return errors.New("--max-gangs-in-flight must not be negative")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--ack-timeout", o.AckTimeout}, {"--checkpoint-deadline", o.CheckpointDeadline}, {"--heartbeat-timeout", o.HeartbeatTimeout}, {"--timeout", o.Timeout}, {"--eviction-timeout", o.EvictionTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s must not be negative", d.name)
+		}
+	}
+	if o.PollInterval <= 0 {
+		return errors.New("--poll-interval must be positive")
+	}
+	if o.Selector != "" {
+		if _, err := labels.Parse(o.Selector); err != nil {
+			return fmt.Errorf("--selector %q: %w", o.Selector, err)
+		}
+	}
+	return nil
 }
 
-// Run connects to the cluster.
-func (o *Options) Run(ctx context.Context) error {
-	_, err := cli.Connect(ctx, o.cg)
-	return err
+func (o *Options) validateNodeChoice() error {
+	if len(o.Args) == 0 && o.Selector == "" {
+		return errors.New("choose nodes: give NODE arguments or -l SELECTOR")
+	}
+	return nil
+}
+
+// drainer builds the pkg/gang drainer from the flags.
+func (o *Options) drainer(ctx context.Context, requester string) (*gang.Drainer, error) {
+	kube, err := o.cg.Kube()
+	if err != nil {
+		return nil, cli.UsageErr(err)
+	}
+	dyn, err := o.cg.Dynamic()
+	if err != nil {
+		return nil, cli.UsageErr(err)
+	}
+	d := &gang.Drainer{Kube: kube, Dynamic: dyn, Clock: o.clock, Options: gang.Options{
+		RunID:              o.RunID,
+		Requester:          requester,
+		Reason:             o.Reason,
+		Keys:               o.keys,
+		Timeouts:           checkpoint.Timeouts{Ack: o.AckTimeout, Heartbeat: o.HeartbeatTimeout},
+		CheckpointDeadline: o.CheckpointDeadline,
+		OnTimeout:          o.onTO,
+		MaxGangsInFlight:   o.MaxGangsInFlight,
+		MaxUnavailableGPUs: o.budget,
+		DeleteEmptyDirData: o.DeleteEmptyDirData,
+		Force:              o.Force,
+		DisableEviction:    o.DisableEviction,
+		DryRun:             o.DryRun,
+		PollInterval:       o.PollInterval,
+		StopTimeout:        o.StopTimeout,
+		EvictionTimeout:    o.EvictionTimeout,
+		RestoreTimeout:     o.RestoreTimeout,
+	}}
+	if kc, err := o.cg.Kueue(); err == nil && kueueInstalled(ctx, kube) {
+		d.Kueue = kc
+	}
+	return d, nil
+}
+
+// kueueInstalled asks discovery whether the Workload API is served.
+func kueueInstalled(_ context.Context, kube kubernetes.Interface) bool {
+	res, err := kube.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
+	if err != nil || res == nil {
+		return false
+	}
+	for _, r := range res.APIResources {
+		if r.Name == "workloads" {
+			return true
+		}
+	}
+	return false
+}
+
+// requester names the user running the command, from the API server's
+// view of the credentials, falling back to the local user.
+func (o *Options) requester(ctx context.Context) string {
+	const tool = "kubectl-gang_drain"
+	if kube, err := o.cg.Kube(); err == nil {
+		ssr, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err == nil && ssr.Status.UserInfo.Username != "" {
+			return ssr.Status.UserInfo.Username + " (" + tool + ")"
+		}
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u + " (" + tool + ")"
+	}
+	return tool
+}
+
+// resolveNodes returns the NODE arguments plus the nodes matching -l.
+func (o *Options) resolveNodes(ctx context.Context, md cli.Metadata) ([]string, error) {
+	kube, err := o.cg.Kube()
+	if err != nil {
+		return nil, cli.UsageErr(err)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range o.Args {
+		if _, err := kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, cli.Usagef("node %q not found", n)
+			}
+			return nil, cli.ClassifyClusterErr(err, md, "reading node "+n)
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	if o.Selector != "" {
+		list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: o.Selector})
+		if err != nil {
+			return nil, cli.ClassifyClusterErr(err, md, "listing nodes")
+		}
+		var sel []string
+		for _, n := range list.Items {
+			if !seen[n.Name] {
+				seen[n.Name] = true
+				sel = append(sel, n.Name)
+			}
+		}
+		sort.Strings(sel)
+		out = append(out, sel...)
+	}
+	if len(out) == 0 {
+		return nil, cli.Usagef("no nodes match %q", o.Selector)
+	}
+	return out, nil
+}
+
+// finish maps a pkg/gang error to the suite's exit codes.
+func finish(ctx context.Context, err error, md cli.Metadata, hint string) error {
+	if err == nil {
+		return nil
+	}
+	var ee *cli.ExitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, gang.ErrIncomplete) || ctx.Err() != nil {
+		return cli.WithHint(cli.Incomplete(err), hint)
+	}
+	return cli.ClassifyClusterErr(err, md, "gang-drain")
 }

@@ -1,0 +1,189 @@
+package gangdrain
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
+	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+)
+
+func (o *Options) progress() *cli.Progress {
+	return cli.NewProgress(o.ErrOut, cli.IsTerminal(o.ErrOut), o.Print.Quiet)
+}
+
+func eventLine(e gang.Event) string {
+	switch e.Type {
+	case gang.EventNode:
+		return fmt.Sprintf("node %s: %s", e.Node, e.Message)
+	case gang.EventGang:
+		return fmt.Sprintf("gang %s: %s", e.Gang, e.Message)
+	case gang.EventWarning:
+		return "WARNING: " + e.Message
+	default:
+		return e.Message
+	}
+}
+
+func (o *Options) colorizer() cli.Colorizer {
+	return cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+}
+
+// RunPlan prints what a drain of the nodes would do.
+func (o *Options) RunPlan(ctx context.Context) error {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return err
+	}
+	nodes, err := o.resolveNodes(ctx, md)
+	if err != nil {
+		return err
+	}
+	d, err := o.drainer(ctx, "")
+	if err != nil {
+		return err
+	}
+	p, err := d.Plan(ctx, nodes)
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "planning the drain")
+	}
+	rep := newPlanReport(md, p, o)
+	if o.Print.Quiet {
+		return cli.Findings(rep.Summary.Blocking)
+	}
+	if o.Print.Structured() {
+		if err := cli.PrintStructured(o.Out, o.Print.Output, rep); err != nil {
+			return err
+		}
+	} else if err := printPlan(o.Out, rep, o.Print.TableOptions(), o.colorizer()); err != nil {
+		return err
+	}
+	return cli.Findings(rep.Summary.Blocking)
+}
+
+// RunDrain drains the nodes.
+func (o *Options) RunDrain(ctx context.Context) error {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return err
+	}
+	nodes, err := o.resolveNodes(ctx, md)
+	if err != nil {
+		return err
+	}
+	d, err := o.drainer(ctx, o.requester(ctx))
+	if err != nil {
+		return err
+	}
+	prog := o.progress()
+	d.OnEvent = func(e gang.Event) {
+		prog.Event("%s", eventLine(e))
+	}
+	if o.DisableEviction && !o.DryRun && !o.Print.Quiet {
+		c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.ErrOut))}
+		fmt.Fprintln(o.ErrOut, c.Red(c.Bold("WARNING: --disable-eviction is BREAK-GLASS: pods are DELETED, PodDisruptionBudgets are NOT honoured.")))
+		fmt.Fprintln(o.ErrOut, c.Red("WARNING: each node records who used it ("+gang.AnnDisableEviction+")."))
+	}
+	runCtx := ctx
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	res, err := d.Run(runCtx, nodes)
+	prog.Done()
+	if res != nil && !o.Print.Quiet {
+		rep := newRunReport(md, res)
+		if o.Print.Structured() {
+			if perr := cli.PrintStructured(o.Out, o.Print.Output, rep); perr != nil {
+				return perr
+			}
+		} else if perr := printRun(o.Out, rep, o.Print.TableOptions(), o.colorizer()); perr != nil {
+			return perr
+		}
+	}
+	hint := "kubectl gang-drain status"
+	if res != nil {
+		hint = fmt.Sprintf("kubectl gang-drain status %s, then run the same command again to resume", res.RunID)
+	}
+	if err != nil && runCtx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w: stopped after --timeout %s: %w", gang.ErrIncomplete, o.Timeout, err)
+	}
+	return finish(runCtx, err, md, hint)
+}
+
+// RunStatus prints the runs recorded in the cluster.
+func (o *Options) RunStatus(ctx context.Context) error {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return err
+	}
+	d, err := o.drainer(ctx, "")
+	if err != nil {
+		return err
+	}
+	run := ""
+	if len(o.Args) > 0 {
+		run = o.Args[0]
+	}
+	runs, err := d.Status(ctx, run)
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "reading gang-drain state")
+	}
+	if run != "" && len(runs) == 0 {
+		return cli.WithHint(cli.Usagef("no run %q is recorded on any node", run), "kubectl gang-drain status")
+	}
+	rep := StatusReport{Header: cli.NewHeader("GangDrainStatus", md), Items: runs}
+	if rep.Items == nil {
+		rep.Items = []gang.RunSummary{}
+	}
+	if o.Print.Quiet {
+		return nil
+	}
+	if o.Print.Structured() {
+		return cli.PrintStructured(o.Out, o.Print.Output, rep)
+	}
+	if len(runs) == 0 {
+		fmt.Fprintln(o.ErrOut, "No gang-drain runs found.")
+		return nil
+	}
+	return printStatus(o.Out, rep, o.Print.TableOptions(), o.colorizer())
+}
+
+// RunRestore undoes a run.
+func (o *Options) RunRestore(ctx context.Context) error {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return err
+	}
+	d, err := o.drainer(ctx, "")
+	if err != nil {
+		return err
+	}
+	nodes, err := gang.ResolveRestoreTargets(ctx, d, o.Args)
+	if err != nil {
+		if strings.Contains(err.Error(), "neither a run id nor a node") {
+			return cli.WithHint(cli.UsageErr(err), "kubectl gang-drain status")
+		}
+		return cli.ClassifyClusterErr(err, md, "resolving restore targets")
+	}
+	prog := o.progress()
+	d.OnEvent = func(e gang.Event) { prog.Event("%s", eventLine(e)) }
+	res, err := d.Restore(ctx, nodes)
+	prog.Done()
+	if res != nil && !o.Print.Quiet {
+		rep := RestoreReport{Header: cli.NewHeader("GangDrainRestore", md), RestoreResult: res}
+		if o.Print.Structured() {
+			if perr := cli.PrintStructured(o.Out, o.Print.Output, rep); perr != nil {
+				return perr
+			}
+		} else if perr := printRestore(o.Out, rep, o.Print.TableOptions(), o.colorizer()); perr != nil {
+			return perr
+		}
+	}
+	return finish(ctx, err, md, "kubectl gang-drain restore "+strings.Join(o.Args, " "))
+}
+
+func outcomeWord(o eviction.Outcome) string { return strings.ToUpper(string(o)) }
