@@ -31,7 +31,9 @@ func TestKwokStages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Client.CoreV1().Nodes().Delete(context.Background(), nodes[0].Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cp.Client.CoreV1().Nodes().Delete(context.Background(), nodes[0].Name, metav1.DeleteOptions{})
+	})
 
 	if _, err := cp.Client.BatchV1().Jobs(ns).Create(ctx, harness.Job(ns, "done", 1, 1, true), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
