@@ -189,6 +189,10 @@ func less(a, b Entry) bool {
 
 var builtinTable = NewTable(builtin)
 
+// BuiltinSource names the module and version the built-in table follows,
+// such as "k8s.io/api@v0.37.2".
+func BuiltinSource() string { return builtinSource }
+
 // Builtin returns the generated table for the pinned Kubernetes release.
 func Builtin() *Table { return builtinTable }
 

@@ -2,40 +2,496 @@ package deprecations
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
 
 // Options holds the parsed state of `kubectl deprecations`.
 type Options struct {
-	Print *cli.PrintFlags
+	Print  *cli.PrintFlags
+	FailOn *cli.FailOnFlag
 
-	cg cli.ClientGetter
+	Sources       []string
+	TargetVersion string
+	Filenames     []string
+	Kustomize     string
+	AuditLogs     []string
+	RulesFiles    []string
+	HelmHistory   bool
+	CI            bool
+
+	cg        cli.ClientGetter
+	namespace string
+	sources   map[dep.Source]bool
+	explicit  bool
+	table     *apilifecycle.Table
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{Print: cli.NewPrintFlags(), IOStreams: streams}
+	return &Options{Print: cli.NewPrintFlags(), FailOn: cli.NewFailOnFlag(), IOStreams: streams}
 }
 
-// Complete fills in the client getter.
+// AddFlags registers the command's flags.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringSliceVar(&o.Sources, "source", o.Sources, "Sources to read, comma separated: metrics, audit, objects, helm, manifests, crds. Default: the cluster sources (metrics, objects, helm, crds), audit with --audit-log, and only manifests when -f or -k is given.")
+	f.StringVar(&o.TargetVersion, "target-version", o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor. Required for files alone unless --ci.")
+	f.StringSliceVarP(&o.Filenames, "filename", "f", o.Filenames, "Manifest files or directories (recursive) to scan; - reads stdin. Repeatable.")
+	f.StringVarP(&o.Kustomize, "kustomize", "k", o.Kustomize, "Build the kustomization in this directory and scan the result.")
+	f.StringSliceVar(&o.AuditLogs, "audit-log", o.AuditLogs, "Apiserver audit log files (JSON lines, plain or gzip; rotated files in any order); - reads stdin. Repeatable.")
+	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules (this tool's `rules -o yaml` format or pluto's versions file) for third-party APIs. Repeatable.")
+	f.BoolVar(&o.HelmHistory, "helm-history", o.HelmHistory, "Scan every kept Helm revision, not only the deployed one (a rollback to an old revision would fail too).")
+	f.BoolVar(&o.CI, "ci", o.CI, "Repository mode: manifests only, target two minors after the built-in table's release unless --target-version is given, exit 1 on anything removed by then.")
+	_ = cmd.RegisterFlagCompletionFunc("source", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		var s []string
+		for _, x := range dep.AllSources {
+			s = append(s, string(x))
+		}
+		return s, cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = cmd.RegisterFlagCompletionFunc("target-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"+1", "+2"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	o.Print.AddFlags(cmd)
+	o.FailOn.AddFlags(cmd)
+}
+
+// Complete fills in the client getter and namespace.
 func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
+	if ns, explicit, err := cg.Namespace(); err == nil && explicit {
+		o.namespace = ns
+	}
 	return nil
 }
 
 // Validate checks the flags without touching the network.
 func (o *Options) Validate() error {
-	return o.Print.Validate()
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	o.sources = map[dep.Source]bool{}
+	for _, s := range o.Sources {
+		for _, p := range strings.Split(s, ",") {
+			p = strings.TrimSpace(p)
+			if p == "" {
+				continue
+			}
+			if !slices.Contains(dep.AllSources, dep.Source(p)) {
+				return fmt.Errorf("unknown --source %q: want metrics, audit, objects, helm, manifests or crds", p)
+			}
+			o.sources[dep.Source(p)] = true
+			o.explicit = true
+		}
+	}
+	files := len(o.Filenames) > 0 || o.Kustomize != ""
+	if o.CI {
+		if !files {
+			return errors.New("--ci scans manifests: give -f or -k")
+		}
+		if o.explicit && (len(o.sources) != 1 || !o.sources[dep.SourceManifests]) {
+			return errors.New("--ci reads manifests only; drop --source")
+		}
+	}
+	if !o.explicit {
+		switch {
+		case files || o.CI:
+			o.sources[dep.SourceManifests] = true
+			if len(o.AuditLogs) > 0 {
+				o.sources[dep.SourceAudit] = true
+			}
+		default:
+			for _, s := range []dep.Source{dep.SourceMetrics, dep.SourceObjects, dep.SourceHelm, dep.SourceCRDs} {
+				o.sources[s] = true
+			}
+			if len(o.AuditLogs) > 0 {
+				o.sources[dep.SourceAudit] = true
+			}
+		}
+	}
+	if o.sources[dep.SourceManifests] && !files {
+		return errors.New("--source manifests needs -f or -k")
+	}
+	if o.sources[dep.SourceAudit] && len(o.AuditLogs) == 0 {
+		return errors.New("--source audit needs --audit-log")
+	}
+	if n := count(o.Filenames, "-") + count(o.AuditLogs, "-"); n > 1 {
+		return errors.New("stdin (-) can be read only once")
+	}
+	if _, _, err := parseTarget(o.TargetVersion); err != nil {
+		return err
+	}
+	if !o.needsCluster() && o.TargetVersion == "" && !o.CI {
+		return errors.New("--target-version is required when no cluster is read (for example --target-version v1.35)")
+	}
+	if !o.needsCluster() {
+		if _, rel, _ := parseTarget(o.TargetVersion); rel && !o.CI {
+			return fmt.Errorf("--target-version %s is relative to the server, but no cluster is read: give a release such as v1.35", o.TargetVersion)
+		}
+	}
+	tab, err := loadTable(o.RulesFiles)
+	if err != nil {
+		return err
+	}
+	o.table = tab
+	return nil
 }
 
-// Run connects to the cluster.
+func count(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// loadTable reads the built-in table and the rules files.
+func loadTable(files []string) (*apilifecycle.Table, error) {
+	tab := apilifecycle.Builtin()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading rules file: %w", err)
+		}
+		r, err := apilifecycle.ParseRules(b, f)
+		if err != nil {
+			return nil, err
+		}
+		tab = tab.With(r)
+	}
+	return tab, nil
+}
+
+func (o *Options) clusterSource() bool {
+	return o.sources[dep.SourceMetrics] || o.sources[dep.SourceObjects] || o.sources[dep.SourceHelm] || o.sources[dep.SourceCRDs]
+}
+
+// needsCluster reports whether the run contacts the cluster: a cluster
+// source, or a target relative to the server.
+func (o *Options) needsCluster() bool {
+	if o.clusterSource() {
+		return true
+	}
+	if o.CI {
+		return false
+	}
+	abs, _, _ := parseTarget(o.TargetVersion)
+	return abs.IsZero()
+}
+
+// parseTarget reads --target-version: an absolute release, or +N (N minors
+// after the server; "" means +1). It returns the absolute release (zero when
+// relative) and, for +N, N in the relative result.
+func parseTarget(s string) (apilifecycle.Release, bool, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return apilifecycle.Release{}, true, nil
+	}
+	if strings.HasPrefix(t, "+") {
+		n, err := strconv.Atoi(t[1:])
+		if err != nil || n < 0 || n > 20 {
+			return apilifecycle.Release{}, true, fmt.Errorf("invalid --target-version %q: want +1, +2 or a release such as v1.35", s)
+		}
+		return apilifecycle.Release{}, true, nil
+	}
+	r, err := apilifecycle.ParseRelease(t)
+	if err != nil {
+		return r, false, fmt.Errorf("invalid --target-version %q: want +1, +2 or a release such as v1.35", s)
+	}
+	return r, false, nil
+}
+
+// relativeMinors returns N for +N ("" is +1).
+func relativeMinors(s string) int {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return 1
+	}
+	n, _ := strconv.Atoi(strings.TrimPrefix(t, "+"))
+	return n
+}
+
+// resolveTarget turns --target-version into a release, relative to base.
+func (o *Options) resolveTarget(base apilifecycle.Release) (apilifecycle.Release, error) {
+	abs, rel, err := parseTarget(o.TargetVersion)
+	if err != nil {
+		return abs, err
+	}
+	if !rel {
+		return abs, nil
+	}
+	n := relativeMinors(o.TargetVersion)
+	if o.CI && o.TargetVersion == "" {
+		n = 2
+	}
+	if base.IsZero() {
+		return base, fmt.Errorf("cannot tell the server's release to resolve --target-version %q", o.TargetVersion)
+	}
+	return base.Add(n), nil
+}
+
+// builtinRelease is the Kubernetes release of the built-in table (k8s.io/api v0.N -> 1.N).
+func builtinRelease() apilifecycle.Release {
+	s := apilifecycle.BuiltinSource()
+	if i := strings.Index(s, "@v0."); i >= 0 {
+		if r, err := apilifecycle.ParseRelease("1." + s[i+4:]); err == nil {
+			return r
+		}
+	}
+	return apilifecycle.Release{}
+}
+
+// Run reads the sources, classifies, prints the report and returns the exit error.
 func (o *Options) Run(ctx context.Context) error {
-	_, err := cli.Connect(ctx, o.cg)
-	return err
+	var (
+		md     cli.Metadata
+		target apilifecycle.Release
+		err    error
+		served *dep.Served
+	)
+	if o.needsCluster() {
+		md, err = cli.Connect(ctx, o.cg)
+		if err != nil {
+			return err
+		}
+		sv, perr := apilifecycle.ParseRelease(md.ServerVersion)
+		if perr != nil {
+			return cli.ClusterErr(fmt.Errorf("cannot read the server version %q: %w", md.ServerVersion, perr))
+		}
+		if target, err = o.resolveTarget(sv); err != nil {
+			return cli.UsageErr(err)
+		}
+		if dc, derr := o.cg.Discovery(); derr == nil {
+			served, _ = dep.Discover(dc)
+		}
+	} else {
+		// Files alone: no cluster, no context in the report.
+		if target, err = o.resolveTarget(builtinRelease()); err != nil {
+			return cli.UsageErr(err)
+		}
+	}
+	rep := newReport(md, target)
+	code := cli.ExitOK
+	var raw []dep.Finding
+
+	if o.sources[dep.SourceManifests] {
+		fs, skipped, st, err := o.readManifests(ctx)
+		raw = append(raw, fs...)
+		rep.NotScanned = append(rep.NotScanned, skipped...)
+		rep.addSource(st, err, &code)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if o.sources[dep.SourceAudit] {
+		ar := &dep.AuditReader{}
+		res, err := ar.Read(ctx, o.AuditLogs, o.In)
+		raw = append(raw, res.Findings...)
+		rep.NotScanned = append(rep.NotScanned, res.Skipped...)
+		st := SourceStatus{Name: dep.SourceAudit, Scanned: fmt.Sprintf("%d lines, %d requests to deprecated APIs", res.Lines, res.Events)}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			err = cli.UsageErr(fmt.Errorf("reading audit log: %w", err))
+		}
+		rep.addSource(st, err, &code)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if o.clusterSource() {
+		fs, err := o.readCluster(ctx, md, target, served, rep, &code)
+		raw = append(raw, fs...)
+		if err != nil {
+			return err
+		}
+	}
+
+	t := dep.Target{Release: target}
+	if served != nil {
+		t.Served = served.Serves
+	}
+	findings := dep.Classify(o.table, t, raw)
+	rep.setItems(findings)
+	if err := o.print(rep); err != nil {
+		return err
+	}
+	sev := make([]cli.Severity, 0, len(rep.Items))
+	for _, it := range rep.Items {
+		sev = append(sev, it.Severity)
+	}
+	if n := o.FailOn.Count(sev...); n > 0 {
+		code = cli.Worst(code, cli.ExitFindings)
+		if code == cli.ExitFindings {
+			return cli.Findings(n)
+		}
+	}
+	if code != cli.ExitOK {
+		return &cli.ExitError{Code: code, Err: fmt.Errorf("some sources could not be read: %s", rep.failed())}
+	}
+	return nil
+}
+
+func (o *Options) readManifests(ctx context.Context) ([]dep.Finding, []dep.Skipped, SourceStatus, error) {
+	sc := &dep.ManifestScanner{Table: o.table}
+	st := SourceStatus{Name: dep.SourceManifests}
+	var (
+		fs      []dep.Finding
+		skipped []dep.Skipped
+		files   int
+		objects int
+	)
+	if len(o.Filenames) > 0 {
+		res, err := sc.ScanPaths(ctx, o.Filenames, o.In)
+		if err != nil {
+			return nil, nil, st, cli.UsageErr(fmt.Errorf("reading manifests: %w", err))
+		}
+		fs, skipped, files, objects = res.Findings, res.Skipped, res.Files, res.Objects
+	}
+	if o.Kustomize != "" {
+		k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+		m, err := k.Run(filesys.MakeFsOnDisk(), o.Kustomize)
+		if err != nil {
+			return fs, skipped, st, cli.UsageErr(fmt.Errorf("building kustomization %s: %w", o.Kustomize, err))
+		}
+		y, err := m.AsYaml()
+		if err != nil {
+			return fs, skipped, st, cli.UsageErr(fmt.Errorf("building kustomization %s: %w", o.Kustomize, err))
+		}
+		res := sc.Scan("kustomize "+o.Kustomize, y)
+		fs = append(fs, res.Findings...)
+		skipped = append(skipped, res.Skipped...)
+		files++
+		objects += res.Objects
+	}
+	st.Scanned = fmt.Sprintf("%d files, %d objects", files, objects)
+	return fs, skipped, st, nil
+}
+
+func (o *Options) readCluster(ctx context.Context, md cli.Metadata, target apilifecycle.Release, served *dep.Served, rep *Report, code *int) ([]dep.Finding, error) {
+	var out []dep.Finding
+	fail := func(st SourceStatus, err error, what string) {
+		rep.addSource(st, cli.ClassifyClusterErr(err, md, what), code)
+	}
+	if o.sources[dep.SourceMetrics] {
+		st := SourceStatus{Name: dep.SourceMetrics, Note: dep.MetricNote}
+		fs, skipped, err := dep.ScrapeMetrics(ctx, o.metricsSources())
+		rep.NotScanned = append(rep.NotScanned, skipped...)
+		if err != nil {
+			fail(st, err, "reading apiserver metrics")
+		} else {
+			st.Scanned = fmt.Sprintf("%d series", len(fs))
+			rep.addSource(st, nil, code)
+			out = append(out, fs...)
+		}
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	if o.sources[dep.SourceObjects] {
+		st := SourceStatus{Name: dep.SourceObjects}
+		dyn, err := o.cg.Dynamic()
+		if err == nil && served == nil {
+			err = errors.New("discovery failed")
+		}
+		if err != nil {
+			fail(st, err, "reading objects")
+		} else {
+			r := &dep.ObjectsReader{Dynamic: dyn, Table: o.table, Served: served, Namespace: o.namespace}
+			res, err := r.Read(ctx, target)
+			st.Scanned = fmt.Sprintf("%d objects of %d resources", res.Scanned, len(res.Resources))
+			if res.StaleAnnotations > 0 {
+				st.Note = fmt.Sprintf("%d last-applied annotations name a deprecated version that no field manager still writes (stale, not reported)", res.StaleAnnotations)
+			}
+			out = append(out, res.Findings...)
+			if err != nil {
+				fail(st, err, "reading objects")
+			} else {
+				rep.addSource(st, nil, code)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	if o.sources[dep.SourceHelm] {
+		st := SourceStatus{Name: dep.SourceHelm}
+		kc, err := o.cg.Kube()
+		if err != nil {
+			fail(st, err, "reading Helm releases")
+		} else {
+			h := &dep.HelmReader{Kube: kc, Scanner: &dep.ManifestScanner{Table: o.table}, Namespace: o.namespace, History: o.HelmHistory}
+			res, err := h.Read(ctx)
+			out = append(out, res.Findings...)
+			rep.NotScanned = append(rep.NotScanned, res.Skipped...)
+			st.Scanned = fmt.Sprintf("%d releases, %d records", res.Releases, res.Records)
+			if err != nil {
+				fail(st, err, "reading Helm releases")
+			} else {
+				rep.addSource(st, nil, code)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+	if o.sources[dep.SourceCRDs] {
+		st := SourceStatus{Name: dep.SourceCRDs}
+		ec, err := o.cg.APIExtensions()
+		if err != nil {
+			fail(st, err, "reading CustomResourceDefinitions")
+		} else {
+			fs, n, err := (&dep.CRDReader{Client: ec}).Read(ctx)
+			st.Scanned = fmt.Sprintf("%d CRDs", n)
+			out = append(out, fs...)
+			if err != nil {
+				fail(st, err, "reading CustomResourceDefinitions")
+			} else {
+				rep.addSource(st, nil, code)
+			}
+		}
+	}
+	return out, ctx.Err()
+}
+
+// metricsSources returns the apiserver to scrape: the one the kubeconfig
+// names.
+func (o *Options) metricsSources() []dep.MetricsSource {
+	cfg, cerr := o.cg.ToRESTConfig()
+	instance := "(kubeconfig server)"
+	if cerr == nil && cfg.Host != "" {
+		instance = cfg.Host
+	}
+	return []dep.MetricsSource{{Instance: instance, Fetch: func(ctx context.Context) (io.ReadCloser, error) {
+		kc, err := o.cg.Kube()
+		if err != nil {
+			return nil, err
+		}
+		rc, ok := kc.Discovery().RESTClient().(*rest.RESTClient)
+		if !ok || rc == nil {
+			return nil, errors.New("no REST client for /metrics")
+		}
+		return rc.Get().AbsPath("/metrics").Stream(ctx)
+	}}}
 }

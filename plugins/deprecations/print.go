@@ -1,0 +1,224 @@
+package deprecations
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
+)
+
+// Report is what `kubectl deprecations` prints with -o json|yaml.
+type Report struct {
+	cli.Header
+	// TargetVersion is the release the findings are judged against.
+	TargetVersion string         `json:"targetVersion"`
+	Items         []Item         `json:"items"`
+	NotScanned    []dep.Skipped  `json:"notScanned,omitempty"`
+	Sources       []SourceStatus `json:"sources"`
+	Summary       Summary        `json:"summary"`
+}
+
+// Item is one finding with its severity.
+type Item struct {
+	dep.Finding `json:",inline"`
+	// Severity: blocking for removed at the target, warning for deprecated
+	// or undeterminable.
+	Severity cli.Severity `json:"severity"`
+}
+
+// SourceStatus says what one source read, or why it could not.
+type SourceStatus struct {
+	Name    dep.Source `json:"name"`
+	Scanned string     `json:"scanned,omitempty"`
+	Note    string     `json:"note,omitempty"`
+	Error   string     `json:"error,omitempty"`
+}
+
+// Summary counts the items.
+type Summary struct {
+	Removed        int `json:"removed"`
+	Deprecated     int `json:"deprecated"`
+	Undeterminable int `json:"undeterminable"`
+	NotScanned     int `json:"notScanned"`
+	PartlyScanned  int `json:"partlyScanned"`
+}
+
+func newReport(md cli.Metadata, target apilifecycle.Release) *Report {
+	return &Report{Header: cli.NewHeader("DeprecationsReport", md), TargetVersion: "v" + target.String(), Items: []Item{}}
+}
+
+func (r *Report) addSource(st SourceStatus, err error, code *int) {
+	if err != nil {
+		st.Error = err.Error()
+		*code = cli.Worst(*code, cli.ExitCode(err))
+	}
+	r.Sources = append(r.Sources, st)
+}
+
+func (r *Report) failed() string {
+	var s []string
+	for _, st := range r.Sources {
+		if st.Error != "" {
+			s = append(s, string(st.Name)+": "+st.Error)
+		}
+	}
+	return strings.Join(s, "; ")
+}
+
+func (r *Report) setItems(fs []dep.Finding) {
+	r.Items = make([]Item, 0, len(fs))
+	for _, f := range fs {
+		it := Item{Finding: f, Severity: cli.SeverityWarning}
+		switch f.Status {
+		case dep.StatusRemoved:
+			it.Severity = cli.SeverityBlocking
+			r.Summary.Removed++
+		case dep.StatusUnknown:
+			r.Summary.Undeterminable++
+		default:
+			r.Summary.Deprecated++
+		}
+		r.Items = append(r.Items, it)
+	}
+	sort.SliceStable(r.NotScanned, func(i, j int) bool {
+		a, b := r.NotScanned[i], r.NotScanned[j]
+		if a.Source != b.Source {
+			return a.Source < b.Source
+		}
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Line < b.Line
+	})
+	for _, s := range r.NotScanned {
+		if s.Partial {
+			r.Summary.PartlyScanned++
+		} else {
+			r.Summary.NotScanned++
+		}
+	}
+}
+
+func (o *Options) print(r *Report) error {
+	if o.Print.Quiet {
+		return nil
+	}
+	if o.Print.Structured() {
+		return cli.PrintStructured(o.Out, o.Print.Output, r)
+	}
+	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	t := cli.Table{Columns: []cli.Column{
+		{Name: "STATUS"}, {Name: "SOURCE"}, {Name: "WHERE"}, {Name: "KIND"}, {Name: "API"},
+		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT"}, {Name: "WHO"},
+		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true}, {Name: "DETAIL", Wide: true},
+	}}
+	for _, it := range r.Items {
+		f := it.Finding
+		status := strings.ToUpper(f.Status)
+		kind := f.Kind
+		if kind == "" {
+			kind = f.Resource
+		}
+		if f.Subresource != "" {
+			kind += "/" + f.Subresource
+		}
+		api := f.APIVersion
+		if f.Undeterminable {
+			api = "? (" + strings.Join(f.Candidates, ", ") + ")"
+		}
+		who := f.Who
+		if f.UserAgent != "" {
+			who = strings.TrimSpace(who + " (" + f.UserAgent + ")")
+		}
+		if f.Verb != "" && f.Source == dep.SourceAudit {
+			who += " " + f.Verb
+		}
+		cnt := ""
+		if f.Count > 0 {
+			cnt = strconv.FormatInt(f.Count, 10)
+		}
+		last := ""
+		if !f.LastSeen.IsZero() {
+			last = f.LastSeen.Format("2006-01-02T15:04:05Z")
+		}
+		detail := f.Detail
+		if f.Hint != "" {
+			detail = strings.TrimSpace(detail + "; hint: " + f.Hint)
+		}
+		t.AddRow(c.Status(status), string(f.Source), f.Location, kind, api,
+			f.Deprecated.String(), f.Removed.String(), replacement(f), who, cnt, last, detail)
+	}
+	if len(r.Items) > 0 {
+		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s.\n", r.TargetVersion)
+	}
+	o.printNotes(o.ErrOut, r)
+	return nil
+}
+
+func replacement(f dep.Finding) string {
+	if f.Replacement == "" {
+		return ""
+	}
+	var extra []string
+	if !f.ReplacementAvailable.IsZero() {
+		extra = append(extra, "since "+f.ReplacementAvailable.String())
+	}
+	if f.ReplacementServed != nil {
+		if *f.ReplacementServed {
+			extra = append(extra, "served now")
+		} else {
+			extra = append(extra, "not served now")
+		}
+	}
+	if len(extra) == 0 {
+		return f.Replacement
+	}
+	return f.Replacement + " (" + strings.Join(extra, ", ") + ")"
+}
+
+const maxNotes = 50
+
+// printNotes writes what was not scanned and source notes to stderr.
+func (o *Options) printNotes(w io.Writer, r *Report) {
+	n := 0
+	partial := 0
+	for _, s := range r.NotScanned {
+		if s.Partial {
+			partial++
+			continue
+		}
+		n++
+		if n > maxNotes {
+			continue
+		}
+		loc := s.File
+		if s.Line > 0 {
+			loc = fmt.Sprintf("%s:%d", s.File, s.Line)
+		}
+		line := fmt.Sprintf("not scanned: %s: %s", loc, s.Reason)
+		if s.Hint != "" {
+			line += " (hint: " + s.Hint + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if n > maxNotes {
+		fmt.Fprintf(w, "not scanned: %d more; -o json lists them all\n", n-maxNotes)
+	}
+	if partial > 0 {
+		fmt.Fprintf(w, "note: %d files with unrendered template syntax were scanned line by line for literal apiVersion and kind; render them for a full scan: %s\n", partial, dep.TemplateHint)
+	}
+	for _, s := range r.Sources {
+		if s.Note != "" {
+			fmt.Fprintf(w, "note: %s: %s\n", s.Name, s.Note)
+		}
+	}
+}
