@@ -43,6 +43,13 @@ up_args=(--dir "$dir")
 [[ -n ${DEMO_NO_QUEUEING:-} ]] && up_args+=(--no-queueing)
 "$democluster" up "${up_args[@]}"
 kubeconfig=$(cd "$dir" && pwd)/kubeconfig
+# Plugins that shell out to kubectl, or report its version, get the one that
+# matches the demo apiserver.
+cache=${E2E_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-e2e}
+for kd in "$cache"/kubernetes-*/; do
+	[[ -x $kd/kubectl ]] && PATH=${kd%/}:$PATH
+done
+export PATH
 
 bold=$'\e[1m' dim=$'\e[2m' reset=$'\e[0m'
 if [[ ! -t 1 || -n ${NO_COLOR:-} ]]; then bold='' dim='' reset=''; fi
