@@ -1,0 +1,144 @@
+package nccl
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Fabric names a network profile for the test job.
+type Fabric string
+
+// Fabric profiles.
+const (
+	// FabricInfiniBand uses NCCL's IB transport over RDMA devices handed out
+	// by a device plugin (NVIDIA Network Operator's shared RDMA device by
+	// default).
+	FabricInfiniBand Fabric = "ib"
+	// FabricRoCE is InfiniBand verbs over Ethernet (RoCE v2, GID index 3).
+	FabricRoCE Fabric = "roce"
+	// FabricEFA is AWS Elastic Fabric Adapter through libfabric and the
+	// aws-ofi-nccl plugin (the image must carry it).
+	FabricEFA Fabric = "efa"
+	// FabricGKE is GKE multi-networking: extra interfaces attached with the
+	// networking.gke.io annotations (GPUDirect-TCPX/TCPXO; the image must
+	// carry the matching NCCL net plugin).
+	FabricGKE Fabric = "gke"
+	// FabricTCP forces NCCL's socket transport: slow, but it works anywhere
+	// and proves the job plumbing.
+	FabricTCP Fabric = "tcp"
+)
+
+// Fabrics lists the profiles in help order.
+var Fabrics = []Fabric{FabricInfiniBand, FabricRoCE, FabricEFA, FabricGKE, FabricTCP}
+
+// ParseFabric reads a profile name (also "infiniband", "multinetwork").
+func ParseFabric(s string) (Fabric, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "ib", "infiniband":
+		return FabricInfiniBand, nil
+	case "roce":
+		return FabricRoCE, nil
+	case "efa":
+		return FabricEFA, nil
+	case "gke", "gke-multinetwork", "multinetwork":
+		return FabricGKE, nil
+	case "tcp", "socket":
+		return FabricTCP, nil
+	}
+	return "", fmt.Errorf("unknown fabric %q: want ib, roce, efa, gke or tcp", s)
+}
+
+// FabricOptions tune a profile.
+type FabricOptions struct {
+	// RDMAResource is the extended resource of RDMA devices for ib and
+	// roce (default rdma/rdma_shared_device_a) and RDMACount how many each
+	// worker asks for (default 1).
+	RDMAResource string
+	RDMACount    int
+	// EFADevices is vpc.amazonaws.com/efa per worker (default 32, a p5).
+	EFADevices int
+	// GKENetworks are the GKE Network objects attached as eth1, eth2, ...
+	GKENetworks []string
+	// SocketInterface is NCCL_SOCKET_IFNAME for bootstrap and the tcp
+	// profile (default eth0).
+	SocketInterface string
+}
+
+// profile is what a fabric adds to the worker pods.
+type profile struct {
+	env         []corev1.EnvVar
+	resources   corev1.ResourceList
+	annotations map[string]string
+}
+
+func (f Fabric) profile(o FabricOptions) (profile, error) {
+	ifname := o.SocketInterface
+	if ifname == "" {
+		ifname = "eth0"
+	}
+	p := profile{resources: corev1.ResourceList{}, annotations: map[string]string{}}
+	env := map[string]string{"NCCL_SOCKET_IFNAME": ifname}
+	rdma := func() {
+		name := o.RDMAResource
+		if name == "" {
+			name = "rdma/rdma_shared_device_a"
+		}
+		n := o.RDMACount
+		if n <= 0 {
+			n = 1
+		}
+		p.resources[corev1.ResourceName(name)] = *resource.NewQuantity(int64(n), resource.DecimalSI)
+		env["NCCL_IB_DISABLE"] = "0"
+	}
+	switch f {
+	case FabricInfiniBand:
+		rdma()
+		env["NCCL_NET"] = "IB"
+	case FabricRoCE:
+		rdma()
+		env["NCCL_NET"] = "IB"
+		env["NCCL_IB_GID_INDEX"] = "3"
+	case FabricEFA:
+		n := o.EFADevices
+		if n <= 0 {
+			n = 32
+		}
+		p.resources["vpc.amazonaws.com/efa"] = *resource.NewQuantity(int64(n), resource.DecimalSI)
+		env["FI_PROVIDER"] = "efa"
+		env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+	case FabricGKE:
+		if len(o.GKENetworks) == 0 {
+			return p, fmt.Errorf("fabric gke needs the GKE networks to attach (--gke-network)")
+		}
+		type iface struct {
+			InterfaceName string `json:"interfaceName"`
+			Network       string `json:"network"`
+		}
+		ifs := []iface{{"eth0", "default"}}
+		for i, n := range o.GKENetworks {
+			ifs = append(ifs, iface{fmt.Sprintf("eth%d", i+1), n})
+		}
+		b, _ := json.Marshal(ifs)
+		p.annotations["networking.gke.io/default-interface"] = "eth0"
+		p.annotations["networking.gke.io/interfaces"] = string(b)
+	case FabricTCP:
+		env["NCCL_IB_DISABLE"] = "1"
+		env["NCCL_NET"] = "Socket"
+	default:
+		return p, fmt.Errorf("unknown fabric %q", f)
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		p.env = append(p.env, corev1.EnvVar{Name: k, Value: env[k]})
+	}
+	return p, nil
+}
