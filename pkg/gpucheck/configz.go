@@ -1,0 +1,259 @@
+package gpucheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ConfigzFetcher returns the raw body of /api/v1/nodes/NAME/proxy/configz.
+type ConfigzFetcher func(ctx context.Context, node string) ([]byte, error)
+
+// ErrConfigzForbidden means the caller may not get nodes/proxy.
+var ErrConfigzForbidden = errors.New("forbidden: reading the kubelet configuration needs get on nodes/proxy")
+
+// NewConfigzFetcher reads configz through the apiserver's node proxy.
+func NewConfigzFetcher(kube kubernetes.Interface) ConfigzFetcher {
+	return func(ctx context.Context, node string) ([]byte, error) {
+		b, err := kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(ctx)
+		if apierrors.IsForbidden(err) {
+			return nil, fmt.Errorf("node %s: %w", node, ErrConfigzForbidden)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading configz of node %s: %w", node, err)
+		}
+		return b, nil
+	}
+}
+
+// ParseConfigz reads a configz body ({"kubeletconfig": {...}}) into a
+// generic map, so fields of any kubelet version can be compared.
+func ParseConfigz(b []byte) (map[string]any, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("configz is not JSON: %w", err)
+	}
+	raw, ok := doc["kubeletconfig"]
+	if !ok {
+		return nil, errors.New("configz has no kubeletconfig")
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil || cfg == nil {
+		return nil, fmt.Errorf("configz kubeletconfig is not an object: %v", err)
+	}
+	return cfg, nil
+}
+
+// DriftClass grades a configuration difference.
+type DriftClass string
+
+// Drift classes.
+const (
+	// DriftGPU is drift in a field that changes how GPU workloads are
+	// placed, pinned or evicted: a failing finding.
+	DriftGPU DriftClass = "gpu-relevant"
+	// DriftOther is drift elsewhere: a warning.
+	DriftOther DriftClass = "other"
+	// DriftExpected is a default that changed between the two kubelet
+	// versions, or a field only one of them knows: informational.
+	DriftExpected DriftClass = "expected"
+)
+
+// ConfigDiff is one differing field (dotted path).
+type ConfigDiff struct {
+	Field string     `json:"field"`
+	Old   string     `json:"old"`
+	New   string     `json:"new"`
+	Class DriftClass `json:"class"`
+	Note  string     `json:"note,omitempty"`
+}
+
+// GPURelevantFields are the KubeletConfiguration fields (and prefixes of
+// nested ones) whose drift fails the gate: topology, CPU and memory
+// managers, reserved resources, feature gates, cgroups and swap, eviction
+// thresholds, and pod limits.
+var GPURelevantFields = []string{
+	"topologyManagerPolicy", "topologyManagerScope", "topologyManagerPolicyOptions",
+	"cpuManagerPolicy", "cpuManagerPolicyOptions", "cpuManagerReconcilePeriod",
+	"memoryManagerPolicy", "reservedMemory", "reservedSystemCPUs",
+	"featureGates",
+	"cgroupDriver", "cgroupRoot", "cgroupsPerQOS", "kubeletCgroups", "systemCgroups",
+	"kubeReservedCgroup", "systemReservedCgroup", "enforceNodeAllocatable",
+	"kubeReserved", "systemReserved", "failSwapOn", "memorySwap", "singleProcessOOMKill",
+	"evictionHard", "evictionSoft", "evictionSoftGracePeriod", "evictionMaxPodGracePeriod",
+	"evictionPressureTransitionPeriod", "evictionMinimumReclaim", "mergeDefaultEvictionSettings",
+	"maxPods", "podPidsLimit",
+}
+
+// DefaultChange records a KubeletConfiguration default that changed (or a
+// field that appeared with a default) in a Kubernetes minor release. Drift
+// that matches an entry when the baseline is older than Since and the node
+// is at Since or newer is expected. Sources: the kubelet configuration API
+// reference and the release notes of each version.
+type DefaultChange struct {
+	Field string
+	// Since is the minor release ("1.35") that brought the new default.
+	Since string
+	// Old is the earlier value as JSON ("" = the field was absent).
+	Old string
+	// New is the new default as JSON.
+	New  string
+	Note string
+}
+
+// DefaultChanges is the small table of defaults that changed between
+// releases the plugin is expected to see across an upgrade.
+var DefaultChanges = []DefaultChange{
+	{Field: "containerLogMaxWorkers", Since: "1.30", Old: "", New: "1", Note: "new field in 1.30 (parallel log rotation)"},
+	{Field: "containerLogMonitorInterval", Since: "1.30", Old: "", New: `"10s"`, Note: "new field in 1.30"},
+	{Field: "podLogsDir", Since: "1.31", Old: "", New: `"/var/log/pods"`, Note: "new field in 1.31"},
+	{Field: "imagePullCredentialsVerificationPolicy", Since: "1.33", Old: "", New: `"NeverVerifyPreloadedImages"`, Note: "new field in 1.33 (KEP-2535)"},
+	{Field: "mergeDefaultEvictionSettings", Since: "1.34", Old: "", New: "false", Note: "new field in 1.34"},
+	{Field: "failCgroupV1", Since: "1.35", Old: "false", New: "true", Note: "1.35 refuses cgroup v1 by default"},
+	{Field: "failCgroupV1", Since: "1.35", Old: "", New: "true", Note: "1.35 refuses cgroup v1 by default"},
+}
+
+// IgnoredFields differ between nodes by design and are never compared.
+var IgnoredFields = []string{"kind", "apiVersion", "tlsCertFile", "tlsPrivateKeyFile", "staticPodURL", "providerID"}
+
+func matchesField(field string, list []string) bool {
+	for _, f := range list {
+		if field == f || strings.HasPrefix(field, f+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// flatten turns nested maps into dotted paths; lists are leaves.
+func flatten(prefix string, v any, out map[string]string) {
+	if m, ok := v.(map[string]any); ok && len(m) > 0 {
+		for k, vv := range m {
+			p := k
+			if prefix != "" {
+				p = prefix + "." + k
+			}
+			flatten(p, vv, out)
+		}
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(fmt.Sprint(v))
+	}
+	out[prefix] = string(b)
+}
+
+func minor(v string) *version.Version {
+	pv, err := version.ParseGeneric(strings.TrimPrefix(strings.TrimSpace(v), "v"))
+	if err != nil {
+		return nil
+	}
+	return version.MajorMinor(pv.Major(), pv.Minor())
+}
+
+func expectedChange(field, old, new, oldVer, newVer string) (DefaultChange, bool) {
+	ov, nv := minor(oldVer), minor(newVer)
+	for _, d := range DefaultChanges {
+		if d.Field != field || d.Old != old || d.New != new {
+			continue
+		}
+		since := minor(d.Since)
+		if ov == nil || nv == nil || since == nil {
+			continue
+		}
+		if ov.LessThan(since) && !nv.LessThan(since) {
+			return d, true
+		}
+	}
+	return DefaultChange{}, false
+}
+
+// DiffKubeletConfig compares a node's configuration with a baseline's.
+// Known default changes between the two versions and fields only one
+// version knows are expected; other drift is classed by GPURelevantFields.
+func DiffKubeletConfig(baseline, node map[string]any, baselineVersion, nodeVersion string) []ConfigDiff {
+	a, b := map[string]string{}, map[string]string{}
+	flatten("", baseline, a)
+	flatten("", node, b)
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	var out []ConfigDiff
+	for k := range keys {
+		if k == "" || matchesField(k, IgnoredFields) {
+			continue
+		}
+		ov, oOK := a[k]
+		nv, nOK := b[k]
+		if oOK && nOK && ov == nv {
+			continue
+		}
+		d := ConfigDiff{Field: k, Old: ov, New: nv}
+		switch {
+		case !oOK && nv == "{}" || !nOK && ov == "{}":
+			continue
+		case matchesField(k, GPURelevantFields):
+			d.Class = DriftGPU
+			if dc, ok := expectedChange(k, ov, nv, baselineVersion, nodeVersion); ok {
+				d.Class, d.Note = DriftExpected, dc.Note
+			}
+		default:
+			if dc, ok := expectedChange(k, ov, nv, baselineVersion, nodeVersion); ok {
+				d.Class, d.Note = DriftExpected, dc.Note
+			} else if !oOK && baselineVersion != nodeVersion {
+				d.Class, d.Note = DriftExpected, "field only the newer kubelet reports"
+			} else if !nOK && baselineVersion != nodeVersion {
+				d.Class, d.Note = DriftExpected, "field the newer kubelet no longer reports"
+			} else {
+				d.Class = DriftOther
+			}
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
+	return out
+}
+
+// ConfigFindings turns a diff into findings: GPU-relevant drift fails,
+// other drift warns, expected changes are informational.
+func ConfigFindings(baselineNode string, diffs []ConfigDiff) []Finding {
+	var out []Finding
+	var expected []string
+	for _, d := range diffs {
+		show := func(s string) string {
+			if s == "" {
+				return "<unset>"
+			}
+			return s
+		}
+		msg := fmt.Sprintf("%s: %s (on %s) -> %s", d.Field, show(d.Old), baselineNode, show(d.New))
+		switch d.Class {
+		case DriftGPU:
+			out = append(out, Finding{Check: CheckConfig, Level: LevelFail, Message: "GPU-relevant kubelet config drift " + msg})
+		case DriftOther:
+			out = append(out, Finding{Check: CheckConfig, Level: LevelWarning, Message: "kubelet config drift " + msg})
+		default:
+			expected = append(expected, d.Field)
+		}
+	}
+	if len(expected) > 0 {
+		out = append(out, Finding{Check: CheckConfig, Level: LevelInfo,
+			Message: fmt.Sprintf("%d expected difference(s) from %s (version defaults): %s", len(expected), baselineNode, strings.Join(expected, ", "))})
+	}
+	if len(out) == 0 {
+		out = append(out, Finding{Check: CheckConfig, Level: LevelInfo, Message: "kubelet config matches " + baselineNode})
+	}
+	return out
+}

@@ -1,0 +1,295 @@
+package gpucheck
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// DCGMTest is one test of a dcgmi diag run.
+type DCGMTest struct {
+	Category string `json:"category"`
+	Name     string `json:"name"`
+	// Status is the worst status over its results: Pass, Warn, Skip or Fail.
+	Status string `json:"status"`
+	// Failed lists the entities ("GPU3") whose result failed.
+	Failed   []string `json:"failed,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// DCGMResult is a parsed `dcgmi diag -r 1 -j`.
+type DCGMResult struct {
+	Version      string     `json:"version,omitempty"`
+	Tests        []DCGMTest `json:"tests"`
+	RuntimeError string     `json:"runtimeError,omitempty"`
+}
+
+// ErrNoDCGMResult means the output holds no diagnostic JSON.
+var ErrNoDCGMResult = errors.New("no dcgmi diag JSON in the output")
+
+type dcgmWarning struct {
+	Text string
+}
+
+func (w *dcgmWarning) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		w.Text = s
+		return nil
+	}
+	var o map[string]any
+	if json.Unmarshal(b, &o) == nil {
+		if v, ok := o["warning"].(string); ok {
+			w.Text = v
+		}
+		if id, ok := o["error_id"].(float64); ok {
+			w.Text = strings.TrimSpace(fmt.Sprintf("%s (error %d)", w.Text, int64(id)))
+		}
+	}
+	return nil
+}
+
+type dcgmWarnings []dcgmWarning
+
+func (ws *dcgmWarnings) UnmarshalJSON(b []byte) error {
+	var list []dcgmWarning
+	if json.Unmarshal(b, &list) == nil {
+		*ws = list
+		return nil
+	}
+	var one dcgmWarning
+	_ = one.UnmarshalJSON(b)
+	if one.Text != "" {
+		*ws = dcgmWarnings{one}
+	}
+	return nil
+}
+
+type flexString string
+
+func (f *flexString) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		*f = flexString(s)
+		return nil
+	}
+	var n json.Number
+	if json.Unmarshal(b, &n) == nil {
+		*f = flexString(n.String())
+	}
+	return nil
+}
+
+type dcgmResultEntry struct {
+	Status        flexString   `json:"status"`
+	GPUID         flexString   `json:"gpu_id"`
+	GPUIDs        flexString   `json:"gpu_ids"`
+	EntityGroup   flexString   `json:"entity_group"`
+	EntityID      flexString   `json:"entity_id"`
+	Warnings      dcgmWarnings `json:"warnings"`
+	Info          any          `json:"info"`
+	RuntimeErrors any          `json:"runtime_error"`
+}
+
+type dcgmDoc struct {
+	Diag *struct {
+		Categories []struct {
+			Category string `json:"category"`
+			Tests    []struct {
+				Name    string            `json:"name"`
+				Results []dcgmResultEntry `json:"results"`
+				Summary *dcgmResultEntry  `json:"test_summary"`
+			} `json:"tests"`
+		} `json:"test_categories"`
+		Version      flexString `json:"version"`
+		RuntimeError flexString `json:"runtime_error"`
+	}
+	Metadata *struct {
+		Version flexString `json:"version"`
+	} `json:"metadata"`
+	RuntimeError flexString `json:"runtime_error"`
+}
+
+// dcgmRoots are the top-level keys of DCGM 4 ("DCGM Diagnostic") and of
+// DCGM 2 and 3 ("DCGM GPU Diagnostic").
+var dcgmRoots = []string{"DCGM Diagnostic", "DCGM GPU Diagnostic"}
+
+func statusRank(s string) int {
+	switch strings.ToLower(s) {
+	case "fail":
+		return 3
+	case "warn", "warning":
+		return 2
+	case "pass":
+		return 1
+	}
+	return 0
+}
+
+// ParseDCGM reads the JSON of `dcgmi diag -j` (DCGM 2, 3 and 4 layouts),
+// skipping any text before it.
+func ParseDCGM(r io.Reader) (*DCGMResult, error) {
+	data, err := io.ReadAll(io.LimitReader(r, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading dcgmi output: %w", err)
+	}
+	for off := 0; off < len(data); {
+		i := bytes.IndexByte(data[off:], '{')
+		if i < 0 {
+			break
+		}
+		start := off + i
+		var raw map[string]json.RawMessage
+		if err := json.NewDecoder(bytes.NewReader(data[start:])).Decode(&raw); err == nil {
+			if res, ok := dcgmFromRaw(raw); ok {
+				return res, nil
+			}
+		}
+		nl := bytes.IndexByte(data[start:], '\n')
+		if nl < 0 {
+			break
+		}
+		off = start + nl + 1
+	}
+	return nil, ErrNoDCGMResult
+}
+
+func dcgmFromRaw(raw map[string]json.RawMessage) (*DCGMResult, bool) {
+	var doc dcgmDoc
+	for _, root := range dcgmRoots {
+		if b, ok := raw[root]; ok {
+			if err := json.Unmarshal(b, &doc.Diag); err != nil || doc.Diag == nil {
+				return nil, false
+			}
+			break
+		}
+	}
+	if m, ok := raw["metadata"]; ok {
+		_ = json.Unmarshal(m, &doc.Metadata)
+	}
+	if re, ok := raw["runtime_error"]; ok {
+		_ = json.Unmarshal(re, &doc.RuntimeError)
+	}
+	res := &DCGMResult{RuntimeError: string(doc.RuntimeError)}
+	if doc.Diag == nil {
+		if res.RuntimeError != "" {
+			return res, true
+		}
+		return nil, false
+	}
+	res.Version = string(doc.Diag.Version)
+	if doc.Metadata != nil && doc.Metadata.Version != "" {
+		res.Version = string(doc.Metadata.Version)
+	}
+	if res.RuntimeError == "" {
+		res.RuntimeError = string(doc.Diag.RuntimeError)
+	}
+	for _, c := range doc.Diag.Categories {
+		for _, t := range c.Tests {
+			dt := DCGMTest{Category: c.Category, Name: t.Name}
+			entries := t.Results
+			if t.Summary != nil {
+				entries = append([]dcgmResultEntry{*t.Summary}, entries...)
+			}
+			for _, e := range entries {
+				st := string(e.Status)
+				if statusRank(st) > statusRank(dt.Status) {
+					dt.Status = normStatus(st)
+				}
+				if statusRank(st) == 3 {
+					if ent := entityName(e); ent != "" {
+						dt.Failed = append(dt.Failed, ent)
+					}
+				}
+				for _, w := range e.Warnings {
+					if w.Text != "" && len(dt.Warnings) < 20 {
+						dt.Warnings = append(dt.Warnings, w.Text)
+					}
+				}
+			}
+			if dt.Status == "" {
+				dt.Status = "Skip"
+			}
+			sort.Strings(dt.Failed)
+			if len(res.Tests) < 1000 {
+				res.Tests = append(res.Tests, dt)
+			}
+		}
+	}
+	return res, true
+}
+
+func normStatus(s string) string {
+	switch strings.ToLower(s) {
+	case "fail":
+		return "Fail"
+	case "warn", "warning":
+		return "Warn"
+	case "pass":
+		return "Pass"
+	}
+	return s
+}
+
+func entityName(e dcgmResultEntry) string {
+	switch {
+	case e.EntityID != "":
+		g := string(e.EntityGroup)
+		if g == "" {
+			g = "GPU"
+		}
+		return g + string(e.EntityID)
+	case e.GPUID != "":
+		return "GPU" + string(e.GPUID)
+	case e.GPUIDs != "":
+		ids := strings.Split(string(e.GPUIDs), ",")
+		for i := range ids {
+			ids[i] = "GPU" + strings.TrimSpace(ids[i])
+		}
+		return strings.Join(ids, ",")
+	}
+	return ""
+}
+
+// DCGMFindings fails on any failed test (or a runtime error) and warns on
+// warnings.
+func DCGMFindings(r *DCGMResult) []Finding {
+	var out []Finding
+	if r.RuntimeError != "" {
+		out = append(out, Finding{Check: CheckDCGM, Level: LevelFail, Message: "dcgmi diag runtime error: " + r.RuntimeError})
+	}
+	passed := 0
+	for _, t := range r.Tests {
+		switch statusRank(t.Status) {
+		case 3:
+			msg := fmt.Sprintf("DCGM %s/%s failed", t.Category, t.Name)
+			if len(t.Failed) > 0 {
+				msg += " on " + strings.Join(t.Failed, " ")
+			}
+			if len(t.Warnings) > 0 {
+				msg += ": " + t.Warnings[0]
+			}
+			out = append(out, Finding{Check: CheckDCGM, Level: LevelFail, Message: msg})
+		case 2:
+			msg := fmt.Sprintf("DCGM %s/%s warned", t.Category, t.Name)
+			if len(t.Warnings) > 0 {
+				msg += ": " + t.Warnings[0]
+			}
+			out = append(out, Finding{Check: CheckDCGM, Level: LevelWarning, Message: msg})
+		case 1:
+			passed++
+		}
+	}
+	if len(r.Tests) == 0 && r.RuntimeError == "" {
+		out = append(out, Finding{Check: CheckDCGM, Level: LevelFail, Message: "dcgmi diag reported no tests"})
+	}
+	if len(out) == 0 {
+		out = append(out, Finding{Check: CheckDCGM, Level: LevelInfo, Message: "DCGM level 1: " + strconv.Itoa(passed) + " tests passed"})
+	}
+	return out
+}

@@ -1,0 +1,10 @@
+// Package gpucheck owns the per-node gates that run after a GPU node is
+// upgraded: the exact GPU count (device plugin resources, MIG layouts and
+// DRA ResourceSlices), kubelet configuration drift read from the configz
+// endpoint, fatal Xid events in the kernel log, and DCGM level-1
+// diagnostics, plus the privileged per-node pods that collect the last two.
+//
+// It returns typed findings and never prints, reads flags or exits. Parsers
+// never panic on any input; each has a fuzz target with a seed corpus in
+// testdata/.
+package gpucheck
