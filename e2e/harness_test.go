@@ -119,3 +119,26 @@ func auditHas(t *testing.T, path, userAgent string) bool {
 	}
 	return false
 }
+
+// TestAPIServerRestart checks the fault-test helpers: objects survive a
+// graceful restart and a crash of kube-apiserver, since etcd keeps running.
+func TestAPIServerRestart(t *testing.T) {
+	cp := harness.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := cp.Namespace(t)
+	began := time.Now()
+	if err := cp.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("graceful restart took %s", time.Since(began).Round(100*time.Millisecond))
+	began = time.Now()
+	cp.KillAPIServer()
+	if err := cp.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("crash and start took %s", time.Since(began).Round(100*time.Millisecond))
+	if _, err := cp.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err != nil {
+		t.Fatalf("namespace after restarts: %v", err)
+	}
+}

@@ -377,6 +377,13 @@ func (cp *ControlPlane) StopAPIServer() {
 	}
 }
 
+// KillAPIServer kills kube-apiserver with SIGKILL, as a crash would.
+func (cp *ControlPlane) KillAPIServer() {
+	if p, ok := cp.procs[KubeAPIServer]; ok {
+		p.stop(0)
+	}
+}
+
 // RestartAPIServer stops and starts kube-apiserver, keeping etcd and its
 // data, and waits until it is ready again.
 func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
@@ -499,8 +506,9 @@ func (cp *ControlPlane) Stop() {
 			}(cp.procs[name])
 		}
 		wg.Wait()
+		// Nothing needs a graceful apiserver shutdown at teardown.
 		if p, ok := cp.procs[KubeAPIServer]; ok {
-			p.stop(stopTimeout)
+			p.stop(5 * time.Second)
 		}
 		if p, ok := cp.procs[Etcd]; ok {
 			p.stop(5 * time.Second)

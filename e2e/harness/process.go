@@ -97,6 +97,11 @@ func (p *process) stop(timeout time.Duration) {
 		return
 	default:
 	}
+	if timeout <= 0 {
+		signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return
+	}
 	signalGroup(cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-done:
