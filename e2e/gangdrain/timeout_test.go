@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 )
@@ -82,7 +84,8 @@ func TestGangDrainOnTimeout(t *testing.T) {
 		// Kill the responder once it reports in-progress: its heartbeat stops.
 		go func() {
 			for e.ctx.Err() == nil {
-				if e.jobSetObj("stuck").Annotations[checkpoint.DefaultKeys().Status()] == string(checkpoint.StatusInProgress) {
+				js, err := e.cp.JobSetClient().JobsetV1alpha2().JobSets(e.ns).Get(e.ctx, "stuck", metav1.GetOptions{})
+				if err == nil && js.Annotations[checkpoint.DefaultKeys().Status()] == string(checkpoint.StatusInProgress) {
 					stop()
 					return
 				}

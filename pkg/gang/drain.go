@@ -43,6 +43,10 @@ type Event struct {
 	Message string
 }
 
+// ErrConflict is wrapped by errors about nodes that belong to other,
+// unfinished runs.
+var ErrConflict = errors.New("conflicting runs")
+
 // ErrIncomplete is wrapped by errors of runs that stopped before the end
 // but left a state a re-run resumes.
 var ErrIncomplete = errors.New("drain incomplete")
@@ -163,7 +167,7 @@ func (d *Drainer) chooseRun(recs map[string]*NodeRecord) (string, bool, error) {
 		for other, nodes := range active {
 			if other != id {
 				sort.Strings(nodes)
-				return "", false, fmt.Errorf("nodes %s belong to run %s, not %s; finish it with `restore %s` first", strings.Join(nodes, ", "), other, id, other)
+				return "", false, fmt.Errorf("%w: nodes %s belong to run %s, not %s; finish it with `restore %s` first", ErrConflict, strings.Join(nodes, ", "), other, id, other)
 			}
 		}
 		return id, len(active[id]) > 0, nil
@@ -177,7 +181,7 @@ func (d *Drainer) chooseRun(recs map[string]*NodeRecord) (string, bool, error) {
 		}
 	}
 	ids := sortedKeys(active)
-	return "", false, fmt.Errorf("the nodes belong to %d unfinished runs (%s); pass --run-id or restore one first", len(ids), strings.Join(ids, ", "))
+	return "", false, fmt.Errorf("%w: the nodes belong to %d unfinished runs (%s); pass --run-id or restore one first", ErrConflict, len(ids), strings.Join(ids, ", "))
 }
 
 func (d *Drainer) setNode(ctx context.Context, node string, state NodeState, msg string, extra map[string]any) error {
@@ -435,6 +439,12 @@ func (d *Drainer) cordon(ctx context.Context, node string) error {
 	now := d.clock().Now()
 	yes := true
 	if r.RunID == d.runID && r.State.Active() {
+		if r.State == NodeFailed {
+			// A re-run tries a failed node again from the start.
+			if err := d.setNode(ctx, node, NodeCordoned, "", nil); err != nil {
+				return err
+			}
+		}
 		if !r.Unschedulable && r.State != NodeDrained {
 			// Someone uncordoned it mid-run: cordon again, keeping the record.
 			if err := patchNode(ctx, d.Kube, node, map[string]any{AnnUpdatedAt: timeString(now)}, &yes); err != nil {

@@ -286,6 +286,9 @@ func finish(ctx context.Context, err error, md cli.Metadata, hint string) error 
 	if errors.As(err, &ee) {
 		return err
 	}
+	if errors.Is(err, gang.ErrConflict) {
+		return cli.WithHint(cli.UsageErr(err), "kubectl gang-drain status")
+	}
 	if errors.Is(err, gang.ErrIncomplete) || ctx.Err() != nil {
 		return cli.WithHint(cli.Incomplete(err), hint)
 	}
