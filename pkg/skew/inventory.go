@@ -1,6 +1,7 @@
 package skew
 
 import (
+	"fmt"
 	"sort"
 	"time"
 )
@@ -186,4 +187,12 @@ func (inv Inventory) APIServerVersions() (oldest, newest Version, ok bool) {
 		}
 	}
 	return oldest, newest, ok
+}
+
+// Nodes writes a node count: "1 node", "3 nodes".
+func Nodes(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
 }

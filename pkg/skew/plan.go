@@ -179,7 +179,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 
 	upgrade := func(s *ps, to Version, before string, status Status, note string) {
 		n := b.add(Step{ControlPlane: to.MinorString(), Phase: PhaseNodePool, Pool: s.plan.Name, From: s.v.MinorString(), To: to.MinorString(),
-			Action: fmt.Sprintf("upgrade node pool %s (%d nodes) from %s to %s", s.plan.Name, s.plan.Nodes, s.v.MinorString(), to.MinorString()),
+			Action: fmt.Sprintf("upgrade node pool %s (%s) from %s to %s", s.plan.Name, Nodes(s.plan.Nodes), s.v.MinorString(), to.MinorString()),
 			Status: status, Note: note})
 		s.plan.Upgrades = append(s.plan.Upgrades, PoolUpgrade{Step: n, From: s.v.MinorString(), To: to.MinorString(), Before: before})
 		s.v = to

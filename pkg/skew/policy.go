@@ -239,7 +239,7 @@ func Check(inv Inventory) ([]Finding, CheckSummary) {
 		}
 		haveK = true
 		f := rangeFinding(KindKubelet, inst, lo, hi, oldest, newest, KubeletMaxSkew(lo), RuleKubelet)
-		f.Message += fmt.Sprintf(" (%d nodes)", p.Nodes-p.Unknown)
+		f.Message += " (" + Nodes(p.Nodes-p.Unknown) + ")"
 		if f.Status == StatusEdge && newest.MinorsAfter(lo) == KubeletMaxSkew(lo) {
 			f.Message += "; upgrade this pool before the next control-plane upgrade"
 			sum.PoolsAtEdge = append(sum.PoolsAtEdge, p.Name)

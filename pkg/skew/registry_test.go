@@ -2,6 +2,8 @@ package skew
 
 import (
 	"context"
+	"io"
+	"log"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,7 +24,7 @@ func TestLatestPatches(t *testing.T) {
 }
 
 func TestPatchCurrencyInProcessRegistry(t *testing.T) {
-	srv := httptest.NewServer(registry.New())
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
 	for _, tag := range []string{"v1.36.3", "v1.37.0", "v1.37.1", "v1.37.4", "v1.38.0-alpha.1"} {

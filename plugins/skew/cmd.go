@@ -9,25 +9,57 @@ import (
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl skew`.
-var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "30s"}
+var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "30s", NoNamespace: true}
+
+var long = templates.LongDesc(`
+	Check component versions against the Kubernetes version-skew policy.
+
+	The inventory covers the apiserver (/version, with its emulation and
+	minimum compatibility versions when reported), each apiserver,
+	controller-manager, scheduler and cloud-controller-manager instance that
+	kube-system static pods show (kubeadm; "not visible" on managed control
+	planes), every kubelet grouped by node pool, kube-proxy and CoreDNS from
+	their workloads' images, other known addons, and the kubectl on PATH.
+
+	Each rule of the policy gives one row: OK, EDGE (inside the policy but
+	exactly at its limit, so the next control-plane upgrade is blocked),
+	VIOLATION, UNKNOWN, or INFO for inventory-only rows. The support window
+	of the control plane's minor comes from an embedded release calendar
+	(--calendar overrides it). Violations exit 1; --fail-on=warning also
+	counts EDGE and UNKNOWN.
+
+	Forbidden reads in kube-system are skipped with a note; the rest is still
+	reported. The node list is paged and no request is made per node.`)
 
 var example = templates.Examples(`
-  # Check the current context against the skew policy
-  kubectl skew
+	# Check the current context against the skew policy
+	kubectl skew
 
-  # Plan the hops to v1.37 with skip-level node upgrades
-  kubectl skew plan --target v1.37
+	# Save the inventory for a change ticket, then plan the hops to v1.37 from it
+	kubectl skew -o yaml > before.yaml
+	kubectl skew plan --from-file before.yaml --target v1.37
 
-  # One row per cluster, worst first
-  kubectl skew --all-contexts`)
+	# One row per cluster, worst first, and the fleet rule N-1
+	kubectl skew --all-contexts --policy n-1
+
+	# Script over contexts: exit 1 means findings, 3 means unreachable
+	for c in $(kubectl config get-contexts -o name); do kubectl skew --context "$c" -q || echo "$c: $?"; done
+
+	# How many patch releases behind is each component?
+	kubectl skew --check-registry`)
 
 // NewCmd returns the root command of kubectl-skew.
 func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	return newCmd(cg, streams, defaultDeps())
+}
+
+func newCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
 	o := NewOptions(streams)
+	o.deps = d
 	cmd := &cobra.Command{
 		Use:         "skew",
 		Short:       "Check component versions against the Kubernetes version-skew policy and plan upgrades",
-		Long:        templates.LongDesc(`Check component versions against the Kubernetes version-skew policy and plan upgrades.`),
+		Long:        long,
 		Example:     example,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl skew"},
@@ -42,7 +74,8 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 			return o.Run(cmd.Context())
 		},
 	}
-	o.Print.AddFlags(cmd)
+	o.AddFlags(cmd)
+	cmd.AddCommand(newPlanCmd(cg, streams, d))
 	cli.BindFlags(cg, cmd)
 	cli.Setup(cmd, streams)
 	return cmd

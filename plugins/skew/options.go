@@ -2,40 +2,278 @@ package skew
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
 // Options holds the parsed state of `kubectl skew`.
 type Options struct {
-	Print *cli.PrintFlags
+	Print    *cli.PrintFlags
+	FailOn   *cli.FailOnFlag
+	Contexts *cli.ContextFlags
 
-	cg cli.ClientGetter
+	// PoolLabel names node pools instead of the well-known labels.
+	PoolLabel string
+	// FromFile checks a saved report instead of the cluster.
+	FromFile string
+	// CalendarFile overrides the embedded release calendar.
+	CalendarFile string
+	// Policy is the fleet rule n or n-K ("" for none).
+	Policy string
+	// CheckRegistry lists patch releases in Registry.
+	CheckRegistry bool
+	// Registry is the image registry (or mirror) for --check-registry.
+	Registry string
+	// ChunkSize is the page size of the node list.
+	ChunkSize int64
+
+	cg       cli.ClientGetter
+	deps     deps
+	calendar pkgskew.Calendar
+	policy   *pkgskew.FleetPolicy
+	saved    *SkewReport
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{Print: cli.NewPrintFlags(), IOStreams: streams}
+	return &Options{
+		Print:     cli.NewPrintFlags(),
+		FailOn:    cli.NewFailOnFlag(),
+		Contexts:  cli.NewContextFlags(),
+		Registry:  pkgskew.DefaultRegistry,
+		ChunkSize: 500,
+		IOStreams: streams,
+		deps:      defaultDeps(),
+	}
 }
 
-// Complete fills in the client getter.
+// AddFlags registers the check's flags.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	o.Print.AddFlags(cmd)
+	o.FailOn.AddFlags(cmd)
+	o.Contexts.AddFlags(cmd)
+	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
+	cmd.Flags().StringVar(&o.Policy, "policy", o.Policy, "Also check the fleet rule \"every cluster at N or N-K of the newest supported minor\", written n or n-K (for example n-1).")
+	cmd.Flags().BoolVar(&o.CheckRegistry, "check-registry", o.CheckRegistry, "List kube-apiserver image tags in --registry and report how many patch releases behind each component is.")
+	cmd.Flags().StringVar(&o.Registry, "registry", o.Registry, "Registry (or mirror) for --check-registry; prefix http:// for a plain-HTTP mirror.")
+}
+
+// addSourceFlags registers the flags the check and the plan share.
+func addSourceFlags(cmd *cobra.Command, poolLabel, fromFile, calendar *string, chunk *int64) {
+	cmd.Flags().StringVar(poolLabel, "pool-label", *poolLabel, "Node label that names node pools (default: the well-known labels of GKE, EKS, AKS, Karpenter and Cluster API).")
+	cmd.Flags().StringVarP(fromFile, "from-file", "f", *fromFile, "Read a report saved with `kubectl skew -o yaml` (or -o json; - for stdin) instead of the cluster.")
+	cmd.Flags().StringVar(calendar, "calendar", *calendar, "Release calendar file (YAML or JSON: dataDate, releases[minor, released, endOfLife]) instead of the embedded one.")
+	cmd.Flags().Int64Var(chunk, "chunk-size", *chunk, "Nodes per page when listing nodes.")
+	_ = cmd.MarkFlagFilename("from-file", "yaml", "yml", "json")
+	_ = cmd.MarkFlagFilename("calendar", "yaml", "yml", "json")
+}
+
+// Complete reads local files and keeps the client getter.
 func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
+	cal, err := loadCalendar(o.CalendarFile)
+	if err != nil {
+		return cli.UsageErr(err)
+	}
+	o.calendar = cal
+	if o.FromFile != "" {
+		rep, err := readSaved(o.FromFile, o.readStdin)
+		if err != nil {
+			return cli.UsageErr(err)
+		}
+		o.saved = rep
+	}
 	return nil
+}
+
+func (o *Options) readStdin() ([]byte, error) {
+	if o.In == nil {
+		return nil, fmt.Errorf("no stdin")
+	}
+	return io.ReadAll(o.In)
+}
+
+func loadCalendar(path string) (pkgskew.Calendar, error) {
+	if path == "" {
+		return pkgskew.DefaultCalendar(), nil
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return pkgskew.Calendar{}, fmt.Errorf("reading --calendar: %w", err)
+	}
+	c, err := pkgskew.ParseCalendar(data)
+	if err != nil {
+		return pkgskew.Calendar{}, fmt.Errorf("--calendar %s: %w", path, err)
+	}
+	return c, nil
 }
 
 // Validate checks the flags without touching the network.
 func (o *Options) Validate() error {
-	return o.Print.Validate()
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	if err := o.Contexts.Validate(cli.ContextFlagSet(o.cg)); err != nil {
+		return err
+	}
+	if o.Policy != "" {
+		p, err := pkgskew.ParseFleetPolicy(o.Policy)
+		if err != nil {
+			return fmt.Errorf("--policy: %w", err)
+		}
+		o.policy = &p
+	}
+	if o.FromFile != "" && o.Contexts.Multi() {
+		return fmt.Errorf("--from-file cannot be combined with --contexts or --all-contexts")
+	}
+	if o.ChunkSize < 1 {
+		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
+	}
+	if o.CheckRegistry && strings.TrimSpace(o.Registry) == "" {
+		return fmt.Errorf("--check-registry needs --registry")
+	}
+	return nil
 }
 
-// Run connects to the cluster.
+// Run checks the context (or contexts, or the saved file) and prints the
+// report. Findings at or above --fail-on make exit code 1.
 func (o *Options) Run(ctx context.Context) error {
-	_, err := cli.Connect(ctx, o.cg)
-	return err
+	if o.Contexts.Multi() {
+		return o.runFleet(ctx)
+	}
+	var (
+		rep *SkewReport
+		err error
+	)
+	if o.saved != nil {
+		rep = o.evaluate(ctx, o.saved.Header, o.saved.Inventory)
+	} else {
+		rep, err = o.checkContext(ctx, o.cg)
+		if err != nil {
+			return err
+		}
+	}
+	if !o.Print.Quiet {
+		for _, n := range rep.Inventory.Notes {
+			fmt.Fprintf(o.ErrOut, "note: %s\n", n)
+		}
+	}
+	if err := o.printReport(rep); err != nil {
+		return err
+	}
+	if rep.Summary.Findings > 0 {
+		return cli.Findings(rep.Summary.Findings)
+	}
+	return nil
+}
+
+// collect reads the inventory of one context.
+func collect(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64) (cli.Metadata, pkgskew.Inventory, error) {
+	md, err := cli.Connect(ctx, cg)
+	if err != nil {
+		return md, pkgskew.Inventory{}, err
+	}
+	kc, err := listClient(cg)
+	if err != nil {
+		return md, pkgskew.Inventory{}, cli.ClassifyClusterErr(err, md, "building the client")
+	}
+	c := &pkgskew.Collector{Client: kc, PoolLabel: poolLabel, PageSize: chunk, Kubectl: d.kubectl, Now: d.now}
+	inv, err := c.Collect(ctx)
+	if err != nil {
+		return md, inv, cli.ClassifyClusterErr(err, md, "reading the version inventory")
+	}
+	return md, inv, nil
+}
+
+func (o *Options) checkContext(ctx context.Context, cg cli.ClientGetter) (*SkewReport, error) {
+	md, inv, err := collect(ctx, cg, o.deps, o.PoolLabel, o.ChunkSize)
+	if err != nil {
+		return nil, err
+	}
+	return o.evaluate(ctx, cli.NewHeader(KindSkewReport, md), inv), nil
+}
+
+// evaluate applies the rules, the calendar, the fleet policy and the
+// registry to an inventory.
+func (o *Options) evaluate(ctx context.Context, h cli.Header, inv pkgskew.Inventory) *SkewReport {
+	h.Kind = KindSkewReport
+	h.APIVersion = cli.APIVersion
+	fs, sum := pkgskew.Check(inv)
+	rep := &SkewReport{Header: h, Inventory: inv, Summary: Summary{CheckSummary: sum}}
+	now := o.deps.now()
+	if oldest, _, ok := inv.APIServerVersions(); ok {
+		s := o.calendar.Support(oldest, now)
+		rep.Support = &s
+		rep.Summary.DaysToEndOfLife = s.DaysToEndOfLife
+		rep.Summary.MinorsBehindNewest = s.MinorsBehind
+		fs = append(fs, pkgskew.Finding{Component: pkgskew.KindAPIServer, Instance: "support window", Version: oldest.String(),
+			Against: s.Newest, Skew: s.MinorsBehind, Rule: pkgskew.RuleSupport, Status: s.Status, Message: s.Message})
+		if o.policy != nil {
+			if newest, ok := o.calendar.Newest(now); ok {
+				fs = append(fs, o.policy.Check(oldest, newest))
+			} else {
+				fs = append(fs, pkgskew.Finding{Component: pkgskew.KindAPIServer, Instance: "policy " + o.policy.String(), Rule: pkgskew.RuleFleetPolicy,
+					Status: pkgskew.StatusUnknown, Message: "the release calendar has no release before today"})
+			}
+		}
+	}
+	if o.CheckRegistry {
+		reg, insecure := registryHost(o.Registry)
+		patches, err := pkgskew.PatchCurrency(ctx, inv, o.deps.tags(insecure), reg)
+		if err != nil {
+			inv.Notes = append(inv.Notes, fmt.Sprintf("--check-registry: %v", err))
+			rep.Inventory.Notes = inv.Notes
+		}
+		rep.Patches = patches
+		for _, p := range patches {
+			f := pkgskew.Finding{Component: p.Component, Instance: p.Instance, Version: p.Version, Against: p.Latest, Skew: p.PatchesBehind,
+				Rule: pkgskew.RulePatchCurrency, Status: pkgskew.StatusInfo}
+			switch {
+			case p.Latest == "":
+				f.Message = "no released patch of this minor in " + reg
+			case p.PatchesBehind == 0:
+				f.Status = pkgskew.StatusOK
+				f.Message = "on the newest patch release"
+			default:
+				f.Message = fmt.Sprintf("%d patch releases behind %s", p.PatchesBehind, p.Latest)
+			}
+			fs = append(fs, f)
+		}
+	}
+	pkgskew.SortFindings(fs)
+	rep.Items = make([]Item, 0, len(fs))
+	for _, f := range fs {
+		it := Item{Finding: f, Severity: SeverityOf(f.Status)}
+		rep.Items = append(rep.Items, it)
+		if o.FailOn.Count(it.Severity) > 0 {
+			rep.Summary.Findings++
+		}
+	}
+	// The summary status covers the support window and policy too.
+	for _, f := range fs {
+		if f.Status.Rank() > rep.Summary.Status.Rank() && f.Status != pkgskew.StatusInfo {
+			rep.Summary.Status = f.Status
+		}
+	}
+	return rep
+}
+
+func registryHost(r string) (string, bool) {
+	r = strings.TrimSpace(r)
+	if h, ok := strings.CutPrefix(r, "http://"); ok {
+		return strings.TrimSuffix(h, "/"), true
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(r, "https://"), "/"), false
 }

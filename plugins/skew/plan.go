@@ -1,0 +1,187 @@
+package skew
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+var planLong = templates.LongDesc(`
+	Plan the upgrade of the current context (or of a saved report) to a target minor.
+
+	The control plane moves one minor at a time, never skipping. Each hop runs
+	in the same order: pre-flight checks, an etcd snapshot, the apiservers one
+	at a time, the controllers, the addons. Node pools use the kubelet skew on
+	purpose: a pool stays where it is until the next hop would put it beyond
+	its limit (three minors, two for kubelets older than 1.25), then jumps to
+	the control plane's minor, and finally to the target. The plan counts the
+	node drains this saves against upgrading nodes at every hop, and warns
+	when a pool is left with no slack.
+
+	With --from-file the plan is made offline from a report saved with
+	"kubectl skew -o yaml", and gives the same answer as the live plan.`)
+
+var planExample = templates.Examples(`
+	# Plan the hops to v1.37 for the current context
+	kubectl skew plan --target v1.37
+
+	# Save the inventory for a change ticket and plan from it offline
+	kubectl skew -o yaml > before.yaml
+	kubectl skew plan --from-file before.yaml --target v1.37 -o yaml
+
+	# Plan every cluster of the kubeconfig
+	for c in $(kubectl config get-contexts -o name); do kubectl skew plan --context "$c" --target v1.37; done`)
+
+// PlanOptions holds the parsed state of `kubectl skew plan`.
+type PlanOptions struct {
+	Print  *cli.PrintFlags
+	FailOn *cli.FailOnFlag
+
+	// Target is the minor to reach (v1.37, 1.37 or v1.37.2).
+	Target string
+	// PoolLabel, FromFile, CalendarFile and ChunkSize as for the check.
+	PoolLabel    string
+	FromFile     string
+	CalendarFile string
+	ChunkSize    int64
+
+	cg       cli.ClientGetter
+	deps     deps
+	target   pkgskew.Version
+	calendar pkgskew.Calendar
+	saved    *SkewReport
+	genericiooptions.IOStreams
+}
+
+// NewPlanOptions returns PlanOptions with their defaults.
+func NewPlanOptions(streams genericiooptions.IOStreams) *PlanOptions {
+	return &PlanOptions{Print: cli.NewPrintFlags(), FailOn: cli.NewFailOnFlag(), ChunkSize: 500, IOStreams: streams, deps: defaultDeps()}
+}
+
+func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
+	o := NewPlanOptions(streams)
+	o.deps = d
+	cmd := &cobra.Command{
+		Use:     "plan --target VERSION [flags]",
+		Short:   "Plan control-plane hops and skip-level node-pool upgrades to a target minor",
+		Long:    planLong,
+		Example: planExample,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cg, cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return cli.UsageErr(err)
+			}
+			cmd.SilenceUsage = true
+			return o.Run(cmd.Context())
+		},
+	}
+	o.Print.AddFlags(cmd)
+	o.FailOn.AddFlags(cmd)
+	cmd.Flags().StringVar(&o.Target, "target", o.Target, "The minor to reach, such as v1.37.")
+	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
+	return cmd
+}
+
+// Complete reads local files and keeps the client getter.
+func (o *PlanOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+	o.cg = cg
+	cli.SetQuiet(cg, o.Print.Quiet)
+	cal, err := loadCalendar(o.CalendarFile)
+	if err != nil {
+		return cli.UsageErr(err)
+	}
+	o.calendar = cal
+	if o.FromFile != "" {
+		rep, err := readSaved(o.FromFile, func() ([]byte, error) {
+			if o.In == nil {
+				return nil, fmt.Errorf("no stdin")
+			}
+			return io.ReadAll(o.In)
+		})
+		if err != nil {
+			return cli.UsageErr(err)
+		}
+		o.saved = rep
+	}
+	return nil
+}
+
+// Validate checks the flags without touching the network.
+func (o *PlanOptions) Validate() error {
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	if o.Target == "" {
+		return fmt.Errorf("--target is required, for example --target v1.37")
+	}
+	v, err := pkgskew.ParseVersion(o.Target)
+	if err != nil {
+		return fmt.Errorf("--target: %w", err)
+	}
+	o.target = v
+	if o.ChunkSize < 1 {
+		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
+	}
+	return nil
+}
+
+// Run builds and prints the plan. Steps or pools at or above --fail-on
+// make exit code 1; an impossible target is a usage error.
+func (o *PlanOptions) Run(ctx context.Context) error {
+	var (
+		h   cli.Header
+		inv pkgskew.Inventory
+	)
+	if o.saved != nil {
+		h, inv = o.saved.Header, o.saved.Inventory
+	} else {
+		md, got, err := collect(ctx, o.cg, o.deps, o.PoolLabel, o.ChunkSize)
+		if err != nil {
+			return err
+		}
+		h, inv = cli.NewHeader(KindPlanReport, md), got
+	}
+	h.APIVersion, h.Kind = cli.APIVersion, KindPlanReport
+	now := o.deps.now()
+	plan, err := pkgskew.MakePlan(inv, o.target, pkgskew.PlanOptions{Support: func(v pkgskew.Version) (pkgskew.Support, bool) {
+		s := o.calendar.Support(v, now)
+		return s, true
+	}})
+	if err != nil {
+		return cli.UsageErr(fmt.Errorf("planning to %s: %w", o.target.MinorString(), err))
+	}
+	rep := &PlanReport{Header: h, Target: o.target.MinorString(), Steps: plan.Steps, Pools: plan.Pools, Warnings: plan.Warnings, Summary: plan.Summary}
+	if !o.Print.Quiet {
+		if o.Print.Structured() {
+			if err := cli.PrintStructured(o.Out, o.Print.Output, rep); err != nil {
+				return err
+			}
+		} else {
+			c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+			if err := printPlanTable(o.Out, rep, o.Print.TableOptions(), c); err != nil {
+				return err
+			}
+		}
+	}
+	var sev []cli.Severity
+	for _, s := range plan.Steps {
+		sev = append(sev, SeverityOf(s.Status))
+	}
+	if n := o.FailOn.Count(sev...); n > 0 {
+		return cli.Findings(n)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package skew
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// Report kinds.
+const (
+	KindSkewReport     = "SkewReport"
+	KindSkewReportList = "SkewReportList"
+	KindPlanReport     = "SkewPlanReport"
+)
+
+// Item is one finding of the check with its severity.
+type Item struct {
+	pkgskew.Finding
+	// Severity is blocking for violations, warning for edge and unknown,
+	// info for inventory-only rows, none when fine.
+	Severity cli.Severity `json:"severity"`
+}
+
+// Summary totals a SkewReport.
+type Summary struct {
+	pkgskew.CheckSummary
+	// DaysToEndOfLife of the oldest apiserver's minor, when the calendar
+	// knows it.
+	DaysToEndOfLife *int `json:"daysToEndOfLife,omitempty"`
+	// MinorsBehindNewest is how many minors the oldest apiserver is behind
+	// the newest released minor.
+	MinorsBehindNewest int `json:"minorsBehindNewest"`
+	// Findings counts items at or above --fail-on.
+	Findings int `json:"findings"`
+}
+
+// SkewReport is the output of `kubectl skew` for one context. Saved with
+// -o yaml, it is the input of `kubectl skew plan --from-file`.
+type SkewReport struct {
+	cli.Header
+	// Inventory is every version read from the cluster.
+	Inventory pkgskew.Inventory `json:"inventory"`
+	// Items are the findings, sorted.
+	Items []Item `json:"items"`
+	// Support is the support window of the oldest apiserver's minor.
+	Support *pkgskew.Support `json:"support,omitempty"`
+	// Patches says how many patch releases each component is behind
+	// (--check-registry).
+	Patches []pkgskew.PatchReport `json:"patches,omitempty"`
+	// Summary totals the report.
+	Summary Summary `json:"summary"`
+}
+
+// PlanReport is the output of `kubectl skew plan`.
+type PlanReport struct {
+	cli.Header
+	// Target is the minor the plan reaches.
+	Target   string              `json:"target"`
+	Steps    []pkgskew.Step      `json:"steps"`
+	Pools    []pkgskew.PoolPlan  `json:"pools"`
+	Warnings []string            `json:"warnings,omitempty"`
+	Summary  pkgskew.PlanSummary `json:"summary"`
+}
+
+// SeverityOf maps a status to the severity --fail-on compares.
+func SeverityOf(s pkgskew.Status) cli.Severity {
+	switch s {
+	case pkgskew.StatusViolation:
+		return cli.SeverityBlocking
+	case pkgskew.StatusEdge, pkgskew.StatusUnknown:
+		return cli.SeverityWarning
+	case pkgskew.StatusInfo:
+		return cli.SeverityInfo
+	}
+	return cli.SeverityNone
+}
+
+// readSaved reads a SkewReport saved with -o yaml or -o json ("-" is
+// stdin, given as in).
+func readSaved(path string, stdin func() ([]byte, error)) (*SkewReport, error) {
+	var (
+		data []byte
+		err  error
+	)
+	if path == "-" {
+		data, err = stdin()
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	var rep SkewReport
+	if err := yaml.Unmarshal(data, &rep); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if rep.Kind != KindSkewReport || !strings.HasPrefix(rep.APIVersion, cli.Group+"/") {
+		return nil, fmt.Errorf("reading %s: want a %s (%s), got kind %q apiVersion %q", path, KindSkewReport, cli.APIVersion, rep.Kind, rep.APIVersion)
+	}
+	if rep.Inventory.Server.GitVersion == "" {
+		return nil, fmt.Errorf("reading %s: %w", path, errNoInventory)
+	}
+	return &rep, nil
+}
