@@ -78,8 +78,24 @@ func (o *Options) RunDrain(ctx context.Context) error {
 		return err
 	}
 	prog := o.progress()
+	states := map[string]gang.NodeState{}
+	stopped := 0
 	d.OnEvent = func(e gang.Event) {
 		prog.Event("%s", eventLine(e))
+		if e.Type == gang.EventNode && e.State != "" {
+			states[e.Node] = e.State
+		}
+		if e.Type == gang.EventGang && strings.HasPrefix(e.Message, "stopped:") {
+			stopped++
+		}
+		drained := 0
+		for _, s := range states {
+			if s == gang.NodeDrained {
+				drained++
+			}
+		}
+		// Redrawn on a terminal only.
+		prog.Update("%d/%d node(s) drained, %d gang(s) stopped", drained, len(nodes), stopped)
 	}
 	if o.DisableEviction && !o.DryRun && !o.Print.Quiet {
 		c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.ErrOut))}
