@@ -4,30 +4,96 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
+	"k8s.io/utils/clock"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
-// ConfigOptions are the kubeconfig flag defaults of `kubectl pdb-blockers`.
-var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "30s"}
+// ConfigOptions are the kubeconfig flag defaults of `kubectl pdb-blockers`:
+// a 30s request timeout so a dead context cannot stall a loop, and enough
+// client-side QPS for a few paged lists of a large cluster.
+var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "30s", QPS: 100, Burst: 200}
 
-var example = templates.Examples(`
-  # Which pods would block draining these nodes?
-  kubectl pdb-blockers gpu-node-0412 gpu-node-0413
+var (
+	long = templates.LongDesc(`
+		Show which pods will block draining the given nodes, and exactly why, before
+		and during the drain.
 
-  # Every node, as JSON
-  kubectl pdb-blockers --all-nodes -o json`)
+		For every pod on the nodes, pdb-blockers answers whether its eviction would
+		succeed now, later (the drain waits, for example for replacement pods to become
+		Ready) or never (someone has to change something), reproducing the API server's
+		eviction rules: Pending, Succeeded, Failed and terminating pods skip their
+		PodDisruptionBudget; a pod that is not Ready is let go under
+		unhealthyPodEvictionPolicy AlwaysAllow, or under IfHealthyBudget while the budget
+		has enough healthy pods; otherwise the budget's disruptionsAllowed decides. A pod
+		selected by more than one PodDisruptionBudget is refused forever (HTTP 500).
+
+		The nodes are drained in the order given, spending each budget as pods are
+		evicted, so "waits for replacements" is told from "blocked forever". Blockers
+		that never clear: minAvailable equal to the replica count, maxUnavailable 0, a
+		budget whose controller failed to sync, several budgets on one pod, an empty
+		selector. Others: karpenter.sh/do-not-disrupt on the pod or node, pods without a
+		controller (kubectl drain needs --force), emptyDir data (needs
+		--delete-emptydir-data), finalizers holding a terminating pod, and
+		terminationGracePeriodSeconds longer than --drain-timeout. DaemonSet and mirror
+		pods are ignored, as drain ignores them.
+
+		Managed upgrades give up on a blocked drain after their own limit, so set
+		--drain-timeout to the one that applies: GKE respects PodDisruptionBudgets for up
+		to 1 hour during node upgrades, then evicts anyway; EKS managed node groups retry
+		for 15 minutes, then fail the upgrade unless forced; AKS waits
+		drainTimeoutInMinutes (30 by default); Karpenter waits forever unless the
+		NodePool sets terminationGracePeriod.
+
+		On cordoned nodes (a drain in progress) the FOR column says how long the pod has
+		been blocking, counted from the cordon. Each blocker comes with a copy-paste fix.
+		With --server-dry-run the first eviction per budget is also sent to the API
+		server with dryRun=All, which checks the prediction without evicting anything.
+
+		Exit 1 when a pod blocks: severity blocking when it never clears, warning when
+		the drain will wait (--fail-on blocking ignores waits). The command only reads
+		nodes, pods and PodDisruptionBudgets; --server-dry-run also needs create on
+		pods/eviction. A namespace that may not be read is reported and the rest is
+		still checked (exit 3 unless --allow-partial).`)
+
+	example = templates.Examples(`
+		# Which pods would block draining these nodes, in this order?
+		kubectl pdb-blockers gpu-node-0412 gpu-node-0413
+
+		# A rack set, with the first eviction per budget confirmed by a server-side dry run
+		kubectl pdb-blockers -l gpufleet.dev/rack-set=rs-14 --server-dry-run
+
+		# Every node, as JSON, against the EKS managed node group limit
+		kubectl pdb-blockers --all-nodes --drain-timeout 15m -o json
+
+		# A stuck drain: what blocks the cordoned nodes right now, and since when
+		kubectl pdb-blockers -l gpufleet.dev/rack-set=rs-14 --delete-emptydir-data
+
+		# Gate a script: exit 1 only on blockers that never clear
+		kubectl pdb-blockers gpu-node-0412 -q --fail-on blocking && kubectl drain gpu-node-0412 --ignore-daemonsets
+
+		# Every context
+		for c in $(kubectl config get-contexts -o name); do kubectl pdb-blockers --all-nodes --context "$c" -q || echo "$c: drains would block"; done`)
+)
 
 // NewCmd returns the root command of kubectl-pdb_blockers.
 func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	return NewCmdWithClock(cg, streams, clock.RealClock{})
+}
+
+// NewCmdWithClock is NewCmd with the clock that ages are judged against
+// (a fake one in tests).
+func NewCmdWithClock(cg cli.ClientGetter, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
 	o := NewOptions(streams)
+	o.clock = clk
 	cmd := &cobra.Command{
-		Use:         "pdb-blockers",
-		Short:       "Show which pods will block a drain, and exactly why",
-		Long:        templates.LongDesc(`Show which pods will block a drain, and exactly why.`),
-		Example:     example,
-		Args:        cobra.NoArgs,
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pdb-blockers"},
+		Use:           "pdb-blockers [NODE...] [-l SELECTOR] [--all-nodes]",
+		Short:         "Show which pods will block a drain, and exactly why",
+		Long:          long,
+		Example:       example,
+		Args:          cobra.ArbitraryArgs,
+		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pdb-blockers"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cg, cmd, args); err != nil {
 				return err
@@ -38,8 +104,9 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 			cmd.SilenceUsage = true
 			return o.Run(cmd.Context())
 		},
+		ValidArgsFunction: nodeCompletion(cg),
 	}
-	o.Print.AddFlags(cmd)
+	o.AddFlags(cmd)
 	cli.BindFlags(cg, cmd)
 	cli.Setup(cmd, streams)
 	return cmd

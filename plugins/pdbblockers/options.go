@@ -2,40 +2,314 @@ package pdbblockers
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 )
 
 // Options holds the parsed state of `kubectl pdb-blockers`.
 type Options struct {
-	Print *cli.PrintFlags
+	Print  *cli.PrintFlags
+	FailOn *cli.FailOnFlag
 
-	cg cli.ClientGetter
+	// Nodes are the node names in drain order.
+	Nodes []string
+	// Selector selects nodes by label (-l).
+	Selector string
+	// AllNodes checks every node.
+	AllNodes bool
+	// DrainTimeout is how long the drain may take in all.
+	DrainTimeout time.Duration
+	// ServerDryRun confirms the first eviction per budget with dryRun=All.
+	ServerDryRun bool
+	// DeleteEmptyDirData and Force mirror kubectl drain's flags.
+	DeleteEmptyDirData bool
+	Force              bool
+	// AllPods lists every pod, not only the ones that block.
+	AllPods bool
+	// AllowPartial turns unreadable namespaces into a note instead of exit 3.
+	AllowPartial bool
+	// PageSize is the list page size.
+	PageSize int64
+
+	namespace string
+	cg        cli.ClientGetter
+	clock     clock.PassiveClock
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{Print: cli.NewPrintFlags(), IOStreams: streams}
+	f := cli.NewFailOnFlag()
+	f.Value = "warning"
+	return &Options{
+		Print:        cli.NewPrintFlags(),
+		FailOn:       f,
+		DrainTimeout: eviction.DefaultDrainTimeout,
+		PageSize:     eviction.DefaultPageSize,
+		clock:        clock.RealClock{},
+		IOStreams:    streams,
+	}
 }
 
-// Complete fills in the client getter.
-func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+// AddFlags registers the command's flags.
+func (o *Options) AddFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "Check the nodes matching this label selector (for example gpufleet.dev/rack-set=rs-14).")
+	fs.BoolVar(&o.AllNodes, "all-nodes", o.AllNodes, "Check every node of the cluster.")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", o.DrainTimeout, "How long the drain may take; pods whose terminationGracePeriodSeconds is longer block it. GKE: 1h, EKS managed node groups: 15m, AKS: 30m by default.")
+	fs.BoolVar(&o.ServerDryRun, "server-dry-run", o.ServerDryRun, "Confirm the first eviction per PodDisruptionBudget with a server-side dry run (POST eviction with dryRun=All; needs create on pods/eviction; evicts nothing).")
+	fs.BoolVar(&o.DeleteEmptyDirData, "delete-emptydir-data", o.DeleteEmptyDirData, "Assume the drain runs with --delete-emptydir-data: pods with emptyDir volumes do not block.")
+	fs.BoolVar(&o.Force, "force", o.Force, "Assume the drain runs with --force: pods without a controller do not block.")
+	fs.BoolVar(&o.AllPods, "all-pods", o.AllPods, "List every pod on the nodes, also the ones that evict now or that drain ignores.")
+	fs.BoolVar(&o.AllowPartial, "allow-partial", o.AllowPartial, "When some namespaces may not be read, report the rest and exit as if they were fine instead of exit 3.")
+	fs.Int64Var(&o.PageSize, "chunk-size", o.PageSize, "Objects per page when listing nodes, pods and PodDisruptionBudgets.")
+	o.Print.AddFlags(cmd)
+	o.FailOn.AddFlags(cmd)
+}
+
+// Complete reads the arguments and the namespace.
+func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string) error {
 	o.cg = cg
+	o.Nodes = args
 	cli.SetQuiet(cg, o.Print.Quiet)
+	ns, explicit, err := cg.Namespace()
+	if err != nil {
+		return cli.UsageErr(fmt.Errorf("reading the namespace from the kubeconfig: %w", err))
+	}
+	if explicit {
+		o.namespace = ns
+	}
 	return nil
 }
 
 // Validate checks the flags without touching the network.
 func (o *Options) Validate() error {
-	return o.Print.Validate()
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	given := 0
+	for _, b := range []bool{len(o.Nodes) > 0, o.Selector != "", o.AllNodes} {
+		if b {
+			given++
+		}
+	}
+	switch {
+	case given > 1:
+		return errors.New("give node names, -l SELECTOR or --all-nodes, not several of them")
+	case given == 0 && o.namespace == "":
+		return errors.New("name the nodes to check: NODE..., -l SELECTOR or --all-nodes")
+	}
+	if o.Selector != "" {
+		if _, err := labels.Parse(o.Selector); err != nil {
+			return fmt.Errorf("invalid -l selector %q: %w", o.Selector, err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, n := range o.Nodes {
+		if n == "" || strings.ContainsAny(n, " /") {
+			return fmt.Errorf("invalid node name %q", n)
+		}
+		if seen[n] {
+			return fmt.Errorf("node %s is given twice", n)
+		}
+		seen[n] = true
+	}
+	if o.DrainTimeout <= 0 {
+		return fmt.Errorf("--drain-timeout must be positive, got %s", o.DrainTimeout)
+	}
+	if o.PageSize <= 0 {
+		return fmt.Errorf("--chunk-size must be positive, got %d", o.PageSize)
+	}
+	return nil
 }
 
-// Run connects to the cluster.
+// Run reads the cluster, simulates the drain and prints the report.
 func (o *Options) Run(ctx context.Context) error {
-	_, err := cli.Connect(ctx, o.cg)
-	return err
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return err
+	}
+	kc, err := o.client()
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "building the client")
+	}
+	snap, err := eviction.Load(ctx, kc, eviction.LoadOptions{Namespace: o.namespace, NodeSelector: o.Selector, PageSize: o.PageSize})
+	if err != nil {
+		return cli.WithHint(cli.ClassifyClusterErr(err, md, "reading the cluster"), canIHint(md, o.namespace))
+	}
+	idx := snap.Index()
+	nodes, err := o.drainOrder(snap, idx)
+	if err != nil {
+		return err
+	}
+	now := o.clock.Now()
+	sim := eviction.Evaluator{Now: now, DrainTimeout: o.DrainTimeout, DeleteEmptyDirData: o.DeleteEmptyDirData, Force: o.Force}.NewSimulation(idx)
+	rep := newReport(md, now)
+	var dry *dryRunner
+	if o.ServerDryRun {
+		dry = &dryRunner{helper: eviction.NewHelper(kc), done: map[string]bool{}}
+		dry.helper.DryRun = true
+	}
+	for _, name := range nodes {
+		node := idx.Node(name)
+		verdicts := sim.DrainNode(name)
+		if o.namespace != "" {
+			verdicts = onlyNamespace(verdicts, o.namespace)
+		}
+		rep.addNode(node, verdicts, now)
+		for i := range verdicts {
+			it := rep.addPod(node, verdicts[i], now, o.AllPods)
+			if dry != nil && it != nil {
+				dry.check(ctx, it, verdicts[i])
+			}
+		}
+	}
+	rep.addForbidden(snap)
+	rep.finish()
+	if err := o.print(rep); err != nil {
+		return err
+	}
+	findings := o.FailOn.Count(rep.severities()...)
+	if len(rep.Forbidden) > 0 && !o.AllowPartial {
+		var names []string
+		for _, f := range rep.Forbidden {
+			names = append(names, f.Namespace)
+		}
+		return cli.WithHint(cli.ClusterErr(fmt.Errorf("could not read namespace(s) %s; the rest was checked", strings.Join(names, ", "))),
+			canIHint(md, rep.Forbidden[0].Namespace))
+	}
+	return cli.Findings(findings)
+}
+
+// client returns the Kubernetes client, asking for protobuf when it talks
+// to a real server: decoding tens of thousands of pods is several times
+// faster than JSON.
+func (o *Options) client() (kubernetes.Interface, error) {
+	kc, err := o.cg.Kube()
+	if err != nil {
+		return nil, err
+	}
+	if _, real := kc.(*kubernetes.Clientset); !real {
+		return kc, nil
+	}
+	cfg, err := o.cg.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return kubernetes.NewForConfig(cfg)
+}
+
+// drainOrder returns the nodes to drain: the named ones in the order given,
+// or every listed node by name.
+func (o *Options) drainOrder(snap *eviction.Snapshot, idx *eviction.Index) ([]string, error) {
+	if len(o.Nodes) == 0 {
+		names := make([]string, 0, len(snap.Nodes))
+		for _, n := range snap.Nodes {
+			names = append(names, n.Name)
+		}
+		sort.Strings(names)
+		if len(names) == 0 && o.Selector != "" {
+			fmt.Fprintf(o.ErrOut, "No nodes match %q.\n", o.Selector)
+		}
+		return names, nil
+	}
+	var missing []string
+	for _, n := range o.Nodes {
+		if idx.Node(n) == nil {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, cli.WithHint(cli.UsageErr(fmt.Errorf("node(s) not found: %s", strings.Join(missing, ", "))), "kubectl get nodes")
+	}
+	return o.Nodes, nil
+}
+
+func onlyNamespace(vs []eviction.Verdict, ns string) []eviction.Verdict {
+	out := vs[:0:0]
+	for _, v := range vs {
+		if v.Namespace == ns {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func canIHint(md cli.Metadata, ns string) string {
+	h := "kubectl auth can-i list pods"
+	if ns != "" {
+		h += " -n " + ns
+	} else {
+		h += " -A"
+	}
+	if md.Context != "" {
+		h += " --context " + md.Context
+	}
+	return h
+}
+
+// dryRunner sends the first eviction per budget as a server-side dry run.
+type dryRunner struct {
+	helper *eviction.Helper
+	done   map[string]bool
+}
+
+func (d *dryRunner) check(ctx context.Context, it *Item, v eviction.Verdict) {
+	if len(v.PDBs) == 0 || v.Outcome == eviction.OutcomeIgnored {
+		return
+	}
+	key := v.Namespace + "/" + strings.Join(v.PDBs, ",")
+	if d.done[key] {
+		return
+	}
+	d.done[key] = true
+	pod := podRef(v)
+	r := d.helper.EvictOnce(ctx, pod)
+	it.DryRun = &DryRun{Result: r, Agrees: r.Reason == v.Eviction.Reason}
+}
+
+func nodeCompletion(cg cli.ClientGetter) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		kc, err := cg.Kube()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		l, err := kc.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		given := map[string]bool{}
+		for _, a := range args {
+			given[a] = true
+		}
+		var out []string
+		for _, n := range l.Items {
+			if !given[n.Name] {
+				out = append(out, n.Name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }

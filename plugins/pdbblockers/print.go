@@ -1,0 +1,316 @@
+package pdbblockers
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
+)
+
+// Report is the result of `kubectl pdb-blockers` (kind PDBBlockersReport).
+type Report struct {
+	cli.Header
+	// Time is when the verdicts were computed.
+	Time metav1.Time `json:"time"`
+	// Nodes are the checked nodes in drain order.
+	Nodes []NodeStatus `json:"nodes"`
+	// Items are the pods that hold up the drain (every pod with --all-pods),
+	// in drain order.
+	Items []Item `json:"items"`
+	// Forbidden lists the namespaces that could not be read.
+	Forbidden []ForbiddenNamespace `json:"forbiddenNamespaces,omitempty"`
+	// Summary counts the verdicts.
+	Summary Summary `json:"summary"`
+}
+
+// NodeStatus summarises one node.
+type NodeStatus struct {
+	Name string `json:"name"`
+	// Cordoned is true for an unschedulable node: a drain is in progress.
+	Cordoned bool `json:"cordoned"`
+	// CordonedSince is when it was cordoned, from the node's managed fields.
+	CordonedSince *metav1.Time `json:"cordonedSince,omitempty"`
+	// Pods counts the pods on the node; the rest count them by verdict.
+	Pods    int `json:"pods"`
+	Now     int `json:"now"`
+	Later   int `json:"later"`
+	Never   int `json:"never"`
+	Ignored int `json:"ignored"`
+	Unknown int `json:"unknown"`
+	// Verdict is the worst verdict of its pods.
+	Verdict eviction.Outcome `json:"verdict"`
+}
+
+// Item is one pod's verdict.
+type Item struct {
+	Node      string `json:"node"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// PDBs names the PodDisruptionBudgets that select the pod.
+	PDBs []string `json:"pdbs,omitempty"`
+	// Verdict: Now, Later, Never, Ignored or Unknown.
+	Verdict eviction.Outcome `json:"verdict"`
+	// Severity is blocking for Never, warning for Later and Unknown.
+	Severity cli.Severity `json:"severity"`
+	// Eviction is the answer the eviction API would give at this point of
+	// the drain.
+	Eviction eviction.Result `json:"eviction"`
+	// Budget is the pod's PodDisruptionBudget as the drain sees it.
+	Budget *eviction.Budget `json:"budget,omitempty"`
+	// Blockers explain the verdict, each with a fix.
+	Blockers []eviction.Blocker `json:"blockers,omitempty"`
+	// BlockingSince is set on cordoned nodes: the pod has held up the drain
+	// since the cordon.
+	BlockingSince *metav1.Time `json:"blockingSince,omitempty"`
+	// DryRun is the server's answer to a dry-run eviction (--server-dry-run).
+	DryRun *DryRun `json:"dryRun,omitempty"`
+}
+
+// DryRun is a server-side dry-run eviction and whether it agrees with the prediction.
+type DryRun struct {
+	Result eviction.Result `json:"result"`
+	Agrees bool            `json:"agrees"`
+}
+
+// ForbiddenNamespace is a namespace whose pods or PDBs could not be read.
+type ForbiddenNamespace struct {
+	Namespace string   `json:"namespace"`
+	Resources []string `json:"resources"`
+	Message   string   `json:"message"`
+}
+
+// Summary counts pods by verdict.
+type Summary struct {
+	Nodes    int `json:"nodes"`
+	Pods     int `json:"pods"`
+	Now      int `json:"now"`
+	Later    int `json:"later"`
+	Never    int `json:"never"`
+	Ignored  int `json:"ignored"`
+	Unknown  int `json:"unknown"`
+	Blocking int `json:"blocking"`
+	Warning  int `json:"warning"`
+	// CordonedNodes counts nodes with a drain in progress.
+	CordonedNodes int `json:"cordonedNodes"`
+	// DryRuns and DryRunDisagreements count --server-dry-run checks.
+	DryRuns             int `json:"dryRuns,omitempty"`
+	DryRunDisagreements int `json:"dryRunDisagreements,omitempty"`
+}
+
+func newReport(md cli.Metadata, now time.Time) *Report {
+	return &Report{Header: cli.NewHeader("PDBBlockersReport", md), Time: metav1.NewTime(now.UTC()), Nodes: []NodeStatus{}, Items: []Item{}}
+}
+
+func severityOf(o eviction.Outcome) cli.Severity {
+	switch o {
+	case eviction.OutcomeNever:
+		return cli.SeverityBlocking
+	case eviction.OutcomeLater, eviction.OutcomeUnknown:
+		return cli.SeverityWarning
+	}
+	return cli.SeverityNone
+}
+
+func (r *Report) addNode(node *corev1.Node, vs []eviction.Verdict, _ time.Time) {
+	ns := NodeStatus{Name: node.Name, Pods: len(vs), Verdict: eviction.OutcomeNow}
+	if since, ok := eviction.CordonedSince(node); ok {
+		ns.Cordoned = true
+		if !since.IsZero() {
+			t := metav1.NewTime(since.UTC())
+			ns.CordonedSince = &t
+		}
+	}
+	for _, v := range vs {
+		switch v.Outcome {
+		case eviction.OutcomeNow:
+			ns.Now++
+		case eviction.OutcomeLater:
+			ns.Later++
+		case eviction.OutcomeNever:
+			ns.Never++
+		case eviction.OutcomeIgnored:
+			ns.Ignored++
+		default:
+			ns.Unknown++
+		}
+		ns.Verdict = eviction.Worse(ns.Verdict, v.Outcome)
+	}
+	r.Nodes = append(r.Nodes, ns)
+}
+
+// addPod records a pod's verdict and returns its item, or nil when the pod
+// is counted but not listed.
+func (r *Report) addPod(node *corev1.Node, v eviction.Verdict, _ time.Time, all bool) *Item {
+	sev := severityOf(v.Outcome)
+	if sev == cli.SeverityNone && !all {
+		return nil
+	}
+	it := Item{Node: node.Name, Namespace: v.Namespace, Name: v.Name, PDBs: v.PDBs, Verdict: v.Outcome, Severity: sev,
+		Eviction: v.Eviction, Budget: v.Budget, Blockers: v.Blockers}
+	if since, ok := eviction.CordonedSince(node); ok && sev != cli.SeverityNone && !since.IsZero() {
+		t := metav1.NewTime(since.UTC())
+		it.BlockingSince = &t
+	}
+	r.Items = append(r.Items, it)
+	return &r.Items[len(r.Items)-1]
+}
+
+func (r *Report) addForbidden(s *eviction.Snapshot) {
+	byNS := map[string]*ForbiddenNamespace{}
+	add := func(m map[string]string, what string) {
+		for ns, msg := range m {
+			f := byNS[ns]
+			if f == nil {
+				f = &ForbiddenNamespace{Namespace: ns, Message: msg}
+				byNS[ns] = f
+			}
+			f.Resources = append(f.Resources, what)
+		}
+	}
+	add(s.ForbiddenPods, "pods")
+	add(s.ForbiddenPDBs, "poddisruptionbudgets")
+	for _, f := range byNS {
+		r.Forbidden = append(r.Forbidden, *f)
+	}
+	sort.Slice(r.Forbidden, func(i, j int) bool { return r.Forbidden[i].Namespace < r.Forbidden[j].Namespace })
+}
+
+func (r *Report) finish() {
+	s := &r.Summary
+	s.Nodes = len(r.Nodes)
+	for _, n := range r.Nodes {
+		s.Pods += n.Pods
+		s.Now += n.Now
+		s.Later += n.Later
+		s.Never += n.Never
+		s.Ignored += n.Ignored
+		s.Unknown += n.Unknown
+		if n.Cordoned {
+			s.CordonedNodes++
+		}
+	}
+	for _, it := range r.Items {
+		switch it.Severity {
+		case cli.SeverityBlocking:
+			s.Blocking++
+		case cli.SeverityWarning:
+			s.Warning++
+		}
+		if it.DryRun != nil {
+			s.DryRuns++
+			if !it.DryRun.Agrees {
+				s.DryRunDisagreements++
+			}
+		}
+	}
+}
+
+func (r *Report) severities() []cli.Severity {
+	out := make([]cli.Severity, 0, len(r.Items))
+	for _, it := range r.Items {
+		out = append(out, it.Severity)
+	}
+	return out
+}
+
+func (o *Options) print(r *Report) error {
+	if o.Print.Quiet {
+		return nil
+	}
+	if o.Print.Structured() {
+		return cli.PrintStructured(o.Out, o.Print.Output, r)
+	}
+	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	now := r.Time.Time
+	t := cli.Table{Columns: []cli.Column{
+		{Name: "NODE"}, {Name: "POD"}, {Name: "PDB"}, {Name: "VERDICT"}, {Name: "REASON"}, {Name: "FOR"}, {Name: "FIX"},
+		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true},
+	}}
+	for _, it := range r.Items {
+		pod := it.Namespace + "/" + it.Name
+		pdb := strings.Join(it.PDBs, ",")
+		if pdb == "" {
+			pdb = "-"
+		}
+		since := "-"
+		if it.BlockingSince != nil {
+			since = duration.HumanDuration(now.Sub(it.BlockingSince.Time))
+		}
+		evic := fmt.Sprintf("%d %s", it.Eviction.Code, it.Eviction.Reason)
+		dry := "-"
+		if it.DryRun != nil {
+			dry = fmt.Sprintf("%d %s", it.DryRun.Result.Code, it.DryRun.Result.Reason)
+			if it.DryRun.Agrees {
+				dry += " (agrees)"
+			} else {
+				dry += " (DIFFERS)"
+			}
+		}
+		rows := 0
+		for _, b := range it.Blockers {
+			if severityOf(b.Outcome) == cli.SeverityNone && it.Verdict != eviction.OutcomeIgnored && !(o.AllPods && severityOf(it.Verdict) == cli.SeverityNone) {
+				continue
+			}
+			fix := b.Fix
+			if fix == "" {
+				fix = "-"
+			}
+			warn := b.FixWarning
+			if warn == "" {
+				warn = "-"
+			}
+			t.AddRow(it.Node, pod, pdb, c.Status(strings.ToUpper(string(b.Outcome))), b.Message, since, fix, evic, dry, warn)
+			rows++
+		}
+		if rows == 0 {
+			msg := it.Eviction.Message
+			if msg == "" {
+				msg = "evicts now"
+			}
+			t.AddRow(it.Node, pod, pdb, c.Status(strings.ToUpper(string(it.Verdict))), msg, since, "-", evic, dry, "-")
+		}
+	}
+	s := r.Summary
+	if len(t.Rows) > 0 {
+		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
+			return err
+		}
+	}
+	switch {
+	case s.Nodes == 0:
+		fmt.Fprintln(o.ErrOut, "No nodes to check.")
+	case s.Blocking+s.Warning == 0:
+		fmt.Fprintf(o.ErrOut, "No pods block draining %d node(s): %d pod(s) evict now, %d ignored.\n", s.Nodes, s.Now, s.Ignored)
+	default:
+		fmt.Fprintf(o.ErrOut, "%d node(s), %d pod(s): %d evict now, %d wait, %d never, %d unknown, %d ignored.\n",
+			s.Nodes, s.Pods, s.Now, s.Later, s.Never, s.Unknown, s.Ignored)
+	}
+	for _, n := range r.Nodes {
+		if !n.Cordoned || n.Pods == n.Ignored {
+			continue
+		}
+		since := "at an unknown time"
+		if n.CordonedSince != nil {
+			since = fmt.Sprintf("%s ago", duration.HumanDuration(now.Sub(n.CordonedSince.Time)))
+		}
+		fmt.Fprintf(o.ErrOut, "Drain in progress on %s: cordoned %s, %d pod(s) left, %d blocked.\n", n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown)
+	}
+	for _, f := range r.Forbidden {
+		fmt.Fprintf(o.ErrOut, "Warning: namespace %s not checked: cannot list %s.\n", f.Namespace, strings.Join(f.Resources, " or "))
+	}
+	if s.DryRunDisagreements > 0 {
+		fmt.Fprintf(o.ErrOut, "Warning: %d server dry run(s) disagree with the prediction; see the DRY-RUN column (-o wide).\n", s.DryRunDisagreements)
+	}
+	return nil
+}
+
+func podRef(v eviction.Verdict) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name, UID: v.UID}}
+}
