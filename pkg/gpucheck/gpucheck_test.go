@@ -1,0 +1,337 @@
+package gpucheck
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func fixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func gpuNode(name string, capacity, alloc int, labels map[string]string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if capacity >= 0 {
+		n.Status.Capacity = corev1.ResourceList{GPUResource: *resource.NewQuantity(int64(capacity), resource.DecimalSI)}
+		n.Status.Allocatable = corev1.ResourceList{GPUResource: *resource.NewQuantity(int64(alloc), resource.DecimalSI)}
+	}
+	return n
+}
+
+func TestCheckCount(t *testing.T) {
+	four := 4
+	eight := 8
+	cases := []struct {
+		name    string
+		in      CountInput
+		state   CountState
+		level   Level
+		found   int
+		source  ExpectedSource
+		message string
+	}{
+		{"healthy", CountInput{Node: gpuNode("a", 8, 8, nil), ExpectedFlag: 8}, CountOK, LevelInfo, 8, SourceFlag, "8/8 GPUs"},
+		{"7 of 8 missing", CountInput{Node: gpuNode("a", 7, 7, nil), ExpectedFlag: 8}, CountMissing, LevelFail, 7, SourceFlag, "missing GPUs: capacity 7 of 8"},
+		{"unhealthy", CountInput{Node: gpuNode("a", 8, 7, nil), ExpectedFlag: 8}, CountUnhealthy, LevelFail, 7, SourceFlag, "unhealthy GPUs: allocatable 7 of 8"},
+		{"not advertised", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8}, CountNotAdvertised, LevelFail, 0, SourceFlag, "not advertised (expected 8, flag)"},
+		{"label", CountInput{Node: gpuNode("a", 8, 8, map[string]string{GPUCountLabel: "8"})}, CountOK, LevelInfo, 8, SourceLabel, ""},
+		{"pool majority", CountInput{Node: gpuNode("a", 7, 7, nil), PoolMajority: 8, PoolSize: 5}, CountMissing, LevelFail, 7, SourcePool, "pool-majority"},
+		{"no expectation", CountInput{Node: gpuNode("a", 8, 8, nil)}, CountUnknown, LevelWarning, 8, SourceNone, "no expected count"},
+		{"extra", CountInput{Node: gpuNode("a", 8, 8, nil), ExpectedFlag: 4}, CountExtra, LevelWarning, 8, SourceFlag, "more than"},
+		{"dra ok", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8, DRADevices: &eight}, CountOK, LevelInfo, 8, SourceFlag, "DRA driver"},
+		{"dra missing", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8, DRADevices: &four}, CountMissing, LevelFail, 4, SourceFlag, "DRA ResourceSlices"},
+		{"mig reported", CountInput{Node: func() *corev1.Node {
+			n := gpuNode("a", 2, 2, nil)
+			n.Status.Capacity["nvidia.com/mig-3g.40gb"] = resource.MustParse("12")
+			return n
+		}(), ExpectedFlag: 8}, CountMIG, LevelInfo, 2, SourceFlag, "MIG layout 12x nvidia.com/mig-3g.40gb"},
+		{"mig single", CountInput{Node: gpuNode("a", 56, 56, map[string]string{MIGStrategyLabel: "single", MIGConfigLabel: "all-1g.10gb"}), ExpectedFlag: 8}, CountMIG, LevelInfo, 56, SourceFlag, "single strategy"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fs := CheckCount(tc.in)
+			if c.State != tc.state || c.Found != tc.found || c.ExpectedSource != tc.source || len(fs) != 1 || fs[0].Level != tc.level {
+				t.Fatalf("got %+v %+v", c, fs)
+			}
+			if !strings.Contains(fs[0].Message, tc.message) {
+				t.Errorf("message %q lacks %q", fs[0].Message, tc.message)
+			}
+		})
+	}
+}
+
+func TestPoolMajority(t *testing.T) {
+	nodes := []corev1.Node{*gpuNode("a", 8, 8, nil), *gpuNode("b", 8, 7, nil), *gpuNode("c", 7, 7, nil), *gpuNode("d", -1, 0, nil)}
+	if c, n := PoolMajority(nodes); c != 8 || n != 3 {
+		t.Errorf("got %d over %d", c, n)
+	}
+	if c, _ := PoolMajority([]corev1.Node{*gpuNode("a", 4, 4, nil), *gpuNode("b", 8, 8, nil)}); c != 8 {
+		t.Errorf("tie: %d", c)
+	}
+}
+
+func slice(version, name, node, driver, pool string, gen int64, devices int) *unstructured.Unstructured {
+	var devs []any
+	for i := 0; i < devices; i++ {
+		devs = append(devs, map[string]any{"name": "gpu-" + string(rune('0'+i))})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "resource.k8s.io/" + version, "kind": "ResourceSlice",
+		"metadata": map[string]any{"name": name},
+		"spec":     map[string]any{"driver": driver, "nodeName": node, "pool": map[string]any{"name": pool, "generation": gen, "resourceSliceCount": int64(1)}, "devices": devs},
+	}}
+}
+
+func TestCountDRADevices(t *testing.T) {
+	for _, v := range []string{"v1", "v1beta1"} {
+		t.Run(v, func(t *testing.T) {
+			kinds := map[schema.GroupVersionResource]string{}
+			for _, sv := range ResourceSliceVersions {
+				kinds[schema.GroupVersionResource{Group: "resource.k8s.io", Version: sv, Resource: "resourceslices"}] = "ResourceSliceList"
+			}
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds,
+				slice(v, "s1", "gpu-a", DRADriver, "gpu-a", 2, 8),
+				slice(v, "s0", "gpu-a", DRADriver, "gpu-a", 1, 8), // stale generation
+				slice(v, "s2", "gpu-b", DRADriver, "gpu-b", 1, 7),
+				slice(v, "s3", "gpu-b", "nic.example.com", "gpu-b", 1, 4))
+			dyn.PrependReactor("list", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetResource().Version != v {
+					return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), "")
+				}
+				return false, nil, nil
+			})
+			got, err := CountDRADevices(context.Background(), dyn, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(DRACounts{Version: v, PerNode: map[string]int{"gpu-a": 8, "gpu-b": 7}}, got); d != "" {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+func loadConfigz(t *testing.T, name string) map[string]any {
+	cfg, err := ParseConfigz(fixture(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestDiffKubeletConfig(t *testing.T) {
+	old := loadConfigz(t, "configz-1.36.json")
+	clean := DiffKubeletConfig(old, loadConfigz(t, "configz-1.37-clean.json"), "v1.36.4", "v1.37.2")
+	want := []ConfigDiff{{Field: "someNew137Field", New: `"x"`, Class: DriftExpected, Note: "field only the newer kubelet reports"}}
+	if d := cmp.Diff(want, clean); d != "" {
+		t.Errorf("clean (-want +got)\n%s", d)
+	}
+	drift := DiffKubeletConfig(old, loadConfigz(t, "configz-1.37-drift.json"), "v1.36.4", "v1.37.2")
+	classes := map[string]DriftClass{}
+	for _, d := range drift {
+		classes[d.Field] = d.Class
+	}
+	if d := cmp.Diff(map[string]DriftClass{
+		"evictionHard.memory.available": DriftGPU, "imageGCHighThresholdPercent": DriftOther,
+		"someNew137Field": DriftExpected, "topologyManagerPolicy": DriftGPU,
+	}, classes); d != "" {
+		t.Errorf("drift (-want +got)\n%s", d)
+	}
+	fs := ConfigFindings("gpu-old-0", drift)
+	if StatusOf(fs) != StatusFail || !strings.Contains(fs[2].Message, `topologyManagerPolicy: "single-numa-node" (on gpu-old-0) -> "best-effort"`) {
+		t.Errorf("findings %+v", fs)
+	}
+}
+
+func TestDiffKubeletConfig_DefaultChanges(t *testing.T) {
+	old := map[string]any{"failCgroupV1": false, "cpuManagerPolicy": "static"}
+	nw := map[string]any{"failCgroupV1": true, "cpuManagerPolicy": "static", "podLogsDir": "/var/log/pods"}
+	diffs := DiffKubeletConfig(old, nw, "v1.34.3", "v1.35.1")
+	for _, d := range diffs {
+		if d.Class != DriftExpected {
+			t.Errorf("%+v not expected", d)
+		}
+	}
+	// The same change within one version is drift.
+	diffs = DiffKubeletConfig(old, nw, "v1.35.0", "v1.35.1")
+	if diffs[0].Field != "failCgroupV1" || diffs[0].Class != DriftOther {
+		t.Errorf("%+v", diffs)
+	}
+	if fs := ConfigFindings("b", nil); fs[0].Message != "kubelet config matches b" {
+		t.Error(fs)
+	}
+}
+
+func TestParseConfigz_Errors(t *testing.T) {
+	for _, in := range []string{"", "[]", `{"x":1}`, `{"kubeletconfig":[]}`, `{"kubeletconfig":null}`} {
+		if _, err := ParseConfigz([]byte(in)); err == nil {
+			t.Errorf("ParseConfigz(%q) succeeded", in)
+		}
+	}
+}
+
+func TestParseKernelLog(t *testing.T) {
+	since := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	type ev struct {
+		Code  int
+		Class XidClass
+		PCI   string
+		Timed bool
+	}
+	cases := map[string][]ev{
+		"kernel-journal.log":     {{13, XidApplication, "PCI:0000:3b:00", true}, {43, XidApplication, "PCI:0000:3b:00", true}, {79, XidFatal, "PCI:0000:5d:00", true}, {12028, XidWarning, "PCI:0000:07:00.0", true}},
+		"kernel-dmesg-iso.log":   {{94, XidWarning, "PCI:0000:9a:00", true}, {31, XidApplication, "PCI:0000:9a:00", true}},
+		"kernel-dmesg-ctime.log": {{119, XidFatal, "PCI:0000:bb:00", true}},
+		"kernel-dmesg-raw.log":   {{74, XidFatal, "PCI:0000:cb:00", false}, {200, XidWarning, "PCI:0000:cb:00", false}},
+		"kernel-clean.log":       nil,
+	}
+	for file, want := range cases {
+		t.Run(file, func(t *testing.T) {
+			evs, err := ParseKernelLog(bytes.NewReader(fixture(t, file)), since)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []ev
+			for _, e := range evs {
+				got = append(got, ev{e.Code, e.Class, e.PCI, !e.Time.IsZero()})
+			}
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("(-want +got)\n%s", d)
+			}
+		})
+	}
+	evs, _ := ParseKernelLog(bytes.NewReader(fixture(t, "kernel-journal.log")), since)
+	fs := XidFindings(evs)
+	if StatusOf(fs) != StatusFail || !strings.Contains(fs[2].Message, "Xid 79 (GPU has fallen off the bus, fatal) x1 on PCI:0000:5d:00") {
+		t.Errorf("%+v", fs)
+	}
+	if fs := XidFindings(nil); StatusOf(fs) != StatusPass {
+		t.Error(fs)
+	}
+}
+
+func TestParseDCGM(t *testing.T) {
+	cases := []struct {
+		file    string
+		status  Status
+		version string
+		message string
+	}{
+		{"dcgm4-pass.json", StatusPass, "4.2.3", "1 tests passed"},
+		{"dcgm4-fail.json", StatusFail, "4.2.3", "DCGM Deployment/software failed on GPU3: Detected a pending page retirement on GPU 3. (error 27)"},
+		{"dcgm3-fail.json", StatusFail, "3.3.9", "DCGM Integration/PCIe failed on GPU2: PCIe replay counter above threshold"},
+		{"dcgm-runtime-error.json", StatusFail, "", "runtime error: Error connecting to the host engine"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			r, err := ParseDCGM(bytes.NewReader(fixture(t, tc.file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := DCGMFindings(r)
+			var msgs []string
+			for _, f := range fs {
+				msgs = append(msgs, f.Message)
+			}
+			if StatusOf(fs) != tc.status || r.Version != tc.version || !strings.Contains(strings.Join(msgs, "\n"), tc.message) {
+				t.Errorf("status %s version %q findings %q", StatusOf(fs), r.Version, msgs)
+			}
+		})
+	}
+	for _, in := range []string{"", "dcgmi: command not found", `{"other": 1}`, "{"} {
+		if _, err := ParseDCGM(strings.NewReader(in)); err != ErrNoDCGMResult {
+			t.Errorf("ParseDCGM(%q) err %v", in, err)
+		}
+	}
+}
+
+func TestNodePodRunner(t *testing.T) {
+	kube := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Now())
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		p.Status.Phase = corev1.PodSucceeded
+		return false, nil, nil
+	})
+	r := &NodePodRunner{Kube: kube, Clock: clk}
+	spec := NodePodSpec{Check: "xid", Namespace: "gv", RunID: "r1", Image: DefaultXidImage, Command: XidCommand(time.Now()), HostRoot: true}
+	res := r.Run(context.Background(), spec, []string{"gpu-a", strings.Repeat("n", 70)})
+	for _, x := range res {
+		if x.Err != nil || x.Phase != corev1.PodSucceeded || x.Log != "fake logs" || len(x.Pod) > 63 {
+			t.Errorf("%+v", x)
+		}
+	}
+	if pods, _ := kube.CoreV1().Pods("gv").List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("pods left behind: %d", len(pods.Items))
+	}
+	p := spec.Pod("gpu-a")
+	if p.Spec.NodeName != "gpu-a" || !*p.Spec.Containers[0].SecurityContext.Privileged || p.Spec.Volumes[0].HostPath.Path != "/" {
+		t.Errorf("pod %+v", p.Spec)
+	}
+}
+
+func FuzzParseKernelLog(f *testing.F) {
+	for _, n := range []string{"kernel-journal.log", "kernel-dmesg-iso.log", "kernel-dmesg-ctime.log", "kernel-dmesg-raw.log"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", n))
+		f.Add(string(b))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		evs, _ := ParseKernelLog(strings.NewReader(s), time.Time{})
+		_ = XidFindings(evs)
+	})
+}
+
+func FuzzParseDCGM(f *testing.F) {
+	for _, n := range []string{"dcgm4-pass.json", "dcgm4-fail.json", "dcgm3-fail.json", "dcgm-runtime-error.json"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", n))
+		f.Add(string(b))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if r, err := ParseDCGM(strings.NewReader(s)); err == nil {
+			_ = DCGMFindings(r)
+		}
+	})
+}
+
+func FuzzParseConfigz(f *testing.F) {
+	for _, n := range []string{"configz-1.36.json", "configz-1.37-drift.json"} {
+		b, _ := os.ReadFile(filepath.Join("testdata", n))
+		f.Add(string(b))
+	}
+	base, _ := ParseConfigz(mustRead("testdata/configz-1.36.json"))
+	f.Fuzz(func(t *testing.T, s string) {
+		cfg, err := ParseConfigz([]byte(s))
+		if err != nil {
+			return
+		}
+		_ = ConfigFindings("b", DiffKubeletConfig(base, cfg, "v1.36.0", s))
+	})
+}
+
+func mustRead(p string) []byte {
+	b, _ := os.ReadFile(p)
+	return b
+}
