@@ -306,7 +306,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 	if newest.MinorsAfter(oldest) > 0 {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("the control plane is mid-upgrade (apiservers at %s and %s): the first hop finishes it", oldest.MinorString(), newest.MinorString()))
 	}
-	if inv.Server.EmulationVersion != "" {
+	if emulating(inv.Server) {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("the apiserver emulates %s (KEP-4330): check the maturity of compatibility versions in %s before planning around them", inv.Server.EmulationVersion, cur.MinorString()))
 	}
 	if opts.Support != nil {

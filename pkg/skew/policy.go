@@ -181,15 +181,13 @@ func Check(inv Inventory) ([]Finding, CheckSummary) {
 		note(f.Skew)
 		fs = append(fs, f)
 	}
-	if inv.Server.EmulationVersion != "" {
-		ev, err := ParseVersion(inv.Server.EmulationVersion)
-		msg := fmt.Sprintf("the apiserver emulates %s (--emulated-version, KEP-4330)", inv.Server.EmulationVersion)
+	if emulating(inv.Server) {
+		ev, _ := ParseVersion(inv.Server.EmulationVersion)
+		msg := fmt.Sprintf("the apiserver %s emulates %s (--emulated-version, KEP-4330)", inv.Server.GitVersion, ev.MinorString())
 		if inv.Server.MinCompatibilityVersion != "" {
 			msg += fmt.Sprintf(" and stays compatible down to %s", inv.Server.MinCompatibilityVersion)
 		}
-		if err == nil && sv.MinorsAfter(ev) != 0 {
-			msg += fmt.Sprintf("; clients see %s APIs while the skew rules apply to the binary %s", ev.MinorString(), sv.MinorString())
-		}
+		msg += fmt.Sprintf("; clients see %s APIs and features while the skew rules apply to the binary %s", ev.MinorString(), sv.MinorString())
 		fs = append(fs, Finding{Component: KindAPIServer, Instance: "/version", Version: inv.Server.GitVersion, Against: inv.Server.EmulationVersion,
 			Rule: RuleEmulation, Status: StatusInfo, Message: msg})
 	}
@@ -464,4 +462,19 @@ func notVisible(c Component, what string) Finding {
 func unparsable(c Component, rule string) Finding {
 	return Finding{Component: c.Name, Instance: c.Instance, Version: c.Version, Rule: rule, Status: StatusUnknown,
 		Message: fmt.Sprintf("version %q does not parse (%s)", c.Version, c.Source)}
+}
+
+// emulating reports whether the apiserver emulates a minor other than its
+// binary's (every 1.33+ apiserver reports an emulation version; it only
+// matters when it differs).
+func emulating(sv ServerVersion) bool {
+	if sv.EmulationVersion == "" {
+		return false
+	}
+	ev, err := ParseVersion(sv.EmulationVersion)
+	if err != nil {
+		return false
+	}
+	bv, err := ParseVersion(sv.GitVersion)
+	return err == nil && bv.MinorsAfter(ev) != 0
 }

@@ -223,6 +223,11 @@ func TestCheckRules(t *testing.T) {
 			inv:  Inventory{Server: ServerVersion{GitVersion: "v1.37.2", EmulationVersion: "1.36", MinCompatibilityVersion: "1.35"}},
 			want: map[string]Status{"kube-apiserver /version apiserver-ha": StatusOK, "kube-apiserver /version emulation-version": StatusInfo},
 		},
+		{
+			name: "emulating its own minor is not reported",
+			inv:  Inventory{Server: ServerVersion{GitVersion: "v1.37.2", EmulationVersion: "1.37", MinCompatibilityVersion: "1.36"}},
+			want: map[string]Status{"kube-apiserver /version apiserver-ha": StatusOK},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
