@@ -314,6 +314,10 @@ func (m *Migrator) save(ctx context.Context, cp *Checkpoint) error {
 	return m.retry().Do(ctx, "saving the checkpoint", func() error { return m.Checkpoints.Save(ctx, cp) })
 }
 
+// maxRestarts bounds how often an expired continue token may start the
+// list over within one run.
+const maxRestarts = 5
+
 type page struct {
 	items     []unstructured.Unstructured
 	next      string
@@ -359,6 +363,9 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 		}
 		if cur.restarted {
 			cp.Restarts++
+			if cp.Restarts > maxRestarts {
+				return stopped(fmt.Errorf("the list continue token expired %d times; the list cannot finish within the etcd compaction interval", cp.Restarts))
+			}
 			m.event(cp.CRD, EventRestarted, "%s: the continue token expired; listing again from the start (finished objects are no-op writes)", cp.CRD)
 		}
 		if cur.remaining != nil {
