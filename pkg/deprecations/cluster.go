@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +58,7 @@ func Discover(dc discovery.DiscoveryInterface) (*Served, error) {
 		}
 		m := map[string]string{}
 		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
 				continue
 			}
 			m[r.Kind] = r.Name
@@ -118,8 +119,13 @@ func (r *ObjectsReader) Read(ctx context.Context, target apilifecycle.Release) (
 		if e.Kind == "" {
 			continue
 		}
-		want[gk{e.Group, e.Kind}] = true
-		if !e.Replacement.IsZero() {
+		// Only kinds that can be written through another version: a kind
+		// deprecated as a whole (v1 Endpoints, v1 ComponentStatus) shows the
+		// same version for every writer and says nothing about who migrated.
+		if v, ok := r.Served.preferred[e.Group]; ok && v != e.Version && r.Served.Serves(apilifecycle.JoinAPIVersion(e.Group, v), e.Kind) {
+			want[gk{e.Group, e.Kind}] = true
+		}
+		if !e.Replacement.IsZero() && e.Replacement.Kind == e.Kind {
 			want[gk{e.Replacement.Group, e.Replacement.Kind}] = true
 		}
 	}

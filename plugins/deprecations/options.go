@@ -142,13 +142,8 @@ func (o *Options) Validate() error {
 	if _, _, err := parseTarget(o.TargetVersion); err != nil {
 		return err
 	}
-	if !o.needsCluster() && o.TargetVersion == "" && !o.CI {
-		return errors.New("--target-version is required when no cluster is read (for example --target-version v1.35)")
-	}
-	if !o.needsCluster() {
-		if _, rel, _ := parseTarget(o.TargetVersion); rel && !o.CI {
-			return fmt.Errorf("--target-version %s is relative to the server, but no cluster is read: give a release such as v1.35", o.TargetVersion)
-		}
+	if o.manifestsOnly() && o.TargetVersion == "" && !o.CI {
+		return errors.New("--target-version is required for files alone (for example --target-version v1.35, or +1 to ask the server)")
 	}
 	tab, err := loadTable(o.RulesFiles)
 	if err != nil {
@@ -195,11 +190,15 @@ func (o *Options) needsCluster() bool {
 	if o.clusterSource() {
 		return true
 	}
-	if o.CI {
+	if o.CI || (o.TargetVersion == "" && o.manifestsOnly()) {
 		return false
 	}
 	abs, _, _ := parseTarget(o.TargetVersion)
 	return abs.IsZero()
+}
+
+func (o *Options) manifestsOnly() bool {
+	return len(o.sources) == 1 && o.sources[dep.SourceManifests]
 }
 
 // parseTarget reads --target-version: an absolute release, or +N (N minors
