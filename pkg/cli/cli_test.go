@@ -427,3 +427,36 @@ func TestProgress(t *testing.T) {
 		t.Errorf("quiet printed %q", b.String())
 	}
 }
+
+type fakeRunner struct {
+	completeErr, validateErr, runErr error
+	ran                              bool
+}
+
+func (f *fakeRunner) Complete(ClientGetter, *cobra.Command, []string) error { return f.completeErr }
+func (f *fakeRunner) Validate() error                                       { return f.validateErr }
+func (f *fakeRunner) Run(context.Context) error                             { f.ran = true; return f.runErr }
+
+func TestRunE(t *testing.T) {
+	cases := []struct {
+		name     string
+		r        fakeRunner
+		wantCode int
+		wantRan  bool
+	}{
+		{"ok", fakeRunner{}, ExitOK, true},
+		{"validate is usage", fakeRunner{validateErr: errors.New("bad")}, ExitUsage, false},
+		{"complete keeps its code", fakeRunner{completeErr: ClusterErr(errors.New("down"))}, ExitUnavailable, false},
+		{"run findings", fakeRunner{runErr: Findings(1)}, ExitFindings, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.r
+			cmd := &cobra.Command{Use: "x"}
+			err := RunE(NewTestClientGetter(), &r)(cmd, nil)
+			if ExitCode(err) != tc.wantCode || r.ran != tc.wantRan {
+				t.Errorf("code %d ran %v, want %d %v", ExitCode(err), r.ran, tc.wantCode, tc.wantRan)
+			}
+		})
+	}
+}
