@@ -392,7 +392,7 @@ func (s *Simulation) budgetBlocker(pod *corev1.Pod, e *pdbEntry, spent int32) Bl
 		}
 	case spent > 0:
 		b.Kind, b.Outcome = BlockerBudgetSpent, OutcomeLater
-		b.Message = fmt.Sprintf("this drain already evicted %d pod(s) under the budget (disruptionsAllowed %d); it waits for their replacements to become Ready", spent, st.DisruptionsAllowed)
+		b.Message = fmt.Sprintf("this drain already evicted %d pod(s) under the budget, which allowed %d; it waits for their replacements to become Ready", spent, st.DisruptionsAllowed)
 		b.Fix = fmt.Sprintf("kubectl get pdb %s -n %s -w", pdb.Name, ns)
 	default:
 		b.Kind, b.Outcome = BlockerBudgetExhausted, OutcomeLater

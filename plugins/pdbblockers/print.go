@@ -225,7 +225,11 @@ func (o *Options) print(r *Report) error {
 		return nil
 	}
 	if o.Print.Structured() {
-		return cli.PrintStructured(o.Out, o.Print.Output, r)
+		if err := cli.PrintStructured(o.Out, o.Print.Output, r); err != nil {
+			return err
+		}
+		o.printWarnings(r)
+		return nil
 	}
 	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
 	now := r.Time.Time
@@ -302,13 +306,19 @@ func (o *Options) print(r *Report) error {
 		}
 		fmt.Fprintf(o.ErrOut, "Drain in progress on %s: cordoned %s, %d pod(s) left, %d blocked.\n", n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown)
 	}
+	o.printWarnings(r)
+	return nil
+}
+
+// printWarnings writes what the reader must not miss to stderr, whatever
+// the output format.
+func (o *Options) printWarnings(r *Report) {
 	for _, f := range r.Forbidden {
 		fmt.Fprintf(o.ErrOut, "Warning: namespace %s not checked: cannot list %s.\n", f.Namespace, strings.Join(f.Resources, " or "))
 	}
-	if s.DryRunDisagreements > 0 {
-		fmt.Fprintf(o.ErrOut, "Warning: %d server dry run(s) disagree with the prediction; see the DRY-RUN column (-o wide).\n", s.DryRunDisagreements)
+	if r.Summary.DryRunDisagreements > 0 {
+		fmt.Fprintf(o.ErrOut, "Warning: %d server dry run(s) disagree with the prediction; see the DRY-RUN column (-o wide).\n", r.Summary.DryRunDisagreements)
 	}
-	return nil
 }
 
 func podRef(v eviction.Verdict) *corev1.Pod {

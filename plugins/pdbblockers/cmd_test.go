@@ -1,0 +1,261 @@
+package pdbblockers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func loadObjects(t *testing.T, name string) []runtime.Object {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name+".input.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []runtime.Object
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.TrimSpace(doc) == "" {
+			continue
+		}
+		js, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(js, nil, nil)
+		if err != nil {
+			t.Fatalf("decoding %s: %v", doc, err)
+		}
+		out = append(out, obj)
+	}
+	return out
+}
+
+type result struct {
+	out, errOut string
+	code        int
+}
+
+func run(t *testing.T, c *fake.Clientset, ns string, args ...string) result {
+	t.Helper()
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	cg := cli.NewTestClientGetter().WithKube(c)
+	if ns != "" {
+		cg.NS, cg.NSExplicit = ns, true
+	}
+	cmd := NewCmdWithClock(cg, streams, clocktesting.NewFakePassiveClock(now))
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	if err != nil {
+		var fe *cli.FindingsError
+		if !errors.As(err, &fe) {
+			errOut.WriteString("error: " + err.Error() + "\n")
+		}
+	}
+	return result{out: out.String(), errOut: errOut.String(), code: cli.ExitCode(err)}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", path, diff)
+	}
+}
+
+func TestRun_Golden(t *testing.T) {
+	for _, format := range []string{"table", "wide", "json", "yaml"} {
+		t.Run(format, func(t *testing.T) {
+			c := fake.NewClientset(loadObjects(t, "mixed")...)
+			r := run(t, c, "", "gpu-1", "gpu-2", "-o", format, "--color", "never")
+			if r.code != cli.ExitFindings {
+				t.Errorf("exit %d, want 1; stderr %s", r.code, r.errOut)
+			}
+			golden(t, "mixed."+format, r.out)
+			if format == "table" {
+				golden(t, "mixed.stderr", r.errOut)
+			}
+		})
+	}
+}
+
+func TestRun_Color(t *testing.T) {
+	c := fake.NewClientset(loadObjects(t, "mixed")...)
+	r := run(t, c, "", "gpu-2", "--color", "always")
+	golden(t, "mixed.color", r.out)
+}
+
+func TestRun_Verdicts(t *testing.T) {
+	c := fake.NewClientset(loadObjects(t, "mixed")...)
+	r := run(t, c, "", "gpu-1", "gpu-2", "-o", "json", "--all-pods")
+	var rep Report
+	if err := yaml.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, it := range rep.Items {
+		got[it.Namespace+"/"+it.Name] = string(it.Verdict) + " " + string(it.Eviction.Reason)
+	}
+	want := map[string]string{
+		"kube-system/agent-1": "Ignored Evicted",
+		"ml/web-abc-1":        "Now Evicted",
+		"ml/web-abc-2":        "Later BudgetExhausted",
+		"ml/db-0":             "Never BudgetExhausted",
+		"ml/crash-xyz-1":      "Later BudgetExhausted",
+		"ml/notebook":         "Never Evicted",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("verdicts (-want +got):\n%s", diff)
+	}
+	if rep.Summary.CordonedNodes != 1 || rep.Nodes[1].CordonedSince == nil {
+		t.Errorf("cordon not reported: %+v", rep.Nodes)
+	}
+}
+
+func TestRun_ExitCodes(t *testing.T) {
+	objs := loadObjects(t, "mixed")
+	tests := []struct {
+		name string
+		args []string
+		ns   string
+		code int
+		err  string
+	}{
+		{name: "only the evictable node, fail on warning", args: []string{"gpu-1", "-q"}, code: 1},
+		{name: "fail on blocking ignores waits", args: []string{"gpu-1", "-q", "--fail-on", "blocking"}, code: 0},
+		{name: "flags that let pods go", args: []string{"gpu-2", "-q", "--fail-on", "blocking", "--force", "--delete-emptydir-data"}, code: 1},
+		{name: "selector", args: []string{"-l", "nothing=here"}, code: 0, err: "No nodes match"},
+		{name: "all nodes", args: []string{"--all-nodes", "-q"}, code: 1},
+		{name: "namespace alone checks every node", args: []string{"-q"}, ns: "kube-system", code: 0},
+		{name: "missing node", args: []string{"gpu-9"}, code: 2, err: "node(s) not found: gpu-9"},
+		{name: "no node", args: []string{}, code: 2, err: "name the nodes to check"},
+		{name: "two ways of naming nodes", args: []string{"gpu-1", "--all-nodes"}, code: 2, err: "not several"},
+		{name: "bad selector", args: []string{"-l", "a=(b"}, code: 2, err: "invalid -l selector"},
+		{name: "bad timeout", args: []string{"gpu-1", "--drain-timeout", "0s"}, code: 2, err: "--drain-timeout must be positive"},
+		{name: "duplicate node", args: []string{"gpu-1", "gpu-1"}, code: 2, err: "given twice"},
+		{name: "quiet json", args: []string{"gpu-1", "-q", "-o", "json"}, code: 2, err: "--quiet cannot be combined"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, fake.NewClientset(objs...), tc.ns, tc.args...)
+			if r.code != tc.code {
+				t.Errorf("exit %d, want %d; stderr %s", r.code, tc.code, r.errOut)
+			}
+			if !strings.Contains(r.errOut, tc.err) {
+				t.Errorf("stderr %q does not contain %q", r.errOut, tc.err)
+			}
+			if strings.Contains(strings.Join(tc.args, " "), "-q") && tc.code != 2 && r.out != "" {
+				t.Errorf("-q printed %q", r.out)
+			}
+		})
+	}
+}
+
+func TestRun_ForbiddenNamespace(t *testing.T) {
+	objs := append(loadObjects(t, "mixed"),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}})
+	c := fake.NewClientset(objs...)
+	c.PrependReactor("list", "poddisruptionbudgets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "" || a.GetNamespace() == "ml" {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "policy", Resource: "poddisruptionbudgets"}, "", errors.New("denied"))
+		}
+		return false, nil, nil
+	})
+	r := run(t, c, "", "gpu-1", "-o", "json")
+	if r.code != cli.ExitUnavailable {
+		t.Errorf("exit %d, want 3", r.code)
+	}
+	if !strings.Contains(r.errOut, "could not read namespace(s) ml") {
+		t.Errorf("stderr = %s", r.errOut)
+	}
+	var rep Report
+	if err := yaml.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Forbidden) != 1 || rep.Forbidden[0].Namespace != "ml" || len(rep.Items) != 2 || rep.Items[0].Verdict != eviction.OutcomeUnknown {
+		t.Errorf("report = %+v", rep)
+	}
+	r = run(t, c, "", "gpu-1", "-q", "--allow-partial")
+	if r.code != cli.ExitFindings {
+		t.Errorf("--allow-partial exit %d, want 1 (unknown verdicts are warnings)", r.code)
+	}
+}
+
+func TestRun_ServerDryRun(t *testing.T) {
+	c := fake.NewClientset(loadObjects(t, "mixed")...)
+	var evictions []string
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ca := a.(k8stesting.CreateAction)
+		evictions = append(evictions, ca.GetNamespace()+"/"+a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName())
+		// The server disagrees about web: it says the budget is stale.
+		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+	})
+	r := run(t, c, "", "gpu-1", "gpu-2", "-o", "json", "--server-dry-run", "--all-pods")
+	var rep Report
+	if err := yaml.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// One dry run per budget: web (first pod only), db, crash.
+	if diff := cmp.Diff([]string{"ml/web-abc-1", "ml/crash-xyz-1", "ml/db-0"}, evictions); diff != "" {
+		t.Errorf("dry-run evictions (-want +got):\n%s", diff)
+	}
+	if rep.Summary.DryRuns != 3 || rep.Summary.DryRunDisagreements != 3 {
+		t.Errorf("summary = %+v", rep.Summary)
+	}
+	if !strings.Contains(r.errOut, "disagree") {
+		t.Errorf("stderr = %s", r.errOut)
+	}
+}
+
+func TestHelpNamesProviderLimits(t *testing.T) {
+	streams, _, out, _ := genericiooptions.NewTestIOStreams()
+	cmd := NewCmd(cli.NewTestClientGetter(), streams)
+	cmd.SetArgs([]string{"--help"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"GKE", "EKS", "AKS", "Karpenter", "Exit codes:", "kubectl pdb-blockers"} {
+		if !bytes.Contains(out.Bytes(), []byte(s)) {
+			t.Errorf("help lacks %q", s)
+		}
+	}
+}
