@@ -280,6 +280,11 @@ func verdict(st CRDStatus) (Verdict, []string) {
 			reasons = append(reasons, h.Problem())
 		}
 	}
+	for _, h := range st.Webhooks {
+		if h.Health == HealthDown && !h.Blocks() {
+			reasons = append(reasons, fmt.Sprintf("%s %s is down but has failurePolicy %s: writes skip it", kindWord(h.Kind), h.Name, h.FailurePolicy))
+		}
+	}
 	if st.Objects < 0 {
 		blocked = true
 		reasons = append(reasons, "objects cannot be listed: "+st.CountError)
