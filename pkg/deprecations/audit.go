@@ -173,7 +173,7 @@ func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg
 				data = append(long, chunk...)
 			}
 			switch {
-			case tooLong:
+			case tooLong || len(data) > maxLine:
 				badLine(fmt.Sprintf("line longer than %d bytes", maxLine))
 			case bytes.Contains(data, marker):
 				if reason := a.event(data, agg, res); reason != "" {

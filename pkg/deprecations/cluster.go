@@ -27,6 +27,8 @@ const DefaultPageSize = 250
 // LastAppliedAnnotation is kubectl's client-side apply annotation.
 const LastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
 
+const helmSecretType = "helm.sh/release.v1"
+
 // CRDMigrateHint is the hint for stored versions that need migrating.
 const CRDMigrateHint = "kubectl crd-migrate"
 
@@ -268,12 +270,14 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 	cont := ""
 	for {
 		l, err := h.Kube.CoreV1().Secrets(h.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "type=helm.sh/release.v1", Limit: page, Continue: cont})
+			FieldSelector: "type="+helmSecretType, Limit: page, Continue: cont})
 		if err != nil {
 			return res, fmt.Errorf("listing Helm release Secrets: %w", err)
 		}
 		for i := range l.Items {
-			refs = append(refs, refOf("Secret", l.Items[i].ObjectMeta))
+			if l.Items[i].Type == helmSecretType {
+				refs = append(refs, refOf("Secret", l.Items[i].ObjectMeta))
+			}
 		}
 		if cont = l.Continue; cont == "" {
 			break
@@ -286,7 +290,9 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 			return res, fmt.Errorf("listing Helm release ConfigMaps: %w", err)
 		}
 		for i := range l.Items {
-			refs = append(refs, refOf("ConfigMap", l.Items[i].ObjectMeta))
+			if l.Items[i].Labels["owner"] == "helm" {
+				refs = append(refs, refOf("ConfigMap", l.Items[i].ObjectMeta))
+			}
 		}
 		if cont = l.Continue; cont == "" {
 			break
@@ -308,12 +314,15 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 				data []byte
 			}
 			if kind == "Secret" {
-				opts.FieldSelector = "type=helm.sh/release.v1"
+				opts.FieldSelector = "type="+helmSecretType
 				l, err := h.Kube.CoreV1().Secrets(h.Namespace).List(ctx, opts)
 				if err != nil {
 					return res, fmt.Errorf("listing Helm release Secrets: %w", err)
 				}
 				for i := range l.Items {
+					if l.Items[i].Type != helmSecretType {
+						continue
+					}
 					items = append(items, struct {
 						meta metav1.ObjectMeta
 						data []byte
