@@ -270,7 +270,7 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 	cont := ""
 	for {
 		l, err := h.Kube.CoreV1().Secrets(h.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "type="+helmSecretType, Limit: page, Continue: cont})
+			FieldSelector: "type=" + helmSecretType, Limit: page, Continue: cont})
 		if err != nil {
 			return res, fmt.Errorf("listing Helm release Secrets: %w", err)
 		}
@@ -314,7 +314,7 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 				data []byte
 			}
 			if kind == "Secret" {
-				opts.FieldSelector = "type="+helmSecretType
+				opts.FieldSelector = "type=" + helmSecretType
 				l, err := h.Kube.CoreV1().Secrets(h.Namespace).List(ctx, opts)
 				if err != nil {
 					return res, fmt.Errorf("listing Helm release Secrets: %w", err)
