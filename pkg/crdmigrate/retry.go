@@ -13,14 +13,14 @@ import (
 
 // Retry retries transient API errors a bounded number of times with
 // exponential backoff, waiting at least as long as a Retry-After the server
-// sent. With the defaults the waits add up to about 35 s, long enough to
-// ride out an apiserver restart.
+// sent. With the defaults the waits add up to about a minute, long enough
+// to ride out an apiserver restart.
 type Retry struct {
 	// Attempts is the number of retries after the first try (default 8;
 	// negative means none).
 	Attempts int
 	// Initial is the first backoff (default 250ms); it doubles up to Max
-	// (default 10s).
+	// (default 30s).
 	Initial, Max time.Duration
 	// Sleep waits; nil means a timer that ctx can cut short.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -50,7 +50,7 @@ func (r Retry) Do(ctx context.Context, what string, fn func() error) error {
 	}
 	maxBackoff := r.Max
 	if maxBackoff <= 0 {
-		maxBackoff = 10 * time.Second
+		maxBackoff = 30 * time.Second
 	}
 	sleep := r.Sleep
 	if sleep == nil {
