@@ -1,0 +1,234 @@
+//go:build e2e
+
+package pdbblockerse2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
+	"github.com/gpufleet/upgrade-plugins/plugins/pdbblockers"
+)
+
+// TestPDBBlockersScale measures the plugin on 5,000 nodes, 50,000 pods and
+// 5,000 PDBs (set E2E_SCALE=1; the objects take minutes to create). The
+// nodes are plain objects KWOK does not manage; pods are bound with
+// spec.nodeName and their status is written directly. It checks that the
+// plugin makes a constant number of paged list calls and no request per pod
+// (from the audit log), and reports its wall time and peak RSS.
+func TestPDBBlockersScale(t *testing.T) {
+	if os.Getenv("E2E_SCALE") == "" {
+		t.Skip("set E2E_SCALE=1 to run the scale benchmark")
+	}
+	nodes, podsPerNode, podsPerPDB := 5000, 10, 10
+	if v, err := strconv.Atoi(os.Getenv("E2E_SCALE_NODES")); err == nil && v > 0 {
+		nodes = v
+	}
+	cp := harness.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	ns := cp.Namespace(t)
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = -1, -1
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	kc := kubernetes.NewForConfigOrDie(cfg)
+
+	prefix := "scale-" + ns[len(ns)-5:]
+	start := time.Now()
+	parallel(t, nodes, func(i int) error {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%05d", prefix, i), Labels: map[string]string{"pdbb-scale": prefix}}}
+		_, err := kc.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		return err
+	})
+	t.Cleanup(func() {
+		_ = kc.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "pdbb-scale=" + prefix})
+	})
+	pdbs := nodes * podsPerNode / podsPerPDB
+	parallel(t, pdbs, func(i int) error {
+		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%05d", i), Namespace: ns},
+			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(podsPerPDB - 1 - i%2))),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app-%05d", i)}}}}
+		_, err := kc.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, b, metav1.CreateOptions{})
+		return err
+	})
+	total := nodes * podsPerNode
+	parallel(t, total, func(i int) error {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%06d", i), Namespace: ns,
+			Labels: map[string]string{"app": fmt.Sprintf("app-%05d", i%pdbs)}},
+			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("%s-%05d", prefix, i%nodes),
+				Containers:  []corev1.Container{{Name: "main", Image: harness.PauseImage}},
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}}
+		created, err := kc.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}}
+		_, err = kc.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		return err
+	})
+	t.Logf("created %d nodes, %d pods, %d PDBs in %s", nodes, total, pdbs, time.Since(start).Round(time.Second))
+	// Let the disruption controller compute the budgets.
+	err := harness.Eventually(ctx, "PDB status", 15*time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := kc.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		done := 0
+		for _, b := range l.Items {
+			if b.Status.ObservedGeneration >= b.Generation && b.Status.ExpectedPods == int32(podsPerPDB) {
+				done++
+			}
+		}
+		return done == len(l.Items), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bin := plugintest.Binary(t, "kubectl-pdb_blockers")
+	var best time.Duration
+	var rss int64
+	for run := 0; run < 3; run++ {
+		mark := auditLines(t, cp.AuditLogPath)
+		cmd := exec.CommandContext(ctx, bin, "--kubeconfig", cp.Kubeconfig, "-l", "pdbb-scale="+prefix, "-o", "json", "--request-timeout", "2m")
+		out, err := os.CreateTemp(t.TempDir(), "report")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = out
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		began := time.Now()
+		err = cmd.Run()
+		took := time.Since(began)
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != 1 {
+			t.Fatalf("exit %d, want 1 (half the budgets allow no disruption)\n%s", code, stderr.String())
+		}
+		max := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss * 1024
+		if best == 0 || took < best {
+			best, rss = took, max
+		}
+		calls := auditCalls(t, cp.AuditLogPath, mark, "kubectl-pdb_blockers")
+		t.Logf("run %d: %s, peak RSS %d MB, requests %v", run+1, took.Round(time.Millisecond), max>>20, calls)
+		if calls["get"]+calls["create"] > 2 || calls["list"] > 3+total/1000+nodes/1000+pdbs/1000 {
+			t.Errorf("requests %v: want a few paged lists and no request per pod", calls)
+		}
+		if run == 0 {
+			if _, err := out.Seek(0, 0); err != nil {
+				t.Fatal(err)
+			}
+			var rep pdbblockers.Report
+			if err := json.NewDecoder(out).Decode(&rep); err != nil {
+				t.Fatal(err)
+			}
+			if rep.Summary.Pods != total || rep.Summary.Nodes != nodes {
+				t.Errorf("summary %+v", rep.Summary)
+			}
+			t.Logf("summary: %+v", rep.Summary)
+		}
+	}
+	t.Logf("best of 3: %s, peak RSS %d MB (limits 3s, 300 MB)", best.Round(time.Millisecond), rss>>20)
+	if best > 3*time.Second || rss > 300<<20 {
+		t.Errorf("over the limits: %s, %d MB", best, rss>>20)
+	}
+}
+
+func parallel(t *testing.T, n int, fn func(int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	work := make(chan int)
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if first != nil {
+		t.Fatal(first)
+	}
+}
+
+func auditLines(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<24)
+	for s.Scan() {
+		n++
+	}
+	return n
+}
+
+// auditCalls counts the requests of a user agent after line skip, by verb
+// (ResponseComplete stage only).
+func auditCalls(t *testing.T, path string, skip int, agent string) map[string]int {
+	t.Helper()
+	time.Sleep(2 * time.Second) // the audit log is written asynchronously
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	calls := map[string]int{}
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<24)
+	for n := 0; s.Scan(); n++ {
+		if n < skip {
+			continue
+		}
+		var ev struct {
+			Stage     string `json:"stage"`
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+		}
+		if json.Unmarshal(s.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, agent) {
+			continue
+		}
+		calls[ev.Verb]++
+	}
+	return calls
+}
