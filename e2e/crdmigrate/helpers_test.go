@@ -49,7 +49,7 @@ type fixture struct {
 
 // newFixture creates the CRD <plural>.<name>.crdmigrate.e2e.gpufleet.dev at
 // storage v1, n objects in a fresh namespace, then moves storage to v2.
-func newFixture(t *testing.T, name string, n int) *fixture {
+func newFixture(t testing.TB, name string, n int) *fixture {
 	t.Helper()
 	cp := harness.Shared(t)
 	ctx := context.Background()

@@ -1,0 +1,74 @@
+//go:build e2e
+
+package crdmigratee2e
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
+)
+
+// BenchmarkCRDMigrateScale migrates CRDs of several sizes with the
+// client-side loop at --qps 500 and reports objects per second, the time
+// against the ideal time at that rate, and the plugin's peak RSS. It needs
+// E2E_SCALE=1 (creating the objects takes minutes); E2E_SCALE_SIZES picks
+// the sizes (default 1000,5000,10000) and E2E_SCALE_STRICT=1 fails a size
+// that takes more than 15% over the ideal. Run it once per size:
+//
+//	E2E_SCALE=1 go test -tags e2e -run '^$' -bench CRDMigrateScale -benchtime 1x -timeout 60m ./e2e/crdmigrate/
+func BenchmarkCRDMigrateScale(b *testing.B) {
+	if os.Getenv("E2E_SCALE") == "" {
+		b.Skip("set E2E_SCALE=1 to run the scale benchmark")
+	}
+	sizes := []int{1000, 5000, 10000}
+	if s := os.Getenv("E2E_SCALE_SIZES"); s != "" {
+		sizes = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("E2E_SCALE_SIZES: bad size %q", f)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	const qps = 500
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				f := newFixture(b, fmt.Sprintf("scale%d-%d", n, i), n)
+				b.StartTimer()
+				s := f.start(b, "run", f.crdName, "--method", "client", "--qps", strconv.Itoa(qps), "--workers", "32", "-o", "json")
+				r := s.wait(b, 30*time.Minute)
+				b.StopTimer()
+				if r.ExitCode != 0 {
+					b.Fatalf("run: exit %d\n%s", r.ExitCode, r.Stderr)
+				}
+				rep := parseRun(b, r).Items[0]
+				if rep.Processed != int64(n) || rep.Rewritten != int64(n) {
+					b.Fatalf("run item = %+v", rep)
+				}
+				f.assertAllAtV2(b)
+				ideal := crdmigrate.EstimateRun(int64(n), crdmigrate.PageSize, qps, qps).Seconds
+				rssMiB := 0.0
+				if s.rusage != nil {
+					rssMiB = float64(s.rusage.Maxrss) / 1024 // kilobytes on Linux
+				}
+				b.ReportMetric(float64(n)/rep.Seconds, "objects/s")
+				b.ReportMetric(rep.Seconds, "s/run")
+				b.ReportMetric(ideal, "ideal-s")
+				b.ReportMetric(rssMiB, "peak-RSS-MiB")
+				b.Logf("%d objects at --qps %d: %.1fs (ideal %.1fs, %+.0f%%), %.0f objects/s, peak RSS %.1f MiB",
+					n, qps, rep.Seconds, ideal, (rep.Seconds/ideal-1)*100, float64(n)/rep.Seconds, rssMiB)
+				if os.Getenv("E2E_SCALE_STRICT") != "" && rep.Seconds > ideal*1.15 {
+					b.Errorf("%d objects took %.1fs, more than 15%% over the ideal %.1fs", n, rep.Seconds, ideal)
+				}
+			}
+		})
+	}
+}
