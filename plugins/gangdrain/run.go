@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
@@ -80,7 +81,10 @@ func (o *Options) RunDrain(ctx context.Context) error {
 	prog := o.progress()
 	states := map[string]gang.NodeState{}
 	stopped := 0
+	var mu sync.Mutex
 	d.OnEvent = func(e gang.Event) {
+		mu.Lock()
+		defer mu.Unlock()
 		prog.Event("%s", eventLine(e))
 		if e.Type == gang.EventNode && e.State != "" {
 			states[e.Node] = e.State
