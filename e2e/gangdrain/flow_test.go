@@ -148,7 +148,7 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 	if !rep.Complete || len(rep.Gangs) != 1 || rep.Gangs[0].Action != gang.ActionStopped || rep.Gangs[0].Verdict.Phase != checkpoint.PhaseReady {
 		t.Fatalf("run report: %+v", rep.RunResult)
 	}
-	wantIn(t, r.Stderr, "cordoned", "checkpoint requested", "checkpoint acknowledged", "checkpoint ready-to-stop (step 1000)",
+	wantIn(t, r.Stderr, "cordoned", "checkpoint requested", "checkpoint ready-to-stop (step 1000)",
 		"stopping as a unit (kueue-deactivate, 16 ranks, 32 GPUs)", "stopped: 16 pods gone", "evicted pod "+e.ns+"/web-", "drained")
 	runID := rep.RunID
 
