@@ -71,10 +71,13 @@ type Checkpoint struct {
 	resourceVersion string
 }
 
-// Matches reports whether the checkpoint belongs to this generation of the
-// CRD and its storage version; anything else means starting over.
-func (c *Checkpoint) Matches(uid string, generation int64, storageVersion string) bool {
-	return c != nil && c.CRDUID == uid && c.CRDGeneration == generation && c.StorageVersion == storageVersion
+// Matches reports whether the checkpoint belongs to this CRD object and its
+// storage version; anything else means starting over. The generation is
+// not compared: controllers that inject CA bundles into the conversion
+// webhook bump it without changing what is stored, and a run checks the
+// storage version after every page instead.
+func (c *Checkpoint) Matches(uid string, storageVersion string) bool {
+	return c != nil && c.CRDUID == uid && c.StorageVersion == storageVersion
 }
 
 // ErrConcurrentRun means another run updated the checkpoint in between.

@@ -170,7 +170,13 @@ func (e *StoredVersionsError) Error() string {
 // run that stops resumes at the first page not done; an expired token (410)
 // starts the list over, which is cheap because finished objects are no-ops.
 // Objects created after the list started are written at the storage
-// version already. storedVersions is trimmed only when every page is done,
+// version already. After every page the CRD is read again: a new storage
+// version (or a re-created CRD) stops the run with *CRDChangedError rather
+// than trimming over objects written at another version. (An apiserver of
+// an HA control plane that has not yet seen the new storage version could
+// still write the old one for a moment after the switch; start the
+// migration after the switch has settled.) storedVersions is trimmed only
+// when every page is done,
 // through the /status subresource (updates of the main resource ignore
 // status), and read back.
 type Migrator struct {
@@ -246,7 +252,7 @@ func (m *Migrator) Run(ctx context.Context, name string) (*Result, error) {
 	}); err != nil {
 		return nil, err
 	}
-	resume := cp.Matches(string(crd.UID), crd.Generation, sv) && (cp.Phase == PhaseMigrating || cp.Phase == PhaseRewritten)
+	resume := cp.Matches(string(crd.UID), sv) && (cp.Phase == PhaseMigrating || cp.Phase == PhaseRewritten)
 	if !resume && !m.Force && !NeedsMigration(crd.Status.StoredVersions, sv) {
 		if cp != nil {
 			if err := m.Checkpoints.Delete(ctx, cp); err != nil {
@@ -406,6 +412,10 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 			return nil
 		}
 		m.event(cp.CRD, EventPage, "%s: page %d done, %d/%d objects (%d rewritten)", cp.CRD, cp.Pages, cp.Processed, cp.Total, cp.Rewritten)
+		if err := m.checkCRD(ctx, cp); err != nil {
+			cancel()
+			return err
+		}
 		cur = <-next
 		cancel()
 		if ctx.Err() != nil {
@@ -535,16 +545,7 @@ func (m *Migrator) rewrite(ctx context.Context, ri dynamic.NamespaceableResource
 // run started.
 func (m *Migrator) trim(ctx context.Context, start *apiextv1.CustomResourceDefinition, cp *Checkpoint) ([]string, error) {
 	after, err := TrimStoredVersions(ctx, m.Clients, m.retry(), start.Name, func(crd *apiextv1.CustomResourceDefinition) error {
-		if string(crd.UID) != cp.CRDUID {
-			return &CRDChangedError{CRD: crd.Name, Reason: "it was deleted and created again"}
-		}
-		if sv := StorageVersion(crd); sv != cp.StorageVersion {
-			return &CRDChangedError{CRD: crd.Name, Reason: fmt.Sprintf("the storage version is now %s, not %s", sv, cp.StorageVersion)}
-		}
-		if crd.Generation != cp.CRDGeneration {
-			return &CRDChangedError{CRD: crd.Name, Reason: fmt.Sprintf("generation %d, not %d", crd.Generation, cp.CRDGeneration)}
-		}
-		return nil
+		return sameStorage(crd, cp)
 	})
 	if err != nil {
 		var changed *CRDChangedError
@@ -559,6 +560,32 @@ func (m *Migrator) trim(ctx context.Context, start *apiextv1.CustomResourceDefin
 	}
 	m.event(cp.CRD, EventTrimmed, "%s: status.storedVersions is now %v", cp.CRD, after)
 	return after, nil
+}
+
+// sameStorage checks that crd is still the object and storage version the
+// run rewrites for.
+func sameStorage(crd *apiextv1.CustomResourceDefinition, cp *Checkpoint) error {
+	if string(crd.UID) != cp.CRDUID {
+		return &CRDChangedError{CRD: crd.Name, Reason: "it was deleted and created again"}
+	}
+	if sv := StorageVersion(crd); sv != cp.StorageVersion {
+		return &CRDChangedError{CRD: crd.Name, Reason: fmt.Sprintf("the storage version is now %s, not %s", sv, cp.StorageVersion)}
+	}
+	return nil
+}
+
+// checkCRD reads the CRD again and checks its storage version, so a change
+// during the run stops it instead of trimming storedVersions over objects
+// written at another version.
+func (m *Migrator) checkCRD(ctx context.Context, cp *Checkpoint) error {
+	var crd *apiextv1.CustomResourceDefinition
+	if err := m.retry().Do(ctx, "reading customresourcedefinition "+cp.CRD, func() (err error) {
+		crd, err = m.Ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, cp.CRD, metav1.GetOptions{})
+		return err
+	}); err != nil {
+		return &StoppedError{CRD: cp.CRD, Processed: cp.Processed, Total: cp.Total, Err: err}
+	}
+	return sameStorage(crd, cp)
 }
 
 // TrimStoredVersions sets status.storedVersions of the named CRD to its

@@ -296,25 +296,50 @@ func TestMigratorRun_Interrupted(t *testing.T) {
 	}
 }
 
-func TestMigratorRun_CRDChangedBeforeTrim(t *testing.T) {
-	srv := newWidgetServer(10, func(int) string { return "v1" })
-	e := newEnv(testCRDObj("v1", "v2"), srv)
-	// Someone edits the CRD spec while the objects are rewritten.
-	srv.failUpdate = func(name string, _ int) error {
-		if name == "w-00005" {
-			crd, _ := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), testCRD, metav1.GetOptions{})
-			crd.Generation++
-			_, _ = e.ext.ApiextensionsV1().CustomResourceDefinitions().Update(context.Background(), crd, metav1.UpdateOptions{})
-		}
-		return nil
+func TestMigratorRun_CRDChanged(t *testing.T) {
+	cases := []struct {
+		name      string
+		n         int
+		at        string
+		generated bool // only the generation changes (a CA bundle injected)
+		wantErr   bool
+		wantPages int64
+	}{
+		{name: "storage version changed on the last page", n: 10, at: "w-00005", wantErr: true, wantPages: 1},
+		{name: "storage version changed on the first of two pages", n: 600, at: "w-00010", wantErr: true, wantPages: 1},
+		{name: "only the generation changed", n: 600, at: "w-00010", generated: true, wantPages: 2},
 	}
-	_, err := newMigrator(e, &noSleep{}).Run(context.Background(), testCRD)
-	var ce *CRDChangedError
-	if !errors.As(err, &ce) {
-		t.Fatalf("err = %v, want *CRDChangedError", err)
-	}
-	if diff := cmp.Diff([]string{"v1", "v2"}, e.storedVersions()); diff != "" {
-		t.Errorf("storedVersions (-want +got):\n%s", diff)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newWidgetServer(tc.n, func(int) string { return "v1" })
+			e := newEnv(testCRDObj("v1", "v2"), srv)
+			srv.failUpdate = func(name string, attempt int) error {
+				if name == tc.at && attempt == 1 {
+					crd, _ := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), testCRD, metav1.GetOptions{})
+					crd.Generation++
+					if !tc.generated {
+						crd.Spec.Versions[0].Storage, crd.Spec.Versions[1].Storage = true, false
+					}
+					_, _ = e.ext.ApiextensionsV1().CustomResourceDefinitions().Update(context.Background(), crd, metav1.UpdateOptions{})
+				}
+				return nil
+			}
+			res, err := newMigrator(e, &noSleep{}).Run(context.Background(), testCRD)
+			var ce *CRDChangedError
+			if tc.wantErr != errors.As(err, &ce) {
+				t.Fatalf("err = %v, want CRDChangedError: %v", err, tc.wantErr)
+			}
+			if res.Pages != tc.wantPages {
+				t.Errorf("pages = %d, want %d", res.Pages, tc.wantPages)
+			}
+			want := []string{"v2"}
+			if tc.wantErr {
+				want = []string{"v1", "v2"}
+			}
+			if diff := cmp.Diff(want, e.storedVersions()); diff != "" {
+				t.Errorf("storedVersions (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -348,7 +348,7 @@ func (o *RunOptions) migrate(ctx context.Context, c crdmigrate.Clients, hooks *c
 	}
 	prog.start(crd.Name)
 	cp, _ := store.Load(ctx, crd.Name)
-	resumeClient := cp != nil && cp.Matches(string(crd.UID), crd.Generation, sv)
+	resumeClient := cp != nil && cp.Matches(string(crd.UID), sv)
 	useInTree := svm != "" && (o.Method == crdmigrate.MethodInTree || !resumeClient)
 	if useInTree {
 		it := &crdmigrate.InTree{
