@@ -43,6 +43,9 @@ type NodePodSpec struct {
 	GPUs int
 	// HostRoot mounts the node's / read-only at /host.
 	HostRoot bool
+	// CommandFor and GPUsFor, when set, override Command and GPUs per node.
+	CommandFor func(node string) []string `json:"-"`
+	GPUsFor    func(node string) int      `json:"-"`
 }
 
 // PodName is the check pod's name on a node: gpu-validate-<check>-<node>,
@@ -73,6 +76,12 @@ func DCGMCommand() []string {
 
 // Pod returns the pod for a node.
 func (s NodePodSpec) Pod(node string) *corev1.Pod {
+	if s.CommandFor != nil {
+		s.Command = s.CommandFor(node)
+	}
+	if s.GPUsFor != nil {
+		s.GPUs = s.GPUsFor(node)
+	}
 	c := corev1.Container{
 		Name:            s.Check,
 		Image:           s.Image,

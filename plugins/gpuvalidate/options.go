@@ -1,41 +1,245 @@
 package gpuvalidate
 
 import (
-	"context"
+	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
+	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
 )
 
-// Options holds the parsed state of `kubectl gpu-validate`.
+// Options holds the parsed state of `kubectl gpu-validate nodes` and
+// `kubectl gpu-validate nccl`.
 type Options struct {
-	Print *cli.PrintFlags
+	Print  *cli.PrintFlags
+	FailOn *cli.FailOnFlag
 
-	cg cli.ClientGetter
+	Selector       string
+	Nodes          []string
+	ExpectedGPUs   int
+	PoolLabel      string
+	KubeletVersion string
+
+	ConfigDrift  bool
+	BaselineNode string
+
+	XID      bool
+	Since    string
+	XidImage string
+
+	DCGM      bool
+	DCGMImage string
+
+	NCCL          bool
+	Image         string
+	NoResolve     bool
+	Launcher      string
+	Fabric        string
+	RDMAResource  string
+	EFADevices    int
+	GKENetworks   []string
+	GPUsPerNode   int
+	GateSize      string
+	Tolerance     string
+	SaveBaseline  bool
+	PrintManifest bool
+	Deadline      time.Duration
+	Keep          bool
+
+	Timeout  time.Duration
+	Parallel int
+
+	ncclOnly  bool
+	since     time.Time
+	sinceAgo  time.Duration
+	gateSize  int64
+	tolerance float64
+	launcher  nccl.Launcher
+	fabric    nccl.Fabric
+
+	cg        cli.ClientGetter
+	namespace string
+	kube      kubernetes.Interface
+	dyn       dynamic.Interface
+	clock     clock.Clock
+	// configz reads a node's configz (tests replace it).
+	configz gpucheck.ConfigzFetcher
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns Options with their defaults.
 func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{Print: cli.NewPrintFlags(), IOStreams: streams}
+	return &Options{
+		Print:       cli.NewPrintFlags(),
+		FailOn:      cli.NewFailOnFlag(),
+		ConfigDrift: true,
+		XidImage:    gpucheck.DefaultXidImage,
+		DCGMImage:   gpucheck.DefaultDCGMImage,
+		Launcher:    string(nccl.LauncherJob),
+		Fabric:      string(nccl.FabricTCP),
+		GateSize:    "8G",
+		Tolerance:   "10%",
+		Deadline:    15 * time.Minute,
+		Timeout:     20 * time.Minute,
+		Parallel:    8,
+		clock:       clock.RealClock{},
+		IOStreams:   streams,
+	}
 }
 
-// Complete fills in the client getter.
-func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+// AddNodeFlags registers the node selection flags.
+func (o *Options) AddNodeFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector of the nodes to validate (instead of NODE arguments).")
+	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names the pool (default: the first of "+strings.Join(gpucheck.PoolLabels, ", ")+").")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for check pods and the NCCL job.")
+}
+
+// AddCheckFlags registers the per-node gate flags of `nodes`.
+func (o *Options) AddCheckFlags(cmd *cobra.Command) {
+	cmd.Flags().IntVar(&o.ExpectedGPUs, "expected-gpus", o.ExpectedGPUs, "GPUs every node must have allocatable (default: the nvidia.com/gpu.count label, else the pool's majority).")
+	cmd.Flags().StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "Fail nodes whose kubelet is not at this version (for example v1.37.2).")
+	cmd.Flags().BoolVar(&o.ConfigDrift, "config-drift", o.ConfigDrift, "Compare each node's kubelet configuration (configz) with a baseline node; needs get on nodes/proxy.")
+	cmd.Flags().StringVar(&o.BaselineNode, "baseline-node", o.BaselineNode, "Node whose kubelet configuration is the reference (default: a node of the same pool on an older kubelet).")
+	cmd.Flags().BoolVar(&o.XID, "xid", o.XID, "Read each node's kernel log in a privileged pod and fail on fatal Xid events.")
+	cmd.Flags().StringVar(&o.Since, "since", o.Since, "Kernel log window for --xid: a duration (2h) or an RFC 3339 time (default: since the node last became Ready).")
+	cmd.Flags().StringVar(&o.XidImage, "xid-image", o.XidImage, "Image of the --xid pod (needs sh, chroot and dmesg).")
+	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1 -j) in a pod with all of each node's GPUs.")
+	cmd.Flags().StringVar(&o.DCGMImage, "dcgm-image", o.DCGMImage, "Image of the --dcgm pod.")
+	cmd.Flags().BoolVar(&o.NCCL, "nccl", o.NCCL, "Run the NCCL all-reduce smoke test across the nodes that passed the other gates.")
+	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "How many per-node check pods run at once.")
+}
+
+// AddNCCLFlags registers the NCCL test flags; full adds the ones only the
+// nccl command has.
+func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
+	cmd.Flags().StringVar(&o.Image, "image", o.Image, "nccl-tests image (all_reduce_perf built with MPI, Open MPI, and OpenSSH for the job and jobset launchers).")
+	cmd.Flags().BoolVar(&o.NoResolve, "no-resolve", o.NoResolve, "Use --image as given instead of resolving it to a digest.")
+	cmd.Flags().StringVar(&o.Launcher, "launcher", o.Launcher, "How to start the test: job (Indexed Job and headless Service), jobset or mpijob (MPIJob v2beta1).")
+	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa, gke or tcp.")
+	cmd.Flags().StringVar(&o.RDMAResource, "rdma-resource", o.RDMAResource, "RDMA device resource for the ib and roce fabrics (default rdma/rdma_shared_device_a).")
+	cmd.Flags().IntVar(&o.EFADevices, "efa-devices", o.EFADevices, "vpc.amazonaws.com/efa devices per worker for the efa fabric (default 32).")
+	cmd.Flags().StringSliceVar(&o.GKENetworks, "gke-network", o.GKENetworks, "GKE Network objects to attach as eth1, eth2, ... for the gke fabric.")
+	cmd.Flags().StringVar(&o.GateSize, "gate-size", o.GateSize, "Message size whose bus bandwidth is gated (also the top of the sweep).")
+	cmd.Flags().StringVar(&o.Tolerance, "tolerance", o.Tolerance, "How far below the pool's baseline the bus bandwidth may fall.")
+	cmd.Flags().BoolVar(&o.SaveBaseline, "save-baseline", o.SaveBaseline, "Store the measured bus bandwidth as the pool's baseline when the run is clean.")
+	cmd.Flags().DurationVar(&o.Deadline, "deadline", o.Deadline, "activeDeadlineSeconds of the NCCL job.")
+	cmd.Flags().BoolVar(&o.Keep, "keep", o.Keep, "Leave the test's objects and pods in place for debugging.")
+	if full {
+		cmd.Flags().IntVar(&o.GPUsPerNode, "gpus-per-node", o.GPUsPerNode, "GPUs per worker (default: the nodes' allocatable nvidia.com/gpu; with NODE arguments it allows --print-manifest offline).")
+		cmd.Flags().BoolVar(&o.PrintManifest, "print-manifest", o.PrintManifest, "Print the test's manifests as YAML instead of running it.")
+	}
+	_ = cmd.RegisterFlagCompletionFunc("launcher", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"job", "jobset", "mpijob"}, cobra.ShellCompDirectiveNoFileComp
+	})
+	_ = cmd.RegisterFlagCompletionFunc("fabric", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"ib", "roce", "efa", "gke", "tcp"}, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+// Complete reads the arguments and the namespace.
+func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string) error {
 	o.cg = cg
+	o.Nodes = args
 	cli.SetQuiet(cg, o.Print.Quiet)
+	ns, _, err := cg.Namespace()
+	if err != nil {
+		return cli.UsageErr(fmt.Errorf("reading the namespace from the kubeconfig: %w", err))
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	o.namespace = ns
 	return nil
 }
 
 // Validate checks the flags without touching the network.
 func (o *Options) Validate() error {
-	return o.Print.Validate()
-}
-
-// Run connects to the cluster.
-func (o *Options) Run(ctx context.Context) error {
-	_, err := cli.Connect(ctx, o.cg)
-	return err
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	if len(o.Nodes) == 0 && o.Selector == "" {
+		return fmt.Errorf("name the nodes to validate or pass -l SELECTOR")
+	}
+	if len(o.Nodes) > 0 && o.Selector != "" {
+		return fmt.Errorf("pass NODE arguments or -l, not both")
+	}
+	if o.Selector != "" {
+		if _, err := labels.Parse(o.Selector); err != nil {
+			return fmt.Errorf("invalid selector %q: %w", o.Selector, err)
+		}
+	}
+	if o.ExpectedGPUs < 0 {
+		return fmt.Errorf("--expected-gpus must not be negative")
+	}
+	if o.Timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive")
+	}
+	if o.Since != "" {
+		if d, err := time.ParseDuration(o.Since); err == nil && d > 0 {
+			o.sinceAgo = d
+		} else if t, err := time.Parse(time.RFC3339, o.Since); err == nil {
+			o.since = t
+		} else {
+			return fmt.Errorf("invalid --since %q: want a duration such as 2h or an RFC 3339 time", o.Since)
+		}
+	}
+	if o.Since != "" && !o.XID {
+		return fmt.Errorf("--since only applies with --xid")
+	}
+	if o.BaselineNode != "" && !o.ConfigDrift {
+		return fmt.Errorf("--baseline-node only applies with --config-drift")
+	}
+	if o.NCCL {
+		if o.Image == "" {
+			return fmt.Errorf("the NCCL test needs --image (an nccl-tests image)")
+		}
+		var err error
+		if o.launcher, err = nccl.ParseLauncher(o.Launcher); err != nil {
+			return err
+		}
+		if o.fabric, err = nccl.ParseFabric(o.Fabric); err != nil {
+			return err
+		}
+		if o.fabric == nccl.FabricGKE && len(o.GKENetworks) == 0 {
+			return fmt.Errorf("--fabric gke needs --gke-network")
+		}
+		if o.gateSize, err = nccl.ParseBytes(o.GateSize); err != nil {
+			return fmt.Errorf("--gate-size: %w", err)
+		}
+		if o.tolerance, err = nccl.ParseTolerance(o.Tolerance); err != nil {
+			return fmt.Errorf("--tolerance: %w", err)
+		}
+		if o.Deadline < time.Minute {
+			return fmt.Errorf("--deadline must be at least 1m")
+		}
+		if o.GPUsPerNode < 0 {
+			return fmt.Errorf("--gpus-per-node must not be negative")
+		}
+	} else if o.Image != "" || o.SaveBaseline {
+		return fmt.Errorf("--image and --save-baseline need --nccl")
+	}
+	if o.PrintManifest {
+		if o.SaveBaseline {
+			return fmt.Errorf("--save-baseline cannot be combined with --print-manifest")
+		}
+		if o.Print.Output != cli.OutputTable && o.Print.Output != cli.OutputYAML {
+			return fmt.Errorf("--print-manifest prints YAML; -o %s does not apply", o.Print.Output)
+		}
+	}
+	if o.Parallel <= 0 {
+		return fmt.Errorf("--parallel must be positive")
+	}
+	return nil
 }
