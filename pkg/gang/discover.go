@@ -324,11 +324,31 @@ func (d *Discoverer) classify(ctx context.Context, p *corev1.Pod) (gangKey, erro
 	if v := p.Annotations[AnnotationVolcanoGrp]; v != "" {
 		return gangKey{kind: KindPodGroup, ns: ns, name: v}, nil
 	}
-	// A JobSet or LWS pod whose owners could not be read.
+	// LeaderWorkerSet workers hang from the leader pod, not from the LWS;
+	// JobSet pods whose owners could not be read: use their labels.
+	if v := p.Labels[LabelLWSName]; v != "" {
+		return d.rootFromLabel(ctx, KindLeaderWorkerSet, "leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets", ns, v)
+	}
 	if v := p.Labels[LabelJobSetName]; v != "" {
-		return gangKey{kind: KindJobSet, ns: ns, name: v, root: &Object{APIVersion: "jobset.x-k8s.io/v1alpha2", Kind: "JobSet", Namespace: ns, Name: v, Resource: "jobsets"}}, nil
+		return d.rootFromLabel(ctx, KindJobSet, "jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", ns, v)
 	}
 	return gangKey{}, nil
+}
+
+// rootFromLabel names a gang's root object from a pod label, reading it
+// (when it can) for its UID and metadata.
+func (d *Discoverer) rootFromLabel(ctx context.Context, kind Kind, apiVersion, k, resource, ns, name string) (gangKey, error) {
+	root := &Object{APIVersion: apiVersion, Kind: k, Namespace: ns, Name: name, Resource: resource}
+	key := gangKey{kind: kind, ns: ns, name: name, root: root}
+	obj, err := d.owner(ctx, root.GVR(), ns, name)
+	if err != nil {
+		return gangKey{}, err
+	}
+	if obj != nil {
+		root.UID = obj.GetUID()
+		key.rootObj = obj
+	}
+	return key, nil
 }
 
 func indexedJob(u *unstructured.Unstructured) bool {

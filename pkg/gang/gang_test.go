@@ -3,6 +3,7 @@ package gang
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -382,5 +383,36 @@ func TestPlanAndBudget(t *testing.T) {
 		if _, err := ParseBudget(b); err == nil {
 			t.Errorf("ParseBudget(%q) accepted", b)
 		}
+	}
+}
+
+func TestDiscoverLWSAndKubeflow(t *testing.T) {
+	lws := obj("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "ml", "serve", "lws-uid", nil, map[string]any{"replicas": int64(1)})
+	leaderSts := obj("apps/v1", "StatefulSet", "ml", "serve", "sts-uid", ctrl("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "serve", "lws-uid"), nil)
+	workerSts := obj("apps/v1", "StatefulSet", "ml", "serve-0", "wsts-uid", ctrl("v1", "Pod", "serve-0", "uid-serve-0"), nil)
+	ptj := obj("kubeflow.org/v1", "PyTorchJob", "ml", "pt", "pt-uid", nil, map[string]any{"runPolicy": map[string]any{}})
+	lwsLabel := map[string]string{LabelLWSName: "serve"}
+	kube := fake.NewClientset(node("n1", 8), node("n2", 8),
+		pod("ml", "serve-0", "n1", 2, ctrl("apps/v1", "StatefulSet", "serve", "sts-uid"), lwsLabel),
+		pod("ml", "serve-0-1", "n2", 2, ctrl("apps/v1", "StatefulSet", "serve-0", "wsts-uid"), lwsLabel),
+		pod("ml", "pt-master-0", "n1", 1, ctrl("kubeflow.org/v1", "PyTorchJob", "pt", "pt-uid"), nil),
+		pod("ml", "pt-worker-0", "n2", 1, ctrl("kubeflow.org/v1", "PyTorchJob", "pt", "pt-uid"), nil),
+	)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Group: "leaderworkerset.x-k8s.io", Version: "v1", Resource: "leaderworkersets"}: "LeaderWorkerSetList",
+		{Group: "apps", Version: "v1", Resource: "statefulsets"}:                         "StatefulSetList",
+		{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}:                  "PyTorchJobList",
+	}, lws, leaderSts, workerSts, ptj)
+	got, err := (&Discoverer{Kube: kube, Dynamic: dyn}).Discover(context.Background(), []string{"n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, g := range got.Gangs {
+		keys = append(keys, fmt.Sprintf("%s %s %d/%d", g.Key, g.Method, g.RanksOnNodes, g.Ranks))
+	}
+	want := []string{"ml/LeaderWorkerSet/serve scale-to-zero 1/2", "ml/PyTorchJob/pt suspend 1/2"}
+	if diff := cmp.Diff(want, keys); diff != "" {
+		t.Errorf("-want +got\n%s", diff)
 	}
 }
