@@ -175,11 +175,11 @@ func createScaleNodes(b *testing.B, cp *harness.ControlPlane, n int) {
 	b.Logf("created %d nodes in %s", n, time.Since(start).Round(time.Millisecond))
 }
 
-// measure runs a command reps times and returns the median wall time and
-// the median peak RSS in MiB of the whole process (children included for
-// shell pipelines).
-func measure(b *testing.B, reps int, name string, args ...string) (time.Duration, float64) {
-	var walls []time.Duration
+// measure runs a command reps times and returns the median wall time, the
+// median CPU time (user+system) and the median peak RSS in MiB of the whole
+// process (children included for shell pipelines).
+func measure(b *testing.B, reps int, name string, args ...string) (time.Duration, time.Duration, float64) {
+	var walls, cpus []time.Duration
 	var rss []float64
 	for i := 0; i < reps; i++ {
 		cmd := exec.Command(name, args...)
@@ -198,11 +198,13 @@ func measure(b *testing.B, reps int, name string, args ...string) (time.Duration
 			kb = ru.Maxrss
 		}
 		walls = append(walls, wall)
+		cpus = append(cpus, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
 		rss = append(rss, float64(kb)/1024)
 	}
 	sort.Slice(walls, func(i, j int) bool { return walls[i] < walls[j] })
+	sort.Slice(cpus, func(i, j int) bool { return cpus[i] < cpus[j] })
 	sort.Float64s(rss)
-	return walls[reps/2], rss[reps/2]
+	return walls[reps/2], cpus[reps/2], rss[reps/2]
 }
 
 // BenchmarkSkewScale compares kubectl-skew with kubectl on a cluster of
@@ -227,14 +229,14 @@ func BenchmarkSkewScale(b *testing.B) {
 	skewBin := plugintest.Binary(b, "kubectl-skew")
 	reps := 5
 	type row struct {
-		what string
-		wall time.Duration
-		rss  float64
+		what      string
+		wall, cpu time.Duration
+		rss       float64
 	}
 	var rows []row
 	add := func(what string, name string, args ...string) {
-		w, r := measure(b, reps, name, args...)
-		rows = append(rows, row{what, w, r})
+		w, c, r := measure(b, reps, name, args...)
+		rows = append(rows, row{what, w, c, r})
 	}
 	add("kubectl version --client (process start)", kubectl, "version", "--client", "-o", "json")
 	add("kubectl get --raw /api/v1/nodes", kubectl, kc, "get", "--raw", "/api/v1/nodes")
@@ -256,9 +258,9 @@ func BenchmarkSkewScale(b *testing.B) {
 	}
 	b.StopTimer()
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n%d nodes, median of %d whole-process runs:\n%-60s %10s %12s\n", n, reps, "COMMAND", "WALL", "PEAK RSS")
+	fmt.Fprintf(&sb, "\n%d nodes, median of %d whole-process runs:\n%-60s %10s %10s %12s\n", n, reps, "COMMAND", "WALL", "CPU", "PEAK RSS")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "%-60s %9.2fs %9.1f MiB\n", r.what, r.wall.Seconds(), r.rss)
+		fmt.Fprintf(&sb, "%-60s %9.2fs %9.2fs %8.1f MiB\n", r.what, r.wall.Seconds(), r.cpu.Seconds(), r.rss)
 	}
 	b.Log(sb.String())
 	for _, r := range rows {

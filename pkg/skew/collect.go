@@ -78,11 +78,16 @@ var ErrNoKubectl = errors.New("no kubectl on PATH")
 // RequiredReadError is a failed read without which there is no report
 // (/version or the node list).
 type RequiredReadError struct {
+	// What names the read ("listing nodes").
 	What string
-	Err  error
+	// Err is the API error.
+	Err error
 }
 
+// Error says what could not be read and why.
 func (e *RequiredReadError) Error() string { return e.What + ": " + e.Err.Error() }
+
+// Unwrap returns the API error, so callers can classify it.
 func (e *RequiredReadError) Unwrap() error { return e.Err }
 
 // Collect reads the inventory: /version, the nodes (paged), the kube-system

@@ -105,10 +105,14 @@ type PlanSummary struct {
 
 // Plan is an upgrade plan from an inventory to a target minor.
 type Plan struct {
-	Steps    []Step      `json:"steps"`
-	Pools    []PoolPlan  `json:"pools"`
-	Warnings []string    `json:"warnings,omitempty"`
-	Summary  PlanSummary `json:"summary"`
+	// Steps in the order to run them.
+	Steps []Step `json:"steps"`
+	// Pools says what the plan does to each node pool.
+	Pools []PoolPlan `json:"pools"`
+	// Warnings are the caveats of the plan.
+	Warnings []string `json:"warnings,omitempty"`
+	// Summary totals the plan.
+	Summary PlanSummary `json:"summary"`
 }
 
 // PlanOptions tune a plan.

@@ -96,7 +96,7 @@ type CheckSummary struct {
 	MaxSkew int `json:"maxSkew"`
 	// PoolsAtEdge are pools whose oldest kubelet is exactly at the limit.
 	PoolsAtEdge []string `json:"poolsAtEdge,omitempty"`
-	// Counts per status.
+	// Violations, Edge, Unknown and OK count the findings per status.
 	Violations int `json:"violations"`
 	Edge       int `json:"edge"`
 	Unknown    int `json:"unknown"`

@@ -15,8 +15,11 @@ import (
 
 // Options holds the parsed state of `kubectl skew`.
 type Options struct {
-	Print    *cli.PrintFlags
-	FailOn   *cli.FailOnFlag
+	// Print holds -o, --no-headers, --color and -q.
+	Print *cli.PrintFlags
+	// FailOn is the lowest severity that makes exit code 1.
+	FailOn *cli.FailOnFlag
+	// Contexts holds --contexts, --all-contexts and --parallel.
 	Contexts *cli.ContextFlags
 
 	// PoolLabel names node pools instead of the well-known labels.
@@ -64,6 +67,9 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Policy, "policy", o.Policy, "Also check the fleet rule \"every cluster at N or N-K of the newest supported minor\", written n or n-K (for example n-1).")
 	cmd.Flags().BoolVar(&o.CheckRegistry, "check-registry", o.CheckRegistry, "List kube-apiserver image tags in --registry and report how many patch releases behind each component is.")
 	cmd.Flags().StringVar(&o.Registry, "registry", o.Registry, "Registry (or mirror) for --check-registry; prefix http:// for a plain-HTTP mirror.")
+	_ = cmd.RegisterFlagCompletionFunc("policy", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"n", "n-1", "n-2"}, cobra.ShellCompDirectiveNoFileComp
+	})
 }
 
 // addSourceFlags registers the flags the check and the plan share.

@@ -41,7 +41,9 @@ var planExample = templates.Examples(`
 
 // PlanOptions holds the parsed state of `kubectl skew plan`.
 type PlanOptions struct {
-	Print  *cli.PrintFlags
+	// Print holds -o, --no-headers, --color and -q.
+	Print *cli.PrintFlags
+	// FailOn is the lowest step severity that makes exit code 1.
 	FailOn *cli.FailOnFlag
 
 	// Target is the minor to reach (v1.37, 1.37 or v1.37.2).
@@ -88,6 +90,13 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.Target, "target", o.Target, "The minor to reach, such as v1.37.")
+	_ = cmd.RegisterFlagCompletionFunc("target", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		var out []string
+		for _, r := range pkgskew.DefaultCalendar().Releases {
+			out = append(out, "v"+r.Minor)
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
 	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
 	return cmd
 }

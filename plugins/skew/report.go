@@ -60,11 +60,15 @@ type SkewReport struct {
 type PlanReport struct {
 	cli.Header
 	// Target is the minor the plan reaches.
-	Target   string              `json:"target"`
-	Steps    []pkgskew.Step      `json:"steps"`
-	Pools    []pkgskew.PoolPlan  `json:"pools"`
-	Warnings []string            `json:"warnings,omitempty"`
-	Summary  pkgskew.PlanSummary `json:"summary"`
+	Target string `json:"target"`
+	// Steps in the order to run them.
+	Steps []pkgskew.Step `json:"steps"`
+	// Pools says what the plan does to each node pool.
+	Pools []pkgskew.PoolPlan `json:"pools"`
+	// Warnings are the caveats of the plan.
+	Warnings []string `json:"warnings,omitempty"`
+	// Summary totals the plan.
+	Summary pkgskew.PlanSummary `json:"summary"`
 }
 
 // SeverityOf maps a status to the severity --fail-on compares.
