@@ -130,6 +130,15 @@ func (e *env) pdb(name, app string, minAvailable, maxUnavailable *intstr.IntOrSt
 // waitPDB waits until the disruption controller's status of a PDB satisfies ok.
 func (e *env) waitPDB(name string, ok func(*policyv1.PodDisruptionBudget) bool) {
 	e.t.Helper()
+	e.waitPDBStatus(name, func(b *policyv1.PodDisruptionBudget) bool {
+		return b.Status.ObservedGeneration >= b.Generation && ok(b)
+	})
+}
+
+// waitPDBStatus waits until a PDB's status satisfies ok, whatever generation
+// the controller observed.
+func (e *env) waitPDBStatus(name string, ok func(*policyv1.PodDisruptionBudget) bool) {
+	e.t.Helper()
 	var last *policyv1.PodDisruptionBudget
 	err := harness.Eventually(e.ctx, "PDB "+name+" status", 90*time.Second, func(ctx context.Context) (bool, error) {
 		b, err := e.cp.Client.PolicyV1().PodDisruptionBudgets(e.ns).Get(ctx, name, metav1.GetOptions{})
@@ -137,9 +146,12 @@ func (e *env) waitPDB(name string, ok func(*policyv1.PodDisruptionBudget) bool) 
 			return false, err
 		}
 		last = b
-		return b.Status.ObservedGeneration >= b.Generation && ok(b), nil
+		return ok(b), nil
 	})
 	if err != nil {
+		if last == nil {
+			e.fatal("%v", err)
+		}
 		e.fatal("%v; last status %+v", err, last.Status)
 	}
 }

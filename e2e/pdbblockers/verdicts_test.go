@@ -67,13 +67,25 @@ func TestPDBBlockersVerdictsMatchEvictions(t *testing.T) {
 	// A DaemonSet pod: drain ignores it.
 	e.daemonSet("agent", node)
 	// Pods owned by a custom resource without /scale under a maxUnavailable
-	// PDB: the disruption controller fails to sync.
+	// PDB: the disruption controller fails to sync. "trainer" synced once
+	// (before its pods existed), so the API names the failed sync; "fresh"
+	// never synced, so the API keeps answering "still being processed".
 	owner := e.trainer("trainer")
-	for _, n := range []string{"trainer-0", "trainer-1"} {
-		e.pod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"app": "trainer"},
-			OwnerReferences: []metav1.OwnerReference{owner}}}, node)
+	e.pdb("trainer", "trainer", nil, i(1), "", 0)
+	fresh := e.trainer("fresh")
+	for _, n := range []string{"trainer-0", "trainer-1", "fresh-0"} {
+		app, ref := "trainer", owner
+		if strings.HasPrefix(n, "fresh") {
+			app, ref = "fresh", fresh
+		}
+		e.pod(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"app": app},
+			OwnerReferences: []metav1.OwnerReference{ref}}}, node)
 	}
-	e.pdb("trainer", "trainer", nil, i(1), "", -1)
+	freshPDB := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "fresh", Namespace: e.ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: i(1), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fresh"}}}}
+	if _, err := e.cp.Client.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, freshPDB, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// A pod without a controller, with emptyDir data.
 	lonely := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lonely", Labels: map[string]string{"app": "lonely"}}}
 	lonely.Spec = harnessSpecWithEmptyDir()
@@ -100,10 +112,12 @@ func TestPDBBlockersVerdictsMatchEvictions(t *testing.T) {
 		return b.Status.CurrentHealthy == 2 && b.Status.DisruptionsAllowed == 0
 	})
 	e.waitPDB("guarded", func(b *policyv1.PodDisruptionBudget) bool { return b.Status.CurrentHealthy == 1 })
-	e.waitPDB("trainer", func(b *policyv1.PodDisruptionBudget) bool {
+	failed := func(b *policyv1.PodDisruptionBudget) bool {
 		c := apimeta.FindStatusCondition(b.Status.Conditions, policyv1.DisruptionAllowedCondition)
 		return c != nil && c.Reason == policyv1.SyncFailedReason
-	})
+	}
+	e.waitPDB("trainer", failed)
+	e.waitPDBStatus("fresh", failed)
 
 	// The drain has started: the node is cordoned, so replacements stay Pending.
 	e.cordon(node)
@@ -116,6 +130,7 @@ func TestPDBBlockersVerdictsMatchEvictions(t *testing.T) {
 		"pinned":    {eviction.OutcomeNever, eviction.ReasonEvicted, eviction.BlockerDoNotDisrupt},
 		"agent":     {eviction.OutcomeIgnored, eviction.ReasonEvicted, eviction.BlockerDaemonSet},
 		"trainer":   {eviction.OutcomeNever, eviction.ReasonPDBSyncFailed, eviction.BlockerSyncFailed},
+		"fresh":     {eviction.OutcomeNever, eviction.ReasonPDBStale, eviction.BlockerSyncFailed},
 		"lonely":    {eviction.OutcomeNever, eviction.ReasonEvicted, eviction.BlockerNoController},
 		"finalized": {eviction.OutcomeNever, eviction.ReasonEvicted, eviction.BlockerNoController},
 	}

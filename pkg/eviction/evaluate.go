@@ -313,6 +313,14 @@ func (s *Simulation) predictAPI(pod *corev1.Pod, entries []*pdbEntry, v *Verdict
 	case st.ObservedGeneration < pdb.Generation:
 		v.Eviction = Result{Reason: ReasonPDBStale, Code: http.StatusTooManyRequests, PDB: ref, RetryAfter: 10 * time.Second, RetryAfterSeconds: 10,
 			Message: fmt.Sprintf("The disruption budget %s is still being processed by the server.", pdb.Name)}
+		if syncFailed(pdb) {
+			// A failed sync leaves observedGeneration behind, so the API
+			// answers "still being processed" for as long as it fails.
+			b := s.budgetBlocker(pod, e, spent)
+			b.Message += " (the API server answers \"still being processed\" because the controller never observed this generation)"
+			v.Blockers = append(v.Blockers, b)
+			return
+		}
 		v.Blockers = append(v.Blockers, Blocker{Kind: BlockerPDBStale, Outcome: OutcomeLater, PDB: ref,
 			Message: fmt.Sprintf("PDB status is behind its spec (observedGeneration %d < generation %d); the disruption controller has not caught up", st.ObservedGeneration, pdb.Generation),
 			Fix:     fixWait, FixWarning: "if it never catches up, check that kube-controller-manager is running"})
@@ -363,12 +371,11 @@ func (s *Simulation) budgetBlocker(pod *corev1.Pod, e *pdbEntry, spent int32) Bl
 	b := Blocker{PDB: pdb.Name}
 	owner := workloadOf(pod)
 	cond := apimeta.FindStatusCondition(st.Conditions, policyv1.DisruptionAllowedCondition)
-	selected := s.idx.podsSelectedBy(e)
 	switch {
-	case cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == policyv1.SyncFailedReason:
+	case syncFailed(pdb):
 		b.Kind, b.Outcome = BlockerSyncFailed, OutcomeNever
 		b.Message = fmt.Sprintf("the disruption controller cannot compute this budget: %s", cond.Message)
-		keep := max(selected-1, 0)
+		keep := max(s.idx.podsSelectedBy(e)-1, 0)
 		b.Fix = fmt.Sprintf(`kubectl patch pdb %s -n %s --type merge -p '{"spec":{"maxUnavailable":null,"minAvailable":%d}}'`, pdb.Name, ns, keep)
 		b.FixWarning = "an integer minAvailable needs no /scale subresource; alternatively give the owning resource a scale subresource"
 	case st.ExpectedPods > 0 && st.DesiredHealthy >= st.ExpectedPods:
@@ -410,6 +417,11 @@ func (s *Simulation) budgetBlocker(pod *corev1.Pod, e *pdbEntry, spent int32) Bl
 		b.Message += "; the PDB has an empty selector and covers every pod in the namespace"
 	}
 	return b
+}
+
+func syncFailed(pdb *policyv1.PodDisruptionBudget) bool {
+	c := apimeta.FindStatusCondition(pdb.Status.Conditions, policyv1.DisruptionAllowedCondition)
+	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == policyv1.SyncFailedReason
 }
 
 func multiplePDBBlocker(pod *corev1.Pod, entries []*pdbEntry) Blocker {

@@ -81,7 +81,7 @@ func maxUnavailable(v intstr.IntOrString) pdbOpt {
 func policy(p policyv1.UnhealthyPodEvictionPolicyType) pdbOpt {
 	return func(b *policyv1.PodDisruptionBudget) { b.Spec.UnhealthyPodEvictionPolicy = &p }
 }
-func syncFailed(b *policyv1.PodDisruptionBudget) {
+func withSyncFailed(b *policyv1.PodDisruptionBudget) {
 	b.Status.Conditions = []metav1.Condition{{Type: policyv1.DisruptionAllowedCondition, Status: metav1.ConditionFalse,
 		Reason: policyv1.SyncFailedReason, Message: `found no controllers for pod "w-0"`}}
 }
@@ -138,8 +138,11 @@ func TestSimulationDrainNode(t *testing.T) {
 			pods: []*corev1.Pod{mkPod("a")}, pdbs: []*policyv1.PodDisruptionBudget{mkPDB("web", 0, 3, 3, 3, maxUnavailable(intstr.FromString("0%")))},
 			want: []want{{pod: "a", outcome: OutcomeNever, reason: ReasonBudgetExhausted, code: 429, blockers: []BlockerKind{BlockerMaxUnavailableZero}}}},
 		{name: "sync failed",
-			pods: []*corev1.Pod{mkPod("a")}, pdbs: []*policyv1.PodDisruptionBudget{mkPDB("web", 0, 0, 0, 0, maxUnavailable(intstr.FromInt32(1)), syncFailed)},
+			pods: []*corev1.Pod{mkPod("a")}, pdbs: []*policyv1.PodDisruptionBudget{mkPDB("web", 0, 0, 0, 0, maxUnavailable(intstr.FromInt32(1)), withSyncFailed)},
 			want: []want{{pod: "a", outcome: OutcomeNever, reason: ReasonPDBSyncFailed, code: 429, blockers: []BlockerKind{BlockerSyncFailed}}}},
+		{name: "sync failed before the first sync reads as stale",
+			pods: []*corev1.Pod{mkPod("a")}, pdbs: []*policyv1.PodDisruptionBudget{mkPDB("web", 0, 0, 0, 0, maxUnavailable(intstr.FromInt32(1)), withSyncFailed, stale)},
+			want: []want{{pod: "a", outcome: OutcomeNever, reason: ReasonPDBStale, code: 429, blockers: []BlockerKind{BlockerSyncFailed}}}},
 		{name: "temporarily short of healthy pods",
 			pods: []*corev1.Pod{mkPod("a")}, pdbs: []*policyv1.PodDisruptionBudget{mkPDB("web", 0, 2, 2, 3)},
 			want: []want{{pod: "a", outcome: OutcomeLater, reason: ReasonBudgetExhausted, code: 429, blockers: []BlockerKind{BlockerBudgetExhausted}}}},

@@ -19,7 +19,15 @@ type Index struct {
 	podsByNS   map[string][]*corev1.Pod
 	pdbsByNS   map[string][]*pdbEntry
 	unknownNS  map[string]string
+	// byLabel finds PDBs by one of their matchLabels pairs, so matching a
+	// pod costs a lookup per pod label instead of a scan of every PDB in
+	// the namespace; scan holds the PDBs without matchLabels.
+	byLabel  map[string]map[labelPair][]*pdbEntry
+	scan     map[string][]*pdbEntry
+	selected map[*pdbEntry]int
 }
+
+type labelPair struct{ key, value string }
 
 type pdbEntry struct {
 	pdb      *policyv1.PodDisruptionBudget
@@ -38,6 +46,9 @@ func NewIndex(nodes []*corev1.Node, pods []*corev1.Pod, pdbs []*policyv1.PodDisr
 		podsByNS:   map[string][]*corev1.Pod{},
 		pdbsByNS:   map[string][]*pdbEntry{},
 		unknownNS:  map[string]string{},
+		byLabel:    map[string]map[labelPair][]*pdbEntry{},
+		scan:       map[string][]*pdbEntry{},
+		selected:   map[*pdbEntry]int{},
 	}
 	for _, n := range nodes {
 		idx.nodes[n.Name] = n
@@ -62,8 +73,27 @@ func NewIndex(nodes []*corev1.Node, pods []*corev1.Pod, pdbs []*policyv1.PodDisr
 			empty: b.Spec.Selector != nil && len(b.Spec.Selector.MatchLabels) == 0 && len(b.Spec.Selector.MatchExpressions) == 0}
 		idx.pdbsByNS[b.Namespace] = append(idx.pdbsByNS[b.Namespace], e)
 	}
-	for _, es := range idx.pdbsByNS {
+	for ns, es := range idx.pdbsByNS {
 		sort.Slice(es, func(i, j int) bool { return es[i].pdb.Name < es[j].pdb.Name })
+		for _, e := range es {
+			if e.pdb.Spec.Selector == nil || len(e.pdb.Spec.Selector.MatchLabels) == 0 {
+				idx.scan[ns] = append(idx.scan[ns], e)
+				continue
+			}
+			// Any one pair will do: a pod the PDB selects carries all of them.
+			keys := make([]string, 0, len(e.pdb.Spec.Selector.MatchLabels))
+			for k := range e.pdb.Spec.Selector.MatchLabels {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			lp := labelPair{keys[0], e.pdb.Spec.Selector.MatchLabels[keys[0]]}
+			m := idx.byLabel[ns]
+			if m == nil {
+				m = map[labelPair][]*pdbEntry{}
+				idx.byLabel[ns] = m
+			}
+			m[lp] = append(m[lp], e)
+		}
 	}
 	return idx
 }
@@ -102,10 +132,22 @@ func (idx *Index) PDBsFor(pod *corev1.Pod) []*policyv1.PodDisruptionBudget {
 func (idx *Index) entriesFor(pod *corev1.Pod) []*pdbEntry {
 	var out []*pdbEntry
 	set := labels.Set(pod.Labels)
-	for _, e := range idx.pdbsByNS[pod.Namespace] {
+	for _, e := range idx.scan[pod.Namespace] {
 		if e.selector.Matches(set) {
 			out = append(out, e)
 		}
+	}
+	if m := idx.byLabel[pod.Namespace]; m != nil {
+		for k, v := range pod.Labels {
+			for _, e := range m[labelPair{k, v}] {
+				if e.selector.Matches(set) {
+					out = append(out, e)
+				}
+			}
+		}
+	}
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i].pdb.Name < out[j].pdb.Name })
 	}
 	return out
 }
@@ -113,7 +155,11 @@ func (idx *Index) entriesFor(pod *corev1.Pod) []*pdbEntry {
 // podsSelectedBy counts the indexed pods a PDB selects that are not
 // finished, the pods the disruption controller would count.
 func (idx *Index) podsSelectedBy(e *pdbEntry) int {
+	if n, ok := idx.selected[e]; ok {
+		return n
+	}
 	n := 0
+	defer func() { idx.selected[e] = n }()
 	for _, p := range idx.podsByNS[e.pdb.Namespace] {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
