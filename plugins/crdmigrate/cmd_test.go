@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -318,4 +319,28 @@ func TestProgressLine(t *testing.T) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 	_ = bytes.MinRead
+}
+
+func TestStatus_Contexts(t *testing.T) {
+	cg := fixture()
+	cg.PerContext = map[string]*cli.TestClientGetter{
+		"broken": {Meta: cli.Metadata{Context: "broken"}, Err: errors.New("connection refused")},
+	}
+	out, errOut, code := run(t, cg, "status", "queues.example.dev", "--all-contexts", "--color", "never")
+	if code != cli.ExitUnavailable {
+		t.Fatalf("exit %d, want 3 (one context unreachable)\n%s\n%s", code, out, errOut)
+	}
+	golden(t, "status-contexts.table", out)
+	if !strings.Contains(errOut, "error: context broken:") {
+		t.Errorf("stderr does not name the broken context:\n%s", errOut)
+	}
+	out, _, code = run(t, cg, "status", "queues.example.dev", "--contexts", "test", "-o", "json")
+	var list cli.ReportList
+	if err := json.Unmarshal([]byte(out), &list); err != nil || code != cli.ExitFindings || list.Kind != "CRDStatusReportList" || len(list.Items) != 1 || list.Items[0].ExitCode != cli.ExitFindings {
+		t.Errorf("exit %d, err %v, list %+v", code, err, list)
+	}
+	_, errOut, code = run(t, cg, "status", "--contexts", "nope")
+	if code != cli.ExitUsage || !strings.Contains(errOut, `context "nope" is not in the kubeconfig`) {
+		t.Errorf("exit %d, stderr %s", code, errOut)
+	}
 }

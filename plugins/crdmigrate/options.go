@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 
 // StatusOptions holds the parsed state of `kubectl crd-migrate status`.
 type StatusOptions struct {
-	Print  *cli.PrintFlags
-	FailOn *cli.FailOnFlag
+	Print    *cli.PrintFlags
+	FailOn   *cli.FailOnFlag
+	Contexts *cli.ContextFlags
 	// CheckpointNamespace is where checkpoints of earlier runs are looked up.
 	CheckpointNamespace string
 	// Names are the CRDs to show; empty means all.
@@ -35,13 +37,14 @@ type StatusOptions struct {
 func NewStatusOptions(streams genericiooptions.IOStreams) *StatusOptions {
 	f := cli.NewFailOnFlag()
 	f.Value = "warning"
-	return &StatusOptions{Print: cli.NewPrintFlags(), FailOn: f, CheckpointNamespace: crdmigrate.DefaultCheckpointNamespace, IOStreams: streams}
+	return &StatusOptions{Print: cli.NewPrintFlags(), FailOn: f, Contexts: cli.NewContextFlags(), CheckpointNamespace: crdmigrate.DefaultCheckpointNamespace, IOStreams: streams}
 }
 
 // AddFlags registers the status flags on cmd.
 func (o *StatusOptions) AddFlags(cmd *cobra.Command) {
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
+	o.Contexts.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.CheckpointNamespace, "checkpoint-namespace", o.CheckpointNamespace, "Namespace of the ConfigMaps that hold the checkpoints of client-side runs.")
 }
 
@@ -61,6 +64,9 @@ func (o *StatusOptions) Validate() error {
 	if err := o.FailOn.Validate(); err != nil {
 		return err
 	}
+	if err := o.Contexts.Validate(cli.ContextFlagSet(o.cg)); err != nil {
+		return err
+	}
 	return validateNames(o.Names)
 }
 
@@ -73,34 +79,115 @@ func validateNames(names []string) error {
 	return nil
 }
 
-// Run prints the storage state of the CRDs.
+// Run prints the storage state of the CRDs, for one context or several.
 func (o *StatusOptions) Run(ctx context.Context) error {
-	md, err := cli.Connect(ctx, o.cg)
+	if o.Contexts.Multi() {
+		return o.runContexts(ctx)
+	}
+	rep, err := o.report(ctx, o.cg)
 	if err != nil {
 		return err
 	}
-	c, d, err := buildClients(o.cg, limits{})
-	if err != nil {
-		return cli.ClassifyClusterErr(err, md, "building clients")
-	}
-	in := &crdmigrate.Inspector{Clients: c, Checkpoints: &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace}}
-	items, err := in.Status(ctx, o.Names)
-	if err != nil {
-		return crdErr(err, md, "reading the storage state of CRDs")
-	}
-	svm, _ := crdmigrate.DetectInTree(d)
-	rep := newStatusReport(md, items, svm)
-	if len(items) == 0 && !o.Print.Quiet {
+	if len(rep.Items) == 0 && !o.Print.Quiet {
 		fmt.Fprintln(o.ErrOut, "No CustomResourceDefinitions found.")
 	}
 	if err := o.print(rep); err != nil {
 		return err
 	}
+	return cli.Findings(o.findings(rep))
+}
+
+// report inspects one cluster.
+func (o *StatusOptions) report(ctx context.Context, cg cli.ClientGetter) (*StatusReport, error) {
+	md, err := cli.Connect(ctx, cg)
+	if err != nil {
+		return nil, err
+	}
+	c, d, err := buildClients(cg, limits{})
+	if err != nil {
+		return nil, cli.ClassifyClusterErr(err, md, "building clients")
+	}
+	in := &crdmigrate.Inspector{Clients: c, Checkpoints: &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace}}
+	items, err := in.Status(ctx, o.Names)
+	if err != nil {
+		return nil, crdErr(err, md, "reading the storage state of CRDs")
+	}
+	svm, _ := crdmigrate.DetectInTree(d)
+	return newStatusReport(md, items, svm), nil
+}
+
+func (o *StatusOptions) findings(rep *StatusReport) int {
 	var sev []cli.Severity
-	for _, it := range items {
+	for _, it := range rep.Items {
 		sev = append(sev, severity(it.Verdict))
 	}
-	return cli.Findings(o.FailOn.Count(sev...))
+	return o.FailOn.Count(sev...)
+}
+
+// runContexts reports several contexts together; one failing context does
+// not stop the others, and the exit code is the worst of them.
+func (o *StatusOptions) runContexts(ctx context.Context) error {
+	names, err := o.Contexts.Resolve(o.cg)
+	if err != nil {
+		return err
+	}
+	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*StatusReport, error) {
+		return o.report(ctx, o.cg.ForContext(name))
+	})
+	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "CRDStatusReportList", Items: []cli.ContextReport{}}
+	var codes []int
+	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	t := statusTable(nil, c)
+	t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
+	for _, r := range results {
+		cr := cli.ContextReport{Context: r.Context}
+		if r.Err != nil {
+			cr.Error, cr.ExitCode = r.Err.Error(), cli.ExitCode(r.Err)
+			if !o.Print.Quiet {
+				fmt.Fprintf(o.ErrOut, "error: context %s: %v\n", r.Context, r.Err)
+			}
+		} else {
+			cr.Report = r.Value
+			if o.findings(r.Value) > 0 {
+				cr.ExitCode = cli.ExitFindings
+			}
+			row := statusTable(r.Value.Items, c)
+			for _, cells := range row.Rows {
+				t.AddRow(append([]string{r.Context}, cells...)...)
+			}
+		}
+		codes = append(codes, cr.ExitCode)
+		list.Items = append(list.Items, cr)
+	}
+	switch {
+	case o.Print.Quiet:
+	case o.Print.Structured():
+		if err := cli.PrintStructured(o.Out, o.Print.Output, list); err != nil {
+			return err
+		}
+	case len(t.Rows) > 0:
+		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
+			return err
+		}
+	}
+	switch worst := cli.Worst(codes...); worst {
+	case cli.ExitOK:
+		return nil
+	case cli.ExitFindings:
+		return cli.Findings(1)
+	default:
+		return &cli.ExitError{Code: worst, Err: fmt.Errorf("%d of %d contexts could not be checked", countNot(codes, cli.ExitOK, cli.ExitFindings), len(codes))}
+	}
+}
+
+func countNot(codes []int, ok ...int) int {
+	n := 0
+	for _, c := range codes {
+		if !slices.Contains(ok, c) {
+			n++
+		}
+	}
+	return n
 }
 
 func (o *StatusOptions) print(rep *StatusReport) error {
