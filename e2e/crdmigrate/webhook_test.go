@@ -24,6 +24,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -103,17 +104,19 @@ func TestCRDMigrateWebhookPreflight(t *testing.T) {
 	}
 }
 
-// flakyWebhook is a loopback HTTPS validating webhook that allows the first
-// allow requests and then answers 500, until fixed.
+// flakyWebhook is a loopback HTTPS validating webhook that answers 500 for
+// objects named failFrom or later (in list order), until fixed. (Counting
+// requests would not do: the apiserver may admit one update twice when its
+// watch cache was stale.)
 type flakyWebhook struct {
-	mu      sync.Mutex
-	allow   int
-	seen    int
-	fixed   bool
-	failed  int
-	url     string
-	caPEM   []byte
-	closeFn func()
+	mu       sync.Mutex
+	failFrom string
+	seen     int
+	fixed    bool
+	failed   int
+	url      string
+	caPEM    []byte
+	closeFn  func()
 }
 
 func (w *flakyWebhook) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
@@ -124,7 +127,7 @@ func (w *flakyWebhook) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	}
 	w.mu.Lock()
 	w.seen++
-	fail := !w.fixed && w.seen > w.allow
+	fail := !w.fixed && review.Request.Name >= w.failFrom
 	if fail {
 		w.failed++
 	}
@@ -138,7 +141,7 @@ func (w *flakyWebhook) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 	_ = json.NewEncoder(rw).Encode(review)
 }
 
-func startFlakyWebhook(t *testing.T, allow int) *flakyWebhook {
+func startFlakyWebhook(t *testing.T, failFrom string) *flakyWebhook {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{
@@ -166,7 +169,7 @@ func startFlakyWebhook(t *testing.T, allow int) *flakyWebhook {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &flakyWebhook{allow: allow, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
+	w := &flakyWebhook{failFrom: failFrom, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
 	srv := &http.Server{Handler: w, TLSConfig: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.ServeTLS(l, "", "") }()
 	w.url = "https://" + l.Addr().String() + "/validate"
@@ -180,9 +183,9 @@ func startFlakyWebhook(t *testing.T, allow int) *flakyWebhook {
 // same command resumes and finishes.
 func TestCRDMigrateWebhookMidRun(t *testing.T) {
 	f := newFixture(t, "midrun", 1200)
-	// One request for the pre-flight dry run, then the first page and a
-	// part of the second.
-	w := startFlakyWebhook(t, 1+500+150)
+	// The pre-flight dry run and the first page (w-00000..w-00499) pass; the
+	// webhook fails in the second page.
+	w := startFlakyWebhook(t, "w-00650")
 	f.validatingWebhook(t, "flaky", admissionregv1.WebhookClientConfig{URL: &w.url, CABundle: w.caPEM})
 
 	r := f.run(t, "run", f.crdName, "--method", "client", "--qps", "1000", "--workers", "8", "--retries", "2", "-o", "json")
@@ -219,4 +222,40 @@ func TestCRDMigrateWebhookMidRun(t *testing.T) {
 		t.Errorf("resumed run = %+v", rep)
 	}
 	f.assertAllAtV2(t)
+}
+
+// TestCRDMigrateConversionWebhookPreflight: a conversion webhook whose
+// Service does not exist blocks the migration (reads at another version go
+// through it); status says Blocked and run refuses before writing.
+func TestCRDMigrateConversionWebhookPreflight(t *testing.T) {
+	f := newFixture(t, "convdown", 20)
+	withWebhook := f.crdAtV2.DeepCopy()
+	withWebhook.Spec.Conversion = &apiextv1.CustomResourceConversion{
+		Strategy: apiextv1.WebhookConverter,
+		Webhook: &apiextv1.WebhookConversion{
+			ClientConfig:             &apiextv1.WebhookClientConfig{Service: &apiextv1.ServiceReference{Namespace: f.ns, Name: "no-such-converter", Port: ptr.To[int32](443)}},
+			ConversionReviewVersions: []string{"v1"},
+		},
+	}
+	if err := f.cp.ApplyCRDs(context.Background(), withWebhook); err != nil {
+		t.Fatal(err)
+	}
+	// Put conversion back to None first, so the CRD and namespace can be
+	// deleted when the test ends.
+	t.Cleanup(func() { _ = f.cp.ApplyCRDs(context.Background(), f.crdAtV2) })
+
+	r := f.run(t, "status", f.crdName)
+	if r.ExitCode != 1 || !strings.Contains(r.Stdout, "Webhook FAIL") || !strings.Contains(r.Stdout, "BLOCKED") {
+		t.Errorf("status with a missing converter: want exit 1, Webhook FAIL, BLOCKED\n%s", r)
+	}
+	r = f.run(t, "run", f.crdName, "--method", "client")
+	if r.ExitCode != 3 || !strings.Contains(r.Stderr, "conversion webhook at service "+f.ns+"/no-such-converter:443 is down: service not found") {
+		t.Errorf("run with a missing converter: want exit 3 naming it\n%s", r)
+	}
+	if got := f.storedAt(t); got[f.group+"/v1"] != f.objects {
+		t.Errorf("a refused run changed objects: %v", got)
+	}
+	if sv := f.storedVersions(t); !slices.Equal(sv, []string{"v1", "v2"}) {
+		t.Errorf("storedVersions = %v, want [v1 v2]", sv)
+	}
 }
