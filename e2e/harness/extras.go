@@ -65,6 +65,14 @@ func (cp *ControlPlane) startKueue(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// In a cluster the Secret is mounted into certDir; here the harness
+	// writes the same files.
+	if err := os.WriteFile(filepath.Join(certDir, "tls.crt"), serving.CertPEM, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(certDir, "tls.key"), serving.KeyPEM, 0o600); err != nil {
+		return err
+	}
 	c := cp.Client
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
