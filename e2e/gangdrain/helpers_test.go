@@ -46,6 +46,7 @@ type env struct {
 func newEnv(t *testing.T, n int, timeout time.Duration) *env {
 	t.Helper()
 	cp := harness.Shared(t)
+	plugintest.BinDir(t) // build first: the deadline is for the test itself
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	ns := cp.Namespace(t)

@@ -66,8 +66,8 @@ func (d *Drainer) Plan(ctx context.Context, nodes []string) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	runID, _, err := d.chooseRun(recs)
-	if err != nil {
+	runID, resumed, err := d.chooseRun(recs)
+	if err != nil || !resumed {
 		runID = ""
 	}
 	selected, _ := d.selectNodes(nodes, recs, runID)
@@ -221,6 +221,9 @@ func (d *Drainer) steps(p *Plan, found *Discovery, selected []string) []string {
 		}
 		if g.Support == checkpoint.SupportNo {
 			add("gang %s does not speak checkpoint-and-yield: %s", g.Key, onTimeoutWords(on))
+			if on == OnTimeoutAbort {
+				continue
+			}
 		} else {
 			t, _ := protocolTarget(g.Gang)
 			dl := ""
