@@ -210,6 +210,11 @@ func TestCheckExitCodes(t *testing.T) {
 		{name: "plan bad target", cg: healthy, args: []string{"plan", "--target", "latest"}, code: 2},
 		{name: "plan healthy", cg: healthy, args: []string{"plan", "--target", "v1.37"}, code: 0, out: "b      1       v1.34.0"},
 		{name: "plan unreachable", cg: func() cli.ClientGetter { return &cli.TestClientGetter{Err: errors.New("dial tcp: connection refused")} }, args: []string{"plan", "--target", "v1.38"}, code: 3},
+		{name: "plan with kubelets newer than the apiserver", cg: func() cli.ClientGetter {
+			c := fake.NewClientset(gpuNode("n-0", "n", "v1.37.0"))
+			c.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.36.2"}
+			return getter(c)
+		}, args: []string{"plan", "--target", "v1.37", "-o", "wide"}, code: 1, out: "newer than the apiserver"},
 		{name: "unknown flag", cg: healthy, args: []string{"--bogus"}, code: 2},
 		{name: "args", cg: healthy, args: []string{"extra"}, code: 2},
 	}

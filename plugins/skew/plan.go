@@ -186,8 +186,19 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		}
 	}
 	var sev []cli.Severity
+	fixed := map[string]bool{}
 	for _, s := range plan.Steps {
 		sev = append(sev, SeverityOf(s.Status))
+		if s.Status == pkgskew.StatusViolation {
+			fixed[s.Pool] = true
+		}
+	}
+	// A pool out of policy that no step repairs (kubelets newer than the
+	// apiserver) counts too.
+	for _, p := range plan.Pools {
+		if p.Status == pkgskew.StatusViolation && !fixed[p.Name] {
+			sev = append(sev, cli.SeverityBlocking)
+		}
 	}
 	if n := o.FailOn.Count(sev...); n > 0 {
 		return cli.Findings(n)
