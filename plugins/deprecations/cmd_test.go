@@ -1,0 +1,197 @@
+package deprecations
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	apiextfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func runCmd(t *testing.T, cg cli.ClientGetter, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	streams, in, out, errOut := genericiooptions.NewTestIOStreams()
+	in.WriteString(stdin)
+	cmd := NewCmd(cg, streams)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), cli.ExitCode(err)
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(string(want), got); d != "" {
+		t.Errorf("%s (-want +got):\n%s", path, d)
+	}
+}
+
+func TestCIFiles(t *testing.T) {
+	cg := cli.NewTestClientGetter()
+	out, errOut, code := runCmd(t, cg, "", "--ci", "-f", "testdata/ci", "--color", "never")
+	if code != cli.ExitFindings {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	golden(t, "ci.table", out)
+	golden(t, "ci.stderr", errOut)
+	out, _, code = runCmd(t, cg, "", "--ci", "-f", "testdata/ci", "-o", "json")
+	if code != cli.ExitFindings {
+		t.Fatalf("exit %d", code)
+	}
+	golden(t, "ci.json", out)
+	// With a target before the removal, the CronJob is only deprecated: exit 0.
+	_, _, code = runCmd(t, cg, "", "-f", "testdata/ci/app.yaml", "--target-version", "v1.22", "-q")
+	if code != cli.ExitOK {
+		t.Errorf("v1.22: exit %d", code)
+	}
+	// --fail-on warning counts the deprecation.
+	_, _, code = runCmd(t, cg, "", "-f", "testdata/ci/app.yaml", "--target-version", "v1.22", "-q", "--fail-on", "warning")
+	if code != cli.ExitFindings {
+		t.Errorf("--fail-on warning: exit %d", code)
+	}
+	// stdin
+	out, _, code = runCmd(t, cg, "kind: Ingress\napiVersion: extensions/v1beta1\nmetadata: {name: w}\n", "-f", "-", "--target-version", "1.30", "-o", "yaml")
+	if code != cli.ExitFindings || !strings.Contains(out, "name: w") || !strings.Contains(out, "location: <stdin>:1") {
+		t.Errorf("stdin: exit %d\n%s", code, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	cg := cli.NewTestClientGetter()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-f", "testdata/ci"}, "--target-version is required"},
+		{[]string{"--source", "bogus"}, "unknown --source"},
+		{[]string{"--target-version", "banana", "-f", "x"}, "invalid --target-version"},
+		{[]string{"--ci"}, "--ci scans manifests"},
+		{[]string{"--source", "audit", "--target-version", "v1.30"}, "needs --audit-log"},
+		{[]string{"-f", "-", "--audit-log", "-", "--target-version", "v1.30"}, "stdin"},
+		{[]string{"-o", "json", "--no-headers", "-f", "x", "--target-version", "v1.3"}, "--no-headers"},
+		{[]string{"-f", "does-not-exist", "--target-version", "v1.30"}, "does-not-exist"},
+		{[]string{"--rules", "testdata/ci/broken.yaml", "-f", "x", "--target-version", "v1.30"}, "rules file"},
+	} {
+		out, errOut, code := runCmd(t, cg, "", tc.args...)
+		if code != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want 2 (%s%s)", tc.args, code, out, errOut)
+		}
+	}
+}
+
+func TestRulesCommand(t *testing.T) {
+	cg := cli.NewTestClientGetter()
+	out, _, code := runCmd(t, cg, "", "rules", "-o", "json")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	var rep RulesReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Items) < 150 || rep.Kind != "APILifecycleTable" {
+		t.Errorf("%d items, kind %s", len(rep.Items), rep.Kind)
+	}
+	// The yaml output is a rules file.
+	dir := t.TempDir()
+	out, _, _ = runCmd(t, cg, "", "rules", "-o", "yaml")
+	custom := strings.Replace(out, "items:\n", "items:\n- group: example.com\n  version: v1beta1\n  kind: Widget\n  deprecated: \"1.30\"\n  removed: \"1.32\"\n", 1)
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(custom), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = runCmd(t, cg, "apiVersion: example.com/v1beta1\nkind: Widget\nmetadata: {name: w}\n", "--rules", filepath.Join(dir, "rules.yaml"), "-f", "-", "--target-version", "v1.33")
+	if code != cli.ExitFindings || !strings.Contains(out, "Widget") {
+		t.Errorf("custom rule: exit %d\n%s", code, out)
+	}
+	out, _, _ = runCmd(t, cg, "", "rules")
+	if !strings.Contains(out, "policy/v1beta1") || !strings.Contains(out, "PodSecurityPolicy") {
+		t.Errorf("table:\n%s", out)
+	}
+	// pluto's own file, in place.
+	pluto := filepath.Join("..", "..", "..", "shared", "corpus", "peers", "pluto-versions.yaml")
+	if _, err := os.Stat(pluto); err == nil {
+		out, _, code = runCmd(t, cg, "", "rules", "--rules", pluto, "-o", "json")
+		if code != 0 || !strings.Contains(out, "pluto-versions.yaml") {
+			t.Errorf("pluto rules: exit %d", code)
+		}
+	}
+}
+
+func helmSecret(t *testing.T) *corev1.Secret {
+	js, _ := json.Marshal(map[string]any{"name": "web", "namespace": "apps", "version": 2, "info": map[string]any{"status": "deployed"},
+		"manifest": "apiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: web\n", "config": map[string]any{"token": "t0ps3cret"}})
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, _ = zw.Write(js)
+	_ = zw.Close()
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.web.v2", Namespace: "apps",
+		Labels: map[string]string{"name": "web", "owner": "helm", "status": "deployed", "version": "2"}},
+		Type: "helm.sh/release.v1", Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(b.Bytes()))}}
+}
+
+func TestClusterSources(t *testing.T) {
+	kc := fake.NewClientset(helmSecret(t))
+	fd := kc.Discovery().(*fakediscovery.FakeDiscovery)
+	fd.FakedServerVersion = &version.Info{GitVersion: "v1.24.3"}
+	fd.Resources = []*metav1.APIResourceList{{GroupVersion: "policy/v1", APIResources: []metav1.APIResource{{Name: "poddisruptionbudgets", Kind: "PodDisruptionBudget", Verbs: []string{"list"}}}}}
+	cg := cli.NewTestClientGetter().WithKube(kc).WithAPIExtensions(apiextfake.NewClientset())
+	cg.Meta.ServerVersion = "v1.24.3"
+	out, errOut, code := runCmd(t, cg, "", "--source", "helm,crds", "-o", "json")
+	if code != cli.ExitFindings {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.TargetVersion != "v1.25" || len(rep.Items) != 1 {
+		t.Fatalf("report: %s", out)
+	}
+	it := rep.Items[0]
+	if it.Kind != "PodDisruptionBudget" || it.Status != "removed" || it.Severity != cli.SeverityBlocking ||
+		it.ReplacementServed == nil || !*it.ReplacementServed || it.Who != "helm release apps/web" {
+		t.Errorf("item: %+v", it)
+	}
+	if strings.Contains(out, "t0ps3cret") {
+		t.Error("values leaked")
+	}
+	// The metric source needs a real REST client: a failing source is exit 3,
+	// and the other sources still report.
+	out, errOut, code = runCmd(t, cg, "", "--source", "metrics,helm", "--color", "never")
+	if code != cli.ExitUnavailable || !strings.Contains(out, "PodDisruptionBudget") || !strings.Contains(errOut, "metrics") {
+		t.Errorf("failing metrics: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// An unreachable cluster is exit 3.
+	bad := cli.NewTestClientGetter()
+	bad.Err = context.DeadlineExceeded
+	if _, _, code := runCmd(t, bad, "", "--source", "crds"); code != cli.ExitUnavailable {
+		t.Errorf("unreachable: exit %d", code)
+	}
+}
