@@ -47,9 +47,9 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 		return nil, err
 	}
 	st.ConversionWebhook, st.Webhooks = h.Conversion, h.Admission
-	n, err := CountObjects(ctx, c, crd)
-	if err != nil {
-		return nil, &PreflightError{CRD: crd.Name, Problems: []string{err.Error()}}
+	n, countErr := CountObjects(ctx, c, crd)
+	if countErr != nil {
+		n, st.CountError = -1, countErr.Error()
 	}
 	st.Objects = n
 	st.Verdict, st.Reasons = verdict(st)
@@ -64,6 +64,10 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 		if hint == "" {
 			hint = hintFor(b)
 		}
+	}
+	if countErr != nil {
+		problems = append(problems, countErr.Error())
+		return plan, &PreflightError{CRD: crd.Name, Problems: problems, Hint: hint}
 	}
 	gvr := GVR(crd)
 	l, err := c.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
@@ -98,6 +102,9 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 func hintFor(h WebhookHealth) string {
 	if h.ServiceName == "" {
 		return ""
+	}
+	if h.Detail == "service not found" {
+		return fmt.Sprintf("kubectl get service -n %s %s", h.ServiceNamespace, h.ServiceName)
 	}
 	return fmt.Sprintf("kubectl get endpointslices -n %s -l kubernetes.io/service-name=%s", h.ServiceNamespace, h.ServiceName)
 }
