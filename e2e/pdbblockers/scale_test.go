@@ -73,7 +73,7 @@ func TestPDBBlockersScale(t *testing.T) {
 	total := nodes * podsPerNode
 	parallel(t, total, func(i int) error {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%06d", i), Namespace: ns,
-			Labels: map[string]string{"app": fmt.Sprintf("app-%05d", i%pdbs)}},
+			Labels: map[string]string{"app": fmt.Sprintf("app-%05d", i/podsPerPDB)}},
 			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("%s-%05d", prefix, i%nodes),
 				Containers:  []corev1.Container{{Name: "main", Image: harness.PauseImage}},
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}}

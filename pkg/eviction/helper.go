@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
 )
@@ -172,13 +173,26 @@ func (h *Helper) EvictOnce(ctx context.Context, pod *corev1.Pod) Result {
 		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
 		DeleteOptions: opts,
 	}
-	err := h.Client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, ev)
+	err := h.post(ctx, ev)
 	r := Classify(err)
 	if r.Reason == ReasonConflict && apierrors.IsConflict(err) && strings.Contains(r.Message, "UID in the precondition") {
 		r.Reason = ReasonPodGone
 	}
 	r.DryRun = h.DryRun
 	return r
+}
+
+// post sends the eviction. client-go retries a 429 that carries Retry-After
+// by itself, up to ten times and sleeping each time, which would hide the
+// refusal from the caller and overrun its deadline (a PDB whose status is
+// behind answers Retry-After: 10, so one call blocks for 100s). With a real
+// REST client the request is sent with retries off; the backoff here decides.
+func (h *Helper) post(ctx context.Context, ev *policyv1.Eviction) error {
+	if rc, ok := h.Client.PolicyV1().RESTClient().(*rest.RESTClient); ok && rc != nil {
+		return rc.Post().AbsPath("/api/v1").Namespace(ev.Namespace).Resource("pods").Name(ev.Name).
+			SubResource("eviction").MaxRetries(0).Body(ev).Do(ctx).Error()
+	}
+	return h.Client.PolicyV1().Evictions(ev.Namespace).Evict(ctx, ev)
 }
 
 // Evict evicts pod, retrying refusals that ShouldRetry accepts with a
