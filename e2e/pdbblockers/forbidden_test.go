@@ -46,7 +46,10 @@ func TestPDBBlockersForbiddenNamespace(t *testing.T) {
 		Subjects: crb.Subjects}
 	for _, err := range []error{
 		func() error { _, err := rbac.ClusterRoles().Create(e.ctx, cr, metav1.CreateOptions{}); return err }(),
-		func() error { _, err := rbac.ClusterRoleBindings().Create(e.ctx, crb, metav1.CreateOptions{}); return err }(),
+		func() error {
+			_, err := rbac.ClusterRoleBindings().Create(e.ctx, crb, metav1.CreateOptions{})
+			return err
+		}(),
 		func() error { _, err := rbac.Roles(e.ns).Create(e.ctx, role, metav1.CreateOptions{}); return err }(),
 		func() error { _, err := rbac.RoleBindings(e.ns).Create(e.ctx, rb, metav1.CreateOptions{}); return err }(),
 	} {
