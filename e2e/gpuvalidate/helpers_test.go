@@ -215,12 +215,22 @@ func criLog(text string) string {
 func logServer(t *testing.T, cp *harness.ControlPlane) int {
 	t.Helper()
 	logServerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gpuvalidate-kwok-logs-")
+		dir, err := os.MkdirTemp(cp.Dir, "gpuvalidate-kwok-logs-") // removed with the plane
 		if err != nil {
 			logServerErr = err
 			return
 		}
+		// KWOK refuses to start without Stages; this one manages no
+		// nodes, so the harness's Stage files are only there to load.
 		var docs []string
+		for _, f := range []string{"node/fast/node-initialize.yaml", "pod/fast/pod-ready.yaml"} {
+			b, err := os.ReadFile(filepath.Join(cp.Binaries.KwokStages, f))
+			if err != nil {
+				logServerErr = err
+				return
+			}
+			docs = append(docs, strings.TrimPrefix(strings.TrimSpace(string(b)), "---\n")+"\n")
+		}
 		for i, r := range logRules(t) {
 			f := filepath.Join(dir, fmt.Sprintf("log-%d.log", i))
 			if err := os.WriteFile(f, []byte(criLog(r.Text)), 0o600); err != nil {
@@ -258,17 +268,20 @@ func logServer(t *testing.T, cp *harness.ControlPlane) int {
 			"--config="+cfg,
 		)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.SysProcAttr = dieWithParent()
 		if err := cmd.Start(); err != nil {
 			logServerErr = err
 			return
 		}
-		stopLogServer = func() {
-			_ = cmd.Process.Kill()
-			_, _ = cmd.Process.Wait()
-			_ = os.RemoveAll(dir)
-		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed loopback test server
 		logServerErr = harness.Eventually(context.Background(), "KWOK log server", 60*time.Second, func(ctx context.Context) (bool, error) {
+			select {
+			case err := <-exited:
+				return false, fmt.Errorf("kwok exited: %v", err)
+			default:
+			}
 			resp, err := client.Get("https://127.0.0.1:" + strconv.Itoa(logServerPort) + "/healthz")
 			if err != nil {
 				return false, nil
@@ -286,8 +299,6 @@ func logServer(t *testing.T, cp *harness.ControlPlane) int {
 	}
 	return logServerPort
 }
-
-var stopLogServer = func() {}
 
 // completePods finishes every pod that appears in ns (KWOK completes pods
 // labelled gpufleet.dev/kwok-complete=true), as the checks' containers

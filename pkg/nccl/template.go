@@ -259,9 +259,7 @@ func (s JobSpec) workerPod(p profile, role string, command []string) corev1.PodT
 			TerminationGracePeriodSeconds: ptr.To[int64](5),
 			Affinity: &corev1.Affinity{
 				NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
-						Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: nodes,
-					}}}},
+					NodeSelectorTerms: nodeTerms(nodes),
 				}},
 				PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{RunLabel: s.RunID}, MatchExpressions: []metav1.LabelSelectorRequirement{{
@@ -286,6 +284,18 @@ func (s JobSpec) workerPod(p profile, role string, command []string) corev1.PodT
 			Volumes: []corev1.Volume{{Name: "dshm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}},
 		},
 	}
+}
+
+// nodeTerms pins pods to exactly the named nodes: one term per node (terms
+// are ORed), because a metadata.name field selector takes one value.
+func nodeTerms(nodes []string) []corev1.NodeSelectorTerm {
+	out := make([]corev1.NodeSelectorTerm, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{
+			Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{n},
+		}}})
+	}
+	return out
 }
 
 func containerFor(role string) string {

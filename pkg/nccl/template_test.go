@@ -76,9 +76,14 @@ func TestRender_Launchers(t *testing.T) {
 				t.Errorf("restartPolicy %v", spec["restartPolicy"])
 			}
 			terms := nested(t, tmpl, "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms").([]any)
-			fields := terms[0].(map[string]any)["matchFields"].([]any)[0].(map[string]any)
-			if fields["key"] != "metadata.name" || len(fields["values"].([]any)) != 2 || fields["values"].([]any)[0] != "gpu-a" {
-				t.Errorf("node pinning %v", fields)
+			if len(terms) != 2 {
+				t.Fatalf("node terms %v", terms)
+			}
+			for i, want := range []string{"gpu-a", "gpu-b"} {
+				fields := terms[i].(map[string]any)["matchFields"].([]any)[0].(map[string]any)
+				if fields["key"] != "metadata.name" || len(fields["values"].([]any)) != 1 || fields["values"].([]any)[0] != want {
+					t.Errorf("node pinning %v", fields)
+				}
 			}
 			if anti := nested(t, tmpl, "spec", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution").([]any); len(anti) != 1 {
 				t.Errorf("anti-affinity %v", anti)
