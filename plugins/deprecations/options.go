@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -395,7 +398,11 @@ func (o *Options) readCluster(ctx context.Context, md cli.Metadata, target apili
 	}
 	if o.sources[dep.SourceMetrics] {
 		st := SourceStatus{Name: dep.SourceMetrics, Note: dep.MetricNote}
-		fs, skipped, err := dep.ScrapeMetrics(ctx, o.metricsSources())
+		srcs := o.metricsSources(ctx)
+		fs, skipped, err := dep.ScrapeMetrics(ctx, srcs)
+		if len(srcs) > 1 {
+			st.Note += fmt.Sprintf("; scraped %d instances", len(srcs))
+		}
 		rep.NotScanned = append(rep.NotScanned, skipped...)
 		if err != nil {
 			fail(st, err, "reading apiserver metrics")
@@ -474,23 +481,66 @@ func (o *Options) readCluster(ctx context.Context, md cli.Metadata, target apili
 	return out, ctx.Err()
 }
 
-// metricsSources returns the apiserver to scrape: the one the kubeconfig
-// names.
-func (o *Options) metricsSources() []dep.MetricsSource {
+// metricsSources returns the apiservers to scrape. The metric is kept
+// per instance, so where the kubernetes Service has several endpoints each
+// is scraped on its own (with the TLS name "kubernetes", which apiserver
+// serving certificates carry); otherwise the kubeconfig's server.
+func (o *Options) metricsSources(ctx context.Context) []dep.MetricsSource {
 	cfg, cerr := o.cg.ToRESTConfig()
 	instance := "(kubeconfig server)"
 	if cerr == nil && cfg.Host != "" {
 		instance = cfg.Host
 	}
-	return []dep.MetricsSource{{Instance: instance, Fetch: func(ctx context.Context) (io.ReadCloser, error) {
-		kc, err := o.cg.Kube()
-		if err != nil {
-			return nil, err
+	fetch := func(c *rest.Config) func(ctx context.Context) (io.ReadCloser, error) {
+		return func(ctx context.Context) (io.ReadCloser, error) {
+			var kc kubernetes.Interface
+			var err error
+			if c == nil {
+				kc, err = o.cg.Kube()
+			} else {
+				kc, err = kubernetes.NewForConfig(c)
+			}
+			if err != nil {
+				return nil, err
+			}
+			rc, ok := kc.Discovery().RESTClient().(*rest.RESTClient)
+			if !ok || rc == nil {
+				return nil, errors.New("no REST client for /metrics")
+			}
+			return rc.Get().AbsPath("/metrics").Stream(ctx)
 		}
-		rc, ok := kc.Discovery().RESTClient().(*rest.RESTClient)
-		if !ok || rc == nil {
-			return nil, errors.New("no REST client for /metrics")
+	}
+	def := []dep.MetricsSource{{Instance: instance, Fetch: fetch(nil)}}
+	if cerr != nil {
+		return def
+	}
+	kc, err := o.cg.Kube()
+	if err != nil {
+		return def
+	}
+	slices, err := kc.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
+	if err != nil {
+		return def
+	}
+	var out []dep.MetricsSource
+	for _, sl := range slices.Items {
+		port := int32(443)
+		for _, p := range sl.Ports {
+			if p.Port != nil {
+				port = *p.Port
+			}
 		}
-		return rc.Get().AbsPath("/metrics").Stream(ctx)
-	}}}
+		for _, ep := range sl.Endpoints {
+			for _, addr := range ep.Addresses {
+				c := rest.CopyConfig(cfg)
+				c.Host = "https://" + net.JoinHostPort(addr, strconv.Itoa(int(port)))
+				c.TLSClientConfig.ServerName = "kubernetes"
+				out = append(out, dep.MetricsSource{Instance: c.Host, Fetch: fetch(c)})
+			}
+		}
+	}
+	if len(out) < 2 {
+		return def
+	}
+	return out
 }
