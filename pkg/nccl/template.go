@@ -576,7 +576,7 @@ func (m *Manifest) ExpectedRanks() int { return m.Spec.ranks() }
 
 // String describes the manifest in one line.
 func (m *Manifest) String() string {
-	return m.Spec.Launcher.String() + " " + m.Spec.Name + " (" + strconv.Itoa(len(m.Spec.Nodes)) + " nodes × " + strconv.Itoa(m.Spec.GPUsPerNode) + " GPUs, fabric " + string(m.Spec.Fabric) + ")"
+	return m.Spec.Launcher.String() + " " + m.Spec.Name + " (" + strconv.Itoa(len(m.Spec.Nodes)) + " nodes x " + strconv.Itoa(m.Spec.GPUsPerNode) + " GPUs, fabric " + string(m.Spec.Fabric) + ")"
 }
 
 // String returns the launcher name.

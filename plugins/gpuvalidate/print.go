@@ -163,7 +163,11 @@ func (o *Options) print(r *Report) error {
 		return nil
 	}
 	s := r.Summary
-	fmt.Fprintf(o.Out, "\n%d node(s): %d passed, %d warned, %d failed; GPUs %d found of %d expected\n", s.Nodes, s.Passed, s.Warned, s.Failed, s.GPUsFound, s.GPUsExpected)
+	gpus := ""
+	if s.GPUsExpected > 0 || s.GPUsFound > 0 {
+		gpus = fmt.Sprintf("; GPUs %d found of %d expected", s.GPUsFound, s.GPUsExpected)
+	}
+	fmt.Fprintf(o.Out, "\n%d node(s): %d passed, %d warned, %d failed%s\n", s.Nodes, s.Passed, s.Warned, s.Failed, gpus)
 	for _, l := range s.BusBW {
 		fmt.Fprintln(o.Out, "NCCL "+l)
 	}
