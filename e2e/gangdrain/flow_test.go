@@ -292,7 +292,7 @@ func TestGangDrainInterruptedRunConverges(t *testing.T) {
 	code, _ = e.runUntil("stopping as a unit", syscall.SIGKILL, args...)
 	code, _ = e.runUntil("evicted pod", syscall.SIGKILL, args...)
 
-	r := e.run(append([]string{"-o", "json"}, args...)...)
+	r := e.run(append(append([]string{}, args...), "-o", "json")...)
 	if r.ExitCode != 0 {
 		t.Fatalf("final re-run: %s", r)
 	}
