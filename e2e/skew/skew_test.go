@@ -233,6 +233,7 @@ func TestSkewCheckLive(t *testing.T) {
 
 	// Table, quiet and --fail-on.
 	tbl := skew(t, cp, "--color", "never")
+	t.Logf("kubectl skew:\n%s", tbl.Stdout)
 	if tbl.ExitCode != 1 || !strings.Contains(tbl.Stdout, "pool skew-133") || !strings.Contains(tbl.Stdout, "VIOLATION") ||
 		!strings.Contains(tbl.Stdout, "max skew 4 minors") {
 		t.Errorf("table:\n%s", tbl)
@@ -281,6 +282,7 @@ func TestSkewPlanLiveMatchesOffline(t *testing.T) {
 			Hops int `json:"hops"`
 		} `json:"summary"`
 	}
+	t.Logf("kubectl skew plan --target v1.38:\n%s", skew(t, cp, "plan", "--target", "v1.38", "--color", "never").Stdout)
 	r := skew(t, cp, "plan", "--target", "v1.37", "-o", "json")
 	decode(t, r, &plan)
 	var steps []string

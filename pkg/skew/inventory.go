@@ -196,3 +196,11 @@ func Nodes(n int) string {
 	}
 	return fmt.Sprintf("%d nodes", n)
 }
+
+// Minors writes a count of minor versions: "1 minor", "2 minors".
+func Minors(n int) string {
+	if n == 1 || n == -1 {
+		return fmt.Sprintf("%d minor", n)
+	}
+	return fmt.Sprintf("%d minors", n)
+}

@@ -272,6 +272,9 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 	for _, s := range pools {
 		if s.ok && s.v.MinorsAfter(target) < 0 {
 			note := "skip-level: one drain for the remaining hops"
+			if slack := KubeletMaxSkew(s.v) - target.MinorsAfter(s.v); slack > 0 {
+				note = fmt.Sprintf("optional now: at %s the pool stays inside the policy with %s of slack; upgrading it keeps the cluster on one version", s.v.MinorString(), Minors(slack))
+			}
 			st := StatusOK
 			if target.MinorsAfter(s.v) == KubeletMaxSkew(s.v) {
 				st = StatusEdge

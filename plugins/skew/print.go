@@ -96,8 +96,12 @@ func printPlanTable(w io.Writer, rep *PlanReport, opts cli.TableOptions, c cli.C
 		return nil
 	}
 	s := rep.Summary
-	fmt.Fprintf(w, "\n%s -> %s: %d control-plane hops; %d pool upgrades (%d node drains) instead of %d (%d) when nodes follow every hop: %d node drains saved\n",
-		s.From, s.Target, s.Hops, s.PoolUpgrades, s.NodeDisruptions, s.PoolUpgradesEveryHop, s.NodeDisruptionsEveryHop, s.NodeDisruptionsSaved)
+	hops := "hops"
+	if s.Hops == 1 {
+		hops = "hop"
+	}
+	fmt.Fprintf(w, "\n%s -> %s: %d control-plane %s; %d pool upgrades (%d node drains) instead of %d (%d) when nodes follow every hop: %d node drains saved\n",
+		s.From, s.Target, s.Hops, hops, s.PoolUpgrades, s.NodeDisruptions, s.PoolUpgradesEveryHop, s.NodeDisruptionsEveryHop, s.NodeDisruptionsSaved)
 	for _, wn := range rep.Warnings {
 		fmt.Fprintf(w, "%s: %s\n", c.Status("WARNING"), wn)
 	}
