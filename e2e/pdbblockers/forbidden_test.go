@@ -23,13 +23,16 @@ import (
 // the readable one is still checked, and the exit code says the read was
 // partial.
 func TestPDBBlockersForbiddenNamespace(t *testing.T) {
-	e := newEnv(t, 1, 3*time.Minute)
+	e := newEnv(t, 1, 6*time.Minute)
 	node := e.nodes[0]
 	e.deploy("strict", 1, node, nil)
 	e.pdb("strict", "strict", i(1), nil, "", 1)
 	other := *e
 	other.ns = e.cp.Namespace(t)
 	other.deploy("hidden", 1, node, nil)
+	e.waitApps()
+	other.waitApps()
+	e.settle()
 
 	user := "pdbb-e2e-" + e.ns
 	rbac := e.cp.Client.RbacV1()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -35,6 +37,7 @@ type env struct {
 	ctx   context.Context
 	ns    string
 	nodes []string
+	apps  []app
 }
 
 // newEnv creates a namespace and n KWOK nodes for one test; both go away
@@ -70,8 +73,59 @@ func (e *env) deploy(name string, replicas int32, node string, annotations map[s
 	d := harness.Deployment(e.ns, name, replicas, 0)
 	d.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": node}
 	d.Spec.Template.Annotations = annotations
-	if _, err := e.cp.CreateDeployment(e.ctx, d); err != nil {
+	if _, err := e.cp.Client.AppsV1().Deployments(e.ns).Create(e.ctx, d, metav1.CreateOptions{}); err != nil {
 		e.fatal("deployment %s: %v", name, err)
+	}
+	e.apps = append(e.apps, app{name, int(replicas)})
+}
+
+type app struct {
+	name     string
+	replicas int
+}
+
+// waitApps waits until the pods of every deployment are Ready.
+func (e *env) waitApps() {
+	e.t.Helper()
+	for _, a := range e.apps {
+		if err := e.cp.WaitPodsReady(e.ctx, e.ns, "app="+a.name, a.replicas, 3*time.Minute); err != nil {
+			e.fatal("deployment %s: %v", a.name, err)
+		}
+	}
+}
+
+// settle waits until every PDB of the namespace counts exactly the Ready
+// pods it selects (PDBs that fail to sync excepted).
+func (e *env) settle() {
+	e.t.Helper()
+	err := harness.Eventually(e.ctx, "PDB status settles", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := e.cp.Client.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pdbs, err := e.cp.Client.PolicyV1().PodDisruptionBudgets(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, b := range pdbs.Items {
+			if b.Status.ObservedGeneration < b.Generation {
+				continue // never synced; checked by the test itself
+			}
+			sel, _ := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+			ready := int32(0)
+			for i := range pods.Items {
+				if sel.Matches(labels.Set(pods.Items[i].Labels)) && harness.PodReady(&pods.Items[i]) {
+					ready++
+				}
+			}
+			if b.Status.ExpectedPods > 0 && b.Status.CurrentHealthy != ready {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		e.fatal("%v", err)
 	}
 }
 
@@ -239,6 +293,7 @@ func (e *env) report(args ...string) (pdbblockers.Report, plugintest.Result) {
 	e.t.Helper()
 	args = append([]string{"--kubeconfig", e.cp.Kubeconfig, "-o", "json"}, args...)
 	r := plugintest.Run(e.t, bin, args...)
+	e.t.Logf("%s %s: exit %d in %s", bin, strings.Join(args[3:], " "), r.ExitCode, r.Duration.Round(time.Millisecond))
 	var rep pdbblockers.Report
 	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
 		e.fatal("decoding the report: %v\n%s", err, r)

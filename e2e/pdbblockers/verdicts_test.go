@@ -33,7 +33,7 @@ type expected struct {
 // would meet, then evicts every pod for real in the plugin's drain order
 // and checks each answer of the API server against the prediction.
 func TestPDBBlockersVerdictsMatchEvictions(t *testing.T) {
-	e := newEnv(t, 1, 4*time.Minute)
+	e := newEnv(t, 1, 10*time.Minute)
 	node := e.nodes[0]
 
 	// No budget: evicts now.
@@ -101,6 +101,7 @@ func TestPDBBlockersVerdictsMatchEvictions(t *testing.T) {
 		e.fatal("delete finalized: %v", err)
 	}
 
+	e.waitApps()
 	// Make pods unready and wait for the disruption controller to see it.
 	always, ifh, guarded := e.podsOf("always"), e.podsOf("ifhealthy"), e.podsOf("guarded")
 	unready := map[string]bool{always[0].Name: true, ifh[0].Name: true, guarded[0].Name: true, guarded[1].Name: true}
@@ -118,6 +119,7 @@ func TestPDBBlockersVerdictsMatchEvictions(t *testing.T) {
 	}
 	e.waitPDB("trainer", failed)
 	e.waitPDBStatus("fresh", failed)
+	e.settle()
 
 	// The drain has started: the node is cordoned, so replacements stay Pending.
 	e.cordon(node)
