@@ -263,6 +263,8 @@ func BenchmarkSkewScale(b *testing.B) {
 		fmt.Fprintf(&sb, "%-60s %9.2fs %9.2fs %8.1f MiB\n", r.what, r.wall.Seconds(), r.cpu.Seconds(), r.rss)
 	}
 	b.Log(sb.String())
+	// go test truncates long benchmark logs; the table also goes to stderr.
+	fmt.Fprint(os.Stderr, sb.String())
 	for _, r := range rows {
 		if strings.HasPrefix(r.what, "kubectl-skew -o json") {
 			b.ReportMetric(r.wall.Seconds(), "skew-s")
