@@ -55,16 +55,18 @@ func BenchmarkCRDMigrateScale(b *testing.B) {
 				}
 				f.assertAllAtV2(b)
 				ideal := crdmigrate.EstimateRun(int64(n), crdmigrate.PageSize, qps, qps).Seconds
-				rssMiB := 0.0
+				rssMiB, cpu := 0.0, 0.0
 				if s.rusage != nil {
 					rssMiB = float64(s.rusage.Maxrss) / 1024 // kilobytes on Linux
+					cpu = time.Duration(s.rusage.Utime.Nano() + s.rusage.Stime.Nano()).Seconds()
 				}
 				b.ReportMetric(float64(n)/rep.Seconds, "objects/s")
 				b.ReportMetric(rep.Seconds, "s/run")
 				b.ReportMetric(ideal, "ideal-s")
 				b.ReportMetric(rssMiB, "peak-RSS-MiB")
-				b.Logf("%d objects at --qps %d: %.1fs (ideal %.1fs, %+.0f%%), %.0f objects/s, peak RSS %.1f MiB",
-					n, qps, rep.Seconds, ideal, (rep.Seconds/ideal-1)*100, float64(n)/rep.Seconds, rssMiB)
+				b.ReportMetric(cpu*1e6/float64(n), "plugin-CPU-µs/object")
+				b.Logf("%d objects at --qps %d: %.1fs (ideal %.1fs, %+.0f%%), %.0f objects/s, peak RSS %.1f MiB, plugin CPU %.1fs (%.0fµs/object)",
+					n, qps, rep.Seconds, ideal, (rep.Seconds/ideal-1)*100, float64(n)/rep.Seconds, rssMiB, cpu, cpu*1e6/float64(n))
 				if os.Getenv("E2E_SCALE_STRICT") != "" && rep.Seconds > ideal*1.15 {
 					b.Errorf("%d objects took %.1fs, more than 15%% over the ideal %.1fs", n, rep.Seconds, ideal)
 				}
