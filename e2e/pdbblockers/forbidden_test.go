@@ -28,7 +28,7 @@ func TestPDBBlockersForbiddenNamespace(t *testing.T) {
 	e.deploy("strict", 1, node, nil)
 	e.pdb("strict", "strict", i(1), nil, "", 1)
 	other := *e
-	other.ns = e.cp.Namespace(t)
+	other.ns, other.apps = e.cp.Namespace(t), nil
 	other.deploy("hidden", 1, node, nil)
 	e.waitApps()
 	other.waitApps()
