@@ -129,7 +129,7 @@ func (o *Options) RunDrain(ctx context.Context) error {
 		hint = fmt.Sprintf("kubectl gang-drain status %s, then run the same command again to resume", res.RunID)
 	}
 	if err != nil && runCtx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("%w: stopped after --timeout %s: %w", gang.ErrIncomplete, o.Timeout, err)
+		err = fmt.Errorf("%w: stopped after --timeout %s", gang.ErrIncomplete, o.Timeout)
 	}
 	return finish(runCtx, err, md, hint)
 }
