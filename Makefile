@@ -21,7 +21,7 @@ E2E_COMPONENTS ?= core kueue jobset krew
 E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build test unit e2e e2e-tools bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
+.PHONY: all build test unit race e2e e2e-tools bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
 
 all: build
 
@@ -34,9 +34,14 @@ build:
 ## test: unit tests, short fuzzing, then the e2e suite against a real control plane (README's test command)
 test: unit fuzz-short e2e
 
-## unit: go vet and the unit tests with the race detector
+## unit: go vet and the unit tests
 unit:
 	go vet ./...
+	go test -count=1 ./...
+
+## race: the unit tests with the race detector (a race build of the Kubernetes
+## libraries costs CI minutes a fresh machine does not have, so `test` skips it)
+race:
 	go test -race -count=1 ./...
 
 ## e2e-tools: build the control-plane binaries into the version-keyed cache
