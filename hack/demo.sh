@@ -8,7 +8,8 @@
 #   hack/demo.sh status   say whether it runs
 #
 # DEMO_DIR (default .demo) holds the kubeconfig, pid file and logs.
-# DEMO_NO_QUEUEING=1 skips Kueue and JobSet (and their first build).
+# DEMO_KUEUE=1 / DEMO_JOBSET=1 also run the Kueue / JobSet managers (built on
+# first use; Kueue does not come up outside the cluster yet, see e2e/README.md).
 # DEMO_ARGS_<plugin> (for example DEMO_ARGS_pdb_blockers="--node h100-c-0")
 # overrides the arguments a plugin is run with.
 set -euo pipefail
@@ -40,7 +41,8 @@ up) ;;
 esac
 
 up_args=(--dir "$dir")
-[[ -n ${DEMO_NO_QUEUEING:-} ]] && up_args+=(--no-queueing)
+[[ -n ${DEMO_KUEUE:-} ]] && up_args+=(--kueue)
+[[ -n ${DEMO_JOBSET:-} ]] && up_args+=(--jobset)
 "$democluster" up "${up_args[@]}"
 kubeconfig=$(cd "$dir" && pwd)/kubeconfig
 # Plugins that shell out to kubectl, or report its version, get the one that

@@ -1,9 +1,9 @@
 // Command democluster runs the local control plane of the e2e harness with a
 // small GPU-fleet scenario, for `make demo`.
 //
-//	democluster up   [--dir .demo] [--no-queueing]  start in the background, print the kubeconfig path
+//	democluster up   [--dir .demo] [--kueue] [--jobset]  start in the background, print the kubeconfig path
 //	democluster down [--dir .demo]                  stop it and remove its state
-//	democluster serve [--dir .demo] [--no-queueing] run in the foreground until SIGINT/SIGTERM
+//	democluster serve [--dir .demo] [--kueue] [--jobset] run in the foreground until SIGINT/SIGTERM
 //
 // up starts "serve" detached from the terminal, waits until the scenario is
 // in place and exits; the control plane keeps running until down.
@@ -25,12 +25,13 @@ import (
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 )
 
-const usage = `usage: democluster up|down|serve|status [--dir DIR] [--no-queueing]`
+const usage = `usage: democluster up|down|serve|status [--dir DIR] [--kueue] [--jobset]`
 
 type config struct {
-	dir        string
-	noQueueing bool
-	timeout    time.Duration
+	dir     string
+	kueue   bool
+	jobset  bool
+	timeout time.Duration
 }
 
 func main() {
@@ -42,7 +43,8 @@ func main() {
 	fs := flag.NewFlagSet("democluster "+cmd, flag.ExitOnError)
 	var c config
 	fs.StringVar(&c.dir, "dir", ".demo", "state directory: kubeconfig, pid file, logs")
-	fs.BoolVar(&c.noQueueing, "no-queueing", false, "do not run Kueue and JobSet (and do not build them)")
+	fs.BoolVar(&c.kueue, "kueue", false, "also run the Kueue manager (building it when missing)")
+	fs.BoolVar(&c.jobset, "jobset", false, "also run the JobSet controller (building it when missing)")
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Minute, "how long up waits, including a first build of the binaries")
 	_ = fs.Parse(os.Args[2:])
 	abs, err := filepath.Abs(c.dir)
@@ -127,8 +129,11 @@ func up(c config) error {
 	}
 	defer logf.Close()
 	args := []string{"serve", "--dir", c.dir}
-	if c.noQueueing {
-		args = append(args, "--no-queueing")
+	if c.kueue {
+		args = append(args, "--kueue")
+	}
+	if c.jobset {
+		args = append(args, "--jobset")
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
@@ -210,14 +215,14 @@ func serve(c config) error {
 	defer stop()
 	opts := harness.Options{
 		Dir:          c.clusterDir(),
-		Kueue:        !c.noQueueing,
-		JobSet:       !c.noQueueing,
+		Kueue:        c.kueue,
+		JobSet:       c.jobset,
 		StartTimeout: 5 * time.Minute,
 		Log:          os.Stdout,
 	}
 	began := time.Now()
 	cp, err := harness.Start(ctx, opts)
-	if err != nil && !c.noQueueing && ctx.Err() == nil {
+	if err != nil && (c.kueue || c.jobset) && ctx.Err() == nil {
 		fmt.Printf("democluster: start with Kueue and JobSet failed: %v\ndemocluster: retrying without them\n", err)
 		opts.Kueue, opts.JobSet = false, false
 		cp, err = harness.Start(ctx, opts)

@@ -67,13 +67,19 @@ func createScenario(ctx context.Context, cp *harness.ControlPlane) (string, erro
 	}
 	sb.WriteString("  a legacy client listed resource.k8s.io/v1beta1 resourceslices (deprecated, removed in 1.38)\n")
 
-	if cp.Options.Kueue && cp.Options.JobSet {
-		if err := trainingScenario(ctx, cp); err != nil {
+	switch {
+	case cp.Options.Kueue && cp.Options.JobSet:
+		if err := trainingScenario(ctx, cp, "training"); err != nil {
 			return "", err
 		}
 		sb.WriteString("  training/llama-pretrain: JobSet gang of 4 x 8 GPUs on h100-a, admitted by Kueue (queue training)\n")
-	} else {
-		sb.WriteString("  (Kueue and JobSet not running: no training gang)\n")
+	case cp.Options.JobSet:
+		if err := trainingScenario(ctx, cp, ""); err != nil {
+			return "", err
+		}
+		sb.WriteString("  training/llama-pretrain: JobSet gang of 4 x 8 GPUs on h100-a\n")
+	default:
+		sb.WriteString("  (JobSet not running: no training gang; start with --jobset)\n")
 	}
 	return sb.String(), nil
 }
@@ -118,11 +124,16 @@ func deprecatedCall(ctx context.Context, cfg *rest.Config) error {
 	return cs.Discovery().RESTClient().Get().AbsPath("/apis/resource.k8s.io/v1beta1/resourceslices").Do(ctx).Error()
 }
 
-func trainingScenario(ctx context.Context, cp *harness.ControlPlane) error {
-	if _, err := cp.CreateQueues(ctx, trainingNS, "training", map[string]string{harness.PoolLabel: "h100-a"}, 32); err != nil {
-		return err
+func trainingScenario(ctx context.Context, cp *harness.ControlPlane, queue string) error {
+	if queue != "" {
+		if _, err := cp.CreateQueues(ctx, trainingNS, queue, map[string]string{harness.PoolLabel: "h100-a"}, 32); err != nil {
+			return err
+		}
 	}
-	js := harness.TrainingJobSet(trainingNS, "llama-pretrain", "training", 4, 8)
+	js := harness.TrainingJobSet(trainingNS, "llama-pretrain", queue, 4, 8)
+	for i := range js.Spec.ReplicatedJobs {
+		js.Spec.ReplicatedJobs[i].Template.Spec.Template.Spec.NodeSelector = map[string]string{harness.PoolLabel: "h100-a"}
+	}
 	if _, err := cp.JobSetClient().JobsetV1alpha2().JobSets(trainingNS).Create(ctx, js, metav1.CreateOptions{}); err != nil {
 		return err
 	}
