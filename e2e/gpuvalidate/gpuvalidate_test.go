@@ -163,7 +163,7 @@ func TestGPUValidateConfigDrift(t *testing.T) {
 	}
 	rep := parseReport(t, r)
 	st, msgs := rep.status("gv-cfg-1")
-	if st != "FAIL" || !strings.Contains(msgs, `GPU-relevant kubelet config drift topologyManagerPolicy is "best-effort", "single-numa-node" on gv-cfg-0`) {
+	if st != "FAIL" || !strings.Contains(msgs, `GPU-relevant kubelet config drift topologyManagerPolicy is "best-effort" ("single-numa-node" on gv-cfg-0)`) {
 		t.Errorf("gv-cfg-1: %s\n%s", st, msgs)
 	}
 	if st, msgs := rep.status("gv-cfg-2"); st != "PASS" || !strings.Contains(msgs, "expected difference(s) from gv-cfg-0") {

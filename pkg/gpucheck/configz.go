@@ -238,7 +238,7 @@ func ConfigFindings(baselineNode string, diffs []ConfigDiff) []Finding {
 			}
 			return s
 		}
-		msg := fmt.Sprintf("%s is %s, %s on %s", d.Field, show(d.New), show(d.Old), baselineNode)
+		msg := fmt.Sprintf("%s is %s (%s on %s)", d.Field, show(d.New), show(d.Old), baselineNode)
 		switch d.Class {
 		case DriftGPU:
 			out = append(out, Finding{Check: CheckConfig, Level: LevelFail, Message: "GPU-relevant kubelet config drift " + msg})

@@ -161,7 +161,7 @@ func TestDiffKubeletConfig(t *testing.T) {
 		t.Errorf("drift (-want +got)\n%s", d)
 	}
 	fs := ConfigFindings("gpu-old-0", drift)
-	if StatusOf(fs) != StatusFail || !strings.Contains(fs[2].Message, `topologyManagerPolicy is "best-effort", "single-numa-node" on gpu-old-0`) {
+	if StatusOf(fs) != StatusFail || !strings.Contains(fs[2].Message, `topologyManagerPolicy is "best-effort" ("single-numa-node" on gpu-old-0)`) {
 		t.Errorf("findings %+v", fs)
 	}
 }

@@ -107,7 +107,7 @@ func TestNodes_ConfigDriftJSON(t *testing.T) {
 	if rep.Kind != "GPUValidateReport" || rep.Items[0].Status != gpucheck.StatusFail || rep.Items[1].Status != gpucheck.StatusPass || rep.Items[0].ConfigBaseline != "old-0" {
 		t.Errorf("%s", out)
 	}
-	if !strings.Contains(out, `topologyManagerPolicy is \"best-effort\", \"single-numa-node\" on old-0`) {
+	if !strings.Contains(out, `topologyManagerPolicy is \"best-effort\" (\"single-numa-node\" on old-0)`) {
 		t.Errorf("no topology drift in %s", out)
 	}
 }
