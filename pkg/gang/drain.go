@@ -107,9 +107,10 @@ type Drainer struct {
 	// GPUResources are counted as GPUs (default DefaultGPUResources).
 	GPUResources []corev1.ResourceName
 
-	mu      sync.Mutex
-	records map[string]*NodeRecord
-	runID   string
+	mu       sync.Mutex
+	recordMu sync.Mutex
+	records  map[string]*NodeRecord
+	runID    string
 }
 
 func (d *Drainer) clock() clock.WithTicker {
@@ -806,6 +807,9 @@ func unstructuredInt(obj map[string]any, fields ...string) (int64, bool, error) 
 }
 
 func (d *Drainer) recordGang(ctx context.Context, node string, rec GangRecord) error {
+	// Serialise read-merge-write: gangs stop concurrently.
+	d.recordMu.Lock()
+	defer d.recordMu.Unlock()
 	d.mu.Lock()
 	r := d.records[node]
 	for _, g := range r.Gangs {

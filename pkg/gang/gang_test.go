@@ -416,3 +416,57 @@ func TestDiscoverLWSAndKubeflow(t *testing.T) {
 		t.Errorf("-want +got\n%s", diff)
 	}
 }
+
+func TestRunDisableEvictionRecordsWhoAndRestoreDryRun(t *testing.T) {
+	c := newCluster(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A PDB that forbids every eviction: --disable-eviction deletes anyway.
+	c.kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" {
+			t.Error("eviction API used with --disable-eviction")
+		}
+		return false, nil, nil
+	})
+	keys := checkpoint.DefaultKeys()
+	for _, name := range []string{"pg-0", "pg-1"} {
+		p, _ := c.kube.CoreV1().Pods("ml").Get(ctx, name, metav1.GetOptions{})
+		p.Labels[keys.Protocol()] = "none"
+		if _, err := c.kube.CoreV1().Pods("ml").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deletePodsOnSuspend(c, "train-")
+	ev := &events{}
+	d := newDrainer(c, Options{OnTimeout: OnTimeoutStop, DisableEviction: true, Requester: "bob", MaxGangsInFlight: 1,
+		Timeouts: checkpoint.Timeouts{Ack: 10 * time.Millisecond}}, ev)
+	res, err := d.Run(ctx, []string{"n1"})
+	if err != nil || !res.Complete {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	ann, _ := nodeAnn(t, c, "n1")
+	if !strings.HasPrefix(ann[AnnDisableEviction], "bob at ") {
+		t.Errorf("disable-eviction record %q", ann[AnnDisableEviction])
+	}
+	if !ev.has("--disable-eviction: deleting 1 pod(s) directly") {
+		t.Errorf("events %v", ev.lines)
+	}
+	if _, err := c.kube.CoreV1().Pods("web").Get(ctx, "api-abc", metav1.GetOptions{}); err == nil {
+		t.Error("pod api-abc not deleted")
+	}
+	rd := newDrainer(c, Options{DryRun: true}, &events{})
+	rres, err := rd.Restore(ctx, []string{"n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, cordoned := nodeAnn(t, c, "n1"); !cordoned {
+		t.Error("restore --dry-run uncordoned the node")
+	}
+	var actions []string
+	for _, g := range rres.Gangs {
+		actions = append(actions, g.Key+"="+g.Action)
+	}
+	if diff := cmp.Diff([]string{"ml/JobSet/train=would-restore", "ml/PodGroup/pg=not-restorable"}, actions); diff != "" {
+		t.Errorf("-want +got\n%s", diff)
+	}
+}
