@@ -5,6 +5,9 @@
 //     refusal the way the API server decides it (Classify, Result, Reason) and
 //     retries the ones that can clear, with a backoff that honours Retry-After
 //     and a caller deadline. Progress is reported through callbacks.
+//   - Load reads nodes, pods and PodDisruptionBudgets in a fixed number of
+//     paged lists (per namespace where a cluster-wide list is forbidden) and
+//     slims the pods; Snapshot.Index feeds the Evaluator.
 //   - Evaluator and Simulation answer, without touching the network, whether
 //     evicting a pod would succeed now, later or never, and why. They
 //     reproduce the API server's eviction logic over nodes, pods and
