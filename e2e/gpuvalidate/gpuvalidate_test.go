@@ -141,6 +141,23 @@ func TestGPUValidateDRANode(t *testing.T) {
 	}
 }
 
+func TestGPUValidateMIGReported(t *testing.T) {
+	cp := harness.Shared(t)
+	createNodes(t, cp, harness.GPUPool{Name: "gv-mig", Nodes: 1}, func(_ int, n *corev1.Node) {
+		n.Status.Capacity[harness.GPUResource] = resource.MustParse("0")
+		n.Status.Allocatable[harness.GPUResource] = resource.MustParse("0")
+		n.Status.Capacity["nvidia.com/mig-3g.40gb"] = resource.MustParse("16")
+		n.Status.Allocatable["nvidia.com/mig-3g.40gb"] = resource.MustParse("16")
+	})
+	r := runPlugin(t, cp, "nodes", "gv-mig-0", "--expected-gpus", "8", "-o", "json")
+	if r.ExitCode != 0 {
+		t.Fatalf("exit %d, want 0: MIG layouts are reported, not failed", r.ExitCode)
+	}
+	if st, msgs := parseReport(t, r).status("gv-mig-0"); st != "PASS" || !strings.Contains(msgs, "MIG layout 16x nvidia.com/mig-3g.40gb") {
+		t.Errorf("gv-mig-0: %s\n%s", st, msgs)
+	}
+}
+
 func TestGPUValidateConfigDrift(t *testing.T) {
 	cp := harness.Shared(t)
 	ip := proxyableIP(t)

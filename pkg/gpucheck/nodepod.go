@@ -135,8 +135,11 @@ type NodePodResult struct {
 	Node  string
 	Pod   string
 	Phase corev1.PodPhase
-	Log   string
-	Err   error
+	// Reason is the pod's status reason and message when it failed
+	// (for example OutOfnvidia.com/gpu when the GPUs are still in use).
+	Reason string
+	Log    string
+	Err    error
 }
 
 // Run runs the spec on every node and returns results in node order.
@@ -209,6 +212,7 @@ func (r *NodePodRunner) runOne(ctx context.Context, spec NodePodSpec, node strin
 		}
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			res.Phase = p.Status.Phase
+			res.Reason = strings.TrimSpace(p.Status.Reason + " " + p.Status.Message)
 			break
 		}
 		if !clk.Now().Before(deadline) {

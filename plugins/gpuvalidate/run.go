@@ -409,7 +409,7 @@ func (o *Options) xidGate(ctx context.Context, nodes []*corev1.Node, items map[s
 			continue
 		}
 		if r.Phase == corev1.PodFailed && len(evs) == 0 {
-			it.add(gpucheck.CheckXid, gpucheck.LevelFail, "kernel log pod "+r.Pod+" failed without output")
+			it.add(gpucheck.CheckXid, gpucheck.LevelFail, strings.TrimSpace("kernel log pod "+r.Pod+" failed without output "+r.Reason))
 			continue
 		}
 		it.Xids = evs
@@ -444,7 +444,11 @@ func (o *Options) dcgmGate(ctx context.Context, nodes []*corev1.Node, items map[
 		}
 		res, err := gpucheck.ParseDCGM(strings.NewReader(r.Log))
 		if err != nil {
-			it.add(gpucheck.CheckDCGM, gpucheck.LevelFail, fmt.Sprintf("no DCGM result in the log of pod %s (phase %s)", r.Pod, r.Phase))
+			msg := fmt.Sprintf("no DCGM result in the log of pod %s (phase %s)", r.Pod, r.Phase)
+			if r.Reason != "" {
+				msg += ": " + r.Reason
+			}
+			it.add(gpucheck.CheckDCGM, gpucheck.LevelFail, msg)
 			continue
 		}
 		it.DCGM = res
