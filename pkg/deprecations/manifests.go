@@ -20,6 +20,10 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 )
 
+// maxValidatedDoc is the largest document with a finding that is also
+// parsed in full to report whether it is valid YAML.
+const maxValidatedDoc = 16 << 10
+
 // DefaultMaxFileSize bounds the size of one manifest file.
 const DefaultMaxFileSize = 64 << 20
 
@@ -536,7 +540,9 @@ func (s *ManifestScanner) finishDoc(name string, data []byte, doc *yamlDoc, res 
 		s.emit(name, o, res)
 	}
 	// A document with a finding must also parse: say so when it does not.
-	if len(res.Findings) > before && !doc.templated {
+	// Large documents (CRDs of hundreds of kilobytes) are trusted to the
+	// line scanner: parsing them costs more than the whole rest of a scan.
+	if len(res.Findings) > before && !doc.templated && doc.end-doc.start <= maxValidatedDoc {
 		var n yaml3.Node
 		if err := yaml3.Unmarshal(data[doc.start:doc.end], &n); err != nil {
 			res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: doc.startLine,
