@@ -71,6 +71,15 @@ type Item struct {
 	BlockingSince *metav1.Time `json:"blockingSince,omitempty"`
 	// DryRun is the server's answer to a dry-run eviction (--server-dry-run).
 	DryRun *DryRun `json:"dryRun,omitempty"`
+	// BreakGlass is the last resort for a pod a PodDisruptionBudget blocks
+	// for good: deleting it without the eviction API.
+	BreakGlass *BreakGlass `json:"breakGlass,omitempty"`
+}
+
+// BreakGlass is a command that bypasses the eviction API, and its warning.
+type BreakGlass struct {
+	Command string `json:"command"`
+	Warning string `json:"warning"`
 }
 
 // DryRun is a server-side dry-run eviction and whether it agrees with the prediction.
@@ -154,6 +163,10 @@ func (r *Report) addPod(node *corev1.Node, v eviction.Verdict, _ time.Time, all 
 	}
 	it := Item{Node: node.Name, Namespace: v.Namespace, Name: v.Name, PDBs: v.PDBs, Verdict: v.Outcome, Severity: sev,
 		Eviction: v.Eviction, Budget: v.Budget, Blockers: v.Blockers}
+	if v.Outcome == eviction.OutcomeNever && v.Eviction.PDB != "" && !v.Eviction.Evicted() {
+		cmd, warn := eviction.BreakGlass(v.Namespace, v.Name)
+		it.BreakGlass = &BreakGlass{Command: cmd, Warning: warn}
+	}
 	if since, ok := eviction.CordonedSince(node); ok && sev != cli.SeverityNone && !since.IsZero() {
 		t := metav1.NewTime(since.UTC())
 		it.BlockingSince = &t
@@ -235,7 +248,7 @@ func (o *Options) print(r *Report) error {
 	now := r.Time.Time
 	t := cli.Table{Columns: []cli.Column{
 		{Name: "NODE"}, {Name: "POD"}, {Name: "PDB"}, {Name: "VERDICT"}, {Name: "REASON"}, {Name: "FOR"}, {Name: "FIX"},
-		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true},
+		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true}, {Name: "BREAK-GLASS", Wide: true},
 	}}
 	for _, it := range r.Items {
 		pod := it.Namespace + "/" + it.Name
@@ -257,6 +270,10 @@ func (o *Options) print(r *Report) error {
 				dry += " (DIFFERS)"
 			}
 		}
+		breakGlass := "-"
+		if it.BreakGlass != nil {
+			breakGlass = it.BreakGlass.Command + "  # " + it.BreakGlass.Warning
+		}
 		rows := 0
 		for _, b := range it.Blockers {
 			if severityOf(b.Outcome) == cli.SeverityNone && it.Verdict != eviction.OutcomeIgnored && !(o.AllPods && severityOf(it.Verdict) == cli.SeverityNone) {
@@ -270,7 +287,7 @@ func (o *Options) print(r *Report) error {
 			if warn == "" {
 				warn = "-"
 			}
-			t.AddRow(it.Node, pod, pdb, c.Status(strings.ToUpper(string(b.Outcome))), b.Message, since, fix, evic, dry, warn)
+			t.AddRow(it.Node, pod, pdb, c.Status(strings.ToUpper(string(b.Outcome))), b.Message, since, fix, evic, dry, warn, breakGlass)
 			rows++
 		}
 		if rows == 0 {
@@ -278,7 +295,7 @@ func (o *Options) print(r *Report) error {
 			if msg == "" {
 				msg = "evicts now"
 			}
-			t.AddRow(it.Node, pod, pdb, c.Status(strings.ToUpper(string(it.Verdict))), msg, since, "-", evic, dry, "-")
+			t.AddRow(it.Node, pod, pdb, c.Status(strings.ToUpper(string(it.Verdict))), msg, since, "-", evic, dry, "-", breakGlass)
 		}
 	}
 	s := r.Summary
