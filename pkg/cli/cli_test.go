@@ -179,7 +179,7 @@ func TestPrintStructured(t *testing.T) {
 		Header
 		Items []item `json:"items"`
 	}
-	r := report{Header: NewHeader("TestReport", Metadata{Context: "prod", ServerVersion: "v1.37.2"}), Items: []item{{"a"}}}
+	r := report{Header: NewHeader("TestReport", Metadata{Context: "prod", ServerVersion: "v1.37.2"}), Items: []item{{"a -> <b> & c"}}}
 	var b bytes.Buffer
 	if err := PrintStructured(&b, OutputJSON, r); err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestPrintStructured(t *testing.T) {
   },
   "items": [
     {
-      "name": "a"
+      "name": "a -> <b> & c"
     }
   ]
 }
@@ -205,7 +205,7 @@ func TestPrintStructured(t *testing.T) {
 	if err := PrintStructured(&b, OutputYAML, r); err != nil {
 		t.Fatal(err)
 	}
-	wantYAML := "apiVersion: gpufleet.dev/v1alpha1\nitems:\n- name: a\nkind: TestReport\nmetadata:\n  context: prod\n  serverVersion: v1.37.2\n"
+	wantYAML := "apiVersion: gpufleet.dev/v1alpha1\nitems:\n- name: a -> <b> & c\nkind: TestReport\nmetadata:\n  context: prod\n  serverVersion: v1.37.2\n"
 	if diff := cmp.Diff(wantYAML, b.String()); diff != "" {
 		t.Errorf("yaml (-want +got):\n%s", diff)
 	}
@@ -345,9 +345,12 @@ func TestRunExitCodesAndErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd, _, errOut, streams := newTestRoot(func() error { return tc.err })
+			cmd, out, errOut, streams := newTestRoot(func() error { return tc.err })
 			cmd.SetArgs(tc.args)
 			code := Run(context.Background(), cmd, streams)
+			if out.Len() != 0 {
+				t.Errorf("stdout must stay empty, got %q", out.String())
+			}
 			if code != tc.wantCode {
 				t.Errorf("code %d, want %d (stderr %q)", code, tc.wantCode, errOut.String())
 			}

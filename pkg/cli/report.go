@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -60,8 +61,14 @@ func PrintStructured(w io.Writer, format string, obj any) error {
 	)
 	switch format {
 	case OutputJSON:
-		data, err = json.MarshalIndent(obj, "", "  ")
-		data = append(data, '\n')
+		// No HTML escaping: reports are read by people and jq, not browsers,
+		// and "->" must not turn into "-\u003e".
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(obj)
+		data = buf.Bytes()
 	case OutputYAML:
 		data, err = yaml.Marshal(obj)
 	default:

@@ -19,6 +19,9 @@ import (
 // klog's flags are hidden except -v, and a version subcommand is added.
 func Setup(root *cobra.Command, streams genericiooptions.IOStreams) {
 	root.SilenceErrors = true
+	// Bad input gets one error line and a hint to --help, never a usage dump
+	// on stdout where a script expects a report.
+	root.SilenceUsage = true
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
