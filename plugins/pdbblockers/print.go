@@ -1,7 +1,11 @@
 package pdbblockers
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -238,7 +242,13 @@ func (o *Options) print(r *Report) error {
 		return nil
 	}
 	if o.Print.Structured() {
-		if err := cli.PrintStructured(o.Out, o.Print.Output, r); err != nil {
+		var err error
+		if o.Print.Output == cli.OutputJSON {
+			err = writeJSON(o.Out, r)
+		} else {
+			err = cli.PrintStructured(o.Out, o.Print.Output, r)
+		}
+		if err != nil {
 			return err
 		}
 		o.printWarnings(r)
@@ -340,4 +350,45 @@ func (o *Options) printWarnings(r *Report) {
 
 func podRef(v eviction.Verdict) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name, UID: v.UID}}
+}
+
+// writeJSON prints the report exactly as json.MarshalIndent(r, "", "  ")
+// would, but encodes the items one at a time, so that a report of tens of
+// thousands of pods never sits in memory twice as one buffer.
+func writeJSON(w io.Writer, r *Report) error {
+	const hole = `"items": null`
+	head := *r
+	head.Items = nil
+	b, err := json.MarshalIndent(head, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding report: %w", err)
+	}
+	i := bytes.Index(b, []byte(hole))
+	if i < 0 {
+		return fmt.Errorf("encoding report: no items field")
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(b[:i])
+	bw.WriteString(`"items": [`)
+	for k := range r.Items {
+		if k > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		item, err := json.MarshalIndent(&r.Items[k], "    ", "  ")
+		if err != nil {
+			return fmt.Errorf("encoding report: %w", err)
+		}
+		bw.Write(item)
+	}
+	if len(r.Items) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.WriteByte(']')
+	bw.Write(b[i+len(hole):])
+	bw.WriteByte('\n')
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	return nil
 }
