@@ -14,8 +14,17 @@ GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
 BIN      := bin
 DIST     := dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
-# Components of the local control plane the e2e suite needs (see e2e/tools/build.sh).
+# Components of the local control plane the e2e suite needs (see
+# e2e/tools/build.sh). The suites that need the Kueue and JobSet managers
+# (e2e/gangdrain, e2e/queueing) run only with E2E_QUEUEING=1: the managers do
+# not yet come up outside the cluster reliably (see e2e/README.md).
+ifeq ($(E2E_QUEUEING),1)
 E2E_COMPONENTS ?= core kueue jobset krew
+E2E_PKGS = $(shell go list -tags e2e ./e2e/...)
+else
+E2E_COMPONENTS ?= core krew
+E2E_PKGS = $(shell go list -tags e2e ./e2e/... | grep -v -e /e2e/gangdrain -e /e2e/queueing)
+endif
 # e2e packages run one at a time: each starts its own control plane, and two
 # cores do not hold two apiservers starting at once well.
 E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
@@ -50,12 +59,12 @@ e2e-tools:
 
 ## e2e: the e2e suite (builds the plugins and the control plane first)
 e2e: build e2e-tools
-	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) ./e2e/...
+	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) $(E2E_PKGS)
 
 ## bench: Go benchmarks, then the scale runs against the local control plane
 bench: build e2e-tools
 	go test -run '^$$' -bench . -benchmem -count=1 ./pkg/... ./plugins/...
-	E2E_SCALE=1 PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) -run 'Scale|Bench' -v ./e2e/...
+	E2E_SCALE=1 PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) -run 'Scale|Bench' -bench 'Scale' -benchtime 1x -v $(E2E_PKGS)
 
 ## fuzz-short: every fuzz target for a short fixed time (FUZZTIME)
 fuzz-short:
