@@ -195,3 +195,20 @@ func TestClusterSources(t *testing.T) {
 		t.Errorf("unreachable: exit %d", code)
 	}
 }
+
+func TestKustomize(t *testing.T) {
+	out, errOut, code := runCmd(t, cli.NewTestClientGetter(), "", "-k", "testdata/kustomize", "--target-version", "v1.30", "-o", "json")
+	if code != cli.ExitFindings {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Items) != 1 || rep.Items[0].Name != "team-nightly" || rep.Items[0].Location != "kustomize testdata/kustomize:1" {
+		t.Errorf("items %+v", rep.Items)
+	}
+	if _, _, code := runCmd(t, cli.NewTestClientGetter(), "", "-k", "testdata/ci", "--target-version", "v1.30"); code != cli.ExitUsage {
+		t.Errorf("not a kustomization: exit %d", code)
+	}
+}
