@@ -196,7 +196,7 @@ func TestSuiteKrewInstall(t *testing.T) {
 		Args: []string{"gang-drain", "version"},
 		Env:  append(env, "PATH="+filepath.Join(krewRoot, "bin")+string(os.PathListSeparator)+"/usr/bin:/bin"),
 	})
-	if r.ExitCode != 0 || !strings.Contains(r.Stdout, "kubectl-gang_drain") {
+	if r.ExitCode != 0 || !strings.HasPrefix(r.Stdout, "gang-drain v") {
 		t.Fatalf("kubectl gang-drain version after krew install: %s", r)
 	}
 	r = plugintest.RunCmd(t, cp.Binaries.Kubectl, plugintest.Cmd{
