@@ -165,16 +165,7 @@ func newRunCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.C
 		Example:           runExample,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: completeCRDs(cg),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cg, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageErr(err)
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:              cli.RunE(cg, o),
 	}
 	o.AddFlags(cmd)
 	return cmd

@@ -64,16 +64,7 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 		Example:     example,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl deprecations"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cg, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageErr(err)
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:        cli.RunE(cg, o),
 	}
 	o.AddFlags(cmd)
 	cmd.AddCommand(newRulesCmd(streams))

@@ -91,16 +91,7 @@ func newNodesCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra
 		Short:   "Gate a wave of upgraded GPU nodes",
 		Long:    nodesLong,
 		Example: nodesExample,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cg, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageErr(err)
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:    cli.RunE(cg, o),
 	}
 	o.AddNodeFlags(cmd)
 	o.AddCheckFlags(cmd)
@@ -139,16 +130,7 @@ func newNCCLCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 		Short:   "Run or print the NCCL all-reduce smoke test",
 		Long:    ncclLong,
 		Example: ncclExample,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cg, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageErr(err)
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:    cli.RunE(cg, o),
 	}
 	o.AddNodeFlags(cmd)
 	o.AddNCCLFlags(cmd, true)

@@ -87,23 +87,14 @@ func NewCmdWithClock(cg cli.ClientGetter, streams genericiooptions.IOStreams, cl
 	o := NewOptions(streams)
 	o.clock = clk
 	cmd := &cobra.Command{
-		Use:           "pdb-blockers [NODE...] [-l SELECTOR] [--all-nodes]",
-		Short:         "Show which pods will block a drain, and exactly why",
-		Long:          long,
-		Example:       example,
-		Args:          cobra.ArbitraryArgs,
-		SilenceErrors: true,
-		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pdb-blockers"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cg, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageErr(err)
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		Use:               "pdb-blockers [NODE...] [-l SELECTOR] [--all-nodes]",
+		Short:             "Show which pods will block a drain, and exactly why",
+		Long:              long,
+		Example:           example,
+		Args:              cobra.ArbitraryArgs,
+		SilenceErrors:     true,
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl pdb-blockers"},
+		RunE:              cli.RunE(cg, o),
 		ValidArgsFunction: nodeCompletion(cg),
 	}
 	o.AddFlags(cmd)

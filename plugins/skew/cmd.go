@@ -63,16 +63,7 @@ func newCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *co
 		Example:     example,
 		Args:        cobra.NoArgs,
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl skew"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cg, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageErr(err)
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:        cli.RunE(cg, o),
 	}
 	o.AddFlags(cmd)
 	cmd.AddCommand(newPlanCmd(cg, streams, d))

@@ -76,16 +76,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 		Long:    planLong,
 		Example: planExample,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cg, cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return cli.UsageErr(err)
-			}
-			cmd.SilenceUsage = true
-			return o.Run(cmd.Context())
-		},
+		RunE:    cli.RunE(cg, o),
 	}
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
