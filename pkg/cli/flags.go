@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -174,4 +175,10 @@ func (f *FailOnFlag) Count(severities ...Severity) int {
 		}
 	}
 	return n
+}
+
+// Colorizer returns the colorizer for output written to w, decided from
+// --color, NO_COLOR, TERM and whether w is a terminal.
+func (f *PrintFlags) Colorizer(w io.Writer) Colorizer {
+	return Colorizer{Enabled: UseColor(f.Color, nil, IsTerminal(w))}
 }

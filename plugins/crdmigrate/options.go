@@ -136,7 +136,7 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 	})
 	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "CRDStatusReportList", Items: []cli.ContextReport{}}
 	var codes []int
-	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	c := o.Print.Colorizer(o.Out)
 	t := statusTable(nil, c)
 	t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
 	for _, r := range results {
@@ -200,7 +200,7 @@ func (o *StatusOptions) print(rep *StatusReport) error {
 	if len(rep.Items) == 0 {
 		return nil
 	}
-	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	c := o.Print.Colorizer(o.Out)
 	t := statusTable(rep.Items, c)
 	return t.Print(o.Out, o.Print.TableOptions())
 }

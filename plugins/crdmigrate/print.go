@@ -242,7 +242,7 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 	if len(rep.Items) == 0 {
 		return nil
 	}
-	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	c := o.Print.Colorizer(o.Out)
 	t := &cli.Table{Columns: []cli.Column{
 		{Name: "NAME"}, {Name: "METHOD"}, {Name: "STORAGE"}, {Name: "OBJECTS"}, {Name: "REWRITTEN"}, {Name: "UNCHANGED"},
 		{Name: "CONFLICTS", Wide: true}, {Name: "GONE", Wide: true}, {Name: "RUN", Wide: true},
@@ -306,7 +306,7 @@ func (o *RunOptions) printPlan(rep *PlanReport) error {
 	if len(rep.Items) == 0 {
 		return nil
 	}
-	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	c := o.Print.Colorizer(o.Out)
 	t := &cli.Table{Columns: []cli.Column{
 		{Name: "NAME"}, {Name: "STORAGE"}, {Name: "STORED"}, {Name: "OBJECTS"}, {Name: "REQUESTS"}, {Name: "ESTIMATE"},
 		{Name: "METHOD", Wide: true}, {Name: "PROBE", Wide: true}, {Name: "VERDICT"}, {Name: "PROBLEMS"},

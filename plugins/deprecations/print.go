@@ -111,7 +111,7 @@ func (o *Options) print(r *Report) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, r)
 	}
-	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	c := o.Print.Colorizer(o.Out)
 	t := cli.Table{Columns: []cli.Column{
 		{Name: "STATUS"}, {Name: "SOURCE"}, {Name: "WHERE"}, {Name: "KIND"}, {Name: "API"},
 		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT"}, {Name: "WHO"},

@@ -29,7 +29,7 @@ func eventLine(e gang.Event) string {
 }
 
 func (o *Options) colorizer() cli.Colorizer {
-	return cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	return o.Print.Colorizer(o.Out)
 }
 
 // RunPlan prints what a drain of the nodes would do.
@@ -102,7 +102,7 @@ func (o *Options) RunDrain(ctx context.Context) error {
 		prog.Update("%d/%d node(s) drained, %d gang(s) stopped", drained, len(nodes), stopped)
 	}
 	if o.DisableEviction && !o.DryRun && !o.Print.Quiet {
-		c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.ErrOut))}
+		c := o.Print.Colorizer(o.ErrOut)
 		fmt.Fprintln(o.ErrOut, c.Red(c.Bold("WARNING: --disable-eviction is BREAK-GLASS: pods are DELETED, PodDisruptionBudgets are NOT honoured.")))
 		fmt.Fprintln(o.ErrOut, c.Red("WARNING: each node records who used it ("+gang.AnnDisableEviction+")."))
 	}

@@ -137,7 +137,7 @@ func (o *Options) print(r *Report) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, r)
 	}
-	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	c := o.Print.Colorizer(o.Out)
 	t := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "POOL"}, {Name: "KUBELET"}, {Name: "GPUS"}, {Name: "STATUS"},
 		{Name: "CONFIG", Wide: true}, {Name: "XID", Wide: true}, {Name: "DCGM", Wide: true}, {Name: "NCCL", Wide: true}, {Name: "REASONS"}}}
 	for _, it := range r.Items {

@@ -254,7 +254,7 @@ func (o *Options) print(r *Report) error {
 		o.printWarnings(r)
 		return nil
 	}
-	c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	c := o.Print.Colorizer(o.Out)
 	now := r.Time.Time
 	t := cli.Table{Columns: []cli.Column{
 		{Name: "NODE"}, {Name: "POD"}, {Name: "PDB"}, {Name: "VERDICT"}, {Name: "REASON"}, {Name: "FOR"}, {Name: "FIX"},

@@ -170,7 +170,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 				return err
 			}
 		} else {
-			c := cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+			c := o.Print.Colorizer(o.Out)
 			if err := printPlanTable(o.Out, rep, o.Print.TableOptions(), c); err != nil {
 				return err
 			}

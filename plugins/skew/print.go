@@ -11,7 +11,7 @@ import (
 )
 
 func (o *Options) colorizer() cli.Colorizer {
-	return cli.Colorizer{Enabled: cli.UseColor(o.Print.Color, nil, cli.IsTerminal(o.Out))}
+	return o.Print.Colorizer(o.Out)
 }
 
 // printReport writes one context's report.
