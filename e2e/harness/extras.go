@@ -123,8 +123,6 @@ namespace: %s
 manageJobsWithoutQueueName: false
 health:
   healthProbeBindAddress: 127.0.0.1:%d
-  readinessEndpointName: readyz
-  livenessEndpointName: healthz
 metrics:
   bindAddress: "0"
 webhook:

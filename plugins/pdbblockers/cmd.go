@@ -54,7 +54,11 @@ var (
 		the drain will wait (--fail-on blocking ignores waits). The command only reads
 		nodes, pods and PodDisruptionBudgets; --server-dry-run also needs create on
 		pods/eviction. A namespace that may not be read is reported and the rest is
-		still checked (exit 3 unless --allow-partial).`)
+		still checked (exit 3 unless --allow-partial).
+
+		With --contexts or --all-contexts the clusters are checked in parallel and
+		reported together (kind PDBBlockersReportList); each fix names its context, and
+		the exit code is the worst over them.`)
 
 	example = templates.Examples(`
 		# Which pods would block draining these nodes, in this order?
@@ -72,8 +76,8 @@ var (
 		# Gate a script: exit 1 only on blockers that never clear
 		kubectl pdb-blockers gpu-node-0412 -q --fail-on blocking && kubectl drain gpu-node-0412 --ignore-daemonsets
 
-		# Every context
-		for c in $(kubectl config get-contexts -o name); do kubectl pdb-blockers --all-nodes --context "$c" -q || echo "$c: drains would block"; done`)
+		# The GPU pools of every cluster in the kubeconfig, one table with a CONTEXT column
+		kubectl pdb-blockers -l nvidia.com/gpu.present=true --all-contexts`)
 )
 
 // NewCmd returns the root command of kubectl-pdb_blockers.

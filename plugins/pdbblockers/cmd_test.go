@@ -259,3 +259,89 @@ func TestHelpNamesProviderLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestRun_Contexts(t *testing.T) {
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	cg := cli.NewTestClientGetter()
+	blocked := cli.NewTestClientGetter().WithKube(fake.NewClientset(loadObjects(t, "mixed")...))
+	blocked.Meta.Context = "blocked"
+	clean := cli.NewTestClientGetter().WithKube(fake.NewClientset(
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-2"}}))
+	clean.Meta.Context = "clean"
+	cg.PerContext = map[string]*cli.TestClientGetter{"blocked": blocked, "clean": clean}
+	cmd := NewCmdWithClock(cg, streams, clocktesting.NewFakePassiveClock(now))
+	cmd.SetArgs([]string{"gpu-1", "gpu-2", "--contexts", "clean,blocked,test", "-o", "json"})
+	err := cmd.ExecuteContext(context.Background())
+	if code := cli.ExitCode(err); code != cli.ExitUnavailable {
+		t.Fatalf("exit %d (%v), want 3: context test is unreachable", code, err)
+	}
+	var list struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Context  string  `json:"context"`
+			Error    string  `json:"error"`
+			ExitCode int     `json:"exitCode"`
+			Report   *Report `json:"report"`
+		} `json:"items"`
+	}
+	if err := yaml.Unmarshal(out.Bytes(), &list); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if list.Kind != "PDBBlockersReportList" || len(list.Items) != 3 {
+		t.Fatalf("kind %s, %d items", list.Kind, len(list.Items))
+	}
+	byName := map[string]int{}
+	for i, it := range list.Items {
+		byName[it.Context] = i
+	}
+	if it := list.Items[byName["clean"]]; it.ExitCode != 0 || it.Report == nil || it.Report.Summary.Nodes != 2 {
+		t.Errorf("clean: %+v", it)
+	}
+	b := list.Items[byName["blocked"]]
+	if b.ExitCode != cli.ExitFindings || b.Report == nil || b.Report.Summary.Never == 0 {
+		t.Fatalf("blocked: exit %d, report %+v", b.ExitCode, b.Report)
+	}
+	fixes := 0
+	for _, it := range b.Report.Items {
+		for _, bl := range it.Blockers {
+			if strings.HasPrefix(bl.Fix, "kubectl ") {
+				fixes++
+				if !strings.HasSuffix(bl.Fix, " --context blocked") {
+					t.Errorf("fix %q does not name its context", bl.Fix)
+				}
+			}
+		}
+		if it.BreakGlass != nil && !strings.HasSuffix(it.BreakGlass.Command, " --context blocked") {
+			t.Errorf("break-glass %q does not name its context", it.BreakGlass.Command)
+		}
+	}
+	if fixes == 0 {
+		t.Error("no fixes in the blocked context")
+	}
+	if it := list.Items[byName["test"]]; it.ExitCode != cli.ExitUnavailable || it.Error == "" {
+		t.Errorf("test: %+v", it)
+	}
+	if !strings.Contains(errOut.String(), "error: context test:") {
+		t.Errorf("stderr %q", errOut)
+	}
+
+	// The table names the context in its first column.
+	streams, _, out, _ = genericiooptions.NewTestIOStreams()
+	cmd = NewCmdWithClock(cg, streams, clocktesting.NewFakePassiveClock(now))
+	cmd.SetArgs([]string{"gpu-1", "gpu-2", "--contexts", "blocked", "--color", "never"})
+	if code := cli.ExitCode(cmd.ExecuteContext(context.Background())); code != cli.ExitFindings {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	lines := strings.Split(out.String(), "\n")
+	if !strings.HasPrefix(lines[0], "CONTEXT ") || !strings.HasPrefix(lines[1], "blocked ") {
+		t.Errorf("table:\n%s", out)
+	}
+
+	// --context and --contexts do not mix.
+	streams, _, _, _ = genericiooptions.NewTestIOStreams()
+	cmd = NewCmdWithClock(cg, streams, clocktesting.NewFakePassiveClock(now))
+	cmd.SetArgs([]string{"gpu-1", "--contexts", "blocked", "--parallel", "0"})
+	if code := cli.ExitCode(cmd.ExecuteContext(context.Background())); code != cli.ExitUsage {
+		t.Errorf("--parallel 0: exit %d, want 2", code)
+	}
+}

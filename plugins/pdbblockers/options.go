@@ -49,6 +49,8 @@ type Options struct {
 	AllowPartial bool
 	// PageSize is the list page size.
 	PageSize int64
+	// Contexts checks several kubeconfig contexts at once.
+	Contexts *cli.ContextFlags
 
 	namespace string
 	cg        cli.ClientGetter
@@ -65,6 +67,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		FailOn:       f,
 		DrainTimeout: eviction.DefaultDrainTimeout,
 		PageSize:     eviction.DefaultPageSize,
+		Contexts:     cli.NewContextFlags(),
 		clock:        clock.RealClock{},
 		IOStreams:    streams,
 	}
@@ -82,6 +85,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.BoolVar(&o.AllPods, "all-pods", o.AllPods, "List every pod on the nodes, also the ones that evict now or that drain ignores.")
 	fs.BoolVar(&o.AllowPartial, "allow-partial", o.AllowPartial, "When some namespaces may not be read, report the rest and exit as if they were fine instead of exit 3.")
 	fs.Int64Var(&o.PageSize, "chunk-size", o.PageSize, "Objects per page when listing nodes, pods and PodDisruptionBudgets.")
+	o.Contexts.AddFlags(cmd)
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
 }
@@ -107,6 +111,9 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	if err := o.Contexts.Validate(cli.ContextFlagSet(o.cg)); err != nil {
 		return err
 	}
 	given := 0
@@ -152,22 +159,37 @@ func (o *Options) Run(ctx context.Context) error {
 		// otherwise doubles its peak RSS through GC pacing alone.
 		debug.SetMemoryLimit(memoryLimit)
 	}
-	md, err := cli.Connect(ctx, o.cg)
+	if o.Contexts.Multi() {
+		return o.runContexts(ctx)
+	}
+	rep, md, err := o.check(ctx, o.cg)
 	if err != nil {
 		return err
 	}
-	kc, err := o.client()
+	if err := o.print(rep); err != nil {
+		return err
+	}
+	return o.outcome(rep, md)
+}
+
+// check reads one cluster and simulates the drain.
+func (o *Options) check(ctx context.Context, cg cli.ClientGetter) (*Report, cli.Metadata, error) {
+	md, err := cli.Connect(ctx, cg)
 	if err != nil {
-		return cli.ClassifyClusterErr(err, md, "building the client")
+		return nil, md, err
+	}
+	kc, err := client(cg)
+	if err != nil {
+		return nil, md, cli.ClassifyClusterErr(err, md, "building the client")
 	}
 	snap, err := eviction.Load(ctx, kc, eviction.LoadOptions{Namespace: o.namespace, NodeSelector: o.Selector, PageSize: o.PageSize})
 	if err != nil {
-		return cli.WithHint(cli.ClassifyClusterErr(err, md, "reading the cluster"), canIHint(md, o.namespace))
+		return nil, md, cli.WithHint(cli.ClassifyClusterErr(err, md, "reading the cluster"), canIHint(md, o.namespace))
 	}
 	idx := snap.Index()
 	nodes, err := o.drainOrder(snap, idx)
 	if err != nil {
-		return err
+		return nil, md, err
 	}
 	now := o.clock.Now()
 	sim := eviction.Evaluator{Now: now, DrainTimeout: o.DrainTimeout, DeleteEmptyDirData: o.DeleteEmptyDirData, Force: o.Force}.NewSimulation(idx)
@@ -193,10 +215,12 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	rep.addForbidden(snap)
 	rep.finish()
-	if err := o.print(rep); err != nil {
-		return err
-	}
-	findings := o.FailOn.Count(rep.severities()...)
+	return rep, md, nil
+}
+
+// outcome is the error Run returns for a printed report: exit 3 when
+// namespaces could not be read (unless --allow-partial), else the findings.
+func (o *Options) outcome(rep *Report, md cli.Metadata) error {
 	if len(rep.Forbidden) > 0 && !o.AllowPartial {
 		var names []string
 		for _, f := range rep.Forbidden {
@@ -205,21 +229,96 @@ func (o *Options) Run(ctx context.Context) error {
 		return cli.WithHint(cli.ClusterErr(fmt.Errorf("could not read namespace(s) %s; the rest was checked", strings.Join(names, ", "))),
 			canIHint(md, rep.Forbidden[0].Namespace))
 	}
-	return cli.Findings(findings)
+	return cli.Findings(o.FailOn.Count(rep.severities()...))
+}
+
+// runContexts checks several contexts at once and reports them together;
+// one failing context does not stop the others, and the exit code is the
+// worst of them. Fixes name their context, since they are pasted into a
+// shell whose current context is any of them.
+func (o *Options) runContexts(ctx context.Context) error {
+	names, err := o.Contexts.Resolve(o.cg)
+	if err != nil {
+		return err
+	}
+	type checked struct {
+		rep *Report
+		md  cli.Metadata
+	}
+	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
+		rep, md, err := o.check(ctx, o.cg.ForContext(name))
+		if rep != nil {
+			rep.nameContext(name)
+		}
+		return checked{rep, md}, err
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: KindReport + "List", Items: []cli.ContextReport{}}
+	t := o.table(true)
+	codes := make([]int, 0, len(results))
+	for _, r := range results {
+		cr := cli.ContextReport{Context: r.Context}
+		if r.Err != nil {
+			cr.Error, cr.ExitCode = r.Err.Error(), cli.ExitCode(r.Err)
+			if !o.Print.Quiet {
+				fmt.Fprintf(o.ErrOut, "error: context %s: %v\n", r.Context, r.Err)
+			}
+		} else {
+			cr.Report = r.Value.rep
+			cr.ExitCode = cli.ExitCode(o.outcome(r.Value.rep, r.Value.md))
+			o.addRows(&t, r.Value.rep, r.Context)
+			switch {
+			case o.Print.Quiet:
+			case o.Print.Structured():
+				o.printWarnings(r.Value.rep, r.Context+": ")
+			default:
+				o.printSummary(r.Value.rep, r.Context+": ")
+			}
+		}
+		codes = append(codes, cr.ExitCode)
+		list.Items = append(list.Items, cr)
+	}
+	switch {
+	case o.Print.Quiet:
+	case o.Print.Structured():
+		if err := cli.PrintStructured(o.Out, o.Print.Output, list); err != nil {
+			return err
+		}
+	case len(t.Rows) > 0:
+		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
+			return err
+		}
+	}
+	switch worst := cli.Worst(codes...); worst {
+	case cli.ExitOK:
+		return nil
+	case cli.ExitFindings:
+		return cli.Findings(1)
+	default:
+		failed := 0
+		for _, c := range codes {
+			if c != cli.ExitOK && c != cli.ExitFindings {
+				failed++
+			}
+		}
+		return &cli.ExitError{Code: worst, Err: fmt.Errorf("%d of %d contexts could not be fully checked", failed, len(codes))}
+	}
 }
 
 // client returns the Kubernetes client, asking for protobuf when it talks
 // to a real server: decoding tens of thousands of pods is several times
 // faster than JSON.
-func (o *Options) client() (kubernetes.Interface, error) {
-	kc, err := o.cg.Kube()
+func client(cg cli.ClientGetter) (kubernetes.Interface, error) {
+	kc, err := cg.Kube()
 	if err != nil {
 		return nil, err
 	}
 	if _, real := kc.(*kubernetes.Clientset); !real {
 		return kc, nil
 	}
-	cfg, err := o.cg.ToRESTConfig()
+	cfg, err := cg.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}

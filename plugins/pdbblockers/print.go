@@ -117,8 +117,12 @@ type Summary struct {
 	DryRunDisagreements int `json:"dryRunDisagreements,omitempty"`
 }
 
+// KindReport is the kind of the report; several contexts give a
+// PDBBlockersReportList.
+const KindReport = "PDBBlockersReport"
+
 func newReport(md cli.Metadata, now time.Time) *Report {
-	return &Report{Header: cli.NewHeader("PDBBlockersReport", md), Time: metav1.NewTime(now.UTC()), Nodes: []NodeStatus{}, Items: []Item{}}
+	return &Report{Header: cli.NewHeader(KindReport, md), Time: metav1.NewTime(now.UTC()), Nodes: []NodeStatus{}, Items: []Item{}}
 }
 
 func severityOf(o eviction.Outcome) cli.Severity {
@@ -251,77 +255,34 @@ func (o *Options) print(r *Report) error {
 		if err != nil {
 			return err
 		}
-		o.printWarnings(r)
+		o.printWarnings(r, "")
 		return nil
 	}
-	c := o.Print.Colorizer(o.Out)
-	now := r.Time.Time
-	t := cli.Table{Columns: []cli.Column{
-		{Name: "NODE"}, {Name: "POD"}, {Name: "PDB"}, {Name: "VERDICT"}, {Name: "REASON"}, {Name: "FOR"}, {Name: "FIX"},
-		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true}, {Name: "BREAK-GLASS", Wide: true},
-	}}
-	for _, it := range r.Items {
-		pod := it.Namespace + "/" + it.Name
-		pdb := strings.Join(it.PDBs, ",")
-		if pdb == "" {
-			pdb = "-"
-		}
-		since := "-"
-		if it.BlockingSince != nil {
-			since = duration.HumanDuration(now.Sub(it.BlockingSince.Time))
-		}
-		evic := fmt.Sprintf("%d %s", it.Eviction.Code, it.Eviction.Reason)
-		dry := "-"
-		if it.DryRun != nil {
-			dry = fmt.Sprintf("%d %s", it.DryRun.Result.Code, it.DryRun.Result.Reason)
-			if it.DryRun.Agrees {
-				dry += " (agrees)"
-			} else {
-				dry += " (DIFFERS)"
-			}
-		}
-		breakGlass := "-"
-		if it.BreakGlass != nil {
-			breakGlass = it.BreakGlass.Command + "  # " + it.BreakGlass.Warning
-		}
-		rows := 0
-		for _, b := range it.Blockers {
-			if severityOf(b.Outcome) == cli.SeverityNone && it.Verdict != eviction.OutcomeIgnored && !(o.AllPods && severityOf(it.Verdict) == cli.SeverityNone) {
-				continue
-			}
-			fix := b.Fix
-			if fix == "" {
-				fix = "-"
-			}
-			warn := b.FixWarning
-			if warn == "" {
-				warn = "-"
-			}
-			t.AddRow(it.Node, pod, pdb, c.Status(strings.ToUpper(string(b.Outcome))), b.Message, since, fix, evic, dry, warn, breakGlass)
-			rows++
-		}
-		if rows == 0 {
-			msg := it.Eviction.Message
-			if msg == "" {
-				msg = "evicts now"
-			}
-			t.AddRow(it.Node, pod, pdb, c.Status(strings.ToUpper(string(it.Verdict))), msg, since, "-", evic, dry, "-", breakGlass)
-		}
-	}
-	s := r.Summary
+	t := o.table(false)
+	o.addRows(&t, r, "")
 	if len(t.Rows) > 0 {
 		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 			return err
 		}
 	}
+	o.printSummary(r, "")
+	return nil
+}
+
+// printSummary writes the counts, the drains in progress and the warnings
+// to stderr, each line prefixed (with the context, when several are
+// reported).
+func (o *Options) printSummary(r *Report, prefix string) {
+	s := r.Summary
+	now := r.Time.Time
 	switch {
 	case s.Nodes == 0:
-		fmt.Fprintln(o.ErrOut, "No nodes to check.")
+		fmt.Fprintf(o.ErrOut, "%sNo nodes to check.\n", prefix)
 	case s.Blocking+s.Warning == 0:
-		fmt.Fprintf(o.ErrOut, "No pods block draining %d node(s): %d pod(s) evict now, %d ignored.\n", s.Nodes, s.Now, s.Ignored)
+		fmt.Fprintf(o.ErrOut, "%sNo pods block draining %d node(s): %d pod(s) evict now, %d ignored.\n", prefix, s.Nodes, s.Now, s.Ignored)
 	default:
-		fmt.Fprintf(o.ErrOut, "%d node(s), %d pod(s): %d evict now, %d wait, %d never, %d unknown, %d ignored.\n",
-			s.Nodes, s.Pods, s.Now, s.Later, s.Never, s.Unknown, s.Ignored)
+		fmt.Fprintf(o.ErrOut, "%s%d node(s), %d pod(s): %d evict now, %d wait, %d never, %d unknown, %d ignored.\n",
+			prefix, s.Nodes, s.Pods, s.Now, s.Later, s.Never, s.Unknown, s.Ignored)
 	}
 	for _, n := range r.Nodes {
 		if !n.Cordoned || n.Pods == n.Ignored {
@@ -331,20 +292,42 @@ func (o *Options) print(r *Report) error {
 		if n.CordonedSince != nil {
 			since = fmt.Sprintf("%s ago", duration.HumanDuration(now.Sub(n.CordonedSince.Time)))
 		}
-		fmt.Fprintf(o.ErrOut, "Drain in progress on %s: cordoned %s, %d pod(s) left, %d blocked.\n", n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown)
+		fmt.Fprintf(o.ErrOut, "%sDrain in progress on %s: cordoned %s, %d pod(s) left, %d blocked.\n", prefix, n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown)
 	}
-	o.printWarnings(r)
-	return nil
+	o.printWarnings(r, prefix)
+}
+
+// nameContext adds --context to every fix and break-glass command, for
+// reports of several contexts.
+func (r *Report) nameContext(name string) {
+	flag := " --context " + name
+	for i := range r.Items {
+		it := &r.Items[i]
+		if len(it.Blockers) > 0 {
+			bs := append([]eviction.Blocker(nil), it.Blockers...)
+			for k := range bs {
+				if strings.HasPrefix(bs[k].Fix, "kubectl ") {
+					bs[k].Fix += flag
+				}
+			}
+			it.Blockers = bs
+		}
+		if it.BreakGlass != nil {
+			bg := *it.BreakGlass
+			bg.Command += flag
+			it.BreakGlass = &bg
+		}
+	}
 }
 
 // printWarnings writes what the reader must not miss to stderr, whatever
 // the output format.
-func (o *Options) printWarnings(r *Report) {
+func (o *Options) printWarnings(r *Report, prefix string) {
 	for _, f := range r.Forbidden {
-		fmt.Fprintf(o.ErrOut, "Warning: namespace %s not checked: cannot list %s.\n", f.Namespace, strings.Join(f.Resources, " or "))
+		fmt.Fprintf(o.ErrOut, "%sWarning: namespace %s not checked: cannot list %s.\n", prefix, f.Namespace, strings.Join(f.Resources, " or "))
 	}
 	if r.Summary.DryRunDisagreements > 0 {
-		fmt.Fprintf(o.ErrOut, "Warning: %d server dry run(s) disagree with the prediction; see the DRY-RUN column (-o wide).\n", r.Summary.DryRunDisagreements)
+		fmt.Fprintf(o.ErrOut, "%sWarning: %d server dry run(s) disagree with the prediction; see the DRY-RUN column (-o wide).\n", prefix, r.Summary.DryRunDisagreements)
 	}
 }
 
@@ -391,4 +374,78 @@ func writeJSON(w io.Writer, r *Report) error {
 		return fmt.Errorf("writing report: %w", err)
 	}
 	return nil
+}
+
+// table returns the empty verdict table, with a CONTEXT column first when
+// several contexts are reported together.
+func (o *Options) table(withContext bool) cli.Table {
+	cols := []cli.Column{
+		{Name: "NODE"}, {Name: "POD"}, {Name: "PDB"}, {Name: "VERDICT"}, {Name: "REASON"}, {Name: "FOR"}, {Name: "FIX"},
+		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true}, {Name: "BREAK-GLASS", Wide: true},
+	}
+	if withContext {
+		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
+	}
+	return cli.Table{Columns: cols}
+}
+
+// addRows adds one row per blocker of every item of r; context, when not
+// empty, fills the CONTEXT column.
+func (o *Options) addRows(t *cli.Table, r *Report, context string) {
+	c := o.Print.Colorizer(o.Out)
+	now := r.Time.Time
+	add := func(cells ...string) {
+		if context != "" {
+			cells = append([]string{context}, cells...)
+		}
+		t.AddRow(cells...)
+	}
+	for _, it := range r.Items {
+		pod := it.Namespace + "/" + it.Name
+		pdb := strings.Join(it.PDBs, ",")
+		if pdb == "" {
+			pdb = "-"
+		}
+		since := "-"
+		if it.BlockingSince != nil {
+			since = duration.HumanDuration(now.Sub(it.BlockingSince.Time))
+		}
+		evic := fmt.Sprintf("%d %s", it.Eviction.Code, it.Eviction.Reason)
+		dry := "-"
+		if it.DryRun != nil {
+			dry = fmt.Sprintf("%d %s", it.DryRun.Result.Code, it.DryRun.Result.Reason)
+			if it.DryRun.Agrees {
+				dry += " (agrees)"
+			} else {
+				dry += " (DIFFERS)"
+			}
+		}
+		breakGlass := "-"
+		if it.BreakGlass != nil {
+			breakGlass = it.BreakGlass.Command + "  # " + it.BreakGlass.Warning
+		}
+		rows := 0
+		for _, b := range it.Blockers {
+			if severityOf(b.Outcome) == cli.SeverityNone && it.Verdict != eviction.OutcomeIgnored && !(o.AllPods && severityOf(it.Verdict) == cli.SeverityNone) {
+				continue
+			}
+			fix := b.Fix
+			if fix == "" {
+				fix = "-"
+			}
+			warn := b.FixWarning
+			if warn == "" {
+				warn = "-"
+			}
+			add(it.Node, pod, pdb, c.Status(strings.ToUpper(string(b.Outcome))), b.Message, since, fix, evic, dry, warn, breakGlass)
+			rows++
+		}
+		if rows == 0 {
+			msg := it.Eviction.Message
+			if msg == "" {
+				msg = "evicts now"
+			}
+			add(it.Node, pod, pdb, c.Status(strings.ToUpper(string(it.Verdict))), msg, since, "-", evic, dry, "-", breakGlass)
+		}
+	}
 }
