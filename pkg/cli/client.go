@@ -16,8 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	jobsetclient "sigs.k8s.io/jobset/client-go/clientset/versioned"
-	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 )
 
 // ClientGetter is the narrow interface plugins use to reach one cluster. In
@@ -34,10 +32,6 @@ type ClientGetter interface {
 	Discovery() (discovery.DiscoveryInterface, error)
 	// APIExtensions returns the CustomResourceDefinition clientset.
 	APIExtensions() (apiextclient.Interface, error)
-	// Kueue returns the Kueue clientset.
-	Kueue() (kueueclient.Interface, error)
-	// JobSet returns the JobSet clientset.
-	JobSet() (jobsetclient.Interface, error)
 
 	// Namespace returns the namespace from -n or the kubeconfig context, and
 	// whether -n was given explicitly.
@@ -173,22 +167,6 @@ func (g *configGetter) APIExtensions() (apiextclient.Interface, error) {
 		return nil, err
 	}
 	return apiextclient.NewForConfig(c)
-}
-
-func (g *configGetter) Kueue() (kueueclient.Interface, error) {
-	c, err := g.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	return kueueclient.NewForConfig(c)
-}
-
-func (g *configGetter) JobSet() (jobsetclient.Interface, error) {
-	c, err := g.ToRESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	return jobsetclient.NewForConfig(c)
 }
 
 func (g *configGetter) Namespace() (string, bool, error) {

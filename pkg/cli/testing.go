@@ -13,8 +13,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	jobsetclient "sigs.k8s.io/jobset/client-go/clientset/versioned"
-	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 )
 
 // TestClientGetter is a ClientGetter backed by fake clientsets, for unit
@@ -24,8 +22,6 @@ type TestClientGetter struct {
 	KubeClient    kubernetes.Interface
 	DynamicClient dynamic.Interface
 	ExtClient     apiextclient.Interface
-	KueueClient   kueueclient.Interface
-	JobSetClient  jobsetclient.Interface
 	NS            string
 	NSExplicit    bool
 	Meta          Metadata
@@ -57,18 +53,6 @@ func (g *TestClientGetter) WithDynamic(c dynamic.Interface) *TestClientGetter {
 // WithAPIExtensions sets the CRD clientset.
 func (g *TestClientGetter) WithAPIExtensions(c apiextclient.Interface) *TestClientGetter {
 	g.ExtClient = c
-	return g
-}
-
-// WithKueue sets the Kueue clientset.
-func (g *TestClientGetter) WithKueue(c kueueclient.Interface) *TestClientGetter {
-	g.KueueClient = c
-	return g
-}
-
-// WithJobSet sets the JobSet clientset.
-func (g *TestClientGetter) WithJobSet(c jobsetclient.Interface) *TestClientGetter {
-	g.JobSetClient = c
 	return g
 }
 
@@ -109,22 +93,6 @@ func (g *TestClientGetter) APIExtensions() (apiextclient.Interface, error) {
 		return nil, g.missing("apiextensions")
 	}
 	return g.ExtClient, nil
-}
-
-// Kueue implements ClientGetter.
-func (g *TestClientGetter) Kueue() (kueueclient.Interface, error) {
-	if g.Err != nil || g.KueueClient == nil {
-		return nil, g.missing("kueue")
-	}
-	return g.KueueClient, nil
-}
-
-// JobSet implements ClientGetter.
-func (g *TestClientGetter) JobSet() (jobsetclient.Interface, error) {
-	if g.Err != nil || g.JobSetClient == nil {
-		return nil, g.missing("jobset")
-	}
-	return g.JobSetClient, nil
 }
 
 // Namespace implements ClientGetter.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -200,10 +201,22 @@ func (o *Options) drainer(ctx context.Context, requester string) (*gang.Drainer,
 		EvictionTimeout:    o.EvictionTimeout,
 		RestoreTimeout:     o.RestoreTimeout,
 	}}
-	if kc, err := o.cg.Kueue(); err == nil && kueueInstalled(ctx, kube) {
-		d.Kueue = kc
+	if kueueInstalled(ctx, kube) {
+		if kc, err := kueueClient(o.cg); err == nil {
+			d.Kueue = kc
+		}
 	}
 	return d, nil
+}
+
+// kueueClient builds the Kueue clientset. It lives here, not in pkg/cli,
+// so that only gang-drain links Kueue's API types.
+func kueueClient(cg cli.ClientGetter) (kueueclient.Interface, error) {
+	c, err := cg.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kueueclient.NewForConfig(c)
 }
 
 // kueueInstalled asks discovery whether the Workload API is served.
