@@ -7,11 +7,17 @@
 package gangdraine2e
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv("E2E_QUEUEING") == "0" {
+		fmt.Println("skipping the gang-drain e2e tests (E2E_QUEUEING=0)")
+		os.Exit(0)
+	}
 	harness.Main(m, harness.Options{Kueue: true, JobSet: true})
 }

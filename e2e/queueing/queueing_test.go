@@ -18,12 +18,11 @@ import (
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 )
 
-// TestMain runs only with E2E_QUEUEING=1: the Kueue manager does not come
-// up outside the cluster yet (see e2e/README.md), and building Kueue and
-// JobSet adds many minutes to a cold run.
+// TestMain starts the Kueue and JobSet managers with the control plane;
+// E2E_QUEUEING=0 skips the package (building both adds minutes to a cold run).
 func TestMain(m *testing.M) {
-	if os.Getenv("E2E_QUEUEING") == "" {
-		fmt.Println("skipping the Kueue and JobSet e2e tests: set E2E_QUEUEING=1 to run them")
+	if os.Getenv("E2E_QUEUEING") == "0" {
+		fmt.Println("skipping the Kueue and JobSet e2e tests (E2E_QUEUEING=0)")
 		os.Exit(0)
 	}
 	harness.Main(m, harness.Options{Kueue: true, JobSet: true})
