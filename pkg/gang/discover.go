@@ -364,7 +364,10 @@ func (d *Discoverer) owner(ctx context.Context, gvr schema.GroupVersionResource,
 	}
 	u, err := d.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err) || isNoKind(err) {
+		// A forbidden owner is an error, not "no owner": treating the
+		// pods of a gang it cannot read as plain pods would evict the gang
+		// rank by rank, which is what gang-drain exists to prevent.
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || isNoKind(err) {
 			d.owners[key] = nil
 			return nil, nil
 		}
@@ -393,12 +396,11 @@ func (d *Discoverer) findWorkload(ctx context.Context, g *Gang) error {
 				d.Kueue = nil // Kueue is not installed
 				return nil
 			}
-			if !apierrors.IsForbidden(err) {
-				return fmt.Errorf("listing Kueue workloads in namespace %s: %w", g.Namespace, err)
-			}
-		} else {
-			wls = list.Items
+			// Forbidden too: without its Workload a Kueue gang would be
+			// suspended behind Kueue's back instead of deactivated.
+			return fmt.Errorf("listing Kueue workloads in namespace %s: %w", g.Namespace, err)
 		}
+		wls = list.Items
 		d.workloads[g.Namespace] = wls
 	}
 	podUIDs := map[types.UID]bool{}
