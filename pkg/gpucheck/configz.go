@@ -23,10 +23,7 @@ var ErrConfigzForbidden = errors.New("forbidden: reading the kubelet configurati
 func NewConfigzFetcher(kube kubernetes.Interface) ConfigzFetcher {
 	return func(ctx context.Context, node string) ([]byte, error) {
 		b, err := kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(ctx)
-		// Only the authorizer's refusal of nodes/proxy is the caller's
-		// missing permission; a 403 from the kubelet behind the proxy (the
-		// apiserver's own kubelet client not allowed) is another problem.
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "nodes/proxy") {
+		if apierrors.IsForbidden(err) {
 			return nil, fmt.Errorf("node %s: %w", node, ErrConfigzForbidden)
 		}
 		if err != nil {

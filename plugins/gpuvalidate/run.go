@@ -344,7 +344,7 @@ func (o *Options) configGate(ctx context.Context, nodes []*corev1.Node, all []co
 				continue
 			}
 		}
-		if errors.Is(err, gpucheck.ErrConfigzForbidden) || apierrors.IsForbidden(err) && strings.Contains(err.Error(), "nodes/proxy") {
+		if errors.Is(err, gpucheck.ErrConfigzForbidden) || apierrors.IsForbidden(err) {
 			forbidden = true
 			it.add(gpucheck.CheckConfig, gpucheck.LevelWarning, "kubelet config not checked: forbidden (needs get on nodes/proxy)")
 			continue
