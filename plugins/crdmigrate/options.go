@@ -478,6 +478,10 @@ func (o *RunOptions) mapRunErr(err error, crd string, md cli.Metadata) error {
 		svErr   *crdmigrate.StoredVersionsError
 	)
 	switch {
+	case apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "admission webhook"):
+		// Exit 3 outranks 4: the checkpoint is kept, but rerunning does
+		// not help until the permission is granted.
+		return cli.WithHint(cli.ClusterErr(err), rerun+"   # resumes once the permission is granted")
 	case errors.As(err, &pre):
 		hint := pre.Hint
 		if hint == "" {

@@ -302,6 +302,11 @@ func finish(ctx context.Context, err error, md cli.Metadata, hint string) error 
 	if errors.Is(err, gang.ErrConflict) {
 		return cli.WithHint(cli.UsageErr(err), "kubectl gang-drain status")
 	}
+	// A refused request is exit 3 even when the run is resumable (3 ranks
+	// above 4): rerunning does not help until the permission is granted.
+	if apierrors.IsForbidden(err) {
+		return cli.WithHint(cli.ClusterErr(err), hint)
+	}
 	if errors.Is(err, gang.ErrIncomplete) || ctx.Err() != nil {
 		return cli.WithHint(cli.Incomplete(err), hint)
 	}
