@@ -117,14 +117,24 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 		notes = append(notes, n)
 		mu.Unlock()
 	}
+	// A failed required read ends the others: their answers would be
+	// thrown away, and against a throttling or hanging apiserver each would
+	// otherwise spend its own retries or --request-timeout.
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	wg.Add(5)
 	go func() {
 		defer wg.Done()
-		sv, svErr = serverVersion(ctx, c.Client)
+		if sv, svErr = serverVersion(ctx, c.Client); svErr != nil {
+			cancel()
+		}
 	}()
 	go func() {
 		defer wg.Done()
-		pools, nodeErr = c.listNodes(ctx)
+		if pools, nodeErr = c.listNodes(ctx); nodeErr != nil {
+			cancel()
+		}
 	}()
 	go func() {
 		defer wg.Done()
@@ -147,10 +157,13 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 		kubectlComp = c.kubectl(ctx)
 	}()
 	wg.Wait()
-	if svErr != nil {
+	// A read cancelled because the other required read failed is not the
+	// cause; report the one that failed.
+	cancelledHere := func(err error) bool { return errors.Is(err, context.Canceled) && parent.Err() == nil }
+	if svErr != nil && !cancelledHere(svErr) {
 		return inv, &RequiredReadError{What: "reading /version", Err: svErr}
 	}
-	if nodeErr != nil {
+	if nodeErr != nil && !cancelledHere(nodeErr) {
 		return inv, &RequiredReadError{What: "listing nodes", Err: nodeErr}
 	}
 	inv.Server = ServerVersion{GitVersion: sv.GitVersion}
