@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -391,94 +392,129 @@ func (o *Options) readManifests(ctx context.Context) ([]dep.Finding, []dep.Skipp
 	return fs, skipped, st, nil
 }
 
+// sourceResult is what one cluster source read.
+type sourceResult struct {
+	findings []dep.Finding
+	skipped  []dep.Skipped
+	status   SourceStatus
+	err      error
+	ran      bool
+}
+
+// readCluster reads the cluster sources concurrently: each is a few
+// requests that the client retries on throttling or a busy server, so one
+// at a time a struggling apiserver would cost a full retry cycle (or a full
+// --request-timeout) per source. Results are added to the report in the
+// fixed source order.
 func (o *Options) readCluster(ctx context.Context, md cli.Metadata, target apilifecycle.Release, served *dep.Served, rep *Report, code *int) ([]dep.Finding, error) {
+	readers := []struct {
+		src  dep.Source
+		read func(context.Context) sourceResult
+	}{
+		{dep.SourceMetrics, o.readMetrics},
+		{dep.SourceObjects, func(ctx context.Context) sourceResult { return o.readObjects(ctx, target, served) }},
+		{dep.SourceHelm, o.readHelm},
+		{dep.SourceCRDs, o.readCRDs},
+	}
+	results := make([]sourceResult, len(readers))
+	var wg sync.WaitGroup
+	for i, r := range readers {
+		if !o.sources[r.src] {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = r.read(ctx)
+			results[i].ran = true
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	var out []dep.Finding
-	fail := func(st SourceStatus, err error, what string) {
-		rep.addSource(st, cli.ClassifyClusterErr(err, md, what), code)
-	}
-	if o.sources[dep.SourceMetrics] {
-		st := SourceStatus{Name: dep.SourceMetrics, Note: dep.MetricNote}
-		srcs := o.metricsSources(ctx)
-		fs, skipped, err := dep.ScrapeMetrics(ctx, srcs)
-		if len(srcs) > 1 {
-			st.Note += fmt.Sprintf("; scraped %d instances", len(srcs))
+	for _, res := range results {
+		if !res.ran {
+			continue
 		}
-		rep.NotScanned = append(rep.NotScanned, skipped...)
-		if err != nil {
-			fail(st, err, "reading apiserver metrics")
-		} else {
-			st.Scanned = fmt.Sprintf("%d series", len(fs))
-			rep.addSource(st, nil, code)
-			out = append(out, fs...)
-		}
+		out = append(out, res.findings...)
+		rep.NotScanned = append(rep.NotScanned, res.skipped...)
+		rep.addSource(res.status, cli.ClassifyClusterErr(res.err, md, whatFailed[res.status.Name]), code)
 	}
-	if ctx.Err() != nil {
-		return out, ctx.Err()
+	return out, nil
+}
+
+// whatFailed names what each cluster source was doing, for its error.
+var whatFailed = map[dep.Source]string{
+	dep.SourceMetrics: "reading apiserver metrics",
+	dep.SourceObjects: "reading objects",
+	dep.SourceHelm:    "reading Helm releases",
+	dep.SourceCRDs:    "reading CustomResourceDefinitions",
+}
+
+func (o *Options) readMetrics(ctx context.Context) sourceResult {
+	res := sourceResult{status: SourceStatus{Name: dep.SourceMetrics, Note: dep.MetricNote}}
+	srcs := o.metricsSources(ctx)
+	fs, skipped, err := dep.ScrapeMetrics(ctx, srcs)
+	if len(srcs) > 1 {
+		res.status.Note += fmt.Sprintf("; scraped %d instances", len(srcs))
 	}
-	if o.sources[dep.SourceObjects] {
-		st := SourceStatus{Name: dep.SourceObjects}
-		dyn, err := o.cg.Dynamic()
-		if err == nil && served == nil {
-			err = errors.New("discovery failed")
-		}
-		if err != nil {
-			fail(st, err, "reading objects")
-		} else {
-			r := &dep.ObjectsReader{Dynamic: dyn, Table: o.table, Served: served, Namespace: o.namespace}
-			res, err := r.Read(ctx, target)
-			st.Scanned = fmt.Sprintf("%d objects of %d resources", res.Scanned, len(res.Resources))
-			if res.StaleAnnotations > 0 {
-				st.Note = fmt.Sprintf("%d last-applied annotations name a deprecated version that no field manager still writes (stale, not reported)", res.StaleAnnotations)
-			}
-			out = append(out, res.Findings...)
-			if err != nil {
-				fail(st, err, "reading objects")
-			} else {
-				rep.addSource(st, nil, code)
-			}
-		}
+	res.skipped = skipped
+	if err != nil {
+		res.err = err
+		return res
 	}
-	if ctx.Err() != nil {
-		return out, ctx.Err()
+	res.status.Scanned = fmt.Sprintf("%d series", len(fs))
+	res.findings = fs
+	return res
+}
+
+func (o *Options) readObjects(ctx context.Context, target apilifecycle.Release, served *dep.Served) sourceResult {
+	res := sourceResult{status: SourceStatus{Name: dep.SourceObjects}}
+	dyn, err := o.cg.Dynamic()
+	if err == nil && served == nil {
+		err = errors.New("discovery failed")
 	}
-	if o.sources[dep.SourceHelm] {
-		st := SourceStatus{Name: dep.SourceHelm}
-		kc, err := o.cg.Kube()
-		if err != nil {
-			fail(st, err, "reading Helm releases")
-		} else {
-			h := &dep.HelmReader{Kube: kc, Scanner: &dep.ManifestScanner{Table: o.table}, Namespace: o.namespace, History: o.HelmHistory}
-			res, err := h.Read(ctx)
-			out = append(out, res.Findings...)
-			rep.NotScanned = append(rep.NotScanned, res.Skipped...)
-			st.Scanned = fmt.Sprintf("%d releases, %d records", res.Releases, res.Records)
-			if err != nil {
-				fail(st, err, "reading Helm releases")
-			} else {
-				rep.addSource(st, nil, code)
-			}
-		}
+	if err != nil {
+		res.err = err
+		return res
 	}
-	if ctx.Err() != nil {
-		return out, ctx.Err()
+	r := &dep.ObjectsReader{Dynamic: dyn, Table: o.table, Served: served, Namespace: o.namespace}
+	or, err := r.Read(ctx, target)
+	res.status.Scanned = fmt.Sprintf("%d objects of %d resources", or.Scanned, len(or.Resources))
+	if or.StaleAnnotations > 0 {
+		res.status.Note = fmt.Sprintf("%d last-applied annotations name a deprecated version that no field manager still writes (stale, not reported)", or.StaleAnnotations)
 	}
-	if o.sources[dep.SourceCRDs] {
-		st := SourceStatus{Name: dep.SourceCRDs}
-		ec, err := o.cg.APIExtensions()
-		if err != nil {
-			fail(st, err, "reading CustomResourceDefinitions")
-		} else {
-			fs, n, err := (&dep.CRDReader{Client: ec}).Read(ctx)
-			st.Scanned = fmt.Sprintf("%d CRDs", n)
-			out = append(out, fs...)
-			if err != nil {
-				fail(st, err, "reading CustomResourceDefinitions")
-			} else {
-				rep.addSource(st, nil, code)
-			}
-		}
+	res.findings, res.err = or.Findings, err
+	return res
+}
+
+func (o *Options) readHelm(ctx context.Context) sourceResult {
+	res := sourceResult{status: SourceStatus{Name: dep.SourceHelm}}
+	kc, err := o.cg.Kube()
+	if err != nil {
+		res.err = err
+		return res
 	}
-	return out, ctx.Err()
+	h := &dep.HelmReader{Kube: kc, Scanner: &dep.ManifestScanner{Table: o.table}, Namespace: o.namespace, History: o.HelmHistory}
+	hr, err := h.Read(ctx)
+	res.findings, res.skipped, res.err = hr.Findings, hr.Skipped, err
+	res.status.Scanned = fmt.Sprintf("%d releases, %d records", hr.Releases, hr.Records)
+	return res
+}
+
+func (o *Options) readCRDs(ctx context.Context) sourceResult {
+	res := sourceResult{status: SourceStatus{Name: dep.SourceCRDs}}
+	ec, err := o.cg.APIExtensions()
+	if err != nil {
+		res.err = err
+		return res
+	}
+	fs, n, err := (&dep.CRDReader{Client: ec}).Read(ctx)
+	res.status.Scanned = fmt.Sprintf("%d CRDs", n)
+	res.findings, res.err = fs, err
+	return res
 }
 
 // metricsSources returns the apiservers to scrape. The metric is kept

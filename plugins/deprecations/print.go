@@ -158,7 +158,12 @@ func (o *Options) print(r *Report) error {
 			return err
 		}
 	} else {
-		fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s.\n", r.TargetVersion)
+		// Never "nothing found" when a source could not be read.
+		if r.failed() != "" {
+			fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s in the sources that could be read.\n", r.TargetVersion)
+		} else {
+			fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s.\n", r.TargetVersion)
+		}
 	}
 	o.printNotes(o.ErrOut, r)
 	return nil
