@@ -1,0 +1,179 @@
+//go:build e2e
+
+package rbace2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+)
+
+// pool creates n Ready GPU nodes named <name>-<i>, removed when the test ends.
+func pool(t *testing.T, cp *harness.ControlPlane, name string, n int, kubelet string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nodes, err := cp.CreateGPUNodes(ctx, harness.GPUPool{Name: name, Nodes: n, KubeletVersion: kubelet})
+	var names []string
+	for _, nd := range nodes {
+		names = append(names, nd.Name)
+	}
+	t.Cleanup(func() {
+		for i := 0; i < n; i++ {
+			_ = cp.Client.CoreV1().Nodes().Delete(context.Background(), fmt.Sprintf("%s-%d", name, i), metav1.DeleteOptions{})
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// adminCodes fills each flow's expected exit code from a run as the admin,
+// after checking it is one of the allowed codes.
+func adminCodes(t *testing.T, cp *harness.ControlPlane, bin string, flows map[string]flow, allowed ...int) {
+	t.Helper()
+	for name, f := range flows {
+		r := run(t, cp, bin, "", f.args...)
+		ok := false
+		for _, c := range allowed {
+			ok = ok || r.ExitCode == c
+		}
+		if !ok {
+			t.Fatalf("flow %s as admin: exit %d\n%s", name, r.ExitCode, r)
+		}
+		f.code = r.ExitCode
+		flows[name] = f
+	}
+}
+
+func TestSkewRole(t *testing.T) {
+	t.Parallel()
+	cp := harness.Shared(t)
+	pool(t, cp, "rbac-skew", 1, "")
+	rs := loadRoles(t, "skew")
+	const bin = "kubectl-skew"
+	flows := map[string]flow{"check": {args: []string{"-o", "json"}}}
+	adminCodes(t, cp, bin, flows, 0, 1)
+	user := grant(t, cp, "skew", "full", rs, "", nil)
+	checkFlows(t, cp, bin, user, []string{"check"}, flows)
+	code := flows["check"].code
+	checkRemovals(t, cp, "skew", bin, "", rs, flows, []removal{
+		{flow: "check", code: 3, line: denied("list", "nodes")},
+		{flow: "check", code: code, also: []string{"listing pods in kube-system is forbidden"}},
+		{flow: "check", code: code, also: []string{"listing DaemonSets in kube-system is forbidden"}},
+		{flow: "check", code: code, also: []string{"listing Deployments in kube-system is forbidden"}},
+	})
+}
+
+func TestPDBBlockersRole(t *testing.T) {
+	t.Parallel()
+	cp := harness.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	nodes := pool(t, cp, "rbac-pdbb", 1, "")
+	ns := cp.Namespace(t)
+	d := harness.Deployment(ns, "web", 1, 0)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{harness.PoolLabel: "rbac-pdbb"}
+	if _, err := cp.CreateDeployment(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.CreatePDB(ctx, harness.PDB(ns, "web", "web", 1), 1); err != nil {
+		t.Fatal(err)
+	}
+	rs := loadRoles(t, "pdb-blockers")
+	const bin = "kubectl-pdb_blockers"
+	flows := map[string]flow{
+		"check":   {args: []string{nodes[0]}, code: 1},
+		"dry-run": {args: []string{nodes[0], "--server-dry-run", "-o", "wide"}, code: 1},
+	}
+	user := grant(t, cp, "pdb-blockers", "full", rs, ns, nil)
+	checkFlows(t, cp, bin, user, []string{"check", "dry-run"}, flows)
+	checkRemovals(t, cp, "pdb-blockers", bin, ns, rs, flows, []removal{
+		{flow: "check", code: 3, line: denied("list", "nodes")},
+		{flow: "check", code: 3, line: denied("list", "pods")},
+		{flow: "check", code: 3, line: denied("list", "poddisruptionbudgets")},
+		// Documented: without create on pods/eviction the dry run is reported per pod, not fatal.
+		{flow: "dry-run", code: 1, also: []string{"Forbidden", "1 server dry run(s) disagree"}},
+	})
+}
+
+func TestDeprecationsRole(t *testing.T) {
+	t.Parallel()
+	cp := harness.Shared(t)
+	rs := loadRoles(t, "deprecations")
+	const bin = "kubectl-deprecations"
+	flows := map[string]flow{"cluster": {args: []string{"--fail-on", "blocking"}}}
+	adminCodes(t, cp, bin, flows, 0, 1)
+	user := grant(t, cp, "deprecations", "full", rs, "", nil)
+	checkFlows(t, cp, bin, user, []string{"cluster"}, flows)
+	code := flows["cluster"].code
+	checkRemovals(t, cp, "deprecations", bin, "", rs, flows, []removal{
+		{flow: "cluster", code: 3, line: deniedPath("get", "/metrics")},
+		{flow: "cluster", code: 3, line: "cannot list resource"},
+		{flow: "cluster", code: 3, line: denied("list", "secrets")},
+		{flow: "cluster", code: 3, line: denied("list", "configmaps")},
+		{flow: "cluster", code: 3, line: denied("list", "customresourcedefinitions")},
+	})
+	_ = code
+}
+
+func TestGPUValidateRole(t *testing.T) {
+	t.Parallel()
+	cp := harness.Shared(t)
+	nodes := pool(t, cp, "rbac-gpuv", 1, "v1.37.2")
+	// A second pool whose older node is the kubelet-config baseline of the newer one.
+	drift := pool(t, cp, "rbac-gpuv-drift", 1, "v1.36.4")
+	ctx := context.Background()
+	newer := harness.GPUNode("rbac-gpuv-drift-new", harness.GPUPool{Name: "rbac-gpuv-drift", KubeletVersion: "v1.37.2"}, "rbac-gpuv-drift-rs0")
+	if _, err := cp.Client.CoreV1().Nodes().Create(ctx, newer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Client.CoreV1().Nodes().Delete(context.Background(), newer.Name, metav1.DeleteOptions{})
+	})
+	_ = drift
+	ns := cp.Namespace(t)
+	rs := loadRoles(t, "gpu-validate")
+	const bin = "kubectl-gpu_validate"
+	flows := map[string]flow{
+		"nodes": {args: []string{"nodes", nodes[0]}},
+		"drift": {args: []string{"nodes", newer.Name}},
+		"xid":   {args: []string{"nodes", nodes[0], "-n", ns, "--config-drift=false", "--xid", "--timeout", "3s"}},
+		"nccl":  {args: []string{"nodes", nodes[0], "-n", ns, "--config-drift=false", "--nccl", "--image", "nccl-tests:e2e", "--no-resolve", "--timeout", "5s"}},
+		"nccl-jobset": {args: []string{"nodes", nodes[0], "-n", ns, "--config-drift=false", "--nccl", "--launcher", "jobset",
+			"--image", "nccl-tests:e2e", "--no-resolve", "--timeout", "5s"}},
+	}
+	adminCodes(t, cp, bin, flows, 0, 1, 3)
+	user := grant(t, cp, "gpu-validate", "full", rs, ns, nil)
+	checkFlows(t, cp, bin, user, []string{"nodes", "xid", "nccl", "nccl-jobset"}, flows)
+	checkRemovals(t, cp, "gpu-validate", bin, ns, rs, flows, []removal{
+		{flow: "nodes", code: 3, line: denied("list", "nodes")},
+		// Documented: a warning, and the count is checked without DRA devices.
+		{flow: "nodes", code: flows["nodes"].code, also: []string{"warning: DRA devices not counted", denied("list", "resourceslices")}},
+		{unused: "the test apiserver answers 403 to every nodes/proxy request to a KWOK node, admin's too", check: func(t *testing.T) {
+			r := run(t, cp, bin, "", flows["drift"].args...)
+			if r.ExitCode != 3 || !strings.Contains(r.Stderr, "nodes/proxy") {
+				t.Errorf("the proxy answers the admin now: cover the nodes/proxy rule with a flow\n%s", r)
+			}
+		}},
+		{flow: "xid", code: 3, line: denied("create", "pods")},
+		{unused: "KWOK pods never finish, so no check pod's log is ever read here", check: func(t *testing.T) {}},
+		{flow: "nccl", code: 3, line: denied("list", "pods")},
+		{flow: "nccl", code: 3, line: denied("create", "secrets")},
+		{flow: "nccl", code: 3, line: denied("create", "jobs")},
+		{flow: "nccl-jobset", code: 3, line: denied("create", "jobsets")},
+		{unused: "the MPIJob API is not served by the test control plane", check: func(t *testing.T) {
+			if _, err := cp.Client.Discovery().ServerResourcesForGroupVersion("kubeflow.org/v2beta1"); err == nil {
+				t.Error("kubeflow.org/v2beta1 is served now: cover the mpijobs rule with a flow")
+			}
+		}},
+		{flow: "nccl", code: 3, line: denied("get", "configmaps")},
+	})
+}
