@@ -2,18 +2,27 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
-// DefaultPageSize is the page size Load asks the API server for.
+// DefaultPageSize is the page size Load asks the API server for when it
+// lists in pages.
 const DefaultPageSize = 1000
 
 // LoadOptions say what Load reads.
@@ -24,6 +33,13 @@ type LoadOptions struct {
 	NodeSelector string
 	// PageSize is the list page size (0: DefaultPageSize).
 	PageSize int64
+	// Stream reads each resource with one watch-list request (a watch with
+	// sendInitialEvents that ends at the initial-events-end bookmark)
+	// before falling back to paged lists. The server encodes while the
+	// client decodes, and no page of full objects is ever held at once.
+	// Only a real API server does this; fake clientsets never send the
+	// bookmark.
+	Stream bool
 }
 
 // Snapshot is what Load read: every node matching the selector, every pod
@@ -38,8 +54,10 @@ type Snapshot struct {
 	// was still read.
 	ForbiddenPods map[string]string
 	ForbiddenPDBs map[string]string
-	// ListCalls counts the list requests made (pages included).
-	ListCalls int
+	// ListCalls counts the list requests made (pages included) and
+	// StreamCalls the watch-list requests.
+	ListCalls   int
+	StreamCalls int
 }
 
 // Index builds the Evaluator's index from the snapshot, marking the
@@ -52,120 +70,147 @@ func (s *Snapshot) Index() *Index {
 	return idx
 }
 
-// Load reads nodes, pods and PodDisruptionBudgets with a fixed number of
-// paged list calls (one list of each, cluster-wide), never a request per
-// pod. When a cluster-wide list of pods or PDBs is forbidden it falls back
-// to one list per namespace and records the namespaces it may not read,
-// so that one forbidden namespace does not hide the others. Errors other
-// than forbidden namespaces are returned as they are.
+// Load reads nodes, pods and PodDisruptionBudgets at once, each with one
+// request (a watch-list stream, see LoadOptions.Stream) or one paged list,
+// never a request per pod. When a cluster-wide read of pods or PDBs is
+// forbidden it falls back to one list per namespace and records the
+// namespaces it may not read, so that one forbidden namespace does not hide
+// the others. Errors other than forbidden namespaces are returned as they
+// are.
 func Load(ctx context.Context, client kubernetes.Interface, opts LoadOptions) (*Snapshot, error) {
-	page := opts.PageSize
-	if page <= 0 {
-		page = DefaultPageSize
+	l := &loader{client: client, opts: opts, page: opts.PageSize}
+	if l.page <= 0 {
+		l.page = DefaultPageSize
 	}
+	l.streamOff.Store(!opts.Stream)
 	s := &Snapshot{ForbiddenPods: map[string]string{}, ForbiddenPDBs: map[string]string{}}
 
-	err := listPages(ctx, page, &s.ListCalls, metav1.ListOptions{LabelSelector: opts.NodeSelector},
-		func(ctx context.Context, o metav1.ListOptions) (string, error) {
-			l, err := client.CoreV1().Nodes().List(ctx, o)
+	nodes := resource[*corev1.Node]{
+		watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.CoreV1().Nodes().Watch(ctx, o)
+		},
+		list: func(ctx context.Context, o metav1.ListOptions, add func(*corev1.Node)) (string, error) {
+			r, err := client.CoreV1().Nodes().List(ctx, o)
 			if err != nil {
 				return "", err
 			}
-			for i := range l.Items {
-				s.Nodes = append(s.Nodes, slimNode(&l.Items[i]))
+			for i := range r.Items {
+				add(&r.Items[i])
 			}
-			return l.Continue, nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
+			return r.Continue, nil
+		},
+		add: func(n *corev1.Node) { s.Nodes = append(s.Nodes, slimNode(n)) },
 	}
-
-	listPods := func(ns string) error {
-		return listPages(ctx, page, &s.ListCalls, metav1.ListOptions{}, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-			l, err := client.CoreV1().Pods(ns).List(ctx, o)
-			if err != nil {
-				return "", err
-			}
-			for i := range l.Items {
-				s.Pods = append(s.Pods, Slim(&l.Items[i]))
-			}
-			return l.Continue, nil
-		})
-	}
-	listPDBs := func(ns string) error {
-		return listPages(ctx, page, &s.ListCalls, metav1.ListOptions{}, func(ctx context.Context, o metav1.ListOptions) (string, error) {
-			l, err := client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
-			if err != nil {
-				return "", err
-			}
-			for i := range l.Items {
-				b := l.Items[i]
-				b.ManagedFields = nil
-				s.PDBs = append(s.PDBs, &b)
-			}
-			return l.Continue, nil
-		})
-	}
-
-	var namespaces []string
-	nsList := func() ([]string, error) {
-		if namespaces != nil {
-			return namespaces, nil
-		}
-		s.ListCalls++
-		l, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range l.Items {
-			namespaces = append(namespaces, n.Name)
-		}
-		sort.Strings(namespaces)
-		return namespaces, nil
-	}
-
-	perNamespace := func(what string, list func(string) error, forbidden map[string]string) error {
-		err := list(opts.Namespace)
-		if err == nil || !apierrors.IsForbidden(err) {
-			if err != nil {
-				return fmt.Errorf("listing %s: %w", what, err)
-			}
-			return nil
-		}
-		if opts.Namespace != "" {
-			forbidden[opts.Namespace] = err.Error()
-			return nil
-		}
-		nss, nerr := nsList()
-		if nerr != nil {
-			return fmt.Errorf("listing %s in all namespaces: %w (and listing namespaces to check them one by one: %v)", what, err, nerr)
-		}
-		for _, ns := range nss {
-			if err := list(ns); err != nil {
-				if !apierrors.IsForbidden(err) {
-					return fmt.Errorf("listing %s in namespace %s: %w", what, ns, err)
+	pods := func(ns string) resource[*corev1.Pod] {
+		return resource[*corev1.Pod]{
+			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return client.CoreV1().Pods(ns).Watch(ctx, o)
+			},
+			list: func(ctx context.Context, o metav1.ListOptions, add func(*corev1.Pod)) (string, error) {
+				r, err := client.CoreV1().Pods(ns).List(ctx, o)
+				if err != nil {
+					return "", err
 				}
-				forbidden[ns] = err.Error()
-			}
+				for i := range r.Items {
+					add(&r.Items[i])
+				}
+				return r.Continue, nil
+			},
+			add: func(p *corev1.Pod) { s.Pods = append(s.Pods, Slim(p)) },
+		}
+	}
+	pdbs := func(ns string) resource[*policyv1.PodDisruptionBudget] {
+		return resource[*policyv1.PodDisruptionBudget]{
+			watch: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return client.PolicyV1().PodDisruptionBudgets(ns).Watch(ctx, o)
+			},
+			list: func(ctx context.Context, o metav1.ListOptions, add func(*policyv1.PodDisruptionBudget)) (string, error) {
+				r, err := client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, o)
+				if err != nil {
+					return "", err
+				}
+				for i := range r.Items {
+					add(&r.Items[i])
+				}
+				return r.Continue, nil
+			},
+			add: func(b *policyv1.PodDisruptionBudget) {
+				c := *b
+				c.ManagedFields = nil
+				s.PDBs = append(s.PDBs, &c)
+			},
+		}
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := readAll(gctx, l, nodes, metav1.ListOptions{LabelSelector: opts.NodeSelector}, func() { s.Nodes = nil }); err != nil {
+			return fmt.Errorf("listing nodes: %w", err)
 		}
 		return nil
-	}
-	if err := perNamespace("pods", listPods, s.ForbiddenPods); err != nil {
+	})
+	g.Go(func() error {
+		return l.perNamespace(gctx, "pods", s.ForbiddenPods, func(ctx context.Context, ns string) error {
+			return readAll(ctx, l, pods(ns), metav1.ListOptions{}, func() { s.Pods = dropNamespace(s.Pods, ns) })
+		})
+	})
+	g.Go(func() error {
+		return l.perNamespace(gctx, "poddisruptionbudgets", s.ForbiddenPDBs, func(ctx context.Context, ns string) error {
+			return readAll(ctx, l, pdbs(ns), metav1.ListOptions{}, func() { s.PDBs = dropNamespace(s.PDBs, ns) })
+		})
+	})
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if err := perNamespace("poddisruptionbudgets", listPDBs, s.ForbiddenPDBs); err != nil {
-		return nil, err
-	}
+	s.ListCalls, s.StreamCalls = int(l.lists.Load()), int(l.streams.Load())
 	return s, nil
 }
 
-func listPages(ctx context.Context, limit int64, calls *int, base metav1.ListOptions,
-	list func(context.Context, metav1.ListOptions) (string, error)) error {
+type loader struct {
+	client kubernetes.Interface
+	opts   LoadOptions
+	page   int64
+	// streamOff is set once a watch-list request was refused, so that the
+	// per-namespace fallback does not ask again for every namespace.
+	streamOff       atomic.Bool
+	lists, streams  atomic.Int64
+	nsOnce          sync.Once
+	namespaces      []string
+	namespacesError error
+}
+
+// resource reads one kind of object: by a watch-list stream or by pages,
+// handing every object to add.
+type resource[T runtime.Object] struct {
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	list  func(context.Context, metav1.ListOptions, func(T)) (string, error)
+	add   func(T)
+}
+
+// readAll reads every object of r, streaming when allowed and falling back
+// to paged lists when the stream is refused (a server without watch-list,
+// a role without watch) or cut short; reset discards what a broken stream
+// had added.
+func readAll[T runtime.Object](ctx context.Context, l *loader, r resource[T], base metav1.ListOptions, reset func()) error {
+	if !l.streamOff.Load() {
+		l.streams.Add(1)
+		err := stream(ctx, r, base)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		reset()
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+			l.streamOff.Store(true)
+		}
+	}
 	o := base
-	o.Limit = limit
+	o.Limit = l.page
 	for {
-		*calls++
-		next, err := list(ctx, o)
+		l.lists.Add(1)
+		next, err := r.list(ctx, o, r.add)
 		if err != nil {
 			return err
 		}
@@ -174,6 +219,107 @@ func listPages(ctx context.Context, limit int64, calls *int, base metav1.ListOpt
 		}
 		o.Continue = next
 	}
+}
+
+// errStreamEnded is a watch-list stream that closed before its
+// initial-events-end bookmark.
+var errStreamEnded = errors.New("watch-list stream ended before all objects were sent")
+
+func stream[T runtime.Object](ctx context.Context, r resource[T], base metav1.ListOptions) error {
+	o := base
+	o.SendInitialEvents = ptr.To(true)
+	o.AllowWatchBookmarks = true
+	o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+	o.ResourceVersion = ""
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := r.watch(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, open := <-w.ResultChan():
+			if !open {
+				return errStreamEnded
+			}
+			switch ev.Type {
+			case watch.Added:
+				if obj, ok := ev.Object.(T); ok {
+					r.add(obj)
+				}
+			case watch.Bookmark:
+				if m, err := meta.Accessor(ev.Object); err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					return nil
+				}
+			case watch.Error:
+				return apierrors.FromObject(ev.Object)
+			}
+		}
+	}
+}
+
+// perNamespace reads all namespaces (or the one of the options) with read;
+// when that is forbidden cluster-wide it reads namespace by namespace and
+// records the ones it may not read in forbidden.
+func (l *loader) perNamespace(ctx context.Context, what string, forbidden map[string]string, read func(context.Context, string) error) error {
+	err := read(ctx, l.opts.Namespace)
+	if err == nil || !apierrors.IsForbidden(err) {
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", what, err)
+		}
+		return nil
+	}
+	if l.opts.Namespace != "" {
+		forbidden[l.opts.Namespace] = err.Error()
+		return nil
+	}
+	nss, nerr := l.namespaceList(ctx)
+	if nerr != nil {
+		return fmt.Errorf("listing %s in all namespaces: %w (and listing namespaces to check them one by one: %v)", what, err, nerr)
+	}
+	for _, ns := range nss {
+		if err := read(ctx, ns); err != nil {
+			if !apierrors.IsForbidden(err) {
+				return fmt.Errorf("listing %s in namespace %s: %w", what, ns, err)
+			}
+			forbidden[ns] = err.Error()
+		}
+	}
+	return nil
+}
+
+func (l *loader) namespaceList(ctx context.Context) ([]string, error) {
+	l.nsOnce.Do(func() {
+		l.lists.Add(1)
+		r, err := l.client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			l.namespacesError = err
+			return
+		}
+		for _, n := range r.Items {
+			l.namespaces = append(l.namespaces, n.Name)
+		}
+		sort.Strings(l.namespaces)
+	})
+	return l.namespaces, l.namespacesError
+}
+
+// dropNamespace removes the objects of namespace ns ("" for all).
+func dropNamespace[T metav1.Object](objs []T, ns string) []T {
+	if ns == "" {
+		return objs[:0]
+	}
+	out := objs[:0]
+	for _, o := range objs {
+		if o.GetNamespace() != ns {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func slimNode(n *corev1.Node) *corev1.Node {

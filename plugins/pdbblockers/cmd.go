@@ -52,8 +52,9 @@ var (
 
 		Exit 1 when a pod blocks: severity blocking when it never clears, warning when
 		the drain will wait (--fail-on blocking ignores waits). The command only reads
-		nodes, pods and PodDisruptionBudgets; --server-dry-run also needs create on
-		pods/eviction. A namespace that may not be read is reported and the rest is
+		nodes, pods and PodDisruptionBudgets: one watch-list stream of each where the
+		server and role allow watch, paged lists otherwise; --server-dry-run also needs
+		create on pods/eviction. A namespace that may not be read is reported and the rest is
 		still checked (exit 3 unless --allow-partial).
 
 		With --contexts or --all-contexts the clusters are checked in parallel and

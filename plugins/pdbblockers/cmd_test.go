@@ -345,3 +345,29 @@ func TestRun_Contexts(t *testing.T) {
 		t.Errorf("--parallel 0: exit %d, want 2", code)
 	}
 }
+
+// TestWriteJSONMatchesPrintStructured checks the chunked, parallel encoder
+// against the suite's JSON printer on reports of several chunks.
+func TestWriteJSONMatchesPrintStructured(t *testing.T) {
+	for _, n := range []int{0, 1, itemChunk, 3*itemChunk + 7} {
+		r := newReport(cli.Metadata{Context: "c"}, now)
+		for i := 0; i < n; i++ {
+			r.Items = append(r.Items, Item{Node: "n", Namespace: "ml", Name: "p-" + strings.Repeat("x", i%7),
+				Verdict: eviction.OutcomeLater, Blockers: []eviction.Blocker{{Message: "waits <for> & more", Fix: "kubectl get pdb"}}})
+		}
+		var got bytes.Buffer
+		if err := writeJSON(&got, r); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := cli.PrintStructured(&want, cli.OutputJSON, r); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%d items: writeJSON differs from PrintStructured (%d vs %d bytes)", n, got.Len(), want.Len())
+		}
+		if n > 0 && !strings.Contains(got.String(), "waits <for> & more") {
+			t.Error("HTML characters escaped")
+		}
+	}
+}

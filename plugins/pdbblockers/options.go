@@ -84,7 +84,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	fs.BoolVar(&o.Force, "force", o.Force, "Assume the drain runs with --force: pods without a controller do not block.")
 	fs.BoolVar(&o.AllPods, "all-pods", o.AllPods, "List every pod on the nodes, also the ones that evict now or that drain ignores.")
 	fs.BoolVar(&o.AllowPartial, "allow-partial", o.AllowPartial, "When some namespaces may not be read, report the rest and exit as if they were fine instead of exit 3.")
-	fs.Int64Var(&o.PageSize, "chunk-size", o.PageSize, "Objects per page when listing nodes, pods and PodDisruptionBudgets.")
+	fs.Int64Var(&o.PageSize, "chunk-size", o.PageSize, "Objects per page when nodes, pods and PodDisruptionBudgets are listed in pages (servers without watch-list streaming, or roles without watch).")
 	o.Contexts.AddFlags(cmd)
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
@@ -182,7 +182,8 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter) (*Report, cli.
 	if err != nil {
 		return nil, md, cli.ClassifyClusterErr(err, md, "building the client")
 	}
-	snap, err := eviction.Load(ctx, kc, eviction.LoadOptions{Namespace: o.namespace, NodeSelector: o.Selector, PageSize: o.PageSize})
+	_, real := kc.(*kubernetes.Clientset)
+	snap, err := eviction.Load(ctx, kc, eviction.LoadOptions{Namespace: o.namespace, NodeSelector: o.Selector, PageSize: o.PageSize, Stream: real})
 	if err != nil {
 		return nil, md, cli.WithHint(cli.ClassifyClusterErr(err, md, "reading the cluster"), canIHint(md, o.namespace))
 	}
