@@ -148,6 +148,9 @@ func TestPDBBlockersScale(t *testing.T) {
 		if pages := (total/1000 + 1) + (nodes/1000 + 1) + (pdbs/1000 + 1) + 3; calls["get"]+calls["create"] > 2 || calls["list"]+calls["watch"] > pages {
 			t.Errorf("requests %v: want a few paged lists and no request per pod", calls)
 		}
+		if calls["watch"] != 3 || calls["list"] != 0 {
+			t.Errorf("requests %v: want one watch-list stream each of nodes, pods and PDBs", calls)
+		}
 		if run == 0 {
 			if _, err := out.Seek(0, 0); err != nil {
 				t.Fatal(err)
