@@ -38,13 +38,16 @@ type Served struct {
 	kinds map[string]map[string]string
 	// preferred[group] = preferred version
 	preferred map[string]string
+	// clusterScoped["group/version"][resource] is set for resources that
+	// live outside namespaces.
+	clusterScoped map[string]map[string]bool
 }
 
 // Discover reads the served group versions and resources. Groups that fail
 // discovery (an unavailable aggregated API) are left out and returned as
 // errors alongside the result.
 func Discover(dc discovery.DiscoveryInterface) (*Served, error) {
-	s := &Served{kinds: map[string]map[string]string{}, preferred: map[string]string{}}
+	s := &Served{kinds: map[string]map[string]string{}, preferred: map[string]string{}, clusterScoped: map[string]map[string]bool{}}
 	groups, lists, err := dc.ServerGroupsAndResources()
 	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
 		return nil, err
@@ -59,13 +62,18 @@ func Discover(dc discovery.DiscoveryInterface) (*Served, error) {
 			continue
 		}
 		m := map[string]string{}
+		cs := map[string]bool{}
 		for _, r := range l.APIResources {
 			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
 				continue
 			}
 			m[r.Kind] = r.Name
+			if !r.Namespaced {
+				cs[r.Name] = true
+			}
 		}
 		s.kinds[l.GroupVersion] = m
+		s.clusterScoped[l.GroupVersion] = cs
 	}
 	return s, err
 }
@@ -156,7 +164,11 @@ func (r *ObjectsReader) Read(ctx context.Context, target apilifecycle.Release) (
 		cont := ""
 		for {
 			var ri dynamic.ResourceInterface = r.Dynamic.Resource(gvr)
-			if r.Namespace != "" {
+			// -n limits namespaced resources only; a cluster-scoped kind
+			// (ValidatingAdmissionPolicy, MutatingAdmissionPolicy, ...) has
+			// no namespaced path and would answer 404. As kubectl does, the
+			// namespace is ignored for them.
+			if r.Namespace != "" && !r.Served.clusterScoped[gvr.GroupVersion().String()][gvr.Resource] {
 				ri = r.Dynamic.Resource(gvr).Namespace(r.Namespace)
 			}
 			list, err := ri.List(ctx, metav1.ListOptions{Limit: page, Continue: cont})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
@@ -253,5 +255,23 @@ func TestObjectsReader(t *testing.T) {
 	}
 	if res.StaleAnnotations != 1 || res.Scanned != 4 {
 		t.Errorf("stale %d scanned %d", res.StaleAnnotations, res.Scanned)
+	}
+
+	// -n limits namespaced resources only: DeviceClass is cluster-scoped
+	// and has no namespaced path (a real apiserver answers 404), so it is
+	// listed cluster-wide, as kubectl does.
+	served.clusterScoped = map[string]map[string]bool{"resource.k8s.io/v1": {"deviceclasses": true}}
+	var nsList []string
+	dyn.PrependReactor("list", "deviceclasses", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		nsList = append(nsList, a.GetNamespace())
+		return false, nil, nil
+	})
+	r = &ObjectsReader{Dynamic: dyn, Table: apilifecycle.Builtin(), Served: served, PageSize: 2, Namespace: "team-a"}
+	res, err = r.Read(context.Background(), apilifecycle.R(1, 38))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Scanned != 4 || len(nsList) == 0 || slices.ContainsFunc(nsList, func(ns string) bool { return ns != "" }) {
+		t.Errorf("-n with a cluster-scoped kind: scanned %d, listed in namespaces %q", res.Scanned, nsList)
 	}
 }
