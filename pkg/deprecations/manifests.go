@@ -260,6 +260,9 @@ type object struct {
 
 func (s *ManifestScanner) emit(name string, o object, res *ManifestResult) {
 	res.Objects++
+	// A document that is not valid UTF-8 is read line by line, and its
+	// bytes would reach the table and -o yaml as they are.
+	name, o.name, o.namespace = validUTF8(name), validUTF8(o.name), validUTF8(o.namespace)
 	if o.kind == "" || strings.Contains(o.kind, "{{") {
 		return
 	}
@@ -474,6 +477,9 @@ func splitKey(t []byte) (string, []byte, bool) {
 
 // cleanValue reads a scalar value: trims it, drops a trailing comment and
 // surrounding quotes.
+// validUTF8 replaces invalid UTF-8 in s with U+FFFD.
+func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+
 func cleanValue(v []byte) string {
 	s := strings.TrimSpace(string(v))
 	if s == "" {
