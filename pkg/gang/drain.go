@@ -70,6 +70,10 @@ type GangOutcome struct {
 	StopStartedAt time.Time `json:"stopStartedAt,omitzero"`
 	// PodsGoneAt is when the last pod of the gang was gone.
 	PodsGoneAt time.Time `json:"podsGoneAt,omitzero"`
+
+	// cause is the error behind a failed action, kept so that callers can
+	// tell a refused request (exit 3) from the rest.
+	cause error
 }
 
 // Gang outcome actions.
@@ -308,7 +312,9 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	outcomes := d.stopGangs(ctx, found.Gangs)
 	res.Gangs = outcomes
 	failedGang := map[string]GangOutcome{}
-	var firstErr error
+	// firstErr is the first error of a node's drain; cause the first error
+	// behind a gang that kept its nodes from draining.
+	var firstErr, cause error
 	for _, o := range outcomes {
 		if o.Action != ActionStopped {
 			failedGang[o.Key] = o
@@ -324,6 +330,9 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		for _, g := range nodeGangs[n] {
 			if o, bad := failedGang[g.Key]; bad {
 				blocking = append(blocking, fmt.Sprintf("gang %s %s (%s)", g.Key, o.Action, o.Message))
+				if cause == nil && o.cause != nil {
+					cause = o.cause
+				}
 			}
 		}
 		if len(blocking) > 0 {
@@ -352,10 +361,20 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		return res, incomplete(firstErr)
 	}
 	if !res.Complete {
-		return res, incomplete(errors.New(incompleteWhy(d.snapshot(nodes), pending)))
+		return res, incomplete(&causedError{msg: incompleteWhy(d.snapshot(nodes), pending), cause: cause})
 	}
 	return res, nil
 }
+
+// causedError reads as msg and unwraps to the error behind it, so that
+// errors.As finds, say, the API server's refusal.
+type causedError struct {
+	msg   string
+	cause error
+}
+
+func (e *causedError) Error() string { return e.msg }
+func (e *causedError) Unwrap() error { return e.cause }
 
 func incompleteWhy(recs []NodeRecord, pending []string) string {
 	var parts []string
@@ -567,7 +586,7 @@ func (d *Drainer) handleGang(ctx context.Context, g *Gang) GangOutcome {
 	verdict, reqID, err := d.checkpoint(ctx, g)
 	o.Verdict, o.RequestID = verdict, reqID
 	if err != nil {
-		o.Message = err.Error()
+		o.Message, o.cause = err.Error(), err
 		return o
 	}
 	if verdict.Phase == checkpoint.PhaseReady {
@@ -583,7 +602,7 @@ func (d *Drainer) handleGang(ctx context.Context, g *Gang) GangOutcome {
 				st, _ := checkpoint.Read(ctx, d.Dynamic, keys, t)
 				rq := &checkpoint.Requester{Client: d.Dynamic, Pods: d.Kube, Keys: keys}
 				if err := rq.Cancel(ctx, t, st.Request, g.PodNames()); err != nil {
-					o.Message = err.Error()
+					o.Message, o.cause = err.Error(), err
 					return o
 				}
 			}
@@ -725,7 +744,7 @@ func mergePatch(v any) []byte {
 // stop stops a gang as a unit and waits until its pods are gone.
 func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome {
 	fail := func(err error) GangOutcome {
-		o.Action, o.Message = ActionFailed, err.Error()
+		o.Action, o.Message, o.cause = ActionFailed, err.Error(), err
 		d.gangEvent(g, "stop failed: %v", err)
 		return o
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -305,8 +304,7 @@ func finish(ctx context.Context, err error, md cli.Metadata, hint string) error 
 	}
 	// A refused request is exit 3 even when the run is resumable (3 ranks
 	// above 4): rerunning does not help until the permission is granted.
-	// Node failures carry their cause as text, so look at the message too.
-	if apierrors.IsForbidden(err) || strings.Contains(err.Error(), " is forbidden: User ") {
+	if apierrors.IsForbidden(err) {
 		return cli.WithHint(cli.ClusterErr(err), hint)
 	}
 	if errors.Is(err, gang.ErrIncomplete) || ctx.Err() != nil {
