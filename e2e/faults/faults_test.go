@@ -94,7 +94,7 @@ func (f *fixture) readOnly() []invocation {
 	return []invocation{
 		// nodes, kube-system pods, DaemonSets and Deployments
 		{"skew", "kubectl-skew", nil, 4},
-		{"pdb-blockers", "kubectl-pdb_blockers", []string{f.podNode}, 1},
+		{"pdb-blockers", "kubectl-pdb_blockers", []string{f.podNode}, 3}, // nodes, pods and PDBs at once
 		// one per cluster source: metrics (its apiserver endpoints), objects, helm, crds
 		{"deprecations", "kubectl-deprecations", nil, 4},
 		{"crd-migrate-status", "kubectl-crd_migrate", []string{"status"}, 1},
@@ -366,11 +366,9 @@ func TestFaultsEvictionThrottled(t *testing.T) {
 	}
 
 	t.Run("pdb-blockers-server-dry-run", func(t *testing.T) {
-		// KNOWN GAP: pdb-blockers sends its dry run once (EvictOnce, client
-		// retries off) and takes a 429 for the server's verdict, reporting a
-		// false disagreement. Pass true here once its dryRunner retries a
-		// throttled dry run after Retry-After.
-		check(t, invocation{bin: "kubectl-pdb_blockers", args: []string{f.podNode, "-n", f.ns}}, 0, 1, false, "--all-pods", "--server-dry-run")
+		// pdb-blockers asks a throttled dry run again after Retry-After
+		// instead of taking the 429 for the server's verdict.
+		check(t, invocation{bin: "kubectl-pdb_blockers", args: []string{f.podNode, "-n", f.ns}}, 0, 1, true, "--all-pods", "--server-dry-run")
 	})
 
 	t.Run("gang-drain-run", func(t *testing.T) {

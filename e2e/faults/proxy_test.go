@@ -277,9 +277,12 @@ func Verb(methods ...string) Match {
 
 // IsList matches GETs of a resource collection (not discovery, /version or
 // a single object): /api/v1/<res>, /api/v1/namespaces/<ns>/<res>,
-// /apis/<g>/<v>/<res>, /apis/<g>/<v>/namespaces/<ns>/<res>; watches excluded.
+// /apis/<g>/<v>/<res>, /apis/<g>/<v>/namespaces/<ns>/<res>. Watches are
+// excluded, except watch-list streams (sendInitialEvents=true), which read
+// the collection as a list does.
 func IsList(r *http.Request) bool {
-	if r.Method != http.MethodGet || r.URL.Query().Get("watch") == "true" {
+	q := r.URL.Query()
+	if r.Method != http.MethodGet || q.Get("watch") == "true" && q.Get("sendInitialEvents") != "true" {
 		return false
 	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")

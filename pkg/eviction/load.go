@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
@@ -40,6 +41,10 @@ type LoadOptions struct {
 	// Only a real API server does this; fake clientsets never send the
 	// bookmark.
 	Stream bool
+	// StreamTimeout bounds each watch-list stream, the one request that
+	// stands for a whole list (the caller's --request-timeout; 0: none).
+	// Without it client-go retries a watch that times out, ten times.
+	StreamTimeout time.Duration
 }
 
 // Snapshot is what Load read: every node matching the selector, every pod
@@ -190,19 +195,25 @@ type resource[T runtime.Object] struct {
 // readAll reads every object of r, streaming when allowed and falling back
 // to paged lists when the stream is refused (a server without watch-list,
 // a role without watch) or cut short; reset discards what a broken stream
-// had added.
+// had added. Other errors are returned as they are.
 func readAll[T runtime.Object](ctx context.Context, l *loader, r resource[T], base metav1.ListOptions, reset func()) error {
 	if !l.streamOff.Load() {
 		l.streams.Add(1)
-		err := stream(ctx, r, base)
+		err := stream(ctx, r, base, l.opts.StreamTimeout)
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		refused := apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err)
+		if !refused && !errors.Is(err, errStreamEnded) {
+			// A throttled, failing or hanging server fails a list the
+			// same way; client-go has already retried what it retries.
+			return err
+		}
 		reset()
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		if refused {
 			l.streamOff.Store(true)
 		}
 	}
@@ -225,15 +236,27 @@ func readAll[T runtime.Object](ctx context.Context, l *loader, r resource[T], ba
 // initial-events-end bookmark.
 var errStreamEnded = errors.New("watch-list stream ended before all objects were sent")
 
-func stream[T runtime.Object](ctx context.Context, r resource[T], base metav1.ListOptions) error {
+// errStreamTimeout is a watch-list stream that did not finish within
+// LoadOptions.StreamTimeout.
+var errStreamTimeout = errors.New("the server did not send the whole list in time (--request-timeout)")
+
+func stream[T runtime.Object](ctx context.Context, r resource[T], base metav1.ListOptions, timeout time.Duration) error {
 	o := base
 	o.SendInitialEvents = ptr.To(true)
 	o.AllowWatchBookmarks = true
 	o.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
 	o.ResourceVersion = ""
-	ctx, cancel := context.WithCancel(ctx)
+	var cancel context.CancelFunc
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, errStreamTimeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 	w, err := r.watch(ctx, o)
+	if err != nil && context.Cause(ctx) == errStreamTimeout {
+		return fmt.Errorf("%w after %s: %w", errStreamTimeout, timeout, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -241,6 +264,9 @@ func stream[T runtime.Object](ctx context.Context, r resource[T], base metav1.Li
 	for {
 		select {
 		case <-ctx.Done():
+			if context.Cause(ctx) == errStreamTimeout {
+				return fmt.Errorf("%w after %s", errStreamTimeout, timeout)
+			}
 			return ctx.Err()
 		case ev, open := <-w.ResultChan():
 			if !open {

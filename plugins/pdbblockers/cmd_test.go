@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -226,8 +227,8 @@ func TestRun_ServerDryRun(t *testing.T) {
 		}
 		ca := a.(k8stesting.CreateAction)
 		evictions = append(evictions, ca.GetNamespace()+"/"+a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName())
-		// The server disagrees about web: it says the budget is stale.
-		return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+		// The server disagrees about every pod: it says the budget is stale.
+		return true, nil, pdbStale("web")
 	})
 	r := run(t, c, "", "gpu-1", "gpu-2", "-o", "json", "--server-dry-run", "--all-pods")
 	var rep Report
@@ -243,6 +244,44 @@ func TestRun_ServerDryRun(t *testing.T) {
 	}
 	if !strings.Contains(r.errOut, "disagree") {
 		t.Errorf("stderr = %s", r.errOut)
+	}
+}
+
+// pdbStale is the API server's refusal while a budget's status is stale.
+func pdbStale(name string) error {
+	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
+		Message: "The disruption budget " + name + " is still being processed by the server."}}
+	return err
+}
+
+// TestRun_ServerDryRunThrottled: a 429 without a budget cause is the server
+// throttling, not its verdict; the dry run is asked again after Retry-After.
+func TestRun_ServerDryRunThrottled(t *testing.T) {
+	c := fake.NewClientset(loadObjects(t, "mixed")...)
+	calls := 0
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		calls++
+		if calls == 1 {
+			return true, nil, apierrors.NewTooManyRequests("too many requests, please try again later", 1)
+		}
+		return true, nil, nil
+	})
+	r := run(t, c, "", "gpu-1", "-o", "json", "--server-dry-run", "--all-pods")
+	var rep Report
+	if err := yaml.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Errorf("%d dry-run evictions, want 2 (the throttled one asked again)", calls)
+	}
+	for _, it := range rep.Items {
+		if it.DryRun != nil && it.DryRun.Result.Reason == eviction.ReasonThrottled {
+			t.Errorf("%s/%s: throttled dry run reported as the server's answer", it.Namespace, it.Name)
+		}
 	}
 }
 

@@ -182,8 +182,14 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter) (*Report, cli.
 	if err != nil {
 		return nil, md, cli.ClassifyClusterErr(err, md, "building the client")
 	}
-	_, real := kc.(*kubernetes.Clientset)
-	snap, err := eviction.Load(ctx, kc, eviction.LoadOptions{Namespace: o.namespace, NodeSelector: o.Selector, PageSize: o.PageSize, Stream: real})
+	lo := eviction.LoadOptions{Namespace: o.namespace, NodeSelector: o.Selector, PageSize: o.PageSize}
+	if _, real := kc.(*kubernetes.Clientset); real {
+		lo.Stream = true
+		if cfg, err := cg.ToRESTConfig(); err == nil {
+			lo.StreamTimeout = cfg.Timeout
+		}
+	}
+	snap, err := eviction.Load(ctx, kc, lo)
 	if err != nil {
 		return nil, md, cli.WithHint(cli.ClassifyClusterErr(err, md, "reading the cluster"), canIHint(md, o.namespace))
 	}
@@ -378,6 +384,9 @@ func canIHint(md cli.Metadata, ns string) string {
 	return h
 }
 
+// dryRunRetries is how many times a throttled dry run is asked again.
+const dryRunRetries = 3
+
 // dryRunner sends the first eviction per budget as a server-side dry run.
 type dryRunner struct {
 	helper *eviction.Helper
@@ -395,6 +404,17 @@ func (d *dryRunner) check(ctx context.Context, it *Item, v eviction.Verdict) {
 	d.done[key] = true
 	pod := podRef(v)
 	r := d.helper.EvictOnce(ctx, pod)
+	// A server that throttles (429 without a disruption budget cause) has
+	// not judged the eviction yet: ask again after Retry-After, a few times.
+	for try := 0; try < dryRunRetries && r.Reason == eviction.ReasonThrottled; try++ {
+		wait := min(max(r.RetryAfter, time.Second), 10*time.Second)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		r = d.helper.EvictOnce(ctx, pod)
+	}
 	it.DryRun = &DryRun{Result: r, Agrees: r.Reason == v.Eviction.Reason}
 }
 
