@@ -3,10 +3,12 @@ package gangdrain
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
@@ -102,5 +105,25 @@ func TestRunDryRunAndStatus(t *testing.T) {
 	_, _, code = run(t, cg, "status", "gd-missing")
 	if code != cli.ExitUsage {
 		t.Errorf("status of an unknown run: exit %d", code)
+	}
+}
+
+// TestKueueDiscoveryFailureStops: a failing discovery call must not make
+// gang-drain plan as if Kueue were absent; only a group the server does
+// not serve means no Kueue.
+func TestKueueDiscoveryFailureStops(t *testing.T) {
+	cg := testGetter()
+	cg.KubeClient.(*fake.Clientset).PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd is down")
+	})
+	streams, _, _, _ := genericiooptions.NewTestIOStreams()
+	cmd := NewCmd(cg, streams)
+	cmd.SetArgs([]string{"plan", "gpu-1"})
+	err := cmd.ExecuteContext(context.Background())
+	if code := cli.ExitCode(err); code != cli.ExitUnavailable || !strings.Contains(fmt.Sprint(err), "whether Kueue is installed") {
+		t.Errorf("exit %d (%v), want 3 naming the Kueue check", code, err)
+	}
+	if _, _, code := run(t, testGetter(), "plan", "gpu-1"); code != 0 {
+		t.Errorf("without Kueue: exit %d, want 0", code)
 	}
 }

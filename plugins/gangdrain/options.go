@@ -201,10 +201,18 @@ func (o *Options) drainer(ctx context.Context, requester string) (*gang.Drainer,
 		EvictionTimeout:    o.EvictionTimeout,
 		RestoreTimeout:     o.RestoreTimeout,
 	}}
-	if kueueInstalled(ctx, kube) {
-		if kc, err := kueueClient(o.cg); err == nil {
-			d.Kueue = kc
+	installed, err := kueueInstalled(ctx, kube)
+	if err != nil {
+		// Running as if Kueue were absent would evict a queued gang's
+		// ranks one by one.
+		return nil, cli.ClusterErr(fmt.Errorf("asking the API server whether Kueue is installed: %w", err))
+	}
+	if installed {
+		kc, err := kueueClient(o.cg)
+		if err != nil {
+			return nil, cli.UsageErr(err)
 		}
+		d.Kueue = kc
 	}
 	return d, nil
 }
@@ -219,18 +227,22 @@ func kueueClient(cg cli.ClientGetter) (kueueclient.Interface, error) {
 	return kueueclient.NewForConfig(c)
 }
 
-// kueueInstalled asks discovery whether the Workload API is served.
-func kueueInstalled(_ context.Context, kube kubernetes.Interface) bool {
+// kueueInstalled asks discovery whether the Workload API is served. Only
+// a group the server does not know means no; any other error is returned.
+func kueueInstalled(_ context.Context, kube kubernetes.Interface) (bool, error) {
 	res, err := kube.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
-	if err != nil || res == nil {
-		return false
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
 	}
 	for _, r := range res.APIResources {
 		if r.Name == "workloads" {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // requester names the user running the command, from the API server's
