@@ -252,6 +252,10 @@ type RunOptions struct {
 
 	cg cli.ClientGetter
 	genericiooptions.IOStreams
+	// now is the clock of the break-glass record (time.Now when nil).
+	now func() time.Time
+	// who is the user the server sees, asked once per forced run.
+	who string
 }
 
 // NewRunOptions returns RunOptions with their defaults.
@@ -279,7 +283,7 @@ func (o *RunOptions) AddFlags(cmd *cobra.Command) {
 	f.IntVar(&o.Burst, "burst", o.Burst, "Client-side loop: requests allowed above --qps in a burst (0: the same as --qps).")
 	f.IntVar(&o.Workers, "workers", o.Workers, "Client-side loop: concurrent writes.")
 	f.IntVar(&o.Retries, "retries", o.Retries, "Retries of a request that failed with a transient error (throttling, 5xx, connection refused), with backoff honouring Retry-After.")
-	f.BoolVar(&o.Force, "force", o.Force, "Rewrite every object even when storedVersions lists only the storage version (for example after rotating encryption keys).")
+	f.BoolVar(&o.Force, "force", o.Force, "Rewrite every object even when storedVersions lists only the storage version (for example after rotating encryption keys). Break-glass: recorded on each CRD with who and when (annotation "+crdmigrate.AnnotationBreakGlass+").")
 	f.StringVar(&o.CheckpointNamespace, "checkpoint-namespace", o.CheckpointNamespace, "Namespace of the ConfigMap crd-migrate.<crd> that holds the checkpoint of a client-side run. Whoever can write it can make a resumed run skip objects, so keep it admin-only.")
 	f.DurationVar(&o.InTreeTimeout, "in-tree-timeout", o.InTreeTimeout, "How long the in-tree controller may take to pick a StorageVersionMigration up before it counts as not running.")
 	_ = cmd.RegisterFlagCompletionFunc("method", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -432,6 +436,24 @@ func (o *RunOptions) migrate(ctx context.Context, c crdmigrate.Clients, hooks *c
 		if _, err := crdmigrate.Preflight(ctx, c, hooks, crd); err != nil {
 			return nil, err
 		}
+	}
+	if o.Force {
+		// Break-glass: the CRD keeps who forced the rewrite and the trim,
+		// and when; a run that cannot record it does not start.
+		if o.who == "" {
+			if o.who = crdmigrate.WhoAmI(ctx, c.Kube); o.who == "" {
+				o.who = "unknown"
+			}
+		}
+		now := time.Now
+		if o.now != nil {
+			now = o.now
+		}
+		v := crdmigrate.BreakGlassValue("crd-migrate run --force", o.who, now())
+		if err := crdmigrate.RecordBreakGlass(ctx, c, crd.Name, v); err != nil {
+			return nil, err
+		}
+		prog.event(crdmigrate.Event{CRD: crd.Name, Message: fmt.Sprintf("%s: --force is break-glass; recorded %s=%q", crd.Name, crdmigrate.AnnotationBreakGlass, v)})
 	}
 	prog.start(crd.Name)
 	cp, _ := store.Load(ctx, crd.Name)
