@@ -196,7 +196,10 @@ func (r *NodePodRunner) runOne(ctx context.Context, spec NodePodSpec, node strin
 	r.event("started %s check pod %s/%s on node %s", spec.Check, spec.Namespace, pod.Name, node)
 	if !r.Keep {
 		defer func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// Not cancelled with the run (the pod must go even after
+			// Ctrl-C), but with its values: the -v logger that withholds
+			// bodies among them.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if err := pods.Delete(dctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil && !apierrors.IsNotFound(err) && res.Err == nil {
 				res.Err = fmt.Errorf("deleting pod %s/%s: %w", spec.Namespace, pod.Name, err)
