@@ -76,7 +76,7 @@ func (r *Runner) Run(ctx context.Context, m *Manifest) (res *RunResult, err erro
 		if r.Keep {
 			return
 		}
-		res.CleanupErrors = r.cleanup(created)
+		res.CleanupErrors = r.cleanup(ctx, created)
 	}()
 	for _, o := range m.Objects {
 		gvr, err := GVR(o)
@@ -184,9 +184,12 @@ func podsState(pods []corev1.Pod) string {
 }
 
 // cleanup deletes the created objects, newest first, with their pods.
-func (r *Runner) cleanup(created []*unstructured.Unstructured) []string {
+// It runs after Ctrl-C too, so it keeps the run's context values (the -v
+// logger that withholds bodies: one of the objects is the SSH key Secret)
+// but not its cancellation.
+func (r *Runner) cleanup(runCtx context.Context, created []*unstructured.Unstructured) []string {
 	var errs []string
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 30*time.Second)
 	defer cancel()
 	bg := metav1.DeletePropagationBackground
 	for i := len(created) - 1; i >= 0; i-- {
