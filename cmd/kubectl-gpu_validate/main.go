@@ -10,14 +10,11 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
-	"github.com/gpufleet/upgrade-plugins/pkg/logredact"
 	"github.com/gpufleet/upgrade-plugins/plugins/gpuvalidate"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	// Bodies can hold Secret data; -v logs requests without them.
-	ctx = logredact.Context(ctx)
 	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 	code := cli.Run(ctx, gpuvalidate.NewCmd(cli.NewClientGetter(streams, gpuvalidate.ConfigOptions), streams), streams)
 	stop()

@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/klog/v2"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/logredact"
 )
 
 // Setup applies the suite's conventions to a plugin's root command:
@@ -70,7 +72,9 @@ func Run(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStr
 			code = ExitUnavailable
 		}
 	}()
-	err := cmd.ExecuteContext(ctx)
+	// Request and response bodies can hold Secret data: -v logs requests
+	// without them.
+	err := cmd.ExecuteContext(logredact.Context(ctx))
 	if err == nil {
 		return ExitOK
 	}
