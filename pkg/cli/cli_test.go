@@ -463,3 +463,24 @@ func TestRunE(t *testing.T) {
 		})
 	}
 }
+
+func TestContextsOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		codes []int
+		want  int
+		msg   string
+	}{
+		{[]int{ExitOK, ExitOK}, ExitOK, ""},
+		{[]int{ExitOK, ExitFindings}, ExitFindings, ""},
+		{[]int{ExitFindings, ExitUnavailable, ExitOK}, ExitUnavailable, "1 of 3 contexts could not be checked"},
+		{[]int{ExitUsage, ExitUnavailable}, ExitUsage, "2 of 2 contexts"}, // usage ranks above unavailable
+	} {
+		err := ContextsOutcome(tc.codes)
+		if got := ExitCode(err); got != tc.want {
+			t.Errorf("%v: exit %d, want %d", tc.codes, got, tc.want)
+		}
+		if tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg)) {
+			t.Errorf("%v: error %v, want %q", tc.codes, err, tc.msg)
+		}
+	}
+}

@@ -110,3 +110,24 @@ func FanOut[T any](ctx context.Context, contexts []string, parallel int, fn func
 	wg.Wait()
 	return results
 }
+
+// ContextsOutcome is the error a multi-context run returns, given each
+// context's exit code: nil when all passed, findings when the worst is a
+// finding, otherwise the worst code with the count of contexts that could
+// not be fully checked (their errors are already on stderr).
+func ContextsOutcome(codes []int) error {
+	switch worst := Worst(codes...); worst {
+	case ExitOK:
+		return nil
+	case ExitFindings:
+		return Findings(1)
+	default:
+		failed := 0
+		for _, c := range codes {
+			if c != ExitOK && c != ExitFindings {
+				failed++
+			}
+		}
+		return &ExitError{Code: worst, Err: fmt.Errorf("%d of %d contexts could not be checked", failed, len(codes))}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -170,24 +169,7 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 			return err
 		}
 	}
-	switch worst := cli.Worst(codes...); worst {
-	case cli.ExitOK:
-		return nil
-	case cli.ExitFindings:
-		return cli.Findings(1)
-	default:
-		return &cli.ExitError{Code: worst, Err: fmt.Errorf("%d of %d contexts could not be checked", countNot(codes, cli.ExitOK, cli.ExitFindings), len(codes))}
-	}
-}
-
-func countNot(codes []int, ok ...int) int {
-	n := 0
-	for _, c := range codes {
-		if !slices.Contains(ok, c) {
-			n++
-		}
-	}
-	return n
+	return cli.ContextsOutcome(codes)
 }
 
 func (o *StatusOptions) print(rep *StatusReport) error {

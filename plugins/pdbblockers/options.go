@@ -298,20 +298,7 @@ func (o *Options) runContexts(ctx context.Context) error {
 			return err
 		}
 	}
-	switch worst := cli.Worst(codes...); worst {
-	case cli.ExitOK:
-		return nil
-	case cli.ExitFindings:
-		return cli.Findings(1)
-	default:
-		failed := 0
-		for _, c := range codes {
-			if c != cli.ExitOK && c != cli.ExitFindings {
-				failed++
-			}
-		}
-		return &cli.ExitError{Code: worst, Err: fmt.Errorf("%d of %d contexts could not be fully checked", failed, len(codes))}
-	}
+	return cli.ContextsOutcome(codes)
 }
 
 // client returns the Kubernetes client, asking for protobuf when it talks
