@@ -177,8 +177,19 @@ func (r Result) Error(pod string) error {
 	if r.PDB != "" && !strings.Contains(msg, r.PDB) {
 		msg = fmt.Sprintf("PodDisruptionBudget %s: %s", r.PDB, msg)
 	}
-	return fmt.Errorf("eviction of pod %s refused (%s): %s", pod, r.Reason, msg)
+	return &refusedError{msg: fmt.Sprintf("eviction of pod %s refused (%s): %s", pod, r.Reason, msg), err: r.Err}
 }
+
+// refusedError is a refused eviction: it reads as one line and unwraps to
+// the client's error, so that callers can still ask apierrors whether the
+// server said Forbidden.
+type refusedError struct {
+	msg string
+	err error
+}
+
+func (e *refusedError) Error() string { return e.msg }
+func (e *refusedError) Unwrap() error { return e.err }
 
 // Classify turns the error returned by an eviction request into a Result.
 // A nil error is an accepted eviction.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -147,5 +148,19 @@ func TestWorse(t *testing.T) {
 	}
 	if got := Worse(OutcomeLater, OutcomeIgnored); got != OutcomeLater {
 		t.Errorf("Worse(Later, Ignored) = %s", got)
+	}
+}
+
+// TestResultErrorUnwraps: the one-line error of a refused eviction keeps
+// the server's error, so a caller can tell Forbidden (exit 3) apart.
+func TestResultErrorUnwraps(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/eviction"}, "w-0", errors.New("no"))
+	err := Classify(forbidden).Error("ml/w-0")
+	if !apierrors.IsForbidden(err) || !strings.HasPrefix(err.Error(), "eviction of pod ml/w-0 refused (Forbidden)") {
+		t.Errorf("error %q: IsForbidden %v", err, apierrors.IsForbidden(err))
+	}
+	wrapped := fmt.Errorf("drain incomplete: %w", err)
+	if !apierrors.IsForbidden(wrapped) {
+		t.Error("wrapping lost the server's answer")
 	}
 }
