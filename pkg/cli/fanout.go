@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 
@@ -130,4 +131,18 @@ func ContextsOutcome(codes []int) error {
 		}
 		return &ExitError{Code: worst, Err: fmt.Errorf("%d of %d contexts could not be checked", failed, len(codes))}
 	}
+}
+
+// PrintContexts writes a multi-context run: nothing with -q, the list with
+// -o json|yaml, otherwise the table when it has rows.
+func (f *PrintFlags) PrintContexts(w io.Writer, list ReportList, t Table) error {
+	switch {
+	case f.Quiet:
+		return nil
+	case f.Structured():
+		return PrintStructured(w, f.Output, list)
+	case len(t.Rows) > 0:
+		return t.Print(w, f.TableOptions())
+	}
+	return nil
 }

@@ -158,16 +158,8 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 		codes = append(codes, cr.ExitCode)
 		list.Items = append(list.Items, cr)
 	}
-	switch {
-	case o.Print.Quiet:
-	case o.Print.Structured():
-		if err := cli.PrintStructured(o.Out, o.Print.Output, list); err != nil {
-			return err
-		}
-	case len(t.Rows) > 0:
-		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
-			return err
-		}
+	if err := o.Print.PrintContexts(o.Out, list, *t); err != nil {
+		return err
 	}
 	return cli.ContextsOutcome(codes)
 }
