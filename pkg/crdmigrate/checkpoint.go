@@ -122,14 +122,52 @@ func (s *CheckpointStore) Load(ctx context.Context, crd string) (*Checkpoint, er
 	if err != nil {
 		return nil, fmt.Errorf("reading checkpoint %s: %w", s.Where(crd), err)
 	}
-	cp := &Checkpoint{}
-	if err := json.Unmarshal([]byte(cm.Data[checkpointKey]), cp); err != nil || cp.CRD != crd {
-		// Unreadable or foreign: keep its version so Save replaces it.
+	cp, ok := decodeCheckpoint(crd, cm.Data[checkpointKey])
+	if !ok {
+		// Unreadable, foreign or inconsistent: keep its version so Save
+		// replaces it, and start over (objects already done are no-op
+		// writes), rather than trust counts or a phase that do not add up.
 		return &Checkpoint{CRD: crd, resourceVersion: cm.ResourceVersion}, nil
 	}
 	cp.resourceVersion = cm.ResourceVersion
 	return cp, nil
 }
+
+// decodeCheckpoint reads the checkpoint of crd from the ConfigMap's data.
+// Anyone who can write the ConfigMap controls what a resumed run skips, so
+// a checkpoint is used only when it is whole: it names this CRD, its phase
+// is one this code writes, and its counters add up the way a run keeps
+// them (the outcomes sum to Processed, Processed never passes Total, and a
+// Rewritten checkpoint has processed everything it counted).
+func decodeCheckpoint(crd, data string) (*Checkpoint, bool) {
+	cp := &Checkpoint{}
+	if err := json.Unmarshal([]byte(data), cp); err != nil || cp.CRD != crd {
+		return nil, false
+	}
+	if cp.Phase != PhaseMigrating && cp.Phase != PhaseRewritten {
+		return nil, false
+	}
+	counts := []int64{cp.Total, cp.Processed, cp.Rewritten, cp.Unchanged, cp.Conflicts, cp.Gone, cp.Pages, int64(cp.Restarts)}
+	for _, n := range counts {
+		if n < 0 || n > maxCount {
+			return nil, false
+		}
+	}
+	if cp.Rewritten+cp.Unchanged+cp.Conflicts+cp.Gone != cp.Processed || cp.Processed > cp.Total {
+		return nil, false
+	}
+	if cp.Phase == PhaseRewritten && (cp.Processed != cp.Total || cp.Continue != "") {
+		return nil, false
+	}
+	if cp.Restarts > maxRestarts {
+		return nil, false
+	}
+	return cp, true
+}
+
+// maxCount bounds every counter of a checkpoint: far more objects than one
+// resource can hold in etcd, and small enough that sums cannot overflow.
+const maxCount = 1 << 40
 
 // Save creates or updates the checkpoint with optimistic concurrency: a
 // concurrent writer gives ErrConcurrentRun.
