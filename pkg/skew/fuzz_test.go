@@ -29,3 +29,24 @@ func FuzzParseVersion(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseFleetPolicy: --fleet-policy comes from users' scripts. What
+// parses prints back as the same policy, and the lag stays in range.
+func FuzzParseFleetPolicy(f *testing.F) {
+	for _, s := range []string{"n", "N-1", " n-2 ", "n-0", "n-99", "n-100", "n--1", "n-+1", "n-1x", "n-", "", "n-9999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseFleetPolicy(s)
+		if err != nil {
+			return
+		}
+		if p.Lag < 0 || p.Lag >= 100 {
+			t.Fatalf("%q parsed to lag %d", s, p.Lag)
+		}
+		again, err := ParseFleetPolicy(p.String())
+		if err != nil || again != p {
+			t.Fatalf("%q parsed as %v, whose String %q parses as %v (%v)", s, p, p.String(), again, err)
+		}
+	})
+}
