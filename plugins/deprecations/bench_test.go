@@ -63,11 +63,14 @@ func copyCorpus(b *testing.B, dir string, n int) int {
 	return files
 }
 
-// buildBinary builds kubectl-deprecations once into dir.
+// buildBinary builds kubectl-deprecations once into dir the way make build
+// and the release archives do: without cgo and stripped (a cgo build of
+// the same code measured about 25 MB more peak RSS on the corpus).
 func buildBinary(b *testing.B, dir string) string {
 	b.Helper()
 	bin := filepath.Join(dir, "kubectl-deprecations")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../../cmd/kubectl-deprecations")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../../cmd/kubectl-deprecations")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -108,6 +108,13 @@ func (o *Options) print(r *Report) error {
 	if o.Print.Quiet {
 		return nil
 	}
+	if o.Print.Output == cli.OutputJSON {
+		// Streamed: a scan of thousands of files holds its findings once,
+		// not again as one growing buffer of their JSON.
+		head := *r
+		head.Items = nil
+		return cli.WriteJSONItems(o.Out, head, r.Items)
+	}
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, r)
 	}

@@ -388,7 +388,7 @@ func TestRun_Contexts(t *testing.T) {
 // TestWriteJSONMatchesPrintStructured checks the chunked, parallel encoder
 // against the suite's JSON printer on reports of several chunks.
 func TestWriteJSONMatchesPrintStructured(t *testing.T) {
-	for _, n := range []int{0, 1, itemChunk, 3*itemChunk + 7} {
+	for _, n := range []int{0, 1, 3*1024 + 7} {
 		r := newReport(cli.Metadata{Context: "c"}, now)
 		for i := 0; i < n; i++ {
 			r.Items = append(r.Items, Item{Node: "n", Namespace: "ml", Name: "p-" + strings.Repeat("x", i%7),

@@ -1,12 +1,8 @@
 package pdbblockers
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -336,108 +332,12 @@ func podRef(v eviction.Verdict) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name, UID: v.UID}}
 }
 
-// writeJSON prints the report as cli.PrintStructured would, but encodes the items in chunks on every CPU and writes them in
-// order as they are ready, so that a report of tens of thousands of pods
-// neither sits in memory twice as one buffer nor waits on one core.
+// writeJSON prints the report as cli.PrintStructured would, streaming the
+// items (tens of thousands of pods) in chunks.
 func writeJSON(w io.Writer, r *Report) error {
-	const hole = `"items": null`
 	head := *r
 	head.Items = nil
-	b, err := marshalIndent(head, "")
-	if err != nil {
-		return fmt.Errorf("encoding report: %w", err)
-	}
-	i := bytes.Index(b, []byte(hole))
-	if i < 0 {
-		return fmt.Errorf("encoding report: no items field")
-	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.Write(b[:i])
-	bw.WriteString(`"items": [`)
-	if err := encodeItems(bw, r.Items); err != nil {
-		return err
-	}
-	if len(r.Items) > 0 {
-		bw.WriteString("\n  ")
-	}
-	bw.WriteByte(']')
-	bw.Write(b[i+len(hole):])
-	bw.WriteByte('\n')
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("writing report: %w", err)
-	}
-	return nil
-}
-
-// marshalIndent is json.MarshalIndent(v, prefix, "  ") without HTML
-// escaping, like every report of the suite: "->" stays "->".
-func marshalIndent(v any, prefix string) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent(prefix, "  ")
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// itemChunk is how many items one encoding task takes.
-const itemChunk = 1024
-
-// encodeItems writes the items, comma-separated and indented as inside
-// the report, encoding up to GOMAXPROCS chunks at once.
-func encodeItems(w io.Writer, items []Item) error {
-	type chunk struct {
-		buf []byte
-		err error
-	}
-	n := (len(items) + itemChunk - 1) / itemChunk
-	workers := min(runtime.GOMAXPROCS(0), n)
-	// One result channel per chunk, handed to the writer in order; at most
-	// 2*workers chunks are encoded ahead of the writer.
-	results := make(chan chan chunk, 2*workers)
-	go func() {
-		defer close(results)
-		sem := make(chan struct{}, workers)
-		for c := 0; c < n; c++ {
-			done := make(chan chunk, 1)
-			results <- done
-			sem <- struct{}{}
-			go func(c int) {
-				defer func() { <-sem }()
-				var buf bytes.Buffer
-				for k := c * itemChunk; k < min((c+1)*itemChunk, len(items)); k++ {
-					if k > 0 {
-						buf.WriteByte(',')
-					}
-					buf.WriteString("\n    ")
-					item, err := marshalIndent(&items[k], "    ")
-					if err != nil {
-						done <- chunk{err: fmt.Errorf("encoding report: %w", err)}
-						return
-					}
-					buf.Write(item)
-				}
-				done <- chunk{buf: buf.Bytes()}
-			}(c)
-		}
-	}()
-	var first error
-	for done := range results {
-		c := <-done
-		if first != nil {
-			continue
-		}
-		if c.err != nil {
-			first = c.err
-			continue
-		}
-		if _, err := w.Write(c.buf); err != nil {
-			first = fmt.Errorf("writing report: %w", err)
-		}
-	}
-	return first
+	return cli.WriteJSONItems(w, head, r.Items)
 }
 
 // table returns the empty verdict table, with a CONTEXT column first when

@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+)
+
+// WriteJSONItems prints a report as PrintStructured does with -o json, byte
+// for byte, for reports with one long list: head is the report with that
+// list left nil (so it encodes as `"items": null`), items is the list. The
+// items are encoded in chunks on every CPU and written in order as they
+// are ready, so a report of tens of thousands of entries neither sits in
+// memory whole as one buffer (twice, while the buffer grows) nor waits on
+// one core.
+func WriteJSONItems[T any](w io.Writer, head any, items []T) error {
+	const hole = `"items": null`
+	b, err := marshalIndent(head, "")
+	if err != nil {
+		return fmt.Errorf("encoding report: %w", err)
+	}
+	i := bytes.Index(b, []byte(hole))
+	if i < 0 || bytes.Contains(b[i+len(hole):], []byte(hole)) {
+		return fmt.Errorf("encoding report: want one null items field")
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(b[:i])
+	if items == nil {
+		bw.Write(b[i:])
+		bw.WriteByte('\n')
+		return flush(bw)
+	}
+	bw.WriteString(`"items": [`)
+	if err := encodeItems(bw, items); err != nil {
+		return err
+	}
+	if len(items) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.WriteByte(']')
+	bw.Write(b[i+len(hole):])
+	bw.WriteByte('\n')
+	return flush(bw)
+}
+
+func flush(bw *bufio.Writer) error {
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing report: %w", err)
+	}
+	return nil
+}
+
+// marshalIndent is json.MarshalIndent(v, prefix, "  ") without HTML
+// escaping, like every report of the suite: "->" stays "->".
+func marshalIndent(v any, prefix string) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent(prefix, "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// itemChunk is how many items one encoding task takes.
+const itemChunk = 1024
+
+// encodeItems writes the items, comma-separated and indented as inside
+// the report, encoding up to GOMAXPROCS chunks at once.
+func encodeItems[T any](w io.Writer, items []T) error {
+	type chunk struct {
+		buf []byte
+		err error
+	}
+	n := (len(items) + itemChunk - 1) / itemChunk
+	workers := max(1, min(runtime.GOMAXPROCS(0), n))
+	// One result channel per chunk, handed to the writer in order; at most
+	// 2*workers chunks are encoded ahead of the writer.
+	results := make(chan chan chunk, 2*workers)
+	go func() {
+		defer close(results)
+		sem := make(chan struct{}, workers)
+		for c := 0; c < n; c++ {
+			done := make(chan chunk, 1)
+			results <- done
+			sem <- struct{}{}
+			go func(c int) {
+				defer func() { <-sem }()
+				var buf bytes.Buffer
+				for k := c * itemChunk; k < min((c+1)*itemChunk, len(items)); k++ {
+					if k > 0 {
+						buf.WriteByte(',')
+					}
+					buf.WriteString("\n    ")
+					item, err := marshalIndent(&items[k], "    ")
+					if err != nil {
+						done <- chunk{err: fmt.Errorf("encoding report: %w", err)}
+						return
+					}
+					buf.Write(item)
+				}
+				done <- chunk{buf: buf.Bytes()}
+			}(c)
+		}
+	}()
+	var first error
+	for done := range results {
+		c := <-done
+		if first != nil {
+			continue
+		}
+		if c.err != nil {
+			first = c.err
+			continue
+		}
+		if _, err := w.Write(c.buf); err != nil {
+			first = fmt.Errorf("writing report: %w", err)
+		}
+	}
+	return first
+}
