@@ -19,12 +19,41 @@ type ConfigzFetcher func(ctx context.Context, node string) ([]byte, error)
 // ErrConfigzForbidden means the caller may not get nodes/proxy.
 var ErrConfigzForbidden = errors.New("forbidden: reading the kubelet configuration needs get on nodes/proxy")
 
+// ErrKubeletRefused means the apiserver let the caller through but the
+// kubelet answered 403: its own authorization (webhook mode) does not let
+// the apiserver's kubelet client identity read configz.
+var ErrKubeletRefused = errors.New("the kubelet refused the apiserver's proxied request (403): the kubelet's authorization does not let the apiserver's kubelet client read configz (give that identity get on nodes/configz and nodes/proxy, e.g. the system:kubelet-api-admin role); the caller's permissions are not the cause")
+
+// callerDenied tells the apiserver's own authorization denying the caller
+// (a Status naming the nodes/proxy resource) from a 403 that the kubelet
+// returned through the proxy (a plain-text body such as "Forbidden
+// (user=..., verb=get, resource=nodes, subresource=configz)").
+func callerDenied(err error) bool {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		return true
+	}
+	st := se.Status()
+	if st.Details != nil && st.Details.Kind == "nodes" && strings.Contains(st.Message, "nodes/proxy") {
+		return true
+	}
+	return strings.Contains(st.Message, `cannot get resource "nodes/proxy"`)
+}
+
 // NewConfigzFetcher reads configz through the apiserver's node proxy.
 func NewConfigzFetcher(kube kubernetes.Interface) ConfigzFetcher {
 	return func(ctx context.Context, node string) ([]byte, error) {
-		b, err := kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").DoRaw(ctx)
+		// Do, not DoRaw: DoRaw leaves an apiserver Status undecoded
+		// ("unknown"), and the Status is what tells the apiserver's denial
+		// from the kubelet's.
+		res := kube.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "configz").Do(ctx)
+		b, _ := res.Raw()
+		err := res.Error()
 		if apierrors.IsForbidden(err) {
-			return nil, fmt.Errorf("node %s: %w", node, ErrConfigzForbidden)
+			if callerDenied(err) {
+				return nil, fmt.Errorf("node %s: %w", node, ErrConfigzForbidden)
+			}
+			return nil, fmt.Errorf("node %s: %w", node, ErrKubeletRefused)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading configz of node %s: %w", node, err)

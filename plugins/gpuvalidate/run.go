@@ -75,7 +75,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(unavailable) > 0 {
 		err := cli.ClusterErr(fmt.Errorf("%s", strings.Join(unavailable, "; ")))
 		for _, u := range unavailable {
-			if strings.Contains(u, "nodes/proxy") {
+			if strings.Contains(u, "get on nodes/proxy is required") {
 				hint := "kubectl auth can-i get nodes --subresource=proxy"
 				if md.Context != "" {
 					hint += " --context " + md.Context
@@ -197,7 +197,7 @@ func (o *Options) validate(ctx context.Context, nodes []*corev1.Node, all []core
 	}
 
 	if !o.ncclOnly {
-		o.countGate(ctx, nodes, all, items, progress)
+		rep.Warnings = append(rep.Warnings, o.countGate(ctx, nodes, all, items, progress)...)
 		if o.ConfigDrift {
 			unavailable = append(unavailable, o.configGate(ctx, nodes, all, items)...)
 		}
@@ -221,10 +221,16 @@ func (o *Options) validate(ctx context.Context, nodes []*corev1.Node, all []core
 	return rep, unavailable
 }
 
-func (o *Options) countGate(ctx context.Context, nodes []*corev1.Node, all []corev1.Node, items map[string]*NodeReport, progress *cli.Progress) {
+// countGate checks GPU allocatable per node; it returns the warnings that
+// belong in the report (what could not be counted), which are printed on
+// stderr too.
+func (o *Options) countGate(ctx context.Context, nodes []*corev1.Node, all []corev1.Node, items map[string]*NodeReport, progress *cli.Progress) []string {
+	var warnings []string
 	dra, err := gpucheck.CountDRADevices(ctx, o.dyn, "")
 	if err != nil {
-		progress.Event("warning: DRA devices not counted: %v", err)
+		w := fmt.Sprintf("DRA devices not counted: %v", err)
+		warnings = append(warnings, w)
+		progress.Event("warning: %s", w)
 	}
 	pools := map[string][]corev1.Node{}
 	for i := range all {
@@ -247,6 +253,7 @@ func (o *Options) countGate(ctx context.Context, nodes []*corev1.Node, all []cor
 		it.GPUs = &count
 		it.Findings = append(it.Findings, fs...)
 	}
+	return warnings
 }
 
 func olderVersion(a, b string) bool {
@@ -343,6 +350,11 @@ func (o *Options) configGate(ctx context.Context, nodes []*corev1.Node, all []co
 				it.Findings = append(it.Findings, gpucheck.ConfigFindings(base.Name, diffs)...)
 				continue
 			}
+		}
+		if errors.Is(err, gpucheck.ErrKubeletRefused) {
+			it.add(gpucheck.CheckConfig, gpucheck.LevelWarning, "kubelet config not checked: "+err.Error())
+			unavailable = append(unavailable, "kubelet config: "+err.Error())
+			continue
 		}
 		if errors.Is(err, gpucheck.ErrConfigzForbidden) || apierrors.IsForbidden(err) {
 			forbidden = true
