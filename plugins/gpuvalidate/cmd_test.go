@@ -182,3 +182,29 @@ func TestNCCL_RunAgainstBaseline(t *testing.T) {
 	}
 	_ = bytes.MinRead
 }
+
+// When ResourceSlices cannot be read, the report itself says DRA devices
+// were not counted: scripts reading -o json, which often drop stderr, must
+// see why a DRA-only node shows no GPUs.
+func TestNodes_DRAWarningInReport(t *testing.T) {
+	configzFixture(t, nil, false)
+	kube := fake.NewClientset(node("gpu-a-0", "h100-a", "v1.37.2", 8, 8))
+	d := dyn()
+	d.PrependReactor("list", "resourceslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}, "", nil)
+	})
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	cmd := NewCmd(cli.NewTestClientGetter().WithKube(kube).WithDynamic(d), streams)
+	cmd.SetArgs([]string{"nodes", "gpu-a-0", "--expected-gpus", "8", "--config-drift=false", "-o", "json"})
+	err := cmd.ExecuteContext(context.Background())
+	if code := cli.ExitCode(err); code != cli.ExitOK {
+		t.Fatalf("exit %d: %v\n%s", code, err, errOut)
+	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "DRA devices not counted") || !strings.Contains(rep.Warnings[0], "forbidden") {
+		t.Errorf("warnings = %q", rep.Warnings)
+	}
+}

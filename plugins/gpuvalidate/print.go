@@ -15,6 +15,10 @@ type Report struct {
 	Items   []*NodeReport `json:"items"`
 	NCCL    []NCCLRun     `json:"nccl,omitempty"`
 	Summary Summary       `json:"summary"`
+	// Warnings say what could not be checked, such as DRA devices when
+	// ResourceSlices cannot be read (a node with GPUs only through DRA
+	// then shows none).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // NodeReport is one node's verdict and the evidence behind it.
