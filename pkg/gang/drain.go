@@ -13,10 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
@@ -150,7 +152,11 @@ func (d *Drainer) sleep(ctx context.Context, dur time.Duration) error {
 func (d *Drainer) readNodes(ctx context.Context, names []string) (map[string]*NodeRecord, error) {
 	out := map[string]*NodeRecord{}
 	for _, n := range names {
-		node, err := d.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		var node *corev1.Node
+		err := d.retry(ctx, func() (err error) {
+			node, err = d.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("reading node %s: %w", n, err)
 		}
@@ -192,8 +198,9 @@ func (d *Drainer) chooseRun(recs map[string]*NodeRecord) (string, bool, error) {
 func (d *Drainer) setNode(ctx context.Context, node string, state NodeState, msg string, extra map[string]any) error {
 	d.mu.Lock()
 	r := d.records[node]
+	same := r != nil && r.State == state && r.Message == msg && extra == nil
 	d.mu.Unlock()
-	if r != nil && r.State == state && r.Message == msg && extra == nil {
+	if same {
 		return nil
 	}
 	now := d.clock().Now()
@@ -201,7 +208,7 @@ func (d *Drainer) setNode(ctx context.Context, node string, state NodeState, msg
 	for k, v := range extra {
 		ann[k] = v
 	}
-	if err := patchNode(ctx, d.Kube, node, ann, nil); err != nil {
+	if err := d.patchNode(ctx, node, ann, nil); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -246,7 +253,9 @@ func (d *Drainer) advance(ctx context.Context, node string, state NodeState) err
 }
 
 // Run drains nodes: cordon, checkpoint-and-yield, stop each gang as a unit,
-// evict the remaining pods. It resumes a run recorded on the nodes. On
+// evict the remaining pods. It resumes a run recorded on the nodes.
+// Transient API errors (connection refused or reset, 429, 5xx) are retried
+// with backoff until ctx ends, each reported as a warning event. On
 // failure it returns what it did so far and an error; errors that leave a
 // resumable state wrap ErrIncomplete.
 func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
@@ -288,7 +297,11 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 
 	// 2. Find the gangs.
 	disc := &Discoverer{Kube: d.Kube, Dynamic: d.Dynamic, Kueue: d.Kueue, GPUResources: d.GPUResources}
-	found, err := disc.Discover(ctx, work)
+	var found *Discovery
+	err = d.retry(ctx, func() (err error) {
+		found, err = disc.Discover(ctx, work)
+		return err
+	})
 	if err != nil {
 		return res, incomplete(err)
 	}
@@ -467,7 +480,7 @@ func (d *Drainer) cordon(ctx context.Context, node string) error {
 		}
 		if !r.Unschedulable && r.State != NodeDrained {
 			// Someone uncordoned it mid-run: cordon again, keeping the record.
-			if err := patchNode(ctx, d.Kube, node, map[string]any{AnnUpdatedAt: timeString(now)}, &yes); err != nil {
+			if err := d.patchNode(ctx, node, map[string]any{AnnUpdatedAt: timeString(now)}, &yes); err != nil {
 				return err
 			}
 			r.Unschedulable = true
@@ -486,7 +499,7 @@ func (d *Drainer) cordon(ctx context.Context, node string) error {
 		AnnRestoredAt:      nil,
 		AnnDisableEviction: nil,
 	}
-	if err := patchNode(ctx, d.Kube, node, ann, &yes); err != nil {
+	if err := d.patchNode(ctx, node, ann, &yes); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -599,9 +612,9 @@ func (d *Drainer) handleGang(ctx context.Context, g *Gang) GangOutcome {
 	default:
 		if reqID != "" {
 			if t, ok := protocolTarget(g); ok {
-				st, _ := checkpoint.Read(ctx, d.Dynamic, keys, t)
+				st, _ := d.readCheckpoint(ctx, keys, t)
 				rq := &checkpoint.Requester{Client: d.Dynamic, Pods: d.Kube, Keys: keys}
-				if err := rq.Cancel(ctx, t, st.Request, g.PodNames()); err != nil {
+				if err := d.retry(ctx, func() error { return rq.Cancel(ctx, t, st.Request, g.PodNames()) }); err != nil {
 					o.Message, o.cause = err.Error(), err
 					return o
 				}
@@ -628,7 +641,7 @@ func (d *Drainer) checkpoint(ctx context.Context, g *Gang) (checkpoint.Verdict, 
 	if !ok {
 		return checkpoint.Verdict{Phase: checkpoint.PhaseTimedOut, Reason: "no object to send a request to"}, "", nil
 	}
-	st, err := checkpoint.Read(ctx, d.Dynamic, keys, t)
+	st, err := d.readCheckpoint(ctx, keys, t)
 	if err != nil {
 		return checkpoint.Verdict{}, "", err
 	}
@@ -641,7 +654,7 @@ func (d *Drainer) checkpoint(ctx context.Context, g *Gang) (checkpoint.Verdict, 
 		if d.Options.CheckpointDeadline > 0 {
 			req.Deadline = now.Add(d.Options.CheckpointDeadline)
 		}
-		if err := rq.Request(ctx, t, req, g.PodNames()); err != nil {
+		if err := d.retry(ctx, func() error { return rq.Request(ctx, t, req, g.PodNames()) }); err != nil {
 			return checkpoint.Verdict{}, "", err
 		}
 		d.gangEvent(g, "checkpoint requested on %s (request %s)", t, req.ID)
@@ -651,7 +664,7 @@ func (d *Drainer) checkpoint(ctx context.Context, g *Gang) (checkpoint.Verdict, 
 	last := checkpoint.Status("?")
 	warned := false
 	for {
-		st, err := checkpoint.Read(ctx, d.Dynamic, keys, t)
+		st, err := d.readCheckpoint(ctx, keys, t)
 		if err != nil {
 			if ctx.Err() != nil {
 				return checkpoint.Verdict{}, req.ID, ctx.Err()
@@ -719,7 +732,11 @@ func (d *Drainer) waitFinished(ctx context.Context, g *Gang, v checkpoint.Verdic
 
 // gangPodsLeft counts the gang's pods that still exist (by UID).
 func (d *Drainer) gangPodsLeft(ctx context.Context, g *Gang) (int, error) {
-	list, err := d.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{})
+	var list *corev1.PodList
+	err := d.retry(ctx, func() (err error) {
+		list, err = d.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{})
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("listing pods in namespace %s: %w", g.Namespace, err)
 	}
@@ -770,19 +787,23 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 			ann[AnnRestoredBy], ann[AnnRestoredAt] = nil, nil
 		}
 		if g.Method == StopScaleToZero && g.Annotations[AnnReplicas] == "" {
-			u, err := d.Dynamic.Resource(g.Root.GVR()).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
+			var u *unstructured.Unstructured
+			err := d.retry(ctx, func() (err error) {
+				u, err = d.Dynamic.Resource(g.Root.GVR()).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
+				return err
+			})
 			if err != nil {
 				return fail(err)
 			}
 			replicas, _, _ := unstructuredInt(u.Object, "spec", "replicas")
 			ann[AnnReplicas] = fmt.Sprint(replicas)
 		}
-		if err := checkpoint.Patch(ctx, d.Dynamic, *t, ann); err != nil {
+		if err := d.retry(ctx, func() error { return checkpoint.Patch(ctx, d.Dynamic, *t, ann) }); err != nil {
 			return fail(err)
 		}
 	}
 	d.gangEvent(g, "stopping as a unit (%s, %d ranks, %d GPUs)", g.Method, g.Ranks, g.GPUs)
-	if err := d.applyStop(ctx, g); err != nil {
+	if err := d.retry(ctx, func() error { return d.applyStop(ctx, g) }); err != nil {
 		return fail(err)
 	}
 	if err := d.waitGone(ctx, g); err != nil {
@@ -796,7 +817,7 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 		for k, v := range d.keys().ClearRequestPatch() {
 			ann[k] = v
 		}
-		if err := checkpoint.Patch(ctx, d.Dynamic, *t, ann); err != nil {
+		if err := d.retry(ctx, func() error { return checkpoint.Patch(ctx, d.Dynamic, *t, ann) }); err != nil {
 			return fail(err)
 		}
 	}
@@ -839,7 +860,7 @@ func (d *Drainer) recordGang(ctx context.Context, node string, rec GangRecord) e
 	}
 	merged := mergeGangRecords(r.Gangs, rec)
 	d.mu.Unlock()
-	if err := patchNode(ctx, d.Kube, node, map[string]any{AnnGangs: gangsJSON(merged)}, nil); err != nil {
+	if err := d.patchNode(ctx, node, map[string]any{AnnGangs: gangsJSON(merged)}, nil); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -922,7 +943,11 @@ func (d *Drainer) waitGone(ctx context.Context, g *Gang) error {
 		}
 		admitted := false
 		if g.Method == StopKueue && d.Kueue != nil {
-			wl, err := d.Kueue.KueueV1beta2().Workloads(g.Namespace).Get(ctx, g.Workload.Name, metav1.GetOptions{})
+			var wl *kueuev1beta2.Workload
+			err := d.retry(ctx, func() (err error) {
+				wl, err = d.Kueue.KueueV1beta2().Workloads(g.Namespace).Get(ctx, g.Workload.Name, metav1.GetOptions{})
+				return err
+			})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("reading Kueue workload %s/%s: %w", g.Namespace, g.Workload.Name, err)
 			}
@@ -957,7 +982,11 @@ func (d *Drainer) drainNode(ctx context.Context, node string, found *Discovery) 
 	if err := d.advance(ctx, node, NodeDraining); err != nil {
 		return err
 	}
-	pods, err := ListNodePods(ctx, d.Kube, node)
+	var pods []corev1.Pod
+	err := d.retry(ctx, func() (err error) {
+		pods, err = ListNodePods(ctx, d.Kube, node)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -1009,20 +1038,22 @@ func (d *Drainer) drainNode(ctx context.Context, node string, found *Discovery) 
 	for i, p := range evict {
 		if d.Options.DisableEviction {
 			uid := p.UID
-			err := d.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			err := d.retry(ctx, func() error {
+				return d.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return fmt.Errorf("deleting pod %s/%s: %w", p.Namespace, p.Name, err)
 			}
 			d.emit(Event{Type: EventPod, Node: node, Message: fmt.Sprintf("deleted pod %s/%s (node %s, %d/%d)", p.Namespace, p.Name, node, i+1, len(evict))})
 			continue
 		}
-		if _, err := h.Evict(ctx, p); err != nil {
+		if err := d.evict(ctx, h, p); err != nil {
 			return err
 		}
 		d.emit(Event{Type: EventPod, Node: node, Message: fmt.Sprintf("evicted pod %s/%s (node %s, %d/%d)", p.Namespace, p.Name, node, i+1, len(evict))})
 	}
 	for _, p := range evict {
-		if err := h.WaitForDeletion(ctx, p); err != nil {
+		if err := d.retry(ctx, func() error { return h.WaitForDeletion(ctx, p) }); err != nil {
 			return err
 		}
 	}

@@ -105,7 +105,7 @@ func (o *Options) addRunFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.DisableEviction, "disable-eviction", o.DisableEviction, "BREAK-GLASS: delete pods instead of evicting them, ignoring PodDisruptionBudgets. Recorded on each node with who used it.")
 	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print the steps without changing anything.")
 	f.StringVar(&o.RunID, "run-id", o.RunID, "Resume (or name) this run instead of the one recorded on the nodes.")
-	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a state the same command resumes (exit 4); 0 waits for ever.")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a state the same command resumes (exit 4); 0 waits for ever. Transient API errors (an apiserver restart, throttling, 5xx) are retried until then.")
 	f.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "How long a stopped gang's pods have to go away.")
 	f.DurationVar(&o.EvictionTimeout, "eviction-timeout", o.EvictionTimeout, "How long to keep retrying a refused eviction of one pod (0: until --timeout).")
 	f.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often states are re-read.")

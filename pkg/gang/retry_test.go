@@ -1,0 +1,180 @@
+package gang
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
+)
+
+// connRefused is what client-go returns while kube-apiserver is down.
+func connRefused() error {
+	return &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets/train",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+func TestTransient(t *testing.T) {
+	gr := schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"connection refused", connRefused(), true},
+		{"connection refused, wrapped", fmt.Errorf("reading jobsets ml/train: %w", connRefused()), true},
+		{"connection reset", &url.Error{Op: "Get", URL: "https://x", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{"EOF", &url.Error{Op: "Get", URL: "https://x", Err: io.EOF}, true},
+		{"unexpected EOF, wrapped", fmt.Errorf("listing pods: %w", io.ErrUnexpectedEOF), true},
+		{"GOAWAY", &url.Error{Op: "Get", URL: "https://x", Err: errors.New("http2: server sent GOAWAY and closed the connection")}, true},
+		{"http2 connection lost", errors.New("http2: client connection lost"), true},
+		{"client timeout", &url.Error{Op: "Get", URL: "https://x", Err: timeoutErr{}}, true},
+		{"request deadline", fmt.Errorf("listing pods: %w", context.DeadlineExceeded), true},
+		{"429", apierrors.NewTooManyRequests("slow down", 1), true},
+		{"500", apierrors.NewInternalError(errors.New("etcd")), true},
+		{"502", apierrors.NewGenericServerResponse(502, "get", gr, "train", "", 0, true), true},
+		{"503", apierrors.NewServiceUnavailable("shutting down"), true},
+		{"504", apierrors.NewTimeoutError("timed out", 1), true},
+		{"server timeout", apierrors.NewServerTimeout(gr, "get", 1), true},
+		{"canceled", fmt.Errorf("waiting: %w", context.Canceled), false},
+		{"forbidden", apierrors.NewForbidden(gr, "train", errors.New("no RBAC")), false},
+		{"not found", apierrors.NewNotFound(gr, "train"), false},
+		{"conflict", apierrors.NewConflict(gr, "train", errors.New("changed")), false},
+		{"unauthorized", apierrors.NewUnauthorized("token expired"), false},
+		{"invalid", apierrors.NewBadRequest("bad patch"), false},
+		{"untrusted certificate", &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, false},
+		{"plain error", errors.New("gang has no pods"), false},
+	} {
+		if got := transient(c.err); got != c.want {
+			t.Errorf("%s: transient(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+	}
+}
+
+// failGets makes the first n gets of the JobSet fail with err once the
+// checkpoint request is on it (the run is waiting for the answer). With
+// answer set, the gang answers ready-to-stop after the failures, as a
+// responder that kept working while the run could not read does.
+func failGets(c *cluster, n int32, err error, answer bool) *atomic.Int32 {
+	var failed atomic.Int32
+	keys := checkpoint.DefaultKeys()
+	c.dyn.PrependReactor("get", "jobsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		// The tracker, not the client: the fake holds its lock while
+		// reactors run.
+		o, gerr := c.dyn.Tracker().Get(jobsetGVR, a.GetNamespace(), a.(clienttesting.GetAction).GetName())
+		if gerr != nil {
+			return false, nil, nil
+		}
+		u := o.(*unstructured.Unstructured)
+		ann := u.GetAnnotations()
+		req, ok := keys.ParseRequest(ann)
+		switch {
+		case !ok || !req.Active():
+			return false, nil, nil
+		case failed.Load() < n:
+			failed.Add(1)
+			return true, nil, err
+		case answer && ann[keys.Status()] == "":
+			now := time.Now()
+			for k, v := range keys.ResponsePatch(checkpoint.Response{ObservedRequestID: req.ID, Status: checkpoint.StatusReadyToStop,
+				Step: "7", HeartbeatAt: now, CompletedAt: now}) {
+				if v != nil {
+					ann[k] = v.(string)
+				}
+			}
+			u.SetAnnotations(ann)
+			if uerr := c.dyn.Tracker().Update(jobsetGVR, u, a.GetNamespace()); uerr != nil {
+				return true, nil, uerr
+			}
+		}
+		return false, nil, nil
+	})
+	return &failed
+}
+
+func TestRunRetriesTransientErrorsWhileWaiting(t *testing.T) {
+	c := newCluster(t, false)
+	deletePodsOnSuspend(c, "train-")
+	failed := failGets(c, 4, connRefused(), true)
+	// The node's pod list fails once too.
+	var listFailed atomic.Bool
+	c.kube.PrependReactor("list", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if listFailed.CompareAndSwap(false, true) {
+			return true, nil, apierrors.NewServiceUnavailable("the apiserver is shutting down")
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev := &events{}
+	res, err := newDrainer(c, Options{OnTimeout: OnTimeoutAbort}, ev).Run(ctx, []string{"n2"})
+	if err != nil {
+		t.Fatalf("run: %v\nevents: %v", err, ev.lines)
+	}
+	if !res.Complete || len(res.Gangs) != 1 || res.Gangs[0].Action != ActionStopped || res.Gangs[0].Verdict.Phase != checkpoint.PhaseReady {
+		t.Fatalf("result %+v", res)
+	}
+	if failed.Load() != 4 || !listFailed.Load() {
+		t.Fatalf("injected %d get failures, list failed %v", failed.Load(), listFailed.Load())
+	}
+	if !ev.has("connection refused; retrying in") || !ev.has("shutting down; retrying in") {
+		t.Errorf("no retry reported: %v", ev.lines)
+	}
+	if ann, _ := nodeAnn(t, c, "n2"); ann[AnnState] != string(NodeDrained) {
+		t.Errorf("node n2: %v", ann)
+	}
+}
+
+func TestRunKeepsRefusalsFinal(t *testing.T) {
+	c := newCluster(t, false)
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}, "train", errors.New("RBAC"))
+	failed := failGets(c, 1000, forbidden, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev := &events{}
+	res, err := newDrainer(c, Options{OnTimeout: OnTimeoutAbort}, ev).Run(ctx, []string{"n2"})
+	if !errors.Is(err, ErrIncomplete) || !apierrors.IsForbidden(err) {
+		t.Fatalf("want an incomplete run that unwraps to Forbidden, got %v", err)
+	}
+	if failed.Load() != 1 || ev.has("retrying") || res.Gangs[0].Action != ActionFailed {
+		t.Errorf("a refusal was retried: %d tries, gangs %+v, events %v", failed.Load(), res.Gangs, ev.lines)
+	}
+}
+
+func TestRetryEndsWithTheRun(t *testing.T) {
+	c := newCluster(t, false)
+	failGets(c, 1<<30, connRefused(), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	ev := &events{}
+	start := time.Now()
+	_, err := newDrainer(c, Options{OnTimeout: OnTimeoutAbort}, ev).Run(ctx, []string{"n2"})
+	if !errors.Is(err, ErrIncomplete) || time.Since(start) > 10*time.Second {
+		t.Fatalf("want an incomplete run at the deadline, got %v after %s", err, time.Since(start))
+	}
+	if !ev.has("retrying") {
+		t.Errorf("events %v", ev.lines)
+	}
+}
