@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,6 +106,8 @@ type ObjectsReader struct {
 	// Namespace limits the scan ("" is every namespace).
 	Namespace string
 	PageSize  int64
+	// Retry retries a page's transient errors.
+	Retry Retry
 }
 
 // ObjectsResult is what the objects reader found.
@@ -161,28 +164,29 @@ func (r *ObjectsReader) Read(ctx context.Context, target apilifecycle.Release) (
 	}
 	for _, gvr := range gvrs {
 		res.Resources = append(res.Resources, gvr.GroupResource().String())
-		cont := ""
-		for {
-			var ri dynamic.ResourceInterface = r.Dynamic.Resource(gvr)
-			// -n limits namespaced resources only; a cluster-scoped kind
-			// (ValidatingAdmissionPolicy, MutatingAdmissionPolicy, ...) has
-			// no namespaced path and would answer 404. As kubectl does, the
-			// namespace is ignored for them.
-			if r.Namespace != "" && !r.Served.clusterScoped[gvr.GroupVersion().String()][gvr.Resource] {
-				ri = r.Dynamic.Resource(gvr).Namespace(r.Namespace)
-			}
-			list, err := ri.List(ctx, metav1.ListOptions{Limit: page, Continue: cont})
-			if err != nil {
-				return res, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
-			}
-			for i := range list.Items {
+		var ri dynamic.ResourceInterface = r.Dynamic.Resource(gvr)
+		// -n limits namespaced resources only; a cluster-scoped kind
+		// (ValidatingAdmissionPolicy, MutatingAdmissionPolicy, ...) has
+		// no namespaced path and would answer 404. As kubectl does, the
+		// namespace is ignored for them.
+		if r.Namespace != "" && !r.Served.clusterScoped[gvr.GroupVersion().String()][gvr.Resource] {
+			ri = r.Dynamic.Resource(gvr).Namespace(r.Namespace)
+		}
+		err := listPages(ctx, r.Retry, "list of "+gvr.GroupResource().String(), page,
+			func(ctx context.Context, opts metav1.ListOptions) ([]unstructured.Unstructured, string, error) {
+				l, err := ri.List(ctx, opts)
+				if err != nil {
+					return nil, "", err
+				}
+				return l.Items, l.GetContinue(), nil
+			},
+			func(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() },
+			func(u *unstructured.Unstructured) {
 				res.Scanned++
-				r.object(&list.Items[i], kindOf[gvr], &res)
-			}
-			cont = list.GetContinue()
-			if cont == "" {
-				break
-			}
+				r.object(u, kindOf[gvr], &res)
+			})
+		if err != nil {
+			return res, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
 		}
 	}
 	return res, nil
@@ -251,6 +255,8 @@ type HelmReader struct {
 	History    bool
 	PageSize   int64
 	MaxRelease int64
+	// Retry retries a page's transient errors.
+	Retry Retry
 }
 
 // HelmResult is what the Helm reader found.
@@ -279,36 +285,15 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 	// First pass: labels only, to pick the revisions to decode. The list
 	// pages are dropped as soon as they are read.
 	var refs []helmRef
-	cont := ""
-	for {
-		l, err := h.Kube.CoreV1().Secrets(h.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "type=" + helmSecretType, Limit: page, Continue: cont})
-		if err != nil {
-			return res, fmt.Errorf("listing Helm release Secrets: %w", err)
-		}
-		for i := range l.Items {
-			if l.Items[i].Type == helmSecretType {
-				refs = append(refs, refOf("Secret", l.Items[i].ObjectMeta))
-			}
-		}
-		if cont = l.Continue; cont == "" {
-			break
-		}
+	if err := h.listSecrets(ctx, page, func(s *corev1.Secret) {
+		refs = append(refs, refOf("Secret", s.ObjectMeta))
+	}); err != nil {
+		return res, err
 	}
-	for {
-		l, err := h.Kube.CoreV1().ConfigMaps(h.Namespace).List(ctx, metav1.ListOptions{
-			LabelSelector: "owner=helm", Limit: page, Continue: cont})
-		if err != nil {
-			return res, fmt.Errorf("listing Helm release ConfigMaps: %w", err)
-		}
-		for i := range l.Items {
-			if l.Items[i].Labels["owner"] == "helm" {
-				refs = append(refs, refOf("ConfigMap", l.Items[i].ObjectMeta))
-			}
-		}
-		if cont = l.Continue; cont == "" {
-			break
-		}
+	if err := h.listConfigMaps(ctx, page, func(c *corev1.ConfigMap) {
+		refs = append(refs, refOf("ConfigMap", c.ObjectMeta))
+	}); err != nil {
+		return res, err
 	}
 	res.Records = len(refs)
 	pick := h.pick(refs)
@@ -317,57 +302,67 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 		return res, nil
 	}
 	// Second pass: decode the chosen records page by page.
-	for _, kind := range []string{"Secret", "ConfigMap"} {
-		cont = ""
-		for {
-			opts := metav1.ListOptions{Limit: page, Continue: cont}
-			var items []struct {
-				meta metav1.ObjectMeta
-				data []byte
-			}
-			if kind == "Secret" {
-				opts.FieldSelector = "type=" + helmSecretType
-				l, err := h.Kube.CoreV1().Secrets(h.Namespace).List(ctx, opts)
-				if err != nil {
-					return res, fmt.Errorf("listing Helm release Secrets: %w", err)
-				}
-				for i := range l.Items {
-					if l.Items[i].Type != helmSecretType {
-						continue
-					}
-					items = append(items, struct {
-						meta metav1.ObjectMeta
-						data []byte
-					}{l.Items[i].ObjectMeta, l.Items[i].Data["release"]})
-				}
-				cont = l.Continue
-			} else {
-				opts.LabelSelector = "owner=helm"
-				l, err := h.Kube.CoreV1().ConfigMaps(h.Namespace).List(ctx, opts)
-				if err != nil {
-					return res, fmt.Errorf("listing Helm release ConfigMaps: %w", err)
-				}
-				for i := range l.Items {
-					items = append(items, struct {
-						meta metav1.ObjectMeta
-						data []byte
-					}{l.Items[i].ObjectMeta, []byte(l.Items[i].Data["release"])})
-				}
-				cont = l.Continue
-			}
-			for _, it := range items {
-				ref := refOf(kind, it.meta)
-				if !pick.decode[ref.key()] {
-					continue
-				}
-				h.decode(ref, it.data, &res)
-			}
-			if cont == "" {
-				break
-			}
+	if err := h.listSecrets(ctx, page, func(s *corev1.Secret) {
+		if ref := refOf("Secret", s.ObjectMeta); pick.decode[ref.key()] {
+			h.decode(ref, s.Data["release"], &res)
 		}
+	}); err != nil {
+		return res, err
+	}
+	if err := h.listConfigMaps(ctx, page, func(c *corev1.ConfigMap) {
+		if ref := refOf("ConfigMap", c.ObjectMeta); pick.decode[ref.key()] {
+			h.decode(ref, []byte(c.Data["release"]), &res)
+		}
+	}); err != nil {
+		return res, err
 	}
 	return res, nil
+}
+
+// listSecrets hands each Helm release Secret to each, page by page.
+func (h *HelmReader) listSecrets(ctx context.Context, page int64, each func(*corev1.Secret)) error {
+	err := listPages(ctx, h.Retry, "list of Helm release Secrets", page,
+		func(ctx context.Context, opts metav1.ListOptions) ([]corev1.Secret, string, error) {
+			opts.FieldSelector = "type=" + helmSecretType
+			l, err := h.Kube.CoreV1().Secrets(h.Namespace).List(ctx, opts)
+			if err != nil {
+				return nil, "", err
+			}
+			return l.Items, l.Continue, nil
+		},
+		func(s *corev1.Secret) string { return s.Namespace + "/" + s.Name },
+		func(s *corev1.Secret) {
+			if s.Type == helmSecretType {
+				each(s)
+			}
+		})
+	if err != nil {
+		return fmt.Errorf("listing Helm release Secrets: %w", err)
+	}
+	return nil
+}
+
+// listConfigMaps hands each Helm release ConfigMap to each, page by page.
+func (h *HelmReader) listConfigMaps(ctx context.Context, page int64, each func(*corev1.ConfigMap)) error {
+	err := listPages(ctx, h.Retry, "list of Helm release ConfigMaps", page,
+		func(ctx context.Context, opts metav1.ListOptions) ([]corev1.ConfigMap, string, error) {
+			opts.LabelSelector = "owner=helm"
+			l, err := h.Kube.CoreV1().ConfigMaps(h.Namespace).List(ctx, opts)
+			if err != nil {
+				return nil, "", err
+			}
+			return l.Items, l.Continue, nil
+		},
+		func(c *corev1.ConfigMap) string { return c.Namespace + "/" + c.Name },
+		func(c *corev1.ConfigMap) {
+			if c.Labels["owner"] == "helm" {
+				each(c)
+			}
+		})
+	if err != nil {
+		return fmt.Errorf("listing Helm release ConfigMaps: %w", err)
+	}
+	return nil
 }
 
 func (r helmRef) key() string { return r.kind + "/" + r.ns + "/" + r.name }
@@ -468,25 +463,29 @@ func (h *HelmReader) decode(ref helmRef, data []byte, res *HelmResult) {
 // stored versions that are deprecated or no longer served.
 type CRDReader struct {
 	Client apiextclient.Interface
+	// Retry retries a page's transient errors.
+	Retry Retry
 }
 
 // Read lists every CRD.
 func (c *CRDReader) Read(ctx context.Context) ([]Finding, int, error) {
 	var out []Finding
 	n := 0
-	cont := ""
-	for {
-		l, err := c.Client.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{Limit: DefaultPageSize, Continue: cont})
-		if err != nil {
-			return nil, n, fmt.Errorf("listing CustomResourceDefinitions: %w", err)
-		}
-		for i := range l.Items {
+	err := listPages(ctx, c.Retry, "list of CustomResourceDefinitions", DefaultPageSize,
+		func(ctx context.Context, opts metav1.ListOptions) ([]apiextv1.CustomResourceDefinition, string, error) {
+			l, err := c.Client.ApiextensionsV1().CustomResourceDefinitions().List(ctx, opts)
+			if err != nil {
+				return nil, "", err
+			}
+			return l.Items, l.Continue, nil
+		},
+		func(crd *apiextv1.CustomResourceDefinition) string { return crd.Name },
+		func(crd *apiextv1.CustomResourceDefinition) {
 			n++
-			out = append(out, crdFindings(&l.Items[i])...)
-		}
-		if cont = l.Continue; cont == "" {
-			break
-		}
+			out = append(out, crdFindings(crd)...)
+		})
+	if err != nil {
+		return nil, n, fmt.Errorf("listing CustomResourceDefinitions: %w", err)
 	}
 	return out, n, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,6 +45,7 @@ type Options struct {
 	sources   map[dep.Source]bool
 	explicit  bool
 	table     *apilifecycle.Table
+	errMu     sync.Mutex
 	genericiooptions.IOStreams
 }
 
@@ -480,7 +482,7 @@ func (o *Options) readObjects(ctx context.Context, target apilifecycle.Release, 
 		res.err = err
 		return res
 	}
-	r := &dep.ObjectsReader{Dynamic: dyn, Table: o.table, Served: served, Namespace: o.namespace}
+	r := &dep.ObjectsReader{Dynamic: dyn, Table: o.table, Served: served, Namespace: o.namespace, Retry: o.retry()}
 	or, err := r.Read(ctx, target)
 	res.status.Scanned = fmt.Sprintf("%d objects of %d resources", or.Scanned, len(or.Resources))
 	if or.StaleAnnotations > 0 {
@@ -497,7 +499,7 @@ func (o *Options) readHelm(ctx context.Context) sourceResult {
 		res.err = err
 		return res
 	}
-	h := &dep.HelmReader{Kube: kc, Scanner: &dep.ManifestScanner{Table: o.table}, Namespace: o.namespace, History: o.HelmHistory}
+	h := &dep.HelmReader{Kube: kc, Scanner: &dep.ManifestScanner{Table: o.table}, Namespace: o.namespace, History: o.HelmHistory, Retry: o.retry()}
 	hr, err := h.Read(ctx)
 	res.findings, res.skipped, res.err = hr.Findings, hr.Skipped, err
 	res.status.Scanned = fmt.Sprintf("%d releases, %d records", hr.Releases, hr.Records)
@@ -511,10 +513,29 @@ func (o *Options) readCRDs(ctx context.Context) sourceResult {
 		res.err = err
 		return res
 	}
-	fs, n, err := (&dep.CRDReader{Client: ec}).Read(ctx)
+	fs, n, err := (&dep.CRDReader{Client: ec, Retry: o.retry()}).Read(ctx)
 	res.status.Scanned = fmt.Sprintf("%d CRDs", n)
 	res.findings, res.err = fs, err
 	return res
+}
+
+// retry is the retry policy of the cluster sources' paged lists: a
+// refused or broken connection, throttling or a 5xx is retried with
+// backoff for up to dep.DefaultRetryBudget per page, each retry said on
+// stderr (the sources run concurrently, so one line at a time).
+func (o *Options) retry() dep.Retry {
+	return dep.Retry{OnRetry: func(what string, attempt int, wait time.Duration, err error) {
+		if o.Print.Quiet {
+			return
+		}
+		o.errMu.Lock()
+		defer o.errMu.Unlock()
+		if wait == 0 {
+			fmt.Fprintf(o.ErrOut, "warning: %s: %v\n", what, err)
+			return
+		}
+		fmt.Fprintf(o.ErrOut, "warning: %s failed, retry %d in %s: %v\n", what, attempt, wait.Round(time.Millisecond), err)
+	}}
 }
 
 // metricsSources returns the apiservers to scrape. The metric is kept
