@@ -48,8 +48,8 @@ var example = templates.Examples(`
   # A rendered chart
   helm template my-release ./chart | kubectl deprecations --target-version v1.36 -f -
 
-  # Every context
-  for c in $(kubectl config get-contexts -o name); do kubectl deprecations --context "$c" -q || echo "$c: check"; done
+  # Every context of the kubeconfig, each against its own server's next minor
+  kubectl deprecations --all-contexts
 
   # The lifecycle table
   kubectl deprecations rules -o yaml`)

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	fakediscovery "k8s.io/client-go/discovery/fake"
@@ -210,5 +211,71 @@ func TestKustomize(t *testing.T) {
 	}
 	if _, _, code := runCmd(t, cli.NewTestClientGetter(), "", "-k", "testdata/ci", "--target-version", "v1.30"); code != cli.ExitUsage {
 		t.Errorf("not a kustomization: exit %d", code)
+	}
+}
+
+// --contexts reads each context's cluster sources against its own server's
+// next minor, reports them in one list, and exits with the worst outcome;
+// an unreachable context does not stop the others.
+func TestContexts(t *testing.T) {
+	getter := func(name, server string, objs ...runtime.Object) *cli.TestClientGetter {
+		kc := fake.NewClientset(objs...)
+		fd := kc.Discovery().(*fakediscovery.FakeDiscovery)
+		fd.FakedServerVersion = &version.Info{GitVersion: server}
+		g := cli.NewTestClientGetter().WithKube(kc).WithAPIExtensions(apiextfake.NewClientset())
+		g.Meta.Context, g.Meta.ServerVersion = name, server
+		return g
+	}
+	cg := cli.NewTestClientGetter()
+	down := cli.NewTestClientGetter()
+	down.Err = context.DeadlineExceeded
+	cg.PerContext = map[string]*cli.TestClientGetter{
+		"old":   getter("old", "v1.24.3", helmSecret(t)),
+		"clean": getter("clean", "v1.36.1"),
+		"down":  down,
+	}
+	out, errOut, code := runCmd(t, cg, "", "--source", "helm,crds", "--contexts", "old,clean,down", "-o", "json")
+	if code != cli.ExitUnavailable {
+		t.Fatalf("exit %d, want 3 (context down is unreachable)\n%s\n%s", code, out, errOut)
+	}
+	var list struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Context  string  `json:"context"`
+			Error    string  `json:"error"`
+			ExitCode int     `json:"exitCode"`
+			Report   *Report `json:"report"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if list.Kind != "DeprecationsReportList" || len(list.Items) != 3 {
+		t.Fatalf("list: %s", out)
+	}
+	old, clean, bad := list.Items[0], list.Items[1], list.Items[2]
+	if old.Context != "old" || old.ExitCode != cli.ExitFindings || old.Report == nil || old.Report.TargetVersion != "v1.25" || len(old.Report.Items) != 1 {
+		t.Errorf("context old: %+v", old)
+	}
+	if clean.ExitCode != cli.ExitOK || clean.Report == nil || clean.Report.TargetVersion != "v1.37" || len(clean.Report.Items) != 0 {
+		t.Errorf("context clean: %+v", clean)
+	}
+	if bad.Context != "down" || bad.ExitCode != cli.ExitUnavailable || bad.Error == "" || bad.Report != nil {
+		t.Errorf("context down: %+v", bad)
+	}
+	if !strings.Contains(errOut, "context down") {
+		t.Errorf("stderr does not name the failing context:\n%s", errOut)
+	}
+
+	// The table leads with the context.
+	out, _, code = runCmd(t, cg, "", "--source", "helm", "--contexts", "old,clean", "--color", "never")
+	if code != cli.ExitFindings || !strings.HasPrefix(out, "CONTEXT") || !strings.Contains(out, "\nold ") {
+		t.Errorf("table: exit %d\n%s", code, out)
+	}
+	// Files are not per context.
+	cmd := NewCmd(cg, genericiooptions.NewTestIOStreamsDiscard())
+	cmd.SetArgs([]string{"--contexts", "old", "-f", "testdata", "--target-version", "v1.30"})
+	if err := cmd.ExecuteContext(context.Background()); cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "run of their own") {
+		t.Errorf("--contexts with -f: %v", err)
 	}
 }

@@ -39,6 +39,8 @@ type Options struct {
 	RulesFiles    []string
 	HelmHistory   bool
 	CI            bool
+	// Contexts reads the cluster sources of several kubeconfig contexts.
+	Contexts *cli.ContextFlags
 
 	cg        cli.ClientGetter
 	namespace string
@@ -51,7 +53,7 @@ type Options struct {
 
 // NewOptions returns Options with their defaults.
 func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{Print: cli.NewPrintFlags(), FailOn: cli.NewFailOnFlag(), IOStreams: streams}
+	return &Options{Print: cli.NewPrintFlags(), FailOn: cli.NewFailOnFlag(), Contexts: cli.NewContextFlags(), IOStreams: streams}
 }
 
 // AddFlags registers the command's flags.
@@ -77,6 +79,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	})
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
+	o.Contexts.AddFlags(cmd)
 }
 
 // Complete fills in the client getter and namespace.
@@ -95,6 +98,9 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	if err := o.Contexts.Validate(cli.ContextFlagSet(o.cg)); err != nil {
 		return err
 	}
 	o.sources = map[dep.Source]bool{}
@@ -150,6 +156,9 @@ func (o *Options) Validate() error {
 	}
 	if o.manifestsOnly() && o.TargetVersion == "" && !o.CI {
 		return errors.New("--target-version is required for files alone (for example --target-version v1.35, or +1 to ask the server)")
+	}
+	if o.Contexts.Multi() && (o.sources[dep.SourceManifests] || o.sources[dep.SourceAudit] || o.CI) {
+		return errors.New("--contexts and --all-contexts read the cluster sources of each context; scan files and audit logs in a run of their own")
 	}
 	tab, err := loadTable(o.RulesFiles)
 	if err != nil {
@@ -271,6 +280,23 @@ func builtinRelease() apilifecycle.Release {
 
 // Run reads the sources, classifies, prints the report and returns the exit error.
 func (o *Options) Run(ctx context.Context) error {
+	if o.Contexts.Multi() {
+		return o.runContexts(ctx)
+	}
+	rep, code, err := o.check(ctx, o.cg, "")
+	if err != nil {
+		return err
+	}
+	if err := o.print(rep); err != nil {
+		return err
+	}
+	return o.outcome(rep, code)
+}
+
+// check reads the sources of one cluster (cg) and the files, and returns
+// the report and the exit code of the sources that failed; prefix goes
+// before the retry warnings on stderr.
+func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string) (*Report, int, error) {
 	var (
 		md     cli.Metadata
 		target apilifecycle.Release
@@ -278,24 +304,24 @@ func (o *Options) Run(ctx context.Context) error {
 		served *dep.Served
 	)
 	if o.needsCluster() {
-		md, err = cli.Connect(ctx, o.cg)
+		md, err = cli.Connect(ctx, cg)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 		sv, perr := apilifecycle.ParseRelease(md.ServerVersion)
 		if perr != nil {
-			return cli.ClusterErr(fmt.Errorf("cannot read the server version %q: %w", md.ServerVersion, perr))
+			return nil, 0, cli.ClusterErr(fmt.Errorf("cannot read the server version %q: %w", md.ServerVersion, perr))
 		}
 		if target, err = o.resolveTarget(sv); err != nil {
-			return cli.UsageErr(err)
+			return nil, 0, cli.UsageErr(err)
 		}
-		if dc, derr := o.cg.Discovery(); derr == nil {
+		if dc, derr := cg.Discovery(); derr == nil {
 			served, _ = dep.Discover(dc)
 		}
 	} else {
 		// Files alone: no cluster, no context in the report.
 		if target, err = o.resolveTarget(builtinRelease()); err != nil {
-			return cli.UsageErr(err)
+			return nil, 0, cli.UsageErr(err)
 		}
 	}
 	rep := newReport(md, target)
@@ -308,7 +334,7 @@ func (o *Options) Run(ctx context.Context) error {
 		rep.NotScanned = append(rep.NotScanned, skipped...)
 		rep.addSource(st, err, &code)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 	}
 	if o.sources[dep.SourceAudit] {
@@ -322,14 +348,14 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		rep.addSource(st, err, &code)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 	}
 	if o.clusterSource() {
-		fs, err := o.readCluster(ctx, md, target, served, rep, &code)
+		fs, err := o.readCluster(ctx, cg, prefix, md, target, served, rep, &code)
 		raw = append(raw, fs...)
 		if err != nil {
-			return err
+			return nil, 0, err
 		}
 	}
 
@@ -339,9 +365,12 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	findings := dep.Classify(o.table, t, raw)
 	rep.setItems(findings)
-	if err := o.print(rep); err != nil {
-		return err
-	}
+	return rep, code, nil
+}
+
+// outcome is the exit of one report: findings at or above --fail-on, else
+// the code of the sources that could not be read.
+func (o *Options) outcome(rep *Report, code int) error {
 	sev := make([]cli.Severity, 0, len(rep.Items))
 	for _, it := range rep.Items {
 		sev = append(sev, it.Severity)
@@ -408,15 +437,16 @@ type sourceResult struct {
 // at a time a struggling apiserver would cost a full retry cycle (or a full
 // --request-timeout) per source. Results are added to the report in the
 // fixed source order.
-func (o *Options) readCluster(ctx context.Context, md cli.Metadata, target apilifecycle.Release, served *dep.Served, rep *Report, code *int) ([]dep.Finding, error) {
+func (o *Options) readCluster(ctx context.Context, cg cli.ClientGetter, prefix string, md cli.Metadata, target apilifecycle.Release, served *dep.Served, rep *Report, code *int) ([]dep.Finding, error) {
+	retry := o.retry(prefix)
 	readers := []struct {
 		src  dep.Source
 		read func(context.Context) sourceResult
 	}{
-		{dep.SourceMetrics, o.readMetrics},
-		{dep.SourceObjects, func(ctx context.Context) sourceResult { return o.readObjects(ctx, target, served) }},
-		{dep.SourceHelm, o.readHelm},
-		{dep.SourceCRDs, o.readCRDs},
+		{dep.SourceMetrics, func(ctx context.Context) sourceResult { return o.readMetrics(ctx, cg) }},
+		{dep.SourceObjects, func(ctx context.Context) sourceResult { return o.readObjects(ctx, cg, retry, target, served) }},
+		{dep.SourceHelm, func(ctx context.Context) sourceResult { return o.readHelm(ctx, cg, retry) }},
+		{dep.SourceCRDs, func(ctx context.Context) sourceResult { return o.readCRDs(ctx, cg, retry) }},
 	}
 	results := make([]sourceResult, len(readers))
 	var wg sync.WaitGroup
@@ -455,9 +485,9 @@ var whatFailed = map[dep.Source]string{
 	dep.SourceCRDs:    "reading CustomResourceDefinitions",
 }
 
-func (o *Options) readMetrics(ctx context.Context) sourceResult {
+func (o *Options) readMetrics(ctx context.Context, cg cli.ClientGetter) sourceResult {
 	res := sourceResult{status: SourceStatus{Name: dep.SourceMetrics, Note: dep.MetricNote}}
-	srcs := o.metricsSources(ctx)
+	srcs := metricsSources(ctx, cg)
 	fs, skipped, err := dep.ScrapeMetrics(ctx, srcs)
 	if len(srcs) > 1 {
 		res.status.Note += fmt.Sprintf("; scraped %d instances", len(srcs))
@@ -472,9 +502,9 @@ func (o *Options) readMetrics(ctx context.Context) sourceResult {
 	return res
 }
 
-func (o *Options) readObjects(ctx context.Context, target apilifecycle.Release, served *dep.Served) sourceResult {
+func (o *Options) readObjects(ctx context.Context, cg cli.ClientGetter, retry dep.Retry, target apilifecycle.Release, served *dep.Served) sourceResult {
 	res := sourceResult{status: SourceStatus{Name: dep.SourceObjects}}
-	dyn, err := o.cg.Dynamic()
+	dyn, err := cg.Dynamic()
 	if err == nil && served == nil {
 		err = errors.New("discovery failed")
 	}
@@ -482,7 +512,7 @@ func (o *Options) readObjects(ctx context.Context, target apilifecycle.Release, 
 		res.err = err
 		return res
 	}
-	r := &dep.ObjectsReader{Dynamic: dyn, Table: o.table, Served: served, Namespace: o.namespace, Retry: o.retry()}
+	r := &dep.ObjectsReader{Dynamic: dyn, Table: o.table, Served: served, Namespace: o.namespace, Retry: retry}
 	or, err := r.Read(ctx, target)
 	res.status.Scanned = fmt.Sprintf("%d objects of %d resources", or.Scanned, len(or.Resources))
 	if or.StaleAnnotations > 0 {
@@ -492,28 +522,28 @@ func (o *Options) readObjects(ctx context.Context, target apilifecycle.Release, 
 	return res
 }
 
-func (o *Options) readHelm(ctx context.Context) sourceResult {
+func (o *Options) readHelm(ctx context.Context, cg cli.ClientGetter, retry dep.Retry) sourceResult {
 	res := sourceResult{status: SourceStatus{Name: dep.SourceHelm}}
-	kc, err := o.cg.Kube()
+	kc, err := cg.Kube()
 	if err != nil {
 		res.err = err
 		return res
 	}
-	h := &dep.HelmReader{Kube: kc, Scanner: &dep.ManifestScanner{Table: o.table}, Namespace: o.namespace, History: o.HelmHistory, Retry: o.retry()}
+	h := &dep.HelmReader{Kube: kc, Scanner: &dep.ManifestScanner{Table: o.table}, Namespace: o.namespace, History: o.HelmHistory, Retry: retry}
 	hr, err := h.Read(ctx)
 	res.findings, res.skipped, res.err = hr.Findings, hr.Skipped, err
 	res.status.Scanned = fmt.Sprintf("%d releases, %d records", hr.Releases, hr.Records)
 	return res
 }
 
-func (o *Options) readCRDs(ctx context.Context) sourceResult {
+func (o *Options) readCRDs(ctx context.Context, cg cli.ClientGetter, retry dep.Retry) sourceResult {
 	res := sourceResult{status: SourceStatus{Name: dep.SourceCRDs}}
-	ec, err := o.cg.APIExtensions()
+	ec, err := cg.APIExtensions()
 	if err != nil {
 		res.err = err
 		return res
 	}
-	fs, n, err := (&dep.CRDReader{Client: ec, Retry: o.retry()}).Read(ctx)
+	fs, n, err := (&dep.CRDReader{Client: ec, Retry: retry}).Read(ctx)
 	res.status.Scanned = fmt.Sprintf("%d CRDs", n)
 	res.findings, res.err = fs, err
 	return res
@@ -522,8 +552,9 @@ func (o *Options) readCRDs(ctx context.Context) sourceResult {
 // retry is the retry policy of the cluster sources' paged lists: a
 // refused or broken connection, throttling or a 5xx is retried with
 // backoff for up to dep.DefaultRetryBudget per page, each retry said on
-// stderr (the sources run concurrently, so one line at a time).
-func (o *Options) retry() dep.Retry {
+// stderr (the sources run concurrently, so one line at a time), after
+// prefix (the context, when several are read).
+func (o *Options) retry(prefix string) dep.Retry {
 	return dep.Retry{OnRetry: func(what string, attempt int, wait time.Duration, err error) {
 		if o.Print.Quiet {
 			return
@@ -531,10 +562,10 @@ func (o *Options) retry() dep.Retry {
 		o.errMu.Lock()
 		defer o.errMu.Unlock()
 		if wait == 0 {
-			fmt.Fprintf(o.ErrOut, "warning: %s: %v\n", what, err)
+			fmt.Fprintf(o.ErrOut, "%swarning: %s: %v\n", prefix, what, err)
 			return
 		}
-		fmt.Fprintf(o.ErrOut, "warning: %s failed, retry %d in %s: %v\n", what, attempt, wait.Round(time.Millisecond), err)
+		fmt.Fprintf(o.ErrOut, "%swarning: %s failed, retry %d in %s: %v\n", prefix, what, attempt, wait.Round(time.Millisecond), err)
 	}}
 }
 
@@ -542,8 +573,8 @@ func (o *Options) retry() dep.Retry {
 // per instance, so where the kubernetes Service has several endpoints each
 // is scraped on its own (with the TLS name "kubernetes", which apiserver
 // serving certificates carry); otherwise the kubeconfig's server.
-func (o *Options) metricsSources(ctx context.Context) []dep.MetricsSource {
-	cfg, cerr := o.cg.ToRESTConfig()
+func metricsSources(ctx context.Context, cg cli.ClientGetter) []dep.MetricsSource {
+	cfg, cerr := cg.ToRESTConfig()
 	instance := "(kubeconfig server)"
 	if cerr == nil && cfg.Host != "" {
 		instance = cfg.Host
@@ -553,7 +584,7 @@ func (o *Options) metricsSources(ctx context.Context) []dep.MetricsSource {
 			var kc kubernetes.Interface
 			var err error
 			if c == nil {
-				kc, err = o.cg.Kube()
+				kc, err = cg.Kube()
 			} else {
 				kc, err = kubernetes.NewForConfig(c)
 			}
@@ -571,7 +602,7 @@ func (o *Options) metricsSources(ctx context.Context) []dep.MetricsSource {
 	if cerr != nil {
 		return def
 	}
-	kc, err := o.cg.Kube()
+	kc, err := cg.Kube()
 	if err != nil {
 		return def
 	}
@@ -600,4 +631,60 @@ func (o *Options) metricsSources(ctx context.Context) []dep.MetricsSource {
 		return def
 	}
 	return out
+}
+
+// runContexts reads the cluster sources of several contexts at once and
+// reports them together, each against its own target (by default the
+// next minor of its own server); one failing context does not stop the
+// others, and the exit code is the worst of them.
+func (o *Options) runContexts(ctx context.Context) error {
+	names, err := o.Contexts.Resolve(o.cg)
+	if err != nil {
+		return err
+	}
+	type checked struct {
+		rep  *Report
+		code int
+	}
+	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
+		rep, code, err := o.check(ctx, o.cg.ForContext(name), name+": ")
+		return checked{rep, code}, err
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "DeprecationsReportList", Items: []cli.ContextReport{}}
+	t := o.findingsTable(true)
+	codes := make([]int, 0, len(results))
+	for _, r := range results {
+		cr := cli.ContextReport{Context: r.Context}
+		if r.Err != nil {
+			cr.Error, cr.ExitCode = r.Err.Error(), cli.ExitCode(r.Err)
+			if !o.Print.Quiet {
+				fmt.Fprintf(o.ErrOut, "error: context %s: %v\n", r.Context, r.Err)
+			}
+		} else {
+			rep := r.Value.rep
+			cr.Report = rep
+			cr.ExitCode = cli.ExitCode(o.outcome(rep, r.Value.code))
+			o.addRows(&t, rep, r.Context)
+			if !o.Print.Quiet {
+				if f := rep.failed(); f != "" {
+					fmt.Fprintf(o.ErrOut, "%s: some sources could not be read: %s\n", r.Context, f)
+				}
+				if !o.Print.Structured() {
+					if len(rep.Items) == 0 {
+						fmt.Fprintf(o.ErrOut, "%s: no deprecated or removed APIs found for %s.\n", r.Context, rep.TargetVersion)
+					}
+					o.printNotes(o.ErrOut, rep, r.Context+": ")
+				}
+			}
+		}
+		codes = append(codes, cr.ExitCode)
+		list.Items = append(list.Items, cr)
+	}
+	if err := o.Print.PrintContexts(o.Out, list, t); err != nil {
+		return err
+	}
+	return cli.ContextsOutcome(codes)
 }

@@ -118,12 +118,41 @@ func (o *Options) print(r *Report) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, r)
 	}
-	c := o.Print.Colorizer(o.Out)
-	t := cli.Table{Columns: []cli.Column{
+	t := o.findingsTable(false)
+	o.addRows(&t, r, "")
+	if len(r.Items) > 0 {
+		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
+			return err
+		}
+	} else {
+		// Never "nothing found" when a source could not be read.
+		if r.failed() != "" {
+			fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s in the sources that could be read.\n", r.TargetVersion)
+		} else {
+			fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s.\n", r.TargetVersion)
+		}
+	}
+	o.printNotes(o.ErrOut, r, "")
+	return nil
+}
+
+// findingsTable returns the empty findings table, with a CONTEXT column first when
+// several contexts are reported together.
+func (o *Options) findingsTable(withContext bool) cli.Table {
+	cols := []cli.Column{
 		{Name: "STATUS"}, {Name: "SOURCE"}, {Name: "WHERE"}, {Name: "KIND"}, {Name: "API"},
 		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT"}, {Name: "WHO"},
 		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true}, {Name: "DETAIL", Wide: true},
-	}}
+	}
+	if withContext {
+		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
+	}
+	return cli.Table{Columns: cols}
+}
+
+// addRows adds a row per finding of r, led by context when it is not "".
+func (o *Options) addRows(t *cli.Table, r *Report, context string) {
+	c := o.Print.Colorizer(o.Out)
 	for _, it := range r.Items {
 		f := it.Finding
 		status := strings.ToUpper(f.Status)
@@ -157,23 +186,13 @@ func (o *Options) print(r *Report) error {
 		if f.Hint != "" {
 			detail = strings.TrimSpace(detail + "; hint: " + f.Hint)
 		}
-		t.AddRow(c.Status(status), string(f.Source), f.Location, kind, api,
-			f.Deprecated.String(), f.Removed.String(), replacement(f), who, cnt, last, detail)
-	}
-	if len(r.Items) > 0 {
-		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
-			return err
+		row := []string{c.Status(status), string(f.Source), f.Location, kind, api,
+			f.Deprecated.String(), f.Removed.String(), replacement(f), who, cnt, last, detail}
+		if context != "" {
+			row = append([]string{context}, row...)
 		}
-	} else {
-		// Never "nothing found" when a source could not be read.
-		if r.failed() != "" {
-			fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s in the sources that could be read.\n", r.TargetVersion)
-		} else {
-			fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s.\n", r.TargetVersion)
-		}
+		t.AddRow(row...)
 	}
-	o.printNotes(o.ErrOut, r)
-	return nil
 }
 
 func replacement(f dep.Finding) string {
@@ -199,8 +218,9 @@ func replacement(f dep.Finding) string {
 
 const maxNotes = 50
 
-// printNotes writes what was not scanned and source notes to stderr.
-func (o *Options) printNotes(w io.Writer, r *Report) {
+// printNotes writes what was not scanned and source notes to stderr,
+// each line after prefix.
+func (o *Options) printNotes(w io.Writer, r *Report, prefix string) {
 	n := 0
 	partial := 0
 	for _, s := range r.NotScanned {
@@ -220,17 +240,17 @@ func (o *Options) printNotes(w io.Writer, r *Report) {
 		if s.Hint != "" {
 			line += " (hint: " + s.Hint + ")"
 		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, prefix+line)
 	}
 	if n > maxNotes {
-		fmt.Fprintf(w, "not scanned: %d more; -o json lists them all\n", n-maxNotes)
+		fmt.Fprintf(w, "%snot scanned: %d more; -o json lists them all\n", prefix, n-maxNotes)
 	}
 	if partial > 0 {
-		fmt.Fprintf(w, "note: %d files with unrendered template syntax were scanned line by line for literal apiVersion and kind; render them for a full scan: %s\n", partial, dep.TemplateHint)
+		fmt.Fprintf(w, "%snote: %d files with unrendered template syntax were scanned line by line for literal apiVersion and kind; render them for a full scan: %s\n", prefix, partial, dep.TemplateHint)
 	}
 	for _, s := range r.Sources {
 		if s.Note != "" {
-			fmt.Fprintf(w, "note: %s: %s\n", s.Name, s.Note)
+			fmt.Fprintf(w, "%snote: %s: %s\n", prefix, s.Name, s.Note)
 		}
 	}
 }
