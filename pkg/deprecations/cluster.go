@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 )
@@ -257,6 +258,10 @@ type HelmReader struct {
 	MaxRelease int64
 	// Retry retries a page's transient errors.
 	Retry Retry
+	// Metadata, when set, serves the first pass (which revisions to decode)
+	// as object metadata only, so each record's data crosses the wire once
+	// rather than twice.
+	Metadata metadata.Interface
 }
 
 // HelmResult is what the Helm reader found.
@@ -282,17 +287,27 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 	if page <= 0 {
 		page = DefaultPageSize
 	}
+	if h.History {
+		// Every kept revision is decoded: one pass.
+		releases := map[string]bool{}
+		decode := func(ref helmRef, data []byte) {
+			res.Records++
+			releases[ref.kind+"/"+ref.ns+"/"+ref.release] = true
+			h.decode(ref, data, &res)
+		}
+		if err := h.listSecrets(ctx, page, func(s *corev1.Secret) { decode(refOf("Secret", s.ObjectMeta), s.Data["release"]) }); err != nil {
+			return res, err
+		}
+		if err := h.listConfigMaps(ctx, page, func(c *corev1.ConfigMap) { decode(refOf("ConfigMap", c.ObjectMeta), []byte(c.Data["release"])) }); err != nil {
+			return res, err
+		}
+		res.Releases = len(releases)
+		return res, nil
+	}
 	// First pass: labels only, to pick the revisions to decode. The list
 	// pages are dropped as soon as they are read.
-	var refs []helmRef
-	if err := h.listSecrets(ctx, page, func(s *corev1.Secret) {
-		refs = append(refs, refOf("Secret", s.ObjectMeta))
-	}); err != nil {
-		return res, err
-	}
-	if err := h.listConfigMaps(ctx, page, func(c *corev1.ConfigMap) {
-		refs = append(refs, refOf("ConfigMap", c.ObjectMeta))
-	}); err != nil {
+	refs, err := h.labels(ctx, page)
+	if err != nil {
 		return res, err
 	}
 	res.Records = len(refs)
@@ -317,6 +332,49 @@ func (h *HelmReader) Read(ctx context.Context) (HelmResult, error) {
 		return res, err
 	}
 	return res, nil
+}
+
+// labels returns a ref per release record, read as metadata alone when
+// h.Metadata is set.
+func (h *HelmReader) labels(ctx context.Context, page int64) ([]helmRef, error) {
+	var refs []helmRef
+	if h.Metadata == nil {
+		if err := h.listSecrets(ctx, page, func(s *corev1.Secret) {
+			refs = append(refs, refOf("Secret", s.ObjectMeta))
+		}); err != nil {
+			return nil, err
+		}
+		if err := h.listConfigMaps(ctx, page, func(c *corev1.ConfigMap) {
+			refs = append(refs, refOf("ConfigMap", c.ObjectMeta))
+		}); err != nil {
+			return nil, err
+		}
+		return refs, nil
+	}
+	for _, l := range []struct {
+		kind, what string
+		gvr        schema.GroupVersionResource
+		opts       metav1.ListOptions
+	}{
+		{"Secret", "Helm release Secrets", corev1.SchemeGroupVersion.WithResource("secrets"), metav1.ListOptions{FieldSelector: "type=" + helmSecretType}},
+		{"ConfigMap", "Helm release ConfigMaps", corev1.SchemeGroupVersion.WithResource("configmaps"), metav1.ListOptions{LabelSelector: "owner=helm"}},
+	} {
+		err := listPages(ctx, h.Retry, "list of "+l.what, page,
+			func(ctx context.Context, opts metav1.ListOptions) ([]metav1.PartialObjectMetadata, string, error) {
+				opts.FieldSelector, opts.LabelSelector = l.opts.FieldSelector, l.opts.LabelSelector
+				ml, err := h.Metadata.Resource(l.gvr).Namespace(h.Namespace).List(ctx, opts)
+				if err != nil {
+					return nil, "", err
+				}
+				return ml.Items, ml.Continue, nil
+			},
+			func(m *metav1.PartialObjectMetadata) string { return m.Namespace + "/" + m.Name },
+			func(m *metav1.PartialObjectMetadata) { refs = append(refs, refOf(l.kind, m.ObjectMeta)) })
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", l.what, err)
+		}
+	}
+	return refs, nil
 }
 
 // listSecrets hands each Helm release Secret to each, page by page.

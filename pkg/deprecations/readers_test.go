@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -273,5 +275,51 @@ func TestObjectsReader(t *testing.T) {
 	}
 	if res.Scanned != 4 || len(nsList) == 0 || slices.ContainsFunc(nsList, func(ns string) bool { return ns != "" }) {
 		t.Errorf("-n with a cluster-scoped kind: scanned %d, listed in namespaces %q", res.Scanned, nsList)
+	}
+}
+
+// With a metadata client, the first pass (which revision to decode) reads
+// labels only and the typed client lists the records once: the findings
+// are the same, and no record's data is fetched twice.
+func TestHelmReaderMetadataFirstPass(t *testing.T) {
+	manifest := "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata:\n  name: nightly\n"
+	old := "apiVersion: extensions/v1beta1\nkind: Ingress\nmetadata:\n  name: web\n"
+	meta := func(name string, rev int, status string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{"name": "rel", "owner": "helm", "status": status, "version": strconv.Itoa(rev)}}
+	}
+	v4, v3 := meta("sh.helm.release.v1.rel.v4", 4, "deployed"), meta("sh.helm.release.v1.rel.v3", 3, "superseded")
+	cs := fake.NewClientset(
+		&corev1.Secret{ObjectMeta: v4, Type: "helm.sh/release.v1", Data: map[string][]byte{"release": releaseText(t, manifest, true)}},
+		&corev1.Secret{ObjectMeta: v3, Type: "helm.sh/release.v1", Data: map[string][]byte{"release": releaseText(t, old, true)}},
+	)
+	scheme := runtime.NewScheme()
+	metav1.AddMetaToScheme(scheme)
+	pom := func(m metav1.ObjectMeta) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: m}
+	}
+	md := metadatafake.NewSimpleMetadataClient(scheme, pom(v4), pom(v3))
+	h := &HelmReader{Kube: cs, Metadata: md, Scanner: &ManifestScanner{}}
+	res, err := h.Read(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Findings) != 1 || res.Findings[0].Kind != "CronJob" || res.Records != 2 || res.Releases != 1 {
+		t.Errorf("findings %+v records %d releases %d", res.Findings, res.Records, res.Releases)
+	}
+	secretLists := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "secrets" {
+			secretLists++
+		}
+	}
+	if secretLists != 1 {
+		t.Errorf("the typed client listed secrets %d times, want once", secretLists)
+	}
+	// Every kept revision: one pass, no metadata pass needed.
+	cs.ClearActions()
+	h.History = true
+	res, err = h.Read(context.Background())
+	if err != nil || len(res.Findings) != 2 || res.Records != 2 || res.Releases != 1 {
+		t.Errorf("history: %v %+v records %d releases %d", err, res.Findings, res.Records, res.Releases)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -530,6 +531,11 @@ func (o *Options) readHelm(ctx context.Context, cg cli.ClientGetter, retry dep.R
 		return res
 	}
 	h := &dep.HelmReader{Kube: kc, Scanner: &dep.ManifestScanner{Table: o.table}, Namespace: o.namespace, History: o.HelmHistory, Retry: retry}
+	if _, real := kc.(*kubernetes.Clientset); real {
+		if cfg, err := cg.ToRESTConfig(); err == nil {
+			h.Metadata, _ = metadata.NewForConfig(cfg)
+		}
+	}
 	hr, err := h.Read(ctx)
 	res.findings, res.skipped, res.err = hr.Findings, hr.Skipped, err
 	res.status.Scanned = fmt.Sprintf("%d releases, %d records", hr.Releases, hr.Records)
