@@ -2,17 +2,13 @@ package deprecations
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/transient"
 )
 
 // Retry bounds the retries of one page of a paged list. client-go retries a
@@ -49,99 +45,20 @@ const maxRetryAfter = 30 * time.Second
 // page after its continue token expired.
 const maxListRestarts = 3
 
-func (r Retry) budget() time.Duration {
-	if r.Budget == 0 {
-		return DefaultRetryBudget
-	}
-	return r.Budget
-}
-
-func (r Retry) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
-func (r Retry) sleep(ctx context.Context, d time.Duration) error {
-	if r.Sleep != nil {
-		return r.Sleep(ctx, d)
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // do calls fn until it succeeds, fails with an error that is not
 // transient, the budget is spent or ctx ends; it returns fn's last error.
 func (r Retry) do(ctx context.Context, what string, fn func() error) error {
-	backoff := r.Initial
-	if backoff <= 0 {
-		backoff = 250 * time.Millisecond
+	p := transient.Policy{Budget: r.Budget, Initial: r.Initial, Max: r.Max, MaxRetryAfter: maxRetryAfter, Sleep: r.Sleep, Now: r.Now}
+	switch {
+	case r.Budget < 0:
+		p.Attempts = -1
+	case r.Budget == 0:
+		p.Budget = DefaultRetryBudget
 	}
-	maxBackoff := r.Max
-	if maxBackoff <= 0 {
-		maxBackoff = 10 * time.Second
+	if r.OnRetry != nil {
+		p.OnRetry = func(attempt int, wait time.Duration, err error) { r.OnRetry(what, attempt, wait, err) }
 	}
-	var first time.Time
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if err == nil || r.budget() < 0 || !Transient(err) || ctx.Err() != nil {
-			return err
-		}
-		if first.IsZero() {
-			first = r.now()
-		}
-		wait := backoff
-		if s, ok := apierrors.SuggestsClientDelay(err); ok {
-			if ra := time.Duration(s) * time.Second; ra > wait {
-				wait = min(ra, maxRetryAfter)
-			}
-		}
-		if r.now().Add(wait).Sub(first) > r.budget() {
-			return err
-		}
-		if r.OnRetry != nil {
-			r.OnRetry(what, attempt, wait, err)
-		}
-		if r.sleep(ctx, wait) != nil {
-			return err
-		}
-		backoff = min(backoff*2, maxBackoff)
-	}
-}
-
-// Transient reports whether a list error is worth retrying: throttling,
-// server-side timeouts and 5xx, and refused, reset, cut-short or timed-out
-// connections (an apiserver restarting, or a --request-timeout that ran
-// out). Forbidden, Unauthorized, NotFound and other answers are not.
-func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		code := int(status.Status().Code)
-		return code >= http.StatusInternalServerError || code == http.StatusTooManyRequests ||
-			apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
-	}
-	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		utilnet.IsHTTP2ConnectionLost(err) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	// client-go's own words for a response cut short (an apiserver
-	// stopping while it sent a page), with or without an EOF inside.
-	if strings.Contains(err.Error(), "when reading response body") {
-		return true
-	}
-	var nerr net.Error
-	return errors.As(err, &nerr)
+	return p.Do(ctx, fn)
 }
 
 // expired reports a continue token the server no longer accepts.

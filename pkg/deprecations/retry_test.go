@@ -3,9 +3,7 @@ package deprecations
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -226,35 +224,3 @@ type netSyscallError struct{ errno syscall.Errno }
 
 func (e *netSyscallError) Error() string { return "connect: " + e.errno.Error() }
 func (e *netSyscallError) Unwrap() error { return e.errno }
-
-// TestTransient pins which list errors are retried.
-func TestTransient(t *testing.T) {
-	gr := schema.GroupResource{Resource: "secrets"}
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{apierrors.NewServiceUnavailable("x"), true},
-		{apierrors.NewInternalError(fmt.Errorf("x")), true},
-		{apierrors.NewTooManyRequests("x", 1), true},
-		{apierrors.NewTimeoutError("x", 1), true},
-		{apierrors.NewServerTimeout(gr, "list", 1), true},
-		{&net.OpError{Op: "dial", Err: &netSyscallError{syscall.ECONNREFUSED}}, true},
-		{&net.OpError{Op: "read", Err: &netSyscallError{syscall.ECONNRESET}}, true},
-		{fmt.Errorf("get: %w", context.DeadlineExceeded), true},
-		// client-go's errors for a body cut short by a stopping apiserver.
-		{fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", io.ErrUnexpectedEOF), true},
-		{fmt.Errorf("stream error when reading response body, may be caused by closed connection. Please retry. Original error: %w", errors.New("stream error: stream ID 3; INTERNAL_ERROR")), true},
-		{apierrors.NewForbidden(gr, "", fmt.Errorf("x")), false},
-		{apierrors.NewUnauthorized("x"), false},
-		{apierrors.NewNotFound(gr, ""), false},
-		{apierrors.NewResourceExpired("x"), false},
-		{apierrors.NewBadRequest("x"), false},
-		{context.Canceled, false},
-		{fmt.Errorf("some local error"), false},
-	} {
-		if got := Transient(tc.err); got != tc.want {
-			t.Errorf("Transient(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
-}

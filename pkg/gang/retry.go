@@ -4,53 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
+	"github.com/gpufleet/upgrade-plugins/pkg/transient"
 )
 
 // maxRetryBackoff caps the wait between two tries of a call that failed
 // with a transient error (unless the poll interval is longer).
 const maxRetryBackoff = 5 * time.Second
-
-// transient reports whether err says the API server could not answer for
-// now rather than that it refused: throttling (429), server errors and
-// timeouts (5xx), and a connection refused, reset or cut short (EOF), as
-// while kube-apiserver restarts. Every other answer (Forbidden, NotFound,
-// Conflict, Invalid...) keeps its meaning, and so do errors that are not
-// about the connection at all, such as an untrusted certificate.
-func transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		code := status.Status().Code
-		return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError ||
-			apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
-	}
-	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		utilnet.IsHTTP2ConnectionLost(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	// A dial that failed (no listener, no route) or a request that timed out.
-	var op *net.OpError
-	if errors.As(err, &op) {
-		return true
-	}
-	var nerr net.Error
-	return errors.As(err, &nerr) && nerr.Timeout()
-}
 
 // retry calls fn until it succeeds, fails with an error that is not
 // transient, or ctx ends (the run's --timeout, or an interrupt); between
@@ -65,22 +30,20 @@ func (d *Drainer) retry(ctx context.Context, fn func() error) error {
 // reads as transient: fn returns whether its error may be retried.
 func (d *Drainer) retryIf(ctx context.Context, fn func() (bool, error)) error {
 	backoff := d.Options.poll()
-	limit := max(maxRetryBackoff, backoff)
-	for {
-		may, err := fn()
-		if err == nil || ctx.Err() != nil || !may || !transient(err) {
-			return err
-		}
-		wait := backoff
-		if s, ok := apierrors.SuggestsClientDelay(err); ok {
-			wait = max(wait, min(time.Duration(s)*time.Second, limit))
-		}
-		d.emit(Event{Type: EventWarning, Message: fmt.Sprintf("%v; retrying in %s", err, wait.Round(time.Millisecond))})
-		if d.sleep(ctx, wait) != nil {
-			return err
-		}
-		backoff = min(backoff*2, limit)
-	}
+	may := false
+	return transient.Policy{
+		Initial:   backoff,
+		Max:       max(maxRetryBackoff, backoff),
+		Retryable: func(err error) bool { return may && transient.Is(err) },
+		Sleep:     d.sleep,
+		OnRetry: func(_ int, wait time.Duration, err error) {
+			d.emit(Event{Type: EventWarning, Message: fmt.Sprintf("%v; retrying in %s", err, wait.Round(time.Millisecond))})
+		},
+	}.Do(ctx, func() error {
+		var err error
+		may, err = fn()
+		return err
+	})
 }
 
 // patchNode merge-patches a node's annotations (and unschedulable), which

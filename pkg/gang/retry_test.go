@@ -2,10 +2,7 @@ package gang
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
-	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -27,50 +24,6 @@ import (
 func connRefused() error {
 	return &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/apis/jobset.x-k8s.io/v1alpha2/namespaces/ml/jobsets/train",
 		Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
-}
-
-type timeoutErr struct{}
-
-func (timeoutErr) Error() string   { return "i/o timeout" }
-func (timeoutErr) Timeout() bool   { return true }
-func (timeoutErr) Temporary() bool { return true }
-
-func TestTransient(t *testing.T) {
-	gr := schema.GroupResource{Group: "jobset.x-k8s.io", Resource: "jobsets"}
-	for _, c := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"nil", nil, false},
-		{"connection refused", connRefused(), true},
-		{"connection refused, wrapped", fmt.Errorf("reading jobsets ml/train: %w", connRefused()), true},
-		{"connection reset", &url.Error{Op: "Get", URL: "https://x", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
-		{"EOF", &url.Error{Op: "Get", URL: "https://x", Err: io.EOF}, true},
-		{"unexpected EOF, wrapped", fmt.Errorf("listing pods: %w", io.ErrUnexpectedEOF), true},
-		{"GOAWAY", &url.Error{Op: "Get", URL: "https://x", Err: errors.New("http2: server sent GOAWAY and closed the connection")}, true},
-		{"http2 connection lost", errors.New("http2: client connection lost"), true},
-		{"client timeout", &url.Error{Op: "Get", URL: "https://x", Err: timeoutErr{}}, true},
-		{"request deadline", fmt.Errorf("listing pods: %w", context.DeadlineExceeded), true},
-		{"429", apierrors.NewTooManyRequests("slow down", 1), true},
-		{"500", apierrors.NewInternalError(errors.New("etcd")), true},
-		{"502", apierrors.NewGenericServerResponse(502, "get", gr, "train", "", 0, true), true},
-		{"503", apierrors.NewServiceUnavailable("shutting down"), true},
-		{"504", apierrors.NewTimeoutError("timed out", 1), true},
-		{"server timeout", apierrors.NewServerTimeout(gr, "get", 1), true},
-		{"canceled", fmt.Errorf("waiting: %w", context.Canceled), false},
-		{"forbidden", apierrors.NewForbidden(gr, "train", errors.New("no RBAC")), false},
-		{"not found", apierrors.NewNotFound(gr, "train"), false},
-		{"conflict", apierrors.NewConflict(gr, "train", errors.New("changed")), false},
-		{"unauthorized", apierrors.NewUnauthorized("token expired"), false},
-		{"invalid", apierrors.NewBadRequest("bad patch"), false},
-		{"untrusted certificate", &url.Error{Op: "Get", URL: "https://x", Err: x509.UnknownAuthorityError{}}, false},
-		{"plain error", errors.New("gang has no pods"), false},
-	} {
-		if got := transient(c.err); got != c.want {
-			t.Errorf("%s: transient(%v) = %v, want %v", c.name, c.err, got, c.want)
-		}
-	}
 }
 
 // failGets makes the first n gets of the JobSet fail with err once the
