@@ -333,10 +333,11 @@ type page struct {
 }
 
 // list reads one page, retrying transient errors. An expired continue token
-// restarts the list from the beginning (restarted is set).
-func (m *Migrator) list(ctx context.Context, ri dynamic.NamespaceableResourceInterface, cont string, size int64) page {
+// restarts the list from the beginning (restarted is set). A list that
+// timed out is blamed on the conversion webhook, if any (cw).
+func (m *Migrator) list(ctx context.Context, ri dynamic.NamespaceableResourceInterface, cont string, size int64, cw conversionWebhook) page {
 	var p page
-	restarted := false
+	restarted, timedOut := false, false
 	err := m.retry().Do(ctx, "listing", func() error {
 		l, err := ri.List(ctx, metav1.ListOptions{Limit: size, Continue: cont})
 		if err != nil && cont != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
@@ -344,12 +345,13 @@ func (m *Migrator) list(ctx context.Context, ri dynamic.NamespaceableResourceInt
 			l, err = ri.List(ctx, metav1.ListOptions{Limit: size})
 		}
 		if err != nil {
+			timedOut = timedOut || IsTimeout(err)
 			return err
 		}
 		p = page{items: l.Items, next: l.GetContinue(), remaining: l.GetRemainingItemCount()}
 		return nil
 	})
-	p.restarted, p.err = restarted, err
+	p.restarted, p.err = restarted, cw.explain(err, timedOut)
 	return p
 }
 
@@ -362,10 +364,21 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 	stopped := func(err error) error {
 		return &StoppedError{CRD: cp.CRD, Processed: cp.Processed, Total: cp.Total, Err: err}
 	}
-	cur := m.list(ctx, ri, cp.Continue, size)
+	cw := conversionWebhookOf(crd)
+	// after is the last object of the last page done by this process, so
+	// that a list that fails says where it was.
+	after := ""
+	cur := m.list(ctx, ri, cp.Continue, size, cw)
 	for {
 		if cur.err != nil {
-			return stopped(fmt.Errorf("listing %s: %w", gvr.GroupResource(), cur.err))
+			where := ""
+			switch {
+			case after != "":
+				where = " (after " + after + ")"
+			case cp.Continue != "":
+				where = " (resuming from the checkpoint)"
+			}
+			return stopped(fmt.Errorf("listing page %d of %s%s: %w", cp.Pages+1, gvr.GroupResource(), where, cur.err))
 		}
 		if cur.restarted {
 			cp.Restarts++
@@ -386,9 +399,9 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 		pageCtx, cancel := context.WithCancel(ctx)
 		if cur.next != "" {
 			next = make(chan page, 1)
-			go func(cont string) { next <- m.list(pageCtx, ri, cont, size) }(cur.next)
+			go func(cont string) { next <- m.list(pageCtx, ri, cont, size, cw) }(cur.next)
 		}
-		err := m.rewritePage(pageCtx, gvr, cur.items, cp, session)
+		err := m.rewritePage(pageCtx, gvr, cw, cur.items, cp, session)
 		if err != nil {
 			cancel()
 			if ctx.Err() != nil {
@@ -398,6 +411,9 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 		}
 		cp.Continue = cur.next
 		cp.Pages++
+		if n := len(cur.items); n > 0 {
+			after = ref(&cur.items[n-1])
+		}
 		if cur.next == "" {
 			cp.Phase = PhaseRewritten
 			cp.Total = cp.Processed
@@ -436,7 +452,7 @@ const (
 // rewritePage writes every item with the workers; the first object that
 // fails stops the others and is returned as *ObjectError. The counters of
 // cp advance as objects finish; they are saved only with the whole page.
-func (m *Migrator) rewritePage(ctx context.Context, gvr schema.GroupVersionResource, items []unstructured.Unstructured, cp *Checkpoint, session *atomic.Int64) error {
+func (m *Migrator) rewritePage(ctx context.Context, gvr schema.GroupVersionResource, cw conversionWebhook, items []unstructured.Unstructured, cp *Checkpoint, session *atomic.Int64) error {
 	workers := m.Workers
 	if workers <= 0 {
 		workers = 8
@@ -459,7 +475,7 @@ func (m *Migrator) rewritePage(ctx context.Context, gvr schema.GroupVersionResou
 	for range workers {
 		wg.Go(func() {
 			for obj := range work {
-				out, err := m.rewrite(ctx, ri, obj, fm, r)
+				out, err := m.rewrite(ctx, ri, obj, fm, r, cw)
 				mu.Lock()
 				if err != nil {
 					if firstErr == nil && ctx.Err() == nil {
@@ -511,13 +527,15 @@ func ref(obj *unstructured.Unstructured) string {
 	return obj.GetName()
 }
 
-// rewrite updates one object as listed; see Migrator for why.
-func (m *Migrator) rewrite(ctx context.Context, ri dynamic.NamespaceableResourceInterface, obj *unstructured.Unstructured, fieldManager string, r Retry) (outcome, error) {
+// rewrite updates one object as listed; see Migrator for why. An update
+// that timed out is blamed on the conversion webhook, if any (cw).
+func (m *Migrator) rewrite(ctx context.Context, ri dynamic.NamespaceableResourceInterface, obj *unstructured.Unstructured, fieldManager string, r Retry, cw conversionWebhook) (outcome, error) {
 	var res dynamic.ResourceInterface = ri
 	if ns := obj.GetNamespace(); ns != "" {
 		res = ri.Namespace(ns)
 	}
 	var result outcome
+	timedOut := false
 	err := r.Do(ctx, "updating "+ref(obj), func() error {
 		out, err := res.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
 		switch {
@@ -535,9 +553,10 @@ func (m *Migrator) rewrite(ctx context.Context, ri dynamic.NamespaceableResource
 			result = outGone
 			return nil
 		}
+		timedOut = timedOut || IsTimeout(err)
 		return err
 	})
-	return result, err
+	return result, cw.explain(err, timedOut)
 }
 
 // trim sets status.storedVersions to the storage version through the

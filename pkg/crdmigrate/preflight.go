@@ -65,15 +65,18 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 			hint = hintFor(b)
 		}
 	}
+	// A conversion webhook that does not answer shows up as reads and
+	// writes that time out; say so.
+	cw := conversionWebhookOf(crd)
 	if countErr != nil {
-		problems = append(problems, countErr.Error())
+		problems = append(problems, cw.explain(countErr, false).Error())
 		return plan, &PreflightError{CRD: crd.Name, Problems: problems, Hint: hint}
 	}
 	gvr := GVR(crd)
 	l, err := c.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 	switch {
 	case err != nil:
-		problems = append(problems, fmt.Sprintf("reading %s at %s failed: %v", gvr.Resource, gvr.Version, err))
+		problems = append(problems, fmt.Sprintf("reading %s at %s failed: %v", gvr.Resource, gvr.Version, cw.explain(err, false)))
 		plan.Probe = "list failed"
 	case len(l.Items) == 0:
 		plan.Probe = "no object to probe"
@@ -87,7 +90,7 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 			_, err = ri.Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: ManagedBy})
 		}
 		if err != nil && !isObjectNotFound(err, obj.GetName()) {
-			problems = append(problems, fmt.Sprintf("a dry-run update of %s %s failed: %v", gvr.Resource, ref(obj), err))
+			problems = append(problems, fmt.Sprintf("a dry-run update of %s %s failed: %v", gvr.Resource, ref(obj), cw.explain(err, false)))
 			plan.Probe = "dry-run update failed"
 		} else {
 			plan.Probe = "dry-run update of " + ref(obj) + " ok"

@@ -2,10 +2,14 @@ package crdmigrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -351,4 +355,90 @@ func (t ruleTarget) matches(rules []admissionv1.RuleWithOperations, policy *admi
 
 func has(ops []admissionv1.OperationType, op admissionv1.OperationType) bool {
 	return slices.Contains(ops, op)
+}
+
+// ConversionWebhookWait is how long the apiserver waits for a CRD's
+// conversion webhook: a fixed 30s, since a CRD's conversion has no
+// timeoutSeconds (admission webhooks have one).
+const ConversionWebhookWait = 30 * time.Second
+
+// ConversionWebhookTarget returns where the CRD's conversion webhook is
+// reached ("service ns/name:port" or the URL), or "" when its objects are
+// not converted by a webhook.
+func ConversionWebhookTarget(crd *apiextv1.CustomResourceDefinition) string {
+	conv := crd.Spec.Conversion
+	if conv == nil || conv.Strategy != apiextv1.WebhookConverter {
+		return ""
+	}
+	if conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
+		return "<none>"
+	}
+	cc := conv.Webhook.ClientConfig
+	if s := cc.Service; s != nil {
+		port := int32(443)
+		if s.Port != nil {
+			port = *s.Port
+		}
+		return fmt.Sprintf("service %s/%s:%d", s.Namespace, s.Name, port)
+	}
+	return urlOf(cc.URL)
+}
+
+// ConversionWebhookError is a read or write of a CRD's objects that timed
+// out while the CRD converts through a webhook. Every read of an object
+// stored at another version than the one asked for, and every update of
+// one (the apiserver reads the stored object first), waits on that webhook,
+// so a webhook that stops answering shows up as requests that time out,
+// with nothing in the error naming the webhook.
+type ConversionWebhookError struct {
+	CRD string
+	// Target is where the webhook is reached (ConversionWebhookTarget).
+	Target string
+	Err    error
+}
+
+func (e *ConversionWebhookError) Error() string {
+	return fmt.Sprintf("timed out, most likely waiting for the conversion webhook of %s at %s (the apiserver converts each object stored at another version through it and waits up to %s for an answer): %v",
+		e.CRD, e.Target, ConversionWebhookWait, e.Err)
+}
+
+func (e *ConversionWebhookError) Unwrap() error { return e.Err }
+
+// conversionWebhook attributes timeouts of requests for a CRD's objects to
+// its conversion webhook; the zero value (no webhook) attributes nothing.
+type conversionWebhook struct {
+	crd, target string
+}
+
+func conversionWebhookOf(crd *apiextv1.CustomResourceDefinition) conversionWebhook {
+	return conversionWebhook{crd: crd.Name, target: ConversionWebhookTarget(crd)}
+}
+
+// explain wraps err in *ConversionWebhookError when the CRD converts
+// through a webhook and the request timed out (timedOut: on any try, so
+// that a last try that failed differently, say a stream the apiserver
+// reset at the deadline, still counts).
+func (c conversionWebhook) explain(err error, timedOut bool) error {
+	if err == nil || c.target == "" || !(timedOut || IsTimeout(err)) {
+		return err
+	}
+	return &ConversionWebhookError{CRD: c.crd, Target: c.target, Err: err}
+}
+
+// IsTimeout reports whether err is a request that ran out of time: the
+// client's --request-timeout, the apiserver's 504, or the apiserver's own
+// call to a webhook that did not answer.
+func IsTimeout(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) && nerr.Timeout() {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "Client.Timeout") || strings.Contains(msg, "context deadline exceeded") || strings.Contains(msg, "i/o timeout")
 }
