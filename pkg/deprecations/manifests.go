@@ -183,6 +183,7 @@ func (s *ManifestScanner) maxFile() int64 {
 func (s *ManifestScanner) scanFile(path string, stdin io.Reader) ManifestResult {
 	name := path
 	var r io.Reader
+	size := int64(0)
 	if path == "-" {
 		name = "<stdin>"
 		if stdin == nil {
@@ -195,13 +196,20 @@ func (s *ManifestScanner) scanFile(path string, stdin io.Reader) ManifestResult 
 			return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name, Reason: "cannot read: " + err.Error()}}}
 		}
 		defer f.Close()
-		if fi, err := f.Stat(); err == nil && fi.Size() > s.maxFile() {
+		fi, err := f.Stat()
+		if err == nil && fi.Size() > s.maxFile() {
 			return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name,
 				Reason: fmt.Sprintf("file is larger than %d bytes", s.maxFile())}}}
 		}
 		r = f
+		if err == nil && fi.Mode().IsRegular() {
+			// Read in one go into a buffer of the file's size (and a
+			// little more, should it grow meanwhile) rather than through
+			// io.ReadAll's growing buffers: thousands of files a run.
+			size = fi.Size() + 512
+		}
 	}
-	data, err := io.ReadAll(io.LimitReader(r, s.maxFile()+1))
+	data, err := readAtMost(r, s.maxFile()+1, size)
 	if err != nil {
 		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name, Reason: "cannot read: " + err.Error()}}}
 	}
@@ -212,6 +220,29 @@ func (s *ManifestScanner) scanFile(path string, stdin io.Reader) ManifestResult 
 	res := s.Scan(name, data)
 	res.Files = 1
 	return res
+}
+
+// readAtMost reads r to its end or to limit bytes, starting with a buffer
+// of hint bytes when hint > 0.
+func readAtMost(r io.Reader, limit, hint int64) ([]byte, error) {
+	if hint <= 0 {
+		return io.ReadAll(io.LimitReader(r, limit))
+	}
+	buf := make([]byte, 0, min(hint, limit))
+	lr := io.LimitReader(r, limit)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
 
 // Scan scans the contents of one file. name is used in locations.
