@@ -112,6 +112,22 @@ func FanOut[T any](ctx context.Context, contexts []string, parallel int, fn func
 	return results
 }
 
+// ContextEntry starts the list entry of one context of a fan-out. For a
+// context that could not be checked it records the error and its exit
+// code, says so on errOut unless quiet, and returns false; the caller
+// fills in the report of a context that was checked.
+func ContextEntry[T any](r ContextResult[T], errOut io.Writer, quiet bool) (ContextReport, bool) {
+	cr := ContextReport{Context: r.Context}
+	if r.Err == nil {
+		return cr, true
+	}
+	cr.Error, cr.ExitCode = r.Err.Error(), ExitCode(r.Err)
+	if !quiet {
+		fmt.Fprintf(errOut, "error: context %s: %v\n", r.Context, r.Err)
+	}
+	return cr, false
+}
+
 // ContextsOutcome is the error a multi-context run returns, given each
 // context's exit code: nil when all passed, findings when the worst is a
 // finding, otherwise the worst code with the count of contexts that could

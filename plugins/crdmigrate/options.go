@@ -139,13 +139,8 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 	t := statusTable(nil, c)
 	t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
 	for _, r := range results {
-		cr := cli.ContextReport{Context: r.Context}
-		if r.Err != nil {
-			cr.Error, cr.ExitCode = r.Err.Error(), cli.ExitCode(r.Err)
-			if !o.Print.Quiet {
-				fmt.Fprintf(o.ErrOut, "error: context %s: %v\n", r.Context, r.Err)
-			}
-		} else {
+		cr, ok := cli.ContextEntry(r, o.ErrOut, o.Print.Quiet)
+		if ok {
 			cr.Report = r.Value
 			if o.findings(r.Value) > 0 {
 				cr.ExitCode = cli.ExitFindings

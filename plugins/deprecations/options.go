@@ -663,13 +663,8 @@ func (o *Options) runContexts(ctx context.Context) error {
 	t := o.findingsTable(true)
 	codes := make([]int, 0, len(results))
 	for _, r := range results {
-		cr := cli.ContextReport{Context: r.Context}
-		if r.Err != nil {
-			cr.Error, cr.ExitCode = r.Err.Error(), cli.ExitCode(r.Err)
-			if !o.Print.Quiet {
-				fmt.Fprintf(o.ErrOut, "error: context %s: %v\n", r.Context, r.Err)
-			}
-		} else {
+		cr, ok := cli.ContextEntry(r, o.ErrOut, o.Print.Quiet)
+		if ok {
 			rep := r.Value.rep
 			cr.Report = rep
 			cr.ExitCode = cli.ExitCode(o.outcome(rep, r.Value.code))
