@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -377,7 +380,7 @@ func TestRetry(t *testing.T) {
 		{"gives up", []error{apierrors.NewInternalError(errors.New("x")), apierrors.NewInternalError(errors.New("x"))}, 1, []time.Duration{250 * time.Millisecond}, true},
 		{"no retry on bad request", []error{apierrors.NewBadRequest("x")}, 3, nil, true},
 		{"no retry on forbidden", []error{apierrors.NewForbidden(widgets.GroupResource(), "w", errors.New("no"))}, 3, nil, true},
-		{"connection refused is retried", []error{fmt.Errorf("dial: %w", &netErr{}), nil}, 3, []time.Duration{250 * time.Millisecond}, false},
+		{"connection refused is retried", []error{fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), nil}, 3, []time.Duration{250 * time.Millisecond}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -397,12 +400,6 @@ func TestRetry(t *testing.T) {
 		})
 	}
 }
-
-type netErr struct{}
-
-func (*netErr) Error() string   { return "connect: connection refused" }
-func (*netErr) Timeout() bool   { return false }
-func (*netErr) Temporary() bool { return true }
 
 func TestEstimateRun(t *testing.T) {
 	cases := []struct {

@@ -13,11 +13,13 @@ import (
 
 // Retry bounds the retries of one page of a paged list. client-go retries a
 // GET on a reset connection and on a Retry-After answer, but not on a
-// refused connection: an apiserver that restarts in the middle of a scan
-// would otherwise end the source. A page is retried with exponential
-// backoff while its failures are transient and the time since the page's
-// first failure is within Budget; every page that is answered starts a new
-// budget.
+// refused connection or a body cut short: an apiserver that restarts in
+// the middle of a scan would otherwise end the source. A page is retried
+// with exponential backoff while no answer comes (transient.Unreachable)
+// and the time since the page's first failure is within Budget; every page
+// that is answered starts a new budget. An answer (throttling and 5xx
+// included) and a --request-timeout that ran out are not retried here: a
+// read-only scan of a struggling apiserver ends in bounded time.
 type Retry struct {
 	// Budget bounds how long one page is retried (default 2 minutes, about
 	// four times what a restarting apiserver needs); negative means no
@@ -48,7 +50,8 @@ const maxListRestarts = 3
 // do calls fn until it succeeds, fails with an error that is not
 // transient, the budget is spent or ctx ends; it returns fn's last error.
 func (r Retry) do(ctx context.Context, what string, fn func() error) error {
-	p := transient.Policy{Budget: r.Budget, Initial: r.Initial, Max: r.Max, MaxRetryAfter: maxRetryAfter, Sleep: r.Sleep, Now: r.Now}
+	p := transient.Policy{Budget: r.Budget, Initial: r.Initial, Max: r.Max, MaxRetryAfter: maxRetryAfter, Sleep: r.Sleep, Now: r.Now,
+		Retryable: transient.Unreachable}
 	switch {
 	case r.Budget < 0:
 		p.Attempts = -1

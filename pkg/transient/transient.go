@@ -18,10 +18,11 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
-// Is reports whether err says the API server could not answer for now.
-// client-go already retries a GET on a reset connection and any request
-// answered with Retry-After, but not a refused connection or a response
-// body cut short.
+// Is reports whether err says the API server could not answer for now:
+// Unreachable, throttling (429), a server error or timeout (5xx), or a
+// request that timed out on the client. client-go already retries a GET on
+// a reset connection and any request answered with Retry-After, but not a
+// refused connection or a response body cut short.
 func Is(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
@@ -33,25 +34,42 @@ func Is(err error) bool {
 			apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
 			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err)
 	}
-	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		utilnet.IsHTTP2ConnectionLost(err) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	// client-go's own words for a response cut short (an apiserver
-	// stopping while it sent a page), with or without an EOF inside.
-	if strings.Contains(err.Error(), "when reading response body") {
-		return true
-	}
-	// A dial that failed (no listener, no route) or a request that timed
-	// out. Not any net.Error: every *url.Error is one, an untrusted
-	// certificate included, and that never clears by waiting.
-	var op *net.OpError
-	if errors.As(err, &op) {
+	if Unreachable(err) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	var nerr net.Error
 	return errors.As(err, &nerr) && nerr.Timeout()
+}
+
+// Unreachable reports whether err says no answer came at all because the
+// connection failed: refused (no listener, as while kube-apiserver
+// restarts), reset, closed or cut short in the middle of a response. A
+// server that answers, however badly (429, 5xx), and a request that ran
+// out of time are not unreachable: a read-only command leaves those to
+// client-go's own retries and the caller's --request-timeout.
+func Unreachable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return false
+	}
+	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		utilnet.IsHTTP2ConnectionLost(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	// client-go's own words for a response cut short (an apiserver
+	// stopping while it sent a page), with or without an EOF inside, and
+	// an HTTP/2 stream the server reset before or while answering.
+	if msg := err.Error(); strings.Contains(msg, "when reading response body") || strings.Contains(msg, "stream error: stream ID") {
+		return true
+	}
+	// A dial that failed (no listener, no route). Not any net.Error: every
+	// *url.Error is one, an untrusted certificate included, and that never
+	// clears by waiting.
+	var op *net.OpError
+	return errors.As(err, &op) && !(op.Timeout())
 }
 
 // Policy is how a call is retried: exponential backoff from Initial,

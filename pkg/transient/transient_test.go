@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ func TestIs(t *testing.T) {
 		{"unexpected EOF, wrapped", fmt.Errorf("listing pods: %w", io.ErrUnexpectedEOF), true},
 		{"body cut short", fmt.Errorf("unexpected error when reading response body. Please retry. Original error: %w", io.ErrUnexpectedEOF), true},
 		{"stream cut short", fmt.Errorf("stream error when reading response body, may be caused by closed connection. Please retry. Original error: %w", errors.New("stream error: stream ID 3; INTERNAL_ERROR")), true},
+		{"stream reset", &url.Error{Op: "Put", URL: "https://x", Err: errors.New("stream error: stream ID 7; INTERNAL_ERROR; received from peer")}, true},
 		{"GOAWAY", &url.Error{Op: "Get", URL: "https://x", Err: errors.New("http2: server sent GOAWAY and closed the connection")}, true},
 		{"http2 connection lost", errors.New("http2: client connection lost"), true},
 		{"client timeout", &url.Error{Op: "Get", URL: "https://x", Err: timeoutErr{}}, true},
@@ -66,6 +68,12 @@ func TestIs(t *testing.T) {
 	} {
 		if got := Is(c.err); got != c.want {
 			t.Errorf("%s: Is(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+		// Unreachable is the connection failures alone: no answer came.
+		answered := c.err != nil && (strings.HasPrefix(c.name, "4") || strings.HasPrefix(c.name, "5") ||
+			strings.Contains(c.name, "timeout") || strings.Contains(c.name, "deadline"))
+		if got := Unreachable(c.err); got != (c.want && !answered) {
+			t.Errorf("%s: Unreachable(%v) = %v, want %v", c.name, c.err, got, c.want && !answered)
 		}
 	}
 }
