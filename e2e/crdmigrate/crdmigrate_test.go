@@ -127,9 +127,11 @@ func TestCRDMigrateClient(t *testing.T) {
 	}
 }
 
-// TestCRDMigrateKillResume kills the plugin with SIGKILL after its first
-// checkpoint and runs it again: the second run resumes and no object is
-// missed; storedVersions is untouched by the partial run.
+// TestCRDMigrateKillResume kills the plugin with SIGKILL three times
+// (after its first checkpoint, in the middle of a later page, right after
+// another checkpoint) and runs it again each time: every re-run resumes the
+// same run, storedVersions is untouched by the partial runs, and the last
+// run finishes with no object missed, checked through etcd.
 func TestCRDMigrateKillResume(t *testing.T) {
 	f := newFixture(t, "resume", 1600)
 	s := f.start(t, "run", f.crdName, "--method", "client", "--qps", "100", "--burst", "1", "--workers", "4")
@@ -153,6 +155,35 @@ func TestCRDMigrateKillResume(t *testing.T) {
 		t.Fatalf("the killed run had already finished every object; the test needs it to stop midway")
 	}
 	t.Logf("killed after %d pages (%d objects); %d objects still at v1", cp.Pages, cp.Processed, atV1)
+	runID := cp.RunID
+
+	// Two more kills of resumed runs: one in the middle of a page (its
+	// objects rewritten, the checkpoint not yet saved), one right after a
+	// page's checkpoint. Each leaves the run resumable and storedVersions
+	// alone.
+	for i, midPage := range []bool{true, false} {
+		before := cp
+		s := f.start(t, "run", f.crdName, "--method", "client", "--qps", "100", "--burst", "1", "--workers", "4")
+		cp = f.waitForPages(t, s, before.Pages+1)
+		if midPage {
+			time.Sleep(time.Second) // about 100 objects into the next page
+		}
+		if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		s.wait(t, 10*time.Second)
+		if !strings.Contains(s.stderr.String(), "resuming run "+runID) {
+			t.Errorf("kill %d: the re-run did not resume run %s:\n%s", i+2, runID, s.stderr.String())
+		}
+		if sv := f.storedVersions(t); !slices.Equal(sv, []string{"v1", "v2"}) {
+			t.Fatalf("kill %d: storedVersions = %v, want [v1 v2] untouched", i+2, sv)
+		}
+		cp = f.checkpoint(t)
+		if cp == nil || cp.RunID != runID || cp.Phase != "Migrating" || cp.Pages <= before.Pages || cp.Processed <= before.Processed {
+			t.Fatalf("kill %d: checkpoint = %+v after %+v; want run %s further on", i+2, cp, before, runID)
+		}
+		t.Logf("kill %d (mid-page %v): %d pages, %d objects done", i+2, midPage, cp.Pages, cp.Processed)
+	}
 
 	r := f.run(t, "run", f.crdName, "--method", "client", "--qps", "1000", "--workers", "16", "-o", "json")
 	if r.ExitCode != 0 {
