@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 time=${1:-10s}
 total=0
 found=0
+execs=0
 for pkg in $(go list ./...); do
 	targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
 	for t in $targets; do
@@ -18,10 +19,12 @@ for pkg in $(go list ./...); do
 			cat "$log"
 			found=$((found + 1))
 		else
-			grep -E 'execs:|^ok|PASS' "$log" | tail -2 >&2 || true
+			n=$(grep -oE 'execs: [0-9]+' "$log" | tail -1 | grep -oE '[0-9]+' || true)
+			execs=$((execs + ${n:-0}))
+			echo "fuzz: $t: ${n:-0} executions" >&2
 		fi
 		rm -f "$log"
 	done
 done
-echo "fuzz: $total target(s), $found failing" >&2
+echo "fuzz: $total target(s), $execs executions, $found failing" >&2
 [[ $found -eq 0 ]]
