@@ -4,9 +4,7 @@ package deprecationse2e
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -191,15 +189,7 @@ func releaseRecord(t *testing.T, name, ns string, rev int, status, manifest stri
 		"config":   map[string]any{"adminPassword": "hunter2-do-not-print"},
 		"manifest": manifest,
 	}
-	js, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	_, _ = zw.Write(js)
-	_ = zw.Close()
-	return []byte(base64.StdEncoding.EncodeToString(gz.Bytes()))
+	return encodeRelease(t, rec)
 }
 
 // TestDeprecationsHelmReleaseRecord: a Helm 3 release Secret built by hand

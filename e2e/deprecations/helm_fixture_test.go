@@ -112,13 +112,20 @@ spec:
 
 func encodeRecord(t testing.TB, name, ns string, rev int, status, manifest string) []byte {
 	t.Helper()
-	js, err := json.Marshal(map[string]any{
+	return encodeRelease(t, map[string]any{
 		"name": name, "namespace": ns, "version": rev,
 		"info":     map[string]any{"status": status},
 		"chart":    map[string]any{"metadata": map[string]any{"name": "app", "version": fmt.Sprintf("0.%d.0", rev)}},
 		"config":   map[string]any{"replicaCount": 2},
 		"manifest": manifest,
 	})
+}
+
+// encodeRelease stores a Helm 3 release the way Helm does in a Secret's
+// release key: JSON, gzip, base64.
+func encodeRelease(t testing.TB, rec map[string]any) []byte {
+	t.Helper()
+	js, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
