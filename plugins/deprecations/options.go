@@ -556,8 +556,9 @@ func (o *Options) readCRDs(ctx context.Context, cg cli.ClientGetter, retry dep.R
 }
 
 // retry is the retry policy of the cluster sources' paged lists: a
-// refused or broken connection, throttling or a 5xx is retried with
-// backoff for up to dep.DefaultRetryBudget per page, each retry said on
+// refused or broken connection (no answer at all) is retried with backoff
+// for up to dep.DefaultRetryBudget per page, while throttling and 5xx are
+// left to client-go's Retry-After handling; each retry is said on
 // stderr (the sources run concurrently, so one line at a time), after
 // prefix (the context, when several are read).
 func (o *Options) retry(prefix string) dep.Retry {
