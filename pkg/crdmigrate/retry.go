@@ -3,12 +3,11 @@ package crdmigrate
 import (
 	"context"
 	"errors"
-	"net"
-	"net/http"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/transient"
 )
 
 // Retry retries transient API errors a bounded number of times with
@@ -44,84 +43,34 @@ func (r Retry) attempts() int {
 // Do calls fn until it succeeds, fails with an error that is not
 // transient, or the retries are used up; it returns fn's last error.
 func (r Retry) Do(ctx context.Context, what string, fn func() error) error {
-	backoff := r.Initial
-	if backoff <= 0 {
-		backoff = 250 * time.Millisecond
-	}
 	maxBackoff := r.Max
 	if maxBackoff <= 0 {
 		maxBackoff = 30 * time.Second
 	}
-	sleep := r.Sleep
-	if sleep == nil {
-		sleep = Sleep
+	p := transient.Policy{Attempts: r.attempts(), Initial: r.Initial, Max: maxBackoff, MaxRetryAfter: maxRetryAfter,
+		Retryable: Retriable, Sleep: r.Sleep}
+	if r.attempts() == 0 {
+		p.Attempts = -1
 	}
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		if err == nil || !Retriable(err) || attempt >= r.attempts() || ctx.Err() != nil {
-			return err
-		}
-		wait := backoff
-		if s, ok := apierrors.SuggestsClientDelay(err); ok {
-			if ra := time.Duration(s) * time.Second; ra > wait {
-				wait = min(ra, maxRetryAfter)
-			}
-		}
-		if r.OnRetry != nil {
-			r.OnRetry(what, attempt+1, wait, err)
-		}
-		if serr := sleep(ctx, wait); serr != nil {
-			return err
-		}
-		backoff = min(backoff*2, maxBackoff)
+	if r.OnRetry != nil {
+		p.OnRetry = func(attempt int, wait time.Duration, err error) { r.OnRetry(what, attempt, wait, err) }
 	}
+	return p.Do(ctx, fn)
 }
 
 // Sleep waits for d or until ctx ends.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func Sleep(ctx context.Context, d time.Duration) error { return transient.Sleep(ctx, d) }
 
-// Retriable reports whether err is worth retrying: throttling, server-side
-// timeouts and 5xx (a webhook that cannot be reached answers 500), broken
-// or refused connections (an apiserver restarting), and a 404 for the
+// Retriable reports whether err is worth retrying: what transient.Is says
+// (throttling, 5xx, a webhook that cannot be reached answers 500, broken or
+// refused connections of an apiserver restarting), and a 404 for the
 // resource itself rather than for an object (an apiserver that has not yet
 // loaded the CRD).
 func Retriable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	if apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) {
+	if transient.Is(err) {
 		return true
 	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		code := status.Status().Code
-		if code >= http.StatusInternalServerError || code == http.StatusTooManyRequests {
-			return true
-		}
-		if apierrors.IsNotFound(err) && !isObjectNotFound(err, "") {
-			return true
-		}
-		return false
-	}
-	if utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
-		utilnet.IsHTTP2ConnectionLost(err) || errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var nerr net.Error
-	if errors.As(err, &nerr) {
-		return true
-	}
-	return false
+	return apierrors.IsNotFound(err) && !isObjectNotFound(err, "")
 }
 
 // isObjectNotFound reports whether err is a 404 for a named object (name ""
