@@ -256,6 +256,10 @@ func TestPreflight_ConversionWebhookTimeout(t *testing.T) {
 	if len(srv.updates) != 0 {
 		t.Errorf("pre-flight wrote objects: %v", srv.updates)
 	}
+	// A timeout is an answer: pre-flight reports it at once.
+	if len(srv.lists) != 1 {
+		t.Errorf("pre-flight listed %d times, want 1", len(srv.lists))
+	}
 }
 
 func TestConversionWebhookTarget(t *testing.T) {

@@ -9,6 +9,10 @@ import (
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/transient"
 )
 
 // PreflightError refuses a run before any write: a webhook the reads or
@@ -24,6 +28,14 @@ type PreflightError struct {
 func (e *PreflightError) Error() string {
 	return fmt.Sprintf("pre-flight check of %s failed, nothing was changed: %s", e.CRD, strings.Join(e.Problems, "; "))
 }
+
+// readRetry retries the reads (and the dry-run write) of status and of the
+// pre-flight checks when no answer came at all, as while an apiserver
+// restarts, for up to a minute. An answer, even an error or a timeout, is
+// final: a conversion webhook that hangs is reported at once rather than
+// after minutes of retries, and client-go already waits out a 429's
+// Retry-After.
+var readRetry = transient.Policy{Budget: time.Minute, Retryable: transient.Unreachable}
 
 // Plan is what a run of one CRD would do, as found by Preflight.
 type Plan struct {
@@ -73,7 +85,11 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 		return plan, &PreflightError{CRD: crd.Name, Problems: problems, Hint: hint}
 	}
 	gvr := GVR(crd)
-	l, err := c.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+	var l *unstructured.UnstructuredList
+	err = readRetry.Do(ctx, func() (err error) {
+		l, err = c.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
 	switch {
 	case err != nil:
 		problems = append(problems, fmt.Sprintf("reading %s at %s failed: %v", gvr.Resource, gvr.Version, cw.explain(err, false)))
@@ -83,12 +99,15 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 	default:
 		obj := &l.Items[0]
 		ri := c.Dynamic.Resource(gvr)
-		var err error
+		var res dynamic.ResourceInterface = ri
 		if ns := obj.GetNamespace(); ns != "" {
-			_, err = ri.Namespace(ns).Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: ManagedBy})
-		} else {
-			_, err = ri.Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: ManagedBy})
+			res = ri.Namespace(ns)
 		}
+		// A dry run changes nothing, so it is as safe to send again as a read.
+		err := readRetry.Do(ctx, func() error {
+			_, err := res.Update(ctx, obj, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: ManagedBy})
+			return err
+		})
 		if err != nil && !isObjectNotFound(err, obj.GetName()) {
 			problems = append(problems, fmt.Sprintf("a dry-run update of %s %s failed: %v", gvr.Resource, ref(obj), cw.explain(err, false)))
 			plan.Probe = "dry-run update failed"

@@ -315,7 +315,8 @@ func Blockers(st CRDStatus) []WebhookHealth {
 
 // CountObjects counts the CRD's objects with paged metadata lists at the
 // storage version. The first page's remainingItemCount usually answers at
-// once; otherwise every page is read.
+// once; otherwise every page is read. A list that got no answer at all is
+// retried (readRetry).
 func CountObjects(ctx context.Context, c Clients, crd *apiextv1.CustomResourceDefinition) (int64, error) {
 	gvr := GVR(crd)
 	var n int64
@@ -327,20 +328,21 @@ func CountObjects(ctx context.Context, c Clients, crd *apiextv1.CustomResourceDe
 			meta      metav1.ListMeta
 			listError error
 		)
-		if c.Metadata != nil {
-			l, err := c.Metadata.Resource(gvr).List(ctx, opts)
-			if err == nil {
-				items, meta = len(l.Items), l.ListMeta
+		listError = readRetry.Do(ctx, func() error {
+			if c.Metadata != nil {
+				l, err := c.Metadata.Resource(gvr).List(ctx, opts)
+				if err == nil {
+					items, meta = len(l.Items), l.ListMeta
+				}
+				return err
 			}
-			listError = err
-		} else {
 			l, err := c.Dynamic.Resource(gvr).List(ctx, opts)
 			if err == nil {
 				items = len(l.Items)
 				meta = metav1.ListMeta{Continue: l.GetContinue(), RemainingItemCount: l.GetRemainingItemCount()}
 			}
-			listError = err
-		}
+			return err
+		})
 		if apierrors.IsResourceExpired(listError) || apierrors.IsGone(listError) {
 			n, cont = 0, ""
 			continue

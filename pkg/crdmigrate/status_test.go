@@ -3,7 +3,10 @@ package crdmigrate
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,8 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/transient"
 )
 
 func TestRuleMatches(t *testing.T) {
@@ -201,6 +206,46 @@ func TestPreflight(t *testing.T) {
 			t.Errorf("pre-flight changed objects: %v", got)
 		}
 	})
+}
+
+// refused is how a request fails while the apiserver restarts.
+func refused(verb string) error {
+	return &url.Error{Op: verb, URL: "https://apiserver/apis/" + testGroup + "/v2/namespaces/ml/widgets", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+}
+
+// TestPreflight_RidesOutRestart: reads (and the dry-run write) that got no
+// answer are tried again, so an apiserver restart does not refuse a run.
+func TestPreflight_RidesOutRestart(t *testing.T) {
+	defer func(p transient.Policy) { readRetry = p }(readRetry)
+	var waits int
+	readRetry.Sleep = func(context.Context, time.Duration) error { waits++; return nil }
+	srv := newWidgetServer(5, func(int) string { return "v1" })
+	lists := 0
+	srv.failList = func(string) error {
+		if lists++; lists <= 2 {
+			return refused("Get")
+		}
+		return nil
+	}
+	srv.failUpdate = func(_ string, attempt int) error {
+		if attempt == 1 {
+			return refused("Put")
+		}
+		return nil
+	}
+	e := newEnv(testCRDObj("v1", "v2"), srv)
+	hooks, _ := LoadWebhooks(context.Background(), e.kube)
+	crd, _ := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), testCRD, metav1.GetOptions{})
+	plan, err := Preflight(context.Background(), e.c, hooks, crd)
+	if err != nil || plan.Status.Objects != 5 || plan.Probe != "dry-run update of ml/w-00000 ok" {
+		t.Fatalf("plan %+v, err %v", plan, err)
+	}
+	if waits != 3 {
+		t.Errorf("retried %d times, want 3 (two lists, one dry run)", waits)
+	}
+	if got := srv.storedCounts(); got["v1"] != 5 {
+		t.Errorf("pre-flight changed objects: %v", got)
+	}
 }
 
 func TestDetectInTree(t *testing.T) {
