@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
@@ -129,7 +130,8 @@ func (b *background) wait(t *testing.T, timeout time.Duration) plugintest.Result
 // its reads until the apiserver is back, and ends as an uninterrupted run
 // does: both nodes drained and recorded, the gang stopped as a unit by
 // Kueue (no rank evicted, no JobSet restart), the PDB-guarded pods moved,
-// and the responder asked to checkpoint only once.
+// and the responder asked to checkpoint only once. A restore across a
+// second restart then readmits the gang.
 func TestGangDrainAPIServerRestart(t *testing.T) {
 	e := newEnv(t, 1, 12*time.Minute)
 	e.webWithPDB()
@@ -246,5 +248,61 @@ func TestGangDrainAPIServerRestart(t *testing.T) {
 	}
 	if calls.Load() != 1 {
 		t.Errorf("the responder checkpointed %d times, want 1", calls.Load())
+	}
+
+	// restore, with the apiserver restarted again once the gang is
+	// reactivated: the restore retries and watches the gang readmitted, as
+	// an uninterrupted restore does. The restart waits until the node
+	// lifecycle controller has removed the unschedulable taints of the
+	// uncordoned nodes; a restart in the middle of that can leave a stale
+	// taint on a node for minutes, which no restore can help.
+	b = e.start("restore", runID, "-o", "json", "--poll-interval=250ms", "--restore-timeout=3m", "--timeout=8m")
+	b.waitFor(t, "reactivated (", 3*time.Minute)
+	if err := harness.Eventually(e.ctx, "uncordoned nodes without the unschedulable taint", time.Minute, func(ctx context.Context) (bool, error) {
+		for _, n := range drained {
+			for _, taint := range e.node(n).Spec.Taints {
+				if taint.Key == corev1.TaintNodeUnschedulable {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.cp.StopAPIServer()
+	time.Sleep(3 * time.Second)
+	ctx2, cancel2 := context.WithTimeout(e.ctx, 2*time.Minute)
+	defer cancel2()
+	if err := e.cp.StartAPIServer(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.done:
+		t.Fatalf("the restore ended (exit %d) while the apiserver restarted:\n%s\n%s", b.exit, b.errText(), b.stdout.String())
+	default:
+	}
+	r = b.wait(t, 7*time.Minute)
+	if r.ExitCode != 0 {
+		for _, p := range e.pods(sel) {
+			t.Logf("pod %s: node %q phase %s conditions %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+		}
+		t.Fatalf("restore across an apiserver restart: want exit 0\n%s", r)
+	}
+	if !strings.Contains(r.Stderr, "retrying") {
+		t.Errorf("stderr shows no retry; did the restart happen mid-restore?\n%s", r.Stderr)
+	}
+	rr := decode[gangdrain.RestoreReport](t, r)
+	if len(rr.Gangs) != 1 || rr.Gangs[0].Action != gang.RestoreReactivated || !rr.Gangs[0].Admitted || !rr.Gangs[0].Ready || !rr.Complete {
+		t.Errorf("restore: %+v", rr.RestoreResult)
+	}
+	for _, n := range drained {
+		if node := e.node(n); node.Spec.Unschedulable || nodeState(node) != gang.NodeDone {
+			t.Errorf("node %s after restore: unschedulable %v state %s", n, node.Spec.Unschedulable, nodeState(node))
+		}
+	}
+	wl = e.workload(js.UID)
+	if !ptrTrue(wl.Spec.Active) || !harness.WorkloadAdmitted(wl) {
+		t.Errorf("workload after restore: active %v admitted %v", wl.Spec.Active, harness.WorkloadAdmitted(wl))
 	}
 }

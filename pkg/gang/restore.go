@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 )
@@ -140,7 +141,7 @@ func (d *Drainer) Restore(ctx context.Context, nodes []string) (*RestoreResult, 
 		}
 		if !r.WasCordoned && r.Unschedulable {
 			no := false
-			if err := patchNode(ctx, d.Kube, n, map[string]any{AnnUpdatedAt: timeString(d.clock().Now())}, &no); err != nil {
+			if err := d.patchNode(ctx, n, map[string]any{AnnUpdatedAt: timeString(d.clock().Now())}, &no); err != nil {
 				return res, incomplete(err)
 			}
 			r.Unschedulable = false
@@ -236,7 +237,11 @@ func (d *Drainer) stoppedBy(ctx context.Context, g GangRecord) (run string, rest
 	if ref == nil {
 		return "", false, "no object to restore", nil
 	}
-	u, err := d.Dynamic.Resource(ref.GVR()).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	var u *unstructured.Unstructured
+	err = d.retry(ctx, func() (err error) {
+		u, err = d.Dynamic.Resource(ref.GVR()).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return "", false, "deleted since the drain", nil
 	}
@@ -263,26 +268,39 @@ func (d *Drainer) reactivate(ctx context.Context, g GangRecord, run string) erro
 		if d.Kueue == nil {
 			return errors.New("no Kueue client to reactivate the workload")
 		}
-		_, err := d.Kueue.KueueV1beta2().Workloads(g.Namespace).Patch(ctx, g.Workload.Name, types.MergePatchType,
-			mergePatch(map[string]any{"spec": map[string]any{"active": true}}), metav1.PatchOptions{})
+		err := d.retry(ctx, func() error {
+			_, err := d.Kueue.KueueV1beta2().Workloads(g.Namespace).Patch(ctx, g.Workload.Name, types.MergePatchType,
+				mergePatch(map[string]any{"spec": map[string]any{"active": true}}), metav1.PatchOptions{})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("reactivating Kueue workload %s/%s: %w", g.Namespace, g.Workload.Name, err)
 		}
 	case StopSuspend:
-		_, err := d.Dynamic.Resource(g.Root.GVR()).Namespace(g.Namespace).Patch(ctx, g.Name, types.MergePatchType,
-			mergePatch(nested(suspendPath(g.Kind), false)), metav1.PatchOptions{})
+		err := d.retry(ctx, func() error {
+			_, err := d.Dynamic.Resource(g.Root.GVR()).Namespace(g.Namespace).Patch(ctx, g.Name, types.MergePatchType,
+				mergePatch(nested(suspendPath(g.Kind), false)), metav1.PatchOptions{})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("unsuspending %s %s/%s: %w", g.Kind, g.Namespace, g.Name, err)
 		}
 	case StopScaleToZero:
-		u, err := d.Dynamic.Resource(g.Root.GVR()).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
+		var u *unstructured.Unstructured
+		err := d.retry(ctx, func() (err error) {
+			u, err = d.Dynamic.Resource(g.Root.GVR()).Namespace(g.Namespace).Get(ctx, g.Name, metav1.GetOptions{})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("reading %s %s/%s: %w", g.Kind, g.Namespace, g.Name, err)
 		}
 		var replicas int64 = 1
 		fmt.Sscanf(u.GetAnnotations()[AnnReplicas], "%d", &replicas)
-		_, err = d.Dynamic.Resource(g.Root.GVR()).Namespace(g.Namespace).Patch(ctx, g.Name, types.MergePatchType,
-			mergePatch(map[string]any{"spec": map[string]any{"replicas": replicas}}), metav1.PatchOptions{})
+		err = d.retry(ctx, func() error {
+			_, err := d.Dynamic.Resource(g.Root.GVR()).Namespace(g.Namespace).Patch(ctx, g.Name, types.MergePatchType,
+				mergePatch(map[string]any{"spec": map[string]any{"replicas": replicas}}), metav1.PatchOptions{})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("scaling %s %s/%s back to %d: %w", g.Kind, g.Namespace, g.Name, replicas, err)
 		}
@@ -291,20 +309,29 @@ func (d *Drainer) reactivate(ctx context.Context, g GangRecord, run string) erro
 	if ref == nil {
 		ref = g.Workload
 	}
-	return checkpoint.Patch(ctx, d.Dynamic, ref.Target(), map[string]any{
+	restored := map[string]any{
 		AnnStoppedByRun: nil, AnnStopState: nil, AnnRestoredBy: run, AnnRestoredAt: timeString(d.clock().Now()),
-	})
+	}
+	return d.retry(ctx, func() error { return checkpoint.Patch(ctx, d.Dynamic, ref.Target(), restored) })
 }
 
 // freeGPUs sums allocatable GPUs minus requested GPUs over schedulable,
 // Ready nodes.
 func (d *Drainer) freeGPUs(ctx context.Context) (int64, error) {
-	nodes, err := d.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	var (
+		nodes *corev1.NodeList
+		pods  *corev1.PodList
+	)
+	if err := d.retry(ctx, func() (err error) {
+		nodes, err = d.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		return err
+	}); err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
 	}
-	pods, err := d.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if err := d.retry(ctx, func() (err error) {
+		pods, err = d.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		return err
+	}); err != nil {
 		return 0, fmt.Errorf("listing pods: %w", err)
 	}
 	res := d.GPUResources
@@ -386,7 +413,11 @@ func (d *Drainer) watchReadmission(ctx context.Context, gangs []*RestoreOutcome)
 
 func (d *Drainer) observe(ctx context.Context, o *RestoreOutcome) error {
 	if o.Method == StopKueue && d.Kueue != nil {
-		wl, err := d.Kueue.KueueV1beta2().Workloads(o.Namespace).Get(ctx, o.Workload.Name, metav1.GetOptions{})
+		var wl *kueuev1beta2.Workload
+		err := d.retry(ctx, func() (err error) {
+			wl, err = d.Kueue.KueueV1beta2().Workloads(o.Namespace).Get(ctx, o.Workload.Name, metav1.GetOptions{})
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("reading Kueue workload %s/%s: %w", o.Namespace, o.Workload.Name, err)
 		}
@@ -410,7 +441,11 @@ func (d *Drainer) observe(ctx context.Context, o *RestoreOutcome) error {
 			return nil
 		}
 	}
-	ready, err := d.readyPods(ctx, o.GangRecord)
+	var ready int
+	err := d.retry(ctx, func() (err error) {
+		ready, err = d.readyPods(ctx, o.GangRecord)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -6,12 +6,15 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -129,5 +132,64 @@ func TestRetryEndsWithTheRun(t *testing.T) {
 	}
 	if !ev.has("retrying") {
 		t.Errorf("events %v", ev.lines)
+	}
+}
+
+// failFirst makes the first call of each verb on each resource fail with
+// err, and counts the failures.
+func failFirst(f interface {
+	PrependReactor(verb, resource string, reaction clienttesting.ReactionFunc)
+}, err error, failed *atomic.Int32) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	f.PrependReactor("*", "*", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		k := a.GetVerb() + " " + a.GetResource().Resource
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[k] {
+			return false, nil, nil
+		}
+		seen[k] = true
+		failed.Add(1)
+		return true, nil, err
+	})
+}
+
+// TestRestoreRetriesTransientErrors: every read and write of a restore
+// that got no answer is tried again, so an apiserver restart in the middle
+// of a restore does not stop it.
+func TestRestoreRetriesTransientErrors(t *testing.T) {
+	c := newCluster(t, false)
+	deletePodsOnSuspend(c, "train-")
+	failGets(c, 0, nil, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := newDrainer(c, Options{OnTimeout: OnTimeoutAbort}, &events{}).Run(ctx, []string{"n2"})
+	if err != nil || !res.Complete {
+		t.Fatalf("run: %v %+v", err, res)
+	}
+	var failed atomic.Int32
+	failFirst(c.kube, connRefused(), &failed)
+	failFirst(c.dyn, connRefused(), &failed)
+	ev := &events{}
+	_, err = newDrainer(c, Options{RestoreTimeout: 50 * time.Millisecond}, ev).Restore(ctx, []string{"n2"})
+	// No scheduler runs, so the gang's pods never become Ready: the
+	// restore ends waiting for readmission, after every change was made.
+	if !errors.Is(err, ErrIncomplete) || !strings.Contains(err.Error(), "not readmitted") {
+		t.Fatalf("restore: want it to end waiting for readmission, got %v\nevents %v", err, ev.lines)
+	}
+	if ann, cordoned := nodeAnn(t, c, "n2"); cordoned || ann[AnnState] != string(NodeRestoring) {
+		t.Errorf("node n2 after restore: cordoned %v, annotations %v", cordoned, ann)
+	}
+	js, err := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _, _ := unstructured.NestedBool(js.Object, "spec", "suspend"); s || js.GetAnnotations()[AnnRestoredBy] != res.RunID {
+		t.Errorf("jobset after restore: suspend %v, annotations %v", s, js.GetAnnotations())
+	}
+	// Node get and patch, node and pod lists, JobSet get and patch.
+	if failed.Load() < 6 || !ev.has("connection refused; retrying in") {
+		t.Errorf("%d failures injected; events %v", failed.Load(), ev.lines)
 	}
 }

@@ -190,6 +190,7 @@ func newRestoreCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
 	f := cmd.Flags()
 	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print what would be restored without changing anything.")
 	f.DurationVar(&o.RestoreTimeout, "restore-timeout", o.RestoreTimeout, "How long to watch readmission before giving up (exit 4; run restore again to keep watching).")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a state restore resumes (exit 4); 0 waits for ever. Transient API errors (an apiserver restart, throttling, 5xx) are retried until then.")
 	f.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often states are re-read.")
 	f.StringVar(&o.RunID, "run-id", o.RunID, "Only restore nodes of this run.")
 	return cmd

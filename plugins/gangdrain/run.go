@@ -191,7 +191,13 @@ func (o *Options) RunRestore(ctx context.Context) error {
 	}
 	prog := o.progress()
 	d.OnEvent = func(e gang.Event) { prog.Event("%s", eventLine(e)) }
-	res, err := d.Restore(ctx, nodes)
+	restoreCtx := ctx
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		restoreCtx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	res, err := d.Restore(restoreCtx, nodes)
 	prog.Done()
 	if res != nil && !o.Print.Quiet {
 		rep := RestoreReport{Header: cli.NewHeader("GangDrainRestore", md), RestoreResult: res}
