@@ -305,12 +305,39 @@ type started struct {
 	done   chan struct{}
 	rusage *syscall.Rusage
 	exit   int
+	// measured: started under hack/peakrss, which reported peakKiB.
+	measured bool
+	peakKiB  int64
 }
 
 func (f *fixture) start(t testing.TB, extra ...string) *started {
 	t.Helper()
 	s := &started{done: make(chan struct{})}
 	s.cmd = exec.Command(plugintest.Binary(t, binary), f.args(extra...)...)
+	return s.run(t)
+}
+
+// startMeasured starts the plugin under hack/peakrss, so that wait can
+// read the plugin's own peak RSS (peakKiB).
+func (f *fixture) startMeasured(t testing.TB, extra ...string) *started {
+	t.Helper()
+	s := &started{done: make(chan struct{}), measured: true}
+	s.cmd = exec.Command(plugintest.PeakRSS(t), append([]string{plugintest.Binary(t, binary)}, f.args(extra...)...)...)
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return s.run(t)
+}
+
+// kill ends the plugin (and hack/peakrss with it).
+func (s *started) kill() {
+	if s.measured {
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		return
+	}
+	_ = s.cmd.Process.Kill()
+}
+
+func (s *started) run(t testing.TB) *started {
+	t.Helper()
 	s.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "TERM=dumb", "HOME=" + os.Getenv("HOME")}
 	s.cmd.Stdout, s.cmd.Stderr = &s.stdout, &s.stderr
 	if err := s.cmd.Start(); err != nil {
@@ -328,7 +355,7 @@ func (f *fixture) start(t testing.TB, extra ...string) *started {
 		select {
 		case <-s.done:
 		default:
-			_ = s.cmd.Process.Kill()
+			s.kill()
 			<-s.done
 		}
 	})
@@ -340,11 +367,18 @@ func (s *started) wait(t testing.TB, timeout time.Duration) plugintest.Result {
 	select {
 	case <-s.done:
 	case <-time.After(timeout):
-		_ = s.cmd.Process.Kill()
+		s.kill()
 		<-s.done
 		t.Fatalf("plugin did not finish within %s\n%s", timeout, s.stderr.String())
 	}
-	return plugintest.Result{Stdout: s.stdout.String(), Stderr: s.stderr.String(), ExitCode: s.exit}
+	stderr := s.stderr.String()
+	if s.measured {
+		var ok bool
+		if stderr, s.peakKiB, ok = plugintest.SplitPeakRSS(stderr); !ok {
+			t.Fatalf("no peak RSS from hack/peakrss\n%s", stderr)
+		}
+	}
+	return plugintest.Result{Stdout: s.stdout.String(), Stderr: stderr, ExitCode: s.exit}
 }
 
 // waitForPages waits until the checkpoint records at least n finished pages.

@@ -151,3 +151,53 @@ func baseEnv() []string {
 	}
 	return env
 }
+
+var (
+	peakOnce sync.Once
+	peakPath string
+	peakErr  error
+)
+
+// PeakRSS returns the path of hack/peakrss, built once per test process.
+// Benchmarks start a plugin through it (PeakRSS(t), plugin, args...) to
+// read the plugin's own peak RSS: a child started straight from the test
+// binary shares the test binary's memory until exec, and Linux counts that
+// memory into the child's ru_maxrss. SplitPeakRSS reads the figure.
+func PeakRSS(t testing.TB) string {
+	t.Helper()
+	peakOnce.Do(func() {
+		root, err := harness.RepoRoot()
+		if err != nil {
+			peakErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "gpufleet-peakrss-")
+		if err != nil {
+			peakErr = err
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./hack/peakrss")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			peakErr = fmt.Errorf("go build hack/peakrss: %v\n%s", err, out)
+			return
+		}
+		peakPath = filepath.Join(dir, "peakrss")
+	})
+	if peakErr != nil {
+		t.Fatal(peakErr)
+	}
+	return peakPath
+}
+
+// SplitPeakRSS takes the "peakrss: N" line that hack/peakrss writes last
+// off stderr and returns the rest and N (KiB); ok is false without it.
+func SplitPeakRSS(stderr string) (rest string, kib int64, ok bool) {
+	trimmed := strings.TrimRight(stderr, "\n")
+	i := strings.LastIndexByte(trimmed, '\n')
+	last := trimmed[i+1:]
+	if _, err := fmt.Sscanf(last, "peakrss: %d", &kib); err != nil {
+		return stderr, 0, false
+	}
+	return trimmed[:i+1], kib, true
+}
