@@ -294,17 +294,33 @@ type process struct {
 	wall   time.Duration
 	rusage *syscall.Rusage
 	exit   int
+	// measured: started under hack/peakrss, which reported peakKiB.
+	measured bool
+	peakKiB  int64
 }
 
 func startPlugin(t testing.TB, stderr *lineWatcher, args ...string) *process {
 	t.Helper()
-	if stderr == nil {
-		stderr = newLineWatcher(nil)
+	return launch(t, &process{stderr: stderr}, plugintest.Binary(t, binary), args...)
+}
+
+// startMeasured starts the plugin under hack/peakrss, so that wait can
+// read the plugin's own peak RSS (peakKiB).
+func startMeasured(t testing.TB, args ...string) *process {
+	t.Helper()
+	return launch(t, &process{measured: true}, plugintest.PeakRSS(t), append([]string{plugintest.Binary(t, binary)}, args...)...)
+}
+
+func launch(t testing.TB, p *process, name string, args ...string) *process {
+	t.Helper()
+	if p.stderr == nil {
+		p.stderr = newLineWatcher(nil)
 	}
-	p := &process{stderr: stderr, done: make(chan struct{})}
-	p.cmd = exec.Command(plugintest.Binary(t, binary), args...)
+	p.done = make(chan struct{})
+	p.cmd = exec.Command(name, args...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: p.measured}
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "TERM=dumb", "HOME=" + os.Getenv("HOME")}
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, stderr
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, p.stderr
 	p.began = time.Now()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -322,8 +338,7 @@ func startPlugin(t testing.TB, stderr *lineWatcher, args ...string) *process {
 		select {
 		case <-p.done:
 		default:
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			_ = p.cmd.Process.Kill()
+			p.kill()
 			<-p.done
 		}
 	})
@@ -335,17 +350,33 @@ func (p *process) wait(t testing.TB, timeout time.Duration) (plugintest.Result, 
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		_ = p.cmd.Process.Kill()
+		p.kill()
 		<-p.done
 		t.Fatalf("plugin did not finish within %s\n%s", timeout, lastLinesOf(p.stderr.String(), 40))
 	}
 	res := plugintest.Result{Stdout: p.stdout.String(), Stderr: p.stderr.String(), ExitCode: p.exit, Duration: p.wall}
+	if p.measured {
+		var ok bool
+		if res.Stderr, p.peakKiB, ok = plugintest.SplitPeakRSS(res.Stderr); !ok {
+			t.Fatalf("no peak RSS from hack/peakrss\n%s", lastLinesOf(res.Stderr, 40))
+		}
+	}
 	var rep report
 	if err := json.Unmarshal(p.stdout.Bytes(), &rep); err != nil {
 		t.Fatalf("stdout is not a JSON report: %v (exit %d)\n%s", err, p.exit, lastLinesOf(res.Stderr, 40))
 	}
 	return res, rep
+}
+
+// kill ends the plugin (and hack/peakrss with it), stopped or not.
+func (p *process) kill() {
+	if p.measured {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Kill()
 }
 
 func lastLinesOf(s string, n int) string {

@@ -62,7 +62,7 @@ func BenchmarkDeprecationsHelmScale(b *testing.B) {
 				b.StopTimer()
 				offset := fileSize(b, cp.AuditLogPath)
 				b.StartTimer()
-				p := startPlugin(b, nil, append([]string{"--kubeconfig", cp.Kubeconfig, "--source", "helm", "-o", "json"}, mode.args...)...)
+				p := startMeasured(b, append([]string{"--kubeconfig", cp.Kubeconfig, "--source", "helm", "-o", "json"}, mode.args...)...)
 				res, rep := p.wait(b, 10*time.Minute)
 				b.StopTimer()
 				if res.ExitCode != 1 {
@@ -92,9 +92,8 @@ func BenchmarkDeprecationsHelmScale(b *testing.B) {
 					b.Errorf("requests %v (%d in all): want %d paged lists of secrets (%d passes of %d pages) and no request per release",
 						req.ByVerb, req.Total, mode.passes*pages, mode.passes, pages)
 				}
-				rssMiB, cpu := 0.0, 0.0
-				if p.rusage != nil {
-					rssMiB = float64(p.rusage.Maxrss) / 1024 // kilobytes on Linux
+				rssMiB, cpu := float64(p.peakKiB)/1024, 0.0
+				if p.rusage != nil { // the plugin's CPU, with hack/peakrss's little
 					cpu = time.Duration(p.rusage.Utime.Nano() + p.rusage.Stime.Nano()).Seconds()
 				}
 				wall := res.Duration.Seconds()
