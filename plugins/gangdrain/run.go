@@ -106,12 +106,8 @@ func (o *Options) RunDrain(ctx context.Context) error {
 		fmt.Fprintln(o.ErrOut, c.Red(c.Bold("WARNING: --disable-eviction is BREAK-GLASS: pods are DELETED, PodDisruptionBudgets are NOT honoured.")))
 		fmt.Fprintln(o.ErrOut, c.Red("WARNING: each node records who used it ("+gang.AnnDisableEviction+")."))
 	}
-	runCtx := ctx
-	if o.Timeout > 0 {
-		var cancel context.CancelFunc
-		runCtx, cancel = context.WithTimeout(ctx, o.Timeout)
-		defer cancel()
-	}
+	runCtx, cancel := o.withTimeout(ctx)
+	defer cancel()
 	res, err := d.Run(runCtx, nodes)
 	prog.Done()
 	if res != nil && !o.Print.Quiet {
@@ -172,6 +168,14 @@ func (o *Options) RunStatus(ctx context.Context) error {
 	return printStatus(o.Out, rep, o.Print.TableOptions(), o.colorizer())
 }
 
+// withTimeout bounds ctx by --timeout, when set.
+func (o *Options) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.Timeout > 0 {
+		return context.WithTimeout(ctx, o.Timeout)
+	}
+	return ctx, func() {}
+}
+
 // RunRestore undoes a run.
 func (o *Options) RunRestore(ctx context.Context) error {
 	md, err := cli.Connect(ctx, o.cg)
@@ -191,12 +195,8 @@ func (o *Options) RunRestore(ctx context.Context) error {
 	}
 	prog := o.progress()
 	d.OnEvent = func(e gang.Event) { prog.Event("%s", eventLine(e)) }
-	restoreCtx := ctx
-	if o.Timeout > 0 {
-		var cancel context.CancelFunc
-		restoreCtx, cancel = context.WithTimeout(ctx, o.Timeout)
-		defer cancel()
-	}
+	restoreCtx, cancel := o.withTimeout(ctx)
+	defer cancel()
 	res, err := d.Restore(restoreCtx, nodes)
 	prog.Done()
 	if res != nil && !o.Print.Quiet {
