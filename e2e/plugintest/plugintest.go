@@ -42,33 +42,35 @@ func BinDir(t testing.TB) string {
 			binDir, buildErr = filepath.Abs(d)
 			return
 		}
-		root, err := harness.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "gpufleet-plugins-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		args := []string{"build", "-o", dir + string(os.PathSeparator)}
+		pkgs := make([]string, 0, len(Binaries))
 		for _, b := range Binaries {
-			args = append(args, "./cmd/"+b)
+			pkgs = append(pkgs, "./cmd/"+b)
 		}
-		cmd := exec.Command("go", args...)
-		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build plugins: %v\n%s", err, out)
-			return
-		}
-		binDir = dir
+		binDir, buildErr = build("gpufleet-plugins-", pkgs...)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binDir
+}
+
+// build compiles the packages of the repository into a new temporary
+// directory (named from prefix) and returns it.
+func build(prefix string, pkgs ...string) (string, error) {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(os.PathSeparator)}, pkgs...)...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+	}
+	return dir, nil
 }
 
 // Binary returns the path of one built plugin, such as "kubectl-skew".
@@ -166,23 +168,8 @@ var (
 func PeakRSS(t testing.TB) string {
 	t.Helper()
 	peakOnce.Do(func() {
-		root, err := harness.RepoRoot()
-		if err != nil {
-			peakErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "gpufleet-peakrss-")
-		if err != nil {
-			peakErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./hack/peakrss")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			peakErr = fmt.Errorf("go build hack/peakrss: %v\n%s", err, out)
-			return
-		}
-		peakPath = filepath.Join(dir, "peakrss")
+		dir, err := build("gpufleet-peakrss-", "./hack/peakrss")
+		peakPath, peakErr = filepath.Join(dir, "peakrss"), err
 	})
 	if peakErr != nil {
 		t.Fatal(peakErr)
