@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const converterURL = "https://convert.example.dev/convert"
@@ -245,10 +244,7 @@ func TestMigratorRun_TimeoutWithoutConverter(t *testing.T) {
 func TestPreflight_ConversionWebhookTimeout(t *testing.T) {
 	srv := newWidgetServer(5, func(int) string { return "v1" })
 	srv.failList = func(string) error { return clientTimeout("Get", "") }
-	e := newEnv(testCRDWithConverter("v1", "v2"), srv)
-	hooks, _ := LoadWebhooks(context.Background(), e.kube)
-	crd, _ := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), testCRD, metav1.GetOptions{})
-	_, err := Preflight(context.Background(), e.c, hooks, crd)
+	_, err := preflight(testCRDWithConverter("v1", "v2"), srv)
 	var pe *PreflightError
 	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "timed out, most likely waiting for the conversion webhook of "+testCRD+" at "+converterURL) {
 		t.Fatalf("err = %v", err)

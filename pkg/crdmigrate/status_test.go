@@ -181,10 +181,7 @@ func TestPreflight(t *testing.T) {
 		srv.failUpdate = func(string, int) error {
 			return errors.New(`admission webhook "v.example.dev" denied the request: no`)
 		}
-		e := newEnv(testCRDObj("v1", "v2"), srv)
-		hooks, _ := LoadWebhooks(context.Background(), e.kube)
-		crd, _ := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), testCRD, metav1.GetOptions{})
-		_, err := Preflight(context.Background(), e.c, hooks, crd)
+		_, err := preflight(testCRDObj("v1", "v2"), srv)
 		var pe *PreflightError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), "a dry-run update of widgets ml/w-00000 failed") {
 			t.Fatalf("err = %v", err)
@@ -195,10 +192,7 @@ func TestPreflight(t *testing.T) {
 	})
 	t.Run("ok", func(t *testing.T) {
 		srv := newWidgetServer(5, func(int) string { return "v1" })
-		e := newEnv(testCRDObj("v1", "v2"), srv)
-		hooks, _ := LoadWebhooks(context.Background(), e.kube)
-		crd, _ := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), testCRD, metav1.GetOptions{})
-		plan, err := Preflight(context.Background(), e.c, hooks, crd)
+		plan, err := preflight(testCRDObj("v1", "v2"), srv)
 		if err != nil || plan.Status.Objects != 5 || plan.Probe != "dry-run update of ml/w-00000 ok" {
 			t.Fatalf("plan %+v, err %v", plan, err)
 		}
@@ -206,6 +200,15 @@ func TestPreflight(t *testing.T) {
 			t.Errorf("pre-flight changed objects: %v", got)
 		}
 	})
+}
+
+// preflight runs Preflight on crd in a fake cluster whose widgets srv
+// serves.
+func preflight(crd *apiextv1.CustomResourceDefinition, srv *widgetServer) (*Plan, error) {
+	e := newEnv(crd, srv)
+	hooks, _ := LoadWebhooks(context.Background(), e.kube)
+	got, _ := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), testCRD, metav1.GetOptions{})
+	return Preflight(context.Background(), e.c, hooks, got)
 }
 
 // refused is how a request fails while the apiserver restarts.
@@ -233,10 +236,7 @@ func TestPreflight_RidesOutRestart(t *testing.T) {
 		}
 		return nil
 	}
-	e := newEnv(testCRDObj("v1", "v2"), srv)
-	hooks, _ := LoadWebhooks(context.Background(), e.kube)
-	crd, _ := e.ext.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), testCRD, metav1.GetOptions{})
-	plan, err := Preflight(context.Background(), e.c, hooks, crd)
+	plan, err := preflight(testCRDObj("v1", "v2"), srv)
 	if err != nil || plan.Status.Objects != 5 || plan.Probe != "dry-run update of ml/w-00000 ok" {
 		t.Fatalf("plan %+v, err %v", plan, err)
 	}
