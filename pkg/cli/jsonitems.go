@@ -90,18 +90,27 @@ func encodeItems[T any](w io.Writer, items []T) error {
 			sem <- struct{}{}
 			go func(c int) {
 				defer func() { <-sem }()
+				// One encoder per chunk: it keeps its buffers from item
+				// to item.
 				var buf bytes.Buffer
-				for k := c * itemChunk; k < min((c+1)*itemChunk, len(items)); k++ {
+				enc := json.NewEncoder(&buf)
+				enc.SetEscapeHTML(false)
+				enc.SetIndent("    ", "  ")
+				first, end := c*itemChunk, min((c+1)*itemChunk, len(items))
+				for k := first; k < end; k++ {
 					if k > 0 {
 						buf.WriteByte(',')
 					}
 					buf.WriteString("\n    ")
-					item, err := marshalIndent(&items[k], "    ")
-					if err != nil {
+					if err := enc.Encode(&items[k]); err != nil {
 						done <- chunk{err: fmt.Errorf("encoding report: %w", err)}
 						return
 					}
-					buf.Write(item)
+					buf.Truncate(buf.Len() - 1) // the newline Encode ends with
+					if k == first {
+						// Room for the rest, guessed from the first.
+						buf.Grow(buf.Len() * (end - first - 1))
+					}
 				}
 				done <- chunk{buf: buf.Bytes()}
 			}(c)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -409,4 +410,38 @@ func TestWriteJSONMatchesPrintStructured(t *testing.T) {
 			t.Error("HTML characters escaped")
 		}
 	}
+}
+
+// BenchmarkWriteJSON encodes a report shaped like the 50,000-pod scale run:
+// 42,500 pods waiting on a spent budget, each with its budget and two
+// blockers.
+func BenchmarkWriteJSON(b *testing.B) {
+	r := newReport(cli.Metadata{Context: "c"}, now)
+	for i := 0; i < 42500; i++ {
+		pdb := "app-" + strings.Repeat("0", 5)
+		r.Items = append(r.Items, Item{Node: "scale-00001", Namespace: "ml-training", Name: "p-002001", PDBs: []string{pdb},
+			Verdict: eviction.OutcomeLater, Severity: cli.SeverityWarning,
+			Eviction: eviction.Result{Reason: eviction.ReasonBudgetExhausted, Code: 429, Message: "The disruption budget " + pdb + " needs 9 healthy pods and has 9 currently", PDB: pdb, DesiredHealthy: ptr.To[int32](9), CurrentHealthy: ptr.To[int32](9)},
+			Budget:   &eviction.Budget{Name: pdb, CurrentHealthy: 9, DesiredHealthy: 9, ExpectedPods: 10, Spent: 1, UnhealthyPodEvictionPolicy: "IfHealthyBudget"},
+			Blockers: []eviction.Blocker{
+				{Kind: "BudgetSpentByDrain", Outcome: eviction.OutcomeLater, PDB: pdb, Message: "this drain already evicted 1 pod(s) under the budget, which allowed 1; it waits for their replacements to become Ready", Fix: "kubectl get pdb " + pdb + " -n ml-training -w"},
+				{Kind: "NoController", Outcome: eviction.OutcomeNow, Message: "pod has no controller: --force evicts it and nothing recreates it", FixWarning: "the pod is deleted for good"},
+			}})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		var n countingWriter
+		if err := writeJSON(&n, r); err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(n))
+	}
+}
+
+type countingWriter int
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
 }
