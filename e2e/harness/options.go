@@ -25,6 +25,10 @@ type Options struct {
 	RuntimeConfig []string
 	// APIServerArgs are extra kube-apiserver flags, such as "--v=4".
 	APIServerArgs []string
+	// ControllerManagerArgs are extra kube-controller-manager flags. A
+	// repeated --controllers adds to the list, so
+	// "--controllers=-node-lifecycle-controller" turns one controller off.
+	ControllerManagerArgs []string
 	// Dir is the working directory for certificates, data and logs. When
 	// empty a temporary one is created and removed by Stop.
 	Dir string

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,36 +40,57 @@ import (
 // nodes are plain objects KWOK does not manage; pods are bound with
 // spec.nodeName and their status is written directly. It checks that the
 // plugin makes a constant number of paged list calls and no request per pod
-// (from the audit log), and reports its wall time and peak RSS.
+// (from the audit log), and reports its wall time and peak RSS, and the
+// CPU each control-plane component spent while it ran.
+//
+// It runs on a control plane of its own without the node lifecycle
+// controller. No kubelet heartbeats for these nodes, so that controller
+// would mark thousands of nodes NotReady over and over, spending both CPUs
+// of a small machine during the measurement (1.7-2.5 s instead of 0.9-1.6 s
+// at 20,000 pods when measured side by side). A real cluster's nodes
+// heartbeat, and the plugin needs none of it.
 func TestPDBBlockersScale(t *testing.T) {
 	if os.Getenv("E2E_SCALE") == "" {
 		t.Skip("set E2E_SCALE=1 to run the scale benchmark")
 	}
-	nodes, podsPerNode, podsPerPDB := 5000, 10, 10
+	nodes, podsPerNode, podsPerPDB, pdbsPerNamespace := 5000, 10, 10, 10
 	if v, err := strconv.Atoi(os.Getenv("E2E_SCALE_NODES")); err == nil && v > 0 {
 		nodes = v
 	}
-	cp := harness.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	ns := cp.Namespace(t)
+	cp, err := harness.Start(ctx, harness.Options{
+		ControllerManagerArgs: []string{"--controllers=-node-lifecycle-controller"},
+		KeepDir:               os.Getenv("E2E_KEEP") != "",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = -1, -1
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	kc := kubernetes.NewForConfigOrDie(cfg)
 
-	prefix := "scale-" + ns[len(ns)-5:]
+	prefix := "scale"
 	start := time.Now()
 	parallel(t, nodes, func(i int) error {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%05d", prefix, i), Labels: map[string]string{"pdbb-scale": prefix}}}
 		_, err := kc.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 		return err
 	})
-	t.Cleanup(func() {
-		_ = kc.CoreV1().Nodes().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "pdbb-scale=" + prefix})
-	})
+	// Ten PDBs and a hundred pods to a namespace, as teams share a cluster.
+	// (With all of them in one namespace the disruption controller matches
+	// every pod event against all 5,000 budgets and was still busy 25
+	// minutes after the last pod was written.)
 	pdbs := nodes * podsPerNode / podsPerPDB
+	nsOf := func(pdb int) string { return fmt.Sprintf("team-%04d", pdb/pdbsPerNamespace) }
+	parallel(t, (pdbs+pdbsPerNamespace-1)/pdbsPerNamespace, func(i int) error {
+		_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nsOf(i * pdbsPerNamespace)}}, metav1.CreateOptions{})
+		return err
+	})
 	parallel(t, pdbs, func(i int) error {
+		ns := nsOf(i)
 		b := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("app-%05d", i), Namespace: ns},
 			Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(int32(podsPerPDB - 1 - i%2))),
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app-%05d", i)}}}}
@@ -76,6 +99,7 @@ func TestPDBBlockersScale(t *testing.T) {
 	})
 	total := nodes * podsPerNode
 	parallel(t, total, func(i int) error {
+		ns := nsOf(i / podsPerPDB)
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%06d", i), Namespace: ns,
 			Labels: map[string]string{"app": fmt.Sprintf("app-%05d", i/podsPerPDB)}},
 			Spec: corev1.PodSpec{NodeName: fmt.Sprintf("%s-%05d", prefix, i%nodes),
@@ -93,8 +117,8 @@ func TestPDBBlockersScale(t *testing.T) {
 	})
 	t.Logf("created %d nodes, %d pods, %d PDBs in %s", nodes, total, pdbs, time.Since(start).Round(time.Second))
 	// Let the disruption controller compute the budgets.
-	err := harness.Eventually(ctx, "PDB status", 15*time.Minute, func(ctx context.Context) (bool, error) {
-		l, err := kc.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+	err = harness.Poll(ctx, "PDB status", 2*time.Second, 15*time.Minute, func(ctx context.Context) (bool, error) {
+		l, err := kc.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -109,9 +133,16 @@ func TestPDBBlockersScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Measure once the controllers have caught up.
+	waited, err := cp.WaitIdle(ctx, 5*time.Second, 0.1, 15*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("control plane idle after %s", waited.Round(time.Second))
 
 	bin := plugintest.Binary(t, "kubectl-pdb_blockers")
 	var best time.Duration
+	var walls []time.Duration
 	var rss int64
 	for run := 0; run < 3; run++ {
 		mark := auditLines(t, cp.AuditLogPath)
@@ -124,9 +155,10 @@ func TestPDBBlockersScale(t *testing.T) {
 		cmd.Stdout = out
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
-		began := time.Now()
+		cpuBefore, began := cp.CPUTime(), time.Now()
 		err = cmd.Run()
 		took := time.Since(began)
+		cpUsed := cpuSince(cp, cpuBefore)
 		code := 0
 		if ee, ok := err.(*exec.ExitError); ok {
 			code = ee.ExitCode()
@@ -143,11 +175,12 @@ func TestPDBBlockersScale(t *testing.T) {
 		max := kib * 1024
 		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		walls = append(walls, took)
 		if best == 0 || took < best {
 			best, rss = took, max
 		}
 		calls := auditCalls(t, cp.AuditLogPath, mark, "kubectl-pdb_blockers")
-		t.Logf("run %d: %s wall, %s CPU, peak RSS %d MB, requests %v", run+1, took.Round(time.Millisecond), cpu.Round(time.Millisecond), max>>20, calls)
+		t.Logf("run %d: %s wall, %s CPU, peak RSS %d MB, requests %v; control plane CPU meanwhile: %s", run+1, took.Round(time.Millisecond), cpu.Round(time.Millisecond), max>>20, calls, cpUsed)
 		// One watch-list stream each of nodes, pods and PDBs, or, where the
 		// server refuses one, a paged list: ceil(n/1000)+1 pages at most.
 		if pages := (total/1000 + 1) + (nodes/1000 + 1) + (pdbs/1000 + 1) + 3; calls["get"]+calls["create"] > 2 || calls["list"]+calls["watch"] > pages {
@@ -170,7 +203,8 @@ func TestPDBBlockersScale(t *testing.T) {
 			t.Logf("summary: %+v", rep.Summary)
 		}
 	}
-	t.Logf("best of 3: %s, peak RSS %d MB (limits 3s, 300 MB)", best.Round(time.Millisecond), rss>>20)
+	slices.Sort(walls)
+	t.Logf("best of 3: %s (median %s), peak RSS %d MB (limits 3s, 300 MB)", best.Round(time.Millisecond), walls[1].Round(time.Millisecond), rss>>20)
 	if path := os.Getenv("E2E_SCALE_PROFILE"); path != "" {
 		profile(t, ctx, cp.Kubeconfig, path, "-l", "pdbb-scale="+prefix, "-o", "json", "--force", "--request-timeout", "2m")
 	}
@@ -188,6 +222,25 @@ func TestPDBBlockersScale(t *testing.T) {
 	if best > 3*time.Second || rss > 300<<20 {
 		t.Errorf("over the limits: %s, %d MB", best, rss>>20)
 	}
+}
+
+// cpuSince formats the CPU time each control-plane component used since
+// before, busiest first.
+func cpuSince(cp *harness.ControlPlane, before map[string]time.Duration) string {
+	type use struct {
+		name string
+		d    time.Duration
+	}
+	var uses []use
+	for name, d := range cp.CPUTime() {
+		uses = append(uses, use{name, d - before[name]})
+	}
+	sort.Slice(uses, func(i, j int) bool { return uses[i].d > uses[j].d })
+	var parts []string
+	for _, u := range uses {
+		parts = append(parts, fmt.Sprintf("%s %s", u.name, u.d.Round(10*time.Millisecond)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // profile runs the command in this process with a CPU profile written to
