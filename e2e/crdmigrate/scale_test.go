@@ -3,6 +3,7 @@
 package crdmigratee2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -44,6 +45,11 @@ func BenchmarkCRDMigrateScale(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				f := newFixture(b, fmt.Sprintf("scale%d-%d", n, i), n)
+				// Start once the controllers have caught up with the
+				// objects just written.
+				if _, err := f.cp.WaitIdle(context.Background(), 2*time.Second, 0.1, 5*time.Minute); err != nil {
+					b.Fatal(err)
+				}
 				before, t0 := f.cp.CPUTime(), time.Now()
 				b.StartTimer()
 				s := f.startMeasured(b, "run", f.crdName, "--method", "client", "--qps", strconv.Itoa(qps), "--workers", "32", "-o", "json")
