@@ -108,8 +108,10 @@ func encodeItems[T any](w io.Writer, items []T) error {
 					}
 					buf.Truncate(buf.Len() - 1) // the newline Encode ends with
 					if k == first {
-						// Room for the rest, guessed from the first.
-						buf.Grow(buf.Len() * (end - first - 1))
+						// Room for the rest, guessed from the first item
+						// (at most 4 MiB: one item may be far larger than
+						// the others).
+						buf.Grow(min(buf.Len()*(end-first-1), 4<<20))
 					}
 				}
 				done <- chunk{buf: buf.Bytes()}
