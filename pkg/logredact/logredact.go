@@ -5,10 +5,16 @@
 // objects crd-migrate rewrites. The plugins are pasted into tickets and
 // chat at -v=9 when something goes wrong; the bodies are replaced by their
 // size, while URLs, status codes, headers and timings still appear.
+//
+// The same logger keeps client-go's error lines about requests the command
+// cancelled itself (context.Canceled) out of stderr below -v=4: when one of
+// several reads fails, the others are cut short, and client-go logs each of
+// those before the command prints its one-line error.
 package logredact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"k8s.io/klog/v2"
@@ -55,7 +61,13 @@ func (s sink) Info(level int, msg string, kv ...any) {
 	s.LogSink.Info(level, msg, kv...)
 }
 
+// quietBelow is the -v from which cancelled requests are logged.
+const quietBelow = 4
+
 func (s sink) Error(err error, msg string, kv ...any) {
+	if errors.Is(err, context.Canceled) && !s.LogSink.Enabled(quietBelow) {
+		return
+	}
 	if bodyMessages[msg] {
 		kv = withhold(kv)
 	}

@@ -3,7 +3,9 @@ package logredact
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -57,5 +59,37 @@ func TestBodiesWithheld(t *testing.T) {
 	klog.Flush()
 	if buf.Len() != 0 {
 		t.Errorf("V(8) logged at -v=7: %s", buf.String())
+	}
+}
+
+// TestCancelledRequestsQuiet drives the logger the way client-go's rest
+// package does when a request's context is cancelled while its body is
+// read (transformResponse: Error(err, "Unexpected error when reading
+// response body")): nothing below -v=4, the line at -v=4, and other errors
+// always.
+func TestCancelledRequestsQuiet(t *testing.T) {
+	var buf bytes.Buffer
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Set("alsologtostderr", "false")
+	klog.SetOutput(&buf)
+	t.Cleanup(func() { _ = fs.Set("v", "0"); klog.SetOutput(nil) })
+
+	l := klog.FromContext(Context(context.Background()))
+	cancelled := fmt.Errorf("reading body: %w", context.Canceled)
+	l.Error(cancelled, "Unexpected error when reading response body")
+	l.Error(errors.New("connection reset by peer"), "Unexpected error when reading response body")
+	klog.Flush()
+	if out := buf.String(); strings.Contains(out, "context canceled") || !strings.Contains(out, "connection reset by peer") {
+		t.Errorf("at -v=0 want only the other error:\n%s", out)
+	}
+
+	buf.Reset()
+	_ = fs.Set("v", "4")
+	l.Error(cancelled, "Unexpected error when reading response body")
+	klog.Flush()
+	if !strings.Contains(buf.String(), "context canceled") {
+		t.Errorf("at -v=4 the cancelled request is not logged:\n%s", buf.String())
 	}
 }
