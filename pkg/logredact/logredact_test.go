@@ -12,18 +12,26 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// TestBodiesWithheld drives the logger the way client-go's rest package
-// does at -v=9 (logBody: V(8), "Response Body", "body", <text>) and checks
-// that the body never reaches klog's output while other -v=8 lines do.
-func TestBodiesWithheld(t *testing.T) {
+// captureKlog sends klog's output to the returned buffer until the test
+// ends; -v is set through the returned flags (0 again afterwards).
+func captureKlog(t *testing.T) (*bytes.Buffer, *flag.FlagSet) {
+	t.Helper()
 	var buf bytes.Buffer
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	_ = fs.Set("logtostderr", "false")
 	_ = fs.Set("alsologtostderr", "false")
-	_ = fs.Set("v", "9")
 	klog.SetOutput(&buf)
 	t.Cleanup(func() { _ = fs.Set("v", "0"); klog.SetOutput(nil) })
+	return &buf, fs
+}
+
+// TestBodiesWithheld drives the logger the way client-go's rest package
+// does at -v=9 (logBody: V(8), "Response Body", "body", <text>) and checks
+// that the body never reaches klog's output while other -v=8 lines do.
+func TestBodiesWithheld(t *testing.T) {
+	buf, fs := captureKlog(t)
+	_ = fs.Set("v", "9")
 
 	const canary = "c2VjcmV0LWNhbmFyeQ==" // what a Secret's data looks like on the wire
 	ctx := Context(context.Background())
@@ -68,13 +76,7 @@ func TestBodiesWithheld(t *testing.T) {
 // response body")): nothing below -v=4, the line at -v=4, and other errors
 // always.
 func TestCancelledRequestsQuiet(t *testing.T) {
-	var buf bytes.Buffer
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	_ = fs.Set("logtostderr", "false")
-	_ = fs.Set("alsologtostderr", "false")
-	klog.SetOutput(&buf)
-	t.Cleanup(func() { _ = fs.Set("v", "0"); klog.SetOutput(nil) })
+	buf, fs := captureKlog(t)
 
 	l := klog.FromContext(Context(context.Background()))
 	cancelled := fmt.Errorf("reading body: %w", context.Canceled)
