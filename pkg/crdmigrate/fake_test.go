@@ -2,11 +2,17 @@ package crdmigrate
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -19,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -59,6 +66,7 @@ type widgetServer struct {
 	rv      int64
 	lists   []string // continue tokens asked for, in order
 	updates []string
+	bodies  []string // request bodies of updates over HTTP
 	// failUpdate, when set, may fail an update (called with the lock held).
 	failUpdate func(name string, attempt int) error
 	attempts   map[string]int
@@ -162,6 +170,52 @@ func (s *widgetServer) update(obj *unstructured.Unstructured, opts metav1.Update
 	return cur.DeepCopy(), nil
 }
 
+// ServeHTTP serves the widget list and update requests of RESTObjects as
+// the apiserver does, errors as Status objects. It sets no Retry-After
+// header (client-go would wait it out itself); the delay still reaches
+// Retry through the Status details.
+func (s *widgetServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	const list = "/apis/" + testGroup + "/v2/widgets"
+	const one = "/apis/" + testGroup + "/v2/namespaces/" + testNS + "/widgets/"
+	var (
+		out runtime.Object
+		err error
+	)
+	q := r.URL.Query()
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == list:
+		limit, _ := strconv.ParseInt(q.Get("limit"), 10, 64)
+		out, err = s.list(metav1.ListOptions{Limit: limit, Continue: q.Get("continue")})
+	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, one):
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.bodies = append(s.bodies, string(body))
+		s.mu.Unlock()
+		u := &unstructured.Unstructured{}
+		if err = u.UnmarshalJSON(body); err == nil && u.GetName() != strings.TrimPrefix(r.URL.Path, one) {
+			err = apierrors.NewBadRequest("the name of the object does not match the name on the URL")
+		}
+		if err == nil {
+			out, err = s.update(u, metav1.UpdateOptions{FieldManager: q.Get("fieldManager")})
+		}
+	default:
+		err = apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		st := apierrors.APIStatus(nil)
+		if !errors.As(err, &st) {
+			st = apierrors.NewInternalError(err)
+		}
+		status := st.Status()
+		status.Kind, status.APIVersion = "Status", "v1"
+		w.WriteHeader(int(status.Code))
+		_ = json.NewEncoder(w).Encode(&status)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
 // widgetDynamic routes widgets to a widgetServer and everything else to
 // the dynamic fake.
 type widgetDynamic struct {
@@ -198,6 +252,32 @@ type env struct {
 	dyn  *dynamicfake.FakeDynamicClient
 	srv  *widgetServer
 	c    Clients
+}
+
+// The ways the rewrite loop can reach the widgets: through the dynamic
+// client (the fakes' way), and as raw JSON over HTTP (RESTObjects, what
+// the plugin uses against a cluster).
+const (
+	viaDynamic = "dynamic"
+	viaREST    = "rest"
+)
+
+var objectPaths = []string{viaDynamic, viaREST}
+
+// newEnvVia is newEnv whose widgets are reached via (viaDynamic or viaREST).
+func newEnvVia(t *testing.T, via string, crd *apiextv1.CustomResourceDefinition, srv *widgetServer) *env {
+	t.Helper()
+	e := newEnv(crd, srv)
+	if via == viaREST {
+		hs := httptest.NewServer(srv)
+		t.Cleanup(hs.Close)
+		objs, err := NewRESTObjects(&rest.Config{Host: hs.URL, QPS: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.c.Objects = objs
+	}
+	return e
 }
 
 func newEnv(crd *apiextv1.CustomResourceDefinition, srv *widgetServer, kubeObjs ...runtime.Object) *env {

@@ -14,9 +14,7 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 )
 
 // Methods of migration.
@@ -325,7 +323,7 @@ func (m *Migrator) save(ctx context.Context, cp *Checkpoint) error {
 const maxRestarts = 5
 
 type page struct {
-	items     []unstructured.Unstructured
+	items     []RawObject
 	next      string
 	remaining *int64
 	restarted bool
@@ -335,20 +333,20 @@ type page struct {
 // list reads one page, retrying transient errors. An expired continue token
 // restarts the list from the beginning (restarted is set). A list that
 // timed out is blamed on the conversion webhook, if any (cw).
-func (m *Migrator) list(ctx context.Context, ri dynamic.NamespaceableResourceInterface, cont string, size int64, cw conversionWebhook) page {
+func (m *Migrator) list(ctx context.Context, objs Objects, gvr schema.GroupVersionResource, cont string, size int64, cw conversionWebhook) page {
 	var p page
 	restarted, timedOut := false, false
 	err := m.retry().Do(ctx, "listing", func() error {
-		l, err := ri.List(ctx, metav1.ListOptions{Limit: size, Continue: cont})
+		l, err := objs.List(ctx, gvr, metav1.ListOptions{Limit: size, Continue: cont})
 		if err != nil && cont != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
 			cont, restarted = "", true
-			l, err = ri.List(ctx, metav1.ListOptions{Limit: size})
+			l, err = objs.List(ctx, gvr, metav1.ListOptions{Limit: size})
 		}
 		if err != nil {
 			timedOut = timedOut || IsTimeout(err)
 			return err
 		}
-		p = page{items: l.Items, next: l.GetContinue(), remaining: l.GetRemainingItemCount()}
+		p = page{items: l.Items, next: l.Continue, remaining: l.Remaining}
 		return nil
 	})
 	p.restarted, p.err = restarted, cw.explain(err, timedOut)
@@ -360,7 +358,7 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 	if size <= 0 {
 		size = PageSize
 	}
-	ri := m.Dynamic.Resource(gvr)
+	objs := m.objects()
 	stopped := func(err error) error {
 		return &StoppedError{CRD: cp.CRD, Processed: cp.Processed, Total: cp.Total, Err: err}
 	}
@@ -368,7 +366,7 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 	// after is the last object of the last page done by this process, so
 	// that a list that fails says where it was.
 	after := ""
-	cur := m.list(ctx, ri, cp.Continue, size, cw)
+	cur := m.list(ctx, objs, gvr, cp.Continue, size, cw)
 	for {
 		if cur.err != nil {
 			where := ""
@@ -399,7 +397,7 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 		pageCtx, cancel := context.WithCancel(ctx)
 		if cur.next != "" {
 			next = make(chan page, 1)
-			go func(cont string) { next <- m.list(pageCtx, ri, cont, size, cw) }(cur.next)
+			go func(cont string) { next <- m.list(pageCtx, objs, gvr, cont, size, cw) }(cur.next)
 		}
 		err := m.rewritePage(pageCtx, gvr, cw, cur.items, cp, session)
 		if err != nil {
@@ -412,7 +410,7 @@ func (m *Migrator) rewriteAll(ctx context.Context, crd *apiextv1.CustomResourceD
 		cp.Continue = cur.next
 		cp.Pages++
 		if n := len(cur.items); n > 0 {
-			after = ref(&cur.items[n-1])
+			after = cur.items[n-1].Ref()
 		}
 		if cur.next == "" {
 			cp.Phase = PhaseRewritten
@@ -452,7 +450,7 @@ const (
 // rewritePage writes every item with the workers; the first object that
 // fails stops the others and is returned as *ObjectError. The counters of
 // cp advance as objects finish; they are saved only with the whole page.
-func (m *Migrator) rewritePage(ctx context.Context, gvr schema.GroupVersionResource, cw conversionWebhook, items []unstructured.Unstructured, cp *Checkpoint, session *atomic.Int64) error {
+func (m *Migrator) rewritePage(ctx context.Context, gvr schema.GroupVersionResource, cw conversionWebhook, items []RawObject, cp *Checkpoint, session *atomic.Int64) error {
 	workers := m.Workers
 	if workers <= 0 {
 		workers = 8
@@ -465,21 +463,21 @@ func (m *Migrator) rewritePage(ctx context.Context, gvr schema.GroupVersionResou
 		firstErr error
 		wg       sync.WaitGroup
 	)
-	work := make(chan *unstructured.Unstructured)
+	work := make(chan *RawObject)
 	fm := m.FieldManager
 	if fm == "" {
 		fm = ManagedBy
 	}
-	ri := m.Dynamic.Resource(gvr)
+	objs := m.objects()
 	r := m.retry()
 	for range workers {
 		wg.Go(func() {
 			for obj := range work {
-				out, err := m.rewrite(ctx, ri, obj, fm, r, cw)
+				out, err := m.rewrite(ctx, objs, gvr, obj, fm, r, cw)
 				mu.Lock()
 				if err != nil {
 					if firstErr == nil && ctx.Err() == nil {
-						firstErr = &ObjectError{CRD: cp.CRD, Resource: gvr.GroupResource(), Object: ref(obj), Processed: cp.Processed, Total: cp.Total, Err: err}
+						firstErr = &ObjectError{CRD: cp.CRD, Resource: gvr.GroupResource(), Object: obj.Ref(), Processed: cp.Processed, Total: cp.Total, Err: err}
 						cancel()
 					}
 					mu.Unlock()
@@ -520,27 +518,16 @@ feed:
 	return ctx.Err()
 }
 
-func ref(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
-}
-
 // rewrite updates one object as listed; see Migrator for why. An update
 // that timed out is blamed on the conversion webhook, if any (cw).
-func (m *Migrator) rewrite(ctx context.Context, ri dynamic.NamespaceableResourceInterface, obj *unstructured.Unstructured, fieldManager string, r Retry, cw conversionWebhook) (outcome, error) {
-	var res dynamic.ResourceInterface = ri
-	if ns := obj.GetNamespace(); ns != "" {
-		res = ri.Namespace(ns)
-	}
+func (m *Migrator) rewrite(ctx context.Context, objs Objects, gvr schema.GroupVersionResource, obj *RawObject, fieldManager string, r Retry, cw conversionWebhook) (outcome, error) {
 	var result outcome
 	timedOut := false
-	err := r.Do(ctx, "updating "+ref(obj), func() error {
-		out, err := res.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
+	err := r.Do(ctx, "updating "+obj.Ref(), func() error {
+		rv, err := objs.Update(ctx, gvr, obj, fieldManager)
 		switch {
 		case err == nil:
-			if out.GetResourceVersion() == obj.GetResourceVersion() {
+			if rv == obj.ResourceVersion {
 				result = outUnchanged
 			} else {
 				result = outRewritten
@@ -549,7 +536,7 @@ func (m *Migrator) rewrite(ctx context.Context, ri dynamic.NamespaceableResource
 		case apierrors.IsConflict(err):
 			result = outConflict
 			return nil
-		case isObjectNotFound(err, obj.GetName()):
+		case isObjectNotFound(err, obj.Name):
 			result = outGone
 			return nil
 		}

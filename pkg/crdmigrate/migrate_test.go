@@ -40,10 +40,12 @@ func TestMigratorRun(t *testing.T) {
 		checkpoint *Checkpoint
 		force      bool
 		failList   func(cont string) error
-		failUpdate func(name string, attempt int) error
-		want       Result
-		wantLists  []string
-		wantErr    string
+		// newFailList makes a failList with state of its own for each run.
+		newFailList func() func(cont string) error
+		failUpdate  func(name string, attempt int) error
+		want        Result
+		wantLists   []string
+		wantErr     string
 	}{
 		{
 			name: "three pages, half stored at v1", n: 1203, storedAt: halfOld, stored: []string{"v1", "v2"},
@@ -87,7 +89,7 @@ func TestMigratorRun(t *testing.T) {
 			name: "an expired continue token starts the list over", n: 700, storedAt: halfOld, stored: []string{"v1", "v2"},
 			checkpoint: &Checkpoint{CRD: testCRD, CRDUID: "uid-1", CRDGeneration: 3, StorageVersion: "v2", RunID: "abc", Phase: PhaseMigrating,
 				Continue: "c:500", Total: 700, Processed: 500, Rewritten: 250, Unchanged: 250, Pages: 1},
-			failList: func() func(cont string) error {
+			newFailList: func() func(cont string) error {
 				expired := false
 				return func(cont string) error {
 					if cont == "c:500" && !expired {
@@ -96,7 +98,7 @@ func TestMigratorRun(t *testing.T) {
 					}
 					return nil
 				}
-			}(),
+			},
 			// The first 500 counted before the checkpoint count again.
 			want: Result{Resumed: true, RunID: "abc", Total: 1200, Processed: 1200, Rewritten: 600, Unchanged: 600, Pages: 3, Restarts: 1,
 				StoredVersionsBefore: []string{"v1", "v2"}, StoredVersionsAfter: []string{"v2"}},
@@ -145,50 +147,56 @@ func TestMigratorRun(t *testing.T) {
 			wantLists: []string{""},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := newWidgetServer(tc.n, tc.storedAt)
-			srv.failList, srv.failUpdate = tc.failList, tc.failUpdate
-			e := newEnv(testCRDObj(tc.stored...), srv)
-			ctx := context.Background()
-			if tc.checkpoint != nil {
-				if err := e.store().Save(ctx, tc.checkpoint); err != nil {
+	for _, via := range objectPaths {
+		for _, tc := range cases {
+			t.Run(via+"/"+tc.name, func(t *testing.T) {
+				srv := newWidgetServer(tc.n, tc.storedAt)
+				srv.failList, srv.failUpdate = tc.failList, tc.failUpdate
+				if tc.newFailList != nil {
+					srv.failList = tc.newFailList()
+				}
+				e := newEnvVia(t, via, testCRDObj(tc.stored...), srv)
+				ctx := context.Background()
+				if tc.checkpoint != nil {
+					cp := *tc.checkpoint // Save records the resourceVersion in it
+					if err := e.store().Save(ctx, &cp); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m := newMigrator(e, &noSleep{})
+				m.Force = tc.force
+				got, err := m.Run(ctx, testCRD)
+				if tc.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+						t.Fatalf("err = %v, want %q", err, tc.wantErr)
+					}
+					return
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			m := newMigrator(e, &noSleep{})
-			m.Force = tc.force
-			got, err := m.Run(ctx, testCRD)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				tc.want.CRD, tc.want.Method, tc.want.StorageVersion = testCRD, MethodClient, "v2"
+				if tc.want.RunID == "" {
+					tc.want.RunID = got.RunID
 				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.want.CRD, tc.want.Method, tc.want.StorageVersion = testCRD, MethodClient, "v2"
-			if tc.want.RunID == "" {
-				tc.want.RunID = got.RunID
-			}
-			if diff := cmp.Diff(tc.want, *got); diff != "" {
-				t.Errorf("result (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.wantLists, srv.lists); diff != "" {
-				t.Errorf("list continue tokens (-want +got):\n%s", diff)
-			}
-			// Checkpoints and injected errors claim work the fake did not do.
-			if got := srv.storedCounts(); !tc.want.NothingToDo && tc.checkpoint == nil && tc.failUpdate == nil && got["v1"] != 0 {
-				t.Errorf("objects still stored at v1: %v", got)
-			}
-			if diff := cmp.Diff([]string{"v2"}, e.storedVersions()); diff != "" {
-				t.Errorf("storedVersions (-want +got):\n%s", diff)
-			}
-			if cp, err := e.store().Load(ctx, testCRD); err != nil || cp != nil {
-				t.Errorf("checkpoint after a finished run = %+v, %v; want none", cp, err)
-			}
-		})
+				if diff := cmp.Diff(tc.want, *got); diff != "" {
+					t.Errorf("result (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(tc.wantLists, srv.lists); diff != "" {
+					t.Errorf("list continue tokens (-want +got):\n%s", diff)
+				}
+				// Checkpoints and injected errors claim work the fake did not do.
+				if got := srv.storedCounts(); !tc.want.NothingToDo && tc.checkpoint == nil && tc.failUpdate == nil && got["v1"] != 0 {
+					t.Errorf("objects still stored at v1: %v", got)
+				}
+				if diff := cmp.Diff([]string{"v2"}, e.storedVersions()); diff != "" {
+					t.Errorf("storedVersions (-want +got):\n%s", diff)
+				}
+				if cp, err := e.store().Load(ctx, testCRD); err != nil || cp != nil {
+					t.Errorf("checkpoint after a finished run = %+v, %v; want none", cp, err)
+				}
+			})
+		}
 	}
 }
 
@@ -220,58 +228,60 @@ func TestMigratorRun_StopsOnObject(t *testing.T) {
 			wantIn: "failed calling webhook", wantTries: 4,
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := newWidgetServer(1203, func(int) string { return "v1" })
-			srv.failUpdate = tc.fail
-			e := newEnv(testCRDObj("v1", "v2"), srv)
-			ns := &noSleep{}
-			m := newMigrator(e, ns)
-			res, err := m.Run(context.Background(), testCRD)
-			var oe *ObjectError
-			if !errors.As(err, &oe) {
-				t.Fatalf("err = %v, want *ObjectError", err)
-			}
-			if oe.Object != "ml/w-00600" || !strings.Contains(err.Error(), tc.wantIn) {
-				t.Errorf("err = %v", err)
-			}
-			if srv.attempts["w-00600"] != tc.wantTries {
-				t.Errorf("tries of the failing object = %d, want %d", srv.attempts["w-00600"], tc.wantTries)
-			}
-			if diff := cmp.Diff([]string{"v1", "v2"}, e.storedVersions()); diff != "" {
-				t.Errorf("storedVersions must be untouched after a partial run (-want +got):\n%s", diff)
-			}
-			if n := e.statusUpdates(); n != 0 {
-				t.Errorf("%d status updates after a partial run", n)
-			}
-			cp, err := e.store().Load(context.Background(), testCRD)
-			if err != nil || cp == nil {
-				t.Fatalf("checkpoint = %v, %v", cp, err)
-			}
-			if cp.Continue != "c:500" || cp.Pages != 1 || cp.Processed != 500 || cp.Phase != PhaseMigrating {
-				t.Errorf("checkpoint = %+v, want the second page next", cp)
-			}
-			if res == nil || res.RunID != cp.RunID {
-				t.Errorf("result = %+v", res)
-			}
+	for _, via := range objectPaths {
+		for _, tc := range cases {
+			t.Run(via+"/"+tc.name, func(t *testing.T) {
+				srv := newWidgetServer(1203, func(int) string { return "v1" })
+				srv.failUpdate = tc.fail
+				e := newEnvVia(t, via, testCRDObj("v1", "v2"), srv)
+				ns := &noSleep{}
+				m := newMigrator(e, ns)
+				res, err := m.Run(context.Background(), testCRD)
+				var oe *ObjectError
+				if !errors.As(err, &oe) {
+					t.Fatalf("err = %v, want *ObjectError", err)
+				}
+				if oe.Object != "ml/w-00600" || !strings.Contains(err.Error(), tc.wantIn) {
+					t.Errorf("err = %v", err)
+				}
+				if srv.attempts["w-00600"] != tc.wantTries {
+					t.Errorf("tries of the failing object = %d, want %d", srv.attempts["w-00600"], tc.wantTries)
+				}
+				if diff := cmp.Diff([]string{"v1", "v2"}, e.storedVersions()); diff != "" {
+					t.Errorf("storedVersions must be untouched after a partial run (-want +got):\n%s", diff)
+				}
+				if n := e.statusUpdates(); n != 0 {
+					t.Errorf("%d status updates after a partial run", n)
+				}
+				cp, err := e.store().Load(context.Background(), testCRD)
+				if err != nil || cp == nil {
+					t.Fatalf("checkpoint = %v, %v", cp, err)
+				}
+				if cp.Continue != "c:500" || cp.Pages != 1 || cp.Processed != 500 || cp.Phase != PhaseMigrating {
+					t.Errorf("checkpoint = %+v, want the second page next", cp)
+				}
+				if res == nil || res.RunID != cp.RunID {
+					t.Errorf("result = %+v", res)
+				}
 
-			// The webhook is fixed: the next run resumes at the second page.
-			srv.failUpdate = nil
-			srv.lists = nil
-			res, err = newMigrator(e, ns).Run(context.Background(), testCRD)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Resumed || res.Processed != 1203 || srv.lists[0] != "c:500" {
-				t.Errorf("resumed result = %+v, lists %v", res, srv.lists)
-			}
-			if got := srv.storedCounts(); got["v1"] != 0 {
-				t.Errorf("objects still at v1: %v", got)
-			}
-			if diff := cmp.Diff([]string{"v2"}, e.storedVersions()); diff != "" {
-				t.Errorf("storedVersions (-want +got):\n%s", diff)
-			}
-		})
+				// The webhook is fixed: the next run resumes at the second page.
+				srv.failUpdate = nil
+				srv.lists = nil
+				res, err = newMigrator(e, ns).Run(context.Background(), testCRD)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !res.Resumed || res.Processed != 1203 || srv.lists[0] != "c:500" {
+					t.Errorf("resumed result = %+v, lists %v", res, srv.lists)
+				}
+				if got := srv.storedCounts(); got["v1"] != 0 {
+					t.Errorf("objects still at v1: %v", got)
+				}
+				if diff := cmp.Diff([]string{"v2"}, e.storedVersions()); diff != "" {
+					t.Errorf("storedVersions (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 

@@ -98,6 +98,7 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 		plan.Probe = "no object to probe"
 	default:
 		obj := &l.Items[0]
+		ref := (&RawObject{Namespace: obj.GetNamespace(), Name: obj.GetName()}).Ref()
 		ri := c.Dynamic.Resource(gvr)
 		var res dynamic.ResourceInterface = ri
 		if ns := obj.GetNamespace(); ns != "" {
@@ -109,10 +110,10 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 			return err
 		})
 		if err != nil && !isObjectNotFound(err, obj.GetName()) {
-			problems = append(problems, fmt.Sprintf("a dry-run update of %s %s failed: %v", gvr.Resource, ref(obj), cw.explain(err, false)))
+			problems = append(problems, fmt.Sprintf("a dry-run update of %s %s failed: %v", gvr.Resource, ref, cw.explain(err, false)))
 			plan.Probe = "dry-run update failed"
 		} else {
-			plan.Probe = "dry-run update of " + ref(obj) + " ok"
+			plan.Probe = "dry-run update of " + ref + " ok"
 		}
 	}
 	if len(problems) > 0 {

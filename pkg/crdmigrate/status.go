@@ -22,13 +22,23 @@ import (
 // migration loop.
 const PageSize = 500
 
-// Clients are the API clients the package uses. Metadata is optional: when
-// nil, objects are counted with Dynamic (full objects instead of metadata).
+// Clients are the API clients the package uses. Metadata and Objects are
+// optional: when nil, objects are counted with Dynamic (full objects
+// instead of metadata) and rewritten with Dynamic (decoded and encoded
+// again instead of passed through).
 type Clients struct {
 	Ext      apiextclient.Interface
 	Kube     kubernetes.Interface
 	Dynamic  dynamic.Interface
 	Metadata metadata.Interface
+	Objects  Objects
+}
+
+func (c Clients) objects() Objects {
+	if c.Objects != nil {
+		return c.Objects
+	}
+	return DynamicObjects{Client: c.Dynamic}
 }
 
 // Verdict says what a CRD needs.

@@ -25,8 +25,8 @@ type limits struct {
 // buildClients returns the clients for the cluster. With limits, every
 // client shares one client-go token bucket, so --qps bounds all requests of
 // the run together (lists, updates, checkpoint writes). Test getters hand
-// out their fake clientsets unchanged (and no metadata client: objects are
-// then counted with the dynamic client).
+// out their fake clientsets unchanged (and no metadata or raw object client:
+// objects are then counted and rewritten with the dynamic client).
 func buildClients(cg cli.ClientGetter, l limits) (crdmigrate.Clients, discovery.DiscoveryInterface, error) {
 	if tg, ok := cg.(*cli.TestClientGetter); ok {
 		kube, err := tg.Kube()
@@ -65,6 +65,9 @@ func buildClients(cg cli.ClientGetter, l limits) (crdmigrate.Clients, discovery.
 		return c, nil, err
 	}
 	if c.Metadata, err = metadata.NewForConfig(cfg); err != nil {
+		return c, nil, err
+	}
+	if c.Objects, err = crdmigrate.NewRESTObjects(cfg); err != nil {
 		return c, nil, err
 	}
 	d, err := cg.Discovery()
