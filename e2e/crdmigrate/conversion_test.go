@@ -193,7 +193,7 @@ func TestCRDMigrateConversionWebhookTimeout(t *testing.T) {
 			conv.set(true)
 			armed := time.Now()
 			_, _, hungBefore := conv.counts()
-			r := s.wait(t, 3*time.Minute)
+			r := s.Wait(t, 3*time.Minute)
 			calls, objects, hung := conv.counts()
 			hung -= hungBefore
 			t.Logf("stopped %s after the webhook was armed; webhook: %d reviews (%d objects) in all, %d unanswered during the run",

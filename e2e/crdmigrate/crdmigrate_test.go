@@ -136,12 +136,12 @@ func TestCRDMigrateKillResume(t *testing.T) {
 	f := newFixture(t, "resume", 1600)
 	s := f.start(t, "run", f.crdName, "--method", "client", "--qps", "100", "--burst", "1", "--workers", "4")
 	cp := f.waitForPages(t, s, 1)
-	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := s.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	s.wait(t, 10*time.Second)
-	if s.exit != -1 {
-		t.Logf("killed plugin exit code %d", s.exit)
+	s.Wait(t, 10*time.Second)
+	if s.ExitCode() != -1 {
+		t.Logf("killed plugin exit code %d", s.ExitCode())
 	}
 	if sv := f.storedVersions(t); !slices.Equal(sv, []string{"v1", "v2"}) {
 		t.Fatalf("storedVersions after a killed run = %v, want [v1 v2] untouched", sv)
@@ -168,12 +168,12 @@ func TestCRDMigrateKillResume(t *testing.T) {
 		if midPage {
 			time.Sleep(time.Second) // about 100 objects into the next page
 		}
-		if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := s.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		s.wait(t, 10*time.Second)
-		if !strings.Contains(s.stderr.String(), "resuming run "+runID) {
-			t.Errorf("kill %d: the re-run did not resume run %s:\n%s", i+2, runID, s.stderr.String())
+		s.Wait(t, 10*time.Second)
+		if !strings.Contains(s.Stderr(), "resuming run "+runID) {
+			t.Errorf("kill %d: the re-run did not resume run %s:\n%s", i+2, runID, s.Stderr())
 		}
 		if sv := f.storedVersions(t); !slices.Equal(sv, []string{"v1", "v2"}) {
 			t.Fatalf("kill %d: storedVersions = %v, want [v1 v2] untouched", i+2, sv)
@@ -212,7 +212,7 @@ func TestCRDMigrateAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("apiserver restarted in %s", time.Since(began).Round(time.Millisecond))
-	r := s.wait(t, 3*time.Minute)
+	r := s.Wait(t, 3*time.Minute)
 	if r.ExitCode != 0 {
 		t.Fatalf("run across an apiserver restart: want exit 0\n%s", r)
 	}

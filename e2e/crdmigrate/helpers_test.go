@@ -9,12 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -297,98 +294,26 @@ func (f *fixture) checkpoint(t testing.TB) *crdmigrate.Checkpoint {
 	return cp
 }
 
-// started is a plugin process running in the background.
-type started struct {
-	cmd    *exec.Cmd
-	stdout bytes.Buffer
-	stderr bytes.Buffer
-	done   chan struct{}
-	rusage *syscall.Rusage
-	exit   int
-	// measured: started under hack/peakrss, which reported peakKiB.
-	measured bool
-	peakKiB  int64
-}
-
-func (f *fixture) start(t testing.TB, extra ...string) *started {
+// start starts the plugin with the fixture's flags and extra.
+func (f *fixture) start(t testing.TB, extra ...string) *plugintest.Process {
 	t.Helper()
-	s := &started{done: make(chan struct{})}
-	s.cmd = exec.Command(plugintest.Binary(t, binary), f.args(extra...)...)
-	return s.run(t)
+	return plugintest.Start(t, binary, nil, f.args(extra...)...)
 }
 
-// startMeasured starts the plugin under hack/peakrss, so that wait can
-// read the plugin's own peak RSS (peakKiB).
-func (f *fixture) startMeasured(t testing.TB, extra ...string) *started {
+// startMeasured starts it under hack/peakrss, for its peak RSS.
+func (f *fixture) startMeasured(t testing.TB, extra ...string) *plugintest.Process {
 	t.Helper()
-	s := &started{done: make(chan struct{}), measured: true}
-	s.cmd = exec.Command(plugintest.PeakRSS(t), append([]string{plugintest.Binary(t, binary)}, f.args(extra...)...)...)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return s.run(t)
-}
-
-// kill ends the plugin (and hack/peakrss with it).
-func (s *started) kill() {
-	if s.measured {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		return
-	}
-	_ = s.cmd.Process.Kill()
-}
-
-func (s *started) run(t testing.TB) *started {
-	t.Helper()
-	s.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "TERM=dumb", "HOME=" + os.Getenv("HOME")}
-	s.cmd.Stdout, s.cmd.Stderr = &s.stdout, &s.stderr
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = s.cmd.Wait()
-		s.exit = s.cmd.ProcessState.ExitCode()
-		if ru, ok := s.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			s.rusage = ru
-		}
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-s.done:
-		default:
-			s.kill()
-			<-s.done
-		}
-	})
-	return s
-}
-
-func (s *started) wait(t testing.TB, timeout time.Duration) plugintest.Result {
-	t.Helper()
-	select {
-	case <-s.done:
-	case <-time.After(timeout):
-		s.kill()
-		<-s.done
-		t.Fatalf("plugin did not finish within %s\n%s", timeout, s.stderr.String())
-	}
-	stderr := s.stderr.String()
-	if s.measured {
-		var ok bool
-		if stderr, s.peakKiB, ok = plugintest.SplitPeakRSS(stderr); !ok {
-			t.Fatalf("no peak RSS from hack/peakrss\n%s", stderr)
-		}
-	}
-	return plugintest.Result{Stdout: s.stdout.String(), Stderr: stderr, ExitCode: s.exit}
+	return plugintest.StartMeasured(t, binary, f.args(extra...)...)
 }
 
 // waitForPages waits until the checkpoint records at least n finished pages.
-func (f *fixture) waitForPages(t testing.TB, s *started, n int64) *crdmigrate.Checkpoint {
+func (f *fixture) waitForPages(t testing.TB, s *plugintest.Process, n int64) *crdmigrate.Checkpoint {
 	t.Helper()
 	var last *crdmigrate.Checkpoint
 	err := harness.Poll(context.Background(), fmt.Sprintf("checkpoint with %d pages", n), 50*time.Millisecond, 60*time.Second, func(context.Context) (bool, error) {
 		select {
-		case <-s.done:
-			return false, fmt.Errorf("plugin exited early (%d): %s", s.exit, s.stderr.String())
+		case <-s.Done():
+			return false, fmt.Errorf("plugin exited early (%d): %s", s.ExitCode(), s.Stderr())
 		default:
 		}
 		last = f.checkpoint(t)

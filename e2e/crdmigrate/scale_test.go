@@ -59,7 +59,7 @@ func BenchmarkCRDMigrateScale(b *testing.B) {
 				before, t0 := f.cp.CPUTime(), time.Now()
 				b.StartTimer()
 				s := f.startMeasured(b, "run", f.crdName, "--method", "client", "--qps", strconv.Itoa(qps), "--workers", workers, "-o", "json")
-				r := s.wait(b, 30*time.Minute)
+				r := s.Wait(b, 30*time.Minute)
 				b.StopTimer()
 				wall := time.Since(t0).Seconds()
 				after := f.cp.CPUTime()
@@ -83,10 +83,8 @@ func BenchmarkCRDMigrateScale(b *testing.B) {
 				// cannot take in a burst of 500 writes at once either.
 				ideal := float64(n) / qps
 				estimate := crdmigrate.EstimateRun(int64(n), crdmigrate.PageSize, qps, qps).Seconds
-				rssMiB, cpu := float64(s.peakKiB)/1024, 0.0
-				if s.rusage != nil { // the plugin's CPU, with hack/peakrss's little
-					cpu = time.Duration(s.rusage.Utime.Nano() + s.rusage.Stime.Nano()).Seconds()
-				}
+				// The plugin's CPU, with hack/peakrss's little.
+				rssMiB, cpu := float64(s.PeakKiB())/1024, s.CPU().Seconds()
 				b.ReportMetric(float64(n)/rep.Seconds, "objects/s")
 				b.ReportMetric(rep.Seconds, "s/run")
 				b.ReportMetric(wall, "s/command")

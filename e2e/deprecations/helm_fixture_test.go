@@ -14,11 +14,9 @@ import (
 	"io"
 	"math/rand"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -284,107 +282,25 @@ func (w *lineWatcher) String() string {
 	return w.buf.String()
 }
 
-// process is the plugin running in the background.
-type process struct {
-	cmd    *exec.Cmd
-	stdout bytes.Buffer
-	stderr *lineWatcher
-	done   chan struct{}
-	began  time.Time
-	wall   time.Duration
-	rusage *syscall.Rusage
-	exit   int
-	// measured: started under hack/peakrss, which reported peakKiB.
-	measured bool
-	peakKiB  int64
+// startPlugin starts the plugin; its stderr also goes to stderr, if not
+// nil, as it is written.
+func startPlugin(t testing.TB, stderr *lineWatcher, args ...string) *plugintest.Process {
+	t.Helper()
+	if stderr == nil {
+		return plugintest.Start(t, binary, nil, args...)
+	}
+	return plugintest.Start(t, binary, stderr, args...)
 }
 
-func startPlugin(t testing.TB, stderr *lineWatcher, args ...string) *process {
+// waitReport waits for p and reads its JSON report.
+func waitReport(t testing.TB, p *plugintest.Process, timeout time.Duration) (plugintest.Result, report) {
 	t.Helper()
-	return launch(t, &process{stderr: stderr}, plugintest.Binary(t, binary), args...)
-}
-
-// startMeasured starts the plugin under hack/peakrss, so that wait can
-// read the plugin's own peak RSS (peakKiB).
-func startMeasured(t testing.TB, args ...string) *process {
-	t.Helper()
-	return launch(t, &process{measured: true}, plugintest.PeakRSS(t), append([]string{plugintest.Binary(t, binary)}, args...)...)
-}
-
-func launch(t testing.TB, p *process, name string, args ...string) *process {
-	t.Helper()
-	if p.stderr == nil {
-		p.stderr = newLineWatcher(nil)
-	}
-	p.done = make(chan struct{})
-	p.cmd = exec.Command(name, args...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: p.measured}
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "TERM=dumb", "HOME=" + os.Getenv("HOME")}
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, p.stderr
-	p.began = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.wall = time.Since(p.began)
-		p.exit = p.cmd.ProcessState.ExitCode()
-		if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			p.rusage = ru
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-func (p *process) wait(t testing.TB, timeout time.Duration) (plugintest.Result, report) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		p.kill()
-		<-p.done
-		t.Fatalf("plugin did not finish within %s\n%s", timeout, lastLinesOf(p.stderr.String(), 40))
-	}
-	res := plugintest.Result{Stdout: p.stdout.String(), Stderr: p.stderr.String(), ExitCode: p.exit, Duration: p.wall}
-	if p.measured {
-		var ok bool
-		if res.Stderr, p.peakKiB, ok = plugintest.SplitPeakRSS(res.Stderr); !ok {
-			t.Fatalf("no peak RSS from hack/peakrss\n%s", lastLinesOf(res.Stderr, 40))
-		}
-	}
+	res := p.Wait(t, timeout)
 	var rep report
-	if err := json.Unmarshal(p.stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("stdout is not a JSON report: %v (exit %d)\n%s", err, p.exit, lastLinesOf(res.Stderr, 40))
+	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil {
+		t.Fatalf("stdout is not a JSON report: %v (exit %d)\n%s", err, res.ExitCode, plugintest.LastLines(res.Stderr, 40))
 	}
 	return res, rep
-}
-
-// kill ends the plugin (and hack/peakrss with it), stopped or not.
-func (p *process) kill() {
-	if p.measured {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Kill()
-}
-
-func lastLinesOf(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = append([]string{fmt.Sprintf("[... %d lines]", len(lines)-n)}, lines[len(lines)-n:]...)
-	}
-	return strings.Join(lines, "\n")
 }
 
 // auditRequests counts the plugin's requests in the apiserver audit log

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 )
 
 // requestLine matches client-go's -v=6 line for a finished request.
@@ -49,9 +50,9 @@ func TestDeprecationsAPIServerRestart(t *testing.T) {
 	fleet := plantHelmFleet(t, cp, []string{ns}, 3000, 4096)
 	args := []string{"--kubeconfig", cp.Kubeconfig, "-n", ns, "--source", "helm", "-o", "json"}
 
-	base, baseRep := startPlugin(t, nil, args...).wait(t, 5*time.Minute)
+	base, baseRep := waitReport(t, startPlugin(t, nil, args...), 5*time.Minute)
 	if base.ExitCode != 1 {
-		t.Fatalf("uninterrupted scan: want exit 1\n%s", lastLinesOf(base.Stderr, 40))
+		t.Fatalf("uninterrupted scan: want exit 1\n%s", plugintest.LastLines(base.Stderr, 40))
 	}
 	want := fleet.helmItems(baseRep.Items)
 	if len(want) != fleet.Deployed {
@@ -69,17 +70,17 @@ func TestDeprecationsAPIServerRestart(t *testing.T) {
 	select {
 	case line := <-secondPage.matched:
 		t.Logf("second page answering: %s", line)
-	case <-p.done:
-		t.Fatalf("plugin exited (%d) before its second page of Secrets\n%s", p.exit, lastLinesOf(secondPage.String(), 40))
+	case <-p.Done():
+		t.Fatalf("plugin exited (%d) before its second page of Secrets\n%s", p.ExitCode(), plugintest.LastLines(secondPage.String(), 40))
 	case <-time.After(2 * time.Minute):
-		t.Fatalf("no second page of Secrets within 2m\n%s", lastLinesOf(secondPage.String(), 40))
+		t.Fatalf("no second page of Secrets within 2m\n%s", plugintest.LastLines(secondPage.String(), 40))
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("pausing the plugin: %v", err)
 	}
 	began := time.Now()
 	cp.StopAPIServer()
-	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := p.Signal(syscall.SIGCONT); err != nil {
 		t.Fatalf("resuming the plugin: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -89,9 +90,9 @@ func TestDeprecationsAPIServerRestart(t *testing.T) {
 	}
 	t.Logf("apiserver restarted in %s", time.Since(began).Round(time.Millisecond))
 
-	res, rep := p.wait(t, 5*time.Minute)
+	res, rep := waitReport(t, p, 5*time.Minute)
 	if res.ExitCode != 1 {
-		t.Fatalf("scan across an apiserver restart: want exit 1 (removed APIs found)\n%s", lastLinesOf(res.Stderr, 60))
+		t.Fatalf("scan across an apiserver restart: want exit 1 (removed APIs found)\n%s", plugintest.LastLines(res.Stderr, 60))
 	}
 	for _, s := range rep.Sources {
 		if s.Error != "" {
@@ -115,7 +116,7 @@ func TestDeprecationsAPIServerRestart(t *testing.T) {
 		return strings.HasPrefix(l, "warning: list of Helm release Secrets failed, retry ")
 	})
 	if retry < 0 {
-		t.Fatalf("stderr shows no retry of the Secrets list\n%s", lastLinesOf(res.Stderr, 60))
+		t.Fatalf("stderr shows no retry of the Secrets list\n%s", plugintest.LastLines(res.Stderr, 60))
 	}
 	t.Logf("retry: %s", lines[retry])
 	var failed, after *url.URL
@@ -131,7 +132,7 @@ func TestDeprecationsAPIServerRestart(t *testing.T) {
 	}
 	switch {
 	case failed == nil || after == nil:
-		t.Errorf("no list of Secrets on both sides of the retry\n%s", lastLinesOf(res.Stderr, 60))
+		t.Errorf("no list of Secrets on both sides of the retry\n%s", plugintest.LastLines(res.Stderr, 60))
 	case strings.Contains(res.Stderr, "continue token expired"):
 		t.Logf("continue token expired across the restart; listed again from the first page")
 	case failed.Query().Get("continue") == "":

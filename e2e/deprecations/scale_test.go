@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 	"github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
 
@@ -62,11 +63,11 @@ func BenchmarkDeprecationsHelmScale(b *testing.B) {
 				b.StopTimer()
 				offset := fileSize(b, cp.AuditLogPath)
 				b.StartTimer()
-				p := startMeasured(b, append([]string{"--kubeconfig", cp.Kubeconfig, "--source", "helm", "-o", "json"}, mode.args...)...)
-				res, rep := p.wait(b, 10*time.Minute)
+				p := plugintest.StartMeasured(b, binary, append([]string{"--kubeconfig", cp.Kubeconfig, "--source", "helm", "-o", "json"}, mode.args...)...)
+				res, rep := waitReport(b, p, 10*time.Minute)
 				b.StopTimer()
 				if res.ExitCode != 1 {
-					b.Fatalf("want exit 1 (removed APIs planted)\n%s", lastLinesOf(res.Stderr, 40))
+					b.Fatalf("want exit 1 (removed APIs planted)\n%s", plugintest.LastLines(res.Stderr, 40))
 				}
 				for _, s := range rep.Sources {
 					if s.Error != "" {
@@ -92,10 +93,8 @@ func BenchmarkDeprecationsHelmScale(b *testing.B) {
 					b.Errorf("requests %v (%d in all): want %d paged lists of secrets (%d passes of %d pages) and no request per release",
 						req.ByVerb, req.Total, mode.passes*pages, mode.passes, pages)
 				}
-				rssMiB, cpu := float64(p.peakKiB)/1024, 0.0
-				if p.rusage != nil { // the plugin's CPU, with hack/peakrss's little
-					cpu = time.Duration(p.rusage.Utime.Nano() + p.rusage.Stime.Nano()).Seconds()
-				}
+				// The plugin's CPU, with hack/peakrss's little.
+				rssMiB, cpu := float64(p.PeakKiB())/1024, p.CPU().Seconds()
 				wall := res.Duration.Seconds()
 				b.ReportMetric(wall, "s/run")
 				b.ReportMetric(rssMiB, "peak-RSS-MiB")
