@@ -163,6 +163,13 @@ func (e *StoredVersionsError) Error() string {
 // count as done. (The in-tree StorageVersionMigration controller sends an
 // empty merge patch with the resourceVersion for the same reason.)
 //
+// Such a rewrite costs the apiserver about two updates. The store first
+// tries the update on its watch cache's copy, which re-encodes at the
+// storage version to the same bytes as the new object; taking that for a
+// no-op, it reads etcd, finds the older version's bytes, and runs the
+// update again before writing. Every content-neutral rewrite pays this,
+// the in-tree controller's too.
+//
 // Pages of PageSize objects are listed at the storage version. After each
 // page the continue token of the next one is saved in the checkpoint, so a
 // run that stops resumes at the first page not done; an expired token (410)

@@ -23,11 +23,13 @@ type RawObject struct {
 }
 
 // Ref is namespace/name, or the name of a cluster-scoped object.
-func (o *RawObject) Ref() string {
-	if o.Namespace != "" {
-		return o.Namespace + "/" + o.Name
+func (o *RawObject) Ref() string { return objectRef(o.Namespace, o.Name) }
+
+func objectRef(ns, name string) string {
+	if ns != "" {
+		return ns + "/" + name
 	}
-	return o.Name
+	return name
 }
 
 // RawPage is one page of a list.

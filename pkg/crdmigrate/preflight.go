@@ -98,7 +98,7 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 		plan.Probe = "no object to probe"
 	default:
 		obj := &l.Items[0]
-		ref := (&RawObject{Namespace: obj.GetNamespace(), Name: obj.GetName()}).Ref()
+		ref := objectRef(obj.GetNamespace(), obj.GetName())
 		ri := c.Dynamic.Resource(gvr)
 		var res dynamic.ResourceInterface = ri
 		if ns := obj.GetNamespace(); ns != "" {
