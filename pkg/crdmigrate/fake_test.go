@@ -66,7 +66,6 @@ type widgetServer struct {
 	rv      int64
 	lists   []string // continue tokens asked for, in order
 	updates []string
-	bodies  []string // request bodies of updates over HTTP
 	// failUpdate, when set, may fail an update (called with the lock held).
 	failUpdate func(name string, attempt int) error
 	attempts   map[string]int
@@ -188,9 +187,6 @@ func (s *widgetServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out, err = s.list(metav1.ListOptions{Limit: limit, Continue: q.Get("continue")})
 	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, one):
 		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		s.bodies = append(s.bodies, string(body))
-		s.mu.Unlock()
 		u := &unstructured.Unstructured{}
 		if err = u.UnmarshalJSON(body); err == nil && u.GetName() != strings.TrimPrefix(r.URL.Path, one) {
 			err = apierrors.NewBadRequest("the name of the object does not match the name on the URL")

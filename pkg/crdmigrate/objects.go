@@ -2,7 +2,6 @@ package crdmigrate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -173,7 +172,7 @@ func (r *RESTObjects) Update(ctx context.Context, gvr schema.GroupVersionResourc
 			ResourceVersion string `json:"resourceVersion"`
 		} `json:"metadata"`
 	}
-	if err := json.Unmarshal(body, &m); err != nil {
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &m); err != nil {
 		return "", fmt.Errorf("decoding the updated object: %w", err)
 	}
 	return m.Metadata.ResourceVersion, nil
@@ -209,9 +208,10 @@ func (d DynamicObjects) Update(ctx context.Context, gvr schema.GroupVersionResou
 	if err := u.UnmarshalJSON(obj.JSON); err != nil {
 		return "", err
 	}
-	var res dynamic.ResourceInterface = d.Client.Resource(gvr)
+	ri := d.Client.Resource(gvr)
+	var res dynamic.ResourceInterface = ri
 	if obj.Namespace != "" {
-		res = d.Client.Resource(gvr).Namespace(obj.Namespace)
+		res = ri.Namespace(obj.Namespace)
 	}
 	out, err := res.Update(ctx, u, metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
