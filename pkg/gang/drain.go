@@ -313,6 +313,22 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 			}
 		}
 	}
+	// A gang whose stop this run issued may have no pods left to find:
+	// the run was interrupted after the stop took effect. Its nodes
+	// remember it; finish its stop from there.
+	unfinished, err := d.unfinishedStops(ctx, work, found)
+	if err != nil {
+		return res, incomplete(err)
+	}
+	for _, g := range unfinished {
+		for _, n := range work {
+			for _, r := range recs[n].Gangs {
+				if r.Key == g.Key && !containsGang(nodeGangs[n], g) {
+					nodeGangs[n] = append(nodeGangs[n], g)
+				}
+			}
+		}
+	}
 	for _, n := range work {
 		if len(nodeGangs[n]) > 0 {
 			if err := d.advance(ctx, n, NodeCheckpointing); err != nil {
@@ -322,7 +338,7 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	}
 
 	// 3. Checkpoint and stop each gang as a unit.
-	outcomes := d.stopGangs(ctx, found.Gangs)
+	outcomes := d.stopGangs(ctx, append(unfinished, found.Gangs...))
 	res.Gangs = outcomes
 	failedGang := map[string]GangOutcome{}
 	// firstErr is the first error of a node's drain; cause the first error
@@ -377,6 +393,54 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		return res, incomplete(&causedError{msg: incompleteWhy(d.snapshot(nodes), pending), cause: cause})
 	}
 	return res, nil
+}
+
+// unfinishedStops returns the gangs recorded on the work nodes that
+// discovery no longer finds but whose stop object says this run is still
+// stopping them. handleGang takes them straight to stop, which re-issues
+// the (idempotent) stop, waits for the pods to be gone, marks the gang
+// stopped and clears its checkpoint request.
+func (d *Drainer) unfinishedStops(ctx context.Context, work []string, found *Discovery) ([]*Gang, error) {
+	seen := map[string]bool{}
+	for _, g := range found.Gangs {
+		seen[g.Key] = true
+	}
+	var out []*Gang
+	for _, n := range work {
+		for _, r := range d.records[n].Gangs {
+			if seen[r.Key] {
+				continue
+			}
+			seen[r.Key] = true
+			g := &Gang{Key: r.Key, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Root: r.Root, Workload: r.Workload,
+				Method: r.Method, GPUs: r.GPUs, Ranks: r.Ranks}
+			ref := g.Root
+			if ref == nil {
+				ref = g.Workload
+			}
+			if ref == nil {
+				continue // a bare pod group: its pods were deleted, nothing else to finish
+			}
+			var u *unstructured.Unstructured
+			err := d.retry(ctx, func() (err error) {
+				u, err = d.Dynamic.Resource(ref.GVR()).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+				return err
+			})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("reading %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+			}
+			a := u.GetAnnotations()
+			if ref.UID != "" && u.GetUID() != ref.UID || a[AnnStoppedByRun] != d.runID || a[AnnStopState] != GangStopping {
+				continue
+			}
+			g.Labels, g.Annotations = u.GetLabels(), a
+			out = append(out, g)
+		}
+	}
+	return out, nil
 }
 
 // causedError reads as msg and unwraps to the error behind it, so that

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -351,6 +352,108 @@ func TestRunAbortOnAckTimeoutLeavesGangRunning(t *testing.T) {
 	res2, _ := d2.Run(ctx, []string{"n2"})
 	if res2.RunID != res.RunID || res2.Gangs[0].RequestID != res.RunID+"-r1" {
 		t.Errorf("re-run request id %q, run %q", res2.Gangs[0].RequestID, res2.RunID)
+	}
+}
+
+// cutAfterStop runs a drain of n2 that dies (here: every write fails, as
+// after SIGKILL) right after the stop took effect and the gang's pods are
+// gone, before the run marked the gang stopped. It returns the run id.
+func cutAfterStop(t *testing.T, c *cluster) string {
+	t.Helper()
+	deletePodsOnSuspend(c, "train-")
+	var killed, cut atomic.Bool
+	dead := errors.New("the plugin is gone")
+	c.dyn.PrependReactor("patch", "jobsets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if killed.Load() {
+			return true, nil, dead
+		}
+		if strings.Contains(string(a.(clienttesting.PatchAction).GetPatch()), `"suspend":true`) && cut.CompareAndSwap(false, true) {
+			killed.Store(true) // this write lands, none after it
+		}
+		return false, nil, nil
+	})
+	c.kube.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if killed.Load() {
+			return true, nil, dead
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	keys := checkpoint.DefaultKeys()
+	rs := &checkpoint.Responder{Client: c.dyn, Target: checkpoint.Target{Resource: jobsetGVR, Namespace: "ml", Name: "train"}, Keys: keys,
+		PollInterval: 5 * time.Millisecond, HeartbeatInterval: time.Hour,
+		Checkpoint: func(context.Context, checkpoint.Request) (checkpoint.Result, error) {
+			return checkpoint.Result{Step: "100"}, nil
+		}}
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	go func() { _ = rs.Run(rctx) }()
+
+	ev := &events{}
+	res, err := newDrainer(c, Options{}, ev).Run(ctx, []string{"n2"})
+	if err == nil || !killed.Load() {
+		t.Fatalf("first run: want it cut off after the stop, got %v (killed %v)\nevents: %v", err, killed.Load(), ev.lines)
+	}
+	js, _ := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{})
+	if js.GetAnnotations()[AnnStopState] != GangStopping || js.GetAnnotations()[keys.Request] == "" {
+		t.Fatalf("after the cut: jobset annotations %v", js.GetAnnotations())
+	}
+	if _, err := c.kube.CoreV1().Pods("ml").Get(ctx, "train-1", metav1.GetOptions{}); err == nil {
+		t.Fatal("the stop did not take effect before the cut")
+	}
+	killed.Store(false)
+	return res.RunID
+}
+
+// The re-run finds no pod of the gang, yet must finish its stop from the
+// node's record: mark it stopped and clear the checkpoint request, so that
+// the gang does not yield again when it is readmitted.
+func TestRunFinishesAStopWhosePodsAreGone(t *testing.T) {
+	c := newCluster(t, false)
+	runID := cutAfterStop(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ev := &events{}
+	res, err := newDrainer(c, Options{}, ev).Run(ctx, []string{"n2"})
+	if err != nil {
+		t.Fatalf("re-run: %v\nevents: %v", err, ev.lines)
+	}
+	if !res.Resumed || res.RunID != runID || !res.Complete {
+		t.Fatalf("re-run result %+v", res)
+	}
+	if len(res.Gangs) != 1 || res.Gangs[0].Key != "ml/JobSet/train" || res.Gangs[0].Action != ActionStopped {
+		t.Fatalf("re-run gangs %+v", res.Gangs)
+	}
+	js, _ := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{})
+	a := js.GetAnnotations()
+	if a[AnnStopState] != GangStopped || a[AnnStoppedByRun] != runID || a[checkpoint.DefaultKeys().Request] != "" {
+		t.Errorf("after the re-run: jobset annotations %v", a)
+	}
+	if ann, _ := nodeAnn(t, c, "n2"); ann[AnnState] != string(NodeDrained) {
+		t.Errorf("node n2: %v", ann)
+	}
+}
+
+// Restoring a cut run instead of finishing it clears the run's checkpoint
+// request along with the stop record.
+func TestRestoreOfACutRunClearsItsRequest(t *testing.T) {
+	c := newCluster(t, false)
+	runID := cutAfterStop(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := newDrainer(c, Options{RestoreTimeout: 50 * time.Millisecond}, &events{}).Restore(ctx, []string{"n2"})
+	if !errors.Is(err, ErrIncomplete) { // no scheduler: the pods never come back Ready
+		t.Fatalf("restore: want incomplete, got %v", err)
+	}
+	if len(res.Gangs) != 1 || res.Gangs[0].Action != RestoreUnsuspended {
+		t.Fatalf("restore gangs %+v", res.Gangs)
+	}
+	js, _ := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{})
+	a := js.GetAnnotations()
+	keys := checkpoint.DefaultKeys()
+	if a[keys.Request] != "" || a[AnnStopState] != "" || a[AnnRestoredBy] != runID || a[keys.Status()] == "" {
+		t.Errorf("after restore: jobset annotations %v (want the request gone, the answer kept)", a)
 	}
 }
 

@@ -312,6 +312,18 @@ func (d *Drainer) reactivate(ctx context.Context, g GangRecord, run string) erro
 	restored := map[string]any{
 		AnnStoppedByRun: nil, AnnStopState: nil, AnnRestoredBy: run, AnnRestoredAt: timeString(d.clock().Now()),
 	}
+	// A run cut short before it marked the gang stopped leaves its
+	// checkpoint request behind; the readmitted gang must not yield to it.
+	keys := d.keys()
+	st, err := d.readCheckpoint(ctx, keys, ref.Target())
+	if err != nil {
+		return fmt.Errorf("reading the checkpoint state of %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+	}
+	if st.HasRequest && belongsToRun(st.Request.ID, run) {
+		for k, v := range keys.ClearRequestPatch() {
+			restored[k] = v
+		}
+	}
 	return d.retry(ctx, func() error { return checkpoint.Patch(ctx, d.Dynamic, ref.Target(), restored) })
 }
 
