@@ -15,7 +15,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -175,31 +174,33 @@ func createScaleNodes(b *testing.B, cp *harness.ControlPlane, n int) {
 	b.Logf("created %d nodes in %s", n, time.Since(start).Round(time.Millisecond))
 }
 
-// measure runs a command reps times and returns the median wall time, the
-// median CPU time (user+system) and the median peak RSS in MiB of the whole
-// process (children included for shell pipelines).
+// measure runs a command reps times under hack/peakrss and returns the
+// median wall time, the median CPU time (user+system) and the median peak
+// RSS in MiB of the whole process (children included for shell pipelines).
+// Started straight from this test binary, a command's ru_maxrss would
+// count the binary's own memory (see plugintest.PeakRSS).
 func measure(b *testing.B, reps int, name string, args ...string) (time.Duration, time.Duration, float64) {
 	var walls, cpus []time.Duration
 	var rss []float64
 	for i := 0; i < reps; i++ {
-		cmd := exec.Command(name, args...)
-		cmd.Stdout, cmd.Stderr = nil, nil
+		cmd := exec.Command(plugintest.PeakRSS(b), append([]string{name}, args...)...)
+		var stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = nil, &stderr
 		start := time.Now()
 		err := cmd.Run()
 		wall := time.Since(start)
 		if err != nil {
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() > 1 {
-				b.Fatalf("%s %v: %v", name, args, err)
+				b.Fatalf("%s %v: %v\n%s", name, args, err, stderr.String())
 			}
 		}
-		ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		var kb int64
-		if ru != nil {
-			kb = ru.Maxrss
+		_, kib, ok := plugintest.SplitPeakRSS(stderr.String())
+		if !ok {
+			b.Fatalf("%s %v: no peak RSS from hack/peakrss\n%s", name, args, stderr.String())
 		}
 		walls = append(walls, wall)
 		cpus = append(cpus, cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime())
-		rss = append(rss, float64(kb)/1024)
+		rss = append(rss, float64(kib)/1024)
 	}
 	sort.Slice(walls, func(i, j int) bool { return walls[i] < walls[j] })
 	sort.Slice(cpus, func(i, j int) bool { return cpus[i] < cpus[j] })
