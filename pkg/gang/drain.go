@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -316,7 +317,7 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	// A gang whose stop this run issued may have no pods left to find:
 	// the run was interrupted after the stop took effect. Its nodes
 	// remember it; finish its stop from there.
-	unfinished, err := d.unfinishedStops(ctx, work, found)
+	unfinished, err := d.unfinishedStops(ctx, work, gangKeys(found.Gangs))
 	if err != nil {
 		return res, incomplete(err)
 	}
@@ -395,18 +396,26 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	return res, nil
 }
 
-// unfinishedStops returns the gangs recorded on the work nodes that
-// discovery no longer finds but whose stop object says this run is still
-// stopping them. handleGang takes them straight to stop, which re-issues
-// the (idempotent) stop, waits for the pods to be gone, marks the gang
-// stopped and clears its checkpoint request.
-func (d *Drainer) unfinishedStops(ctx context.Context, work []string, found *Discovery) ([]*Gang, error) {
-	seen := map[string]bool{}
-	for _, g := range found.Gangs {
-		seen[g.Key] = true
+func gangKeys(gs []*Gang) map[string]bool {
+	out := make(map[string]bool, len(gs))
+	for _, g := range gs {
+		out[g.Key] = true
 	}
+	return out
+}
+
+// unfinishedStops returns the gangs recorded on the nodes (drained ones
+// aside) that are not among found but whose stop object says this run is
+// still stopping them. handleGang takes them straight to stop, which
+// re-issues the (idempotent) stop, waits for the pods to be gone, marks
+// the gang stopped and clears its checkpoint request.
+func (d *Drainer) unfinishedStops(ctx context.Context, nodes []string, found map[string]bool) ([]*Gang, error) {
+	seen := maps.Clone(found)
 	var out []*Gang
-	for _, n := range work {
+	for _, n := range nodes {
+		if d.records[n].State == NodeDrained {
+			continue
+		}
 		for _, r := range d.records[n].Gangs {
 			if seen[r.Key] {
 				continue

@@ -414,6 +414,14 @@ func TestRunFinishesAStopWhosePodsAreGone(t *testing.T) {
 	runID := cutAfterStop(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	// A dry run says it would finish the stop, and changes nothing.
+	dry, err := newDrainer(c, Options{DryRun: true}, &events{}).Run(ctx, []string{"n2"})
+	if err != nil || !dry.Resumed || len(dry.Gangs) != 1 || dry.Gangs[0].Key != "ml/JobSet/train" || dry.Gangs[0].Action != ActionWouldStop {
+		t.Fatalf("dry run: %v %+v", err, dry)
+	}
+	if js, _ := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{}); js.GetAnnotations()[AnnStopState] != GangStopping {
+		t.Fatalf("the dry run changed the jobset: %v", js.GetAnnotations())
+	}
 	ev := &events{}
 	res, err := newDrainer(c, Options{}, ev).Run(ctx, []string{"n2"})
 	if err != nil {

@@ -305,12 +305,24 @@ func (d *Drainer) dryRun(ctx context.Context, selected []string, res *RunResult)
 		return err
 	}
 	res.Steps = p.Steps
+	found := map[string]bool{}
 	for _, g := range p.Gangs {
+		found[g.Key] = true
 		o := d.outcome(g.Gang, ActionWouldStop, "")
 		if g.Method == StopUnsupported || g.Support == checkpoint.SupportNo && d.Options.OnTimeout == OnTimeoutAbort {
 			o.Action = ActionWouldSkip
 		}
 		res.Gangs = append(res.Gangs, o)
+	}
+	if !res.Resumed {
+		return nil
+	}
+	unfinished, err := d.unfinishedStops(ctx, selected, found)
+	if err != nil {
+		return err
+	}
+	for _, g := range unfinished {
+		res.Gangs = append(res.Gangs, d.outcome(g, ActionWouldStop, "its pods are gone; would finish the stop begun earlier in this run"))
 	}
 	return nil
 }
