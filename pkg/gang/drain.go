@@ -421,32 +421,17 @@ func (d *Drainer) unfinishedStops(ctx context.Context, nodes []string, found map
 				continue
 			}
 			seen[r.Key] = true
-			g := &Gang{Key: r.Key, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Root: r.Root, Workload: r.Workload,
-				Method: r.Method, GPUs: r.GPUs, Ranks: r.Ranks}
-			ref := g.Root
-			if ref == nil {
-				ref = g.Workload
-			}
-			if ref == nil {
-				continue // a bare pod group: its pods were deleted, nothing else to finish
-			}
-			var u *unstructured.Unstructured
-			err := d.retry(ctx, func() (err error) {
-				u, err = d.Dynamic.Resource(ref.GVR()).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-				return err
-			})
-			if apierrors.IsNotFound(err) {
-				continue
-			}
+			// A bare pod group has no stop object: its pods were
+			// deleted, nothing else is left to finish.
+			u, _, err := d.stopObject(ctx, r)
 			if err != nil {
-				return nil, fmt.Errorf("reading %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+				return nil, err
 			}
-			a := u.GetAnnotations()
-			if ref.UID != "" && u.GetUID() != ref.UID || a[AnnStoppedByRun] != d.runID || a[AnnStopState] != GangStopping {
+			if u == nil || u.GetAnnotations()[AnnStoppedByRun] != d.runID || u.GetAnnotations()[AnnStopState] != GangStopping {
 				continue
 			}
-			g.Labels, g.Annotations = u.GetLabels(), a
-			out = append(out, g)
+			out = append(out, &Gang{Key: r.Key, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Root: r.Root, Workload: r.Workload,
+				Method: r.Method, GPUs: r.GPUs, Ranks: r.Ranks, Labels: u.GetLabels(), Annotations: u.GetAnnotations()})
 		}
 	}
 	return out, nil

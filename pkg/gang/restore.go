@@ -159,10 +159,11 @@ func (d *Drainer) Restore(ctx context.Context, nodes []string) (*RestoreResult, 
 	var watch []*RestoreOutcome
 	for _, g := range gangs {
 		o := RestoreOutcome{GangRecord: g}
-		run, restorable, msg, err := d.stoppedBy(ctx, g)
+		u, why, err := d.stopObject(ctx, g)
 		if err != nil {
 			return res, incomplete(err)
 		}
+		run, restorable, msg := stoppedBy(u, why)
 		o.FreeGPUs = free
 		switch {
 		case g.Method == StopDeletePods:
@@ -179,7 +180,7 @@ func (d *Drainer) Restore(ctx context.Context, nodes []string) (*RestoreResult, 
 			o.Action = RestoreWouldRestore
 			free -= g.GPUs
 		default:
-			if err := d.reactivate(ctx, g, run); err != nil {
+			if err := d.reactivate(ctx, g, run, u.GetAnnotations()); err != nil {
 				return res, incomplete(err)
 			}
 			free -= g.GPUs
@@ -228,41 +229,54 @@ func actionFor(m StopMethod) string {
 	return RestoreUnsuspended
 }
 
-// stoppedBy reads the stop record of a gang's root object.
-func (d *Drainer) stoppedBy(ctx context.Context, g GangRecord) (run string, restorable bool, msg string, err error) {
+// stopObject reads the object that holds a gang's stop record: its root,
+// else its Kueue Workload. Where there is none, or it was deleted or
+// recreated since the drain, it returns nil and why.
+func (d *Drainer) stopObject(ctx context.Context, g GangRecord) (*unstructured.Unstructured, string, error) {
 	ref := g.Root
 	if ref == nil {
 		ref = g.Workload
 	}
 	if ref == nil {
-		return "", false, "no object to restore", nil
+		return nil, "no object to restore", nil
 	}
 	var u *unstructured.Unstructured
-	err = d.retry(ctx, func() (err error) {
+	err := d.retry(ctx, func() (err error) {
 		u, err = d.Dynamic.Resource(ref.GVR()).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		return err
 	})
 	if apierrors.IsNotFound(err) {
-		return "", false, "deleted since the drain", nil
+		return nil, "deleted since the drain", nil
 	}
 	if err != nil {
-		return "", false, "", fmt.Errorf("reading %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+		return nil, "", fmt.Errorf("reading %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 	}
 	if ref.UID != "" && u.GetUID() != ref.UID {
-		return "", false, "recreated since the drain", nil
+		return nil, "recreated since the drain", nil
+	}
+	return u, "", nil
+}
+
+// stoppedBy reads the stop record of a gang's stop object u (nil: there is
+// none, for the reason why).
+func stoppedBy(u *unstructured.Unstructured, why string) (run string, restorable bool, msg string) {
+	if u == nil {
+		return "", false, why
 	}
 	a := u.GetAnnotations()
 	if by := a[AnnRestoredBy]; by != "" && a[AnnStoppedByRun] == "" {
-		return by, true, "already restored", nil
+		return by, true, "already restored"
 	}
 	run = a[AnnStoppedByRun]
 	if run == "" {
-		return "", false, "not stopped by gang-drain", nil
+		return "", false, "not stopped by gang-drain"
 	}
-	return run, true, "", nil
+	return run, true, ""
 }
 
-func (d *Drainer) reactivate(ctx context.Context, g GangRecord, run string) error {
+// reactivate undoes the stop of a gang that run stopped; ann are the
+// annotations of its stop object.
+func (d *Drainer) reactivate(ctx context.Context, g GangRecord, run string, ann map[string]string) error {
 	switch g.Method {
 	case StopKueue:
 		if d.Kueue == nil {
@@ -315,11 +329,7 @@ func (d *Drainer) reactivate(ctx context.Context, g GangRecord, run string) erro
 	// A run cut short before it marked the gang stopped leaves its
 	// checkpoint request behind; the readmitted gang must not yield to it.
 	keys := d.keys()
-	st, err := d.readCheckpoint(ctx, keys, ref.Target())
-	if err != nil {
-		return fmt.Errorf("reading the checkpoint state of %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
-	}
-	if st.HasRequest && belongsToRun(st.Request.ID, run) {
+	if req, ok := keys.ParseRequest(ann); ok && belongsToRun(req.ID, run) {
 		for k, v := range keys.ClearRequestPatch() {
 			restored[k] = v
 		}
