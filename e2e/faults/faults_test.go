@@ -56,6 +56,13 @@ func setup(t *testing.T) *fixture {
 		}
 		d := harness.Deployment(f.ns, "web", 2, 1)
 		d.Spec.Template.Spec.NodeSelector = map[string]string{harness.PoolLabel: "faults"}
+		// One web pod per node, always: with both on one node, draining it
+		// would leave the second waiting for the PDB (minAvailable 1), and
+		// the tests expect a node whose drain the PDB allows.
+		d.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector: d.Spec.Selector,
+		}}
 		if _, err := cp.CreateDeployment(ctx, d); err != nil {
 			fixErr = err
 			return
