@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -322,12 +321,8 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		return res, incomplete(err)
 	}
 	for _, g := range unfinished {
-		for _, n := range work {
-			for _, r := range recs[n].Gangs {
-				if r.Key == g.Key && !containsGang(nodeGangs[n], g) {
-					nodeGangs[n] = append(nodeGangs[n], g)
-				}
-			}
+		for _, n := range g.Nodes {
+			nodeGangs[n] = append(nodeGangs[n], g)
 		}
 	}
 	for _, n := range work {
@@ -406,33 +401,43 @@ func gangKeys(gs []*Gang) map[string]bool {
 
 // unfinishedStops returns the gangs recorded on the nodes (drained ones
 // aside) that are not among found but whose stop object says this run is
-// still stopping them. handleGang takes them straight to stop, which
-// re-issues the (idempotent) stop, waits for the pods to be gone, marks
-// the gang stopped and clears its checkpoint request.
+// still stopping them, each with the nodes that record it. handleGang
+// takes them straight to stop, which re-issues the (idempotent) stop,
+// waits for the pods to be gone, marks the gang stopped and clears its
+// checkpoint request.
 func (d *Drainer) unfinishedStops(ctx context.Context, nodes []string, found map[string]bool) ([]*Gang, error) {
-	seen := maps.Clone(found)
-	var out []*Gang
+	var keys []string
+	recorded := map[string]GangRecord{}
+	nodesOf := map[string][]string{}
 	for _, n := range nodes {
 		if d.records[n].State == NodeDrained {
 			continue
 		}
 		for _, r := range d.records[n].Gangs {
-			if seen[r.Key] {
+			if found[r.Key] {
 				continue
 			}
-			seen[r.Key] = true
-			// A bare pod group has no stop object: its pods were
-			// deleted, nothing else is left to finish.
-			u, _, err := d.stopObject(ctx, r)
-			if err != nil {
-				return nil, err
+			if _, ok := recorded[r.Key]; !ok {
+				keys = append(keys, r.Key)
+				recorded[r.Key] = r
 			}
-			if u == nil || u.GetAnnotations()[AnnStoppedByRun] != d.runID || u.GetAnnotations()[AnnStopState] != GangStopping {
-				continue
-			}
-			out = append(out, &Gang{Key: r.Key, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Root: r.Root, Workload: r.Workload,
-				Method: r.Method, GPUs: r.GPUs, Ranks: r.Ranks, Labels: u.GetLabels(), Annotations: u.GetAnnotations()})
+			nodesOf[r.Key] = append(nodesOf[r.Key], n)
 		}
+	}
+	var out []*Gang
+	for _, k := range keys {
+		r := recorded[k]
+		// A bare pod group has no stop object: its pods were deleted,
+		// nothing else is left to finish.
+		u, _, err := d.stopObject(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if u == nil || u.GetAnnotations()[AnnStoppedByRun] != d.runID || u.GetAnnotations()[AnnStopState] != GangStopping {
+			continue
+		}
+		out = append(out, &Gang{Key: r.Key, Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, Root: r.Root, Workload: r.Workload,
+			Method: r.Method, GPUs: r.GPUs, Ranks: r.Ranks, Nodes: nodesOf[k], Labels: u.GetLabels(), Annotations: u.GetAnnotations()})
 	}
 	return out, nil
 }
