@@ -14,9 +14,8 @@ import (
 // XidClass says whether an Xid fails the gate.
 type XidClass string
 
-// Xid classes, from the immediate action of NVIDIA's Xid catalog:
-// RESTART_APP is application-level, IGNORE informational, anything that
-// needs a GPU reset, a reboot, fabric or support action is fatal.
+// Xid classes. The class of an Xid follows from its immediate action in
+// NVIDIA's Xid catalog (see ClassOfAction and xid-catalog.csv).
 const (
 	XidFatal         XidClass = "fatal"
 	XidApplication   XidClass = "application"
@@ -29,50 +28,16 @@ type XidCode struct {
 	Code  int      `json:"code"`
 	Name  string   `json:"name"`
 	Class XidClass `json:"class"`
+	// Action is the catalog's immediate action.
+	Action string `json:"action,omitempty"`
 }
 
-// XidCatalogSource is where XidTable comes from.
+// XidCatalogSource is the page the embedded catalog comes from.
 const XidCatalogSource = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 
-// XidTable classifies the Xid codes seen on data-centre GPUs (A100, H100,
-// B200, GB200). The class follows the catalog's "Resolution Bucket
-// (Immediate Action)" column; docs/xid.md lists the table with reasons.
-// Codes not in the table are treated as warnings.
-var XidTable = map[int]XidCode{
-	8:   {8, "GPU stopped processing (channel idle timeout)", XidApplication},
-	13:  {13, "Graphics engine exception", XidApplication},
-	31:  {31, "GPU memory page fault", XidApplication},
-	32:  {32, "Invalid or corrupted push buffer stream", XidApplication},
-	38:  {38, "Driver firmware error", XidFatal},
-	43:  {43, "GPU stopped processing", XidApplication},
-	45:  {45, "Preemptive cleanup after a previous error", XidInformational},
-	48:  {48, "Double bit ECC error", XidFatal},
-	61:  {61, "Internal micro-controller breakpoint/warning", XidFatal},
-	62:  {62, "Internal micro-controller halt", XidFatal},
-	63:  {63, "ECC page retirement or row remapping recorded", XidWarning},
-	64:  {64, "ECC page retirement or row remapping failure", XidFatal},
-	68:  {68, "Video decoder exception", XidApplication},
-	69:  {69, "Graphics engine class error", XidApplication},
-	74:  {74, "NVLink error", XidFatal},
-	79:  {79, "GPU has fallen off the bus", XidFatal},
-	92:  {92, "High single-bit ECC error rate", XidWarning},
-	94:  {94, "Contained ECC error", XidWarning},
-	95:  {95, "Uncontained ECC error", XidFatal},
-	109: {109, "Context switch timeout", XidApplication},
-	119: {119, "GSP RPC timeout", XidFatal},
-	120: {120, "GSP error", XidFatal},
-	121: {121, "C2C link error", XidFatal},
-	140: {140, "Unrecovered ECC error", XidFatal},
-	143: {143, "GPU initialization failure", XidFatal},
-	154: {154, "GPU recovery action changed (reset or reboot required)", XidFatal},
-}
-
-// ClassifyXid returns the table entry, or a warning for unknown codes.
+// ClassifyXid classifies a code with the embedded catalog.
 func ClassifyXid(code int) XidCode {
-	if x, ok := XidTable[code]; ok {
-		return x
-	}
-	return XidCode{Code: code, Name: "not in the catalog table", Class: XidWarning}
+	return defaultXidCatalog.Classify(code, "")
 }
 
 // XidEvent is one Xid (or NVSwitch SXid) line of a kernel log.
@@ -83,6 +48,9 @@ type XidEvent struct {
 	Class  XidClass `json:"class"`
 	Name   string   `json:"name"`
 	Detail string   `json:"detail,omitempty"`
+	// Action is the catalog's immediate action (for Xid 154 the action
+	// its line names).
+	Action string `json:"action,omitempty"`
 	// Time is when the kernel logged it; zero when the line has no wall
 	// clock (raw dmesg prints seconds since boot).
 	Time time.Time `json:"time,omitempty"`
@@ -131,6 +99,11 @@ func lineTime(line string) time.Time {
 // Events with a wall-clock time before since are dropped; events without
 // one are kept. At most 10000 events are returned.
 func ParseKernelLog(r io.Reader, since time.Time) ([]XidEvent, error) {
+	return defaultXidCatalog.ParseKernelLog(r, since)
+}
+
+// ParseKernelLog is the package's ParseKernelLog with this catalog.
+func (c *XidCatalog) ParseKernelLog(r io.Reader, since time.Time) ([]XidEvent, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	var out []XidEvent
@@ -142,8 +115,9 @@ func ParseKernelLog(r io.Reader, since time.Time) ([]XidEvent, error) {
 			if err != nil {
 				continue
 			}
-			info := ClassifyXid(code)
-			ev = XidEvent{Code: code, PCI: m[1], Class: info.Class, Name: info.Name, Detail: strings.TrimSpace(m[3])}
+			detail := strings.TrimSpace(m[3])
+			info := c.Classify(code, detail)
+			ev = XidEvent{Code: code, PCI: m[1], Class: info.Class, Name: info.Name, Action: info.Action, Detail: detail}
 		} else if m := sxidRe.FindStringSubmatch(line); m != nil {
 			code, err := strconv.Atoi(m[2])
 			if err != nil {
@@ -175,22 +149,40 @@ func ParseKernelLog(r io.Reader, since time.Time) ([]XidEvent, error) {
 }
 
 // XidFindings fails on fatal events, warns on warnings and summarises
-// application-level ones.
+// application-level and ignorable ones, naming the catalog's action.
+// Xid 45 (WORKFLOW_XID_45: "Solo: RESTART_FM, not solo: IGNORE (follow
+// other Xid)") is info when another Xid of the same GPU is in the log.
 func XidFindings(events []XidEvent) []Finding {
+	others := map[string]bool{}
+	for _, e := range events {
+		if !e.SXid && e.Code != 45 {
+			others[e.PCI] = true
+		}
+	}
 	type key struct {
-		code int
-		sxid bool
+		code   int
+		sxid   bool
+		class  XidClass
+		action string
 	}
 	groups := map[key][]XidEvent{}
 	var keys []key
 	for _, e := range events {
-		k := key{e.Code, e.SXid}
+		if !e.SXid && e.Action == ActionXid45Workflow && others[e.PCI] {
+			e.Class = XidInformational
+		}
+		k := key{e.Code, e.SXid, e.Class, e.Action}
 		if _, ok := groups[k]; !ok {
 			keys = append(keys, k)
 		}
 		groups[k] = append(groups[k], e)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].code < keys[j].code })
+	sort.SliceStable(keys, func(i, j int) bool {
+		if keys[i].code != keys[j].code {
+			return keys[i].code < keys[j].code
+		}
+		return keys[i].action < keys[j].action
+	})
 	var out []Finding
 	for _, k := range keys {
 		evs := groups[k]
@@ -208,9 +200,12 @@ func XidFindings(events []XidEvent) []Finding {
 		if k.sxid {
 			kind = "SXid"
 		}
-		msg := fmt.Sprintf("%s %d (%s, %s) x%d on %s", kind, k.code, e.Name, e.Class, len(evs), strings.Join(pl, " "))
+		msg := fmt.Sprintf("%s %d (%s, %s) x%d on %s", kind, k.code, e.Name, k.class, len(evs), strings.Join(pl, " "))
+		if k.action != "" {
+			msg += "; NVIDIA's immediate action: " + k.action
+		}
 		lvl := LevelInfo
-		switch e.Class {
+		switch k.class {
 		case XidFatal:
 			lvl = LevelFail
 		case XidWarning:
