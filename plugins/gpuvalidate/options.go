@@ -35,6 +35,8 @@ type Options struct {
 	XID      bool
 	Since    string
 	XidImage string
+	// XidCatalogFile replaces the embedded Xid catalog.
+	XidCatalogFile string
 
 	DCGM      bool
 	DCGMImage string
@@ -65,6 +67,8 @@ type Options struct {
 	tolerance float64
 	launcher  nccl.Launcher
 	fabric    nccl.Fabric
+
+	xidCatalog *gpucheck.XidCatalog
 
 	cg        cli.ClientGetter
 	namespace string
@@ -112,6 +116,8 @@ func (o *Options) AddCheckFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.XID, "xid", o.XID, "Read each node's kernel log in a privileged pod (the -n namespace must allow privileged pods) and fail on fatal Xid events.")
 	cmd.Flags().StringVar(&o.Since, "since", o.Since, "Kernel log window for --xid: a duration (2h) or an RFC 3339 time (default: since the node last became Ready).")
 	cmd.Flags().StringVar(&o.XidImage, "xid-image", o.XidImage, "Image of the --xid pod (needs sh, chroot and dmesg).")
+	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see `kubectl gpu-validate xid-catalog`.")
+	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
 	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1 -j) in a privileged pod with all of each node's GPUs (the GPUs must be free).")
 	cmd.Flags().StringVar(&o.DCGMImage, "dcgm-image", o.DCGMImage, "Image of the --dcgm pod.")
 	cmd.Flags().BoolVar(&o.NCCL, "nccl", o.NCCL, "Run the NCCL all-reduce smoke test across the nodes that passed the other gates.")
@@ -194,6 +200,17 @@ func (o *Options) Validate() error {
 		} else {
 			return fmt.Errorf("invalid --since %q: want a duration such as 2h or an RFC 3339 time", o.Since)
 		}
+	}
+	o.xidCatalog = gpucheck.DefaultXidCatalog()
+	if o.XidCatalogFile != "" {
+		if !o.XID {
+			return fmt.Errorf("--xid-catalog only applies with --xid")
+		}
+		c, err := gpucheck.ReadXidCatalog(o.XidCatalogFile)
+		if err != nil {
+			return fmt.Errorf("--xid-catalog: %w", err)
+		}
+		o.xidCatalog = c
 	}
 	if o.Since != "" && !o.XID {
 		return fmt.Errorf("--since only applies with --xid")

@@ -6,109 +6,16 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
-	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
 )
 
-// Report is the result of one wave (kind GPUValidateReport).
+// Report is the result of one wave (kind GPUValidateReport): the header
+// and gpucheck's report.
 type Report struct {
 	cli.Header
-	Items   []*NodeReport `json:"items"`
-	NCCL    []NCCLRun     `json:"nccl,omitempty"`
-	Summary Summary       `json:"summary"`
-	// Warnings say what could not be checked, such as DRA devices when
-	// ResourceSlices cannot be read (a node with GPUs only through DRA
-	// then shows none).
-	Warnings []string `json:"warnings,omitempty"`
+	*gpucheck.Report
 }
 
-// NodeReport is one node's verdict and the evidence behind it.
-type NodeReport struct {
-	Name           string                `json:"name"`
-	Pool           string                `json:"pool,omitempty"`
-	KubeletVersion string                `json:"kubeletVersion"`
-	Ready          bool                  `json:"ready"`
-	Status         gpucheck.Status       `json:"status"`
-	GPUs           *gpucheck.GPUCount    `json:"gpus,omitempty"`
-	ConfigBaseline string                `json:"configBaseline,omitempty"`
-	ConfigDiffs    []gpucheck.ConfigDiff `json:"configDiffs,omitempty"`
-	Xids           []gpucheck.XidEvent   `json:"xids,omitempty"`
-	DCGM           *gpucheck.DCGMResult  `json:"dcgm,omitempty"`
-	Findings       []gpucheck.Finding    `json:"findings"`
-}
-
-func (n *NodeReport) add(check string, l gpucheck.Level, msg string) {
-	n.Findings = append(n.Findings, gpucheck.Finding{Check: check, Level: l, Message: msg})
-}
-
-// NCCLRun is one all-reduce test over a pool's nodes.
-type NCCLRun struct {
-	Pool          string          `json:"pool"`
-	Nodes         []string        `json:"nodes"`
-	Launcher      string          `json:"launcher"`
-	Fabric        string          `json:"fabric"`
-	Image         string          `json:"image,omitempty"`
-	Pod           string          `json:"pod,omitempty"`
-	Gate          nccl.GateResult `json:"gate"`
-	Baseline      *nccl.Baseline  `json:"baseline,omitempty"`
-	BaselineSaved bool            `json:"baselineSaved,omitempty"`
-	Error         string          `json:"error,omitempty"`
-}
-
-// Summary sums up the wave.
-type Summary struct {
-	Nodes        int `json:"nodes"`
-	Passed       int `json:"passed"`
-	Warned       int `json:"warned"`
-	Failed       int `json:"failed"`
-	GPUsExpected int `json:"gpusExpected"`
-	GPUsFound    int `json:"gpusFound"`
-	// BusBW is one line per NCCL run: busbw against the baseline.
-	BusBW []string `json:"busBw,omitempty"`
-}
-
-func summarize(r *Report) Summary {
-	s := Summary{Nodes: len(r.Items)}
-	for _, it := range r.Items {
-		switch it.Status {
-		case gpucheck.StatusPass:
-			s.Passed++
-		case gpucheck.StatusWarn:
-			s.Warned++
-		default:
-			s.Failed++
-		}
-		if it.GPUs != nil {
-			s.GPUsExpected += it.GPUs.Expected
-			s.GPUsFound += it.GPUs.Found
-		}
-	}
-	for _, run := range r.NCCL {
-		s.BusBW = append(s.BusBW, busBWLine(run))
-	}
-	return s
-}
-
-func busBWLine(run NCCLRun) string {
-	pool := run.Pool
-	if pool == "" {
-		pool = "<no pool>"
-	}
-	if run.Error != "" {
-		return fmt.Sprintf("pool %s: NCCL test did not finish: %s", pool, run.Error)
-	}
-	g := run.Gate
-	base := "no baseline"
-	if g.BaselineBusBW > 0 {
-		base = fmt.Sprintf("baseline %.1f GB/s (min %.1f at %s tolerance)", g.BaselineBusBW, g.MinBusBW, nccl.FormatPercent(g.Tolerance))
-	}
-	saved := ""
-	if run.BaselineSaved {
-		saved = ", baseline saved"
-	}
-	return fmt.Sprintf("pool %s: busbw %.1f GB/s at %s on %d nodes vs %s: %s%s", pool, g.BusBW, nccl.FormatBytes(g.SizeBytes), len(run.Nodes), base, g.Verdict, saved)
-}
-
-func checkStatus(it *NodeReport, check string) string {
+func checkStatus(it *gpucheck.NodeReport, check string) string {
 	var fs []gpucheck.Finding
 	for _, f := range it.Findings {
 		if f.Check == check {
@@ -121,7 +28,7 @@ func checkStatus(it *NodeReport, check string) string {
 	return string(gpucheck.StatusOf(fs))
 }
 
-func reasons(it *NodeReport) string {
+func reasons(it *gpucheck.NodeReport) string {
 	var out []string
 	for _, f := range it.Findings {
 		if f.Level != gpucheck.LevelInfo {

@@ -1,0 +1,110 @@
+package gpuvalidate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
+)
+
+var xidCatalogLong = templates.LongDesc(`
+	Print the Xid catalog that --xid judges by: NVIDIA's published table
+	(every Xid with its immediate and investigatory actions and the page it
+	came from), the class the gate gives each one, the source and the date
+	of the data. --xid-catalog prints a replacement file instead, after
+	checking it.`)
+
+// XidCatalogOptions are the options of `kubectl gpu-validate xid-catalog`.
+type XidCatalogOptions struct {
+	Print *cli.PrintFlags
+	File  string
+	genericiooptions.IOStreams
+}
+
+// XidCatalogReport is the catalog as printed (kind XidCatalog).
+type XidCatalogReport struct {
+	cli.Header
+	*gpucheck.XidCatalog
+}
+
+func newXidCatalogCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &XidCatalogOptions{Print: cli.NewPrintFlags(), IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:     "xid-catalog [flags]",
+		Short:   "Print the Xid catalog the --xid gate uses, with its source and date",
+		Long:    xidCatalogLong,
+		Example: "  kubectl gpu-validate xid-catalog\n  kubectl gpu-validate xid-catalog -o json | jq '.entries[] | select(.class==\"fatal\") | .xid'",
+		Args:    cobra.NoArgs,
+		RunE:    cli.RunE(cg, o),
+	}
+	cmd.Flags().StringVar(&o.File, "xid-catalog", o.File, "Check and print this catalog file instead of the embedded one.")
+	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
+	o.Print.AddFlags(cmd)
+	return cmd
+}
+
+// Complete does nothing: the catalog needs no cluster.
+func (o *XidCatalogOptions) Complete(cli.ClientGetter, *cobra.Command, []string) error { return nil }
+
+// Validate checks the output flags.
+func (o *XidCatalogOptions) Validate() error { return o.Print.Validate() }
+
+// Run prints the catalog.
+func (o *XidCatalogOptions) Run(context.Context) error {
+	c := gpucheck.DefaultXidCatalog()
+	if o.File != "" {
+		var err error
+		if c, err = gpucheck.ReadXidCatalog(o.File); err != nil {
+			return cli.UsageErr(fmt.Errorf("--xid-catalog: %w", err))
+		}
+	}
+	if o.Print.Quiet {
+		return nil
+	}
+	if o.Print.Structured() {
+		return cli.PrintStructured(o.Out, o.Print.Output, XidCatalogReport{Header: cli.NewHeader("XidCatalog", cli.Metadata{}), XidCatalog: c})
+	}
+	t := cli.Table{Columns: []cli.Column{{Name: "XID"}, {Name: "CLASS"}, {Name: "IMMEDIATE ACTION"}, {Name: "MNEMONIC", Wide: true},
+		{Name: "INVESTIGATORY ACTION", Wide: true}, {Name: "DESCRIPTION"}}}
+	for _, e := range c.Entries {
+		action, class := e.ImmediateAction, string(e.Class)
+		if action == "" {
+			action = "-"
+		}
+		if e.ImmediateAction == gpucheck.ActionXid154 {
+			class = "per line"
+		}
+		inv := e.InvestigatoryAction
+		if inv == "" {
+			inv = "-"
+		}
+		desc := e.Description
+		if len(desc) > 80 && !o.Print.TableOptions().Wide {
+			desc = desc[:77] + "..."
+		}
+		t.AddRow(fmt.Sprint(e.Code), class, action, e.Mnemonic, inv, desc)
+	}
+	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
+		return err
+	}
+	if !o.Print.NoHeaders {
+		src := "embedded"
+		if c.File != "" {
+			src = c.File
+		}
+		fmt.Fprintf(o.Out, "\n%d Xids from %s (sheet %s, checked %s; %s)\n", len(c.Entries), c.Source, orDash(c.SheetDate), orDash(c.Checked), src)
+	}
+	return nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
