@@ -202,10 +202,10 @@ func TestParseKernelLog(t *testing.T) {
 		Timed bool
 	}
 	cases := map[string][]ev{
-		"kernel-journal.log":     {{13, XidApplication, "PCI:0000:3b:00", true}, {43, XidInformational, "PCI:0000:3b:00", true}, {79, XidFatal, "PCI:0000:5d:00", true}, {12028, XidWarning, "PCI:0000:07:00.0", true}},
-		"kernel-dmesg-iso.log":   {{94, XidApplication, "PCI:0000:9a:00", true}, {31, XidApplication, "PCI:0000:9a:00", true}},
-		"kernel-dmesg-raw.log":   {{74, XidFatal, "PCI:0000:cb:00", false}, {200, XidWarning, "PCI:0000:cb:00", false}},
-		"kernel-clean.log":       nil,
+		"kernel-journal.log":   {{13, XidApplication, "PCI:0000:3b:00", true}, {43, XidInformational, "PCI:0000:3b:00", true}, {79, XidFatal, "PCI:0000:5d:00", true}, {12028, XidWarning, "PCI:0000:07:00.0", true}},
+		"kernel-dmesg-iso.log": {{94, XidApplication, "PCI:0000:9a:00", true}, {31, XidApplication, "PCI:0000:9a:00", true}},
+		"kernel-dmesg-raw.log": {{74, XidFatal, "PCI:0000:cb:00", false}, {200, XidWarning, "PCI:0000:cb:00", false}},
+		"kernel-clean.log":     nil,
 	}
 	for file, want := range cases {
 		t.Run(file, func(t *testing.T) {

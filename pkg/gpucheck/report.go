@@ -19,13 +19,13 @@ type Report struct {
 
 // NodeReport is one node's verdict and the evidence behind it.
 type NodeReport struct {
-	Name           string                `json:"name"`
-	Pool           string                `json:"pool,omitempty"`
-	KubeletVersion string                `json:"kubeletVersion"`
-	Ready          bool                  `json:"ready"`
+	Name           string       `json:"name"`
+	Pool           string       `json:"pool,omitempty"`
+	KubeletVersion string       `json:"kubeletVersion"`
+	Ready          bool         `json:"ready"`
 	Status         Status       `json:"status"`
 	GPUs           *GPUCount    `json:"gpus,omitempty"`
-	ConfigBaseline string                `json:"configBaseline,omitempty"`
+	ConfigBaseline string       `json:"configBaseline,omitempty"`
 	ConfigDiffs    []ConfigDiff `json:"configDiffs,omitempty"`
 	Xids           []XidEvent   `json:"xids,omitempty"`
 	DCGM           *DCGMResult  `json:"dcgm,omitempty"`
@@ -103,4 +103,3 @@ func busBWLine(run NCCLRun) string {
 	}
 	return fmt.Sprintf("pool %s: busbw %.1f GB/s at %s on %d nodes vs %s: %s%s", pool, g.BusBW, nccl.FormatBytes(g.SizeBytes), len(run.Nodes), base, g.Verdict, saved)
 }
-
