@@ -635,12 +635,9 @@ func (v *Validator) ncclPool(ctx context.Context, pool string, nodes []*corev1.N
 	if perr != nil && res.Phase == string(corev1.PodFailed) {
 		return run, fmt.Errorf("test pod %s failed without results", res.Pod)
 	}
-	run.Gate = nccl.Gate(nccl.GateInput{Result: parsed, SizeBytes: v.GateSize, Baseline: base, Tolerance: v.Tolerance, ExpectedRanks: m.ExpectedRanks()})
-	if res.Phase == string(corev1.PodFailed) && run.Gate.Verdict != nccl.VerdictFail {
-		run.Gate.Verdict = nccl.VerdictFail
-		run.Gate.Reasons = append(run.Gate.Reasons, "the test pod failed")
-	}
-	if v.SaveBaseline && run.Gate.Wrong == 0 && run.Gate.OutOfBounds == 0 && run.Gate.BusBW > 0 && (parsed != nil && len(parsed.Errors) == 0) {
+	failed := res.Phase == string(corev1.PodFailed)
+	run.Gate = nccl.Gate(nccl.GateInput{Result: parsed, SizeBytes: v.GateSize, Baseline: base, Tolerance: v.Tolerance, ExpectedRanks: m.ExpectedRanks(), Failed: failed})
+	if v.SaveBaseline && !failed && run.Gate.Wrong == 0 && run.Gate.OutOfBounds == 0 && run.Gate.BusBW > 0 && parsed != nil {
 		b := nccl.Baseline{Pool: pool, BusBW: run.Gate.BusBW, SizeBytes: run.Gate.SizeBytes, Nodes: len(run.Nodes), GPUsPerNode: gpus,
 			Fabric: string(v.Fabric), Launcher: string(v.Launcher), Image: spec.Image, RecordedAt: v.Clock.Now().UTC(), RecordedOn: run.Nodes}
 		if err := store.Save(ctx, b); err != nil {
@@ -648,7 +645,7 @@ func (v *Validator) ncclPool(ctx context.Context, pool string, nodes []*corev1.N
 		}
 		run.BaselineSaved = true
 		run.Baseline = &b
-		run.Gate = nccl.Gate(nccl.GateInput{Result: parsed, SizeBytes: v.GateSize, Baseline: &b, Tolerance: v.Tolerance, ExpectedRanks: m.ExpectedRanks()})
+		run.Gate = nccl.Gate(nccl.GateInput{Result: parsed, SizeBytes: v.GateSize, Baseline: &b, Tolerance: v.Tolerance, ExpectedRanks: m.ExpectedRanks(), Failed: failed})
 		v.event("saved baseline for pool %s: %s", pool, b.Summary())
 	}
 	return run, nil

@@ -38,6 +38,10 @@ type GateInput struct {
 	// ExpectedRanks is the number of ranks the job should have had (nodes
 	// times GPUs per node); 0 skips the check.
 	ExpectedRanks int
+	// Failed says the test exited non-zero (its pod failed). all_reduce_perf
+	// exits with EXIT_FAILURE when it counted wrong values or the average
+	// bandwidth fell under NCCL_TESTS_MIN_BW (src/common.cu, end of run()).
+	Failed bool
 }
 
 // GateResult explains a verdict.
@@ -74,6 +78,15 @@ func Gate(in GateInput) GateResult {
 		g.Verdict = VerdictFail
 		g.Reasons = append(g.Reasons, fmt.Sprintf(format, args...))
 	}
+	warn := func(format string, args ...any) {
+		if g.Verdict == VerdictPass {
+			g.Verdict = VerdictWarn
+		}
+		g.Reasons = append(g.Reasons, fmt.Sprintf(format, args...))
+	}
+	if in.Failed {
+		fail("the test exited non-zero (its pod failed)")
+	}
 	if in.Result == nil || len(in.Result.Rows) == 0 {
 		fail("no all_reduce_perf results in the output")
 		return g
@@ -89,8 +102,14 @@ func Gate(in GateInput) GateResult {
 			fail("%d out-of-bounds value(s)", *r.OutOfBounds)
 		}
 	}
+	// An error line alone does not fail the run: at exit all_reduce_perf
+	// prints ncclGetLastError(NULL) unconditionally (NVIDIA/nccl-tests src/common.cu
+	// @d2d40cc8249378efa4d7e2c949528c15eeb7d8e7, end of run(): PRINT("%s\n", ncclGetLastError(NULL))),
+	// which holds NCCL's last WARN even when every collective succeeded. Its
+	// verdict is its exit status, the #wrong counts and the bandwidth, all
+	// checked here; the line is shown as a warning.
 	for _, e := range r.Errors {
-		fail("nccl-tests error: %s", e)
+		warn("nccl-tests reported an NCCL error (not a failure by itself): %s", e)
 	}
 	if in.ExpectedRanks > 0 && r.Ranks > 0 && r.Ranks != in.ExpectedRanks {
 		fail("%d ranks ran, want %d", r.Ranks, in.ExpectedRanks)

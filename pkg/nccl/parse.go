@@ -107,6 +107,12 @@ const maxLine = 1 << 20
 // an optional --timestamp-output date before it.
 var tagPrefix = regexp.MustCompile(`^(?:[^\[]*)\[\d+,\d+\]<std(?:out|err)>:\s?`)
 
+// srunLabel is the task-number prefix of `srun --label` ("0: "), seen in
+// real two-node outputs (aws-samples/awsome-distributed-training,
+// micro-benchmarks/nccl-tests/README.md). A result row never has a colon
+// right after its first number.
+var srunLabel = regexp.MustCompile(`^\s*\d+: `)
+
 // rankLine matches the device lines of the header.
 var rankLine = regexp.MustCompile(`^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device`)
 
@@ -134,6 +140,8 @@ func ParseString(s string) (*Result, error) { return Parse(strings.NewReader(s))
 func stripPrefix(line string) string {
 	line = strings.TrimRight(line, "\r")
 	if loc := tagPrefix.FindStringIndex(line); loc != nil {
+		line = line[loc[1]:]
+	} else if loc := srunLabel.FindStringIndex(line); loc != nil {
 		line = line[loc[1]:]
 	}
 	return line
