@@ -124,8 +124,7 @@ var GPURelevantFields = []string{
 // DefaultChange records a KubeletConfiguration default that changed (or a
 // field that appeared with a default) in a Kubernetes minor release. Drift
 // that matches an entry when the baseline is older than Since and the node
-// is at Since or newer is expected. Sources: the kubelet configuration API
-// reference and the release notes of each version.
+// is at Since or newer is expected.
 type DefaultChange struct {
 	Field string
 	// Since is the minor release ("1.35") that brought the new default.
@@ -133,20 +132,51 @@ type DefaultChange struct {
 	// Old is the earlier value as JSON ("" = the field was absent).
 	Old string
 	// New is the new default as JSON.
-	New  string
-	Note string
+	New string
+	// FieldAdded says the field itself first appears in k8s.io/kubelet's
+	// config/v1beta1 types in Since (a test checks this against the
+	// module cache when those versions are there).
+	FieldAdded bool
+	Note       string
+	// Source is where the fact comes from: the release's k8s.io/kubelet
+	// types (field and "Default:" comment), the defaulting code, the
+	// feature gate's version history, a KEP or a release note.
+	Source string
 }
 
-// DefaultChanges is the small table of defaults that changed between
-// releases the plugin is expected to see across an upgrade.
+// kubeletTypes and kubeletDefaults are the primary sources most facts
+// below are read from.
+const (
+	kubeletTypes    = "k8s.io/kubelet@v0.%s.0 config/v1beta1/types.go"
+	kubeletDefaults = "k8s.io/kubernetes@v1.37.2 pkg/kubelet/apis/config/v1beta1/defaults.go"
+)
+
+// DefaultChanges is the table of defaults that changed between releases
+// the plugin is expected to see across an upgrade (1.29 to 1.37). Every
+// entry names its source; TestDefaultChanges has one case per entry.
 var DefaultChanges = []DefaultChange{
-	{Field: "containerLogMaxWorkers", Since: "1.30", Old: "", New: "1", Note: "new field in 1.30 (parallel log rotation)"},
-	{Field: "containerLogMonitorInterval", Since: "1.30", Old: "", New: `"10s"`, Note: "new field in 1.30"},
-	{Field: "podLogsDir", Since: "1.31", Old: "", New: `"/var/log/pods"`, Note: "new field in 1.31"},
-	{Field: "imagePullCredentialsVerificationPolicy", Since: "1.33", Old: "", New: `"NeverVerifyPreloadedImages"`, Note: "new field in 1.33 (KEP-2535)"},
-	{Field: "mergeDefaultEvictionSettings", Since: "1.34", Old: "", New: "false", Note: "new field in 1.34"},
-	{Field: "failCgroupV1", Since: "1.35", Old: "false", New: "true", Note: "1.35 refuses cgroup v1 by default"},
-	{Field: "failCgroupV1", Since: "1.35", Old: "", New: "true", Note: "1.35 refuses cgroup v1 by default"},
+	{Field: "containerLogMaxWorkers", Since: "1.30", Old: "", New: "1", FieldAdded: true, Note: "new field in 1.30 (parallel log rotation)",
+		Source: fmt.Sprintf(kubeletTypes, "30") + " (first release with the field, Default: 1); " + kubeletDefaults},
+	{Field: "containerLogMonitorInterval", Since: "1.30", Old: "", New: `"10s"`, FieldAdded: true, Note: "new field in 1.30",
+		Source: fmt.Sprintf(kubeletTypes, "30") + " (first release with the field, Default: 10s); " + kubeletDefaults},
+	{Field: "podLogsDir", Since: "1.30", Old: "", New: `"/var/log/pods"`, FieldAdded: true, Note: "new field in 1.30",
+		Source: fmt.Sprintf(kubeletTypes, "30") + " (first release with the field); " + kubeletDefaults + " (DefaultPodLogsDir)"},
+	{Field: "failCgroupV1", Since: "1.31", Old: "", New: "false", FieldAdded: true, Note: "new field in 1.31 (cgroup v1 in maintenance mode)",
+		Source: fmt.Sprintf(kubeletTypes, "31") + " (first release with the field, Default: false); KEP-4569; https://kubernetes.io/blog/2024/08/14/kubernetes-1-31-moving-cgroup-v1-support-maintenance-mode/"},
+	{Field: "mergeDefaultEvictionSettings", Since: "1.33", Old: "", New: "false", FieldAdded: true, Note: "new field in 1.33",
+		Source: fmt.Sprintf(kubeletTypes, "33") + " (first release with the field, Default: false); " + kubeletDefaults},
+	{Field: "failCgroupV1", Since: "1.35", Old: "false", New: "true", Note: "1.35 refuses cgroup v1 by default",
+		Source: fmt.Sprintf(kubeletTypes, "35") + " (Default: true; false up to v0.34.0); KEP-4569; kubeadm upgrade docs for 1.35"},
+	{Field: "failCgroupV1", Since: "1.35", Old: "", New: "true", Note: "1.35 refuses cgroup v1 by default",
+		Source: fmt.Sprintf(kubeletTypes, "35") + " (Default: true); KEP-4569"},
+	{Field: "imagePullCredentialsVerificationPolicy", Since: "1.35", Old: "", New: `"NeverVerifyPreloadedImages"`,
+		Note:   "defaulted since 1.35, when KubeletEnsureSecretPulledImages became beta and on (KEP-2535; the field exists since 1.33 but stays unset while the gate is off)",
+		Source: kubeletDefaults + " (set only when KubeletEnsureSecretPulledImages is on); k8s.io/kubernetes@v1.37.2 pkg/features/kube_features.go (alpha off 1.33, beta on 1.35); KEP-2535"},
+	{Field: "crashLoopBackOff.maxContainerRestartPeriod", Since: "1.35", Old: "", New: `"5m0s"`,
+		Note:   "defaulted since 1.35, when KubeletCrashLoopBackOffMax became beta and on (KEP-4603)",
+		Source: kubeletDefaults + " (set only when KubeletCrashLoopBackOffMax is on); k8s.io/kubernetes@v1.37.2 pkg/features/kube_features.go (alpha off 1.32, beta on 1.35); KEP-4603"},
+	{Field: "memoryReservationPolicy", Since: "1.36", Old: "", New: `"None"`, FieldAdded: true, Note: "new field in 1.36 (KEP-2570)",
+		Source: fmt.Sprintf(kubeletTypes, "36") + " (first release with the field, Default: None); " + kubeletDefaults + "; KEP-2570"},
 }
 
 // IgnoredFields differ between nodes by design and are never compared.
