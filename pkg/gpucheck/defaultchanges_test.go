@@ -113,7 +113,7 @@ func TestDefaultChangesAgainstKubeletTypes(t *testing.T) {
 			s := string(b)
 			i := strings.Index(s, "type KubeletConfiguration struct")
 			j := strings.Index(s[i:], "\n}\n")
-			return regexp.MustCompile(`json:"`+regexp.QuoteMeta(top)+`[,"]`).MatchString(s[i : i+j]), true
+			return regexp.MustCompile(`json:"` + regexp.QuoteMeta(top) + `[,"]`).MatchString(s[i : i+j]), true
 		}
 		now, ok1 := has(dc.Since)
 		before, ok2 := has(prevMinor(t, dc.Since))
