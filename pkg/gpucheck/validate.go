@@ -67,7 +67,6 @@ type Validator struct {
 	Fabric       nccl.Fabric
 	RDMAResource string
 	EFADevices   int
-	GKENetworks  []string
 	GPUsPerNode  int
 	GateSize     int64
 	Tolerance    float64
@@ -532,7 +531,7 @@ func (v *Validator) jobSpec(ctx context.Context, nodes []string, gpus int, pool 
 		Name: "gpu-validate-nccl-" + runID, Namespace: v.Namespace, RunID: runID,
 		Launcher: v.Launcher, Fabric: v.Fabric, Image: img, Nodes: nodes, GPUsPerNode: gpus,
 		MaxBytes: v.GateSize, Deadline: v.Deadline,
-		FabricOptions: nccl.FabricOptions{RDMAResource: v.RDMAResource, EFADevices: v.EFADevices, GKENetworks: v.GKENetworks},
+		FabricOptions: nccl.FabricOptions{RDMAResource: v.RDMAResource, EFADevices: v.EFADevices},
 	}
 	if v.GateSize < 1<<30 {
 		spec.MinBytes = v.GateSize

@@ -1,7 +1,7 @@
 package nccl
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -24,19 +24,28 @@ const (
 	// FabricEFA is AWS Elastic Fabric Adapter through libfabric and the
 	// aws-ofi-nccl plugin (the image must carry it).
 	FabricEFA Fabric = "efa"
-	// FabricGKE is GKE multi-networking: extra interfaces attached with the
-	// networking.gke.io annotations (GPUDirect-TCPX/TCPXO; the image must
-	// carry the matching NCCL net plugin).
-	FabricGKE Fabric = "gke"
 	// FabricTCP forces NCCL's socket transport: slow, but it works anywhere
 	// and proves the job plumbing.
 	FabricTCP Fabric = "tcp"
 )
 
 // Fabrics lists the profiles in help order.
-var Fabrics = []Fabric{FabricInfiniBand, FabricRoCE, FabricEFA, FabricGKE, FabricTCP}
+var Fabrics = []Fabric{FabricInfiniBand, FabricRoCE, FabricEFA, FabricTCP}
 
-// ParseFabric reads a profile name (also "infiniband", "multinetwork").
+// ErrGKEFabric is the answer to the GKE GPUDirect-TCPX/TCPXO fabric, which
+// is not offered. Google's published nccl-test manifests for those fabrics
+// (GoogleCloudPlatform/container-engine-accelerators, gpudirect-tcpx/ and
+// gpudirect-tcpxo/nccl-test-latest.yaml) also run the RxDM receive-datapath
+// sidecar, request the GPU and NIC devices through a devices annotation and
+// share a socket volume between it and the test; without them NCCL falls
+// back to plain TCP without a word and the test measures the wrong fabric.
+// Those parts are tied to GKE versions and machine types and cannot be
+// checked here, so the fabric is refused rather than half-rendered.
+var ErrGKEFabric = errors.New("the gke fabric (GPUDirect-TCPX/TCPXO) is not offered: a correct test needs Google's RxDM sidecar, devices annotation and shared socket volume; " +
+	"run Google's published manifest (github.com/GoogleCloudPlatform/container-engine-accelerators, gpudirect-tcpxo/nccl-test-latest.yaml or gpudirect-tcpx/nccl-test-latest.yaml), " +
+	"or --fabric tcp to check the job plumbing")
+
+// ParseFabric reads a profile name (also "infiniband").
 func ParseFabric(s string) (Fabric, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "ib", "infiniband":
@@ -45,12 +54,12 @@ func ParseFabric(s string) (Fabric, error) {
 		return FabricRoCE, nil
 	case "efa":
 		return FabricEFA, nil
-	case "gke", "gke-multinetwork", "multinetwork":
-		return FabricGKE, nil
+	case "gke", "gke-multinetwork", "multinetwork", "tcpx", "tcpxo", "gpudirect-tcpx", "gpudirect-tcpxo":
+		return "", ErrGKEFabric
 	case "tcp", "socket":
 		return FabricTCP, nil
 	}
-	return "", fmt.Errorf("unknown fabric %q: want ib, roce, efa, gke or tcp", s)
+	return "", fmt.Errorf("unknown fabric %q: want ib, roce, efa or tcp", s)
 }
 
 // FabricOptions tune a profile.
@@ -62,8 +71,6 @@ type FabricOptions struct {
 	RDMACount    int
 	// EFADevices is vpc.amazonaws.com/efa per worker (default 32, a p5).
 	EFADevices int
-	// GKENetworks are the GKE Network objects attached as eth1, eth2, ...
-	GKENetworks []string
 	// SocketInterface is NCCL_SOCKET_IFNAME for bootstrap and the tcp
 	// profile (default eth0).
 	SocketInterface string
@@ -111,21 +118,6 @@ func (f Fabric) profile(o FabricOptions) (profile, error) {
 		p.resources["vpc.amazonaws.com/efa"] = *resource.NewQuantity(int64(n), resource.DecimalSI)
 		env["FI_PROVIDER"] = "efa"
 		env["FI_EFA_USE_DEVICE_RDMA"] = "1"
-	case FabricGKE:
-		if len(o.GKENetworks) == 0 {
-			return p, fmt.Errorf("fabric gke needs the GKE networks to attach (--gke-network)")
-		}
-		type iface struct {
-			InterfaceName string `json:"interfaceName"`
-			Network       string `json:"network"`
-		}
-		ifs := []iface{{"eth0", "default"}}
-		for i, n := range o.GKENetworks {
-			ifs = append(ifs, iface{fmt.Sprintf("eth%d", i+1), n})
-		}
-		b, _ := json.Marshal(ifs)
-		p.annotations["networking.gke.io/default-interface"] = "eth0"
-		p.annotations["networking.gke.io/interfaces"] = string(b)
 	case FabricTCP:
 		env["NCCL_IB_DISABLE"] = "1"
 		env["NCCL_NET"] = "Socket"

@@ -3,6 +3,7 @@ package nccl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log"
 	"math/rand"
@@ -25,9 +26,8 @@ func testSpec(t *testing.T, l Launcher, f Fabric) JobSpec {
 		t.Fatal(err)
 	}
 	return JobSpec{Name: "gv-nccl-abc", Namespace: "gpu-validate", RunID: "abc", Launcher: l, Fabric: f,
-		FabricOptions: FabricOptions{GKENetworks: []string{"vpc1", "vpc2"}},
-		Image:         "registry.example/nccl-tests@sha256:" + strings.Repeat("a", 64),
-		Nodes:         []string{"gpu-b", "gpu-a"}, GPUsPerNode: 8, SSHKey: key, Deadline: 10 * time.Minute}
+		Image: "registry.example/nccl-tests@sha256:" + strings.Repeat("a", 64),
+		Nodes: []string{"gpu-b", "gpu-a"}, GPUsPerNode: 8, SSHKey: key, Deadline: 10 * time.Minute}
 }
 
 func nested(t *testing.T, u *unstructured.Unstructured, path ...string) any {
@@ -142,15 +142,17 @@ func TestRender_Fabrics(t *testing.T) {
 		}
 		y, _ := m.YAML()
 		want := map[Fabric]string{FabricInfiniBand: "NCCL_NET\n          value: IB", FabricRoCE: "NCCL_IB_GID_INDEX", FabricEFA: "vpc.amazonaws.com/efa: \"32\"",
-			FabricGKE: `networking.gke.io/interfaces: '[{"interfaceName":"eth0","network":"default"},{"interfaceName":"eth1","network":"vpc1"}`, FabricTCP: "value: Socket"}[f]
+			FabricTCP: "value: Socket"}[f]
 		if !strings.Contains(string(y), want) {
 			t.Errorf("%s: yaml lacks %q", f, want)
 		}
 	}
-	s := testSpec(t, LauncherJob, FabricGKE)
-	s.GKENetworks = nil
-	if _, err := Render(s); err == nil {
-		t.Error("gke without networks rendered")
+	// GKE GPUDirect-TCPX/TCPXO is refused with the alternative named
+	// rather than rendered without RxDM (NCCL would fall back to TCP).
+	for _, name := range []string{"gke", "tcpxo", "multinetwork"} {
+		if _, err := ParseFabric(name); !errors.Is(err, ErrGKEFabric) || !strings.Contains(err.Error(), "nccl-test-latest.yaml") {
+			t.Errorf("ParseFabric(%q) = %v", name, err)
+		}
 	}
 }
 

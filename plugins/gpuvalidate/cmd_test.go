@@ -121,6 +121,14 @@ func TestNodes_ConfigzForbidden(t *testing.T) {
 	}
 }
 
+func TestNCCL_GKEFabricRefused(t *testing.T) {
+	kube := fake.NewClientset(node("a", "p", "v1.37.2", 8, 8))
+	_, errOut, code := run(t, kube, "nccl", "a", "--image", "x", "--fabric", "tcpxo", "--gpus-per-node", "8", "--print-manifest")
+	if code != cli.ExitUsage || !strings.Contains(errOut, "RxDM") || !strings.Contains(errOut, "--fabric tcp") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
+
 func TestNodes_Usage(t *testing.T) {
 	kube := fake.NewClientset(node("a", "p", "v1.37.2", 8, 8))
 	for _, args := range [][]string{
@@ -132,6 +140,7 @@ func TestNodes_Usage(t *testing.T) {
 		{"nodes", "a", "-o", "json", "-q"},
 		{"nodes", "missing"},
 		{"nccl", "a", "--image", "x", "--launcher", "slurm"},
+		{"nccl", "a", "--image", "x", "--fabric", "gke"},
 	} {
 		if _, errOut, code := run(t, kube, args...); code != cli.ExitUsage {
 			t.Errorf("%v: exit %d (%s)", args, code, errOut)

@@ -48,7 +48,6 @@ type Options struct {
 	Fabric        string
 	RDMAResource  string
 	EFADevices    int
-	GKENetworks   []string
 	GPUsPerNode   int
 	GateSize      string
 	Tolerance     string
@@ -130,10 +129,9 @@ func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 	cmd.Flags().StringVar(&o.Image, "image", o.Image, "nccl-tests image (all_reduce_perf built with MPI, Open MPI, and OpenSSH for the job and jobset launchers).")
 	cmd.Flags().BoolVar(&o.NoResolve, "no-resolve", o.NoResolve, "Use --image as given instead of resolving it to a digest.")
 	cmd.Flags().StringVar(&o.Launcher, "launcher", o.Launcher, "How to start the test: job (Indexed Job and headless Service), jobset or mpijob (MPIJob v2beta1).")
-	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa, gke or tcp.")
+	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa or tcp (GKE GPUDirect-TCPX/TCPXO is not offered: use Google's published nccl-test manifest).")
 	cmd.Flags().StringVar(&o.RDMAResource, "rdma-resource", o.RDMAResource, "RDMA device resource for the ib and roce fabrics (default rdma/rdma_shared_device_a).")
 	cmd.Flags().IntVar(&o.EFADevices, "efa-devices", o.EFADevices, "vpc.amazonaws.com/efa devices per worker for the efa fabric (default 32).")
-	cmd.Flags().StringSliceVar(&o.GKENetworks, "gke-network", o.GKENetworks, "GKE Network objects to attach as eth1, eth2, ... for the gke fabric.")
 	cmd.Flags().StringVar(&o.GateSize, "gate-size", o.GateSize, "Message size whose bus bandwidth is gated (also the top of the sweep).")
 	cmd.Flags().StringVar(&o.Tolerance, "tolerance", o.Tolerance, "How far below the pool's baseline the bus bandwidth may fall.")
 	cmd.Flags().BoolVar(&o.SaveBaseline, "save-baseline", o.SaveBaseline, "Store the measured bus bandwidth as the pool's baseline when the run is clean.")
@@ -147,7 +145,7 @@ func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 		return []string{"job", "jobset", "mpijob"}, cobra.ShellCompDirectiveNoFileComp
 	})
 	_ = cmd.RegisterFlagCompletionFunc("fabric", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"ib", "roce", "efa", "gke", "tcp"}, cobra.ShellCompDirectiveNoFileComp
+		return []string{"ib", "roce", "efa", "tcp"}, cobra.ShellCompDirectiveNoFileComp
 	})
 }
 
@@ -228,9 +226,6 @@ func (o *Options) Validate() error {
 		}
 		if o.fabric, err = nccl.ParseFabric(o.Fabric); err != nil {
 			return err
-		}
-		if o.fabric == nccl.FabricGKE && len(o.GKENetworks) == 0 {
-			return fmt.Errorf("--fabric gke needs --gke-network")
 		}
 		if o.gateSize, err = nccl.ParseBytes(o.GateSize); err != nil {
 			return fmt.Errorf("--gate-size: %w", err)

@@ -28,7 +28,7 @@ func (o *Options) validator(progress *cli.Progress) *gpucheck.Validator {
 		XID: o.XID, Since: o.since, SinceAgo: o.sinceAgo, XidImage: o.XidImage, XidCatalog: o.xidCatalog,
 		DCGM: o.DCGM, DCGMImage: o.DCGMImage,
 		NCCL: o.NCCL, NCCLOnly: o.ncclOnly, Image: o.Image, NoResolve: o.NoResolve, Launcher: o.launcher, Fabric: o.fabric,
-		RDMAResource: o.RDMAResource, EFADevices: o.EFADevices, GKENetworks: o.GKENetworks, GPUsPerNode: o.GPUsPerNode,
+		RDMAResource: o.RDMAResource, EFADevices: o.EFADevices, GPUsPerNode: o.GPUsPerNode,
 		GateSize: o.gateSize, Tolerance: o.tolerance, SaveBaseline: o.SaveBaseline, Deadline: o.Deadline, Keep: o.Keep,
 		Timeout: o.Timeout, Parallel: o.Parallel,
 	}
