@@ -79,10 +79,8 @@ var nodesExample = templates.Examples(`
 	# Record the pool's NCCL baseline on a known-good wave
 	kubectl gpu-validate nodes -l pool=h100-a --nccl --image ghcr.io/example/nccl-tests:2.16 --save-baseline -n gpu-validate
 
-	# Every context of the kubeconfig, one after the other
-	for c in $(kubectl config get-contexts -o name); do
-	  kubectl gpu-validate nodes -l pool=h100-a --context "$c" -q || echo "$c: not ready"
-	done`)
+	# The same pool in every context of the kubeconfig, one report
+	kubectl gpu-validate nodes -l pool=h100-a --all-contexts --expected-gpus 8`)
 
 func newNodesCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := NewOptions(streams)
@@ -94,6 +92,7 @@ func newNodesCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra
 		RunE:    cli.RunE(cg, o),
 	}
 	o.AddNodeFlags(cmd)
+	o.AddContextFlags(cmd)
 	o.AddCheckFlags(cmd)
 	o.AddNCCLFlags(cmd, false)
 	o.Print.AddFlags(cmd)

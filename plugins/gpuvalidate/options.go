@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -69,13 +67,12 @@ type Options struct {
 
 	xidCatalog *gpucheck.XidCatalog
 
+	// Contexts checks several kubeconfig contexts at once (nodes only).
+	Contexts *cli.ContextFlags
+
 	cg        cli.ClientGetter
 	namespace string
-	kube      kubernetes.Interface
-	dyn       dynamic.Interface
 	clock     clock.Clock
-	// configz reads a node's configz (tests replace it).
-	configz gpucheck.ConfigzFetcher
 	genericiooptions.IOStreams
 }
 
@@ -104,6 +101,15 @@ func (o *Options) AddNodeFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector of the nodes to validate (instead of NODE arguments).")
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names the pool (default: the first of "+strings.Join(gpucheck.PoolLabels, ", ")+").")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for check pods and the NCCL job.")
+}
+
+// AddContextFlags registers --contexts and --all-contexts. --parallel is
+// already the number of check pods per cluster, so contexts are checked
+// with the shared default of 8 at once.
+func (o *Options) AddContextFlags(cmd *cobra.Command) {
+	o.Contexts = cli.NewContextFlags()
+	cmd.Flags().StringSliceVar(&o.Contexts.Contexts, "contexts", nil, "Validate in these kubeconfig contexts (comma-separated) and report them together.")
+	cmd.Flags().BoolVar(&o.Contexts.AllContexts, "all-contexts", false, "Validate in every context of the kubeconfig and report them together.")
 }
 
 // AddCheckFlags registers the per-node gate flags of `nodes`.
@@ -172,6 +178,11 @@ func (o *Options) Validate() error {
 	}
 	if err := o.FailOn.Validate(); err != nil {
 		return err
+	}
+	if o.Contexts != nil {
+		if err := o.Contexts.Validate(cli.ContextFlagSet(o.cg)); err != nil {
+			return err
+		}
 	}
 	if len(o.Nodes) == 0 && o.Selector == "" {
 		return fmt.Errorf("name the nodes to validate or pass -l SELECTOR")

@@ -48,25 +48,8 @@ func (o *Options) print(r *Report) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, r)
 	}
-	c := o.Print.Colorizer(o.Out)
-	t := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "POOL"}, {Name: "KUBELET"}, {Name: "GPUS"}, {Name: "STATUS"},
-		{Name: "CONFIG", Wide: true}, {Name: "XID", Wide: true}, {Name: "DCGM", Wide: true}, {Name: "NCCL", Wide: true}, {Name: "REASONS"}}}
-	for _, it := range r.Items {
-		gpus := "-"
-		if it.GPUs != nil {
-			gpus = fmt.Sprintf("%d/%d", it.GPUs.Found, it.GPUs.Expected)
-			if it.GPUs.State == gpucheck.CountMIG {
-				gpus = "MIG"
-			}
-		}
-		pool := it.Pool
-		if pool == "" {
-			pool = "-"
-		}
-		t.AddRow(it.Name, pool, it.KubeletVersion, gpus, c.Status(string(it.Status)),
-			checkStatus(it, gpucheck.CheckConfig), checkStatus(it, gpucheck.CheckXid), checkStatus(it, gpucheck.CheckDCGM), checkStatus(it, gpucheck.CheckNCCL),
-			reasons(it))
-	}
+	t := o.table(false)
+	o.addRows(&t, r, "")
 	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 		return err
 	}
@@ -83,4 +66,40 @@ func (o *Options) print(r *Report) error {
 		fmt.Fprintln(o.Out, "NCCL "+l)
 	}
 	return nil
+}
+
+// table returns the report table, with a CONTEXT column for several
+// contexts.
+func (o *Options) table(withContext bool) cli.Table {
+	t := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "POOL"}, {Name: "KUBELET"}, {Name: "GPUS"}, {Name: "STATUS"},
+		{Name: "CONFIG", Wide: true}, {Name: "XID", Wide: true}, {Name: "DCGM", Wide: true}, {Name: "NCCL", Wide: true}, {Name: "REASONS"}}}
+	if withContext {
+		t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
+	}
+	return t
+}
+
+// addRows adds a report's nodes; context is "" for a single context.
+func (o *Options) addRows(t *cli.Table, r *Report, context string) {
+	c := o.Print.Colorizer(o.Out)
+	for _, it := range r.Items {
+		gpus := "-"
+		if it.GPUs != nil {
+			gpus = fmt.Sprintf("%d/%d", it.GPUs.Found, it.GPUs.Expected)
+			if it.GPUs.State == gpucheck.CountMIG {
+				gpus = "MIG"
+			}
+		}
+		pool := it.Pool
+		if pool == "" {
+			pool = "-"
+		}
+		row := []string{it.Name, pool, it.KubeletVersion, gpus, c.Status(string(it.Status)),
+			checkStatus(it, gpucheck.CheckConfig), checkStatus(it, gpucheck.CheckXid), checkStatus(it, gpucheck.CheckDCGM), checkStatus(it, gpucheck.CheckNCCL),
+			reasons(it)}
+		if context != "" {
+			row = append([]string{context}, row...)
+		}
+		t.AddRow(row...)
+	}
 }

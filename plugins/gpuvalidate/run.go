@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
@@ -17,10 +20,17 @@ var (
 	resolveImage      = func(ctx context.Context, ref string) (string, error) { return nccl.ResolveImage(ctx, ref) }
 )
 
+// clients are one context's clients.
+type clients struct {
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	configz gpucheck.ConfigzFetcher
+}
+
 // validator fills gpucheck's Validator from the flags.
-func (o *Options) validator(progress *cli.Progress) *gpucheck.Validator {
+func (o *Options) validator(c clients, progress *cli.Progress) *gpucheck.Validator {
 	v := &gpucheck.Validator{
-		Kube: o.kube, Dynamic: o.dyn, Configz: o.configz, Clock: o.clock, Namespace: o.namespace,
+		Kube: c.kube, Dynamic: c.dyn, Configz: c.configz, Clock: o.clock, Namespace: o.namespace,
 		ResolveImage: resolveImage,
 		Selector:     o.Selector, Nodes: o.Nodes,
 		PoolLabel: o.PoolLabel, ExpectedGPUs: o.ExpectedGPUs, KubeletVersion: o.KubeletVersion,
@@ -42,18 +52,21 @@ func (o *Options) validator(progress *cli.Progress) *gpucheck.Validator {
 func (o *Options) Run(ctx context.Context) error {
 	if o.PrintManifest && o.GPUsPerNode > 0 && len(o.Nodes) > 0 {
 		// Everything is known: print without touching the cluster.
-		return o.printManifest(ctx, cli.Metadata{})
+		return o.printManifest(ctx, clients{}, cli.Metadata{})
 	}
-	md, err := o.connect(ctx)
+	if o.Contexts != nil && o.Contexts.Multi() {
+		return o.runContexts(ctx)
+	}
+	c, md, err := o.connect(ctx, o.cg)
 	if err != nil {
 		return err
 	}
 	if o.PrintManifest {
-		return o.printManifest(ctx, md)
+		return o.printManifest(ctx, c, md)
 	}
 	progress := cli.NewProgress(o.ErrOut, cli.IsTerminal(o.ErrOut), o.Print.Quiet || o.Print.Structured())
 	defer progress.Done()
-	rep, err := o.validate(ctx, md, progress)
+	rep, err := o.validate(ctx, c, md, progress)
 	progress.Done()
 	if rep != nil {
 		if perr := o.print(rep); perr != nil {
@@ -63,32 +76,27 @@ func (o *Options) Run(ctx context.Context) error {
 	return err
 }
 
-// connect reads the kubeconfig and builds the clients.
-func (o *Options) connect(ctx context.Context) (cli.Metadata, error) {
-	md, err := cli.Connect(ctx, o.cg)
+// connect reads one context of the kubeconfig and builds its clients.
+func (o *Options) connect(ctx context.Context, cg cli.ClientGetter) (clients, cli.Metadata, error) {
+	var c clients
+	md, err := cli.Connect(ctx, cg)
 	if err != nil {
-		return md, err
+		return c, md, err
 	}
-	if o.kube == nil {
-		if o.kube, err = o.cg.Kube(); err != nil {
-			return md, cli.ClassifyClusterErr(err, md, "creating a client")
-		}
+	if c.kube, err = cg.Kube(); err != nil {
+		return c, md, cli.ClassifyClusterErr(err, md, "creating a client")
 	}
-	if o.dyn == nil {
-		if o.dyn, err = o.cg.Dynamic(); err != nil {
-			return md, cli.ClassifyClusterErr(err, md, "creating a client")
-		}
+	if c.dyn, err = cg.Dynamic(); err != nil {
+		return c, md, cli.ClassifyClusterErr(err, md, "creating a client")
 	}
-	if o.configz == nil {
-		o.configz = newConfigzFetcher(o.kube)
-	}
-	return md, nil
+	c.configz = newConfigzFetcher(c.kube)
+	return c, md, nil
 }
 
 // validate runs the gates on the connected cluster and returns the report
 // and the error the run ends with (findings, or what could not be checked).
-func (o *Options) validate(ctx context.Context, md cli.Metadata, progress *cli.Progress) (*Report, error) {
-	res, unavailable, err := o.validator(progress).Validate(ctx)
+func (o *Options) validate(ctx context.Context, c clients, md cli.Metadata, progress *cli.Progress) (*Report, error) {
+	res, unavailable, err := o.validator(c, progress).Validate(ctx)
 	if err != nil {
 		return nil, o.classify(err, md)
 	}
@@ -113,6 +121,58 @@ func (o *Options) validate(ctx context.Context, md cli.Metadata, progress *cli.P
 		}
 	}
 	return rep, cli.Findings(o.FailOn.Count(sev...))
+}
+
+// runContexts validates the same selection in several contexts at once
+// and reports them together (kind GPUValidateReportList, or one table with
+// a CONTEXT column); a context that fails does not stop the others and
+// the exit code is the worst of them.
+func (o *Options) runContexts(ctx context.Context) error {
+	names, err := o.Contexts.Resolve(o.cg)
+	if err != nil {
+		return err
+	}
+	type checked struct {
+		rep *Report
+		err error
+	}
+	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
+		c, md, err := o.connect(ctx, o.cg.ForContext(name))
+		if err != nil {
+			return checked{}, err
+		}
+		rep, err := o.validate(ctx, c, md, nil)
+		if rep == nil {
+			return checked{}, err
+		}
+		return checked{rep, err}, nil
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "GPUValidateReportList", Items: []cli.ContextReport{}}
+	t := o.table(true)
+	codes := make([]int, 0, len(results))
+	for _, r := range results {
+		cr, ok := cli.ContextEntry(r, o.ErrOut, o.Print.Quiet)
+		if ok {
+			cr.Report = r.Value.rep
+			cr.ExitCode = cli.ExitCode(r.Value.err)
+			if r.Value.err != nil && cr.ExitCode != cli.ExitFindings {
+				cr.Error = r.Value.err.Error()
+				if !o.Print.Quiet {
+					fmt.Fprintf(o.ErrOut, "error: context %s: %v\n", r.Context, r.Value.err)
+				}
+			}
+			o.addRows(&t, r.Value.rep, r.Context)
+		}
+		codes = append(codes, cr.ExitCode)
+		list.Items = append(list.Items, cr)
+	}
+	if err := o.Print.PrintContexts(o.Out, list, t); err != nil {
+		return err
+	}
+	return cli.ContextsOutcome(codes)
 }
 
 // classify maps gpucheck's errors onto the suite's exit codes.
@@ -141,12 +201,12 @@ func severity(l gpucheck.Level) cli.Severity {
 	return cli.SeverityInfo
 }
 
-func (o *Options) printManifest(ctx context.Context, md cli.Metadata) error {
+func (o *Options) printManifest(ctx context.Context, c clients, md cli.Metadata) error {
 	var names []string
 	if o.GPUsPerNode > 0 {
 		names = o.Nodes
 	}
-	m, err := o.validator(nil).NCCLManifest(ctx, names, o.GPUsPerNode)
+	m, err := o.validator(c, nil).NCCLManifest(ctx, names, o.GPUsPerNode)
 	if err != nil {
 		return o.classify(err, md)
 	}
