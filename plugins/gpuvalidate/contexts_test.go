@@ -2,8 +2,8 @@ package gpuvalidate
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
