@@ -307,6 +307,9 @@ func FuzzParseDCGM(f *testing.F) {
 		b, _ := os.ReadFile(filepath.Join("testdata", n))
 		f.Add(string(b))
 	}
+	// The table layout (cells as dcgmi's Diag.cpp draws them).
+	f.Add("|-----  Metadata  ----------+----|\n| DCGM Version | 4.4.2 |\n+-----  Integration  -------+---+\n| pcie | Fail - GPUs: 0, 2 |\n| Warning | There was an internal error during the test:  |\n|  | x |\n|  | GPU0: Fail |\n")
+	f.Add("Error: Unable to complete diagnostic\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		if r, err := ParseDCGM(strings.NewReader(s)); err == nil {
 			_ = DCGMFindings(r)
