@@ -77,6 +77,10 @@ type Pool struct {
 	Unknown int `json:"unknown,omitempty"`
 	// UnknownNodes names up to three of them.
 	UnknownNodes []string `json:"unknownNodes,omitempty"`
+	// GangPods counts running pods of gangs (JobSet, Kueue-queued jobs)
+	// on the pool's nodes; absent when not read. The plan drains a pool
+	// with gangs through gang-drain.
+	GangPods *int `json:"gangPods,omitempty"`
 }
 
 // MinMax returns the oldest and newest parsable kubelet version of the
@@ -112,6 +116,9 @@ type Inventory struct {
 	Pools []Pool `json:"pools"`
 	// Notes explain what could not be read.
 	Notes []string `json:"notes,omitempty"`
+	// Platform is what the cluster shows about its provider (absent in
+	// reports saved before it existed).
+	Platform *Platform `json:"platform,omitempty"`
 }
 
 // Sort orders components and pools so reports are stable.

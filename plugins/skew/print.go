@@ -92,6 +92,9 @@ func printPlanTable(w io.Writer, rep *PlanReport, opts cli.TableOptions, c cli.C
 			return err
 		}
 	}
+	if opts.Wide {
+		printPlanCommands(w, rep)
+	}
 	if opts.NoHeaders {
 		return nil
 	}
