@@ -154,9 +154,11 @@ func (c Calendar) Support(v Version, now time.Time) Support {
 			// end of life comes after the one before it
 			// (https://kubernetes.io/releases/ "maintains release branches
 			// for the most recent three minor releases"; the dates are in
-			// kubernetes/website data/releases/eol.yaml: 1.25 ended
-			// 2023-10-28, 1.26 2024-02-28). So a minor older than the
-			// calendar's first one ended no later than that one did.
+			// kubernetes/website data/releases/eol.yaml and
+			// https://kubernetes.io/releases/patch-releases/#non-active-branch-history:
+			// 1.25 ended in October 2023, 1.26 in February 2024). So a
+			// minor older than the calendar's first one ended no later
+			// than that one did.
 			s.Status = StatusViolation
 			s.Message = fmt.Sprintf("%s is past end of life: it is older than %s, the calendar's first minor, which reached end of life on %s", v.MinorString(), first.minor.MinorString(), first.EndOfLife)
 		} else {

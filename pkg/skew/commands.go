@@ -154,10 +154,12 @@ func (r *renderer) preflight(s Step) []string {
 	}
 	switch r.prov {
 	case ProviderEKS:
-		// EKS upgrade insights: list-insights with a filter on the
-		// category UPGRADE_READINESS, the target version and the statuses
-		// that need action (AWS CLI reference, eks list-insights;
-		// InsightsFilter: categories, kubernetesVersions, statuses).
+		// EKS upgrade insights: list-insights filtered on the category
+		// UPGRADE_READINESS, the target version and the statuses that need
+		// action; the filter in the CLI's shorthand for InsightsFilter
+		// (categories, kubernetesVersions, statuses:
+		// https://docs.aws.amazon.com/eks/latest/APIReference/API_InsightsFilter.html,
+		// https://docs.aws.amazon.com/cli/latest/reference/eks/list-insights.html).
 		out = append(out, fmt.Sprintf("aws eks list-insights --region %s --cluster-name %s --filter 'categories=UPGRADE_READINESS,kubernetesVersions=%s,statuses=ERROR,WARNING,UNKNOWN'", r.region, r.cluster, s.To))
 	case ProviderGKE:
 		out = append(out, fmt.Sprintf("gcloud container get-server-config --location=%s%s --format='yaml(validMasterVersions)'", r.location(), r.project()))

@@ -1,0 +1,54 @@
+package skew
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+)
+
+// TestRunbookGolden pins the Markdown runbook of the kubeadm-looking test
+// cluster and of the same cluster with EKS commands chosen by --provider.
+func TestRunbookGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"runbook.kubeadm", []string{"plan", "--target", "v1.38", "--runbook"}},
+		{"runbook.eks", []string{"plan", "--target", "v1.38", "--runbook", "--provider", "eks"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, getter(cluster("v1.37.2")), "", tc.args...)
+			if r.Code != cli.ExitFindings || r.Err != "" {
+				t.Fatalf("exit %d\n%s%s", r.Code, r.Out, r.Err)
+			}
+			golden(t, tc.name+".md", r.Out)
+			// One fenced sh block per numbered step.
+			steps := strings.Count(r.Out, "\n1. ") + strings.Count(r.Out, "\n2. ")
+			if steps < 2 || strings.Count(r.Out, "```sh") != strings.Count(r.Out, "**")/2 {
+				t.Errorf("want one sh block per step:\n%s", r.Out)
+			}
+		})
+	}
+}
+
+func TestRunbookFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		errOut string
+	}{
+		{[]string{"plan", "--target", "v1.38", "--provider", "openshift"}, "--provider: provider \"openshift\": want one of"},
+		{[]string{"plan", "--target", "v1.38", "--runbook", "-o", "json"}, "--runbook prints Markdown"},
+	} {
+		r := run(t, getter(cluster("v1.37.2")), "", tc.args...)
+		if r.Code != cli.ExitUsage || !strings.Contains(r.Err, tc.errOut) {
+			t.Errorf("%v: exit %d err %q", tc.args, r.Code, r.Err)
+		}
+	}
+	// -o json carries the provider and each step's commands.
+	r := run(t, getter(cluster("v1.37.2")), "", "plan", "--target", "v1.38", "-o", "json", "--provider", "gke")
+	if !strings.Contains(r.Out, `"provider": "gke"`) || !strings.Contains(r.Out, `"source": "--provider"`) ||
+		!strings.Contains(r.Out, `"gcloud container clusters upgrade <cluster-name> --master --cluster-version=1.38 --location=<location>"`) {
+		t.Errorf("json:\n%s", r.Out)
+	}
+}
