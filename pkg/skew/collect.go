@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 )
 
 // PoolLabels are the well-known node labels that name a node pool, in the
@@ -223,6 +225,7 @@ type poolKey struct{ name, label string }
 
 type poolAcc struct {
 	nodes    int
+	gpuNodes int
 	versions map[string]int
 	unknown  []string
 	nUnknown int
@@ -274,6 +277,9 @@ func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 			acc[k] = a
 		}
 		a.nodes++
+		if q, ok := n.Status.Allocatable[gpucheck.GPUResource]; ok && q.Sign() > 0 {
+			a.gpuNodes++
+		}
 		kv := strings.TrimSpace(n.Status.NodeInfo.KubeletVersion)
 		if _, err := ParseVersion(kv); err != nil {
 			a.nUnknown++
@@ -290,7 +296,8 @@ func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 	}
 	out := make([]Pool, 0, len(acc))
 	for k, a := range acc {
-		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown}
+		gpuNodes := a.gpuNodes
+		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown, GPUNodes: &gpuNodes}
 		sort.Strings(p.UnknownNodes)
 		for v, n := range a.versions {
 			p.Versions = append(p.Versions, VersionCount{Version: v, Nodes: n})

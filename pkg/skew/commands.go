@@ -353,14 +353,18 @@ func (r *renderer) selector(pool string) string {
 	return pl.Label + "=" + pool
 }
 
-// gangs reports whether a pool runs gangs; unknown counts as yes, since
-// gang-drain drains a pool without gangs just as well.
+// gangs reports whether a pool may run training gangs: it has GPU nodes.
+// Not knowing counts as yes, since gang-drain drains a pool without gangs
+// just as well (it evicts what is not a gang). Which pods are gangs is
+// gang-drain's own question (pkg/gang), asked when it runs; the plan
+// reads no pods outside kube-system, so that the offline plan from a
+// saved report gives the same commands.
 func (r *renderer) gangs(pool string) bool {
 	pl, ok := r.pools[pool]
-	if !ok || pl.GangPods == nil {
+	if !ok || pl.GPUNodes == nil {
 		return true
 	}
-	return *pl.GangPods > 0
+	return *pl.GPUNodes > 0
 }
 
 func (r *renderer) nodePool(s Step) []string {

@@ -77,10 +77,11 @@ type Pool struct {
 	Unknown int `json:"unknown,omitempty"`
 	// UnknownNodes names up to three of them.
 	UnknownNodes []string `json:"unknownNodes,omitempty"`
-	// GangPods counts running pods of gangs (JobSet, Kueue-queued jobs)
-	// on the pool's nodes; absent when not read. The plan drains a pool
-	// with gangs through gang-drain.
-	GangPods *int `json:"gangPods,omitempty"`
+	// GPUNodes counts the pool's nodes with allocatable GPUs; absent in
+	// reports saved before it was read. The plan drains GPU pools, where
+	// training gangs run, with gang-drain and the others with kubectl
+	// drain.
+	GPUNodes *int `json:"gpuNodes,omitempty"`
 }
 
 // MinMax returns the oldest and newest parsable kubelet version of the

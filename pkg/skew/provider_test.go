@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -197,11 +198,11 @@ func TestCommandsKubeadm(t *testing.T) {
 	}
 }
 
-// A pool known to run no gangs is drained with kubectl drain and uncordoned.
+// A pool without GPU nodes is drained with kubectl drain and uncordoned.
 func TestCommandsPlainDrain(t *testing.T) {
 	zero := 0
 	pl := pool("cpu", "v1.35.4")
-	pl.GangPods = &zero
+	pl.GPUNodes = &zero
 	inv := Inventory{Server: ServerVersion{GitVersion: "v1.36.1"}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", "v1.36.1")},
 		Pools: []Pool{pl}, Platform: &Platform{ControlPlanePods: 1}}
 	p, err := MakePlan(inv, MustParseVersion("v1.36"), PlanOptions{})
@@ -320,5 +321,28 @@ func TestCommandsOtherProviders(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// GPU nodes are counted per pool from their allocatable GPUs.
+func TestCollectGPUNodes(t *testing.T) {
+	gpu := platformNode("g-0", "", map[string]string{labelGKENodepool: "h100"}, "v1.36.2")
+	gpu.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	zeroGPU := platformNode("g-1", "", map[string]string{labelGKENodepool: "h100"}, "v1.36.2")
+	zeroGPU.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("0")}
+	cpu := platformNode("c-0", "", map[string]string{labelGKENodepool: "cpu"}, "v1.36.2")
+	inv, err := (&Collector{Client: fakeClient("v1.36.2", gpu, zeroGPU, cpu)}).Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, p := range inv.Pools {
+		if p.GPUNodes == nil {
+			t.Fatalf("pool %s: GPU nodes not counted", p.Name)
+		}
+		got[p.Name] = *p.GPUNodes
+	}
+	if diff := cmp.Diff(map[string]int{"h100": 1, "cpu": 0}, got); diff != "" {
+		t.Errorf("(-want +got)\n%s", diff)
 	}
 }
