@@ -19,7 +19,7 @@ const (
 	phLocation      = "<location>"
 	phResourceGroup = "<resource-group>"
 	phPatch         = "<patch>"
-	phRun           = "<run>"
+	phRun           = "<run-id>"
 	phSelector      = "<pool-selector>"
 )
 
@@ -429,16 +429,15 @@ func (r *renderer) nodePool(s Step) []string {
 	default:
 		out = append(out, fmt.Sprintf("# upgrade the kubelet on each node of the pool to v%s.%s with the installer that made the cluster", s.To, phPatch))
 	}
+	// Validate the GPUs before the pool takes work again.
+	out = append(out, "kubectl gpu-validate nodes -l "+sel)
 	switch {
 	case gangs:
 		out = append(out, fmt.Sprintf("kubectl gang-drain restore %s   # the run gang-drain run printed (kubectl gang-drain status)", phRun))
 	case selfDrain:
 		out = append(out, "kubectl uncordon -l "+sel)
 	}
-	out = append(out,
-		"kubectl gpu-validate nodes -l "+sel,
-		fmt.Sprintf("kubectl skew verify --baseline %s", r.saved))
-	return out
+	return append(out, fmt.Sprintf("kubectl skew verify --baseline %s", r.saved))
 }
 
 func (r *renderer) location() string {

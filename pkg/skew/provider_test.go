@@ -190,7 +190,7 @@ func TestCommandsKubeadm(t *testing.T) {
 	}
 	order := []int{idx("kubectl pdb-blockers -l cloud.google.com/gke-nodepool=train"), idx("kubectl gang-drain run -l cloud.google.com/gke-nodepool=train"),
 		idx("sudo apt-mark unhold kubeadm kubelet kubectl"), idx("sudo kubeadm upgrade node"), idx("sudo systemctl daemon-reload && sudo systemctl restart kubelet"),
-		idx("kubectl gang-drain restore"), idx("kubectl gpu-validate nodes -l cloud.google.com/gke-nodepool=train"), idx("kubectl skew verify --baseline preflight-1.36.json")}
+		idx("kubectl gpu-validate nodes -l cloud.google.com/gke-nodepool=train"), idx("kubectl gang-drain restore <run-id>"), idx("kubectl skew verify --baseline preflight-1.36.json")}
 	for i := 1; i < len(order); i++ {
 		if order[i] <= order[i-1] {
 			t.Errorf("pool commands out of order at %d: %v\n%s", i, order, strings.Join(np, "\n"))
