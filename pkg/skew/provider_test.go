@@ -346,3 +346,23 @@ func TestCollectGPUNodes(t *testing.T) {
 		t.Errorf("(-want +got)\n%s", diff)
 	}
 }
+
+// Mid-upgrade on kubeadm: one control-plane node already took kubeadm
+// upgrade apply, so the others take kubeadm upgrade node and nothing runs
+// apply again.
+func TestCommandsKubeadmMidUpgrade(t *testing.T) {
+	inv := Inventory{Server: ServerVersion{GitVersion: "v1.35.4"}, Components: []Component{
+		comp(KindAPIServer, "kube-apiserver-cp-0", "v1.36.1"),
+		comp(KindAPIServer, "kube-apiserver-cp-1", "v1.35.4"),
+		comp(KindAPIServer, "kube-apiserver-cp-2", "v1.35.4"),
+	}, Pools: []Pool{pool("train", "v1.35.4")}, Platform: &Platform{ControlPlanePods: 3}}
+	p, err := MakePlan(inv, MustParseVersion("v1.36"), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := strings.Join(stepsByPhase(p)[PhaseAPIServers][0].Commands, "\n")
+	if strings.Contains(api, "upgrade apply") || strings.Count(api, "sudo kubeadm upgrade node") != 2 ||
+		!strings.Contains(api, "# then on cp-1:") || !strings.Contains(api, "# then on cp-2:") || strings.Contains(api, "cp-0") {
+		t.Errorf("mid-upgrade apiserver commands:\n%s", api)
+	}
+}

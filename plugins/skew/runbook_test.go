@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
@@ -50,5 +54,15 @@ func TestRunbookFlags(t *testing.T) {
 	if !strings.Contains(r.Out, `"provider": "gke"`) || !strings.Contains(r.Out, `"source": "--provider"`) ||
 		!strings.Contains(r.Out, `"gcloud container clusters upgrade <cluster-name> --master --cluster-version=1.38 --location=<location>"`) {
 		t.Errorf("json:\n%s", r.Out)
+	}
+}
+
+// The summary line counts one minor and one node in the singular.
+func TestSummaryGrammar(t *testing.T) {
+	c := fake.NewClientset(gpuNode("a-0", "a", "v1.36.2"))
+	c.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2"}
+	r := run(t, getter(c), "", "--color", "never")
+	if !strings.Contains(r.Out, "max skew 1 minor;") || !strings.Contains(r.Out, "on 1 node\n") {
+		t.Errorf("summary:\n%s", r.Out)
 	}
 }
