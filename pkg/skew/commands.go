@@ -188,7 +188,7 @@ func (r *renderer) etcd(s Step) []string {
 		on = "   # on " + r.firstCP()
 	}
 	return []string{
-		fmt.Sprintf("sudo ETCDCTL_API=3 etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key snapshot save %s%s", file, on),
+		fmt.Sprintf("sudo etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key snapshot save %s%s", file, on),
 		fmt.Sprintf("sudo etcdutl snapshot status %s -w table", file),
 	}
 }
@@ -353,13 +353,13 @@ func (r *renderer) selector(pool string) string {
 	return pl.Label + "=" + pool
 }
 
-// gangs reports whether a pool may run training gangs: it has GPU nodes.
+// gpuPool reports whether a pool has GPU nodes, where training gangs run.
 // Not knowing counts as yes, since gang-drain drains a pool without gangs
 // just as well (it evicts what is not a gang). Which pods are gangs is
 // gang-drain's own question (pkg/gang), asked when it runs; the plan
 // reads no pods outside kube-system, so that the offline plan from a
 // saved report gives the same commands.
-func (r *renderer) gangs(pool string) bool {
+func (r *renderer) gpuPool(pool string) bool {
 	pl, ok := r.pools[pool]
 	if !ok || pl.GPUNodes == nil {
 		return true
@@ -369,7 +369,7 @@ func (r *renderer) gangs(pool string) bool {
 
 func (r *renderer) nodePool(s Step) []string {
 	sel := r.selector(s.Pool)
-	gangs := r.gangs(s.Pool)
+	gangs := r.gpuPool(s.Pool)
 	var out []string
 	if r.saved == "" {
 		// No hop before this step: record the evidence to verify against.
@@ -430,7 +430,9 @@ func (r *renderer) nodePool(s Step) []string {
 		out = append(out, fmt.Sprintf("# upgrade the kubelet on each node of the pool to v%s.%s with the installer that made the cluster", s.To, phPatch))
 	}
 	// Validate the GPUs before the pool takes work again.
-	out = append(out, "kubectl gpu-validate nodes -l "+sel)
+	if gangs {
+		out = append(out, "kubectl gpu-validate nodes -l "+sel)
+	}
 	switch {
 	case gangs:
 		out = append(out, fmt.Sprintf("kubectl gang-drain restore %s   # the run gang-drain run printed (kubectl gang-drain status)", phRun))

@@ -211,7 +211,7 @@ func TestCommandsPlainDrain(t *testing.T) {
 	}
 	c := allCommands(p)
 	if !strings.Contains(c, "kubectl drain -l cloud.google.com/gke-nodepool=cpu --ignore-daemonsets --delete-emptydir-data") ||
-		!strings.Contains(c, "kubectl uncordon -l cloud.google.com/gke-nodepool=cpu") || strings.Contains(c, "gang-drain") {
+		!strings.Contains(c, "kubectl uncordon -l cloud.google.com/gke-nodepool=cpu") || strings.Contains(c, "gang-drain") || strings.Contains(c, "gpu-validate") {
 		t.Errorf("commands:\n%s", c)
 	}
 	// No hop: the pool step records its own pre-flight evidence first.
