@@ -1,6 +1,8 @@
 package skew
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,5 +66,21 @@ func TestSummaryGrammar(t *testing.T) {
 	r := run(t, getter(c), "", "--color", "never")
 	if !strings.Contains(r.Out, "max skew 1 minor;") || !strings.Contains(r.Out, "on 1 node\n") {
 		t.Errorf("summary:\n%s", r.Out)
+	}
+}
+
+// README's runbook example is the e2e golden runbook, byte for byte, so
+// the README shows what the binary prints.
+func TestReadmeRunbookIsGolden(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.ReadFile(filepath.Join("..", "..", "e2e", "skew", "testdata", "runbook-eks.md.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "````markdown\n"+string(g)+"````\n") {
+		t.Error("README.md's runbook example differs from e2e/skew/testdata/runbook-eks.md.golden: copy the golden file into it")
 	}
 }
