@@ -373,9 +373,19 @@ func DetectProvider(inv Inventory) Detection {
 		d.Evidence = append(d.Evidence, fmt.Sprintf("Cluster API Cluster %s/%s with topology class %s at %s", c.Namespace, c.Name, c.Class, c.Version))
 		return d
 	}
-	if pf.ControlPlanePods > 0 {
+	// The visible apiserver instances are those same pods; a report saved
+	// before the platform was recorded still has them.
+	cpPods := pf.ControlPlanePods
+	if cpPods == 0 {
+		for _, c := range inv.Components {
+			if c.Name == KindAPIServer && c.State == StateVisible {
+				cpPods++
+			}
+		}
+	}
+	if cpPods > 0 {
 		d.Provider = ProviderKubeadm
-		e := fmt.Sprintf("%s labelled component=kube-apiserver in kube-system", podCount(pf.ControlPlanePods))
+		e := fmt.Sprintf("%s labelled component=kube-apiserver in kube-system", podCount(cpPods))
 		if pf.TierLabelled > 0 {
 			e += fmt.Sprintf(", %d of them tier=control-plane", pf.TierLabelled)
 		}

@@ -73,7 +73,7 @@ func TestDetectProvider(t *testing.T) {
 		{"cluster api without topology is kubeadm", Inventory{Server: ServerVersion{GitVersion: "v1.36.2"}, Components: apis,
 			Platform: &Platform{ControlPlanePods: 1, ClusterAPI: []ClusterAPICluster{{Namespace: "fleet", Name: "c1"}}}}, ProviderKubeadm},
 		{"nothing", Inventory{Server: ServerVersion{GitVersion: "v1.36.2"}}, ProviderUnknown},
-		{"a saved report from before platforms", Inventory{Server: ServerVersion{GitVersion: "v1.36.2"}, Components: apis}, ProviderUnknown},
+		{"a saved report from before platforms", Inventory{Server: ServerVersion{GitVersion: "v1.36.2"}, Components: apis}, ProviderKubeadm},
 		{"conflicting nodes", Inventory{Server: ServerVersion{GitVersion: "v1.36.2"},
 			Platform: &Platform{ProviderIDs: map[string]int{"aws": 2, "gce": 2}}}, ProviderUnknown},
 	} {
