@@ -393,6 +393,15 @@ func (r *renderer) nodePool(s Step) []string {
 			"sudo kubeadm upgrade node",
 			"sudo systemctl daemon-reload && sudo systemctl restart kubelet")
 	case ProviderEKS:
+		if pl := r.pools[s.Pool]; pl.Label == "karpenter.sh/nodepool" {
+			// Karpenter replaces nodes that drifted from their NodePool and
+			// EC2NodeClass, such as an AMI alias for the old version
+			// (https://karpenter.sh/docs/concepts/disruption/#drift).
+			out = append(out,
+				fmt.Sprintf("# Karpenter NodePool %s: point its EC2NodeClass at AMIs for %s (or let an @latest alias follow the control plane); drifted nodes are replaced", s.Pool, s.To),
+				fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide", s.Pool))
+			break
+		}
 		// https://docs.aws.amazon.com/eks/latest/userguide/update-managed-node-group.html
 		ng := s.Pool
 		if pl := r.pools[s.Pool]; pl.Label != labelEKSNodegroup && pl.Label != "alpha.eksctl.io/nodegroup-name" {

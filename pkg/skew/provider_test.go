@@ -224,7 +224,8 @@ func TestCommandsPlainDrain(t *testing.T) {
 // one control-plane step per hop says the provider does them.
 func TestCommandsManaged(t *testing.T) {
 	inv := Inventory{Server: ServerVersion{GitVersion: "v1.34.2-eks-1a2b3c4"},
-		Pools:    []Pool{{Name: "gpu-a", Label: labelEKSNodegroup, Nodes: 4, Versions: []VersionCount{{Version: "v1.31.9-eks-5b6c7d8", Nodes: 4}}}},
+		Pools: []Pool{{Name: "gpu-a", Label: labelEKSNodegroup, Nodes: 4, Versions: []VersionCount{{Version: "v1.31.9-eks-5b6c7d8", Nodes: 4}}},
+			{Name: "spot", Label: "karpenter.sh/nodepool", Nodes: 1, Versions: []VersionCount{{Version: "v1.34.2-eks-5b6c7d8", Nodes: 1}}}},
 		Platform: &Platform{ProviderIDs: map[string]int{"aws": 4}, Labels: map[string]int{labelEKSNodegroup: 4}, Region: "us-west-2", Zones: []string{"us-west-2a"}}}
 	p, err := MakePlan(inv, MustParseVersion("v1.36"), PlanOptions{})
 	if err != nil {
@@ -256,6 +257,7 @@ func TestCommandsManaged(t *testing.T) {
 		"aws eks update-nodegroup-version --region us-west-2 --cluster-name <cluster-name> --nodegroup-name gpu-a --kubernetes-version 1.34",
 		"aws eks update-addon --region us-west-2 --cluster-name <cluster-name> --addon-name coredns",
 		"kubectl gang-drain run -l eks.amazonaws.com/nodegroup=gpu-a",
+		"kubectl get nodeclaims -l karpenter.sh/nodepool=spot -o wide",
 	} {
 		if !strings.Contains(c, want) {
 			t.Errorf("commands lack %q:\n%s", want, c)
