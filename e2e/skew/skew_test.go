@@ -476,7 +476,13 @@ func TestSkewFleet(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
 		t.Fatal(err)
 	}
-	r := plugintest.Run(t, "kubectl-skew", "--kubeconfig", kc, "--all-contexts", "-o", "json", "--request-timeout", "5s")
+	// The control plane's kubectl first on PATH: max skew counts kubectl
+	// too, and the machine's own kubectl may be any version.
+	path := filepath.Dir(cp.Binaries.Kubectl) + string(os.PathListSeparator) + os.Getenv("PATH")
+	r := plugintest.RunCmd(t, plugintest.Binary(t, "kubectl-skew"), plugintest.Cmd{
+		Args: []string{"--kubeconfig", kc, "--all-contexts", "-o", "json", "--request-timeout", "5s"},
+		Env:  []string{"PATH=" + path},
+	})
 	if r.ExitCode != 3 {
 		t.Fatalf("exit %d, want 3 (one context is dead)\n%s", r.ExitCode, r)
 	}

@@ -149,6 +149,18 @@ func (c Calendar) Support(v Version, now time.Time) Support {
 		s.Status = StatusUnknown
 		if len(c.Releases) > 0 && v.MinorsAfter(c.Releases[len(c.Releases)-1].minor) > 0 {
 			s.Message = fmt.Sprintf("%s is newer than the release calendar (data from %s); its support window is unknown: pass --calendar with newer data", v.MinorString(), c.DataDate)
+		} else if first, ok := c.first(); ok && v.MinorsAfter(first.minor) < 0 && truncDay(now).After(first.endOfLife) {
+			// Upstream patches the three newest minors, and each minor's
+			// end of life comes after the one before it
+			// (https://kubernetes.io/releases/ "maintains release branches
+			// for the most recent three minor releases"; the dates are in
+			// kubernetes/website data/releases/eol.yaml and
+			// https://kubernetes.io/releases/patch-releases/#non-active-branch-history:
+			// 1.25 ended in October 2023, 1.26 in February 2024). So a
+			// minor older than the calendar's first one ended no later
+			// than that one did.
+			s.Status = StatusViolation
+			s.Message = fmt.Sprintf("%s is past end of life: it is older than %s, the calendar's first minor, which reached end of life on %s", v.MinorString(), first.minor.MinorString(), first.EndOfLife)
 		} else {
 			s.Message = fmt.Sprintf("%s is not in the release calendar (data from %s)", v.MinorString(), c.DataDate)
 		}
@@ -169,9 +181,17 @@ func (c Calendar) Support(v Version, now time.Time) Support {
 		s.Message = fmt.Sprintf("supported until %s (%d days)", r.EndOfLife, days)
 	}
 	if s.MinorsBehind > 0 {
-		s.Message += fmt.Sprintf("; %d minors behind %s", s.MinorsBehind, s.Newest)
+		s.Message += fmt.Sprintf("; %s behind %s", Minors(s.MinorsBehind), s.Newest)
 	}
 	return s
+}
+
+// first returns the calendar's oldest release.
+func (c Calendar) first() (Release, bool) {
+	if len(c.Releases) == 0 {
+		return Release{}, false
+	}
+	return c.Releases[0], true
 }
 
 func truncDay(t time.Time) time.Time {
@@ -215,7 +235,7 @@ func (p FleetPolicy) Check(v, newest Version) Finding {
 		Skew: behind, Limit: p.Lag, Rule: RuleFleetPolicy}
 	if behind > p.Lag {
 		f.Status = StatusViolation
-		f.Message = fmt.Sprintf("the fleet policy %s wants %s or newer; this cluster is %d minors behind %s", p, newest.AddMinors(-p.Lag).MinorString(), behind, newest.MinorString())
+		f.Message = fmt.Sprintf("the fleet policy %s wants %s or newer; this cluster is %s behind %s", p, newest.AddMinors(-p.Lag).MinorString(), Minors(behind), newest.MinorString())
 		return f
 	}
 	f.Status = StatusOK

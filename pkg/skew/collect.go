@@ -15,8 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 )
 
 // PoolLabels are the well-known node labels that name a node pool, in the
@@ -70,6 +73,11 @@ type Collector struct {
 	Kubectl func(ctx context.Context) (string, error)
 	// Now returns the time stamped on the inventory (default time.Now).
 	Now func() time.Time
+	// Dynamic, when set, reads Cluster API Clusters for provider
+	// detection (only when cluster.x-k8s.io is served).
+	Dynamic dynamic.Interface
+
+	platform *platformAcc
 }
 
 // ErrNoKubectl says there is no kubectl on PATH.
@@ -103,6 +111,7 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 	if c.Client == nil {
 		return inv, errors.New("no client")
 	}
+	c.platform = newPlatformAcc()
 	var (
 		wg                             sync.WaitGroup
 		mu                             sync.Mutex
@@ -123,7 +132,13 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(5)
+	wg.Add(6)
+	go func() {
+		defer wg.Done()
+		if n := c.clusterAPI(ctx); n != "" {
+			addNote(n)
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		if sv, svErr = serverVersion(ctx, c.Client); svErr != nil {
@@ -178,6 +193,7 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 	// A cloud-controller-manager found as a workload replaces the
 	// "not visible" static-pod entry.
 	inv.Components = dropShadowed(inv.Components)
+	inv.Platform = c.platform.result()
 	sort.Strings(notes)
 	inv.Notes = notes
 	inv.Sort()
@@ -209,6 +225,7 @@ type poolKey struct{ name, label string }
 
 type poolAcc struct {
 	nodes    int
+	gpuNodes int
 	versions map[string]int
 	unknown  []string
 	nUnknown int
@@ -252,6 +269,7 @@ func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 			return nil
 		}
 		name, label := PoolOf(n.Labels, c.PoolLabel)
+		c.platform.node(n)
 		k := poolKey{name, label}
 		a := acc[k]
 		if a == nil {
@@ -259,6 +277,9 @@ func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 			acc[k] = a
 		}
 		a.nodes++
+		if q, ok := n.Status.Allocatable[gpucheck.GPUResource]; ok && q.Sign() > 0 {
+			a.gpuNodes++
+		}
 		kv := strings.TrimSpace(n.Status.NodeInfo.KubeletVersion)
 		if _, err := ParseVersion(kv); err != nil {
 			a.nUnknown++
@@ -275,7 +296,8 @@ func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 	}
 	out := make([]Pool, 0, len(acc))
 	for k, a := range acc {
-		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown}
+		gpuNodes := a.gpuNodes
+		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown, GPUNodes: &gpuNodes}
 		sort.Strings(p.UnknownNodes)
 		for v, n := range a.versions {
 			p.Versions = append(p.Versions, VersionCount{Version: v, Nodes: n})
@@ -308,6 +330,7 @@ func (c *Collector) staticPods(ctx context.Context) ([]Component, string) {
 	for i := range list.Items {
 		p := &list.Items[i]
 		name := p.Labels["component"]
+		c.platform.staticPod(p)
 		img := containerImage(p.Spec.Containers, name)
 		comps = append(comps, Component{
 			Name: name, Instance: p.Name, Version: ImageTag(img), State: StateVisible,

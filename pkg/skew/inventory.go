@@ -77,6 +77,11 @@ type Pool struct {
 	Unknown int `json:"unknown,omitempty"`
 	// UnknownNodes names up to three of them.
 	UnknownNodes []string `json:"unknownNodes,omitempty"`
+	// GPUNodes counts the pool's nodes with allocatable GPUs; absent in
+	// reports saved before it was read. The plan drains GPU pools, where
+	// training gangs run, with gang-drain and the others with kubectl
+	// drain.
+	GPUNodes *int `json:"gpuNodes,omitempty"`
 }
 
 // MinMax returns the oldest and newest parsable kubelet version of the
@@ -112,6 +117,9 @@ type Inventory struct {
 	Pools []Pool `json:"pools"`
 	// Notes explain what could not be read.
 	Notes []string `json:"notes,omitempty"`
+	// Platform is what the cluster shows about its provider (absent in
+	// reports saved before it existed).
+	Platform *Platform `json:"platform,omitempty"`
 }
 
 // Sort orders components and pools so reports are stable.

@@ -38,6 +38,10 @@ type Step struct {
 	Status Status `json:"status"`
 	// Note adds the why.
 	Note string `json:"note,omitempty"`
+	// Commands are the copy-paste lines that do the step for the
+	// provider, names filled in where the cluster shows them and
+	// <placeholders> where it does not.
+	Commands []string `json:"commands,omitempty"`
 }
 
 // PoolUpgrade is one upgrade of a node pool in a plan.
@@ -105,6 +109,8 @@ type PlanSummary struct {
 
 // Plan is an upgrade plan from an inventory to a target minor.
 type Plan struct {
+	// Provider is who the commands are written for, and why.
+	Provider Detection `json:"provider"`
 	// Steps in the order to run them.
 	Steps []Step `json:"steps"`
 	// Pools says what the plan does to each node pool.
@@ -119,6 +125,9 @@ type Plan struct {
 type PlanOptions struct {
 	// Support, when set, annotates hops with their support windows.
 	Support func(v Version) (Support, bool)
+	// Provider is the detected (or chosen) provider; it decides the
+	// commands of each step and which steps the provider does itself.
+	Provider Provider
 }
 
 // MakePlan plans the control plane from its oldest apiserver to target one
@@ -140,6 +149,12 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		return Plan{}, fmt.Errorf("target %s changes the major version: not planned", target.MinorString())
 	}
 	b := &planBuilder{}
+	det := DetectProvider(inv)
+	if opts.Provider != "" {
+		det = Detection{Provider: opts.Provider, Source: "--provider"}
+	}
+	opts.Provider = det.Provider
+	several := severalAPIServers(inv, opts)
 	p := Plan{Summary: PlanSummary{From: cur.MinorString(), Target: target.MinorString(), Hops: target.MinorsAfter(cur)}}
 	if p.Summary.Hops > 12 {
 		return Plan{}, fmt.Errorf("target %s is %d minors ahead: plan at most 12 hops at a time", target.MinorString(), p.Summary.Hops)
@@ -171,7 +186,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 			}
 		}
 		if pl.Unknown > 0 {
-			n := fmt.Sprintf("%d nodes report no parsable kubelet version and are not planned", pl.Unknown)
+			n := fmt.Sprintf("%s no parsable kubelet version and %s not planned", reportN(pl.Unknown), isAre(pl.Unknown))
 			if s.plan.Note != "" {
 				n = s.plan.Note + "; " + n
 			}
@@ -197,7 +212,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		if lim := KubeletMaxSkew(s.v); newest.MinorsAfter(s.v) > lim {
 			s.plan.Status = StatusViolation
 			upgrade(s, cur, cur.AddMinors(1).MinorString(), StatusViolation,
-				fmt.Sprintf("the pool is %d minors behind the apiserver %s, beyond the limit of %d: fix this before any control-plane hop", newest.MinorsAfter(s.v), newest.MinorString(), lim))
+				fmt.Sprintf("the pool is %s behind the apiserver %s, beyond the limit of %d: fix this before any control-plane hop", Minors(newest.MinorsAfter(s.v)), newest.MinorString(), lim))
 		}
 	}
 
@@ -218,7 +233,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 			if next.MinorsAfter(s.v) > lim {
 				at := next.AddMinors(-1)
 				upgrade(s, at, next.MinorString(), StatusEdge,
-					fmt.Sprintf("skip-level: last moment; the hop to %s would put the pool %d minors behind (limit %d)", next.MinorString(), next.MinorsAfter(s.v), lim))
+					fmt.Sprintf("skip-level: last moment; the hop to %s would put the pool %s behind (limit %d)", next.MinorString(), Minors(next.MinorsAfter(s.v)), lim))
 			}
 		}
 	}
@@ -250,13 +265,19 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		inst := "every kube-apiserver instance"
 		switch {
 		case total > 0 && already > 0:
-			inst = fmt.Sprintf("the remaining kube-apiserver instances (%d of %d already on %s)", total-already, total, mm)
+			inst = fmt.Sprintf("the %s (%d of %d already on %s)", count(total-already, "remaining kube-apiserver instance"), already, total, mm)
 		case total > 0:
-			inst = fmt.Sprintf("the %d kube-apiserver instances", total)
+			inst = "the " + count(total, "kube-apiserver instance")
 		}
-		b.add(Step{ControlPlane: mm, Phase: PhaseAPIServers, To: mm, Status: StatusOK,
-			Action: fmt.Sprintf("upgrade %s to %s one at a time, with a soak between", inst, mm),
-			Note:   fmt.Sprintf("apiservers are mixed during this step: do not apply manifests that use APIs new in %s until every apiserver reports %s", mm, mm)})
+		apiStep := Step{ControlPlane: mm, Phase: PhaseAPIServers, To: mm, Status: StatusOK,
+			Action: fmt.Sprintf("upgrade %s to %s one at a time, with a soak between", inst, mm)}
+		if total == 1 && already == 0 {
+			apiStep.Action = fmt.Sprintf("upgrade %s to %s", inst, mm)
+		}
+		if several {
+			apiStep.Note = fmt.Sprintf("apiservers are mixed during this step: do not apply manifests that use APIs new in %s until every apiserver reports %s", mm, mm)
+		}
+		b.add(apiStep)
 		b.add(Step{ControlPlane: mm, Phase: PhaseControllers, To: mm, Status: StatusOK,
 			Action: fmt.Sprintf("upgrade kube-controller-manager, kube-scheduler and cloud-controller-manager to %s", mm),
 			Note:   "only after every apiserver is on " + mm + ": controllers must never be newer than an apiserver"})
@@ -278,7 +299,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 			st := StatusOK
 			if target.MinorsAfter(s.v) == KubeletMaxSkew(s.v) {
 				st = StatusEdge
-				note = fmt.Sprintf("no slack: the pool is at the skew limit (%d minors behind %s); upgrade it before any further control-plane upgrade", KubeletMaxSkew(s.v), target.MinorString())
+				note = fmt.Sprintf("no slack: the pool is at the skew limit (%s behind %s); upgrade it before any further control-plane upgrade", Minors(KubeletMaxSkew(s.v)), target.MinorString())
 			}
 			upgrade(s, target, "", st, note)
 		}
@@ -307,7 +328,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		p.Pools = append(p.Pools, s.plan)
 	}
 	p.Summary.NodeDisruptionsSaved = p.Summary.NodeDisruptionsEveryHop - p.Summary.NodeDisruptions
-	if p.Summary.Hops > 0 {
+	if p.Summary.Hops > 0 && several {
 		p.Warnings = append(p.Warnings, "during each hop the HA apiservers are mixed: hold back manifests that use brand-new APIs until every apiserver is on the new minor")
 	}
 	if newest.MinorsAfter(oldest) > 0 {
@@ -329,6 +350,8 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		}
 	}
 	p.Steps = b.steps
+	p.Provider = det
+	forProvider(&p, inv, opts.Provider)
 	p.Summary.Status = StatusOK
 	for _, s := range p.Steps {
 		p.Summary.Status = worse(p.Summary.Status, s.Status)
@@ -377,4 +400,49 @@ func (b *planBuilder) add(s Step) int {
 	s.Action = strings.TrimSpace(s.Action)
 	b.steps = append(b.steps, s)
 	return s.Number
+}
+
+// severalAPIServers says whether more than one kube-apiserver instance
+// exists or may exist: more than one is visible, or none is visible
+// because reading kube-system was forbidden, or the provider runs a
+// managed control plane with several instances.
+func severalAPIServers(inv Inventory, opts PlanOptions) bool {
+	visible, forbidden := 0, false
+	for _, c := range inv.Components {
+		if c.Name != KindAPIServer {
+			continue
+		}
+		switch c.State {
+		case StateVisible:
+			visible++
+		case StateForbidden:
+			forbidden = true
+		}
+	}
+	if visible > 0 {
+		return visible > 1
+	}
+	return forbidden || managedSeveral(opts.Provider)
+}
+
+// count writes "1 thing" or "n things".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+func reportN(n int) string {
+	if n == 1 {
+		return "1 node reports"
+	}
+	return fmt.Sprintf("%d nodes report", n)
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }

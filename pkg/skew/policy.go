@@ -287,7 +287,9 @@ func Check(inv Inventory) ([]Finding, CheckSummary) {
 			fs = append(fs, unparsable(c, RuleKubectl))
 			continue
 		}
-		fs = append(fs, kubectlFinding(c.Instance, v, oldest, newest))
+		f := kubectlFinding(c.Instance, v, oldest, newest)
+		note(f.Skew)
+		fs = append(fs, f)
 	}
 
 	// Addons: inventory only.
@@ -385,10 +387,10 @@ func rangeFinding(comp, inst string, lo, hi, oldest, newest Version, limit int, 
 		f.Message = fmt.Sprintf("%s %s is newer than the apiserver %s; it must never be", comp, hi.MinorString(), oldest.MinorString())
 	case st == StatusViolation:
 		f.Status = st
-		f.Message = fmt.Sprintf("%s %s is %d minors behind the apiserver %s; the policy allows %d", comp, lo.MinorString(), behind, newest.MinorString(), limit)
+		f.Message = fmt.Sprintf("%s %s is %s behind the apiserver %s; the policy allows %d", comp, lo.MinorString(), Minors(behind), newest.MinorString(), limit)
 	case st == StatusEdge:
 		f.Status = st
-		f.Message = fmt.Sprintf("%s %s is %d minors behind the apiserver %s, exactly the limit", comp, lo.MinorString(), behind, newest.MinorString())
+		f.Message = fmt.Sprintf("%s %s is %s behind the apiserver %s, exactly the limit", comp, lo.MinorString(), Minors(behind), newest.MinorString())
 	default:
 		f.Status = StatusOK
 		if behind == 0 {
@@ -453,10 +455,13 @@ func kubectlFinding(inst string, v, oldest, newest Version) Finding {
 
 func notVisible(c Component, what string) Finding {
 	msg := fmt.Sprintf("%s not visible (%s); a managed control plane does not show them", what, c.Source)
+	st := StatusInfo
 	if c.State == StateForbidden {
+		// Not read is not known: UNKNOWN, so --fail-on=warning counts it.
+		st = StatusUnknown
 		msg = fmt.Sprintf("%s not checked: reading kube-system is forbidden (%s)", what, c.Source)
 	}
-	return Finding{Component: c.Name, Instance: c.Instance, Rule: RuleInventory, Status: StatusInfo, Message: msg}
+	return Finding{Component: c.Name, Instance: c.Instance, Rule: RuleInventory, Status: st, Message: msg}
 }
 
 func unparsable(c Component, rule string) Finding {

@@ -205,7 +205,7 @@ func TestCheckRules(t *testing.T) {
 			want: map[string]Status{
 				"kube-apiserver /version apiserver-ha":          StatusOK,
 				"kube-apiserver  inventory":                     StatusInfo,
-				"kube-controller-manager  inventory":            StatusInfo,
+				"kube-controller-manager  inventory":            StatusUnknown,
 				"kube-scheduler sched controllers-vs-apiserver": StatusUnknown,
 				"kubelet pool x kubelet-version-unknown":        StatusUnknown,
 				"kubelet pool x kubelet-vs-apiserver":           StatusOK,

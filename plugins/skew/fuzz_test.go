@@ -1,8 +1,11 @@
 package skew
 
 import (
+	"io"
 	"os"
 	"testing"
+
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
 // FuzzReadSaved: a saved report given to --from-file (a file from a change
@@ -16,10 +19,19 @@ func FuzzReadSaved(f *testing.F) {
 	}
 	f.Add([]byte("apiVersion: gpufleet.dev/v1alpha1\nkind: SkewReport\ninventory: {server: {gitVersion: v1.37.2}}\n"))
 	f.Add([]byte("a: &a [*a]\n"))
+	f.Add([]byte("apiVersion: gpufleet.dev/v1alpha1\nkind: SkewReport\ninventory: {server: {gitVersion: v1.36.2-eks-1}, pools: [{name: a, label: eks.amazonaws.com/nodegroup, nodes: 1, versions: [{version: v1.33.1, nodes: 1}], gpuNodes: 0}], platform: {providerIDs: {aws: 1}, resourceGroup: MC_a_b_c, clusterAPI: [{namespace: n, name: c, class: k}]}}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rep, err := readSaved("-", func() ([]byte, error) { return data, nil })
 		if err == nil && rep.Inventory.Server.GitVersion == "" {
 			t.Fatal("report without an inventory accepted")
+		}
+		if err != nil {
+			return
+		}
+		// What it accepts plans and prints as a runbook without panicking,
+		// whatever the platform facts say.
+		if plan, err := pkgskew.MakePlan(rep.Inventory, pkgskew.MustParseVersion("v1.38"), pkgskew.PlanOptions{}); err == nil {
+			_ = printRunbook(io.Discard, &PlanReport{Provider: plan.Provider, Steps: plan.Steps, Summary: plan.Summary, Warnings: plan.Warnings})
 		}
 	})
 }

@@ -25,6 +25,15 @@ var planLong = templates.LongDesc(`
 	node drains this saves against upgrading nodes at every hop, and warns
 	when a pool is left with no slack.
 
+	Every step carries its commands for the cluster's provider, detected from
+	what the cluster shows (vendor version suffixes, kube-apiserver static
+	pods, Cluster API topology, node provider IDs and labels) or chosen with
+	--provider: kubeadm, eks, gke, aks, capi, k3s, rke2 or unknown. A managed
+	control plane (EKS, GKE, AKS, Cluster API) has one control-plane step per
+	hop and no etcd or per-apiserver step. -o wide lists the commands under
+	the table, -o json|yaml in each step's "commands", and --runbook prints a
+	Markdown runbook with one numbered step and one sh block each.
+
 	With --from-file the plan is made offline from a report saved with
 	"kubectl skew -o yaml", and gives the same answer as the live plan.`)
 
@@ -35,6 +44,9 @@ var planExample = templates.Examples(`
 	# Save the inventory for a change ticket and plan from it offline
 	kubectl skew -o yaml > before.yaml
 	kubectl skew plan --from-file before.yaml --target v1.37 -o yaml
+
+	# A Markdown runbook for the change ticket, commands written for EKS
+	kubectl skew plan --target v1.37 --provider eks --runbook > upgrade.md
 
 	# Plan every cluster of the kubeconfig
 	for c in $(kubectl config get-contexts -o name); do kubectl skew plan --context "$c" --target v1.37; done`)
@@ -53,7 +65,12 @@ type PlanOptions struct {
 	FromFile     string
 	CalendarFile string
 	ChunkSize    int64
+	// Provider overrides the detected provider ("" detects it).
+	Provider string
+	// Runbook prints the plan as a Markdown runbook.
+	Runbook bool
 
+	provider pkgskew.Provider
 	cg       cli.ClientGetter
 	deps     deps
 	target   pkgskew.Version
@@ -89,6 +106,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 		return out, cobra.ShellCompDirectiveNoFileComp
 	})
 	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
+	addRunbookFlags(cmd, o)
 	return cmd
 }
 
@@ -135,7 +153,7 @@ func (o *PlanOptions) Validate() error {
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
-	return nil
+	return o.validateRunbook()
 }
 
 // Run builds and prints the plan. Steps or pools at or above --fail-on
@@ -156,16 +174,20 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	}
 	h.APIVersion, h.Kind = cli.APIVersion, KindPlanReport
 	now := o.deps.now()
-	plan, err := pkgskew.MakePlan(inv, o.target, pkgskew.PlanOptions{Support: func(v pkgskew.Version) (pkgskew.Support, bool) {
+	plan, err := pkgskew.MakePlan(inv, o.target, pkgskew.PlanOptions{Provider: o.provider, Support: func(v pkgskew.Version) (pkgskew.Support, bool) {
 		s := o.calendar.Support(v, now)
 		return s, true
 	}})
 	if err != nil {
 		return cli.UsageErr(fmt.Errorf("planning to %s: %w", o.target.MinorString(), err))
 	}
-	rep := &PlanReport{Header: h, Target: o.target.MinorString(), Steps: plan.Steps, Pools: plan.Pools, Warnings: plan.Warnings, Summary: plan.Summary}
+	rep := &PlanReport{Header: h, Target: o.target.MinorString(), Provider: plan.Provider, Steps: plan.Steps, Pools: plan.Pools, Warnings: plan.Warnings, Summary: plan.Summary}
 	if !o.Print.Quiet {
-		if o.Print.Structured() {
+		if o.Runbook {
+			if err := printRunbook(o.Out, rep); err != nil {
+				return err
+			}
+		} else if o.Print.Structured() {
 			if err := cli.PrintStructured(o.Out, o.Print.Output, rep); err != nil {
 				return err
 			}

@@ -55,8 +55,8 @@ func printReportTable(w io.Writer, rep *SkewReport, opts cli.TableOptions, c cli
 		return nil
 	}
 	s := rep.Summary
-	line := fmt.Sprintf("\nmax skew %d minors; %d violations, %d at the edge, %d unknown; apiserver %s, kubelets %s..%s on %d nodes",
-		s.MaxSkew, s.Violations, s.Edge, s.Unknown, dash(s.APIServerNewest), dash(s.KubeletMin), dash(s.KubeletMax), s.Nodes)
+	line := fmt.Sprintf("\nmax skew %s; %d violations, %d at the edge, %d unknown; apiserver %s, kubelets %s..%s on %s",
+		pkgskew.Minors(s.MaxSkew), s.Violations, s.Edge, s.Unknown, dash(s.APIServerNewest), dash(s.KubeletMin), dash(s.KubeletMax), pkgskew.Nodes(s.Nodes))
 	if len(s.PoolsAtEdge) > 0 {
 		line += "; pools at the edge: " + strings.Join(s.PoolsAtEdge, ", ")
 	}
@@ -91,6 +91,9 @@ func printPlanTable(w io.Writer, rep *PlanReport, opts cli.TableOptions, c cli.C
 		if err := pt.Print(w, opts); err != nil {
 			return err
 		}
+	}
+	if opts.Wide {
+		printPlanCommands(w, rep)
 	}
 	if opts.NoHeaders {
 		return nil

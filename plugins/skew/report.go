@@ -61,7 +61,9 @@ type PlanReport struct {
 	cli.Header
 	// Target is the minor the plan reaches.
 	Target string `json:"target"`
-	// Steps in the order to run them.
+	// Provider is who the steps' commands are written for, and why.
+	Provider pkgskew.Detection `json:"provider"`
+	// Steps in the order to run them, each with its commands.
 	Steps []pkgskew.Step `json:"steps"`
 	// Pools says what the plan does to each node pool.
 	Pools []pkgskew.PoolPlan `json:"pools"`

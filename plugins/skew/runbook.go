@@ -1,0 +1,112 @@
+package skew
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// addRunbookFlags registers --provider and --runbook on the plan.
+func addRunbookFlags(cmd *cobra.Command, o *PlanOptions) {
+	var names []string
+	for _, p := range pkgskew.Providers {
+		names = append(names, string(p))
+	}
+	cmd.Flags().StringVar(&o.Provider, "provider", o.Provider, "Write the commands for this provider instead of the detected one: "+strings.Join(names, ", ")+".")
+	cmd.Flags().BoolVar(&o.Runbook, "runbook", o.Runbook, "Print the plan as a Markdown runbook: numbered steps, one sh block of commands each.")
+	_ = cmd.RegisterFlagCompletionFunc("provider", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return names, cobra.ShellCompDirectiveNoFileComp
+	})
+}
+
+// validateRunbook checks --provider and --runbook.
+func (o *PlanOptions) validateRunbook() error {
+	if o.Provider != "" {
+		p, err := pkgskew.ParseProvider(o.Provider)
+		if err != nil {
+			return fmt.Errorf("--provider: %w", err)
+		}
+		o.provider = p
+	}
+	if o.Runbook && o.Print.Output != "" && o.Print.Output != cli.OutputTable {
+		return fmt.Errorf("--runbook prints Markdown: leave out -o %s", o.Print.Output)
+	}
+	return nil
+}
+
+// printPlanCommands lists each step's commands under the table (-o wide).
+func printPlanCommands(w io.Writer, rep *PlanReport) {
+	fmt.Fprintf(w, "\nCOMMANDS (%s)\n", providerLine(rep.Provider))
+	for _, s := range rep.Steps {
+		if len(s.Commands) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "step %d:\n", s.Number)
+		for _, c := range s.Commands {
+			fmt.Fprintf(w, "  %s\n", c)
+		}
+	}
+}
+
+func providerLine(d pkgskew.Detection) string {
+	if d.Source == "--provider" {
+		return d.Provider.Title() + ", chosen with --provider"
+	}
+	line := d.Provider.Title() + ", detected"
+	if len(d.Evidence) > 0 {
+		line += ": " + strings.Join(d.Evidence, "; ")
+	}
+	return line
+}
+
+// printRunbook writes the plan as a Markdown runbook for a change ticket:
+// one numbered step per plan step, each with its why and one fenced sh
+// block of commands.
+func printRunbook(w io.Writer, rep *PlanReport) error {
+	var b strings.Builder
+	s := rep.Summary
+	fmt.Fprintf(&b, "# Upgrade from %s to %s\n\n", s.From, s.Target)
+	fmt.Fprintf(&b, "Provider: %s.\n\n", providerLine(rep.Provider))
+	hops := "hops"
+	if s.Hops == 1 {
+		hops = "hop"
+	}
+	fmt.Fprintf(&b, "%d control-plane %s; %d pool upgrades (%d node drains) instead of %d (%d) when nodes follow every hop.\n",
+		s.Hops, hops, s.PoolUpgrades, s.NodeDisruptions, s.PoolUpgradesEveryHop, s.NodeDisruptionsEveryHop)
+	if len(rep.Warnings) > 0 {
+		b.WriteString("\nBefore you start:\n\n")
+		for _, wn := range rep.Warnings {
+			fmt.Fprintf(&b, "- %s\n", wn)
+		}
+	}
+	b.WriteString("\n## Steps\n\n")
+	for _, st := range rep.Steps {
+		head := fmt.Sprintf("%d. **%s %s**", st.Number, st.Phase, st.ControlPlane)
+		if st.Pool != "" {
+			head = fmt.Sprintf("%d. **%s %s**", st.Number, st.Phase, st.Pool)
+		}
+		fmt.Fprintf(&b, "%s: %s", head, st.Action)
+		if st.Status != pkgskew.StatusOK {
+			fmt.Fprintf(&b, " (%s)", st.Status.Word())
+		}
+		b.WriteString("\n")
+		if st.Note != "" {
+			fmt.Fprintf(&b, "\n   %s\n", st.Note)
+		}
+		if len(st.Commands) > 0 {
+			b.WriteString("\n   ```sh\n")
+			for _, c := range st.Commands {
+				fmt.Fprintf(&b, "   %s\n", c)
+			}
+			b.WriteString("   ```\n")
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
+	return err
+}
