@@ -50,6 +50,12 @@ type Runner struct {
 	EtcdQuota int64
 	// PoolLabel names node pools (pkg/skew's well-known labels when empty).
 	PoolLabel string
+	// Stream reads nodes, pods and PDBs for the drain gate with one
+	// watch-list request each (pkg/eviction.LoadOptions.Stream); only a
+	// real apiserver supports it.
+	Stream bool
+	// StreamTimeout bounds each such stream (0: none).
+	StreamTimeout time.Duration
 	// PageSize of the paged lists (500 when 0).
 	PageSize int64
 	// Now is the clock (time.Now when nil).

@@ -232,8 +232,10 @@ func runnerFor(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel strin
 		r.Ext = ec
 	}
 	if _, real := kc.(*kubernetes.Clientset); real {
+		r.Stream = true
 		if cfg, err := cg.ToRESTConfig(); err == nil {
 			r.Metadata, _ = metadata.NewForConfig(cfg)
+			r.StreamTimeout = cfg.Timeout
 		}
 	}
 	r.Raw = preflight.RawFromStream(func(ctx context.Context, path string) (io.ReadCloser, error) {
