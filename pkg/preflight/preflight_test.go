@@ -286,9 +286,9 @@ func ptr[T any](v T) *T { return &v }
 func TestVerify(t *testing.T) {
 	t0 := now.Add(-time.Hour)
 	base := Evidence{CollectedAt: t0, Target: "1.37",
-		Nodes: []NodeFact{{Name: "a-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8}, {Name: "b-0", Pool: "gpu-b", Kubelet: "v1.36.2", Ready: false}},
-		SystemPods: []PodFact{{Name: "coredns-x", Phase: "Running"}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
-		Addons:     []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
+		Nodes:             []NodeFact{{Name: "a-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8}, {Name: "b-0", Pool: "gpu-b", Kubelet: "v1.36.2", Ready: false}},
+		SystemPods:        []PodFact{{Name: "coredns-x", Phase: "Running"}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
+		Addons:            []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
 		RemovedAPICallers: []string{"metrics old"}, LastSystemWarning: &t0}
 	same := base
 	same.CollectedAt = now
@@ -297,9 +297,9 @@ func TestVerify(t *testing.T) {
 	}
 	later := now
 	cur := Evidence{CollectedAt: now,
-		Nodes: []NodeFact{{Name: "a-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 7}, {Name: "b-0", Pool: "gpu-b", Kubelet: "v1.37.0", Ready: false}},
-		SystemPods: []PodFact{{Name: "coredns-x", Phase: "Running", Problem: "CrashLoopBackOff", Restarts: 4}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
-		Addons:     []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
+		Nodes:             []NodeFact{{Name: "a-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 7}, {Name: "b-0", Pool: "gpu-b", Kubelet: "v1.37.0", Ready: false}},
+		SystemPods:        []PodFact{{Name: "coredns-x", Phase: "Running", Problem: "CrashLoopBackOff", Restarts: 4}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
+		Addons:            []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
 		RemovedAPICallers: []string{"metrics old", "objects new"}, LastSystemWarning: &later}
 	regs := Verify(base, cur, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-a": mustVersion("v1.37")}, Addons: []string{"cluster-autoscaler"}})
 	kinds := map[string]int{}
