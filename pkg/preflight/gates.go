@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -390,6 +391,11 @@ func (r *Runner) etcdGate(ctx context.Context, metrics func(context.Context) ([]
 	}
 	var ev []string
 	if _, err := r.Raw(ctx, "/readyz/etcd"); err != nil {
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			g := unknown("get /readyz/etcd", err)
+			g.Command = cmd
+			return g
+		}
 		return Gate{Status: StatusFail, Message: fmt.Sprintf("/readyz/etcd: %v", err), Command: cmd}
 	}
 	ev = append(ev, "/readyz/etcd: ok")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -326,22 +327,25 @@ func (r *Runner) systemPodsGate(ctx context.Context) (Gate, []PodFact, *time.Tim
 	}
 	sort.Slice(facts, func(i, j int) bool { return facts[i].Name < facts[j].Name })
 	sort.Strings(bad)
-	last := r.lastWarning(ctx)
+	last, evErr := r.lastWarning(ctx)
+	var notes []string
+	if evErr != nil {
+		notes = append(notes, fmt.Sprintf("Warning events in kube-system not read (verify cannot compare them): %v", evErr))
+	}
 	if len(bad) > 0 {
-		name := firstWord(bad[0], "pod kube-system/")
-		name = name[:len(name)-1]
-		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d of %d kube-system pods unhealthy", len(bad), len(facts)), Evidence: capLines(bad),
+		name := strings.TrimSuffix(firstWord(bad[0], "pod kube-system/"), ":")
+		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d of %d kube-system pods unhealthy", len(bad), len(facts)), Evidence: append(capLines(bad), notes...),
 			Command: fmt.Sprintf("kubectl -n kube-system describe pod %s && kubectl -n kube-system logs %s --previous", name, name)}, facts, last
 	}
-	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %d kube-system pods healthy", len(facts)), Command: "kubectl -n kube-system get pods"}, facts, last
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %d kube-system pods healthy", len(facts)), Evidence: notes, Command: "kubectl -n kube-system get pods"}, facts, last
 }
 
 // lastWarning returns the newest Warning event in kube-system (nil when
 // none or unreadable).
-func (r *Runner) lastWarning(ctx context.Context) *time.Time {
+func (r *Runner) lastWarning(ctx context.Context) (*time.Time, error) {
 	evs, err := r.Kube.CoreV1().Events(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	var last time.Time
 	for i := range evs.Items {
@@ -350,10 +354,10 @@ func (r *Runner) lastWarning(ctx context.Context) *time.Time {
 		}
 	}
 	if last.IsZero() {
-		return nil
+		return nil, nil
 	}
 	last = last.UTC()
-	return &last
+	return &last, nil
 }
 
 func eventTime(e *corev1.Event) time.Time {
