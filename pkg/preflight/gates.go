@@ -391,12 +391,15 @@ func (r *Runner) etcdGate(ctx context.Context, metrics func(context.Context) ([]
 	}
 	var ev []string
 	if _, err := r.Raw(ctx, "/readyz/etcd"); err != nil {
-		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			g := unknown("get /readyz/etcd", err)
-			g.Command = cmd
-			return g
+		// Only the apiserver's own answer says etcd is not ready; a
+		// refused or failed request says nothing about etcd.
+		var st apierrors.APIStatus
+		if errors.As(err, &st) && !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) && st.Status().Code >= 500 {
+			return Gate{Status: StatusFail, Message: fmt.Sprintf("/readyz/etcd: %v", err), Command: cmd}
 		}
-		return Gate{Status: StatusFail, Message: fmt.Sprintf("/readyz/etcd: %v", err), Command: cmd}
+		g := unknown("get /readyz/etcd", err)
+		g.Command = cmd
+		return g
 	}
 	ev = append(ev, "/readyz/etcd: ok")
 	text, err := metrics(ctx)

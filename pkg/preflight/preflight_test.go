@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -150,6 +152,15 @@ func TestEtcdDBSize(t *testing.T) {
 	}
 	if g := r.etcdGate(context.Background(), func(context.Context) ([]byte, error) { return []byte("# TYPE x gauge\nx 1\n"), nil }); g.Status != StatusUnknown {
 		t.Errorf("no metric: %s %s", g.Status, g.Message)
+	}
+	// The apiserver answering that etcd is not ready fails; a request that
+	// got no answer (or was refused) says nothing about etcd.
+	notReady := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "[-]etcd failed: reason withheld"}}
+	for err, want := range map[error]Status{notReady: StatusFail, errors.New("connection refused"): StatusUnknown, apierrorsForbidden("", "get"): StatusUnknown} {
+		r := &Runner{Raw: func(context.Context, string) ([]byte, error) { return nil, err }}
+		if g := r.etcdGate(context.Background(), nil); g.Status != want {
+			t.Errorf("/readyz/etcd error %v: %s %s, want %s", err, g.Status, g.Message, want)
+		}
 	}
 }
 
