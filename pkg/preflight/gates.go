@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -239,7 +240,7 @@ func (r *Runner) webhooksGate(ctx context.Context) Gate {
 	}
 	convs := 0
 	if r.Ext != nil {
-		crds, err := crdmigrate.GetCRDs(ctx, r.Ext, nil)
+		crds, err := r.crds(ctx)
 		if err != nil {
 			return unknown("list customresourcedefinitions", err)
 		}
@@ -516,7 +517,7 @@ func (r *Runner) crdsGate(ctx context.Context) Gate {
 	if r.Ext == nil {
 		return Gate{Status: StatusUnknown, Message: "no apiextensions client"}
 	}
-	crds, err := crdmigrate.GetCRDs(ctx, r.Ext, nil)
+	crds, err := r.crds(ctx)
 	if err != nil {
 		return unknown("list customresourcedefinitions", err)
 	}
@@ -633,4 +634,13 @@ func (r *Runner) legacyTokenGate(ctx context.Context) Gate {
 			Evidence: capLines(append(used, invalid...)), Command: "kubectl get secrets -A --field-selector type=kubernetes.io/service-account-token -L " + LegacyTokenLastUsed + "," + LegacyTokenInvalidSince}
 	}
 	return Gate{Status: StatusPass, Message: fmt.Sprintf("no legacy service-account token in use (%d token Secrets)", len(items)), Command: "kubectl get secrets -A --field-selector type=kubernetes.io/service-account-token"}
+}
+
+// crds lists the CRDs once for the gates that need them (webhooks,
+// crd-storage).
+func (r *Runner) crds(ctx context.Context) ([]*apiextv1.CustomResourceDefinition, error) {
+	r.crdOnce.Do(func() {
+		r.crdList, r.crdErr = crdmigrate.GetCRDs(ctx, r.Ext, nil)
+	})
+	return r.crdList, r.crdErr
 }

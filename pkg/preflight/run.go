@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/pager"
 
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
@@ -66,6 +67,10 @@ type Runner struct {
 	// Raw GETs a path of the apiserver (/metrics, /readyz/etcd); nil
 	// makes the etcd gate and the metric source UNKNOWN.
 	Raw func(ctx context.Context, path string) ([]byte, error)
+
+	crdOnce sync.Once
+	crdList []*apiextv1.CustomResourceDefinition
+	crdErr  error
 }
 
 func (r *Runner) now() time.Time {
