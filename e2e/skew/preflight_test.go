@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
@@ -313,7 +314,7 @@ func TestVerifyAgainstBaseline(t *testing.T) {
 	})
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "agent", Image: harness.PauseImage, Ready: true,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}}
-	if pod, err = cp.Client.CoreV1().Pods("kube-system").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+	if _, err = cp.Client.CoreV1().Pods("kube-system").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -334,10 +335,18 @@ func TestVerifyAgainstBaseline(t *testing.T) {
 		}
 	}
 
-	pod.Status.ContainerStatuses[0].Ready = false
-	pod.Status.ContainerStatuses[0].RestartCount = 5
-	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 5m0s restarting failed container"}}
-	if _, err := cp.Client.CoreV1().Pods("kube-system").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+	// The node lifecycle controller may write the pod's conditions too.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cp.Client.CoreV1().Pods("kube-system").Get(ctx, "pf-verify-agent", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Phase = corev1.PodRunning
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", Image: harness.PauseImage, RestartCount: 5,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 5m0s restarting failed container"}}}}
+		_, err = cp.Client.CoreV1().Pods("kube-system").UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	r := skew(t, cp, "verify", "--baseline", base, "--pool", poolName+"=v1.37", "-o", "json")

@@ -117,7 +117,12 @@ func (r *Runner) removedAPIsGate(ctx context.Context, metrics func(context.Conte
 	callers = dedupe(callers)
 	removed = dedupe(removed)
 	cmd := fmt.Sprintf("kubectl deprecations --target-version v%s", r.Target.MinorString())
-	ev := append(capLines(removed), failed...)
+	// Up to 50 uses: each is a caller to fix before the upgrade.
+	ev := removed
+	if len(ev) > 50 {
+		ev = append(append([]string(nil), removed[:50]...), fmt.Sprintf("... and %d more", len(removed)-50))
+	}
+	ev = append(ev, failed...)
 	switch {
 	case len(removed) > 0:
 		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d uses of APIs removed in %s", len(removed), r.Target.MinorString()), Evidence: ev, Command: cmd}, callers
