@@ -147,3 +147,31 @@ func TestSaveAndVerify(t *testing.T) {
 		t.Errorf("verify with a SkewReport: exit %d", r.Code)
 	}
 }
+
+func TestPreflightContexts(t *testing.T) {
+	healthy := readyCluster(t)
+	notReady := cluster("v1.37.2") // nodes without a Ready condition
+	cg := cli.NewTestClientGetter().WithKube(healthy)
+	cg.PerContext = map[string]*cli.TestClientGetter{
+		"prod":    {KubeClient: healthy, Meta: cli.Metadata{Context: "prod"}},
+		"staging": {KubeClient: notReady, Meta: cli.Metadata{Context: "staging"}},
+		"dead":    {Meta: cli.Metadata{Context: "dead"}, Err: errors.New("dial tcp: connection refused")},
+	}
+	r := run(t, cg, "", "preflight", "--target", "v1.37", "--contexts", "prod,staging", "-o", "json")
+	if r.Code != cli.ExitFindings {
+		t.Fatalf("exit %d, want 1 (staging's nodes are not Ready)\n%s%s", r.Code, r.Out, r.Err)
+	}
+	if !strings.Contains(r.Out, `"kind": "SkewPreflightReportList"`) {
+		t.Errorf("not a list:\n%s", r.Out)
+	}
+	if i, j := strings.Index(r.Out, `"context": "staging"`), strings.Index(r.Out, `"context": "prod"`); i < 0 || j < 0 || i > j {
+		t.Errorf("staging (FAIL) must come before prod")
+	}
+	all := run(t, cg, "", "preflight", "--target", "v1.37", "--all-contexts", "--color", "never")
+	if all.Code != cli.ExitUnavailable || !strings.Contains(all.Err, "error: context dead:") || !strings.Contains(all.Out, "CONTEXT") {
+		t.Errorf("--all-contexts with a dead context: exit %d\n%s%s", all.Code, all.Out, all.Err)
+	}
+	if r := run(t, cg, "", "preflight", "--target", "v1.37", "--all-contexts", "--save", "x.yaml"); r.Code != cli.ExitUsage {
+		t.Errorf("--save with --all-contexts: exit %d", r.Code)
+	}
+}
