@@ -439,7 +439,7 @@ func (r *Runner) etcdGate(ctx context.Context, metrics func(context.Context) ([]
 // simulates draining each pool, node after node, with pkg/eviction's
 // Evaluator.
 func (r *Runner) drainsGate(ctx context.Context) Gate {
-	snap, err := eviction.Load(ctx, r.Kube, eviction.LoadOptions{Stream: r.Stream, StreamTimeout: r.StreamTimeout, PageSize: r.page()})
+	snap, err := r.snapshot(ctx)
 	if err != nil {
 		return unknown("list nodes, pods and poddisruptionbudgets", err)
 	}

@@ -14,16 +14,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/tools/pager"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
@@ -67,6 +66,10 @@ type Runner struct {
 	// Raw GETs a path of the apiserver (/metrics, /readyz/etcd); nil
 	// makes the etcd gate and the metric source UNKNOWN.
 	Raw func(ctx context.Context, path string) ([]byte, error)
+
+	snapOnce sync.Once
+	snap     *eviction.Snapshot
+	snapErr  error
 
 	crdOnce sync.Once
 	crdList []*apiextv1.CustomResourceDefinition
@@ -218,19 +221,16 @@ func (r *Runner) supportGate() Gate {
 	return g
 }
 
-// nodesGate reads every node (paged) and checks each is Ready, with the
-// facts verify compares later.
+// nodesGate checks every node is Ready, with the facts verify compares
+// later. The nodes come from the drain gate's read (pkg/eviction.Load with
+// NodeStatus), so they are listed once for both.
 func (r *Runner) nodesGate(ctx context.Context) (Gate, []NodeFact) {
+	snap, err := r.snapshot(ctx)
+	if err != nil {
+		return unknown("list nodes, pods and poddisruptionbudgets", err), nil
+	}
 	var facts []NodeFact
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return r.Kube.CoreV1().Nodes().List(ctx, opts)
-	})
-	p.PageSize = r.page()
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		n, ok := obj.(*corev1.Node)
-		if !ok {
-			return nil
-		}
+	for _, n := range snap.Nodes {
 		pool, _ := skew.PoolOf(n.Labels, r.PoolLabel)
 		ready, why := gpucheck.NodeReady(n)
 		f := NodeFact{Name: n.Name, Pool: pool, Kubelet: n.Status.NodeInfo.KubeletVersion, Ready: ready}
@@ -241,10 +241,6 @@ func (r *Runner) nodesGate(ctx context.Context) (Gate, []NodeFact) {
 			f.GPUAllocatable = int(q.Value())
 		}
 		facts = append(facts, f)
-		return nil
-	})
-	if err != nil {
-		return unknown("list nodes", err), nil
 	}
 	sort.Slice(facts, func(i, j int) bool { return facts[i].Name < facts[j].Name })
 	var bad []string
@@ -255,9 +251,18 @@ func (r *Runner) nodesGate(ctx context.Context) (Gate, []NodeFact) {
 	}
 	if len(bad) > 0 {
 		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d of %s not Ready", len(bad), skew.Nodes(len(facts))), Evidence: capLines(bad),
-			Command: "kubectl get nodes --field-selector metadata.name=" + firstWord(bad[0], "node ") + " -o wide && kubectl describe node " + firstWord(bad[0], "node ")}, facts
+			Command: "kubectl describe node " + firstWord(bad[0], "node ")}, facts
 	}
 	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %s Ready", skew.Nodes(len(facts))), Command: "kubectl get nodes"}, facts
+}
+
+// snapshot reads nodes (with their status), pods and PDBs once, with
+// pkg/eviction.Load, for the drain and node gates.
+func (r *Runner) snapshot(ctx context.Context) (*eviction.Snapshot, error) {
+	r.snapOnce.Do(func() {
+		r.snap, r.snapErr = eviction.Load(ctx, r.Kube, eviction.LoadOptions{Stream: r.Stream, StreamTimeout: r.StreamTimeout, PageSize: r.page(), NodeStatus: true})
+	})
+	return r.snap, r.snapErr
 }
 
 // firstWord returns the word after prefix in s.
