@@ -262,6 +262,9 @@ func (o *PreflightOptions) check(ctx context.Context, cg cli.ClientGetter) (*Pre
 	if err != nil {
 		return nil, cli.ClassifyClusterErr(err, md, "reading the version inventory")
 	}
+	if _, newest, ok := res.Evidence.Inventory.APIServerVersions(); ok && newest.MinorOnly().MinorsAfter(o.target) > 0 {
+		return nil, cli.UsageErr(fmt.Errorf("--target %s is older than the apiserver %s: preflight checks upgrades, not downgrades", o.target.MinorString(), newest.MinorString()))
+	}
 	rep := &PreflightReport{Header: cli.NewHeader(KindPreflightReport, md), Target: o.target.MinorString(), Evidence: res.Evidence}
 	rep.Summary.Status = preflight.StatusPass
 	for _, g := range res.Gates {
@@ -293,6 +296,11 @@ func (o *PreflightOptions) Run(ctx context.Context) error {
 	rep, err := o.check(ctx, o.cg)
 	if err != nil {
 		return err
+	}
+	if !o.Print.Quiet {
+		for _, n := range rep.Evidence.Inventory.Notes {
+			fmt.Fprintf(o.ErrOut, "note: %s\n", n)
+		}
 	}
 	if o.Save != "" {
 		if err := saveReport(o.Save, rep); err != nil {

@@ -171,6 +171,9 @@ func TestPreflightContexts(t *testing.T) {
 	if all.Code != cli.ExitUnavailable || !strings.Contains(all.Err, "error: context dead:") || !strings.Contains(all.Out, "CONTEXT") {
 		t.Errorf("--all-contexts with a dead context: exit %d\n%s%s", all.Code, all.Out, all.Err)
 	}
+	if r := run(t, cg, "", "preflight", "--target", "v1.36"); r.Code != cli.ExitUsage || !strings.Contains(r.Err, "older than the apiserver 1.37") {
+		t.Errorf("--target older than the apiserver: exit %d\n%s", r.Code, r.Err)
+	}
 	if r := run(t, cg, "", "preflight", "--target", "v1.37", "--all-contexts", "--save", "x.yaml"); r.Code != cli.ExitUsage {
 		t.Errorf("--save with --all-contexts: exit %d", r.Code)
 	}
