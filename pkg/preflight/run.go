@@ -203,8 +203,8 @@ func unknown(what string, err error) Gate {
 
 func (r *Runner) supportGate() Gate {
 	s := r.Calendar.Support(r.Target, r.now())
-	g := Gate{Message: s.Message, Evidence: []string{fmt.Sprintf("release calendar data from %s", s.CalendarDate)}, Command: "kubectl skew compat -o yaml && kubectl skew --calendar FILE"}
-	g.Command = "kubectl skew plan --target v" + r.Target.MinorString()
+	g := Gate{Message: s.Message, Evidence: []string{fmt.Sprintf("release calendar data from %s", s.CalendarDate)},
+		Command: "kubectl skew plan --target v" + r.Target.MinorString()}
 	if s.EndOfLife != "" {
 		g.Evidence = append(g.Evidence, fmt.Sprintf("%s released %s, end of life %s", s.Minor, s.Released, s.EndOfLife))
 	}
