@@ -84,7 +84,7 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 		RunE:    cli.RunE(cg, o),
 	}
 	o.Print.AddFlags(cmd)
-	cmd.Flags().StringVar(&o.Baseline, "baseline", o.Baseline, "A report saved with `kubectl skew preflight --save FILE`.")
+	cmd.Flags().StringVar(&o.Baseline, "baseline", o.Baseline, "A report saved with kubectl skew preflight --save FILE.")
 	cmd.Flags().StringArrayVar(&o.Pools, "pool", o.Pools, "POOL=vX.Y: the kubelet minor planned for a pool after this wave (repeatable).")
 	cmd.Flags().StringArrayVar(&o.Addons, "addon", o.Addons, "An addon planned to move in this wave (repeatable): it must no longer run its baseline version.")
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
