@@ -5,10 +5,13 @@ package rbace2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
@@ -57,18 +60,62 @@ func TestSkewRole(t *testing.T) {
 	t.Parallel()
 	cp := harness.Shared(t)
 	pool(t, cp, "rbac-skew", 1, "")
+	skewWebhookFixture(t, cp)
+	// A calendar in which the target is past its end of life: the
+	// support-window gate (which reads nothing) fails on every run, so
+	// preflight exits 1 whatever the other gates find and each removal is
+	// judged by the gate it turns UNKNOWN.
+	cal := filepath.Join(t.TempDir(), "calendar.yaml")
+	if err := os.WriteFile(cal, []byte("dataDate: \"2026-01-01\"\nreleases:\n- {minor: \"1.37\", released: \"2024-01-01\", endOfLife: \"2025-01-01\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	rs := loadRoles(t, "skew")
 	const bin = "kubectl-skew"
-	flows := map[string]flow{"check": {args: []string{"-o", "json"}}}
+	flows := map[string]flow{
+		"check":     {args: []string{"-o", "json"}},
+		"preflight": {args: []string{"preflight", "--target", "v1.37", "--calendar", cal, "-o", "json"}},
+	}
 	adminCodes(t, cp, bin, flows, 0, 1)
+	if flows["preflight"].code != 1 {
+		t.Fatalf("preflight as admin: exit %d, want 1 (support window past its end)", flows["preflight"].code)
+	}
 	user := grant(t, cp, "skew", "full", rs, "", nil)
-	checkFlows(t, cp, bin, user, []string{"check"}, flows)
+	checkFlows(t, cp, bin, user, []string{"check", "preflight"}, flows)
 	code := flows["check"].code
 	checkRemovals(t, cp, "skew", bin, "", rs, flows, []removal{
 		{flow: "check", code: 3, line: denied("list", "nodes")},
 		{flow: "check", code: code, also: []string{"listing pods in kube-system is forbidden"}},
-		{flow: "check", code: code, also: []string{"listing DaemonSets in kube-system is forbidden"}},
-		{flow: "check", code: code, also: []string{"listing Deployments in kube-system is forbidden"}},
+		{flow: "check", code: code, also: []string{"listing DaemonSets in kube-system is forbidden", "listing Deployments in kube-system is forbidden"}},
+		{flow: "preflight", code: 1, also: []string{"source metrics not read", "forbidden: cannot get /metrics"}},
+		{flow: "preflight", code: 1, also: []string{"forbidden: cannot get /readyz/etcd"}},
+		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list secrets", "source helm not read"}},
+		{flow: "preflight", code: 1, also: []string{"source helm not read"}},
+		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list customresourcedefinitions", "source crds not read"}},
+		{flow: "preflight", code: 1, also: []string{"forbidden: cannot read webhook services"}},
+		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list namespaces"}},
+		{flow: "preflight", code: 1, also: []string{"Warning events in kube-system not read"}},
+	})
+}
+
+// skewWebhookFixture is a webhook that matches nothing (its namespace
+// selector selects no namespace, failurePolicy Ignore) behind a Service, so
+// preflight's webhook gate has a Service to read.
+func skewWebhookFixture(t *testing.T, cp *harness.ControlPlane) {
+	t.Helper()
+	ignore := admissionv1.Ignore
+	none := admissionv1.SideEffectClassNone
+	name := "rbac-skew-hook"
+	vwc := &admissionv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionv1.ValidatingWebhook{{Name: "nothing.gpufleet.dev", FailurePolicy: &ignore, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			ClientConfig:      admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Namespace: "default", Name: name}},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"gpufleet.dev/no-such-namespace": "true"}},
+			Rules: []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Create},
+				Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}}}}
+	if _, err := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(context.Background(), vwc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 }
 

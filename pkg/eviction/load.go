@@ -41,6 +41,10 @@ type LoadOptions struct {
 	// Only a real API server does this; fake clientsets never send the
 	// bookmark.
 	Stream bool
+	// NodeStatus keeps each node's conditions, nodeInfo and allocatable
+	// in the snapshot, for callers that judge node health from the same
+	// read (kubectl skew preflight) instead of listing nodes again.
+	NodeStatus bool
 	// StreamTimeout bounds each watch-list stream, the one request that
 	// stands for a whole list (the caller's --request-timeout; 0: none).
 	// Without it client-go retries a watch that times out, ten times.
@@ -104,7 +108,13 @@ func Load(ctx context.Context, client kubernetes.Interface, opts LoadOptions) (*
 			}
 			return r.Continue, nil
 		},
-		add: func(n *corev1.Node) { s.Nodes = append(s.Nodes, slimNode(n)) },
+		add: func(n *corev1.Node) {
+			sn := slimNode(n)
+			if opts.NodeStatus {
+				sn.Status = corev1.NodeStatus{Conditions: n.Status.Conditions, NodeInfo: n.Status.NodeInfo, Allocatable: n.Status.Allocatable}
+			}
+			s.Nodes = append(s.Nodes, sn)
+		},
 	}
 	pods := func(ns string) resource[*corev1.Pod] {
 		return resource[*corev1.Pod]{

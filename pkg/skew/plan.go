@@ -138,7 +138,7 @@ type PlanOptions struct {
 func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 	oldest, newest, ok := inv.APIServerVersions()
 	if !ok {
-		return Plan{}, fmt.Errorf("the inventory has no parsable apiserver version")
+		return Plan{}, ErrNoAPIServer
 	}
 	target = target.MinorOnly()
 	cur := oldest.MinorOnly()
@@ -167,7 +167,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		ok   bool
 	}
 	var pools []*ps
-	inv.Pools = append([]Pool(nil), inv.Pools...)
+	inv.Pools = NormalizePools(inv.Pools)
 	inv.Components = append([]Component(nil), inv.Components...)
 	inv.Sort()
 	for _, pl := range inv.Pools {

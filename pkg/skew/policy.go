@@ -145,11 +145,10 @@ func worse(a, b Status) Status {
 func Check(inv Inventory) ([]Finding, CheckSummary) {
 	var fs []Finding
 	sum := CheckSummary{}
+	inv.Pools = NormalizePools(inv.Pools)
 	oldest, newest, ok := inv.APIServerVersions()
 	if !ok {
-		fs = append(fs, Finding{Component: KindAPIServer, Instance: "/version", Version: inv.Server.GitVersion, Rule: RuleAPIServerHA,
-			Status: StatusUnknown, Message: "the apiserver version does not parse; no rule can be checked"})
-		return finish(fs, sum, inv)
+		return checkWithoutAPIServer(inv)
 	}
 	sum.APIServerOldest, sum.APIServerNewest = oldest.String(), newest.String()
 	maxSkew := 0

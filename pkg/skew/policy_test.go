@@ -216,7 +216,15 @@ func TestCheckRules(t *testing.T) {
 		{
 			name: "unparsable apiserver",
 			inv:  Inventory{Server: ServerVersion{GitVersion: "garbage"}, Pools: []Pool{pool("a", "v1.30.0")}},
-			want: map[string]Status{"kube-apiserver /version apiserver-ha": StatusUnknown},
+			// The pool is still listed, UNKNOWN: its skew cannot be judged.
+			want: map[string]Status{"kube-apiserver /version apiserver-ha": StatusUnknown, "kubelet pool a kubelet-vs-apiserver": StatusUnknown},
+		},
+		{
+			name: "a saved kubelet version that does not parse is unknown in its pool",
+			inv: Inventory{Server: ServerVersion{GitVersion: "v1.37.2"}, Pools: []Pool{{Name: "a", Nodes: 3,
+				Versions: []VersionCount{{Version: "v1.37.2", Nodes: 2}, {Version: "garbage", Nodes: 1}}}}},
+			want: map[string]Status{"kube-apiserver /version apiserver-ha": StatusOK, "kubelet pool a kubelet-vs-apiserver": StatusOK,
+				"kubelet pool a kubelet-version-unknown": StatusUnknown},
 		},
 		{
 			name: "emulation version is reported",

@@ -2,6 +2,7 @@ package skew
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -178,6 +179,9 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		s := o.calendar.Support(v, now)
 		return s, true
 	}})
+	if errors.Is(err, pkgskew.ErrNoAPIServer) {
+		return cli.ClusterErr(fmt.Errorf("planning to %s: %w", o.target.MinorString(), err))
+	}
 	if err != nil {
 		return cli.UsageErr(fmt.Errorf("planning to %s: %w", o.target.MinorString(), err))
 	}

@@ -108,7 +108,10 @@ func readSaved(path string, stdin func() ([]byte, error)) (*SkewReport, error) {
 	if rep.Kind != KindSkewReport || !strings.HasPrefix(rep.APIVersion, cli.Group+"/") {
 		return nil, fmt.Errorf("reading %s: want a %s (%s), got kind %q apiVersion %q", path, KindSkewReport, cli.APIVersion, rep.Kind, rep.APIVersion)
 	}
-	if rep.Inventory.Server.GitVersion == "" {
+	// A report without an apiserver version still holds pools and
+	// components worth judging; only one without any of them is no
+	// inventory at all.
+	if inv := rep.Inventory; inv.Server.GitVersion == "" && len(inv.Pools) == 0 && len(inv.Components) == 0 {
 		return nil, fmt.Errorf("reading %s: %w", path, errNoInventory)
 	}
 	return &rep, nil

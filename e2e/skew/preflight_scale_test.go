@@ -1,0 +1,183 @@
+//go:build e2e
+
+package skewe2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
+)
+
+// createScalePods creates n pods spread over the scale nodes, ten per
+// node, in namespace scale-pods (bound by nodeName: nothing runs them).
+func createScalePods(b *testing.B, cp *harness.ControlPlane, nodes, n int) {
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = 2000, 4000
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const ns = "scale-pods"
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%06d", i), Namespace: ns, Labels: map[string]string{"app": fmt.Sprintf("app-%d", i%500)}},
+					Spec: corev1.PodSpec{NodeName: fmt.Sprintf("scale-%05d", i%nodes), Containers: []corev1.Container{{Name: "main", Image: harness.PauseImage}}}}
+				if _, err := kc.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		b.Fatalf("%d pod creates failed", failed.Load())
+	}
+	b.Logf("created %d pods in %s", n, time.Since(start).Round(time.Millisecond))
+}
+
+// requestsByKind counts the audited requests of one user agent prefix
+// after line skip, per verb and resource.
+func requestsByKind(b *testing.B, cp *harness.ControlPlane, agent string, skip int) (map[string]int, int) {
+	f, err := os.Open(cp.AuditLogPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	line := 0
+	for sc.Scan() {
+		line++
+		if line <= skip {
+			continue
+		}
+		var e struct {
+			Stage     string `json:"stage"`
+			Verb      string `json:"verb"`
+			UserAgent string `json:"userAgent"`
+			ObjectRef *struct {
+				Resource  string `json:"resource"`
+				Namespace string `json:"namespace"`
+			} `json:"objectRef"`
+			RequestURI string `json:"requestURI"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || !strings.HasPrefix(e.UserAgent, agent) || (e.Stage != "" && e.Stage != "ResponseComplete") {
+			continue
+		}
+		key := e.Verb + " " + e.RequestURI
+		if e.ObjectRef != nil {
+			key = e.Verb + " " + e.ObjectRef.Resource
+			if e.ObjectRef.Namespace != "" {
+				key += " -n " + e.ObjectRef.Namespace
+			}
+		}
+		out[key]++
+	}
+	return out, line
+}
+
+// BenchmarkPreflightScale measures `kubectl skew preflight` on
+// E2E_SCALE_NODES nodes (default 5000) and ten pods per node against
+// `kubectl skew` followed by `kubectl pdb-blockers --all-nodes`, which
+// answer part of the same questions: alternating, median of the pairwise
+// ratios. It also counts preflight's requests per kind in the audit log.
+// Only with E2E_SCALE=1:
+//
+//	E2E_SCALE=1 go test -tags e2e -run '^$' -bench PreflightScale -benchtime 1x ./e2e/skew/
+func BenchmarkPreflightScale(b *testing.B) {
+	if os.Getenv("E2E_SCALE") == "" {
+		b.Skip("set E2E_SCALE=1 to run the scale benchmark")
+	}
+	n := 5000
+	if s := os.Getenv("E2E_SCALE_NODES"); s != "" {
+		if v, err := strconv.Atoi(s); err == nil && v > 0 {
+			n = v
+		}
+	}
+	cp := harness.Shared(b)
+	createScaleNodes(b, cp, n)
+	createScalePods(b, cp, n, 10*n)
+	kc := "--kubeconfig=" + cp.Kubeconfig
+	pathEnv := "PATH=" + filepath.Dir(cp.Binaries.Kubectl) + string(os.PathListSeparator) + os.Getenv("PATH")
+	skewBin := plugintest.Binary(b, "kubectl-skew")
+	pdbBin := plugintest.Binary(b, "kubectl-pdb_blockers")
+
+	_, skip := requestsByKind(b, cp, "kubectl-skew/", 0)
+	if err := exec.Command("/usr/bin/env", pathEnv, skewBin, kc, "preflight", "--target", "v1.37", "-q").Run(); err != nil {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() > 1 {
+			b.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second) // the audit log is written asynchronously
+	reqs, _ := requestsByKind(b, cp, "kubectl-skew/", skip)
+
+	const reps = 5
+	var ratios []float64
+	var pre, pair []time.Duration
+	var preRSS, pairRSS []float64
+	for i := 0; i < reps; i++ {
+		w1, _, r1 := measure(b, 1, "/usr/bin/env", pathEnv, skewBin, kc, "preflight", "--target", "v1.37", "-q")
+		w2, _, r2 := measure(b, 1, "/usr/bin/env", pathEnv, skewBin, kc, "-q")
+		w3, _, r3 := measure(b, 1, "/usr/bin/env", pathEnv, pdbBin, kc, "--all-nodes", "-q")
+		pre, pair = append(pre, w1), append(pair, w2+w3)
+		preRSS, pairRSS = append(preRSS, r1), append(pairRSS, max(r2, r3))
+		ratios = append(ratios, w1.Seconds()/(w2+w3).Seconds())
+	}
+	sort.Float64s(ratios)
+	sort.Slice(pre, func(i, j int) bool { return pre[i] < pre[j] })
+	sort.Slice(pair, func(i, j int) bool { return pair[i] < pair[j] })
+	sort.Float64s(preRSS)
+	sort.Float64s(pairRSS)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n%d nodes, %d pods, %d alternating runs:\n", n, 10*n, reps)
+	fmt.Fprintf(&sb, "preflight --target v1.37:             median %.2fs, peak RSS %.1f MiB\n", pre[reps/2].Seconds(), preRSS[reps/2])
+	fmt.Fprintf(&sb, "skew + pdb-blockers --all-nodes:      median %.2fs, peak RSS %.1f MiB (larger of the two)\n", pair[reps/2].Seconds(), pairRSS[reps/2])
+	fmt.Fprintf(&sb, "median of pairwise ratios:            %.2fx\n", ratios[reps/2])
+	var keys []string
+	for k := range reqs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(&sb, "preflight's requests (audit log):\n")
+	for _, k := range keys {
+		fmt.Fprintf(&sb, "  %4d %s\n", reqs[k], k)
+	}
+	b.Log(sb.String())
+	fmt.Fprint(os.Stderr, sb.String())
+	b.ReportMetric(ratios[reps/2], "ratio")
+}

@@ -1,0 +1,399 @@
+package preflight
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
+	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
+	"github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// DefaultEtcdQuota is etcd's own default backend quota
+// (--quota-backend-bytes, 2 GiB).
+const DefaultEtcdQuota = 2 << 30
+
+// EtcdFailRatio is the share of the quota above which the etcd gate fails.
+const EtcdFailRatio = 0.6
+
+// Runner runs the gates against one cluster.
+type Runner struct {
+	Kube      kubernetes.Interface
+	Dynamic   dynamic.Interface
+	Metadata  metadata.Interface
+	Discovery discovery.DiscoveryInterface
+	Ext       apiextclient.Interface
+	// Target is the minor to reach.
+	Target skew.Version
+	// Compat is the addon compatibility table.
+	Compat Compat
+	// Calendar is the release calendar.
+	Calendar skew.Calendar
+	// EtcdQuota is etcd's backend quota in bytes (DefaultEtcdQuota when 0).
+	EtcdQuota int64
+	// PoolLabel names node pools (pkg/skew's well-known labels when empty).
+	PoolLabel string
+	// Stream reads nodes, pods and PDBs for the drain gate with one
+	// watch-list request each (pkg/eviction.LoadOptions.Stream); only a
+	// real apiserver supports it.
+	Stream bool
+	// StreamTimeout bounds each such stream (0: none).
+	StreamTimeout time.Duration
+	// PageSize of the paged lists (500 when 0).
+	PageSize int64
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Kubectl returns the kubectl on PATH, for the inventory (nil skips).
+	Kubectl func(ctx context.Context) (string, error)
+	// Raw GETs a path of the apiserver (/metrics, /readyz/etcd); nil
+	// makes the etcd gate and the metric source UNKNOWN.
+	Raw func(ctx context.Context, path string) ([]byte, error)
+
+	snapOnce sync.Once
+	snap     *eviction.Snapshot
+	snapErr  error
+
+	crdOnce sync.Once
+	crdList []*apiextv1.CustomResourceDefinition
+	crdErr  error
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) page() int64 {
+	if r.PageSize > 0 {
+		return r.PageSize
+	}
+	return 500
+}
+
+// Run reads the inventory (required: /version and the nodes) and runs
+// every gate. A gate that cannot read is UNKNOWN; only a failed inventory
+// is an error.
+func (r *Runner) Run(ctx context.Context) (*Result, error) {
+	res := &Result{}
+	col := &skew.Collector{Client: r.Kube, PoolLabel: r.PoolLabel, PageSize: r.page(), Kubectl: r.Kubectl, Now: r.Now}
+	inv, err := col.Collect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ev := &res.Evidence
+	ev.CollectedAt = inv.CollectedAt
+	ev.Target = r.Target.MinorString()
+	ev.Inventory = inv
+
+	// /metrics is read once for the removed-API metric and etcd's size.
+	var (
+		metricsText []byte
+		metricsErr  error
+		metricsOnce sync.Once
+	)
+	readMetrics := func(ctx context.Context) ([]byte, error) {
+		metricsOnce.Do(func() {
+			if r.Raw == nil {
+				metricsErr = errors.New("no REST client for /metrics")
+				return
+			}
+			metricsText, metricsErr = r.Raw(ctx, "/metrics")
+		})
+		return metricsText, metricsErr
+	}
+
+	type gateFn func(ctx context.Context) Gate
+	var mu sync.Mutex
+	gates := map[string]gateFn{
+		GateSupport: func(context.Context) Gate { return r.supportGate() },
+		GateRemovedAPIs: func(ctx context.Context) Gate {
+			g, callers := r.removedAPIsGate(ctx, readMetrics)
+			mu.Lock()
+			ev.RemovedAPICallers = callers
+			mu.Unlock()
+			return g
+		},
+		GateAddons: func(ctx context.Context) Gate {
+			g, addons := r.addonsGate(ctx)
+			mu.Lock()
+			ev.Addons = addons
+			mu.Unlock()
+			return g
+		},
+		GateWebhooks: r.webhooksGate,
+		GateEtcd: func(ctx context.Context) Gate {
+			return r.etcdGate(ctx, readMetrics)
+		},
+		GateNodes: func(ctx context.Context) Gate {
+			g, nodes := r.nodesGate(ctx)
+			mu.Lock()
+			ev.Nodes = nodes
+			mu.Unlock()
+			return g
+		},
+		GateSystemPods: func(ctx context.Context) Gate {
+			g, pods, last := r.systemPodsGate(ctx)
+			mu.Lock()
+			ev.SystemPods, ev.LastSystemWarning = pods, last
+			mu.Unlock()
+			return g
+		},
+		GateDrains:      r.drainsGate,
+		GateCRDs:        r.crdsGate,
+		GatePSA:         r.psaGate,
+		GateLegacyToken: r.legacyTokenGate,
+	}
+	out := make([]Gate, len(GateOrder))
+	var wg sync.WaitGroup
+	for i, name := range GateOrder {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := gates[name](ctx)
+			g.Name = name
+			out[i] = g
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res.Gates = out
+	return res, nil
+}
+
+// unknown is the gate that could not read: the verb and resource when the
+// server forbade it, else the reason.
+func unknown(what string, err error) Gate {
+	msg := fmt.Sprintf("could not %s: %v", what, err)
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && apierrors.IsForbidden(err) {
+		d := st.Status().Details
+		res := what
+		if d != nil && d.Kind != "" {
+			res = d.Kind
+			if d.Group != "" {
+				res += "." + d.Group
+			}
+		}
+		msg = fmt.Sprintf("forbidden: cannot %s (%s): %s", what, res, st.Status().Message)
+	}
+	return Gate{Status: StatusUnknown, Message: msg}
+}
+
+func (r *Runner) supportGate() Gate {
+	s := r.Calendar.Support(r.Target, r.now())
+	g := Gate{Message: s.Message, Evidence: []string{fmt.Sprintf("release calendar data from %s", s.CalendarDate)},
+		Command: "kubectl skew plan --target v" + r.Target.MinorString()}
+	if s.EndOfLife != "" {
+		g.Evidence = append(g.Evidence, fmt.Sprintf("%s released %s, end of life %s", s.Minor, s.Released, s.EndOfLife))
+	}
+	switch s.Status {
+	case skew.StatusOK:
+		g.Status = StatusPass
+	case skew.StatusEdge:
+		g.Status = StatusWarn
+	case skew.StatusViolation:
+		g.Status = StatusFail
+	default:
+		g.Status = StatusUnknown
+	}
+	return g
+}
+
+// nodesGate checks every node is Ready, with the facts verify compares
+// later. The nodes come from the drain gate's read (pkg/eviction.Load with
+// NodeStatus), so they are listed once for both.
+func (r *Runner) nodesGate(ctx context.Context) (Gate, []NodeFact) {
+	snap, err := r.snapshot(ctx)
+	if err != nil {
+		return unknown("list nodes, pods and poddisruptionbudgets", err), nil
+	}
+	var facts []NodeFact
+	for _, n := range snap.Nodes {
+		pool, _ := skew.PoolOf(n.Labels, r.PoolLabel)
+		ready, why := gpucheck.NodeReady(n)
+		f := NodeFact{Name: n.Name, Pool: pool, Kubelet: n.Status.NodeInfo.KubeletVersion, Ready: ready}
+		if !ready {
+			f.NotReady = why
+		}
+		if q, ok := n.Status.Allocatable[gpucheck.GPUResource]; ok {
+			f.GPUAllocatable = int(q.Value())
+		}
+		facts = append(facts, f)
+	}
+	sort.Slice(facts, func(i, j int) bool { return facts[i].Name < facts[j].Name })
+	var bad []string
+	for _, f := range facts {
+		if !f.Ready {
+			bad = append(bad, fmt.Sprintf("node %s (pool %s) not Ready: %s", f.Name, f.Pool, f.NotReady))
+		}
+	}
+	if len(bad) > 0 {
+		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d of %s not Ready", len(bad), skew.Nodes(len(facts))), Evidence: capLines(bad),
+			Command: "kubectl describe node " + firstWord(bad[0], "node ")}, facts
+	}
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %s Ready", skew.Nodes(len(facts))), Command: "kubectl get nodes"}, facts
+}
+
+// snapshot reads nodes (with their status), pods and PDBs once, with
+// pkg/eviction.Load, for the drain and node gates.
+func (r *Runner) snapshot(ctx context.Context) (*eviction.Snapshot, error) {
+	r.snapOnce.Do(func() {
+		r.snap, r.snapErr = eviction.Load(ctx, r.Kube, eviction.LoadOptions{Stream: r.Stream, StreamTimeout: r.StreamTimeout, PageSize: r.page(), NodeStatus: true})
+	})
+	return r.snap, r.snapErr
+}
+
+// firstWord returns the word after prefix in s.
+func firstWord(s, prefix string) string {
+	s = s[len(prefix):]
+	for i, c := range s {
+		if c == ' ' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+// capLines keeps evidence short: the first 20 lines and a count.
+func capLines(ls []string) []string {
+	if len(ls) <= 20 {
+		return ls
+	}
+	out := append([]string(nil), ls[:20]...)
+	return append(out, fmt.Sprintf("... and %d more", len(ls)-20))
+}
+
+// podProblem says what is wrong with a pod, or "".
+func podProblem(p *corev1.Pod, now time.Time) string {
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
+			return "CrashLoopBackOff"
+		}
+	}
+	switch p.Status.Phase {
+	case corev1.PodPending:
+		// A pod that has just been created is not a finding yet.
+		if now.Sub(p.CreationTimestamp.Time) > 2*time.Minute {
+			return "Pending"
+		}
+	case corev1.PodFailed:
+		return "Failed"
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && (w.Reason == "ImagePullBackOff" || w.Reason == "ErrImagePull" || w.Reason == "CreateContainerConfigError") {
+			return w.Reason
+		}
+	}
+	return ""
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
+}
+
+// systemPodsGate checks kube-system pods and finds the newest Warning
+// event there.
+func (r *Runner) systemPodsGate(ctx context.Context) (Gate, []PodFact, *time.Time) {
+	list, err := r.Kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return unknown("list pods in kube-system", err), nil, nil
+	}
+	now := r.now()
+	var facts []PodFact
+	var bad []string
+	for i := range list.Items {
+		p := &list.Items[i]
+		f := PodFact{Name: p.Name, Phase: string(p.Status.Phase), Restarts: restarts(p), Problem: podProblem(p, now)}
+		facts = append(facts, f)
+		if f.Problem != "" {
+			bad = append(bad, fmt.Sprintf("pod kube-system/%s: %s (%d restarts)", p.Name, f.Problem, f.Restarts))
+		}
+	}
+	sort.Slice(facts, func(i, j int) bool { return facts[i].Name < facts[j].Name })
+	sort.Strings(bad)
+	last, evErr := r.lastWarning(ctx)
+	var notes []string
+	if evErr != nil {
+		notes = append(notes, fmt.Sprintf("Warning events in kube-system not read (verify cannot compare them): %v", evErr))
+	}
+	if len(bad) > 0 {
+		name := strings.TrimSuffix(firstWord(bad[0], "pod kube-system/"), ":")
+		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d of %d kube-system pods unhealthy", len(bad), len(facts)), Evidence: append(capLines(bad), notes...),
+			Command: fmt.Sprintf("kubectl -n kube-system describe pod %s && kubectl -n kube-system logs %s --previous", name, name)}, facts, last
+	}
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %d kube-system pods healthy", len(facts)), Evidence: notes, Command: "kubectl -n kube-system get pods"}, facts, last
+}
+
+// lastWarning returns the newest Warning event in kube-system (nil when
+// none or unreadable).
+func (r *Runner) lastWarning(ctx context.Context) (*time.Time, error) {
+	evs, err := r.Kube.CoreV1().Events(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
+	if err != nil {
+		return nil, err
+	}
+	var last time.Time
+	for i := range evs.Items {
+		if t := eventTime(&evs.Items[i]); t.After(last) {
+			last = t
+		}
+	}
+	if last.IsZero() {
+		return nil, nil
+	}
+	last = last.UTC()
+	return &last, nil
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.FirstTimestamp.Time, e.CreationTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// readAll drains a reader (used by Raw implementations).
+func readAll(rc io.ReadCloser) ([]byte, error) {
+	defer rc.Close()
+	var b bytes.Buffer
+	_, err := io.Copy(&b, io.LimitReader(rc, 256<<20))
+	return b.Bytes(), err
+}
+
+// RawFromStream adapts a stream opener to Runner.Raw.
+func RawFromStream(open func(ctx context.Context, path string) (io.ReadCloser, error)) func(ctx context.Context, path string) ([]byte, error) {
+	return func(ctx context.Context, path string) ([]byte, error) {
+		rc, err := open(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		return readAll(rc)
+	}
+}

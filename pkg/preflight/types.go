@@ -1,0 +1,135 @@
+package preflight
+
+import (
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// Status is a gate's verdict.
+type Status string
+
+// Gate verdicts, from best to worst.
+const (
+	StatusPass    Status = "PASS"
+	StatusWarn    Status = "WARN"
+	StatusUnknown Status = "UNKNOWN"
+	StatusFail    Status = "FAIL"
+)
+
+// Rank orders statuses, worst highest.
+func (s Status) Rank() int {
+	switch s {
+	case StatusPass:
+		return 0
+	case StatusWarn:
+		return 1
+	case StatusUnknown:
+		return 2
+	case StatusFail:
+		return 3
+	}
+	return 2
+}
+
+// Worse returns the worse of two statuses.
+func Worse(a, b Status) Status {
+	if b.Rank() > a.Rank() {
+		return b
+	}
+	return a
+}
+
+// Gate names.
+const (
+	GateSupport     = "support-window"
+	GateRemovedAPIs = "removed-apis"
+	GateAddons      = "addons"
+	GateWebhooks    = "webhooks"
+	GateEtcd        = "etcd"
+	GateNodes       = "nodes-ready"
+	GateSystemPods  = "kube-system-pods"
+	GateDrains      = "drains"
+	GateCRDs        = "crd-storage"
+	GatePSA         = "pod-security-latest"
+	GateLegacyToken = "legacy-sa-tokens"
+)
+
+// GateOrder is the order gates are reported in.
+var GateOrder = []string{GateSupport, GateRemovedAPIs, GateAddons, GateWebhooks, GateEtcd, GateNodes, GateSystemPods, GateDrains, GateCRDs, GatePSA, GateLegacyToken}
+
+// Gate is one row of the pre-flight report.
+type Gate struct {
+	// Name identifies the gate.
+	Name string `json:"name"`
+	// Status is PASS, WARN, FAIL or UNKNOWN.
+	Status Status `json:"status"`
+	// Message says the verdict in one line.
+	Message string `json:"message"`
+	// Evidence lists what the verdict rests on, one fact a line.
+	Evidence []string `json:"evidence,omitempty"`
+	// Command fixes or investigates the gate.
+	Command string `json:"command,omitempty"`
+}
+
+// Evidence is what the gates read, saved with the report so that
+// `kubectl skew verify` compares against it rather than against memory.
+type Evidence struct {
+	// CollectedAt is when it was read.
+	CollectedAt time.Time `json:"collectedAt"`
+	// Target is the minor the pre-flight judged against.
+	Target string `json:"target,omitempty"`
+	// Inventory is pkg/skew's version inventory.
+	Inventory skew.Inventory `json:"inventory"`
+	// Nodes are every node's facts.
+	Nodes []NodeFact `json:"nodes,omitempty"`
+	// SystemPods are the kube-system pods.
+	SystemPods []PodFact `json:"systemPods,omitempty"`
+	// Addons are the addons found in any namespace.
+	Addons []Addon `json:"addons,omitempty"`
+	// RemovedAPICallers are the users of APIs removed at the target, one
+	// key each (source, location, apiVersion, kind).
+	RemovedAPICallers []string `json:"removedAPICallers,omitempty"`
+	// LastSystemWarning is the newest Warning event in kube-system.
+	LastSystemWarning *time.Time `json:"lastSystemWarning,omitempty"`
+}
+
+// NodeFact is one node's state.
+type NodeFact struct {
+	Name    string `json:"name"`
+	Pool    string `json:"pool"`
+	Kubelet string `json:"kubelet"`
+	Ready   bool   `json:"ready"`
+	// NotReady says why, when not Ready.
+	NotReady string `json:"notReady,omitempty"`
+	// GPUAllocatable is nvidia.com/gpu allocatable (0 without GPUs).
+	GPUAllocatable int `json:"gpuAllocatable,omitempty"`
+}
+
+// PodFact is one kube-system pod's health.
+type PodFact struct {
+	Name     string `json:"name"`
+	Phase    string `json:"phase"`
+	Restarts int32  `json:"restarts"`
+	// Problem is empty for a healthy pod, else CrashLoopBackOff, Pending,
+	// Failed or another waiting reason.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Addon is an addon the inventory found.
+type Addon struct {
+	// Name is the addon (kube-proxy, coredns, cert-manager ...).
+	Name string `json:"name"`
+	// Namespace and Workload (kind/name) locate it.
+	Namespace string `json:"namespace"`
+	Workload  string `json:"workload"`
+	// Image is the container image, Version its tag.
+	Image   string `json:"image"`
+	Version string `json:"version"`
+}
+
+// Result is a pre-flight run.
+type Result struct {
+	Gates    []Gate   `json:"gates"`
+	Evidence Evidence `json:"evidence"`
+}

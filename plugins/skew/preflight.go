@@ -1,0 +1,442 @@
+package skew
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/kubectl/pkg/util/templates"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// Report kinds of preflight and verify.
+const (
+	KindPreflightReport     = "SkewPreflightReport"
+	KindPreflightReportList = "SkewPreflightReportList"
+	KindVerifyReport        = "SkewVerifyReport"
+)
+
+var preflightLong = templates.LongDesc(`
+	Run every pre-flight gate of an upgrade to --target against the live cluster.
+
+	One row per gate, PASS, WARN, FAIL or UNKNOWN, with its evidence and the
+	command that fixes or investigates it: the target's support window;
+	APIs removed at the target still in use (apiserver metric, object
+	writers, Helm releases, CRDs, as kubectl deprecations reads them); addons
+	found in any namespace against the compatibility table (kubectl skew
+	compat); admission and conversion webhooks that fail closed and cannot
+	be reached, or intercept kube-system, nodes or leases, or wait long;
+	etcd's /readyz and database size against --etcd-quota (FAIL above 60%);
+	every node Ready; kube-system pods not crash-looping or Pending; drains
+	that will block, per pool (as kubectl pdb-blockers predicts them); CRDs
+	whose storedVersions need a migration (kubectl crd-migrate); namespaces
+	whose Pod Security labels say latest; legacy service-account token
+	Secrets still in use.
+
+	A gate that cannot read what it needs is UNKNOWN with the verb and
+	resource, and the others still run. --save writes the whole report with
+	its evidence, which "kubectl skew verify --baseline" compares against
+	after each wave. FAIL exits 1; --fail-on=warning also counts WARN and
+	UNKNOWN.`)
+
+var preflightExample = templates.Examples(`
+	# Gates for the upgrade to v1.37, evidence saved for the change ticket
+	kubectl skew preflight --target v1.37 --save before.yaml
+
+	# Every cluster of the kubeconfig, worst first
+	kubectl skew preflight --target v1.37 --all-contexts
+
+	# In a script: exit 1 on any FAIL, WARN or UNKNOWN
+	kubectl skew preflight --target v1.37 --fail-on warning -q`)
+
+// PreflightOptions holds the parsed state of `kubectl skew preflight`.
+type PreflightOptions struct {
+	Print    *cli.PrintFlags
+	FailOn   *cli.FailOnFlag
+	Contexts *cli.ContextFlags
+
+	Target       string
+	Save         string
+	CompatFile   string
+	CalendarFile string
+	PoolLabel    string
+	EtcdQuota    string
+	ChunkSize    int64
+
+	cg       cli.ClientGetter
+	deps     deps
+	target   pkgskew.Version
+	compat   preflight.Compat
+	calendar pkgskew.Calendar
+	quota    int64
+	genericiooptions.IOStreams
+}
+
+// PreflightGate is one row of the report with its severity.
+type PreflightGate struct {
+	preflight.Gate
+	Severity cli.Severity `json:"severity"`
+}
+
+// PreflightSummary totals a PreflightReport.
+type PreflightSummary struct {
+	Status   preflight.Status `json:"status"`
+	Pass     int              `json:"pass"`
+	Warn     int              `json:"warn"`
+	Fail     int              `json:"fail"`
+	Unknown  int              `json:"unknown"`
+	Findings int              `json:"findings"`
+}
+
+// PreflightReport is the output of `kubectl skew preflight`; saved with
+// --save it is the baseline of `kubectl skew verify`.
+type PreflightReport struct {
+	cli.Header
+	Target   string             `json:"target"`
+	Items    []PreflightGate    `json:"items"`
+	Evidence preflight.Evidence `json:"evidence"`
+	Summary  PreflightSummary   `json:"summary"`
+}
+
+// GateSeverity maps a gate status to the severity --fail-on compares.
+func GateSeverity(s preflight.Status) cli.Severity {
+	switch s {
+	case preflight.StatusFail:
+		return cli.SeverityBlocking
+	case preflight.StatusWarn, preflight.StatusUnknown:
+		return cli.SeverityWarning
+	}
+	return cli.SeverityNone
+}
+
+func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
+	o := &PreflightOptions{Print: cli.NewPrintFlags(), FailOn: cli.NewFailOnFlag(), Contexts: cli.NewContextFlags(), ChunkSize: 500, EtcdQuota: "2Gi", IOStreams: streams, deps: d}
+	cmd := &cobra.Command{
+		Use:     "preflight --target VERSION [flags]",
+		Short:   "Run the pre-flight gates of an upgrade to a target minor, with evidence",
+		Long:    preflightLong,
+		Example: preflightExample,
+		Args:    cobra.NoArgs,
+		RunE:    cli.RunE(cg, o),
+	}
+	o.Print.AddFlags(cmd)
+	o.FailOn.AddFlags(cmd)
+	o.Contexts.AddFlags(cmd)
+	cmd.Flags().StringVar(&o.Target, "target", o.Target, "The minor to reach, such as v1.37.")
+	cmd.Flags().StringVar(&o.Save, "save", o.Save, "Write the whole report with its evidence (YAML) to this file, the baseline of kubectl skew verify.")
+	cmd.Flags().StringVar(&o.CompatFile, "compat", o.CompatFile, "Addon compatibility table file (YAML or JSON, as kubectl skew compat -o yaml prints it) instead of the embedded one.")
+	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
+	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
+	cmd.Flags().StringVar(&o.EtcdQuota, "etcd-quota", o.EtcdQuota, "etcd's backend quota (--quota-backend-bytes): the etcd gate fails above 60% of it.")
+	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
+	_ = cmd.MarkFlagFilename("save", "yaml", "yml")
+	_ = cmd.MarkFlagFilename("compat", "yaml", "yml", "json")
+	return cmd
+}
+
+// Complete reads local files.
+func (o *PreflightOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+	o.cg = cg
+	cli.SetQuiet(cg, o.Print.Quiet)
+	cal, err := loadCalendar(o.CalendarFile)
+	if err != nil {
+		return cli.UsageErr(err)
+	}
+	o.calendar = cal
+	c, err := loadCompat(o.CompatFile)
+	if err != nil {
+		return cli.UsageErr(err)
+	}
+	o.compat = c
+	return nil
+}
+
+func loadCompat(path string) (preflight.Compat, error) {
+	if path == "" {
+		return preflight.DefaultCompat(), nil
+	}
+	data, err := readFile(path)
+	if err != nil {
+		return preflight.Compat{}, fmt.Errorf("reading --compat: %w", err)
+	}
+	c, err := preflight.ParseCompat(data)
+	if err != nil {
+		return preflight.Compat{}, fmt.Errorf("--compat %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Validate checks the flags without touching the network.
+func (o *PreflightOptions) Validate() error {
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if err := o.FailOn.Validate(); err != nil {
+		return err
+	}
+	if err := o.Contexts.Validate(cli.ContextFlagSet(o.cg)); err != nil {
+		return err
+	}
+	if o.Target == "" {
+		return fmt.Errorf("--target is required, for example --target v1.37")
+	}
+	v, err := pkgskew.ParseVersion(o.Target)
+	if err != nil {
+		return fmt.Errorf("--target: %w", err)
+	}
+	o.target = v.MinorOnly()
+	q, err := parseQuantity(o.EtcdQuota)
+	if err != nil || q <= 0 {
+		return fmt.Errorf("--etcd-quota %q: want a size such as 2Gi or 8589934592", o.EtcdQuota)
+	}
+	o.quota = q
+	if o.ChunkSize < 1 {
+		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
+	}
+	if o.Save != "" && o.Contexts.Multi() {
+		return fmt.Errorf("--save cannot be combined with --contexts or --all-contexts: save one context at a time")
+	}
+	return nil
+}
+
+// runner builds the preflight runner of one context.
+func runnerFor(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64) (*preflight.Runner, cli.Metadata, error) {
+	md, err := cli.Connect(ctx, cg)
+	if err != nil {
+		return nil, md, err
+	}
+	kc, err := listClient(cg)
+	if err != nil {
+		return nil, md, cli.ClassifyClusterErr(err, md, "building the client")
+	}
+	r := &preflight.Runner{Kube: kc, PoolLabel: poolLabel, PageSize: chunk, Now: d.now, Kubectl: d.kubectl}
+	if dyn, err := cg.Dynamic(); err == nil {
+		r.Dynamic = dyn
+	}
+	if dc, err := cg.Discovery(); err == nil {
+		r.Discovery = dc
+	}
+	if ec, err := cg.APIExtensions(); err == nil {
+		r.Ext = ec
+	}
+	if _, real := kc.(*kubernetes.Clientset); real {
+		r.Stream = true
+		if cfg, err := cg.ToRESTConfig(); err == nil {
+			r.Metadata, _ = metadata.NewForConfig(cfg)
+			r.StreamTimeout = cfg.Timeout
+		}
+	}
+	r.Raw = preflight.RawFromStream(func(ctx context.Context, path string) (io.ReadCloser, error) {
+		base, err := cg.Kube()
+		if err != nil {
+			return nil, err
+		}
+		rc, ok := base.Discovery().RESTClient().(*rest.RESTClient)
+		if !ok || rc == nil {
+			return nil, errors.New("no REST client")
+		}
+		return rc.Get().AbsPath(path).Stream(ctx)
+	})
+	return r, md, nil
+}
+
+func (o *PreflightOptions) check(ctx context.Context, cg cli.ClientGetter) (*PreflightReport, error) {
+	r, md, err := runnerFor(ctx, cg, o.deps, o.PoolLabel, o.ChunkSize)
+	if err != nil {
+		return nil, err
+	}
+	r.Target, r.Compat, r.Calendar, r.EtcdQuota = o.target, o.compat, o.calendar, o.quota
+	res, err := r.Run(ctx)
+	if err != nil {
+		return nil, cli.ClassifyClusterErr(err, md, "reading the version inventory")
+	}
+	if _, newest, ok := res.Evidence.Inventory.APIServerVersions(); ok && newest.MinorOnly().MinorsAfter(o.target) > 0 {
+		return nil, cli.UsageErr(fmt.Errorf("--target %s is older than the apiserver %s: preflight checks upgrades, not downgrades", o.target.MinorString(), newest.MinorString()))
+	}
+	rep := &PreflightReport{Header: cli.NewHeader(KindPreflightReport, md), Target: o.target.MinorString(), Evidence: res.Evidence}
+	rep.Summary.Status = preflight.StatusPass
+	for _, g := range res.Gates {
+		it := PreflightGate{Gate: g, Severity: GateSeverity(g.Status)}
+		rep.Items = append(rep.Items, it)
+		switch g.Status {
+		case preflight.StatusPass:
+			rep.Summary.Pass++
+		case preflight.StatusWarn:
+			rep.Summary.Warn++
+		case preflight.StatusFail:
+			rep.Summary.Fail++
+		default:
+			rep.Summary.Unknown++
+		}
+		rep.Summary.Status = preflight.Worse(rep.Summary.Status, g.Status)
+		if o.FailOn.Count(it.Severity) > 0 {
+			rep.Summary.Findings++
+		}
+	}
+	return rep, nil
+}
+
+// Run runs the gates and prints the report.
+func (o *PreflightOptions) Run(ctx context.Context) error {
+	if o.Contexts.Multi() {
+		return o.runFleet(ctx)
+	}
+	rep, err := o.check(ctx, o.cg)
+	if err != nil {
+		return err
+	}
+	if !o.Print.Quiet {
+		for _, n := range rep.Evidence.Inventory.Notes {
+			fmt.Fprintf(o.ErrOut, "note: %s\n", n)
+		}
+	}
+	if o.Save != "" {
+		if err := saveReport(o.Save, rep); err != nil {
+			return cli.UsageErr(err)
+		}
+	}
+	if !o.Print.Quiet {
+		if o.Print.Structured() {
+			if err := cli.PrintStructured(o.Out, o.Print.Output, rep); err != nil {
+				return err
+			}
+		} else if err := printPreflightTable(o.Out, rep, o.Print.TableOptions(), o.Print.Colorizer(o.Out), ""); err != nil {
+			return err
+		}
+	}
+	if rep.Summary.Findings > 0 {
+		return cli.Findings(rep.Summary.Findings)
+	}
+	return nil
+}
+
+func saveReport(path string, rep any) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("--save: %w", err)
+	}
+	if err := cli.PrintStructured(f, cli.OutputYAML, rep); err != nil {
+		f.Close()
+		return fmt.Errorf("--save: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("--save: %w", err)
+	}
+	return nil
+}
+
+func (o *PreflightOptions) runFleet(ctx context.Context) error {
+	names, err := o.Contexts.Resolve(o.cg)
+	if err != nil {
+		return err
+	}
+	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*PreflightReport, error) {
+		return o.check(ctx, o.cg.ForContext(name))
+	})
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	items := make([]cli.ContextReport, 0, len(results))
+	var codes []int
+	findings := 0
+	for _, r := range results {
+		cr := cli.ContextReport{Context: r.Context}
+		if r.Err != nil {
+			cr.Error, cr.ExitCode = r.Err.Error(), cli.ExitCode(r.Err)
+		} else {
+			cr.Report = r.Value
+			if r.Value.Summary.Findings > 0 {
+				cr.ExitCode = cli.ExitFindings
+				findings += r.Value.Summary.Findings
+			}
+		}
+		codes = append(codes, cr.ExitCode)
+		items = append(items, cr)
+	}
+	sort.SliceStable(items, func(i, j int) bool {
+		a, b := items[i], items[j]
+		if (a.Error != "") != (b.Error != "") {
+			return a.Error != ""
+		}
+		ra, _ := a.Report.(*PreflightReport)
+		rb, _ := b.Report.(*PreflightReport)
+		if ra != nil && rb != nil && ra.Summary.Status.Rank() != rb.Summary.Status.Rank() {
+			return ra.Summary.Status.Rank() > rb.Summary.Status.Rank()
+		}
+		return a.Context < b.Context
+	})
+	if !o.Print.Quiet {
+		for _, it := range items {
+			if it.Error != "" {
+				fmt.Fprintf(o.ErrOut, "error: context %s: %s\n", it.Context, it.Error)
+			}
+		}
+		if o.Print.Structured() {
+			if err := cli.PrintStructured(o.Out, o.Print.Output, cli.ReportList{APIVersion: cli.APIVersion, Kind: KindPreflightReportList, Items: items}); err != nil {
+				return err
+			}
+		} else {
+			first := true
+			for _, it := range items {
+				rep, _ := it.Report.(*PreflightReport)
+				if rep == nil {
+					continue
+				}
+				opts := o.Print.TableOptions()
+				opts.NoHeaders = opts.NoHeaders || !first
+				if err := printPreflightTable(o.Out, rep, opts, o.Print.Colorizer(o.Out), it.Context); err != nil {
+					return err
+				}
+				first = false
+			}
+		}
+	}
+	switch w := cli.Worst(codes...); w {
+	case cli.ExitOK:
+		return nil
+	case cli.ExitFindings:
+		return cli.Findings(findings)
+	default:
+		return &cli.ExitError{Code: w, Err: errors.New("some contexts could not be checked")}
+	}
+}
+
+func printPreflightTable(w io.Writer, rep *PreflightReport, opts cli.TableOptions, c cli.Colorizer, context string) error {
+	cols := []cli.Column{{Name: "GATE"}, {Name: "STATUS"}, {Name: "MESSAGE"}, {Name: "COMMAND"}, {Name: "EVIDENCE", Wide: true}}
+	if context != "" {
+		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
+	}
+	t := cli.Table{Columns: cols}
+	for _, g := range rep.Items {
+		ev := "-"
+		if len(g.Evidence) > 0 {
+			ev = strings.Join(g.Evidence, "; ")
+		}
+		row := []string{g.Name, c.Status(string(g.Status)), g.Message, dash(g.Command), ev}
+		if context != "" {
+			row = append([]string{context}, row...)
+		}
+		t.AddRow(row...)
+	}
+	if err := t.Print(w, opts); err != nil {
+		return err
+	}
+	if opts.NoHeaders {
+		return nil
+	}
+	s := rep.Summary
+	_, err := fmt.Fprintf(w, "\npre-flight to %s: %s; %d pass, %d warn, %d fail, %d unknown\n", rep.Target, s.Status, s.Pass, s.Warn, s.Fail, s.Unknown)
+	return err
+}

@@ -1,0 +1,192 @@
+package skew
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/kubectl/pkg/util/templates"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+func parseQuantity(s string) (int64, error) {
+	q, err := resource.ParseQuantity(strings.TrimSpace(s))
+	if err != nil {
+		return 0, err
+	}
+	return q.Value(), nil
+}
+
+var verifyLong = templates.LongDesc(`
+	Compare the cluster with the evidence "kubectl skew preflight --save" wrote,
+	after the upgrade or after each wave, and report regressions only.
+
+	A regression is: a node not Ready that was Ready (or new); a node not on
+	the kubelet minor planned for its pool (--pool POOL=vX.Y, repeatable;
+	without it a node must not go back to an older kubelet); a node gone; a
+	kube-system pod unhealthy that was healthy; an addon named in --addon
+	that still runs its baseline version; Warning events in kube-system
+	newer than the baseline; a node whose nvidia.com/gpu allocatable
+	dropped; a user of an API removed at the target that was not there
+	before. Any regression exits 1.`)
+
+var verifyExample = templates.Examples(`
+	# Before the upgrade
+	kubectl skew preflight --target v1.37 --save before.yaml
+	# After the wave that moved pool gpu-a to 1.37
+	kubectl skew verify --baseline before.yaml --pool gpu-a=v1.37`)
+
+// VerifyOptions holds the parsed state of `kubectl skew verify`.
+type VerifyOptions struct {
+	Print     *cli.PrintFlags
+	Baseline  string
+	Pools     []string
+	Addons    []string
+	PoolLabel string
+	ChunkSize int64
+
+	cg    cli.ClientGetter
+	deps  deps
+	base  *PreflightReport
+	pools map[string]pkgskew.Version
+	genericiooptions.IOStreams
+}
+
+// VerifyReport is the output of `kubectl skew verify`.
+type VerifyReport struct {
+	cli.Header
+	// Baseline is when the baseline was collected.
+	Baseline string                 `json:"baseline"`
+	Target   string                 `json:"target,omitempty"`
+	Items    []preflight.Regression `json:"items"`
+	Summary  struct {
+		Regressions int `json:"regressions"`
+	} `json:"summary"`
+}
+
+func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
+	o := &VerifyOptions{Print: cli.NewPrintFlags(), ChunkSize: 500, IOStreams: streams, deps: d}
+	cmd := &cobra.Command{
+		Use:     "verify --baseline FILE [flags]",
+		Short:   "Report what got worse since the saved pre-flight evidence",
+		Long:    verifyLong,
+		Example: verifyExample,
+		Args:    cobra.NoArgs,
+		RunE:    cli.RunE(cg, o),
+	}
+	o.Print.AddFlags(cmd)
+	cmd.Flags().StringVar(&o.Baseline, "baseline", o.Baseline, "A report saved with kubectl skew preflight --save FILE.")
+	cmd.Flags().StringArrayVar(&o.Pools, "pool", o.Pools, "POOL=vX.Y: the kubelet minor planned for a pool after this wave (repeatable).")
+	cmd.Flags().StringArrayVar(&o.Addons, "addon", o.Addons, "An addon planned to move in this wave (repeatable): it must no longer run its baseline version.")
+	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
+	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
+	_ = cmd.MarkFlagFilename("baseline", "yaml", "yml", "json")
+	return cmd
+}
+
+// Complete reads the baseline.
+func (o *VerifyOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+	o.cg = cg
+	cli.SetQuiet(cg, o.Print.Quiet)
+	if o.Baseline == "" {
+		return nil
+	}
+	data, err := os.ReadFile(o.Baseline)
+	if err != nil {
+		return cli.UsageErr(fmt.Errorf("reading --baseline: %w", err))
+	}
+	var rep PreflightReport
+	if err := yaml.Unmarshal(data, &rep); err != nil {
+		return cli.UsageErr(fmt.Errorf("reading --baseline %s: %w", o.Baseline, err))
+	}
+	if rep.Kind != KindPreflightReport || !strings.HasPrefix(rep.APIVersion, cli.Group+"/") {
+		return cli.UsageErr(fmt.Errorf("reading --baseline %s: want a %s saved with `kubectl skew preflight --save`, got kind %q", o.Baseline, KindPreflightReport, rep.Kind))
+	}
+	o.base = &rep
+	return nil
+}
+
+// Validate checks the flags.
+func (o *VerifyOptions) Validate() error {
+	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if o.Baseline == "" {
+		return fmt.Errorf("--baseline is required: save one with `kubectl skew preflight --target vX.Y --save FILE`")
+	}
+	o.pools = map[string]pkgskew.Version{}
+	for _, p := range o.Pools {
+		name, ver, ok := strings.Cut(p, "=")
+		v, err := pkgskew.ParseVersion(ver)
+		if !ok || name == "" || err != nil {
+			return fmt.Errorf("--pool %q: want POOL=vX.Y, such as gpu-a=v1.37", p)
+		}
+		o.pools[name] = v
+	}
+	if o.ChunkSize < 1 {
+		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
+	}
+	return nil
+}
+
+// Run collects the current evidence and compares.
+func (o *VerifyOptions) Run(ctx context.Context) error {
+	r, md, err := runnerFor(ctx, o.cg, o.deps, o.PoolLabel, o.ChunkSize)
+	if err != nil {
+		return err
+	}
+	target := o.base.Target
+	if v, err := pkgskew.ParseVersion(target); err == nil {
+		r.Target = v
+	}
+	r.Compat, r.Calendar = preflight.DefaultCompat(), pkgskew.DefaultCalendar()
+	res, err := r.Run(ctx)
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "reading the cluster")
+	}
+	regs := preflight.Verify(o.base.Evidence, res.Evidence, preflight.VerifyOptions{PoolVersions: o.pools, Target: r.Target, Addons: o.Addons})
+	rep := &VerifyReport{Header: cli.NewHeader(KindVerifyReport, md), Baseline: o.base.Evidence.CollectedAt.UTC().Format("2006-01-02T15:04:05Z"), Target: target, Items: regs}
+	if rep.Items == nil {
+		rep.Items = []preflight.Regression{}
+	}
+	rep.Summary.Regressions = len(regs)
+	if !o.Print.Quiet {
+		if o.Print.Structured() {
+			if err := cli.PrintStructured(o.Out, o.Print.Output, rep); err != nil {
+				return err
+			}
+		} else if err := printVerifyTable(o.Out, rep, o.Print.TableOptions()); err != nil {
+			return err
+		}
+	}
+	if len(regs) > 0 {
+		return cli.Findings(len(regs))
+	}
+	return nil
+}
+
+func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) error {
+	t := cli.Table{Columns: []cli.Column{{Name: "KIND"}, {Name: "OBJECT"}, {Name: "MESSAGE"}, {Name: "COMMAND", Wide: true}}}
+	for _, r := range rep.Items {
+		t.AddRow(r.Kind, r.Object, r.Message, dash(r.Command))
+	}
+	if len(rep.Items) > 0 {
+		if err := t.Print(w, opts); err != nil {
+			return err
+		}
+	}
+	if opts.NoHeaders {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "%d regressions against the baseline of %s\n", len(rep.Items), rep.Baseline)
+	return err
+}
