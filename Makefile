@@ -36,10 +36,10 @@ FUZZTIME ?= 10s
 
 all: build
 
-## build: the six plugins and their completion scripts into bin/
+## build: the six plugins, their completion scripts and the checkpoint agent into bin/
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 go build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(PLUGINS)) ./cmd/democluster
+	CGO_ENABLED=0 go build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(PLUGINS)) ./cmd/democluster ./cmd/gpufleet-checkpoint-agent
 	cp hack/completion/kubectl_complete-* $(BIN)/
 
 ## test: unit tests, short fuzzing, then the e2e suite against a real control plane (README's test command)
