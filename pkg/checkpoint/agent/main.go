@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 )
@@ -41,6 +42,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	var (
 		kubeconfig = fs.String("kubeconfig", "", "kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+		as         = fs.String("as", "", "user to impersonate, as kubectl --as (to try a Role)")
 		ro         RootOptions
 		dir        = fs.String("dir", "/var/run/gpufleet", "directory shared with the trainer (an emptyDir)")
 		sig        = fs.String("signal", "", "signal sent to --process on a new or withdrawn request, e.g. SIGUSR1 (needs shareProcessNamespace)")
@@ -94,7 +96,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{AuthInfo: clientcmdapi.AuthInfo{Impersonate: *as}}).ClientConfig()
 	if err != nil {
 		return fail(ExitUsage, fmt.Errorf("no cluster configuration: %w", err))
 	}
