@@ -32,7 +32,7 @@ endif
 E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build test unit race e2e e2e-tools bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
+.PHONY: image all build test unit race e2e e2e-tools bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
 
 all: build
 
@@ -86,6 +86,14 @@ lint:
 verify: lint
 	go mod tidy && git diff --exit-code go.mod go.sum
 	hack/verify-patterns.sh
+
+## image: the checkpoint agent's container image, reproducible, as an OCI
+## layout in dist/image; prints its digest and pushes it to IMAGE= when set
+IMAGE ?=
+IMAGE_ARCH ?= amd64
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags "-s -w -buildid=" -o $(DIST)/image-build/linux_$(IMAGE_ARCH)/gpufleet-checkpoint-agent ./cmd/gpufleet-checkpoint-agent
+	go run ./hack/image -binary $(DIST)/image-build/linux_$(IMAGE_ARCH)/gpufleet-checkpoint-agent -out $(DIST)/image -arch $(IMAGE_ARCH) -version $(VERSION) $(if $(IMAGE),-push $(IMAGE))
 
 ## dist: release archives for every platform into dist/
 dist:
