@@ -212,3 +212,20 @@ func TestSignalProcesses(t *testing.T) {
 		t.Errorf("sleep ended with %v, want killed by SIGUSR1", err)
 	}
 }
+
+func TestNotRankZero(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		not    bool
+	}{
+		{map[string]string{"jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "0"}, false},
+		{map[string]string{"jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "3"}, true},
+		{map[string]string{"jobset.sigs.k8s.io/job-index": "1", "batch.kubernetes.io/job-completion-index": "0"}, true},
+		{map[string]string{"training.kubeflow.org/replica-index": "0"}, false},
+		{map[string]string{"app": "x"}, false},
+	} {
+		if _, _, not := NotRankZero(tc.labels); not != tc.not {
+			t.Errorf("%v: not rank 0 = %v", tc.labels, not)
+		}
+	}
+}

@@ -53,6 +53,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		heartbeat  = fs.Duration("heartbeat-interval", 5*time.Second, "how often the heartbeat is refreshed (keep under half the drain's --heartbeat-timeout)")
 		prefix     = fs.String("protocol-prefix", "", "annotation prefix of the protocol (default gpufleet.dev/), as gang-drain --protocol-prefix")
 		annotation = fs.String("annotation", "", "request annotation as gang-drain --annotation KEY=requested; its domain is the prefix")
+		allRanks   = fs.Bool("all-ranks", false, "answer from this pod even when its labels say it is not rank 0 (one agent per gang must answer)")
 	)
 	fs.StringVar(&ro.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "namespace of the gang (default $POD_NAMESPACE)")
 	fs.StringVar(&ro.PodName, "pod-name", os.Getenv("POD_NAME"), "the agent's own pod, to walk its owners (default $POD_NAME)")
@@ -106,6 +107,17 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		return fail(ExitUsage, err)
 	}
 	logger := log.New(stderr, "", log.LUTC|log.Ldate|log.Lmicroseconds)
+	if !*allRanks && ro.LabelsFile != "" {
+		// Every pod of a replicated job gets the sidecar; the gang answers
+		// through one, rank 0's.
+		if labels, err := ReadLabelsFile(ro.LabelsFile); err == nil {
+			if l, v, not := NotRankZero(labels); not {
+				logger.Printf("idle: this pod is not rank 0 (%s=%s); rank 0's agent answers for the gang", l, v)
+				<-ctx.Done()
+				return ExitOK
+			}
+		}
+	}
 	target, how, err := ResolveTarget(ctx, dyn, ro)
 	if err != nil {
 		if ro.Namespace == "" || strings.HasPrefix(err.Error(), "--root") || strings.HasPrefix(err.Error(), "cannot find") {

@@ -115,3 +115,26 @@ func ReadLabelsFile(path string) (map[string]string, error) {
 	}
 	return out, sc.Err()
 }
+
+// rankLabels mark a pod's place in its gang; a pod is rank 0 when every
+// one of them it carries says 0.
+var rankLabels = []string{
+	// The completion index of an Indexed Job's pod, a label since
+	// Kubernetes 1.28 (k8s.io/api batch/v1 JobCompletionIndexAnnotation).
+	"batch.kubernetes.io/job-completion-index",
+	// Which Job of a replicated job (sigs.k8s.io/jobset api/jobset/v1alpha2 JobIndexKey).
+	"jobset.sigs.k8s.io/job-index",
+	// Kubeflow training operator replicas.
+	"training.kubeflow.org/replica-index",
+}
+
+// NotRankZero reports the first rank label that says the pod is not rank
+// 0 (ok false when it is rank 0 or carries none).
+func NotRankZero(labels map[string]string) (label, value string, ok bool) {
+	for _, l := range rankLabels {
+		if v, has := labels[l]; has && v != "0" {
+			return l, v, true
+		}
+	}
+	return "", "", false
+}
