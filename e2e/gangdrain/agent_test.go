@@ -4,9 +4,11 @@ package gangdraine2e
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint/agent"
@@ -380,4 +391,145 @@ func TestGangDrainAgentWithdrawn(t *testing.T) {
 	if st := e.jobSetAnnotations("agent-withdrawn")[keys.Status()]; st != string(checkpoint.StatusDeclined) {
 		t.Errorf("status %q, want declined (request withdrawn)", st)
 	}
+}
+
+// TestGangDrainAgentExamples server-side dry-runs, with strict field
+// validation, the example manifests of docs/checkpoint-and-yield.md: the
+// JobSet one against the real JobSet CRD; for the PyTorchJob one, whose
+// CRD the test control plane does not serve, its pod templates as pods.
+func TestGangDrainAgentExamples(t *testing.T) {
+	e := newEnv(t, 0, 2*time.Minute)
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(e.cp.Client.Discovery()))
+	dryRun := func(u *unstructured.Unstructured) error {
+		u.SetNamespace(e.ns)
+		m, err := mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)
+		if err != nil {
+			return err
+		}
+		_, err = e.dyn.Resource(m.Resource).Namespace(e.ns).Create(e.ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"})
+		return err
+	}
+	agentRole := loadRole(t, filepath.Join(root, "deploy", "rbac", "checkpoint-agent.yaml"))
+	for _, file := range []string{"checkpoint-agent-jobset.yaml", "checkpoint-agent-pytorchjob.yaml"} {
+		docs := readDocs(t, filepath.Join(root, "deploy", "examples", file))
+		sidecars := 0
+		for _, u := range docs {
+			switch u.GetKind() {
+			case "PyTorchJob":
+				if _, err := e.cp.Client.Discovery().ServerResourcesForGroupVersion("kubeflow.org/v1"); err == nil {
+					t.Errorf("kubeflow.org/v1 is served now: dry-run the PyTorchJob itself")
+				}
+				specs, _, _ := unstructured.NestedMap(u.Object, "spec", "pytorchReplicaSpecs")
+				for _, name := range []string{"Master", "Worker"} {
+					tmpl, ok, _ := unstructured.NestedMap(specs, name, "template")
+					if !ok {
+						t.Fatalf("%s: no %s template", file, name)
+					}
+					pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+						"metadata": map[string]any{"name": strings.ToLower(name)}, "spec": tmpl["spec"]}}
+					if err := dryRun(pod); err != nil {
+						t.Errorf("%s: %s pod template: %v", file, name, err)
+					}
+					sidecars += countSidecars(t, tmpl["spec"])
+				}
+				continue
+			case "JobSet":
+				rjs, _, _ := unstructured.NestedSlice(u.Object, "spec", "replicatedJobs")
+				for _, rj := range rjs {
+					spec, _, _ := unstructured.NestedFieldNoCopy(rj.(map[string]any), "template", "spec", "template", "spec")
+					sidecars += countSidecars(t, spec)
+				}
+			case "Role":
+				if !strings.Contains(file, "pytorchjob") {
+					var rules []any
+					rules, _, _ = unstructured.NestedSlice(u.Object, "rules")
+					b1, _ := json.Marshal(rules)
+					b2, _ := json.Marshal(agentRole)
+					if string(b1) != string(b2) {
+						t.Errorf("%s: the Role differs from deploy/rbac/checkpoint-agent.yaml:\n%s\n%s", file, b1, b2)
+					}
+				}
+			}
+			if u.GetKind() == "ServiceAccount" {
+				// Created for real: pods (the dry-run pod templates) must
+				// name an existing service account.
+				u.SetNamespace(e.ns)
+				if _, err := e.cp.Client.CoreV1().ServiceAccounts(e.ns).Create(e.ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: u.GetName()}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			if err := dryRun(u); err != nil {
+				t.Errorf("%s: %s %s: %v", file, u.GetKind(), u.GetName(), err)
+			}
+		}
+		if sidecars != 1 {
+			t.Errorf("%s: %d native sidecars running the agent, want 1", file, sidecars)
+		}
+	}
+}
+
+// countSidecars counts the initContainers with restartPolicy Always that
+// run the agent image and mount the shared directory.
+func countSidecars(t *testing.T, spec any) int {
+	t.Helper()
+	m, _ := spec.(map[string]any)
+	inits, _, _ := unstructured.NestedSlice(m, "initContainers")
+	n := 0
+	for _, c := range inits {
+		cm := c.(map[string]any)
+		image, _ := cm["image"].(string)
+		if cm["restartPolicy"] != "Always" || !strings.Contains(image, "checkpoint-agent") {
+			continue
+		}
+		mounts, _, _ := unstructured.NestedSlice(cm, "volumeMounts")
+		for _, v := range mounts {
+			if v.(map[string]any)["mountPath"] == "/var/run/gpufleet" {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func readDocs(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	rd := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for {
+		doc, err := rd.Read()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+func loadRole(t *testing.T, path string) []any {
+	t.Helper()
+	for _, u := range readDocs(t, path) {
+		if u.GetKind() == "Role" {
+			rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+			return rules
+		}
+	}
+	t.Fatalf("%s: no Role", path)
+	return nil
 }
