@@ -241,6 +241,10 @@ func (d Dir) ReadAnswer(id string, requestWritten time.Time) (a Answer, problems
 			continue
 		}
 		var fa FileAnswer
+		if t := bytes.TrimSpace(data); len(t) == 0 || t[0] != '{' {
+			problems = append(problems, fmt.Sprintf("%s is not a JSON object (yet); reading it again", name))
+			continue
+		}
 		if err := json.Unmarshal(data, &fa); err != nil {
 			problems = append(problems, fmt.Sprintf("%s does not parse yet (%v); reading it again", name, err))
 			continue
