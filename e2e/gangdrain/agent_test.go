@@ -33,6 +33,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint/agent"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/plugins/gangdrain"
 )
 
 // The tests below run gpufleet-checkpoint-agent as a local process for a
@@ -262,6 +263,17 @@ func TestGangDrainAgentZeroWorkLost(t *testing.T) {
 	wantIn(t, a.logs(), "root object jobsets.jobset.x-k8s.io "+e.ns+"/agent-ok (from the pod's labels")
 	time.Sleep(2 * time.Second) // idle: no request yet
 	rss := a.rssKiB()
+	// The trainer publishes a periodic checkpoint; plan reads it back.
+	periodic := time.Now().Add(-10 * time.Minute).UTC().Truncate(time.Second)
+	if err := agent.WriteFileAtomic(dir, agent.LastCheckpointFile, []byte(`{"at":"`+periodic.Format(time.RFC3339)+`","step":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	a.waitLog("published last checkpoint")
+	pr := e.run("plan", e.nodes[0], "-o", "json")
+	plan := decode[gangdrain.PlanReport](t, pr)
+	if len(plan.Items) != 1 || plan.Items[0].Path != gang.PathProtocol || !plan.Items[0].LastCheckpoint.Equal(periodic) {
+		t.Errorf("plan: %+v", plan.Items)
+	}
 	tr := &trainer{dir: dir, answer: true, progress: true}
 	e.startTrainer(tr)
 	r := e.run("run", e.nodes[0], "--on-timeout=abort", "--ack-timeout=60s", "--heartbeat-timeout=30s", "--poll-interval=250ms")
