@@ -32,14 +32,14 @@ endif
 E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
 FUZZTIME ?= 10s
 
-.PHONY: all build test unit race e2e e2e-tools bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
+.PHONY: image all build test unit race e2e e2e-tools bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
 
 all: build
 
-## build: the six plugins and their completion scripts into bin/
+## build: the six plugins, their completion scripts and the checkpoint agent into bin/
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 go build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(PLUGINS)) ./cmd/democluster
+	CGO_ENABLED=0 go build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(PLUGINS)) ./cmd/democluster ./cmd/gpufleet-checkpoint-agent
 	cp hack/completion/kubectl_complete-* $(BIN)/
 
 ## test: unit tests, short fuzzing, then the e2e suite against a real control plane (README's test command)
@@ -86,6 +86,14 @@ lint:
 verify: lint
 	go mod tidy && git diff --exit-code go.mod go.sum
 	hack/verify-patterns.sh
+
+## image: the checkpoint agent's container image, reproducible, as an OCI
+## layout in dist/image; prints its digest and pushes it to IMAGE= when set
+IMAGE ?=
+IMAGE_ARCH ?= amd64
+image:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags "-s -w -buildid=" -o $(DIST)/image-build/linux_$(IMAGE_ARCH)/gpufleet-checkpoint-agent ./cmd/gpufleet-checkpoint-agent
+	go run ./hack/image -binary $(DIST)/image-build/linux_$(IMAGE_ARCH)/gpufleet-checkpoint-agent -out $(DIST)/image -arch $(IMAGE_ARCH) -version $(VERSION) $(if $(IMAGE),-push $(IMAGE))
 
 ## dist: release archives for every platform into dist/
 dist:

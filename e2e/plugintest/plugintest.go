@@ -32,6 +32,10 @@ var Binaries = []string{
 	"kubectl-gpu_validate", "kubectl-pdb_blockers", "kubectl-crd_migrate",
 }
 
+// Tools are the other binaries the e2e tests run (built with the plugins;
+// `make build` puts them in bin/ too).
+var Tools = []string{"gpufleet-checkpoint-agent"}
+
 // BinDir builds every plugin into one temporary directory (once per test
 // process) and returns it. Set PLUGIN_BIN_DIR to use prebuilt binaries
 // (for example `make build`'s bin/).
@@ -42,8 +46,8 @@ func BinDir(t testing.TB) string {
 			binDir, buildErr = filepath.Abs(d)
 			return
 		}
-		pkgs := make([]string, 0, len(Binaries))
-		for _, b := range Binaries {
+		pkgs := make([]string, 0, len(Binaries)+len(Tools))
+		for _, b := range append(Binaries[:len(Binaries):len(Binaries)], Tools...) {
 			pkgs = append(pkgs, "./cmd/"+b)
 		}
 		binDir, buildErr = build("gpufleet-plugins-", pkgs...)

@@ -3,6 +3,8 @@ package checkpoint
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -102,6 +105,9 @@ func TestResponderRoundTrip(t *testing.T) {
 		{"ready", func(context.Context, Request) (Result, error) { return Result{Step: "42", URI: "s3://b/42"}, nil }, nil, PhaseReady},
 		{"failed", func(context.Context, Request) (Result, error) { return Result{}, errors.New("disk full") }, nil, PhaseFailed},
 		{"declined", nil, func(Request) (bool, string) { return false, "last epoch" }, PhaseDeclined},
+		{"declined by the checkpoint", func(context.Context, Request) (Result, error) {
+			return Result{}, fmt.Errorf("trainer: %w", &DeclinedError{Message: "last epoch"})
+		}, nil, PhaseDeclined},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newDynamic()
@@ -139,5 +145,63 @@ func TestResponderRoundTrip(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
+	}
+}
+
+// TestResponderAliveGatesHeartbeat: while Alive is false the heartbeat is
+// not refreshed, so the requester's heartbeat timeout can fire.
+func TestResponderAliveGatesHeartbeat(t *testing.T) {
+	c := newDynamic()
+	target := Target{Resource: jobsets, Namespace: "ml", Name: "train"}
+	keys := DefaultKeys()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fc := clocktesting.NewFakeClock(t0)
+	if err := (&Requester{Client: c, Keys: keys}).Request(ctx, target, Request{State: Requested, ID: "r1", RequestedAt: t0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var alive atomic.Bool
+	rs := &Responder{Client: c, Target: target, Keys: keys, Clock: fc, PollInterval: time.Second, HeartbeatInterval: time.Second,
+		Checkpoint: func(ctx context.Context, _ Request) (Result, error) { <-ctx.Done(); return Result{}, ctx.Err() },
+		Alive:      func(Request) bool { return alive.Load() }}
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = rs.Run(rctx) }()
+	defer func() { rcancel(); <-done }()
+	heartbeat := func() time.Time {
+		st, err := Read(ctx, c, keys, target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Response.HeartbeatAt
+	}
+	for {
+		st, _ := Read(ctx, c, keys, target)
+		if st.Response.Status == StatusInProgress && fc.HasWaiters() {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("never in progress")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	step := func() {
+		for !fc.HasWaiters() && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		fc.Step(time.Second)
+		time.Sleep(20 * time.Millisecond) // let the tick's read and patch finish
+	}
+	for i := 0; i < 3; i++ {
+		step()
+	}
+	if hb := heartbeat(); !hb.Equal(t0) {
+		t.Errorf("heartbeat %v while not alive, want %v", hb, t0)
+	}
+	alive.Store(true)
+	step()
+	step()
+	if hb := heartbeat(); !hb.After(t0) {
+		t.Errorf("heartbeat %v after the checkpointer is alive again, want later than %v", hb, t0)
 	}
 }

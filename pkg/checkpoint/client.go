@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -146,8 +147,19 @@ type Result struct {
 }
 
 // CheckpointFunc writes a durable checkpoint and pauses stepping. It must
-// return when ctx is cancelled (the request was withdrawn).
+// return when ctx is cancelled (the request was withdrawn). An error that
+// is (or wraps) a *DeclinedError is answered declined, any other error
+// failed.
 type CheckpointFunc func(ctx context.Context, req Request) (Result, error)
+
+// DeclinedError is returned by a CheckpointFunc that refuses to yield (for
+// example because the trainer said so); the Responder answers declined with
+// its message.
+type DeclinedError struct {
+	Message string
+}
+
+func (e *DeclinedError) Error() string { return withMessage("declined", e.Message) }
 
 // Responder is the gang side of the protocol, for a training controller or a
 // rank-0 agent to embed. It watches one root object by polling, and for each
@@ -170,6 +182,15 @@ type Responder struct {
 	HeartbeatInterval time.Duration
 	// OnError, when set, sees errors the responder recovers from.
 	OnError func(error)
+	// Alive, when set, gates the heartbeat while Checkpoint runs:
+	// heartbeat-at is refreshed only while it returns true. A checkpointer
+	// that proves it is alive some other way (a trainer touching a file)
+	// then lets the heartbeat lapse when it goes silent, and the
+	// requester's heartbeat timeout decides instead of its deadline.
+	Alive func(Request) bool
+	// Observe, when set, sees every state read between requests (not while
+	// Checkpoint runs), before the responder acts on it.
+	Observe func(context.Context, State)
 
 	mu      sync.Mutex
 	handled string
@@ -196,6 +217,9 @@ func (r *Responder) Run(ctx context.Context) error {
 	}
 	for {
 		st, err := Read(ctx, r.Client, r.Keys, r.Target)
+		if err == nil && r.Observe != nil {
+			r.Observe(ctx, st)
+		}
 		if err != nil {
 			r.report(err)
 		} else if st.Request.Active() && st.Request.ID != r.lastHandled() {
@@ -293,10 +317,15 @@ func (r *Responder) handle(ctx context.Context, req Request) {
 				r.setHandled(req.ID)
 				return
 			}
-			r.report(r.answer(ctx, prog))
+			if r.Alive == nil || r.Alive(req) {
+				r.report(r.answer(ctx, prog))
+			}
 		case o := <-done:
 			final := base
-			if o.err != nil {
+			var declined *DeclinedError
+			if errors.As(o.err, &declined) {
+				final.Status, final.Message = StatusDeclined, declined.Message
+			} else if o.err != nil {
 				final.Status, final.Message = StatusFailed, o.err.Error()
 			} else {
 				now := r.clock().Now()

@@ -180,7 +180,7 @@ func (d *Discoverer) Discover(ctx context.Context, nodes []string) (*Discovery, 
 				}
 				gangs[k.key()] = g
 			}
-			gp := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, GPUs: PodGPUs(p, d.gpuResources()), OnChosenNode: chosen[p.Spec.NodeName]}
+			gp := Pod{Name: p.Name, UID: p.UID, Node: p.Spec.NodeName, GPUs: PodGPUs(p, d.gpuResources()), OnChosenNode: chosen[p.Spec.NodeName], GracePeriodSeconds: PodGracePeriod(p)}
 			g.Pods = append(g.Pods, gp)
 			if gp.OnChosenNode {
 				out.GangOf[p.UID] = g.Key

@@ -49,6 +49,63 @@ type PlanGang struct {
 	YieldLossGPUHours float64 `json:"yieldLossGPUHours"`
 	// CheckpointStatus is the responder's latest answer, if any.
 	CheckpointStatus checkpoint.Status `json:"checkpointStatus,omitempty"`
+	// Path is how the gang can save its work when it is stopped.
+	Path SavePath `json:"path"`
+	// GracePeriodSeconds is the shortest terminationGracePeriodSeconds of
+	// its pods: the time every rank has between SIGTERM and SIGKILL.
+	GracePeriodSeconds int64 `json:"gracePeriodSeconds"`
+}
+
+// SavePath is how a gang can save its work before it is stopped.
+type SavePath string
+
+// Save paths.
+const (
+	// PathProtocol: the gang answers checkpoint-and-yield requests.
+	PathProtocol SavePath = "checkpoint-and-yield"
+	// PathSIGTERM: no responder, but the pods ask for more time to stop
+	// than the Kubernetes default; since the gang is stopped as a unit,
+	// every rank gets SIGTERM together and a trainer that saves on SIGTERM
+	// within the grace period loses nothing.
+	PathSIGTERM SavePath = "sigterm"
+	// PathNone: neither; the work since the last checkpoint is lost.
+	PathNone SavePath = "none"
+)
+
+// savePath decides a gang's path: the protocol when it is labelled as
+// speaking it or has answered a request before; else SIGTERM when every
+// pod's grace period is longer than the Kubernetes default (someone asked
+// for time to save); else none.
+func savePath(g *Gang, st checkpoint.State) (SavePath, int64) {
+	grace := int64(-1)
+	for _, p := range g.Pods {
+		if grace < 0 || p.GracePeriodSeconds < grace {
+			grace = p.GracePeriodSeconds
+		}
+	}
+	if grace < 0 {
+		grace = DefaultGracePeriodSeconds
+	}
+	switch {
+	case st.Support == checkpoint.SupportYes,
+		st.Support == checkpoint.SupportUnknown && st.Response.ObservedRequestID != "" && st.Response.Status != checkpoint.StatusNone:
+		return PathProtocol, grace
+	case grace > DefaultGracePeriodSeconds:
+		return PathSIGTERM, grace
+	}
+	return PathNone, grace
+}
+
+// PathWords says what a path means for the gang's work, for steps and
+// tables.
+func PathWords(p SavePath, grace int64) string {
+	switch p {
+	case PathProtocol:
+		return "checkpoint-and-yield"
+	case PathSIGTERM:
+		return fmt.Sprintf("SIGTERM to every rank at once, %ds to save", grace)
+	}
+	return "none: work since the last checkpoint is lost"
 }
 
 // Plan is what `plan` reports and what `run --dry-run` would do.
@@ -105,6 +162,7 @@ func (d *Drainer) Plan(ctx context.Context, nodes []string) (*Plan, error) {
 		if st.Response.ObservedRequestID != "" {
 			pg.CheckpointStatus = st.Response.Status
 		}
+		pg.Path, pg.GracePeriodSeconds = savePath(g, st)
 		pg.LastCheckpoint = st.LastCheckpoint
 		since := pg.LastCheckpoint
 		pg.LastCheckpointKnown = !since.IsZero()
@@ -220,7 +278,7 @@ func (d *Drainer) steps(p *Plan, found *Discovery, selected []string) []string {
 			continue
 		}
 		if g.Support == checkpoint.SupportNo {
-			add("gang %s does not speak checkpoint-and-yield: %s", g.Key, onTimeoutWords(on))
+			add("gang %s does not speak checkpoint-and-yield: %s (save path: %s)", g.Key, onTimeoutWords(on), PathWords(g.Path, g.GracePeriodSeconds))
 			if on == OnTimeoutAbort {
 				continue
 			}
@@ -230,7 +288,11 @@ func (d *Drainer) steps(p *Plan, found *Discovery, selected []string) []string {
 			if d.Options.CheckpointDeadline > 0 {
 				dl = fmt.Sprintf(", deadline %s", d.Options.CheckpointDeadline)
 			}
-			add("annotate %s with %s=%s (mirrored onto %d pods%s) and wait for ready-to-stop; on timeout: %s", t, keys.Request, checkpoint.Requested, g.Ranks, dl, onTimeoutWords(on))
+			fallback := ""
+			if g.Path != PathProtocol {
+				fallback = fmt.Sprintf(" (unlabelled and it never answered: if it does not now, save path %s)", PathWords(g.Path, g.GracePeriodSeconds))
+			}
+			add("annotate %s with %s=%s (mirrored onto %d pods%s) and wait for ready-to-stop; on timeout: %s%s", t, keys.Request, checkpoint.Requested, g.Ranks, dl, onTimeoutWords(on), fallback)
 		}
 		others := g.Ranks - g.RanksOnNodes
 		switch g.Method {

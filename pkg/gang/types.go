@@ -77,6 +77,24 @@ type Pod struct {
 	// OnChosenNode is true when the pod runs on one of the nodes being
 	// drained.
 	OnChosenNode bool `json:"onChosenNode"`
+	// GracePeriodSeconds is the pod's terminationGracePeriodSeconds (the
+	// Kubernetes default when unset): how long its containers have between
+	// SIGTERM and SIGKILL when the gang is stopped.
+	GracePeriodSeconds int64 `json:"terminationGracePeriodSeconds"`
+}
+
+// DefaultGracePeriodSeconds is Kubernetes' default
+// terminationGracePeriodSeconds (k8s.io/api core/v1
+// DefaultTerminationGracePeriodSeconds).
+const DefaultGracePeriodSeconds = corev1.DefaultTerminationGracePeriodSeconds
+
+// PodGracePeriod returns a pod's terminationGracePeriodSeconds, or the
+// default when unset.
+func PodGracePeriod(p *corev1.Pod) int64 {
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		return *p.Spec.TerminationGracePeriodSeconds
+	}
+	return DefaultGracePeriodSeconds
 }
 
 // Gang is one training gang: pods that must stop and start together.

@@ -129,7 +129,7 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 	}
 	fmt.Fprintln(w)
 	if len(rep.Items) > 0 {
-		gt := cli.Table{Columns: []cli.Column{{Name: "GANG"}, {Name: "STOP"}, {Name: "PROTOCOL"}, {Name: "RANKS ON/ALL"}, {Name: "GPUS ON/ALL"},
+		gt := cli.Table{Columns: []cli.Column{{Name: "GANG"}, {Name: "STOP"}, {Name: "PROTOCOL"}, {Name: "SAVE PATH"}, {Name: "RANKS ON/ALL"}, {Name: "GPUS ON/ALL"},
 			{Name: "LAST CHECKPOINT"}, {Name: "PLAIN DRAIN LOSS"}, {Name: "WITH YIELD"}, {Name: "WORKLOAD", Wide: true}, {Name: "NODES", Wide: true}, {Name: "PROBLEM", Wide: true}}}
 		for _, g := range rep.Items {
 			stop := string(g.Method)
@@ -140,7 +140,7 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 			if g.Workload != nil {
 				wl = g.Workload.Name
 			}
-			gt.AddRow(g.Key, stop, protocolWord(g.Support), fmt.Sprintf("%d/%d", g.RanksOnNodes, g.Ranks), fmt.Sprintf("%d/%d", g.GPUsOnNodes, g.GPUs),
+			gt.AddRow(g.Key, stop, protocolWord(g.Support), gang.PathWords(g.Path, g.GracePeriodSeconds), fmt.Sprintf("%d/%d", g.RanksOnNodes, g.Ranks), fmt.Sprintf("%d/%d", g.GPUsOnNodes, g.GPUs),
 				age(g.LastCheckpointAgeSeconds, g.LastCheckpointKnown), fmt.Sprintf("%.2f GPU-h", g.PlainDrainLossGPUHours), fmt.Sprintf("%.2f GPU-h", g.YieldLossGPUHours),
 				wl, strings.Join(g.Nodes, ","), g.Problem)
 		}
