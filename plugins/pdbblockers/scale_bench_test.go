@@ -3,7 +3,6 @@ package pdbblockers
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -203,7 +203,8 @@ current-context: fake
 // (PDBB_BENCH_NODES changes the node count; pods and PDBs follow). It
 // measures the whole process: decoding the protobuf streams, slimming,
 // indexing, the simulation, and the report (42,500 items with -o json;
-// -q beside it for the cost of the format). PDBB_BENCH_PROFILE=DIR writes
+// -q beside it for the cost of the format), and beside it hack/watchlist
+// reading the same streams, the floor. PDBB_BENCH_PROFILE=DIR writes
 // each run's CPU profile there (GPUFLEET_CPUPROFILE). The server here
 // costs little; the e2e scale test measures against the real one.
 func BenchmarkAllNodes(b *testing.B) {
@@ -214,11 +215,27 @@ func BenchmarkAllNodes(b *testing.B) {
 	bin := buildBinaries(b)
 	kubeconfig, pods := newScaleServer(b, nodes)
 	profiles := os.Getenv("PDBB_BENCH_PROFILE")
-	for _, format := range []string{"json", "quiet"} {
+	formats := []string{"json", "quiet", "floor"}
+	// PDBB_BENCH_BASE=BINARY measures another build of the plugin beside
+	// this one (before and after a change).
+	base := os.Getenv("PDBB_BENCH_BASE")
+	if base != "" {
+		formats = append(formats, "base-json", "base-quiet")
+	}
+	for _, format := range formats {
 		b.Run(format, func(b *testing.B) {
 			args := []string{filepath.Join(bin, "kubectl-pdb_blockers"), "--kubeconfig", kubeconfig, "--all-nodes", "--force", "-o", "json"}
-			if format == "quiet" {
+			want := cli.ExitFindings
+			if strings.HasPrefix(format, "base-") {
+				args[0] = base
+			}
+			switch format {
+			case "quiet", "base-quiet":
 				args = append(args[:len(args)-2], "-q")
+			case "floor":
+				// The same three streams read by a bare client (see
+				// hack/watchlist), for the plugin's ratio to its floor.
+				args, want = []string{filepath.Join(bin, "watchlist"), "--kubeconfig", kubeconfig, "nodes", "pods", "poddisruptionbudgets"}, 0
 			}
 			var cpu time.Duration
 			var peak, out int64
@@ -233,10 +250,9 @@ func BenchmarkAllNodes(b *testing.B) {
 				if profiles != "" {
 					cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%s", cli.ProfileEnv, filepath.Join(profiles, fmt.Sprintf("pdbb-%s-%d.pprof", format, run))))
 				}
-				err := cmd.Run()
-				var ee *exec.ExitError
-				if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitFindings {
-					b.Fatalf("%v, want exit 1\n%s", err, stderr.String())
+				_ = cmd.Run()
+				if code := cmd.ProcessState.ExitCode(); code != want {
+					b.Fatalf("exit %d, want %d\n%s", code, want, stderr.String())
 				}
 				ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 				cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -255,12 +271,12 @@ func BenchmarkAllNodes(b *testing.B) {
 	}
 }
 
-// buildBinaries builds the plugin and hack/peakrss (which reads the
-// plugin's own peak RSS) into a temporary directory.
+// buildBinaries builds the plugin, hack/peakrss (which reads the plugin's
+// own peak RSS) and hack/watchlist (the floor) into a temporary directory.
 func buildBinaries(b *testing.B) string {
 	b.Helper()
 	dir := b.TempDir()
-	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(os.PathSeparator), "./cmd/kubectl-pdb_blockers", "./hack/peakrss")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+string(os.PathSeparator), "./cmd/kubectl-pdb_blockers", "./hack/peakrss", "./hack/watchlist")
 	cmd.Dir = filepath.Join("..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)
