@@ -7,16 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"runtime/pprof"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,11 +19,11 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/gpufleet/upgrade-plugins/e2e/bench"
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -39,9 +34,14 @@ import (
 // 5,000 PDBs (set E2E_SCALE=1; the objects take minutes to create). The
 // nodes are plain objects KWOK does not manage; pods are bound with
 // spec.nodeName and their status is written directly. It checks that the
-// plugin makes a constant number of paged list calls and no request per pod
-// (from the audit log), and reports its wall time and peak RSS, and the
-// CPU each control-plane component spent while it ran.
+// plugin makes a constant number of requests and none per pod (from the
+// audit log), then measures it beside its floors with e2e/bench, five
+// alternating pairs each: kubectl get --raw of nodes, pods and PDBs (three
+// processes at once), -q (the cost of -o json apart), and a bare
+// watch-list client reading the same three streams (hack/watchlist). The
+// last is judged: median ratio within 1.5 and peak RSS under 300 MB.
+// E2E_SCALE_NODES=N scales it down; E2E_SCALE_PROFILE=FILE writes the
+// binary's CPU profile of one more run.
 //
 // It runs on a control plane of its own without the node lifecycle
 // controller. No kubelet heartbeats for these nodes, so that controller
@@ -141,72 +141,64 @@ func TestPDBBlockersScale(t *testing.T) {
 	t.Logf("control plane idle after %s", waited.Round(time.Second))
 
 	bin := plugintest.Binary(t, "kubectl-pdb_blockers")
-	var best time.Duration
-	var walls []time.Duration
-	var rss int64
-	for run := 0; run < 3; run++ {
-		mark := auditLines(t, cp.AuditLogPath)
-		// Under hack/peakrss, for the plugin's own peak RSS.
-		cmd := exec.CommandContext(ctx, plugintest.PeakRSS(t), bin, "--kubeconfig", cp.Kubeconfig, "-l", "pdbb-scale="+prefix, "-o", "json", "--force", "--request-timeout", "2m")
-		out, err := os.CreateTemp(t.TempDir(), "report")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout = out
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		cpuBefore, began := cp.CPUTime(), time.Now()
-		err = cmd.Run()
-		took := time.Since(began)
-		cpUsed := cpuSince(cp, cpuBefore)
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != 1 {
-			t.Fatalf("exit %d, want 1 (budgets run out as the drain goes on)\n%s", code, stderr.String())
-		}
-		_, kib, ok := plugintest.SplitPeakRSS(stderr.String())
-		if !ok {
-			t.Fatalf("no peak RSS from hack/peakrss\n%s", stderr.String())
-		}
-		max := kib * 1024
-		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-		cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		walls = append(walls, took)
-		if best == 0 || took < best {
-			best, rss = took, max
-		}
-		calls := auditCalls(t, cp.AuditLogPath, mark, "kubectl-pdb_blockers")
-		t.Logf("run %d: %s wall, %s CPU, peak RSS %d MB, requests %v; control plane CPU meanwhile: %s", run+1, took.Round(time.Millisecond), cpu.Round(time.Millisecond), max>>20, calls, cpUsed)
-		// One watch-list stream each of nodes, pods and PDBs, or, where the
-		// server refuses one, a paged list: ceil(n/1000)+1 pages at most.
-		if pages := (total/1000 + 1) + (nodes/1000 + 1) + (pdbs/1000 + 1) + 3; calls["get"]+calls["create"] > 2 || calls["list"]+calls["watch"] > pages {
-			t.Errorf("requests %v: want a few paged lists and no request per pod", calls)
-		}
-		if calls["watch"] != 3 || calls["list"] != 0 {
-			t.Errorf("requests %v: want one watch-list stream each of nodes, pods and PDBs", calls)
-		}
-		if run == 0 {
-			if _, err := out.Seek(0, 0); err != nil {
-				t.Fatal(err)
+	args := []string{bin, "--kubeconfig", cp.Kubeconfig, "-l", "pdbb-scale=" + prefix, "--force", "--request-timeout", "2m"}
+	// One run with the audit log read: a constant number of requests, no
+	// request per pod.
+	mark := auditLines(t, cp.AuditLogPath)
+	cpuBefore := cp.CPUTime()
+	first := bench.Run(t, ctx, bench.Side{Name: "pdb-blockers -o json", Procs: []bench.Proc{{Args: append(args, "-o", "json")}}, KeepStdout: true})
+	calls := auditCalls(t, cp.AuditLogPath, mark, "kubectl-pdb_blockers")
+	t.Logf("audited run: %s, requests %v; control plane CPU meanwhile: %s", first, calls, cpuSince(cp, cpuBefore))
+	if code := first.Results[0].ExitCode; code != 1 {
+		t.Fatalf("exit %d, want 1 (budgets run out as the drain goes on)\n%s", code, first.Results[0].Stderr)
+	}
+	// One watch-list stream each of nodes, pods and PDBs, or, where the
+	// server refuses one, a paged list: ceil(n/1000)+1 pages at most.
+	if pages := (total/1000 + 1) + (nodes/1000 + 1) + (pdbs/1000 + 1) + 3; calls["get"]+calls["create"] > 2 || calls["list"]+calls["watch"] > pages {
+		t.Errorf("requests %v: want a few paged lists and no request per pod", calls)
+	}
+	if calls["watch"] != 3 || calls["list"] != 0 {
+		t.Errorf("requests %v: want one watch-list stream each of nodes, pods and PDBs", calls)
+	}
+	var rep pdbblockers.Report
+	if err := json.Unmarshal([]byte(first.Results[0].Stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Summary.Pods != total || rep.Summary.Nodes != nodes {
+		t.Errorf("summary %+v", rep.Summary)
+	}
+	t.Logf("summary: %+v", rep.Summary)
+
+	exits := func(want int) func([]plugintest.Result) error {
+		return func(rs []plugintest.Result) error {
+			for _, r := range rs {
+				if r.ExitCode != want {
+					return fmt.Errorf("exit %d, want %d\n%s", r.ExitCode, want, plugintest.LastLines(r.Stderr, 20))
+				}
 			}
-			var rep pdbblockers.Report
-			if err := json.NewDecoder(out).Decode(&rep); err != nil {
-				t.Fatal(err)
-			}
-			if rep.Summary.Pods != total || rep.Summary.Nodes != nodes {
-				t.Errorf("summary %+v", rep.Summary)
-			}
-			t.Logf("summary: %+v", rep.Summary)
+			return nil
 		}
 	}
-	slices.Sort(walls)
-	t.Logf("best of 3: %s (median %s), peak RSS %d MB (limits 3s, 300 MB)", best.Round(time.Millisecond), walls[1].Round(time.Millisecond), rss>>20)
+	plugin := bench.Side{Name: "pdb-blockers -o json", Procs: []bench.Proc{{Args: append(args, "-o", "json")}}, Check: exits(1)}
+	quiet := bench.Side{Name: "pdb-blockers -q", Procs: []bench.Proc{{Args: append(args, "-q")}}, Check: exits(1)}
+	// The floors: the same three reads by a bare watch-list client (one
+	// process, client-go's decoders, objects only counted), and as raw
+	// JSON lists by kubectl, three processes at once.
+	watchlist := bench.Side{Name: "watch-list client", Check: exits(0), Procs: []bench.Proc{{Args: []string{
+		plugintest.Tool(t, "./hack/watchlist"), "--kubeconfig", cp.Kubeconfig, "nodes", "pods", "poddisruptionbudgets"}}}}
+	raw := bench.Side{Name: "kubectl get --raw x3", Check: exits(0)}
+	for _, path := range []string{"/api/v1/nodes?labelSelector=pdbb-scale%3D" + prefix, "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets"} {
+		raw.Procs = append(raw.Procs, bench.Proc{Args: []string{cp.Binaries.Kubectl, "--kubeconfig", cp.Kubeconfig, "get", "--raw", path}})
+	}
+	bench.Compare(t, ctx, plugin, raw, 0)
+	// The output format's cost apart: -o json beside -q.
+	bench.Compare(t, ctx, plugin, quiet, 0)
+	// Judged last, against the floor that reads what the plugin reads.
+	c := bench.Compare(t, ctx, plugin, watchlist, 0)
 	if path := os.Getenv("E2E_SCALE_PROFILE"); path != "" {
-		profile(t, ctx, cp.Kubeconfig, path, "-l", "pdbb-scale="+prefix, "-o", "json", "--force", "--request-timeout", "2m")
+		// The binary's own CPU profile of one more run.
+		r := bench.Run(t, ctx, bench.Side{Name: "profiled", Procs: []bench.Proc{{Args: append(args, "-o", "json"), Env: []string{cli.ProfileEnv + "=" + path}}}})
+		t.Logf("profiled run: %s; CPU profile in %s (go tool pprof %s %s)", r, path, bin, path)
 	}
 	// E2E_SCALE_HOLD=FILE keeps the objects while FILE exists, to run the
 	// plugin against them by hand (kubeconfig in the log).
@@ -219,8 +211,8 @@ func TestPDBBlockersScale(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	}
-	if best > 3*time.Second || rss > 300<<20 {
-		t.Errorf("over the limits: %s, %d MB", best, rss>>20)
+	if m, peak := c.Median(), c.PeakKiB()<<10; m > 1.5 || peak > 300<<20 {
+		t.Errorf("over the targets: median ratio to the watch-list floor %.2f (target 1.5), peak RSS %d MB (target 300)", m, peak>>20)
 	}
 }
 
@@ -241,27 +233,6 @@ func cpuSince(cp *harness.ControlPlane, before map[string]time.Duration) string 
 		parts = append(parts, fmt.Sprintf("%s %s", u.name, u.d.Round(10*time.Millisecond)))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// profile runs the command in this process with a CPU profile written to
-// path, for finding where the time goes.
-func profile(t *testing.T, ctx context.Context, kubeconfig, path string, args ...string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard}
-	cmd := pdbblockers.NewCmd(cli.NewClientGetter(streams, pdbblockers.ConfigOptions), streams)
-	cmd.SetArgs(append([]string{"--kubeconfig", kubeconfig}, args...))
-	if err := pprof.StartCPUProfile(f); err != nil {
-		t.Fatal(err)
-	}
-	began := time.Now()
-	err = cmd.ExecuteContext(ctx)
-	pprof.StopCPUProfile()
-	t.Logf("in-process run: %s (%v); CPU profile in %s", time.Since(began).Round(time.Millisecond), err, path)
 }
 
 func parallel(t *testing.T, n int, fn func(int) error) {

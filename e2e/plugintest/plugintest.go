@@ -192,3 +192,26 @@ func SplitPeakRSS(stderr string) (rest string, kib int64, ok bool) {
 	}
 	return trimmed[:i+1], kib, true
 }
+
+var (
+	toolMu    sync.Mutex
+	toolPaths = map[string]string{}
+)
+
+// Tool returns the path of a command of this repository, such as
+// "./hack/watchlist", built once per test process.
+func Tool(t testing.TB, pkg string) string {
+	t.Helper()
+	toolMu.Lock()
+	defer toolMu.Unlock()
+	if p, ok := toolPaths[pkg]; ok {
+		return p
+	}
+	dir, err := build("gpufleet-tool-", pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, filepath.Base(pkg))
+	toolPaths[pkg] = p
+	return p
+}

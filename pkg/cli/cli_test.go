@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -368,6 +370,35 @@ func TestRunRecoversPanic(t *testing.T) {
 		t.Errorf("code %d", code)
 	}
 	if !strings.HasPrefix(errOut.String(), "error: internal error: boom") || strings.Contains(errOut.String(), "goroutine") {
+		t.Errorf("stderr %q", errOut.String())
+	}
+}
+
+// TestRunWritesCPUProfile: GPUFLEET_CPUPROFILE receives a pprof profile
+// (gzip-compressed protobuf) of the run, and a path that cannot be written
+// costs a warning, not the run.
+func TestRunWritesCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	t.Setenv(ProfileEnv, path)
+	cmd, _, _, streams := newTestRoot(func() error { return nil })
+	cmd.SetArgs(nil)
+	if code := Run(context.Background(), cmd, streams); code != ExitOK {
+		t.Errorf("code %d", code)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("profile is not gzip data: % x", b[:min(len(b), 8)])
+	}
+	t.Setenv(ProfileEnv, filepath.Join(t.TempDir(), "missing", "cpu.pprof"))
+	cmd, _, errOut, streams := newTestRoot(func() error { return nil })
+	cmd.SetArgs(nil)
+	if code := Run(context.Background(), cmd, streams); code != ExitOK {
+		t.Errorf("unwritable profile: code %d", code)
+	}
+	if !strings.Contains(errOut.String(), "Warning: "+ProfileEnv) {
 		t.Errorf("stderr %q", errOut.String())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -72,6 +74,7 @@ func Run(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStr
 			code = ExitUnavailable
 		}
 	}()
+	defer startProfile(streams.ErrOut)()
 	// Request and response bodies can hold Secret data: -v logs requests
 	// without them.
 	err := cmd.ExecuteContext(logredact.Context(ctx))
@@ -151,4 +154,36 @@ func colorFlag(cmd *cobra.Command) string {
 		return f.Value.String()
 	}
 	return ColorAuto
+}
+
+// ProfileEnv names a file that, when set, receives a pprof CPU profile of
+// the whole run (decoding, computing and printing), for finding where a
+// plugin's time goes on a real cluster: go tool pprof BINARY FILE.
+const ProfileEnv = "GPUFLEET_CPUPROFILE"
+
+// startProfile starts the CPU profile ProfileEnv asks for and returns the
+// function that ends it; a profile that cannot be written is reported and
+// the run goes on without it.
+func startProfile(errOut io.Writer) (stop func()) {
+	path := os.Getenv(ProfileEnv)
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+		if err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(errOut, "Warning: %s: no CPU profile: %v\n", ProfileEnv, err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(errOut, "Warning: %s: %v\n", ProfileEnv, err)
+		}
+	}
 }

@@ -194,8 +194,16 @@ func (s *Simulation) DrainNode(node string) []Verdict {
 	return out
 }
 
-// Predict returns the verdict for evicting pod now, without spending any budget.
-func (s *Simulation) Predict(pod *corev1.Pod) Verdict { return s.evaluate(pod) }
+// Predict returns the verdict for evicting pod at this point of the drain
+// (counting the budget the drain spent so far), without spending any.
+func (s *Simulation) Predict(pod *corev1.Pod) Verdict { return s.evaluate(pod, s.spent) }
+
+// PredictAlone returns the verdict for evicting pod by itself, as if this
+// drain had evicted nothing: what a server-side dry run of the eviction
+// answers, since a dry run spends no budget (checkAndDecrement returns
+// before writing the PDB status under dryRun: pkg/registry/core/pod/
+// storage/eviction.go in k8s.io/kubernetes v1.37.2).
+func (s *Simulation) PredictAlone(pod *corev1.Pod) Verdict { return s.evaluate(pod, nil) }
 
 // Evict returns the verdict for evicting pod at this point of the drain and,
 // when the eviction API would accept it and take a disruption, spends one
@@ -207,7 +215,7 @@ func (s *Simulation) Evict(pod *corev1.Pod) Verdict {
 			Eviction: Result{Reason: ReasonPodGone, Code: http.StatusNotFound, Message: "evicted earlier in this drain"}}
 		return v
 	}
-	v := s.evaluate(pod)
+	v := s.evaluate(pod, s.spent)
 	if v.Outcome != OutcomeIgnored && v.Eviction.Evicted() {
 		if v.SpendsBudget && len(v.PDBs) == 1 {
 			s.spent[pod.Namespace+"/"+v.PDBs[0]]++
@@ -219,7 +227,9 @@ func (s *Simulation) Evict(pod *corev1.Pod) Verdict {
 	return v
 }
 
-func (s *Simulation) evaluate(pod *corev1.Pod) Verdict {
+// evaluate judges pod against the budgets less what spent records as taken
+// (nil: nothing taken).
+func (s *Simulation) evaluate(pod *corev1.Pod, spent map[string]int32) Verdict {
 	v := Verdict{Namespace: pod.Namespace, Name: pod.Name, Node: pod.Spec.NodeName, UID: pod.UID}
 	node := s.idx.Node(pod.Spec.NodeName)
 	entries := s.idx.entriesFor(pod)
@@ -233,7 +243,7 @@ func (s *Simulation) evaluate(pod *corev1.Pod) Verdict {
 			Message: fmt.Sprintf("cannot read PodDisruptionBudgets in namespace %s: %s", pod.Namespace, why),
 			Fix:     fmt.Sprintf("kubectl auth can-i list poddisruptionbudgets -n %s", pod.Namespace)})
 	} else {
-		s.predictAPI(pod, entries, &v)
+		s.predictAPI(pod, entries, spent, &v)
 	}
 	v.Blockers = append(v.Blockers, s.podBlockers(pod, node)...)
 
@@ -262,7 +272,7 @@ func (s *Simulation) evaluate(pod *corev1.Pod) Verdict {
 
 // predictAPI reproduces the eviction handler of the API server (policy/v1)
 // for pod, given the PDBs that select it and the budget spent so far.
-func (s *Simulation) predictAPI(pod *corev1.Pod, entries []*pdbEntry, v *Verdict) {
+func (s *Simulation) predictAPI(pod *corev1.Pod, entries []*pdbEntry, spentSoFar map[string]int32, v *Verdict) {
 	accepted := Result{Reason: ReasonEvicted, Code: http.StatusCreated}
 	// Terminal, pending and terminating pods are deleted without
 	// looking at any PDB.
@@ -283,7 +293,7 @@ func (s *Simulation) predictAPI(pod *corev1.Pod, entries []*pdbEntry, v *Verdict
 	}
 	e := entries[0]
 	pdb := e.pdb
-	spent := s.spent[pdb.Namespace+"/"+pdb.Name]
+	spent := spentSoFar[pdb.Namespace+"/"+pdb.Name]
 	policy := string(policyv1.IfHealthyBudget)
 	if pdb.Spec.UnhealthyPodEvictionPolicy != nil {
 		policy = string(*pdb.Spec.UnhealthyPodEvictionPolicy)

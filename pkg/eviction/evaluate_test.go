@@ -282,6 +282,28 @@ func TestSimulationSpendsAcrossNodes(t *testing.T) {
 	}
 }
 
+// TestPredictAloneSpendsNothing: three pods under a budget that allows one
+// disruption. Once the drain evicted the first, Predict answers the second
+// as the drain meets it (budget spent), PredictAlone as a server-side dry
+// run would (a dry run spends no budget), and neither spends.
+func TestPredictAloneSpendsNothing(t *testing.T) {
+	pods := []*corev1.Pod{mkPod("a"), mkPod("b"), mkPod("c")}
+	sim := Evaluator{Now: t0}.NewSimulation(NewIndex(nil, pods, []*policyv1.PodDisruptionBudget{mkPDB("web", 1, 3, 2, 3)}))
+	if v := sim.Evict(pods[0]); !v.Eviction.Evicted() {
+		t.Fatalf("first eviction = %+v", v.Eviction)
+	}
+	if v := sim.Predict(pods[1]); v.Eviction.Reason != ReasonBudgetExhausted || v.Blockers[0].Kind != BlockerBudgetSpent {
+		t.Errorf("Predict(b) = %+v", v)
+	}
+	alone := sim.PredictAlone(pods[1])
+	if alone.Eviction.Reason != ReasonEvicted || alone.Outcome != OutcomeNow || alone.Budget.DisruptionsAllowed != 1 || alone.Budget.Spent != 0 {
+		t.Errorf("PredictAlone(b) = %+v budget %+v", alone, alone.Budget)
+	}
+	if sim.Spent("ml", "web") != 1 {
+		t.Errorf("spent = %d after predictions, want 1", sim.Spent("ml", "web"))
+	}
+}
+
 func TestUnknownPDBs(t *testing.T) {
 	idx := NewIndex(nil, []*corev1.Pod{mkPod("a")}, nil)
 	idx.SetPDBsUnknown("ml", "forbidden")

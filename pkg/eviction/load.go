@@ -1,9 +1,11 @@
 package eviction
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
 
@@ -132,6 +135,17 @@ func Load(ctx context.Context, client kubernetes.Interface, opts LoadOptions) (*
 				return r.Continue, nil
 			},
 			add: func(p *corev1.Pod) { s.Pods = append(s.Pods, Slim(p)) },
+			// Pods are most of what is read: decoded straight into their
+			// slim form when the server streams protobuf.
+			open: rawWatcher(client, ns, "pods"),
+			fast: func(raw []byte) error {
+				p, err := DecodeSlimPod(raw)
+				if err != nil {
+					return err
+				}
+				s.Pods = append(s.Pods, p)
+				return nil
+			},
 		}
 	}
 	pdbs := func(ns string) resource[*policyv1.PodDisruptionBudget] {
@@ -200,6 +214,24 @@ type resource[T runtime.Object] struct {
 	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
 	list  func(context.Context, metav1.ListOptions, func(T)) (string, error)
 	add   func(T)
+	// open and fast, when set, read a protobuf watch-list stream without
+	// client-go's decoders: open starts the request and fast takes one
+	// object's message (see readProtoWatch). A server that answers in
+	// another encoding is read through watch instead.
+	open func(context.Context, metav1.ListOptions) (io.ReadCloser, error)
+	fast func(raw []byte) error
+}
+
+// rawWatcher returns the open function of a resource for client, or nil
+// when client has no REST client to stream with (fake clientsets).
+func rawWatcher(client kubernetes.Interface, ns, resource string) func(context.Context, metav1.ListOptions) (io.ReadCloser, error) {
+	rc, ok := client.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil {
+		return nil
+	}
+	return func(ctx context.Context, o metav1.ListOptions) (io.ReadCloser, error) {
+		return openRawWatch(ctx, rc, ns, resource, o)
+	}
 }
 
 // readAll reads every object of r, streaming when allowed and falling back
@@ -263,7 +295,19 @@ func stream[T runtime.Object](ctx context.Context, r resource[T], base metav1.Li
 		ctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
-	w, err := r.watch(ctx, o)
+	var w watch.Interface
+	var err error
+	if r.open != nil && r.fast != nil {
+		w, err = streamRaw(ctx, r, o)
+		if context.Cause(ctx) == errStreamTimeout {
+			return fmt.Errorf("%w after %s", errStreamTimeout, timeout)
+		}
+		if w == nil {
+			return err
+		}
+	} else {
+		w, err = r.watch(ctx, o)
+	}
 	if err != nil && context.Cause(ctx) == errStreamTimeout {
 		return fmt.Errorf("%w after %s: %w", errStreamTimeout, timeout, err)
 	}
@@ -296,6 +340,22 @@ func stream[T runtime.Object](ctx context.Context, r resource[T], base metav1.Li
 			}
 		}
 	}
+}
+
+// streamRaw reads r's watch-list stream with readProtoWatch and returns
+// its outcome, or, when the server answered in JSON, a watcher over the
+// same response for stream to read.
+func streamRaw[T runtime.Object](ctx context.Context, r resource[T], o metav1.ListOptions) (watch.Interface, error) {
+	body, err := r.open(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(body, 256<<10)
+	if first, _ := br.Peek(1); len(first) == 1 && first[0] == '{' {
+		return jsonWatcher(body, br), nil
+	}
+	defer body.Close()
+	return nil, readProtoWatch(ctx, br, r.fast)
 }
 
 // perNamespace reads all namespaces (or the one of the options) with read;

@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,10 +11,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
@@ -56,6 +61,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		f.t.Errorf("unexpected request %s", r.URL)
 		http.NotFound(w, r)
+		return
+	}
+	if kind == "watch" && strings.HasPrefix(f.watchMode, "proto") && r.URL.Path == "/api/v1/pods" {
+		f.protoWatch(w, items)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -142,6 +151,86 @@ func TestLoadStreams(t *testing.T) {
 			}
 			if tc.mode == "stream" && strings.Contains(fmt.Sprint(api.calls), "list ") {
 				t.Errorf("listed although the stream worked: %v", api.calls)
+			}
+		})
+	}
+}
+
+// protoWatch answers a pods watch-list request in protobuf, as
+// kube-apiserver does for a client that accepts it: "proto" sends every pod
+// and the bookmark, "proto-cut" stops halfway, "proto-error" sends an
+// ERROR event (410 Expired) after the first pod.
+func (f *fakeAPI) protoWatch(w http.ResponseWriter, items []any) {
+	info, _ := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	enc := scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion)
+	w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+	frame := func(typ string, obj runtime.Object) {
+		raw, err := runtime.Encode(enc, obj)
+		if err != nil {
+			f.t.Error(err)
+		}
+		ev := metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
+		b, err := ev.Marshal()
+		if err != nil {
+			f.t.Error(err)
+		}
+		_ = binary.Write(w, binary.BigEndian, uint32(len(b)))
+		_, _ = w.Write(b)
+	}
+	for i, it := range items {
+		if f.watchMode == "proto-cut" && i == len(items)/2 {
+			return
+		}
+		if f.watchMode == "proto-error" && i == 1 {
+			st := apierrors.NewResourceExpired("too old resource version").Status()
+			frame("ERROR", &st)
+			return
+		}
+		p := it.(corev1.Pod)
+		frame("ADDED", &p)
+	}
+	frame("BOOKMARK", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "10", Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
+}
+
+// TestLoadStreamsProtobuf: pods streamed in protobuf are decoded straight
+// into their slim form, equal to Slim of the pods sent; a stream cut short
+// is read again in pages, and an ERROR event is the server's error.
+func TestLoadStreamsProtobuf(t *testing.T) {
+	for _, mode := range []string{"proto", "proto-cut", "proto-error"} {
+		t.Run(mode, func(t *testing.T) {
+			api := &fakeAPI{t: t, pods: 25, watchMode: mode, calls: map[string]int{}}
+			srv := httptest.NewServer(api)
+			defer srv.Close()
+			c, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{
+				ContentType: runtime.ContentTypeProtobuf, AcceptContentTypes: runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Load(context.Background(), c, LoadOptions{Stream: true, PageSize: 10})
+			if mode == "proto-error" {
+				if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+					t.Fatalf("error %v, want the server's 410 Expired", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Pods) != 25 {
+				t.Fatalf("%d pods", len(s.Pods))
+			}
+			for i, p := range s.Pods {
+				want := Slim(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%03d", i), Namespace: "ml"}, Spec: corev1.PodSpec{NodeName: "gpu-1"}})
+				if diff := cmp.Diff(want, p); diff != "" {
+					t.Errorf("pod %d (-want +got):\n%s", i, diff)
+				}
+			}
+			wantLists := 0
+			if mode == "proto-cut" {
+				wantLists = 3 // 25 pods in pages of 10
+			}
+			if s.ListCalls != wantLists || s.StreamCalls != 3 {
+				t.Errorf("%d list and %d stream calls, want %d and 3 (%v)", s.ListCalls, s.StreamCalls, wantLists, api.calls)
 			}
 		})
 	}

@@ -48,7 +48,9 @@ var (
 		On cordoned nodes (a drain in progress) the FOR column says how long the pod has
 		been blocking, counted from the cordon. Each blocker comes with a copy-paste fix.
 		With --server-dry-run the first eviction per budget is also sent to the API
-		server with dryRun=All, which checks the prediction without evicting anything.
+		server with dryRun=All, which checks the prediction without evicting anything;
+		a dry run spends no budget, so its answer is compared with the pod's prediction
+		on its own, and that pod is listed even when it evicts now.
 
 		Exit 1 when a pod blocks: severity blocking when it never clears, warning when
 		the drain will wait (--fail-on blocking ignores waits). The command only reads

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -246,6 +247,67 @@ func TestRun_ServerDryRun(t *testing.T) {
 	if !strings.Contains(r.errOut, "disagree") {
 		t.Errorf("stderr = %s", r.errOut)
 	}
+}
+
+// TestRun_ServerDryRunFirstEvictionPerBudget: the dry run goes to the
+// first eviction per budget, which is listed even though it evicts now, and
+// is compared with the pod's stand-alone prediction. web allows one
+// disruption and has two pods on gpu-1: the drain evicts web-abc-1 and then
+// rightly predicts web-abc-2 LATER, while a dry run (which spends no
+// budget) rightly accepts either. The server below answers as the budgets
+// stand: web accepts, db and crash are exhausted.
+func TestRun_ServerDryRunFirstEvictionPerBudget(t *testing.T) {
+	c := fake.NewClientset(loadObjects(t, "mixed")...)
+	var evictions []string
+	c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		name := a.(k8stesting.CreateAction).GetObject().(metav1.Object).GetName()
+		evictions = append(evictions, a.GetNamespace()+"/"+name)
+		if strings.HasPrefix(name, "web-") {
+			return true, nil, nil
+		}
+		pdb := strings.SplitN(name, "-", 2)[0]
+		return true, nil, budgetExhausted(pdb, 2, 1)
+	})
+	r := run(t, c, "", "gpu-1", "gpu-2", "-o", "json", "--server-dry-run")
+	var rep Report
+	if err := yaml.Unmarshal([]byte(r.out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.errOut)
+	}
+	if diff := cmp.Diff([]string{"ml/web-abc-1", "ml/crash-xyz-1", "ml/db-0"}, evictions); diff != "" {
+		t.Errorf("dry-run evictions (-want +got):\n%s", diff)
+	}
+	byName := map[string]Item{}
+	for _, it := range rep.Items {
+		byName[it.Name] = it
+	}
+	web1, ok := byName["web-abc-1"]
+	switch {
+	case !ok:
+		t.Errorf("web-abc-1, the dry-run pod, is not listed: %+v", rep.Items)
+	case web1.DryRun == nil || !web1.DryRun.Agrees || web1.DryRun.Predicted.Reason != eviction.ReasonEvicted:
+		t.Errorf("web-abc-1 dry run = %+v, want Evicted and agreeing", web1.DryRun)
+	}
+	if web2 := byName["web-abc-2"]; web2.Verdict != eviction.OutcomeLater || web2.DryRun != nil {
+		t.Errorf("web-abc-2 = %s with dry run %+v, want Later (budget spent by the drain) and no dry run", web2.Verdict, web2.DryRun)
+	}
+	if rep.Summary.DryRuns != 3 || rep.Summary.DryRunDisagreements != 0 {
+		t.Errorf("summary = %+v, want 3 dry runs, all agreeing", rep.Summary)
+	}
+	if strings.Contains(r.errOut, "disagree") {
+		t.Errorf("stderr = %s", r.errOut)
+	}
+}
+
+// budgetExhausted is the API server's refusal when a budget allows no
+// disruption (pkg/registry/core/pod/storage/eviction.go, checkAndDecrement).
+func budgetExhausted(name string, desired, current int) error {
+	err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+	err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
+		Message: fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", name, desired, current)}}
+	return err
 }
 
 // pdbStale is the API server's refusal while a budget's status is stale.

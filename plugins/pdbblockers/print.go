@@ -83,10 +83,17 @@ type BreakGlass struct {
 	Warning string `json:"warning"`
 }
 
-// DryRun is a server-side dry-run eviction and whether it agrees with the prediction.
+// DryRun is a server-side dry-run eviction and whether it agrees with the
+// prediction for the pod evicted by itself.
 type DryRun struct {
+	// Result is the server's answer.
 	Result eviction.Result `json:"result"`
-	Agrees bool            `json:"agrees"`
+	// Predicted is the pod's stand-alone prediction: the eviction as if the
+	// drain had evicted nothing yet, since a dry run spends no budget (the
+	// Item's Eviction is the drain-simulated one).
+	Predicted eviction.Result `json:"predicted"`
+	// Agrees is true when Result and Predicted have the same reason.
+	Agrees bool `json:"agrees"`
 }
 
 // ForbiddenNamespace is a namespace whose pods or PDBs could not be read.
