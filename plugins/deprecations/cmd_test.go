@@ -62,6 +62,14 @@ func TestCIFiles(t *testing.T) {
 	}
 	golden(t, "ci.table", out)
 	golden(t, "ci.stderr", errOut)
+	// -o wide keeps SOURCE and WHO.
+	out, _, _ = runCmd(t, cg, "", "--ci", "-f", "testdata/ci", "--color", "never", "-o", "wide")
+	golden(t, "ci.wide", out)
+	// One file: its path relative to the folder holding it.
+	out, _, _ = runCmd(t, cg, "", "--ci", "-f", "testdata/ci/app.yaml", "--color", "never", "--no-headers")
+	if !strings.HasPrefix(out, "REMOVED   app.yaml:1   ") {
+		t.Errorf("one file:\n%s", out)
+	}
 	out, _, code = runCmd(t, cg, "", "--ci", "-f", "testdata/ci", "-o", "json")
 	if code != cli.ExitFindings {
 		t.Fatalf("exit %d", code)
@@ -81,6 +89,23 @@ func TestCIFiles(t *testing.T) {
 	out, _, code = runCmd(t, cg, "kind: Ingress\napiVersion: extensions/v1beta1\nmetadata: {name: w}\n", "-f", "-", "--target-version", "1.30", "-o", "yaml")
 	if code != cli.ExitFindings || !strings.Contains(out, "name: w") || !strings.Contains(out, "location: <stdin>:1") {
 		t.Errorf("stdin: exit %d\n%s", code, out)
+	}
+}
+
+// TestCorpusTable pins the default table of a manifest scan of the shared
+// corpus: NAME, paths relative to the scanned folder, no SOURCE or WHO.
+func TestCorpusTable(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "corpus")
+	if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+		t.Skipf("corpus not present at %s", dir)
+	}
+	out, _, code := runCmd(t, cli.NewTestClientGetter(), "", "-f", dir, "--target-version", "v1.37", "--color", "never")
+	if code != cli.ExitFindings {
+		t.Fatalf("exit %d", code)
+	}
+	golden(t, "corpus.table", out)
+	if strings.Contains(out, "../") {
+		t.Error("a path is not relative to the scanned folder")
 	}
 }
 
