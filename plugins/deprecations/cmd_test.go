@@ -21,6 +21,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
@@ -302,5 +303,41 @@ func TestContexts(t *testing.T) {
 	cmd.SetArgs([]string{"--contexts", "old", "-f", "testdata", "--target-version", "v1.30"})
 	if err := cmd.ExecuteContext(context.Background()); cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "run of their own") {
 		t.Errorf("--contexts with -f: %v", err)
+	}
+}
+
+// TestRulesMapKubeAPIs pins `rules -o mapkubeapis` and reads it back the
+// way helm-mapkubeapis does (sigs.k8s.io/yaml into its Mapping fields).
+func TestRulesMapKubeAPIs(t *testing.T) {
+	out, errOut, code := runCmd(t, cli.NewTestClientGetter(), "", "rules", "-o", "mapkubeapis")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "rules.mapkubeapis", out)
+	var m struct {
+		Mappings []struct {
+			DeprecatedAPI       string `json:"deprecatedAPI"`
+			NewAPI              string `json:"newAPI"`
+			DeprecatedInVersion string `json:"deprecatedInVersion"`
+			RemovedInVersion    string `json:"removedInVersion"`
+		} `json:"mappings"`
+	}
+	if err := sigsyaml.UnmarshalStrict([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range m.Mappings {
+		if x.DeprecatedAPI == "apiVersion: batch/v1beta1\nkind: CronJob\n" {
+			found = x.NewAPI == "apiVersion: batch/v1\nkind: CronJob\n" && x.DeprecatedInVersion == "v1.21" && x.RemovedInVersion == "v1.25"
+		}
+		if strings.Contains(x.DeprecatedAPI, "kind: Endpoints\n") {
+			t.Errorf("v1 Endpoints maps to another kind and must be left out: %+v", x)
+		}
+		if !strings.HasPrefix(x.DeprecatedAPI, "apiVersion: ") || (x.NewAPI == "" && x.RemovedInVersion == "") {
+			t.Errorf("mapping %+v", x)
+		}
+	}
+	if !found || len(m.Mappings) < 100 {
+		t.Errorf("%d mappings, CronJob found %v", len(m.Mappings), found)
 	}
 }
