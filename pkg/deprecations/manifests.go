@@ -203,12 +203,17 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 		return ManifestResult{}, walkErr
 	}
 	results := make([]ManifestResult, n)
+	var findings, skipped int
 	for _, ds := range perWorker {
 		for _, d := range ds {
 			results[d.i] = d.res
+			findings += len(d.res.Findings)
+			skipped += len(d.res.Skipped)
 		}
 	}
-	var res ManifestResult
+	// Sized once: appending thousands of findings one file at a time
+	// copied them over and over as the slices grew.
+	res := ManifestResult{Findings: make([]Finding, 0, findings), Skipped: make([]Skipped, 0, skipped)}
 	for _, r := range results {
 		res.add(r)
 	}
@@ -644,7 +649,7 @@ func (s *ManifestScanner) finishDoc(name string, data []byte, doc *yamlDoc, res 
 	// A document with a finding must also parse: say so when it does not.
 	// Large documents (CRDs of hundreds of kilobytes) are trusted to the
 	// line scanner: parsing them costs more than the whole rest of a scan.
-	if len(res.Findings) > before && !doc.templated && doc.end-doc.start <= maxValidatedDoc {
+	if len(res.Findings) > before && !doc.templated && doc.end-doc.start <= maxValidatedDoc && !plainYAML(data[doc.start:doc.end]) {
 		var n yaml3.Node
 		if err := yaml3.Unmarshal(data[doc.start:doc.end], &n); err != nil {
 			res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: doc.startLine,
