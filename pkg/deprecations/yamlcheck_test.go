@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
@@ -112,4 +113,66 @@ func FuzzPlainYAML(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		checkPlainYAML(t, doc)
 	})
+}
+
+// TestLineScanAgreesWithFullDecode holds the line scanner (the fast path
+// that reads apiVersion, kind and metadata without decoding) to a full
+// YAML decode of each document of the shared corpus: the same objects,
+// names and lines. Documents with unrendered templates (which do not
+// decode) and documents that do not parse are left out.
+func TestLineScanAgreesWithFullDecode(t *testing.T) {
+	dir := corpus(t)
+	s := &ManifestScanner{}
+	s.init()
+	type key struct {
+		apiVersion, kind, ns, name string
+		line                       int
+	}
+	keysOf := func(r ManifestResult) []key {
+		var out []key
+		for _, f := range r.Findings {
+			out = append(out, key{f.APIVersion, f.Kind, f.Namespace, f.Name, f.Line})
+		}
+		return out
+	}
+	compared := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := filepath.Ext(p); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+		for _, doc := range splitDocs(b) {
+			if bytes.Contains(doc, []byte("{{")) {
+				continue
+			}
+			var fast, full ManifestResult
+			s.scanYAML(p, doc, 0, &fast)
+			s.parseYAMLDoc(p, doc, 0, &full)
+			if len(full.Skipped) > 0 {
+				continue
+			}
+			compared++
+			if a, b := keysOf(fast), keysOf(full); !slices.Equal(a, b) {
+				t.Errorf("%s: the line scanner read %v, the full decode %v", p, a, b)
+			}
+			if fast.Objects != full.Objects {
+				t.Errorf("%s: the line scanner counted %d objects, the full decode %d", p, fast.Objects, full.Objects)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d documents compared", compared)
+	if compared < 500 {
+		t.Errorf("only %d documents compared", compared)
+	}
 }
