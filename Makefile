@@ -67,6 +67,8 @@ e2e: build e2e-tools
 bench: build e2e-tools
 	go test -run '^$$' -bench . -benchmem -count=1 ./pkg/... ./plugins/...
 	E2E_SCALE=1 PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) -run 'Scale|Bench' -bench 'Scale' -benchtime 1x -v $(E2E_PKGS)
+	# kubectl deprecations against pluto on the corpus x10 (PLUTO_BIN; skipped without it)
+	go run ./hack/vspluto -ours $(BIN)/kubectl-deprecations
 
 ## fuzz-short: every fuzz target for a short fixed time (FUZZTIME)
 fuzz-short:

@@ -99,20 +99,36 @@ func manifestExt(name string) bool {
 // skipped), "-" kept as is for stdin. A path that does not exist is an error.
 func Expand(paths []string) ([]string, error) {
 	var out []string
-	for _, p := range paths {
+	err := walkPaths(paths, func(p string) error {
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+// walkPaths calls fn for each file Expand lists, in the same order, as the
+// walk finds it. Every path is checked before the first call, so a path
+// that does not exist fails before anything is read.
+func walkPaths(paths []string, fn func(string) error) error {
+	dirs := make([]bool, len(paths))
+	for i, p := range paths {
 		if p == "-" {
-			out = append(out, p)
 			continue
 		}
 		fi, err := os.Stat(p)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if !fi.IsDir() {
-			out = append(out, p)
+		dirs[i] = fi.IsDir()
+	}
+	for i, p := range paths {
+		if !dirs[i] {
+			if err := fn(p); err != nil {
+				return err
+			}
 			continue
 		}
-		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -123,50 +139,81 @@ func Expand(paths []string) ([]string, error) {
 				return nil
 			}
 			if d.Type().IsRegular() && manifestExt(d.Name()) {
-				out = append(out, path)
+				return fn(path)
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // ScanPaths scans files and directories (see Expand); "-" reads stdin.
+// Files are read while the directories are still being walked, by
+// Workers goroutines that each reuse one read buffer; the result is in
+// the order of Expand whatever order the files were read in.
 func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin io.Reader) (ManifestResult, error) {
 	s.init()
-	files, err := Expand(paths)
-	if err != nil {
-		return ManifestResult{}, err
-	}
 	workers := s.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	results := make([]ManifestResult, len(files))
-	idx := make(chan int)
+	type job struct {
+		i    int
+		path string
+	}
+	type done struct {
+		i   int
+		res ManifestResult
+	}
+	jobs := make(chan job, 256)
+	perWorker := make([][]done, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range idx {
-				results[i] = s.scanFile(files[i], stdin)
+			var buf []byte
+			for j := range jobs {
+				r := s.scanFile(j.path, stdin, &buf)
+				// Most files hold nothing to report: keep only those that do.
+				if len(r.Findings) > 0 || len(r.Skipped) > 0 {
+					perWorker[w] = append(perWorker[w], done{j.i, r})
+				} else {
+					perWorker[w] = append(perWorker[w], done{j.i, ManifestResult{Files: r.Files, Objects: r.Objects}})
+				}
 			}
 		}()
 	}
+	n := 0
 	var ctxErr error
-	for i := range files {
+	walkErr := walkPaths(paths, func(p string) error {
 		if ctxErr = ctx.Err(); ctxErr != nil {
-			break
+			return ctxErr
 		}
-		idx <- i
-	}
-	close(idx)
+		jobs <- job{n, p}
+		n++
+		return nil
+	})
+	close(jobs)
 	wg.Wait()
-	var res ManifestResult
+	if walkErr != nil && ctxErr == nil {
+		return ManifestResult{}, walkErr
+	}
+	results := make([]ManifestResult, n)
+	var findings, skipped int
+	for _, ds := range perWorker {
+		for _, d := range ds {
+			results[d.i] = d.res
+			findings += len(d.res.Findings)
+			skipped += len(d.res.Skipped)
+		}
+	}
+	// Sized once: appending thousands of findings one file at a time
+	// copied them over and over as the slices grew.
+	res := ManifestResult{Findings: make([]Finding, 0, findings), Skipped: make([]Skipped, 0, skipped)}
 	for _, r := range results {
 		res.add(r)
 	}
@@ -180,7 +227,32 @@ func (s *ManifestScanner) maxFile() int64 {
 	return DefaultMaxFileSize
 }
 
-func (s *ManifestScanner) scanFile(path string, stdin io.Reader) ManifestResult {
+// scanFile reads and scans one file; buf is the worker's read buffer.
+func (s *ManifestScanner) scanFile(path string, stdin io.Reader, buf *[]byte) ManifestResult {
+	tooLarge := func(name string) ManifestResult {
+		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name,
+			Reason: fmt.Sprintf("file is larger than %d bytes", s.maxFile())}}}
+	}
+	cannotRead := func(name string, err error) ManifestResult {
+		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name, Reason: "cannot read: " + err.Error()}}}
+	}
+	if path != "-" {
+		data, size, ok, err := readFile(path, *buf, s.maxFile())
+		if ok {
+			if cap(data) > cap(*buf) {
+				*buf = data[:0]
+			}
+			switch {
+			case err != nil:
+				return cannotRead(path, err)
+			case size > s.maxFile():
+				return tooLarge(path)
+			}
+			res := s.Scan(path, data)
+			res.Files = 1
+			return res
+		}
+	}
 	name := path
 	var r io.Reader
 	size := int64(0)
@@ -193,29 +265,27 @@ func (s *ManifestScanner) scanFile(path string, stdin io.Reader) ManifestResult 
 	} else {
 		f, err := os.Open(path)
 		if err != nil {
-			return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name, Reason: "cannot read: " + err.Error()}}}
+			return cannotRead(name, err)
 		}
 		defer f.Close()
 		fi, err := f.Stat()
 		if err == nil && fi.Size() > s.maxFile() {
-			return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name,
-				Reason: fmt.Sprintf("file is larger than %d bytes", s.maxFile())}}}
+			return tooLarge(name)
 		}
 		r = f
 		if err == nil && fi.Mode().IsRegular() {
 			// Read in one go into a buffer of the file's size (and a
 			// little more, should it grow meanwhile) rather than through
-			// io.ReadAll's growing buffers: thousands of files a run.
+			// io.ReadAll's growing buffers.
 			size = fi.Size() + 512
 		}
 	}
 	data, err := readAtMost(r, s.maxFile()+1, size)
 	if err != nil {
-		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name, Reason: "cannot read: " + err.Error()}}}
+		return cannotRead(name, err)
 	}
 	if int64(len(data)) > s.maxFile() {
-		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name,
-			Reason: fmt.Sprintf("file is larger than %d bytes", s.maxFile())}}}
+		return tooLarge(name)
 	}
 	res := s.Scan(name, data)
 	res.Files = 1
@@ -579,7 +649,7 @@ func (s *ManifestScanner) finishDoc(name string, data []byte, doc *yamlDoc, res 
 	// A document with a finding must also parse: say so when it does not.
 	// Large documents (CRDs of hundreds of kilobytes) are trusted to the
 	// line scanner: parsing them costs more than the whole rest of a scan.
-	if len(res.Findings) > before && !doc.templated && doc.end-doc.start <= maxValidatedDoc {
+	if len(res.Findings) > before && !doc.templated && doc.end-doc.start <= maxValidatedDoc && !plainYAML(data[doc.start:doc.end]) {
 		var n yaml3.Node
 		if err := yaml3.Unmarshal(data[doc.start:doc.end], &n); err != nil {
 			res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: doc.startLine,

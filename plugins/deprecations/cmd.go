@@ -2,10 +2,12 @@ package deprecations
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -90,7 +92,7 @@ type RulesReport struct {
 }
 
 func newRulesCmd(streams genericiooptions.IOStreams) *cobra.Command {
-	o := &RulesOptions{Print: cli.NewPrintFlags(), IOStreams: streams}
+	o := &RulesOptions{Print: cli.NewPrintFlags(cli.OutputTable, cli.OutputWide, cli.OutputJSON, cli.OutputYAML, outputMapKubeAPIs), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "rules [flags]",
 		Short: "Print the API lifecycle table",
@@ -100,13 +102,17 @@ func newRulesCmd(streams genericiooptions.IOStreams) *cobra.Command {
 			release that first served it. Generated from the prerelease-lifecycle
 			markers of k8s.io/api, k8s.io/apiextensions-apiserver and
 			k8s.io/kube-aggregator; --rules adds or overrides entries. The yaml output
-			is itself a valid --rules file.`),
+			is itself a valid --rules file; -o mapkubeapis prints the Kubernetes
+			entries as a map file of the helm-mapkubeapis plugin.`),
 		Example: templates.Examples(`
   # Every entry
   kubectl deprecations rules
 
   # Edit and feed back
-  kubectl deprecations rules -o yaml > rules.yaml && kubectl deprecations --rules rules.yaml`),
+  kubectl deprecations rules -o yaml > rules.yaml && kubectl deprecations --rules rules.yaml
+
+  # A map file for the helm-mapkubeapis plugin
+  kubectl deprecations rules -o mapkubeapis > Map.yaml && helm mapkubeapis RELEASE --mapfile Map.yaml`),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Print.Validate(); err != nil {
@@ -130,6 +136,9 @@ func (o *RulesOptions) Run() error {
 	if o.Print.Quiet {
 		return nil
 	}
+	if o.Print.Output == outputMapKubeAPIs {
+		return printMapKubeAPIs(o.Out, tab)
+	}
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, RulesReport{APIVersion: cli.APIVersion, Kind: apilifecycle.RulesKind,
 			Source: apilifecycle.BuiltinSource(), Items: tab.Entries()})
@@ -148,4 +157,17 @@ func (o *RulesOptions) Run() error {
 			e.Replacement.String(), e.ReplacementAvailable.String(), e.Source)
 	}
 	return t.Print(o.Out, o.Print.TableOptions())
+}
+
+// outputMapKubeAPIs is the -o of `rules` that prints a helm-mapkubeapis
+// map file.
+const outputMapKubeAPIs = "mapkubeapis"
+
+func printMapKubeAPIs(w io.Writer, tab *apilifecycle.Table) error {
+	b, err := yaml.Marshal(tab.MapKubeAPIs())
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "# helm-mapkubeapis map file, from %s (kubectl deprecations rules -o mapkubeapis)\n%s", apilifecycle.BuiltinSource(), b)
+	return err
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
@@ -62,6 +63,14 @@ func TestCIFiles(t *testing.T) {
 	}
 	golden(t, "ci.table", out)
 	golden(t, "ci.stderr", errOut)
+	// -o wide keeps SOURCE and WHO.
+	out, _, _ = runCmd(t, cg, "", "--ci", "-f", "testdata/ci", "--color", "never", "-o", "wide")
+	golden(t, "ci.wide", out)
+	// One file: its path relative to the folder holding it.
+	out, _, _ = runCmd(t, cg, "", "--ci", "-f", "testdata/ci/app.yaml", "--color", "never", "--no-headers")
+	if !strings.HasPrefix(out, "REMOVED   app.yaml:1   ") {
+		t.Errorf("one file:\n%s", out)
+	}
 	out, _, code = runCmd(t, cg, "", "--ci", "-f", "testdata/ci", "-o", "json")
 	if code != cli.ExitFindings {
 		t.Fatalf("exit %d", code)
@@ -81,6 +90,23 @@ func TestCIFiles(t *testing.T) {
 	out, _, code = runCmd(t, cg, "kind: Ingress\napiVersion: extensions/v1beta1\nmetadata: {name: w}\n", "-f", "-", "--target-version", "1.30", "-o", "yaml")
 	if code != cli.ExitFindings || !strings.Contains(out, "name: w") || !strings.Contains(out, "location: <stdin>:1") {
 		t.Errorf("stdin: exit %d\n%s", code, out)
+	}
+}
+
+// TestCorpusTable pins the default table of a manifest scan of the shared
+// corpus: NAME, paths relative to the scanned folder, no SOURCE or WHO.
+func TestCorpusTable(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "corpus")
+	if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+		t.Skipf("corpus not present at %s", dir)
+	}
+	out, _, code := runCmd(t, cli.NewTestClientGetter(), "", "-f", dir, "--target-version", "v1.37", "--color", "never")
+	if code != cli.ExitFindings {
+		t.Fatalf("exit %d", code)
+	}
+	golden(t, "corpus.table", out)
+	if strings.Contains(out, "../") {
+		t.Error("a path is not relative to the scanned folder")
 	}
 }
 
@@ -277,5 +303,41 @@ func TestContexts(t *testing.T) {
 	cmd.SetArgs([]string{"--contexts", "old", "-f", "testdata", "--target-version", "v1.30"})
 	if err := cmd.ExecuteContext(context.Background()); cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "run of their own") {
 		t.Errorf("--contexts with -f: %v", err)
+	}
+}
+
+// TestRulesMapKubeAPIs pins `rules -o mapkubeapis` and reads it back the
+// way helm-mapkubeapis does (sigs.k8s.io/yaml into its Mapping fields).
+func TestRulesMapKubeAPIs(t *testing.T) {
+	out, errOut, code := runCmd(t, cli.NewTestClientGetter(), "", "rules", "-o", "mapkubeapis")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "rules.mapkubeapis", out)
+	var m struct {
+		Mappings []struct {
+			DeprecatedAPI       string `json:"deprecatedAPI"`
+			NewAPI              string `json:"newAPI"`
+			DeprecatedInVersion string `json:"deprecatedInVersion"`
+			RemovedInVersion    string `json:"removedInVersion"`
+		} `json:"mappings"`
+	}
+	if err := sigsyaml.UnmarshalStrict([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range m.Mappings {
+		if x.DeprecatedAPI == "apiVersion: batch/v1beta1\nkind: CronJob\n" {
+			found = x.NewAPI == "apiVersion: batch/v1\nkind: CronJob\n" && x.DeprecatedInVersion == "v1.21" && x.RemovedInVersion == "v1.25"
+		}
+		if strings.Contains(x.DeprecatedAPI, "kind: Endpoints\n") {
+			t.Errorf("v1 Endpoints maps to another kind and must be left out: %+v", x)
+		}
+		if !strings.HasPrefix(x.DeprecatedAPI, "apiVersion: ") || (x.NewAPI == "" && x.RemovedInVersion == "") {
+			t.Errorf("mapping %+v", x)
+		}
+	}
+	if !found || len(m.Mappings) < 100 {
+		t.Errorf("%d mappings, CronJob found %v", len(m.Mappings), found)
 	}
 }

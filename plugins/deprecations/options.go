@@ -19,8 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -389,39 +387,13 @@ func (o *Options) outcome(rep *Report, code int) error {
 }
 
 func (o *Options) readManifests(ctx context.Context) ([]dep.Finding, []dep.Skipped, SourceStatus, error) {
-	sc := &dep.ManifestScanner{Table: o.table}
-	st := SourceStatus{Name: dep.SourceManifests}
-	var (
-		fs      []dep.Finding
-		skipped []dep.Skipped
-		files   int
-		objects int
-	)
-	if len(o.Filenames) > 0 {
-		res, err := sc.ScanPaths(ctx, o.Filenames, o.In)
-		if err != nil {
-			return nil, nil, st, cli.UsageErr(fmt.Errorf("reading manifests: %w", err))
-		}
-		fs, skipped, files, objects = res.Findings, res.Skipped, res.Files, res.Objects
+	m := &dep.ManifestSource{Scanner: &dep.ManifestScanner{Table: o.table}, Filenames: o.Filenames, Kustomize: o.Kustomize, Stdin: o.In}
+	res, err := m.Read(ctx)
+	var bad *dep.ErrBadInput
+	if errors.As(err, &bad) {
+		err = cli.UsageErr(bad)
 	}
-	if o.Kustomize != "" {
-		k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-		m, err := k.Run(filesys.MakeFsOnDisk(), o.Kustomize)
-		if err != nil {
-			return fs, skipped, st, cli.UsageErr(fmt.Errorf("building kustomization %s: %w", o.Kustomize, err))
-		}
-		y, err := m.AsYaml()
-		if err != nil {
-			return fs, skipped, st, cli.UsageErr(fmt.Errorf("building kustomization %s: %w", o.Kustomize, err))
-		}
-		res := sc.Scan("kustomize "+o.Kustomize, y)
-		fs = append(fs, res.Findings...)
-		skipped = append(skipped, res.Skipped...)
-		files++
-		objects += res.Objects
-	}
-	st.Scanned = fmt.Sprintf("%d files, %d objects", files, objects)
-	return fs, skipped, st, nil
+	return res.Findings, res.Skipped, SourceStatus{Name: dep.SourceManifests, Scanned: res.Scanned()}, err
 }
 
 // sourceResult is what one cluster source read.

@@ -118,7 +118,7 @@ func (o *Options) print(r *Report) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, r)
 	}
-	t := o.findingsTable(false)
+	t := o.findingsTable(false, r)
 	o.addRows(&t, r, "")
 	if len(r.Items) > 0 {
 		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
@@ -137,11 +137,21 @@ func (o *Options) print(r *Report) error {
 }
 
 // findingsTable returns the empty findings table, with a CONTEXT column first when
-// several contexts are reported together.
-func (o *Options) findingsTable(withContext bool) cli.Table {
+// several contexts are reported together. SOURCE and WHO show only with
+// -o wide when the reports have one source and no finding names a
+// caller: a manifest scan would repeat one source on every row and have no
+// one to name (a Helm release record found in a file names its release in
+// DETAIL, with -o wide).
+func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
+	narrow := len(reps) > 0
+	for _, r := range reps {
+		if len(r.Sources) != 1 || r.hasCaller() {
+			narrow = false
+		}
+	}
 	cols := []cli.Column{
-		{Name: "STATUS"}, {Name: "SOURCE"}, {Name: "WHERE"}, {Name: "KIND"}, {Name: "API"},
-		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT"}, {Name: "WHO"},
+		{Name: "STATUS"}, {Name: "SOURCE", Wide: narrow}, {Name: "WHERE"}, {Name: "NAME"}, {Name: "KIND"}, {Name: "API"},
+		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT"}, {Name: "WHO", Wide: narrow},
 		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true}, {Name: "DETAIL", Wide: true},
 	}
 	if withContext {
@@ -150,9 +160,22 @@ func (o *Options) findingsTable(withContext bool) cli.Table {
 	return cli.Table{Columns: cols}
 }
 
+// hasCaller reports whether a finding names who called or wrote: a user,
+// field manager or Helm release of the cluster (manifests name none).
+func (r *Report) hasCaller() bool {
+	for _, it := range r.Items {
+		if it.UserAgent != "" || (it.Who != "" && it.Source != dep.SourceManifests) {
+			return true
+		}
+	}
+	return false
+}
+
 // addRows adds a row per finding of r, led by context when it is not "".
+// File paths are shown relative to the scanned arguments (-f).
 func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 	c := o.Print.Colorizer(o.Out)
+	base := dep.DisplayBase(o.Filenames)
 	for _, it := range r.Items {
 		f := it.Finding
 		status := strings.ToUpper(f.Status)
@@ -186,7 +209,7 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 		if f.Hint != "" {
 			detail = strings.TrimSpace(detail + "; hint: " + f.Hint)
 		}
-		row := []string{c.Status(status), string(f.Source), f.Location, kind, api,
+		row := []string{c.Status(status), string(f.Source), f.DisplayLocation(base), shortTemplates(f.ObjectName()), kind, api,
 			f.Deprecated.String(), f.Removed.String(), replacement(f), who, cnt, last, detail}
 		if context != "" {
 			row = append([]string{context}, row...)
@@ -198,6 +221,11 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 func replacement(f dep.Finding) string {
 	if f.Replacement == "" {
 		return ""
+	}
+	// The kind is said once, in KIND, when it stays the same.
+	repl := f.Replacement
+	if f.Kind != "" && strings.HasSuffix(repl, " "+f.Kind) {
+		repl = strings.TrimSuffix(repl, " "+f.Kind)
 	}
 	var extra []string
 	if !f.ReplacementAvailable.IsZero() {
@@ -211,9 +239,35 @@ func replacement(f dep.Finding) string {
 		}
 	}
 	if len(extra) == 0 {
-		return f.Replacement
+		return repl
 	}
-	return f.Replacement + " (" + strings.Join(extra, ", ") + ")"
+	return repl + " (" + strings.Join(extra, ", ") + ")"
+}
+
+// shortTemplates shortens each unrendered template action in s ("{{
+// include "x.fullname" . }}") to "{{…}}" for the table: a name from an
+// unrendered chart would otherwise be the widest cell of the table. -o json
+// has the name as written.
+func shortTemplates(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "{{")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(s[i:], "}}")
+		if j < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString("{{…}}")
+		s = s[i+j+2:]
+	}
+	if b.Len() == 0 {
+		return s
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 const maxNotes = 50
@@ -223,6 +277,7 @@ const maxNotes = 50
 func (o *Options) printNotes(w io.Writer, r *Report, prefix string) {
 	n := 0
 	partial := 0
+	base := dep.DisplayBase(o.Filenames)
 	for _, s := range r.NotScanned {
 		if s.Partial {
 			partial++
@@ -232,9 +287,9 @@ func (o *Options) printNotes(w io.Writer, r *Report, prefix string) {
 		if n > maxNotes {
 			continue
 		}
-		loc := s.File
+		loc := dep.RelativePath(base, s.File)
 		if s.Line > 0 {
-			loc = fmt.Sprintf("%s:%d", s.File, s.Line)
+			loc = fmt.Sprintf("%s:%d", loc, s.Line)
 		}
 		line := fmt.Sprintf("not scanned: %s: %s", loc, s.Reason)
 		if s.Hint != "" {

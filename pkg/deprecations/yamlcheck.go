@@ -1,0 +1,202 @@
+package deprecations
+
+import "bytes"
+
+// plainYAML reports whether doc is certainly valid YAML because it keeps
+// to a small block-style subset that every parser reads alike: nested
+// mappings of simple keys and sequences, each value a plain scalar of safe
+// characters, a simple quoted string, [] or {}, or a literal or folded
+// block scalar; spaces for indentation, printable ASCII only, no
+// duplicate keys. It answers false for anything else, which the caller
+// then hands to the full YAML parser: false means "do not know", never
+// "invalid". It exists because parsing each document with a finding in
+// full, only to report whether it parses, cost a sixth of a scan; most
+// manifests keep to this subset. TestPlainYAMLAgreesWithParser and
+// FuzzPlainYAML hold it to the parser's verdict.
+func plainYAML(doc []byte) bool {
+	type level struct {
+		col        int
+		seq        bool
+		indentless bool
+		keys       map[string]struct{}
+	}
+	var (
+		stack   []level
+		pending = -1 // column of the mapping whose last key has no value yet
+		block   = -1 // column of the mapping holding a block scalar being read
+		blockIn = -1 // the block scalar's content indentation, once known
+	)
+	top := func() *level { return &stack[len(stack)-1] }
+	addKey := func(l *level, k string) bool {
+		if l.keys == nil {
+			l.keys = map[string]struct{}{}
+		}
+		if _, dup := l.keys[k]; dup {
+			return false
+		}
+		l.keys[k] = struct{}{}
+		return true
+	}
+	// value checks what follows "key:" on a line of the mapping at col.
+	value := func(v []byte, col int) bool {
+		v = bytes.Trim(v, " ")
+		switch {
+		case len(v) == 0:
+			pending = col
+			return true
+		case len(v) <= 2 && (v[0] == '|' || v[0] == '>') && (len(v) == 1 || v[1] == '-' || v[1] == '+'):
+			block, blockIn = col, -1
+			return true
+		}
+		return safeScalar(v)
+	}
+	for off := 0; off < len(doc); {
+		end := bytes.IndexByte(doc[off:], '\n')
+		var line []byte
+		if end < 0 {
+			line, off = doc[off:], len(doc)
+		} else {
+			line, off = doc[off:off+end], off+end+1
+		}
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		for _, c := range line {
+			if c < 0x20 || c > 0x7e {
+				return false // tabs, control characters, non-ASCII: the parser decides
+			}
+		}
+		t := bytes.TrimLeft(line, " ")
+		ind := len(line) - len(t)
+		if block >= 0 {
+			if len(t) == 0 {
+				if blockIn < 0 && ind > 0 {
+					return false // leading blank lines with spaces: the parser decides
+				}
+				continue
+			}
+			if blockIn < 0 {
+				if ind <= block {
+					block = -1 // an empty block scalar
+				} else {
+					blockIn = ind
+					continue
+				}
+			} else if ind >= blockIn {
+				continue
+			} else if ind > block {
+				return false
+			} else {
+				block = -1
+			}
+		}
+		if len(t) == 0 || t[0] == '#' {
+			continue
+		}
+		if len(stack) == 0 {
+			if ind != 0 {
+				return false
+			}
+			stack = append(stack, level{col: 0})
+		}
+		seqItem := t[0] == '-' && (len(t) == 1 || t[1] == ' ')
+		if pending >= 0 {
+			p := pending
+			pending = -1
+			switch {
+			case ind > p:
+				stack = append(stack, level{col: ind, seq: seqItem})
+			case ind == p && seqItem && !top().seq && top().col == p:
+				stack = append(stack, level{col: ind, seq: true, indentless: true})
+			}
+		}
+		for len(stack) > 0 && top().col > ind {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 || top().col != ind {
+			return false
+		}
+		if top().indentless && !seqItem {
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 || top().col != ind {
+				return false
+			}
+		}
+		l := top()
+		if l.seq != seqItem {
+			return false
+		}
+		if !seqItem {
+			k, v, ok := plainKey(t)
+			if !ok || !addKey(l, k) || !value(v, ind) {
+				return false
+			}
+			continue
+		}
+		// "- item": a scalar, or the first key of a mapping.
+		rest := bytes.TrimLeft(t[1:], " ")
+		if len(rest) == 0 || rest[0] == '-' || rest[0] == '#' {
+			return false
+		}
+		col := ind + (len(t) - len(rest))
+		if k, v, ok := plainKey(rest); ok {
+			stack = append(stack, level{col: col})
+			if !addKey(top(), k) || !value(v, col) {
+				return false
+			}
+			continue
+		}
+		if !safeScalar(bytes.TrimRight(rest, " ")) {
+			return false
+		}
+	}
+	return len(stack) > 0
+}
+
+// plainKey splits "key:" or "key: value" where key is of letters, digits
+// and _ . / - (not first).
+func plainKey(t []byte) (string, []byte, bool) {
+	i := 0
+	for i < len(t) {
+		c := t[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '/' || (c == '-' && i > 0) {
+			i++
+			continue
+		}
+		break
+	}
+	if i == 0 || i >= len(t) || t[i] != ':' {
+		return "", nil, false
+	}
+	if i+1 < len(t) && t[i+1] != ' ' {
+		return "", nil, false
+	}
+	return string(t[:i]), t[i+1:], true
+}
+
+// safeScalar reports whether v (trimmed, non-empty) is a scalar that
+// parses whatever it holds: [] or {}, a double-quoted string without
+// escapes or inner quotes, a single-quoted one without inner quotes, or a
+// plain scalar that starts with a letter, digit or one of _ / . ( $ and
+// holds none of the characters that mean something to YAML.
+func safeScalar(v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	switch v[0] {
+	case '[', '{':
+		return len(v) == 2 && (v[1] == ']' && v[0] == '[' || v[1] == '}' && v[0] == '{')
+	case '"':
+		return len(v) >= 2 && v[len(v)-1] == '"' && bytes.IndexAny(v[1:len(v)-1], "\"\\") < 0
+	case '\'':
+		return len(v) >= 2 && v[len(v)-1] == '\'' && bytes.IndexByte(v[1:len(v)-1], '\'') < 0
+	}
+	c := v[0]
+	if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '/' || c == '.' || c == '(' || c == '$') {
+		return false
+	}
+	if bytes.IndexAny(v, "#{}[],&*!|>'\"%@`") >= 0 || bytes.Contains(v, []byte(": ")) || v[len(v)-1] == ':' {
+		return false
+	}
+	return true
+}

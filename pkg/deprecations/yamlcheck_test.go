@@ -1,0 +1,178 @@
+package deprecations
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
+)
+
+// splitDocs splits YAML into documents the way scanYAML does.
+func splitDocs(data []byte) [][]byte {
+	var docs [][]byte
+	start, off := 0, 0
+	for off < len(data) {
+		nl := bytes.IndexByte(data[off:], '\n')
+		next := len(data)
+		line := data[off:]
+		if nl >= 0 {
+			line, next = data[off:off+nl], off+nl+1
+		}
+		if isDocSeparator(bytes.TrimRight(line, "\r")) {
+			docs = append(docs, data[start:off])
+			start = next
+		}
+		off = next
+	}
+	return append(docs, data[start:])
+}
+
+// checkPlainYAML fails when plainYAML calls a document valid that the
+// parser rejects.
+func checkPlainYAML(t *testing.T, doc []byte) bool {
+	t.Helper()
+	if !plainYAML(doc) {
+		return false
+	}
+	var n yaml3.Node
+	if err := yaml3.Unmarshal(doc, &n); err != nil {
+		t.Errorf("plainYAML passes a document the parser rejects (%v):\n%s", err, doc)
+	}
+	return true
+}
+
+// TestPlainYAMLAgreesWithParser holds the shortcut of the validity check
+// to the parser's verdict on every document of the shared corpus: it may
+// leave a document to the parser, never pass one the parser rejects.
+func TestPlainYAMLAgreesWithParser(t *testing.T) {
+	dir := corpus(t)
+	var docs, plain int
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, doc := range splitDocs(b) {
+			docs++
+			if checkPlainYAML(t, doc) {
+				plain++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d of %d documents in the corpus pass the shortcut", plain, docs)
+	if plain < docs/3 {
+		t.Errorf("only %d of %d documents pass the shortcut", plain, docs)
+	}
+}
+
+func TestPlainYAMLCases(t *testing.T) {
+	for _, tc := range []struct {
+		doc   string
+		plain bool
+	}{
+		{"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {}\nspec:\n  containers:\n  - name: c\n    args: [\"a\"]\n", false},
+		{"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {}\nspec:\n  containers:\n  - name: c\n    image: \"x:1\"\n    args:\n      - run\n", true},
+		{"a: |\n  line one\n  line: two\nb: c\n", true},
+		{"a: b\n  c: d\n", false},         // invalid: mapping in a scalar
+		{"a: b\na: c\n", false},           // duplicate key
+		{"a:\n    b: 1\n  c: 2\n", false}, // dedent to no level
+		{"a: b: c\n", false},              // invalid
+		{"a:\n- x\n- y\nb: z\n", true},    // indentless sequence
+		{"a: 'it''s'\n", false},           // escaped quote: the parser decides
+		{"a: \"x\"y\n", false},            // junk after a quote
+		{"a:\tb\n", false},                // a tab
+		{"- a\n", false},                  // a top-level sequence
+		{"a: &x b\n", false},              // an anchor
+		{"a: |\n  x\n y\n", false},        // a block scalar dedented into nothing
+		{"a:\r\n  b: c\r\n", true},        // CRLF
+		{"a: b # comment\n", false},       // comments after values: the parser decides
+		{"kind: X\nspec:\n  - a: 1\n    b: 2\n  - a: 3\n", true},
+	} {
+		if got := checkPlainYAML(t, []byte(tc.doc)); got != tc.plain {
+			t.Errorf("plainYAML(%q) = %v, want %v", tc.doc, got, tc.plain)
+		}
+	}
+}
+
+// FuzzPlainYAML: plainYAML never passes a document the parser rejects.
+func FuzzPlainYAML(f *testing.F) {
+	for _, s := range []string{"a: b\n", "a:\n- x\n", "a: |\n  x\nb: c\n", "a:\n  b: c\n  d:\n  - e: f\n", "a: b\n  c: d\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		checkPlainYAML(t, doc)
+	})
+}
+
+// TestLineScanAgreesWithFullDecode holds the line scanner (the fast path
+// that reads apiVersion, kind and metadata without decoding) to a full
+// YAML decode of each document of the shared corpus: the same objects,
+// names and lines. Documents with unrendered templates (which do not
+// decode) and documents that do not parse are left out.
+func TestLineScanAgreesWithFullDecode(t *testing.T) {
+	dir := corpus(t)
+	s := &ManifestScanner{}
+	s.init()
+	type key struct {
+		apiVersion, kind, ns, name string
+		line                       int
+	}
+	keysOf := func(r ManifestResult) []key {
+		var out []key
+		for _, f := range r.Findings {
+			out = append(out, key{f.APIVersion, f.Kind, f.Namespace, f.Name, f.Line})
+		}
+		return out
+	}
+	compared := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := filepath.Ext(p); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+		for _, doc := range splitDocs(b) {
+			if bytes.Contains(doc, []byte("{{")) {
+				continue
+			}
+			var fast, full ManifestResult
+			s.scanYAML(p, doc, 0, &fast)
+			s.parseYAMLDoc(p, doc, 0, &full)
+			if len(full.Skipped) > 0 {
+				continue
+			}
+			compared++
+			if a, b := keysOf(fast), keysOf(full); !slices.Equal(a, b) {
+				t.Errorf("%s: the line scanner read %v, the full decode %v", p, a, b)
+			}
+			if fast.Objects != full.Objects {
+				t.Errorf("%s: the line scanner counted %d objects, the full decode %d", p, fast.Objects, full.Objects)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d documents compared", compared)
+	if compared < 500 {
+		t.Errorf("only %d documents compared", compared)
+	}
+}
