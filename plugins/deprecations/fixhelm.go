@@ -195,6 +195,9 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if len(res.ListErrors) > 0 {
+			runErr = res.ListErrors[0]
+		}
 		return cli.ClassifyClusterErr(runErr, md, "reading Helm releases")
 	}
 	rep := FixHelmReport{Header: cli.NewHeader("FixHelmReport", md), TargetVersion: "v" + target.String(), DryRun: o.DryRun, Items: res.Items}
@@ -202,9 +205,16 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 		rep.Items = []dep.HelmFix{}
 	}
 	code := cli.ExitOK
+	// first is the first failure, for the error line: a storage that could
+	// not be listed, else a release that could not be written.
+	var first error
 	for _, e := range res.ListErrors {
 		rep.Errors = append(rep.Errors, e.Error())
-		code = cli.Worst(code, cli.ExitCode(cli.ClassifyClusterErr(e, md, "reading Helm releases")))
+		ce := cli.ClassifyClusterErr(e, md, "reading Helm releases")
+		code = cli.Worst(code, cli.ExitCode(ce))
+		if first == nil {
+			first = ce
+		}
 	}
 	for _, it := range res.Items {
 		switch it.Action {
@@ -224,10 +234,13 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 			code = cli.Worst(code, cli.ExitFindings)
 		case dep.HelmFixFailed:
 			rep.Summary.Failed++
+			c := cli.ExitIncomplete
 			if it.Forbidden {
-				code = cli.Worst(code, cli.ExitUnavailable)
-			} else {
-				code = cli.Worst(code, cli.ExitIncomplete)
+				c = cli.ExitUnavailable
+			}
+			code = cli.Worst(code, c)
+			if first == nil {
+				first = fmt.Errorf("%s/%s: %s", it.Namespace, it.Release, it.Error)
 			}
 		}
 	}
@@ -237,16 +250,19 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 	if runErr != nil {
 		return cli.Incomplete(fmt.Errorf("stopped: %w", runErr))
 	}
+	again := "kubectl deprecations fix-helm " + o.namespaceArgs()
 	switch code {
 	case cli.ExitOK:
 		return nil
 	case cli.ExitFindings:
 		return cli.Findings(rep.Summary.NeedsChartChange + rep.Summary.Skipped)
 	case cli.ExitIncomplete:
-		return cli.WithHint(cli.Incomplete(fmt.Errorf("%d release(s) could not be fixed; run the same command again", rep.Summary.Failed)),
-			"kubectl deprecations fix-helm "+o.namespaceArgs())
+		return cli.WithHint(cli.Incomplete(fmt.Errorf("%d release(s) not fixed, first %w; run the same command again", rep.Summary.Failed, first)), again)
 	}
-	return &cli.ExitError{Code: code, Err: errors.New("some Helm releases could not be read or written (see the report)")}
+	if rep.Summary.Failed+len(res.ListErrors) > 1 {
+		first = fmt.Errorf("%w (and %d more failures in the report)", first, rep.Summary.Failed+len(res.ListErrors)-1)
+	}
+	return cli.WithHint(&cli.ExitError{Code: code, Err: first}, "grant deploy/rbac/deprecations-fix-helm.yaml, then "+again)
 }
 
 func (o *FixHelmOptions) namespaceArgs() string {
@@ -271,6 +287,9 @@ func (o *FixHelmOptions) print(rep FixHelmReport) error {
 		return cli.PrintStructured(o.Out, o.Print.Output, rep)
 	}
 	if len(rep.Items) == 0 {
+		for _, e := range rep.Errors {
+			fmt.Fprintf(o.ErrOut, "warning: %s\n", e)
+		}
 		fmt.Fprintf(o.ErrOut, "No Helm releases found in %s.\n", strings.TrimPrefix(o.namespaceArgs(), "-n "))
 		return nil
 	}
@@ -303,6 +322,9 @@ func (o *FixHelmOptions) print(rep FixHelmReport) error {
 	}
 	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 		return err
+	}
+	for _, e := range rep.Errors {
+		fmt.Fprintf(o.ErrOut, "warning: %s\n", e)
 	}
 	for _, it := range rep.Items {
 		for _, m := range it.NeedsChange {
