@@ -1,7 +1,11 @@
 package deprecations
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,7 +16,9 @@ import (
 	"helm.sh/helm/v4/pkg/release/common"
 	rspb "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/storage/driver"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -435,5 +441,60 @@ func TestHelmFixForbiddenUpdate(t *testing.T) {
 	it := res.Items[0]
 	if it.Action != HelmFixFailed || !it.Forbidden || !strings.Contains(it.Error, "marking revision 1 superseded") {
 		t.Fatalf("%+v", it)
+	}
+}
+
+// TestHelmFixReadsHelm3Records plants a record the way Helm 3 stored it:
+// Helm 3's time type wrote a zero time as "" (helm.sh/helm/v3 pkg/time),
+// which Helm 4's release types read as zero (pkg/release/v1 info.go and
+// hook.go, "handles empty string time fields"), and Helm 3 set no
+// createdAt label. The fix reads it and writes a revision Helm reads back.
+func TestHelmFixReadsHelm3Records(t *testing.T) {
+	rec := map[string]any{
+		"name": "old", "namespace": "apps", "version": 1,
+		"info": map[string]any{"first_deployed": "2022-03-01T10:00:00.123456789Z", "last_deployed": "2022-03-01T10:00:00.123456789Z",
+			"deleted": "", "description": "Install complete", "status": "deployed", "notes": "hello"},
+		"chart": map[string]any{
+			"metadata":  map[string]any{"name": "app", "version": "1.2.3", "apiVersion": "v2", "appVersion": "4.5"},
+			"lock":      nil,
+			"templates": []any{map[string]any{"name": "templates/pdb.yaml", "data": base64.StdEncoding.EncodeToString([]byte("apiVersion: policy/v1beta1\n"))}},
+			"values":    map[string]any{"replicas": 1},
+			"schema":    nil,
+			"files":     []any{},
+		},
+		"config":   map[string]any{"replicas": 3},
+		"manifest": pdbV1beta1,
+		"hooks": []any{map[string]any{"name": "smoke", "kind": "Pod", "path": "app/templates/smoke.yaml",
+			"manifest": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: smoke\n", "events": []any{"test"},
+			"last_run": map[string]any{"started_at": "", "completed_at": "", "phase": ""}}},
+	}
+	js, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(js)
+	_ = zw.Close()
+	kc := fake.NewClientset(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.old.v1", Namespace: "apps",
+			Labels: map[string]string{"name": "old", "owner": "helm", "status": "deployed", "version": "1"}},
+		Type: "helm.sh/release.v1",
+		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(gz.Bytes()))},
+	})
+	h := testFixer(kc, "apps")
+	res, err := h.Run(context.Background())
+	if err != nil || len(res.Items) != 1 || res.Items[0].Action != HelmFixFixed {
+		t.Fatalf("%v %+v", err, res.Items)
+	}
+	hist := history(t, h.driver("Secret", "apps").(driver.Driver), "old")
+	r2 := hist[1]
+	if r2.Info.Status != common.StatusDeployed || !strings.Contains(r2.Manifest, "apiVersion: policy/v1\n") || r2.Info.Notes != "hello" ||
+		r2.Info.FirstDeployed.Format(time.RFC3339Nano) != "2022-03-01T10:00:00.123456789Z" || !r2.Info.Deleted.IsZero() ||
+		r2.Chart.Metadata.AppVersion != "4.5" || len(r2.Chart.Templates) != 1 || r2.Config["replicas"] != float64(3) || r2.Hooks[0].Events[0] != "test" {
+		t.Fatalf("revision 2: %+v %+v", r2.Info, r2.Chart.Metadata)
+	}
+	if hist[0].Info.Status != common.StatusSuperseded || hist[0].Manifest != pdbV1beta1 || hist[0].Info.Description != "Install complete" {
+		t.Fatalf("revision 1: %+v", hist[0].Info)
 	}
 }
