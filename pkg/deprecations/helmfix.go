@@ -163,10 +163,19 @@ func (h *HelmFixer) Run(ctx context.Context) (HelmFixResult, error) {
 				continue
 			}
 			res.Records++
-			k := st + "/" + rel.Namespace + "/" + rel.Name
+			// Helm keeps a release's records in its namespace; in one
+			// namespace that is where they were listed.
+			ns := rel.Namespace
+			if h.Namespace != "" {
+				ns = h.Namespace
+			}
+			if ns == "" {
+				continue
+			}
+			k := st + "/" + ns + "/" + rel.Name
 			hh := byRelease[k]
 			if hh == nil {
-				hh = &helmHistory{storage: st, ns: rel.Namespace, name: rel.Name}
+				hh = &helmHistory{storage: st, ns: ns, name: rel.Name}
 				byRelease[k] = hh
 			}
 			hh.revs = append(hh.revs, rel)
