@@ -21,10 +21,10 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 E2E_QUEUEING ?= 1
 export E2E_QUEUEING
 ifeq ($(E2E_QUEUEING),0)
-E2E_COMPONENTS ?= core krew
+E2E_COMPONENTS ?= core krew helm
 E2E_PKGS = $(shell go list -tags e2e ./e2e/... | grep -v -e /e2e/gangdrain -e /e2e/queueing)
 else
-E2E_COMPONENTS ?= core kueue jobset krew
+E2E_COMPONENTS ?= core kueue jobset krew helm
 E2E_PKGS = $(shell go list -tags e2e ./e2e/...)
 endif
 # e2e packages run one at a time: each starts its own control plane, and two

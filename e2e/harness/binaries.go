@@ -21,6 +21,7 @@ const (
 	KueueVersion  = "v0.17.0"
 	JobSetVersion = "v0.11.1"
 	KrewVersion   = "v0.4.3"
+	HelmVersion   = "v4.3.2"
 )
 
 // Binaries holds the paths of the control-plane binaries and data files.
@@ -38,6 +39,7 @@ type Binaries struct {
 	JobSet                string
 	JobSetCRDs            string
 	Krew                  string
+	Helm                  string // built on demand: e2e/tools/build.sh helm
 }
 
 // CacheDir returns the binary cache: $E2E_BIN_DIR, else
@@ -76,6 +78,7 @@ func BinariesIn(dir string) Binaries {
 		JobSet:                filepath.Join(js, "jobset"),
 		JobSetCRDs:            filepath.Join(js, "crds"),
 		Krew:                  filepath.Join(dir, "krew-"+KrewVersion, "krew"),
+		Helm:                  filepath.Join(dir, "helm-"+HelmVersion, "helm"),
 	}
 }
 

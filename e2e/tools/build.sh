@@ -2,13 +2,14 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|helm|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl and kwok. The cache lives outside the work tree
-# (E2E_BIN_DIR, default $HOME/.cache/gpufleet-e2e) so fresh clones on the same
-# machine reuse it; the Go build cache makes a rebuild after a version bump a
-# re-link for everything that did not change. Prints the cache directory.
+# kubectl and kwok; helm is the helm client e2e/deprecations drives. The
+# cache lives outside the work tree (E2E_BIN_DIR, default
+# $HOME/.cache/gpufleet-e2e) so fresh clones on the same machine reuse it;
+# the Go build cache makes a rebuild after a version bump a re-link for
+# everything that did not change. Prints the cache directory.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +21,7 @@ KWOK_VERSION=v0.8.0
 KUEUE_VERSION=v0.17.0
 JOBSET_VERSION=v0.11.1
 KREW_VERSION=v0.4.3
+HELM_VERSION=v4.3.2
 
 log() { echo "build.sh: $*" >&2; }
 
@@ -89,12 +91,17 @@ krew() {
 	build krew "$cache/krew-$KREW_VERSION/validate-krew-manifest" sigs.k8s.io/krew/cmd/validate-krew-manifest
 }
 
+helm() {
+	build helm "$cache/helm-$HELM_VERSION/helm" helm.sh/helm/v4/cmd/helm \
+		"-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+}
+
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew) "$what" ;;
-	all) core; kueue; jobset; krew ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew or all)" >&2; exit 2 ;;
+	core | kueue | jobset | krew | helm) "$what" ;;
+	all) core; kueue; jobset; krew; helm ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, helm or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"

@@ -70,6 +70,7 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 	}
 	o.AddFlags(cmd)
 	cmd.AddCommand(newRulesCmd(streams))
+	cmd.AddCommand(newFixHelmCmd(cg, streams))
 	cli.BindFlags(cg, cmd)
 	cli.Setup(cmd, streams)
 	return cmd
