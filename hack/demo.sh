@@ -61,7 +61,7 @@ else
 fi
 
 # A fresh cluster every time: the runbook changes it.
-if "$democluster" status --dir "$dir" | grep -q running; then
+if "$democluster" status --dir "$dir" | grep -q "running (pid"; then
 	echo "== Restarting the demo cluster for a fresh scenario"
 	"$democluster" down --dir "$dir" >/dev/null
 fi

@@ -211,7 +211,16 @@ func (r *runner) summary() {
 			r.say("Gang %s: %s, admitted %v, %d pods Ready", g.Key, g.Action, g.Admitted, g.ReadyPods)
 		}
 	}
-	r.say("Pool %s: nodes on kubelet %s and schedulable (see gpu-validate above).", r.scn.Upgrade.Pool, r.scn.Upgrade.KubeletVersion)
+	if nodes, err := r.kube.CoreV1().Nodes().List(r.ctx, metav1.ListOptions{LabelSelector: r.scn.PoolSelector()}); err == nil {
+		up := 0
+		for _, n := range nodes.Items {
+			if n.Status.NodeInfo.KubeletVersion == r.scn.Upgrade.KubeletVersion && !n.Spec.Unschedulable {
+				up++
+			}
+		}
+		r.result.NodesUpgraded, r.result.Nodes = up, len(nodes.Items)
+		r.say("Pool %s: %d of %d nodes on kubelet %s and schedulable.", r.scn.Upgrade.Pool, up, len(nodes.Items), r.scn.Upgrade.KubeletVersion)
+	}
 	r.say("Evidence: %s (each step's -o json; runbook.json lists the commands and exit codes)", r.evidence)
 }
 
@@ -227,6 +236,9 @@ type Result struct {
 	GPUSecondsLost           float64 `json:"gpuSecondsLost"`
 	PlainDrainLossGPUSeconds float64 `json:"plainDrainLossGPUSeconds"`
 	Checkpointed             bool    `json:"checkpointed"`
+	// Nodes of the pool, and how many ended on the new kubelet, schedulable.
+	Nodes         int `json:"nodes"`
+	NodesUpgraded int `json:"nodesUpgraded"`
 }
 
 // StepResult is one step of runbook.json.
