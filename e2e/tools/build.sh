@@ -23,9 +23,12 @@ KREW_VERSION=v0.4.3
 
 log() { echo "build.sh: $*" >&2; }
 
-# usual NAME: how long a cold build of NAME usually takes on two cores, for
-# the progress lines (kube-apiserver from README.md; Kueue and JobSet from
-# e2e/README.md; the rest from cold builds on the CI's two-core machines).
+# usual NAME: how long a cold build of NAME usually takes on two quiet
+# cores, for the progress lines. kube-apiserver (about 17 min), Kueue (213 s)
+# and JobSet (118 s) were measured on a quiet two-core machine (README.md,
+# e2e/README.md); the others are estimates from the rest of a 22-minute cold
+# `make demo`. On a busy machine every figure grows: kube-apiserver took 67
+# minutes and kube-controller-manager 15 with eight other builds running.
 usual() {
 	case $1 in
 	kube-apiserver) echo "about 17 min" ;;
