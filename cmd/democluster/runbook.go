@@ -56,7 +56,7 @@ func runbook(s *scenario.Scenario) []step {
 		{Title: "Plan the upgrade: control-plane hops and when each pool moves", Kubectl: "skew plan --target " + s.Upgrade.Target, Evidence: "skew-plan"},
 		{Title: "Who still calls APIs the next release removes", Kubectl: "deprecations", Expect: 1, Why: "a legacy client calls a deprecated API", Evidence: "deprecations"},
 		{Title: "What blocks draining pool " + s.Upgrade.Pool, Kubectl: "pdb-blockers -l " + pool, Expect: 1, Why: "the serving PDB allows no disruption", Evidence: "pdb-blockers", Then: applyPrintedFix},
-		{Title: "Check again after the fix", Kubectl: "pdb-blockers -l " + pool, Evidence: "pdb-blockers-after-fix"},
+		{Title: "Check again after the fix: nothing that never clears", Kubectl: "pdb-blockers -l " + pool + " --fail-on blocking", Evidence: "pdb-blockers-after-fix"},
 		{Title: "What a gang-aware drain of the pool will do", Kubectl: "gang-drain plan -l " + pool, Evidence: "gang-drain-plan"},
 		{Title: "Drain: checkpoint, stop the gang as a unit, evict the rest", Kubectl: "gang-drain run -l " + pool, Mutating: true, Evidence: "gang-drain-run", Then: rememberRun},
 		{Title: "Kueue holds the gang's workload while the pool is down", Kubectl: "get jobsets,workloads -n " + s.Gang.Namespace, NeedsGang: true},

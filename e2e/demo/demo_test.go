@@ -106,7 +106,7 @@ func TestDemoRunbook(t *testing.T) {
 		{"kubectl skew plan --target " + scn.Upgrade.Target, 0},
 		{"kubectl deprecations", 1},
 		{"kubectl pdb-blockers -l " + scn.PoolSelector(), 1},
-		{"kubectl pdb-blockers -l " + scn.PoolSelector(), 0},
+		{"kubectl pdb-blockers -l " + scn.PoolSelector() + " --fail-on blocking", 0},
 		{"kubectl gang-drain plan -l " + scn.PoolSelector(), 0},
 		{"kubectl gang-drain run -l " + scn.PoolSelector(), 0},
 		{"kubectl get jobsets,workloads", 0},

@@ -47,6 +47,25 @@ func (s *Scenario) Create(ctx context.Context, cp *harness.ControlPlane, queuein
 		}
 		fmt.Fprintf(&sb, "  pool %-7s %d nodes x 8 nvidia.com/gpu, kubelet %s\n", p.Name, p.Nodes, p.KubeletVersion)
 	}
+	// A new node carries node.kubernetes.io/not-ready:NoSchedule until the
+	// node-lifecycle controller sees it Ready, a few seconds after KWOK
+	// reports it; pods placed before then avoid it.
+	if err := harness.Eventually(ctx, "new nodes without not-ready taints", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range nodes.Items {
+			for _, t := range n.Spec.Taints {
+				if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return "", err
+	}
 	a, err := newApplier(cp.Config)
 	if err != nil {
 		return "", err
