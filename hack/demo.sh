@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# demo.sh starts the local demo control plane (a real kube-apiserver,
-# controllers and KWOK-simulated H100 nodes; see e2e/README.md), runs each
-# plugin found in bin/ against it once, and leaves the cluster up.
+# demo.sh runs the demo: it builds what is missing of the local control plane
+# (one line per component as it starts and ends), starts it with the
+# GPU-fleet scenario of testdata/demo (see testdata/demo/scenario.yaml), walks
+# the runbook of upgrading node pool h100-c with the plugins in bin/ (each
+# command printed before its output and exit code, each step's -o json in
+# .demo/evidence/), and leaves the cluster up.
 #
-#   hack/demo.sh          start (building what is missing) and run the plugins
+#   hack/demo.sh          (re)start the demo cluster and run the runbook
 #   hack/demo.sh down     stop the cluster and remove its state
 #   hack/demo.sh status   say whether it runs
 #
-# DEMO_DIR (default .demo) holds the kubeconfig, pid file and logs.
-# DEMO_KUEUE=1 / DEMO_JOBSET=1 also run the Kueue / JobSet managers (built on
-# first use; Kueue does not come up outside the cluster yet, see e2e/README.md).
-# DEMO_ARGS_<plugin> (for example DEMO_ARGS_pdb_blockers="--node h100-c-0")
-# overrides the arguments a plugin is run with.
+# DEMO_DIR (default .demo) holds the kubeconfig, pid file, logs and evidence.
+# The Kueue and JobSet managers run by default: the training gang needs them.
+# DEMO_QUEUEING=0 leaves them out; when they fail to build, the demo says so
+# and runs the rest without the gang.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 dir=${DEMO_DIR:-.demo}
 bin=${BIN_DIR:-bin}
+queueing=${DEMO_QUEUEING:-1}
 
 democluster=$bin/democluster
 if [[ ! -x $democluster ]]; then
@@ -40,52 +43,38 @@ up) ;;
 	;;
 esac
 
+began=$SECONDS
+# The control plane, built once into a cache outside the work tree.
+# build.sh prints a line per component as it starts and ends; with
+# everything cached it prints nothing.
+echo "== Control-plane binaries (cached in ${E2E_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-e2e}; a first build takes about 25 minutes on two cores)"
+e2e/tools/build.sh core >/dev/null
 up_args=(--dir "$dir")
-[[ -n ${DEMO_KUEUE:-} ]] && up_args+=(--kueue)
-[[ -n ${DEMO_JOBSET:-} ]] && up_args+=(--jobset)
-"$democluster" up "${up_args[@]}"
-kubeconfig=$(cd "$dir" && pwd)/kubeconfig
-# Plugins that shell out to kubectl, or report its version, get the one that
-# matches the demo apiserver.
-cache=${E2E_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-e2e}
-for kd in "$cache"/kubernetes-*/; do
-	[[ -x $kd/kubectl ]] && PATH=${kd%/}:$PATH
-done
-export PATH
-
-bold=$'\e[1m' dim=$'\e[2m' reset=$'\e[0m'
-if [[ ! -t 1 || -n ${NO_COLOR:-} ]]; then bold='' dim='' reset=''; fi
-
-# Default arguments per plugin for the demo scenario.
-declare -A args=(
-	[skew]=""
-	[deprecations]=""
-	[pdb_blockers]=""
-	[gang_drain]=""
-	[gpu_validate]=""
-	[crd_migrate]=""
-)
-for p in skew deprecations pdb_blockers gang_drain gpu_validate crd_migrate; do
-	name=${p//_/-}
-	exe=$bin/kubectl-$p
-	echo
-	if [[ ! -x $exe ]]; then
-		echo "${bold}== kubectl $name${reset} ${dim}(skipped: $exe is not built yet)${reset}"
-		continue
+if [[ $queueing != 0 ]]; then
+	if e2e/tools/build.sh kueue jobset >/dev/null; then
+		up_args+=(--kueue --jobset)
+	else
+		echo "demo: building Kueue and JobSet failed (see above); the demo runs without them, so without the training gang" >&2
 	fi
-	override=DEMO_ARGS_$p
-	read -r -a extra <<<"${!override-${args[$p]}}"
-	echo "${bold}== kubectl $name ${extra[*]}${reset}"
-	rc=0
-	"$exe" --kubeconfig "$kubeconfig" "${extra[@]}" || rc=$?
-	[[ $rc -eq 0 ]] || echo "${dim}(kubectl $name exited $rc)${reset}"
-done
+else
+	echo "(DEMO_QUEUEING=0: no Kueue, no JobSet, no training gang)"
+fi
+
+# A fresh cluster every time: the runbook changes it.
+if "$democluster" status --dir "$dir" | grep -q "running (pid"; then
+	echo "== Restarting the demo cluster for a fresh scenario"
+	"$democluster" down --dir "$dir" >/dev/null
+fi
+echo "== Demo cluster"
+"$democluster" up "${up_args[@]}"
+
+"$democluster" runbook --dir "$dir" --bin "$bin"
 
 cat <<MSG
 
-The demo cluster keeps running. Try:
-  export KUBECONFIG=$kubeconfig
+The demo took $((SECONDS - began)) s. The demo cluster keeps running. Try:
+  export KUBECONFIG=\$PWD/$dir/kubeconfig PATH=\$PWD/$bin:\$PATH
+  kubectl skew
   kubectl get nodes -L cloud.google.com/gke-nodepool
-  PATH=\$PWD/$bin:\$PATH kubectl skew
 Stop it with: make demo-down   (or hack/demo.sh down)
 MSG

@@ -1,12 +1,18 @@
-// Command democluster runs the local control plane of the e2e harness with a
-// small GPU-fleet scenario, for `make demo`.
+// Command democluster runs the local control plane of the e2e harness with
+// the GPU-fleet scenario of testdata/demo, and walks the runbook of
+// upgrading one pool, for `make demo`.
 //
 //	democluster up   [--dir .demo] [--kueue] [--jobset]  start in the background, print the kubeconfig path
 //	democluster down [--dir .demo]                  stop it and remove its state
 //	democluster serve [--dir .demo] [--kueue] [--jobset] run in the foreground until SIGINT/SIGTERM
+//	democluster runbook [--dir .demo] [--bin bin] [--kubeconfig K] [--evidence DIR]
+//	                                                run the upgrade runbook against a running cluster
 //
 // up starts "serve" detached from the terminal, waits until the scenario is
-// in place and exits; the control plane keeps running until down.
+// in place and exits; the control plane keeps running until down. runbook
+// runs each plugin as a user would, through kubectl, prints each command
+// before its output and exit code, writes each step's -o json output to
+// the evidence folder (default .demo/evidence) and ends with a summary.
 package main
 
 import (
@@ -23,15 +29,22 @@ import (
 	"time"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/e2e/scenario"
 )
 
-const usage = `usage: democluster up|down|serve|status [--dir DIR] [--kueue] [--jobset]`
+const usage = `usage: democluster up|down|serve|status|runbook [--dir DIR] [--kueue] [--jobset] [--scenario FILE]`
 
 type config struct {
-	dir     string
-	kueue   bool
-	jobset  bool
-	timeout time.Duration
+	dir      string
+	kueue    bool
+	jobset   bool
+	timeout  time.Duration
+	scenario string
+	// runbook
+	kubeconfigFlag string
+	bin            string
+	kubectl        string
+	evidence       string
 }
 
 func main() {
@@ -46,6 +59,11 @@ func main() {
 	fs.BoolVar(&c.kueue, "kueue", false, "also run the Kueue manager (building it when missing)")
 	fs.BoolVar(&c.jobset, "jobset", false, "also run the JobSet controller (building it when missing)")
 	fs.DurationVar(&c.timeout, "timeout", 60*time.Minute, "how long up waits, including a first build of the binaries")
+	fs.StringVar(&c.scenario, "scenario", "", "the demo scenario (default "+scenario.DefaultFile+" in the repository)")
+	fs.StringVar(&c.kubeconfigFlag, "kubeconfig", "", "runbook: the cluster's kubeconfig (default DIR/kubeconfig)")
+	fs.StringVar(&c.bin, "bin", "bin", "runbook: the folder holding the plugin binaries")
+	fs.StringVar(&c.kubectl, "kubectl", "", "runbook: kubectl to run (default the one built for the local control plane)")
+	fs.StringVar(&c.evidence, "evidence", "", "runbook: where each step's -o json output goes (default DIR/evidence)")
 	_ = fs.Parse(os.Args[2:])
 	abs, err := filepath.Abs(c.dir)
 	if err != nil {
@@ -61,6 +79,10 @@ func main() {
 		err = serve(c)
 	case "status":
 		err = status(c)
+	case "runbook":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = runRunbook(ctx, c)
+		stop()
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
@@ -134,6 +156,9 @@ func up(c config) error {
 	}
 	if c.jobset {
 		args = append(args, "--jobset")
+	}
+	if c.scenario != "" {
+		args = append(args, "--scenario", c.scenario)
 	}
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
@@ -223,7 +248,7 @@ func serve(c config) error {
 	began := time.Now()
 	cp, err := harness.Start(ctx, opts)
 	if err != nil && (c.kueue || c.jobset) && ctx.Err() == nil {
-		fmt.Printf("democluster: start with Kueue and JobSet failed: %v\ndemocluster: retrying without them\n", err)
+		fmt.Printf("democluster: start with Kueue and JobSet failed: %v\ndemocluster: retrying without them (no training gang)\n", err)
 		opts.Kueue, opts.JobSet = false, false
 		cp, err = harness.Start(ctx, opts)
 	}
@@ -238,7 +263,17 @@ func serve(c config) error {
 	if err := os.WriteFile(c.kubeconfig(), kc, 0o600); err != nil {
 		return err
 	}
-	summary, err := createScenario(ctx, cp)
+	var scn *scenario.Scenario
+	if c.scenario != "" {
+		scn, err = scenario.Load(c.scenario)
+	} else {
+		scn, err = scenario.LoadDefault()
+	}
+	if err != nil {
+		return err
+	}
+	queueing := cp.Options.Kueue && cp.Options.JobSet
+	summary, err := scn.Create(ctx, cp, queueing)
 	if err != nil {
 		return fmt.Errorf("demo scenario: %w", err)
 	}

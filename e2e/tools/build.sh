@@ -25,17 +25,44 @@ HELM_VERSION=v4.3.2
 
 log() { echo "build.sh: $*" >&2; }
 
+# usual NAME: how long a cold build of NAME usually takes on two quiet
+# cores, for the progress lines. kube-apiserver (about 17 min), Kueue (213 s)
+# and JobSet (118 s) were measured on a quiet two-core machine (README.md,
+# e2e/README.md); the others are estimates from the rest of a 22-minute cold
+# `make demo`. On a busy machine every figure grows: kube-apiserver took 67
+# minutes and kube-controller-manager 15 with eight other builds running.
+usual() {
+	case $1 in
+	kube-apiserver) echo "about 17 min" ;;
+	kube-controller-manager) echo "about 3 min" ;;
+	kube-scheduler) echo "about 1 min" ;;
+	kubectl) echo "about 2 min" ;;
+	etcd) echo "about 2 min" ;;
+	kwok) echo "about 2 min" ;;
+	kueue) echo "about 3.5 min" ;;
+	jobset) echo "about 2 min" ;;
+	krew) echo "about 1 min" ;;
+	*) echo "under a minute" ;;
+	esac
+}
+
+# elapsed SECONDS prints 1m05s.
+elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
 # build MODULE_DIR OUT PKG [LDFLAGS]: builds PKG inside the tools module
 # MODULE_DIR into OUT unless OUT already exists.
 build() {
 	local mod=$1 out=$2 pkg=$3 ldflags=${4:-}
 	if [[ -x $out ]]; then return; fi
 	mkdir -p "$(dirname "$out")"
-	local start=$SECONDS
-	log "building $(basename "$out") ($pkg)"
+	local start=$SECONDS name
+	name=$(basename "$out")
+	# One line as each component starts and ends: elapsed since build.sh
+	# started, and the usual time, so a first build is visibly working.
+	log "[$(elapsed $SECONDS)] building $name (usually $(usual "$name") on two cores; $pkg)"
 	(cd "$here/$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
 	mv "$out.tmp" "$out"
-	log "built $(basename "$out") in $((SECONDS - start))s"
+	log "[$(elapsed $SECONDS)] built $name in $(elapsed $((SECONDS - start))) (usually $(usual "$name"))"
 }
 
 kube_ldflags() {
