@@ -39,7 +39,7 @@ inventory:
 		t.Errorf("the pool still counts the unparsable node as matching:\n%s", r.Out)
 	}
 	p := run(t, offline, saved, "plan", "--from-file", "-", "--target", "v1.37", "-o", "yaml")
-	if !strings.Contains(p.Out, "report no parsable kubelet version and are not planned") {
+	if !strings.Contains(p.Out, "1 node reports no parsable kubelet version and is not planned") {
 		t.Errorf("the plan does not warn about the unparsable kubelet:\n%s%s", p.Out, p.Err)
 	}
 }
