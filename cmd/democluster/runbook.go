@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -143,34 +142,6 @@ func simulateUpgrade(r *runner) error {
 		return err
 	}
 	return r.shell("kubectl get nodes -l "+s.PoolSelector()+" -o custom-columns=NAME:.metadata.name,KUBELET:.status.nodeInfo.kubeletVersion,UNSCHEDULABLE:.spec.unschedulable", 0)
-}
-
-// scriptedTrainer is the gang's side of checkpoint-and-yield in the demo:
-// pkg/checkpoint's Responder with a checkpoint that takes a while.
-func (r *runner) scriptedTrainer(ctx context.Context) {
-	g := r.scn.Gang
-	resp := &checkpoint.Responder{
-		Client:            r.dyn,
-		Keys:              checkpoint.DefaultKeys(),
-		Target:            checkpoint.Target{Resource: scenario.JobSetGVR, Namespace: g.Namespace, Name: g.JobSet},
-		PollInterval:      500 * time.Millisecond,
-		HeartbeatInterval: time.Second,
-		Checkpoint: func(ctx context.Context, req checkpoint.Request) (checkpoint.Result, error) {
-			r.say("  [trainer %s] checkpoint requested (%s): writing step %s", g.JobSet, req.Reason, g.CheckpointStep)
-			select {
-			case <-ctx.Done():
-				r.say("  [trainer %s] request withdrawn; training on", g.JobSet)
-				return checkpoint.Result{}, ctx.Err()
-			case <-time.After(g.CheckpointTakes.Duration):
-			}
-			r.say("  [trainer %s] step %s saved to %s; stepping paused, ready to stop", g.JobSet, g.CheckpointStep, g.CheckpointURI)
-			r.mu.Lock()
-			r.checkpointed = true
-			r.mu.Unlock()
-			return checkpoint.Result{Step: g.CheckpointStep, URI: g.CheckpointURI}, nil
-		},
-	}
-	_ = resp.Run(ctx)
 }
 
 // summary ends the demo: work lost against a plain drain's estimate, the

@@ -41,6 +41,7 @@ type runner struct {
 
 	mu           sync.Mutex
 	runID        string
+	agentCmd     string
 	checkpointed bool
 	step         int
 	shown        []string
@@ -99,9 +100,11 @@ func runRunbook(ctx context.Context, c config) error {
 
 	gang := r.gangRuns()
 	if gang {
-		tctx, stop := context.WithCancel(ctx)
+		stop, err := r.startTrainer(ctx)
+		if err != nil {
+			return err
+		}
 		defer stop()
-		go r.scriptedTrainer(tctx)
 	}
 
 	steps := runbook(scn)
@@ -109,8 +112,9 @@ func runRunbook(ctx context.Context, c config) error {
 	r.say("Each step prints the command as you would paste it, in a shell set up with:")
 	r.say("  export KUBECONFIG=%s PATH=%s:$PATH", r.display(r.kubeconfig), r.display(r.bin))
 	if gang {
-		r.say("The training gang %s/%s answers checkpoint requests through a scripted trainer in this process", scn.Gang.Namespace, scn.Gang.JobSet)
-		r.say("(pkg/checkpoint's Responder); its lines start with [trainer].")
+		r.say("The training gang %s/%s answers checkpoint requests as it would in its pod: the checkpoint", scn.Gang.Namespace, scn.Gang.JobSet)
+		r.say("agent runs beside a scripted trainer (lines [agent] and [trainer]), here a local process:")
+		r.say("  %s", r.agentCmd)
 	}
 	failed := false
 	for i, s := range steps {
@@ -152,6 +156,18 @@ func runRunbook(ctx context.Context, c config) error {
 		return fmt.Errorf("the runbook stopped at step %d (see above); evidence in %s", r.step, r.evidence)
 	}
 	return nil
+}
+
+// joinArgs quotes what a shell would need quoted.
+func joinArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t'\"$*?;&|<>()") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }
 
 func orDefault(s, def string) string {

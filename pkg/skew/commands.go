@@ -143,7 +143,7 @@ func (r *renderer) commands(s Step) []string {
 	return nil
 }
 
-func baseline(minor string) string { return "preflight-" + minor + ".json" }
+func baseline(minor string) string { return "preflight-" + minor + ".yaml" }
 
 func (r *renderer) preflight(s Step) []string {
 	r.saved = baseline(s.To)

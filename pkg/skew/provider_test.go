@@ -169,7 +169,7 @@ func TestCommandsKubeadm(t *testing.T) {
 		t.Errorf("etcd step %+v", ph[PhaseEtcd])
 	}
 	pre := strings.Join(ph[PhasePreflight][0].Commands, "\n")
-	if !strings.Contains(pre, "kubectl skew preflight --target v1.36 --save preflight-1.36.json") || !strings.Contains(pre, "kubectl crd-migrate status") {
+	if !strings.Contains(pre, "kubectl skew preflight --target v1.36 --save preflight-1.36.yaml") || !strings.Contains(pre, "kubectl crd-migrate status") {
 		t.Errorf("pre-flight commands:\n%s", pre)
 	}
 	// Pool train (1.33) must move before the hop to 1.37; to 1.36 it waits
@@ -190,7 +190,7 @@ func TestCommandsKubeadm(t *testing.T) {
 	}
 	order := []int{idx("kubectl pdb-blockers -l cloud.google.com/gke-nodepool=train"), idx("kubectl gang-drain run -l cloud.google.com/gke-nodepool=train"),
 		idx("sudo apt-mark unhold kubeadm kubelet kubectl"), idx("sudo kubeadm upgrade node"), idx("sudo systemctl daemon-reload && sudo systemctl restart kubelet"),
-		idx("kubectl gpu-validate nodes -l cloud.google.com/gke-nodepool=train"), idx("kubectl gang-drain restore <run-id>"), idx("kubectl skew verify --baseline preflight-1.36.json")}
+		idx("kubectl gpu-validate nodes -l cloud.google.com/gke-nodepool=train"), idx("kubectl gang-drain restore <run-id>"), idx("kubectl skew verify --baseline preflight-1.36.yaml")}
 	for i := 1; i < len(order); i++ {
 		if order[i] <= order[i-1] {
 			t.Errorf("pool commands out of order at %d: %v\n%s", i, order, strings.Join(np, "\n"))
@@ -215,7 +215,7 @@ func TestCommandsPlainDrain(t *testing.T) {
 		t.Errorf("commands:\n%s", c)
 	}
 	// No hop: the pool step records its own pre-flight evidence first.
-	if !strings.HasPrefix(c, "kubectl skew preflight --target v1.36 --save preflight-1.36.json\n") {
+	if !strings.HasPrefix(c, "kubectl skew preflight --target v1.36 --save preflight-1.36.yaml\n") {
 		t.Errorf("no pre-flight before the only pool step:\n%s", c)
 	}
 }
