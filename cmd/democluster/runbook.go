@@ -21,7 +21,8 @@ type step struct {
 	// Title says what the step is for.
 	Title string
 	// Kubectl is the command after "kubectl", as a user types it; {{run}}
-	// is replaced by the gang-drain run id of an earlier step.
+	// is replaced by the gang-drain run id of an earlier step and
+	// {{evidence}} by the evidence folder.
 	Kubectl string
 	// Mutating steps run once, with -o json into the evidence file, and
 	// show their progress lines; read-only steps show their table and run
@@ -52,7 +53,9 @@ func runbook(s *scenario.Scenario) []step {
 		crds = append(crds, mv.CRD)
 	}
 	return []step{
-		{Title: "Plan the upgrade: control-plane hops and when each pool moves", Kubectl: "skew plan --target " + s.Upgrade.Target, Evidence: "skew-plan"},
+		{Title: "Plan the upgrade as a runbook: control-plane hops, when each pool moves, the commands", Kubectl: "skew plan --target " + s.Upgrade.Target + " --runbook", Evidence: "skew-plan"},
+		{Title: "Pre-flight gates, saved as the baseline of the post-upgrade check", Kubectl: "skew preflight --target " + s.Upgrade.Target + " --save {{evidence}}/" + baselineFile,
+			Expect: 1, Why: "draining the pools would block on the serving PDB: the next steps find it and fix it", Evidence: "skew-preflight"},
 		{Title: "Who still calls APIs the next release removes", Kubectl: "deprecations", Expect: 1, Why: "a legacy client calls a deprecated API", Evidence: "deprecations"},
 		{Title: "What blocks draining pool " + s.Upgrade.Pool, Kubectl: "pdb-blockers -l " + pool, Expect: 1, Why: "the serving PDB allows no disruption", Evidence: "pdb-blockers", Then: applyPrintedFix},
 		{Title: "Check again after the fix: nothing that never clears", Kubectl: "pdb-blockers -l " + pool + " --fail-on blocking", Evidence: "pdb-blockers-after-fix"},
@@ -62,9 +65,14 @@ func runbook(s *scenario.Scenario) []step {
 		{Title: "Upgrade the nodes (SIMULATED)", Do: simulateUpgrade},
 		{Title: "Validate the upgraded GPU nodes", Kubectl: "gpu-validate nodes -l " + pool + " --expected-gpus 8", Evidence: "gpu-validate"},
 		{Title: "Bring the gang back", Kubectl: "gang-drain restore {{run}}", Mutating: true, Evidence: "gang-drain-restore"},
+		{Title: "Post-upgrade check against the pre-flight baseline: regressions only", Kubectl: "skew verify --baseline {{evidence}}/" + baselineFile + " --pool " + s.Upgrade.Pool + "=" + s.Upgrade.Target, Evidence: "skew-verify"},
 		{Title: "Rewrite stored objects to the new storage version, trim storedVersions", Kubectl: "crd-migrate run " + strings.Join(crds, " "), Mutating: true, Evidence: "crd-migrate-run"},
 	}
 }
+
+// baselineFile is what skew preflight --save writes in the evidence folder
+// and skew verify --baseline reads.
+const baselineFile = "preflight-baseline.yaml"
 
 // applyPrintedFix runs the fix pdb-blockers printed for the blocking PDB,
 // as the user would paste it.

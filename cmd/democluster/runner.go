@@ -99,12 +99,14 @@ func runRunbook(ctx context.Context, c config) error {
 	r.result = Result{APIVersion: "gpufleet.dev/v1alpha1", Kind: "DemoRunbook", Pool: scn.Upgrade.Pool, OK: true}
 
 	gang := r.gangRuns()
+	stopTrainer := func() {}
 	if gang {
 		stop, err := r.startTrainer(ctx)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		stopTrainer = stop
+		defer func() { stopTrainer() }()
 	}
 
 	steps := runbook(scn)
@@ -142,6 +144,8 @@ func runRunbook(ctx context.Context, c config) error {
 			break
 		}
 	}
+	stopTrainer()
+	stopTrainer = func() {}
 	r.mu.Lock()
 	r.result.Checkpointed = r.checkpointed
 	r.mu.Unlock()
@@ -156,6 +160,24 @@ func runRunbook(ctx context.Context, c config) error {
 		return fmt.Errorf("the runbook stopped at step %d (see above); evidence in %s", r.step, r.evidence)
 	}
 	return nil
+}
+
+// jsonArgs are a read-only step's arguments for its -o json evidence: a
+// Markdown runbook becomes the plan's JSON, and what the first run saved is
+// not saved again.
+func jsonArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "--runbook":
+		case args[i] == "--save":
+			i++
+		case strings.HasPrefix(args[i], "--save="):
+		default:
+			out = append(out, args[i])
+		}
+	}
+	return out
 }
 
 // joinArgs quotes what a shell would need quoted.
@@ -199,7 +221,9 @@ func (r *runner) runStep(s step, sr *StepResult) error {
 		sr.Commands = append(sr.Commands, r.takeShown()...)
 		return nil
 	}
-	args := strings.Fields(strings.ReplaceAll(s.Kubectl, "{{run}}", r.runID))
+	line := strings.ReplaceAll(s.Kubectl, "{{run}}", r.runID)
+	line = strings.ReplaceAll(line, "{{evidence}}", r.display(r.evidence))
+	args := strings.Fields(line)
 	evidence := ""
 	if s.Evidence != "" {
 		evidence = filepath.Join(r.evidence, fmt.Sprintf("%02d-%s.json", r.step, s.Evidence))
@@ -228,6 +252,7 @@ func (r *runner) runStep(s step, sr *StepResult) error {
 	}
 	if !s.Mutating && evidence != "" {
 		// The same command as JSON, for the record.
+		args := jsonArgs(args)
 		shown := "kubectl " + strings.Join(args, " ") + " -o json > " + r.display(evidence)
 		sr.Commands = append(sr.Commands, shown)
 		if c, err := r.kubectlTo(append(args, "-o", "json"), evidence, false); err != nil || c != code {

@@ -103,7 +103,8 @@ func TestDemoRunbook(t *testing.T) {
 		command string
 		exit    int
 	}{
-		{"kubectl skew plan --target " + scn.Upgrade.Target, 0},
+		{"kubectl skew plan --target " + scn.Upgrade.Target + " --runbook", 0},
+		{"kubectl skew preflight --target " + scn.Upgrade.Target + " --save ", 1},
 		{"kubectl deprecations", 1},
 		{"kubectl pdb-blockers -l " + scn.PoolSelector(), 1},
 		{"kubectl pdb-blockers -l " + scn.PoolSelector() + " --fail-on blocking", 0},
@@ -113,6 +114,7 @@ func TestDemoRunbook(t *testing.T) {
 		{"kubectl patch", 0},
 		{"kubectl gpu-validate nodes -l " + scn.PoolSelector(), 0},
 		{"kubectl gang-drain restore ", 0},
+		{"kubectl skew verify --baseline ", 0},
 		{"kubectl crd-migrate run ", 0},
 	}
 	if !rb.OK || len(rb.Steps) != len(want) {
@@ -127,8 +129,8 @@ func TestDemoRunbook(t *testing.T) {
 		}
 	}
 	// The printed fix was applied between the two pdb-blockers runs.
-	if !strings.Contains(strings.Join(rb.Steps[2].Commands, "\n"), "kubectl scale deployment/llm-serve -n inference --replicas=3") {
-		t.Errorf("the fix applied: %v", rb.Steps[2].Commands)
+	if !strings.Contains(strings.Join(rb.Steps[3].Commands, "\n"), "kubectl scale deployment/llm-serve -n inference --replicas=3") {
+		t.Errorf("the fix applied: %v", rb.Steps[3].Commands)
 	}
 	for _, s := range rb.Steps {
 		if s.Evidence != "" && !fileExists(s.Evidence) {
@@ -138,8 +140,12 @@ func TestDemoRunbook(t *testing.T) {
 	text := string(out)
 	for _, sub := range []string{
 		"export KUBECONFIG=",
-		"[trainer llama-pretrain] checkpoint requested",
+		"gpufleet-checkpoint-agent --namespace " + scn.Gang.Namespace + " --root JobSet/" + scn.Gang.JobSet,
+		"[trainer llama-pretrain] request.json: checkpoint requested",
 		"[trainer llama-pretrain] step 12000 saved",
+		"[agent]",
+		"answering ready-to-stop",
+		"0 regressions against the baseline",
 		"SIMULATED",
 		"GPU-seconds of training lost: 0",
 		"A plain kubectl drain would have lost about",

@@ -141,6 +141,10 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := a.Run(ctx); err != nil {
 		return fail(ExitUnavailable, err)
 	}
-	logger.Printf("stopping (signal); an open request stays in %s for the next agent", *dir)
+	if req, _, open := Dir(*dir).ReadRequest(); open {
+		logger.Printf("stopping (signal); request %s stays open in %s for the next agent", req.ID, *dir)
+	} else {
+		logger.Printf("stopping (signal); no request open")
+	}
 	return ExitOK
 }
