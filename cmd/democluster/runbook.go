@@ -200,7 +200,7 @@ func (r *runner) summary() {
 		r.result.NodesUpgraded, r.result.Nodes = up, len(nodes.Items)
 		r.say("Pool %s: %d of %d nodes on kubelet %s and schedulable.", r.scn.Upgrade.Pool, up, len(nodes.Items), r.scn.Upgrade.KubeletVersion)
 	}
-	r.say("Evidence: %s (each step's -o json; runbook.json lists the commands and exit codes)", r.evidence)
+	r.say("Evidence: %s (each step's -o json; runbook.json lists the commands and exit codes)", r.display(r.evidence))
 }
 
 // Result is runbook.json: what ran and how it ended, for scripts and the
