@@ -150,9 +150,9 @@ func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
 		}
 	}
 	cols := []cli.Column{
-		{Name: "STATUS"}, {Name: "SOURCE", Wide: narrow}, {Name: "WHERE"}, {Name: "NAME"}, {Name: "KIND"}, {Name: "API"},
+		{Name: "STATUS"}, {Name: "SOURCE", Wide: narrow}, {Name: "NAME"}, {Name: "KIND"}, {Name: "API"},
 		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT"}, {Name: "WHO", Wide: narrow},
-		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true}, {Name: "DETAIL", Wide: true},
+		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true}, {Name: "WHERE"}, {Name: "DETAIL", Wide: true},
 	}
 	if withContext {
 		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
@@ -209,8 +209,8 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 		if f.Hint != "" {
 			detail = strings.TrimSpace(detail + "; hint: " + f.Hint)
 		}
-		row := []string{c.Status(status), string(f.Source), f.DisplayLocation(base), shortTemplates(f.ObjectName()), kind, api,
-			f.Deprecated.String(), f.Removed.String(), replacement(f), who, cnt, last, detail}
+		row := []string{c.Status(status), string(f.Source), shortTemplates(f.ObjectName()), kind, shortTemplates(api),
+			f.Deprecated.String(), f.Removed.String(), replacement(f), who, cnt, last, f.DisplayLocation(base), detail}
 		if context != "" {
 			row = append([]string{context}, row...)
 		}
