@@ -109,18 +109,25 @@ func (o *Options) readStdin() ([]byte, error) {
 }
 
 func loadCalendar(path string) (pkgskew.Calendar, error) {
+	return loadDataFile(path, "--calendar", pkgskew.DefaultCalendar, pkgskew.ParseCalendar)
+}
+
+// loadDataFile reads the data file a flag names, or returns the embedded
+// default when the flag is empty.
+func loadDataFile[T any](path, flag string, def func() T, parse func([]byte) (T, error)) (T, error) {
 	if path == "" {
-		return pkgskew.DefaultCalendar(), nil
+		return def(), nil
 	}
+	var zero T
 	data, err := readFile(path)
 	if err != nil {
-		return pkgskew.Calendar{}, fmt.Errorf("reading --calendar: %w", err)
+		return zero, fmt.Errorf("reading %s: %w", flag, err)
 	}
-	c, err := pkgskew.ParseCalendar(data)
+	v, err := parse(data)
 	if err != nil {
-		return pkgskew.Calendar{}, fmt.Errorf("--calendar %s: %w", path, err)
+		return zero, fmt.Errorf("%s %s: %w", flag, path, err)
 	}
-	return c, nil
+	return v, nil
 }
 
 // Validate checks the flags without touching the network.

@@ -164,18 +164,7 @@ func (o *PreflightOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []s
 }
 
 func loadCompat(path string) (preflight.Compat, error) {
-	if path == "" {
-		return preflight.DefaultCompat(), nil
-	}
-	data, err := readFile(path)
-	if err != nil {
-		return preflight.Compat{}, fmt.Errorf("reading --compat: %w", err)
-	}
-	c, err := preflight.ParseCompat(data)
-	if err != nil {
-		return preflight.Compat{}, fmt.Errorf("--compat %s: %w", path, err)
-	}
-	return c, nil
+	return loadDataFile(path, "--compat", preflight.DefaultCompat, preflight.ParseCompat)
 }
 
 // Validate checks the flags without touching the network.
