@@ -1,6 +1,10 @@
 package gpucheck
 
-import "testing"
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
 
 // TestDCGMSeverityTable pins rows of dcgm-error-severity.csv against
 // NVIDIA/DCGM dcgmlib/src/dcgm_errors.c (dcgmErrorMeta) at commit
@@ -68,5 +72,81 @@ func TestDCGMSeverityTable(t *testing.T) {
 		if _, err := parseDCGMSeverity([]byte(bad)); err == nil {
 			t.Errorf("parseDCGMSeverity(%q) accepted", bad)
 		}
+	}
+}
+
+// dcgm3Doc is a document in the layout DCGM 3's dcgmi writes for
+// `dcgmi diag -j` (NVIDIA/DCGM dcgmi/Diag.cpp at commit
+// 4e0a87a8c7a9af99e0d911c491d9a65204f1a30e: HelperJsonBuildOutput writes
+// "version", "Driver Version Detected" and "GPU Device IDs" beside
+// "DCGM GPU Diagnostic"; HelperJsonAddResult writes per GPU "gpu_ids",
+// "status" (HelperDisplayDiagResult: Pass, Skip, else Fail), the warnings
+// as one string under "warnings" and the code under "error_id";
+// HelperJsonAddBasicTests writes "status" and a "warnings" string with no
+// code). Only those keys are used; the messages follow dcgm_errors.h's
+// DCGM_FR_*_MSG formats.
+func dcgm3Doc(result string) string {
+	return `{"DCGM GPU Diagnostic":{"test_categories":[` +
+		`{"category":"Deployment","tests":[{"name":"Denylist","results":[{"status":"Pass"}]}]},` +
+		`{"category":"Stress","tests":[{"name":"SM Stress","results":[` + result + `,{"gpu_ids":"1","status":"Pass"}]}]}]},` +
+		`"Driver Version Detected":"535.129.03","GPU Device IDs":["1eb8","1eb8"],"version":"3.3.1"}`
+}
+
+func TestDCGM3WarningsByErrorCode(t *testing.T) {
+	cases := []struct {
+		name, result string
+		status       Status
+		message      string
+	}{
+		{"monitor code warns", `{"error_id":40,"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0"}`,
+			StatusWarn, "DCGM Stress/SM Stress warned: There were thermal violations totaling 2.3 seconds for GPU 0 (error 40)"},
+		{"isolate code fails", `{"error_id":4,"gpu_ids":"0","status":"Fail","warnings":"Detected 1 volatile double-bit ECC error(s) in GPU 0."}`,
+			StatusFail, "DCGM Stress/SM Stress failed on GPU0: Detected 1 volatile double-bit ECC error(s) in GPU 0. (error 4)"},
+		{"unknown code fails", `{"error_id":112,"gpu_ids":"0","status":"Fail","warnings":"Something new"}`,
+			StatusFail, "failed on GPU0: Something new (error 112)"},
+		{"codes that disagree fail", `{"error_id":42,"gpu_ids":"0","status":"Fail","warnings":"Temperature 1000 of GPU 0 exceeded user-specified maximum allowed temperature 87"}`,
+			StatusFail, "failed on GPU0"},
+		// DCGM joins a result's warnings with ", " and keeps the first
+		// code only (DcgmDiagManager::PopulateErrorDetail).
+		{"joined warnings fail", `{"error_id":40,"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0, Detected 1 volatile double-bit ECC error(s) in GPU 0."}`,
+			StatusFail, "failed on GPU0"},
+		{"text only fails", `{"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0"}`,
+			StatusFail, "failed on GPU0"},
+		{"code without warning fails", `{"error_id":40,"gpu_ids":"0","status":"Fail"}`,
+			StatusFail, "failed on GPU0"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := ParseDCGM(strings.NewReader(dcgm3Doc(tc.result)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs := DCGMFindings(r)
+			var msgs []string
+			for _, f := range fs {
+				msgs = append(msgs, f.Message)
+			}
+			if StatusOf(fs) != tc.status || r.Version != "3.3.1" || len(r.Tests) != 2 || !strings.Contains(strings.Join(msgs, "\n"), tc.message) {
+				t.Errorf("status %s version %q tests %d findings %q", StatusOf(fs), r.Version, len(r.Tests), msgs)
+			}
+		})
+	}
+	// The Deployment tests carry no code: a failure there fails.
+	deploy := strings.Replace(dcgm3Doc(`{"gpu_ids":"0","status":"Pass"}`), `{"status":"Pass"}`,
+		`{"status":"Fail","warnings":"Persistence mode for GPU 0 is currently disabled. The DCGM diagnostic requires peristence mode to be enabled."}`, 1)
+	r, err := ParseDCGM(strings.NewReader(deploy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := DCGMFindings(r); StatusOf(fs) != StatusFail || !strings.Contains(fs[0].Message, "DCGM Deployment/Denylist failed: Persistence mode") {
+		t.Errorf("deployment: %+v", fs)
+	}
+	// The fixture is the same layout, indented as dcgmi's toStyledString.
+	r, err = ParseDCGM(bytes.NewReader(fixture(t, "dcgm3-warn.json")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := DCGMFindings(r); StatusOf(fs) != StatusWarn || r.Version != "3.3.1" {
+		t.Errorf("fixture: %q %+v", r.Version, fs)
 	}
 }
