@@ -37,11 +37,17 @@ var ErrNoDCGMResult = errors.New("no dcgmi diag JSON in the output")
 // "warning" (NVVS_WARNING), "error_id" (NVVS_ERROR_ID), and in DCGM 4
 // "error_category" and "error_severity". Some 3.3.x writers put the message
 // under "warnings" inside the object as well; both are read. A bare string
-// is taken as the message.
+// is taken as the message: DCGM 3's dcgmi writes a result's warnings as one
+// string, with the error code beside it on the result (see
+// dcgmResultEntry.ErrorID).
 type dcgmWarning struct {
 	Text     string
 	ErrorID  *int64
 	Severity *int64
+	// bare: the warning was a bare string (no keys of its own).
+	bare bool
+	// partial: its error code is known to cover only part of the text.
+	partial bool
 }
 
 func jsonInt(v any) *int64 {
@@ -61,6 +67,7 @@ func (w *dcgmWarning) UnmarshalJSON(b []byte) error {
 	var s string
 	if json.Unmarshal(b, &s) == nil {
 		w.Text = s
+		w.bare = true
 		return nil
 	}
 	var o map[string]any
@@ -76,11 +83,30 @@ func (w *dcgmWarning) UnmarshalJSON(b []byte) error {
 			w.ErrorID = jsonInt(o["error_code"])
 		}
 		w.Severity = jsonInt(o["error_severity"])
-		if w.ErrorID != nil {
-			w.Text = strings.TrimSpace(fmt.Sprintf("%s (error %d)", w.Text, *w.ErrorID))
-		}
+		w.noteCode()
 	}
 	return nil
+}
+
+// noteCode appends the error code to the message.
+func (w *dcgmWarning) noteCode() {
+	if w.ErrorID != nil {
+		w.Text = strings.TrimSpace(fmt.Sprintf("%s (error %d)", w.Text, *w.ErrorID))
+	}
+}
+
+// keepsWorking says the warning lets the GPU keep working: by the severity
+// DCGM wrote (DCGM 4), else by the severity DCGM's table gives its error
+// code (DCGM 3 writes the code alone; dcgmCodeKeepsWorking). A warning with
+// neither, or whose code covers only part of its text, does not.
+func (w dcgmWarning) keepsWorking() bool {
+	switch {
+	case w.Severity != nil:
+		return dcgmSeverityKeepsWorking(*w.Severity)
+	case w.ErrorID != nil && !w.partial:
+		return dcgmCodeKeepsWorking(*w.ErrorID)
+	}
+	return false
 }
 
 type dcgmWarnings []dcgmWarning
@@ -109,24 +135,19 @@ const (
 )
 
 // onlyWarns says a failing result is a warning: dcgmi prints a WARN result
-// as "Fail" (DCGM's own test of `dcgmi diag -j` injects a temperature
-// violation and asserts status "Fail" with error_severity
-// DCGM_ERROR_MONITOR, NVIDIA/DCGM testing/python3 tests,
-// helper_per_gpu_responses_dcgmi), so the word alone cannot tell. A result
-// warns when it carries warnings and every one has a severity that lets
-// the GPU keep working (NONE, MONITOR, CONFIG); any other severity, or
-// none given (DCGM 3 writes no severity), fails.
+// as "Fail" (its HelperDisplayDiagResult writes Pass, Skip or else Fail;
+// DCGM's own test of `dcgmi diag -j` injects a temperature violation and
+// asserts status "Fail" with error_severity DCGM_ERROR_MONITOR, NVIDIA/DCGM
+// testing/python3 tests, helper_per_gpu_responses_dcgmi), so the word alone
+// cannot tell. A result warns when it carries warnings and every one lets
+// the GPU keep working (dcgmWarning.keepsWorking: the severity DCGM wrote,
+// else the severity of its error code); a text-only warning fails.
 func onlyWarns(ws dcgmWarnings) bool {
 	if len(ws) == 0 {
 		return false
 	}
 	for _, w := range ws {
-		if w.Severity == nil {
-			return false
-		}
-		switch *w.Severity {
-		case dcgmSeverityNone, dcgmSeverityMonitor, dcgmSeverityConfig:
-		default:
+		if !w.keepsWorking() {
 			return false
 		}
 	}
@@ -157,6 +178,30 @@ type dcgmResultEntry struct {
 	Warnings      dcgmWarnings `json:"warnings"`
 	Info          any          `json:"info"`
 	RuntimeErrors any          `json:"runtime_error"`
+	// ErrorID is DCGM 3's result-level error code: its dcgmi (Diag.cpp
+	// HelperJsonAddResult, NVIDIA/DCGM dcgmi) writes a result's warnings as
+	// one string under "warnings" and the code under "error_id" beside it.
+	ErrorID any `json:"error_id"`
+}
+
+// attachErrorID gives DCGM 3's result-level error code to the result's
+// one bare warning. DCGM joins all of a result's warnings into that string
+// with ", " and keeps the code of the first only (DcgmDiagManager
+// PopulateErrorDetail, NVIDIA/DCGM modules/diag), so a string with that
+// seam may hold warnings the code does not cover: its code is marked
+// partial and the warning fails. With several bare warnings none gets it.
+func (e *dcgmResultEntry) attachErrorID() {
+	code := jsonInt(e.ErrorID)
+	if code == nil || len(e.Warnings) != 1 {
+		return
+	}
+	w := &e.Warnings[0]
+	if !w.bare || w.ErrorID != nil {
+		return
+	}
+	w.ErrorID = code
+	w.partial = strings.Contains(w.Text, ", ")
+	w.noteCode()
 }
 
 type dcgmDoc struct {
@@ -209,9 +254,11 @@ func statusRank(s string) int {
 // warning, error_id, error_category, error_severity, gpu_id(s),
 // entity_group, entity_id, test_summary, version, runtime_error), null
 // entries in "tests" and upper-case statuses ("PASS") as in DCGM's
-// JsonResult "Deserialize real output" test, and the 4.x per-entity layout
-// asserted by DCGM's python test helper_per_gpu_responses_dcgmi. The table
-// reader is tested on real captures.
+// JsonResult "Deserialize real output" test, the 3.x dcgmi layout of
+// dcgmi/Diag.cpp (a result's warnings as one string, its error_id beside
+// them on the result), and the 4.x per-entity layout asserted by DCGM's
+// python test helper_per_gpu_responses_dcgmi. The table reader is tested
+// on real captures.
 func ParseDCGM(r io.Reader) (*DCGMResult, error) {
 	data, err := io.ReadAll(io.LimitReader(r, 16<<20))
 	if err != nil {
@@ -284,8 +331,12 @@ func dcgmFromRaw(raw map[string]json.RawMessage) (*DCGMResult, bool) {
 			}
 			dt := DCGMTest{Category: c.Category, Name: t.Name}
 			entries := t.Results
+			for i := range entries {
+				entries[i].attachErrorID()
+			}
 			if t.Summary != nil {
 				sum := *t.Summary
+				sum.attachErrorID()
 				// The summary's status is the worst word of the results,
 				// so a "Fail" that only repeats results that merely warn
 				// is a warning too; a "Fail" with its own severe warnings,

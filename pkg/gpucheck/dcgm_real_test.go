@@ -89,9 +89,10 @@ func TestDCGMJSONWarnAsFail(t *testing.T) {
 		t.Errorf("isolate: %+v", fs)
 	}
 	// 3.x: root "DCGM GPU Diagnostic", null tests, upper-case statuses
-	// (DCGM's JsonResult "Deserialize real output" test), no severity: a
-	// failure stays a failure; the message of a warning object is read
-	// from "warning" or "warnings".
+	// (DCGM's JsonResult "Deserialize real output" test), no severity: the
+	// code decides (83, DCGM_FR_DBE_PENDING_PAGE_RETIREMENTS, is RESET in
+	// dcgm-error-severity.csv, so it fails); the message of a warning
+	// object is read from "warning" or "warnings".
 	v3 := `{"DCGM GPU Diagnostic":{"test_categories":[{"category":"Deployment","tests":[{"name":"Denylist","results":[{"gpu_ids":"0,1","status":"PASS"}]},null,` +
 		`{"name":"Page Retirement/Row Remap","results":[{"gpu_id":"1","status":"FAIL","warnings":[{"warnings":"Row remap failure on GPU 1.","error_id":83}]}]}]}],"version":"3.3.8"}}`
 	r, err = ParseDCGM(strings.NewReader(v3))

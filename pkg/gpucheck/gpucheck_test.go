@@ -303,7 +303,7 @@ func FuzzParseKernelLog(f *testing.F) {
 }
 
 func FuzzParseDCGM(f *testing.F) {
-	for _, n := range []string{"dcgm4-pass.json", "dcgm4-fail.json", "dcgm-runtime-error.json"} {
+	for _, n := range []string{"dcgm4-pass.json", "dcgm4-fail.json", "dcgm-runtime-error.json", "dcgm3-warn.json"} {
 		b, _ := os.ReadFile(filepath.Join("testdata", n))
 		f.Add(string(b))
 	}
