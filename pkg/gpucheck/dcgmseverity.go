@@ -89,12 +89,17 @@ func parseDCGMSeverity(data []byte) (map[int64]dcgmCodeRow, error) {
 	return m, nil
 }
 
-// dcgmSeverityKeepsWorking: NONE, MONITOR ("can perform workload, but
-// needs to be monitored") and CONFIG let the GPU keep working; ISOLATE,
-// UNKNOWN, TRIAGE, RESET and any other value do not.
+// dcgmSeverityKeepsWorking: NONE and MONITOR ("can perform workload, but
+// needs to be monitored") let the GPU keep working; CONFIG, ISOLATE,
+// UNKNOWN, TRIAGE, RESET and any other value do not. CONFIG fails on
+// purpose in a post-upgrade gate: its codes are what an upgrade changes or
+// leaves unchecked (DCGM_FR_ECC_DISABLED, DCGM_FR_PERSISTENCE_MODE,
+// DCGM_FR_DEVICE_COUNT_MISMATCH, DCGM_FR_DENYLISTED_DRIVER), or say the
+// diagnostic did not run (DCGM_FR_ABORTED, DCGM_FR_TEST_DISABLED), and a
+// node is not validated by a test that did not run.
 func dcgmSeverityKeepsWorking(sev int64) bool {
 	switch sev {
-	case dcgmSeverityNone, dcgmSeverityMonitor, dcgmSeverityConfig:
+	case dcgmSeverityNone, dcgmSeverityMonitor:
 		return true
 	}
 	return false

@@ -36,7 +36,8 @@ func TestDCGMSeverityTable(t *testing.T) {
 		// violation to be MONITOR; the 2022 table (and that era's test,
 		// which expects DCGM_ST_NVVS_ISOLATE_ERROR) says ISOLATE.
 		{42, "DCGM_FR_TEMP_VIOLATION", []int64{monitor, isolate}, false},
-		{46, "DCGM_FR_PCIE_WIDTH", []int64{config, monitor}, true},
+		{46, "DCGM_FR_PCIE_WIDTH", []int64{config, monitor}, false},
+		{47, "DCGM_FR_ABORTED", []int64{config, monitor}, false},
 		{88, "DCGM_FR_NVSWITCH_NVLINK_DOWN", []int64{isolate, isolate}, false},
 		{108, "DCGM_FR_CUDA_FM_NOT_INITIALIZED", []int64{monitor}, true},
 		{111, "DCGM_FR_NAN_VALUE", []int64{isolate}, false},
