@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -512,6 +513,137 @@ func TestContextsOutcome(t *testing.T) {
 		}
 		if tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg)) {
 			t.Errorf("%v: error %v, want %q", tc.codes, err, tc.msg)
+		}
+	}
+}
+
+// Contexts that do not answer must not hold the --parallel slots: with
+// more of them than slots, a sweep would otherwise take one probe timeout
+// for every slot's worth of them.
+func TestFanOutProbedUnansweredContextsHoldNoSlot(t *testing.T) {
+	const hang = 200 * time.Millisecond
+	var names []string
+	for i := range 25 {
+		names = append(names, fmt.Sprintf("dead-%02d", i), fmt.Sprintf("good-%02d", i))
+	}
+	var mu sync.Mutex
+	running, most, probing, mostProbing := 0, 0, 0, 0
+	probe := func(ctx context.Context, name string) error {
+		mu.Lock()
+		probing++
+		mostProbing = max(mostProbing, probing)
+		mu.Unlock()
+		defer func() { mu.Lock(); probing--; mu.Unlock() }()
+		if strings.HasPrefix(name, "dead") {
+			time.Sleep(hang)
+			return ClusterErr(errors.New("timed out"))
+		}
+		return nil
+	}
+	began := time.Now()
+	results := FanOutProbed(context.Background(), names, 4, probe, func(ctx context.Context, name string) (string, error) {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return "checked " + name, nil
+	})
+	took := time.Since(began)
+	if took > 2*hang {
+		t.Errorf("took %s: 25 unanswered contexts at --parallel 4 should cost about one probe (%s), not one a slot", took, hang)
+	}
+	if most > 4 {
+		t.Errorf("ran %d checks at once with --parallel 4", most)
+	}
+	if mostProbing > ProbeParallel {
+		t.Errorf("%d probes at once, want at most %d", mostProbing, ProbeParallel)
+	}
+	for i, r := range results {
+		if r.Context != names[i] {
+			t.Fatalf("results out of order at %d: %s", i, r.Context)
+		}
+		dead := strings.HasPrefix(r.Context, "dead")
+		if dead && (ExitCode(r.Err) != ExitUnavailable || r.Value != "") {
+			t.Errorf("%s: err %v, value %q: want the probe's error and no check", r.Context, r.Err, r.Value)
+		}
+		if !dead && (r.Err != nil || r.Value != "checked "+r.Context) {
+			t.Errorf("%s: err %v, value %q", r.Context, r.Err, r.Value)
+		}
+	}
+}
+
+// The same through the production getter: endpoints that refuse, and ones
+// that accept a connection and never answer, each bounded by
+// --request-timeout, all of them together within about one.
+func TestFanOutReachableDeadEndpoints(t *testing.T) {
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hang.Close()
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := closed.Addr().String()
+	closed.Close()
+
+	var kc strings.Builder
+	kc.WriteString("apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user: {token: t}\nclusters:\n")
+	var names []string
+	for i := range 6 {
+		addr := hang.Addr().String()
+		if i%3 == 0 {
+			addr = refused
+		}
+		fmt.Fprintf(&kc, "- name: c%d\n  cluster: {server: 'https://%s', insecure-skip-tls-verify: true}\n", i, addr)
+		names = append(names, fmt.Sprintf("c%d", i))
+	}
+	kc.WriteString("contexts:\n")
+	for _, n := range names {
+		fmt.Fprintf(&kc, "- name: %s\n  context: {cluster: %s, user: u}\n", n, n)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(kc.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const timeout = 500 * time.Millisecond
+	cg := NewClientGetter(genericiooptions.NewTestIOStreamsDiscard(), ConfigOptions{DefaultTimeout: timeout.String()})
+	*cg.(*configGetter).flags.KubeConfig = path
+	*cg.(*configGetter).flags.CacheDir = t.TempDir()
+
+	began := time.Now()
+	results := FanOutReachable(context.Background(), cg, names, 1, func(ctx context.Context, name string) (bool, error) {
+		return true, nil
+	})
+	took := time.Since(began)
+	// Four hanging contexts at --parallel 1 took four timeouts when the
+	// probe held a slot.
+	if took > 2*timeout {
+		t.Errorf("took %s for %d dead contexts at --parallel 1, want about one --request-timeout (%s)", took, len(names), timeout)
+	}
+	for _, r := range results {
+		if r.Value || ExitCode(r.Err) != ExitUnavailable || !strings.Contains(r.Err.Error(), "context "+r.Context) {
+			t.Errorf("%s: checked %v, err %v (exit %d): want exit 3 naming the context", r.Context, r.Value, r.Err, ExitCode(r.Err))
 		}
 	}
 }

@@ -24,7 +24,7 @@ func NewContextFlags() *ContextFlags { return &ContextFlags{Parallel: 8} }
 func (f *ContextFlags) AddFlags(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&f.Contexts, "contexts", f.Contexts, "Check these kubeconfig contexts (comma-separated) and report them together.")
 	cmd.Flags().BoolVar(&f.AllContexts, "all-contexts", f.AllContexts, "Check every context of the kubeconfig and report them together.")
-	cmd.Flags().IntVar(&f.Parallel, "parallel", f.Parallel, "How many contexts to check at once with --contexts or --all-contexts.")
+	cmd.Flags().IntVar(&f.Parallel, "parallel", f.Parallel, "How many contexts to check at once with --contexts or --all-contexts; a context that does not answer is found without holding one of these.")
 }
 
 // Validate checks the flags without touching the network. contextFlagSet
@@ -86,21 +86,69 @@ type ContextResult[T any] struct {
 // returns the results in the order of contexts. One failing context does not
 // stop the others.
 func FanOut[T any](ctx context.Context, contexts []string, parallel int, fn func(ctx context.Context, name string) (T, error)) []ContextResult[T] {
+	return FanOutProbed(ctx, contexts, parallel, nil, fn)
+}
+
+// ProbeParallel is how many reachability probes FanOutReachable runs at
+// once when --parallel is lower. A probe is one GET /version: a goroutine
+// and a connection waiting, so many can wait together, while the bound
+// keeps the open connections of a kubeconfig with thousands of contexts
+// within a process's file limit.
+const ProbeParallel = 128
+
+// FanOutReachable is FanOut for contexts of cg's kubeconfig: each context
+// must first answer Connect (GET /version, bounded by --request-timeout)
+// before it takes one of the parallel slots. A context that does not
+// answer fails with Connect's error (exit 3) without having held a slot,
+// so a sweep in which more contexts hang than --parallel allows still
+// takes about one --request-timeout, not one for every parallel of them.
+func FanOutReachable[T any](ctx context.Context, cg ClientGetter, contexts []string, parallel int, fn func(ctx context.Context, name string) (T, error)) []ContextResult[T] {
+	probe := func(ctx context.Context, name string) error {
+		_, err := Connect(ctx, cg.ForContext(name))
+		return err
+	}
+	return FanOutProbed(ctx, contexts, parallel, probe, fn)
+}
+
+// FanOutProbed is FanOut with a probe run first for every context, up to
+// max(parallel, ProbeParallel) probes at once and outside the parallel
+// slots: fn runs only for contexts whose probe passed, and the probe's
+// error is the result of the others. A nil probe is FanOut.
+func FanOutProbed[T any](ctx context.Context, contexts []string, parallel int, probe func(ctx context.Context, name string) error, fn func(ctx context.Context, name string) (T, error)) []ContextResult[T] {
 	if parallel < 1 {
 		parallel = 1
 	}
 	results := make([]ContextResult[T], len(contexts))
 	sem := make(chan struct{}, parallel)
+	probes := make(chan struct{}, max(parallel, ProbeParallel))
+	acquire := func(slots chan struct{}) error {
+		select {
+		case slots <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	var wg sync.WaitGroup
 	for i, name := range contexts {
 		results[i].Context = name
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				results[i].Err = ctx.Err()
+			if probe != nil {
+				if err := acquire(probes); err != nil {
+					results[i].Err = err
+					return
+				}
+				err := probe(ctx, name)
+				<-probes
+				if err != nil {
+					results[i].Err = err
+					return
+				}
+			}
+			if err := acquire(sem); err != nil {
+				results[i].Err = err
 				return
 			}
 			defer func() { <-sem }()

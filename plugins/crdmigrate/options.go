@@ -130,7 +130,7 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*StatusReport, error) {
+	results := cli.FanOutReachable(ctx, o.cg, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*StatusReport, error) {
 		return o.report(ctx, o.cg.ForContext(name))
 	})
 	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "CRDStatusReportList", Items: []cli.ContextReport{}}

@@ -14,7 +14,13 @@ import (
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl deprecations`.
-var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "30s"}
+// The live-objects source lists every served resource, about fifty
+// requests on a bare cluster: at client-go's default 5 requests a second
+// that was eight seconds of waiting per context (the server took 0.2 s),
+// and a sweep waited it out once per --parallel slot's worth of
+// contexts. The server's priority and fairness still bounds what it
+// serves.
+var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "30s", QPS: 50, Burst: 100}
 
 var long = templates.LongDesc(`
 	Find who still uses deprecated or removed Kubernetes APIs, judged against a

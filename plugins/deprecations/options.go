@@ -625,7 +625,7 @@ func (o *Options) runContexts(ctx context.Context) error {
 		rep  *Report
 		code int
 	}
-	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
+	results := cli.FanOutReachable(ctx, o.cg, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
 		rep, code, err := o.check(ctx, o.cg.ForContext(name), name+": ")
 		return checked{rep, code}, err
 	})

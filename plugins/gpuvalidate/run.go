@@ -136,7 +136,7 @@ func (o *Options) runContexts(ctx context.Context) error {
 		rep *Report
 		err error
 	}
-	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
+	results := cli.FanOutReachable(ctx, o.cg, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
 		c, md, err := o.connect(ctx, o.cg.ForContext(name))
 		if err != nil {
 			return checked{}, err

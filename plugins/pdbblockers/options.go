@@ -265,7 +265,7 @@ func (o *Options) runContexts(ctx context.Context) error {
 		rep *Report
 		md  cli.Metadata
 	}
-	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
+	results := cli.FanOutReachable(ctx, o.cg, names, o.Contexts.Parallel, func(ctx context.Context, name string) (checked, error) {
 		rep, md, err := o.check(ctx, o.cg.ForContext(name))
 		if rep != nil {
 			rep.nameContext(name)

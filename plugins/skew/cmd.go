@@ -54,6 +54,7 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 }
 
 func newCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
+	d.kubectl = onceKubectl(d.kubectl)
 	o := NewOptions(streams)
 	o.deps = d
 	cmd := &cobra.Command{

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -366,5 +367,31 @@ func TestColorGoldenHasANSI(t *testing.T) {
 	}
 	if !bytes.Contains(b, []byte("\x1b[31mVIOLATION\x1b[0m")) {
 		t.Error("colour golden lacks a red VIOLATION")
+	}
+}
+
+// A sweep asks the local kubectl its version once, not once a context.
+func TestFleetAsksKubectlOnce(t *testing.T) {
+	cg := cli.NewTestClientGetter().WithKube(cluster("v1.37.2"))
+	cg.PerContext = map[string]*cli.TestClientGetter{}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		kc := fake.NewClientset(gpuNode("a-0", "a", "v1.37.2"))
+		kc.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2"}
+		cg.PerContext[name] = &cli.TestClientGetter{KubeClient: kc, Meta: cli.Metadata{Context: name}}
+	}
+	var asked atomic.Int32
+	d := testDeps()
+	d.kubectl = func(context.Context) (string, error) { asked.Add(1); return "v1.36.3", nil }
+	streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+	cmd := newCmd(cg, streams, d)
+	cmd.SetArgs([]string{"--contexts", "a,b,c,d", "-o", "json"})
+	if err := cmd.ExecuteContext(context.Background()); cli.ExitCode(err) > cli.ExitFindings {
+		t.Fatalf("%v\n%s%s", err, out, errOut)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("kubectl version asked %d times for 4 contexts, want once", n)
+	}
+	if got := strings.Count(out.String(), `"name": "kubectl"`); got != 4 {
+		t.Errorf("kubectl reported in %d of 4 contexts\n%s", got, out)
 	}
 }

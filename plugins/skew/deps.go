@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -56,6 +57,26 @@ func kubectlOnPath(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%s version --client -o json: unexpected output", path)
 	}
 	return strings.TrimSpace(v.ClientVersion.GitVersion), nil
+}
+
+// onceKubectl returns kubectl asked once: the local kubectl is the same
+// for every context of a sweep, and `kubectl version --client` is a
+// process of about 200 ms of CPU, which a sweep of fifty contexts spent
+// fifty times over. The first answer, error or not, serves every later
+// call.
+func onceKubectl(kubectl func(ctx context.Context) (string, error)) func(ctx context.Context) (string, error) {
+	if kubectl == nil {
+		return nil
+	}
+	var (
+		once    sync.Once
+		version string
+		err     error
+	)
+	return func(ctx context.Context) (string, error) {
+		once.Do(func() { version, err = kubectl(ctx) })
+		return version, err
+	}
 }
 
 // listClient returns a clientset for the inventory's lists. Against a real

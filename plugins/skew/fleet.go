@@ -19,7 +19,7 @@ func (o *Options) runFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*SkewReport, error) {
+	results := cli.FanOutReachable(ctx, o.cg, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*SkewReport, error) {
 		return o.checkContext(ctx, o.cg.ForContext(name))
 	})
 	items := make([]cli.ContextReport, 0, len(results))

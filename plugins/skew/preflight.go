@@ -331,7 +331,7 @@ func (o *PreflightOptions) runFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	results := cli.FanOut(ctx, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*PreflightReport, error) {
+	results := cli.FanOutReachable(ctx, o.cg, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*PreflightReport, error) {
 		return o.check(ctx, o.cg.ForContext(name))
 	})
 	if ctx.Err() != nil {
