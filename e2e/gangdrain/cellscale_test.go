@@ -476,6 +476,8 @@ func (c *cell) checkRun(rep gangdrain.RunReport) [2]time.Duration {
 			t.Errorf("gang %s: stop issued at %s before its ready-to-stop at %s", g.Key, g.StopStartedAt, ready)
 		}
 		out[i] = g.PodsGoneAt.Sub(ready)
+		t.Logf("gang %s (%d ranks): ready-to-stop %s, stop issued +%s, pods gone +%s (stop to gone %s)", g.Key, g.Ranks, ready.Format("15:04:05.000"),
+			g.StopStartedAt.Sub(ready).Round(time.Millisecond), out[i].Round(time.Millisecond), g.PodsGoneAt.Sub(g.StopStartedAt).Round(time.Millisecond))
 		if out[i] > 10*time.Second {
 			t.Errorf("gang %s: pods gone %s after ready-to-stop, want within 10s", g.Key, out[i].Round(time.Millisecond))
 		}
