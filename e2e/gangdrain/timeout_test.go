@@ -28,6 +28,11 @@ func TestGangDrainOnTimeout(t *testing.T) {
 	t.Run("never answers, abort", func(t *testing.T) {
 		e := newEnv(t, 1, 3*time.Minute)
 		sel := e.smallGang("silent")
+		// It reads requests from its pods (downward API): it asks for them there.
+		if err := checkpoint.Patch(e.ctx, e.dyn, checkpoint.Target{Resource: jobsetGVR, Namespace: e.ns, Name: "silent"},
+			map[string]any{checkpoint.DefaultKeys().MirrorToPods(): "true"}); err != nil {
+			t.Fatal(err)
+		}
 		r := e.run("run", e.nodes[0], "--on-timeout=abort", "--ack-timeout=3s", "--poll-interval=250ms")
 		if r.ExitCode != 4 {
 			t.Fatalf("exit %d, want 4\n%s", r.ExitCode, r)

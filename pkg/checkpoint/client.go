@@ -83,8 +83,10 @@ func (k Keys) StateOf(labels, ann map[string]string) State {
 }
 
 // Requester writes checkpoint-and-yield requests on root objects and mirrors
-// them onto the gang's pods, where a downward-API volume exposes them to the
-// containers.
+// them onto the pods it is given, where a downward-API volume exposes them
+// to the containers. Mirroring costs one request per pod: callers pass the
+// pods only when the gang asked for it (Keys.WantsPodMirror) or has no root
+// object.
 type Requester struct {
 	Client dynamic.Interface
 	// Pods, when set, receives the mirrored request annotations.

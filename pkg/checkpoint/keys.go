@@ -129,6 +129,7 @@ const (
 	nameMessage        = "checkpoint-message"
 	nameLastCheckpoint = "last-checkpoint-at"
 	nameProtocol       = "checkpoint-and-yield-protocol"
+	nameMirrorToPods   = "checkpoint-mirror-to-pods"
 )
 
 // RequestID is the key of the request id (the idempotency key).
@@ -175,6 +176,21 @@ func (k Keys) LastCheckpointAt() string { return k.Prefix + nameLastCheckpoint }
 // Protocol is the label (or annotation) that says whether a gang speaks the
 // protocol: "v1" or "true" for yes, "none" or "false" for no.
 func (k Keys) Protocol() string { return k.Prefix + nameProtocol }
+
+// MirrorToPods is the label (or annotation) by which a gang asks for its
+// requests on every one of its pods as well, for code inside the containers
+// that reads them through a downward-API volume: "true" asks.
+func (k Keys) MirrorToPods() string { return k.Prefix + nameMirrorToPods }
+
+// WantsPodMirror reads the MirrorToPods label (or, failing that,
+// annotation) of a root object.
+func (k Keys) WantsPodMirror(labels, annotations map[string]string) bool {
+	v, ok := labels[k.MirrorToPods()]
+	if !ok {
+		v = annotations[k.MirrorToPods()]
+	}
+	return strings.EqualFold(v, "true")
+}
 
 // RequestKeys lists the keys the requester owns.
 func (k Keys) RequestKeys() []string {

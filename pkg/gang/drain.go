@@ -627,6 +627,19 @@ func protocolTarget(g *Gang) (checkpoint.Target, bool) {
 	return checkpoint.Target{}, false
 }
 
+// mirrorPods lists the pods a request is mirrored onto: every pod of a
+// gang that asked for it with the MirrorToPods key, or of a bare pod group
+// (whose request lives on its first pod); none otherwise. Mirroring is one
+// PATCH per pod, before the drain can watch for the answer: for a gang of
+// 512 ranks at client-go's request rate that alone took longer than the
+// checkpoint, and a responder reads the root object anyway.
+func mirrorPods(keys checkpoint.Keys, g *Gang) []string {
+	if g.Root == nil && g.Workload == nil || keys.WantsPodMirror(g.Labels, g.Annotations) {
+		return g.PodNames()
+	}
+	return nil
+}
+
 // stopTarget is where the stop record lives (nil for a bare pod group
 // without a Workload: its pods are deleted and nothing remains).
 func stopTarget(g *Gang) *checkpoint.Target {
@@ -677,7 +690,7 @@ func (d *Drainer) handleGang(ctx context.Context, g *Gang) GangOutcome {
 			if t, ok := protocolTarget(g); ok {
 				st, _ := d.readCheckpoint(ctx, keys, t)
 				rq := &checkpoint.Requester{Client: d.Dynamic, Pods: d.Kube, Keys: keys}
-				if err := d.retry(ctx, func() error { return rq.Cancel(ctx, t, st.Request, g.PodNames()) }); err != nil {
+				if err := d.retry(ctx, func() error { return rq.Cancel(ctx, t, st.Request, mirrorPods(keys, g)) }); err != nil {
 					o.Message, o.cause = err.Error(), err
 					return o
 				}
@@ -717,7 +730,7 @@ func (d *Drainer) checkpoint(ctx context.Context, g *Gang) (checkpoint.Verdict, 
 		if d.Options.CheckpointDeadline > 0 {
 			req.Deadline = now.Add(d.Options.CheckpointDeadline)
 		}
-		if err := d.retry(ctx, func() error { return rq.Request(ctx, t, req, g.PodNames()) }); err != nil {
+		if err := d.retry(ctx, func() error { return rq.Request(ctx, t, req, mirrorPods(keys, g)) }); err != nil {
 			return checkpoint.Verdict{}, "", err
 		}
 		d.gangEvent(g, "checkpoint requested on %s (request %s)", t, req.ID)
@@ -1115,12 +1128,53 @@ func (d *Drainer) drainNode(ctx context.Context, node string, found *Discovery) 
 		}
 		d.emit(Event{Type: EventPod, Node: node, Message: fmt.Sprintf("evicted pod %s/%s (node %s, %d/%d)", p.Namespace, p.Name, node, i+1, len(evict))})
 	}
-	for _, p := range evict {
-		if err := d.retry(ctx, func() error { return h.WaitForDeletion(ctx, p) }); err != nil {
+	if err := d.waitEvicted(ctx, node, evict); err != nil {
+		return err
+	}
+	return d.advance(ctx, node, NodeDrained)
+}
+
+// waitEvicted waits until the evicted pods are gone from node (deleted, or
+// replaced by a pod of another UID), with one list of the node's pods per
+// poll rather than a GET per pod: on a node of a hundred pods that is one
+// request a poll instead of a hundred. --eviction-timeout bounds the wait.
+func (d *Drainer) waitEvicted(ctx context.Context, node string, evicted []*corev1.Pod) error {
+	if len(evicted) == 0 {
+		return nil
+	}
+	var deadline time.Time
+	if d.Options.EvictionTimeout > 0 {
+		deadline = d.clock().Now().Add(d.Options.EvictionTimeout)
+	}
+	for {
+		var pods []corev1.Pod
+		err := d.retry(ctx, func() (err error) {
+			pods, err = ListNodePods(ctx, d.Kube, node)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		present := make(map[types.UID]bool, len(pods))
+		for i := range pods {
+			present[pods[i].UID] = true
+		}
+		var left []string
+		for _, p := range evicted {
+			if present[p.UID] {
+				left = append(left, p.Namespace+"/"+p.Name)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if !deadline.IsZero() && !d.clock().Now().Before(deadline) {
+			return fmt.Errorf("%w: %d evicted pod(s) still on node %s after %s: %s", eviction.ErrDeadline, len(left), node, d.Options.EvictionTimeout, strings.Join(left, ", "))
+		}
+		if err := d.sleep(ctx, d.Options.poll()); err != nil {
 			return err
 		}
 	}
-	return d.advance(ctx, node, NodeDrained)
 }
 
 func hasEmptyDir(p *corev1.Pod) bool {

@@ -284,15 +284,22 @@ func (d *Drainer) steps(p *Plan, found *Discovery, selected []string) []string {
 			}
 		} else {
 			t, _ := protocolTarget(g.Gang)
-			dl := ""
+			var notes []string
+			if n := len(mirrorPods(keys, g.Gang)); n > 0 {
+				notes = append(notes, fmt.Sprintf("mirrored onto %d pods", n))
+			}
 			if d.Options.CheckpointDeadline > 0 {
-				dl = fmt.Sprintf(", deadline %s", d.Options.CheckpointDeadline)
+				notes = append(notes, fmt.Sprintf("deadline %s", d.Options.CheckpointDeadline))
+			}
+			paren := ""
+			if len(notes) > 0 {
+				paren = " (" + strings.Join(notes, ", ") + ")"
 			}
 			fallback := ""
 			if g.Path != PathProtocol {
 				fallback = fmt.Sprintf(" (unlabelled and it never answered: if it does not now, save path %s)", PathWords(g.Path, g.GracePeriodSeconds))
 			}
-			add("annotate %s with %s=%s (mirrored onto %d pods%s) and wait for ready-to-stop; on timeout: %s%s", t, keys.Request, checkpoint.Requested, g.Ranks, dl, onTimeoutWords(on), fallback)
+			add("annotate %s with %s=%s%s and wait for ready-to-stop; on timeout: %s%s", t, keys.Request, checkpoint.Requested, paren, onTimeoutWords(on), fallback)
 		}
 		others := g.Ranks - g.RanksOnNodes
 		switch g.Method {
