@@ -260,10 +260,23 @@ func TestRunWholeReport(t *testing.T) {
 	kc := fake.NewClientset(node("a-0", "gpu-a", "v1.36.2", true, 8), node("a-1", "gpu-a", "v1.36.2", false, 8), pdb, web, crash,
 		deploy("cert-manager", "cert-manager", "quay.io/jetstack/cert-manager-controller:v1.18.2"))
 	kc.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.36.2"}
-	r := &Runner{Kube: kc, Ext: apiextfake.NewClientset(), Target: mustVersion("v1.37"), Compat: DefaultCompat(), Calendar: skew.DefaultCalendar(), Now: func() time.Time { return now }}
+	ext := apiextfake.NewClientset()
+	r := &Runner{Kube: kc, Ext: ext, Target: mustVersion("v1.37"), Compat: DefaultCompat(), Calendar: skew.DefaultCalendar(), Now: func() time.Time { return now }}
 	res, err := r.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The inventory and every gate share one read of each kind.
+	lists := map[string]int{}
+	for _, a := range append(kc.Actions(), ext.Actions()...) {
+		if a.GetVerb() == "list" {
+			lists[a.GetResource().Resource]++
+		}
+	}
+	for _, res := range []string{"nodes", "pods", "poddisruptionbudgets", "deployments", "daemonsets", "validatingwebhookconfigurations", "customresourcedefinitions"} {
+		if lists[res] != 1 {
+			t.Errorf("%s listed %d times, want once (%v)", res, lists[res], lists)
+		}
 	}
 	got := map[string]Status{}
 	for _, g := range res.Gates {
