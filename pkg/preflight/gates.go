@@ -404,7 +404,7 @@ var etcdSizeMetrics = []string{"apiserver_storage_size_bytes", "apiserver_storag
 // the metric it came from; ok is false when neither metric is there.
 func EtcdDBSize(text []byte) (size float64, metric string, ok bool, err error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(metricLines(text, etcdSizeMetrics)))
 	if err != nil && len(fams) == 0 {
 		return 0, "", false, err
 	}
@@ -424,6 +424,36 @@ func EtcdDBSize(text []byte) (size float64, metric string, ok bool, err error) {
 		}
 	}
 	return 0, "", false, nil
+}
+
+// metricLines keeps the lines of a /metrics text that belong to the named
+// metrics (samples, # HELP and # TYPE), so that only they are parsed: an
+// apiserver's /metrics is megabytes, and parsing all of it for two gauges
+// was most of preflight's CPU.
+func metricLines(text []byte, names []string) []byte {
+	var out []byte
+	for len(text) > 0 {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i+1], text[i+1:]
+		} else {
+			text = nil
+		}
+		name := line
+		if bytes.HasPrefix(name, []byte("# HELP ")) || bytes.HasPrefix(name, []byte("# TYPE ")) {
+			name = name[len("# HELP "):]
+		}
+		for _, n := range names {
+			if bytes.HasPrefix(name, []byte(n)) && len(name) > len(n) && strings.IndexByte(" {\t", name[len(n)]) >= 0 {
+				out = append(out, line...)
+				if line[len(line)-1] != '\n' {
+					out = append(out, '\n')
+				}
+				break
+			}
+		}
+	}
+	return out
 }
 
 // etcdGate reads /readyz/etcd and the database size from /metrics.

@@ -138,6 +138,15 @@ func TestEtcdDBSize(t *testing.T) {
 	if err != nil || !ok || metric != "apiserver_storage_size_bytes" || size != 1.5e9 {
 		t.Fatalf("EtcdDBSize = %v %s %v %v", size, metric, ok, err)
 	}
+	// Only the size metrics' lines are parsed, wherever they are.
+	noise := "# HELP apiserver_storage_size_bytes_total other\n# TYPE apiserver_storage_size_bytes_total counter\napiserver_storage_size_bytes_total 9e+12\n" +
+		"# TYPE y histogram\ny_bucket{le=\"1\"} 3\n"
+	if size, _, ok, err := EtcdDBSize([]byte(noise + text + noise)); err != nil || !ok || size != 1.5e9 {
+		t.Errorf("among other metrics: %v %v %v", size, ok, err)
+	}
+	if size, metric, ok, _ := EtcdDBSize([]byte(noise + "# TYPE apiserver_storage_db_total_size_in_bytes gauge\napiserver_storage_db_total_size_in_bytes{endpoint=\"e\"} 7")); !ok || size != 7 || metric != "apiserver_storage_db_total_size_in_bytes" {
+		t.Errorf("older metric, no newline: %v %s %v", size, metric, ok)
+	}
 	if _, _, ok, _ := EtcdDBSize([]byte("# TYPE x gauge\nx 1\n")); ok {
 		t.Error("found a size in a text without the metric")
 	}
