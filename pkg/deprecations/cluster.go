@@ -109,6 +109,11 @@ type ObjectsReader struct {
 	PageSize  int64
 	// Retry retries a page's transient errors.
 	Retry Retry
+	// Listed, when set, may hand over the objects of a resource the caller
+	// has already read whole in every namespace (their managedFields and
+	// annotations are what is read), so that it is not listed twice; when
+	// it reports false the resource is listed as usual.
+	Listed func(ctx context.Context, gr schema.GroupResource) ([]metav1.Object, bool)
 }
 
 // ObjectsResult is what the objects reader found.
@@ -165,6 +170,15 @@ func (r *ObjectsReader) Read(ctx context.Context, target apilifecycle.Release) (
 	}
 	for _, gvr := range gvrs {
 		res.Resources = append(res.Resources, gvr.GroupResource().String())
+		if r.Listed != nil {
+			if objs, ok := r.Listed(ctx, gvr.GroupResource()); ok {
+				for _, o := range objs {
+					res.Scanned++
+					r.object(o, kindOf[gvr], &res)
+				}
+				continue
+			}
+		}
 		var ri dynamic.ResourceInterface = r.Dynamic.Resource(gvr)
 		// -n limits namespaced resources only; a cluster-scoped kind
 		// (ValidatingAdmissionPolicy, MutatingAdmissionPolicy, ...) has
@@ -193,7 +207,7 @@ func (r *ObjectsReader) Read(ctx context.Context, target apilifecycle.Release) (
 	return res, nil
 }
 
-func (r *ObjectsReader) object(u *unstructured.Unstructured, kind string, res *ObjectsResult) {
+func (r *ObjectsReader) object(u metav1.Object, kind string, res *ObjectsResult) {
 	loc := u.GetName()
 	if ns := u.GetNamespace(); ns != "" {
 		loc = ns + "/" + loc
@@ -523,12 +537,26 @@ type CRDReader struct {
 	Client apiextclient.Interface
 	// Retry retries a page's transient errors.
 	Retry Retry
+	// List, when set, supplies the CRDs (a caller that has listed them
+	// already) instead of a paged list; its error is returned as it is.
+	List func(ctx context.Context) ([]*apiextv1.CustomResourceDefinition, error)
 }
 
 // Read lists every CRD.
 func (c *CRDReader) Read(ctx context.Context) ([]Finding, int, error) {
 	var out []Finding
 	n := 0
+	if c.List != nil {
+		crds, err := c.List(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, crd := range crds {
+			n++
+			out = append(out, crdFindings(crd)...)
+		}
+		return out, n, nil
+	}
 	err := listPages(ctx, c.Retry, "list of CustomResourceDefinitions", DefaultPageSize,
 		func(ctx context.Context, opts metav1.ListOptions) ([]apiextv1.CustomResourceDefinition, string, error) {
 			l, err := c.Client.ApiextensionsV1().CustomResourceDefinitions().List(ctx, opts)

@@ -276,6 +276,32 @@ func TestObjectsReader(t *testing.T) {
 	if res.Scanned != 4 || len(nsList) == 0 || slices.ContainsFunc(nsList, func(ns string) bool { return ns != "" }) {
 		t.Errorf("-n with a cluster-scoped kind: scanned %d, listed in namespaces %q", res.Scanned, nsList)
 	}
+
+	// Objects the caller already read are scanned as they are, with the
+	// same findings and no list; a resource it reports false for is listed.
+	for _, have := range []bool{true, false} {
+		nsList = nil
+		r = &ObjectsReader{Dynamic: dyn, Table: apilifecycle.Builtin(), Served: served, PageSize: 2,
+			Listed: func(_ context.Context, gr schema.GroupResource) ([]metav1.Object, bool) {
+				var out []metav1.Object
+				for _, o := range objs {
+					out = append(out, o.(*unstructured.Unstructured))
+				}
+				return out, have && gr == gvr.GroupResource()
+			}}
+		res, err = r.Read(context.Background(), apilifecycle.R(1, 38))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = nil
+		for _, f := range res.Findings {
+			got = append(got, f.Name+" "+f.Who+" "+f.APIVersion)
+		}
+		slices.Sort(got)
+		if d := cmp.Diff(want, got); d != "" || res.Scanned != 4 || (len(nsList) == 0) != have {
+			t.Errorf("Listed %v: scanned %d, %d lists, findings %s", have, res.Scanned, len(nsList), d)
+		}
+	}
 }
 
 // With a metadata client, the first pass (which revision to decode) reads

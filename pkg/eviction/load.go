@@ -48,6 +48,15 @@ type LoadOptions struct {
 	// in the snapshot, for callers that judge node health from the same
 	// read (kubectl skew preflight) instead of listing nodes again.
 	NodeStatus bool
+	// NodeAnnotations are node annotation keys kept besides the one the
+	// Evaluator reads, for callers that take other facts of the nodes from
+	// the same read (pkg/skew's inventory: skew.NodeAnnotations).
+	NodeAnnotations []string
+	// KeepPods names a namespace whose pods are also kept whole (without
+	// managed fields) in Snapshot.KeptPods, for callers that judge those
+	// pods' health from the same read instead of listing them again
+	// (kubectl skew preflight: kube-system).
+	KeepPods string
 	// StreamTimeout bounds each watch-list stream, the one request that
 	// stands for a whole list (the caller's --request-timeout; 0: none).
 	// Without it client-go retries a watch that times out, ten times.
@@ -61,6 +70,8 @@ type Snapshot struct {
 	Nodes []*corev1.Node
 	Pods  []*corev1.Pod
 	PDBs  []*policyv1.PodDisruptionBudget
+	// KeptPods are the whole pods of LoadOptions.KeepPods' namespace.
+	KeptPods []*corev1.Pod
 	// ForbiddenPods and ForbiddenPDBs name the namespaces whose pods or
 	// PDBs the caller may not list, with the server's message. The rest
 	// was still read.
@@ -116,6 +127,14 @@ func Load(ctx context.Context, client kubernetes.Interface, opts LoadOptions) (*
 			if opts.NodeStatus {
 				sn.Status = corev1.NodeStatus{Conditions: n.Status.Conditions, NodeInfo: n.Status.NodeInfo, Allocatable: n.Status.Allocatable}
 			}
+			for _, k := range opts.NodeAnnotations {
+				if v, ok := n.Annotations[k]; ok {
+					if sn.Annotations == nil {
+						sn.Annotations = map[string]string{}
+					}
+					sn.Annotations[k] = v
+				}
+			}
 			s.Nodes = append(s.Nodes, sn)
 		},
 	}
@@ -134,7 +153,14 @@ func Load(ctx context.Context, client kubernetes.Interface, opts LoadOptions) (*
 				}
 				return r.Continue, nil
 			},
-			add: func(p *corev1.Pod) { s.Pods = append(s.Pods, Slim(p)) },
+			add: func(p *corev1.Pod) {
+				s.Pods = append(s.Pods, Slim(p))
+				if opts.KeepPods != "" && p.Namespace == opts.KeepPods {
+					c := *p
+					c.ManagedFields = nil
+					s.KeptPods = append(s.KeptPods, &c)
+				}
+			},
 			// Pods are most of what is read: decoded straight into their
 			// slim form when the server streams protobuf.
 			open: rawWatcher(client, ns, "pods"),
@@ -144,6 +170,14 @@ func Load(ctx context.Context, client kubernetes.Interface, opts LoadOptions) (*
 					return err
 				}
 				s.Pods = append(s.Pods, p)
+				if opts.KeepPods != "" && p.Namespace == opts.KeepPods {
+					whole := &corev1.Pod{}
+					if err := whole.Unmarshal(raw); err != nil {
+						return fmt.Errorf("decoding pod %s/%s: %w", p.Namespace, p.Name, err)
+					}
+					whole.ManagedFields = nil
+					s.KeptPods = append(s.KeptPods, whole)
+				}
 				return nil
 			},
 		}
@@ -180,7 +214,10 @@ func Load(ctx context.Context, client kubernetes.Interface, opts LoadOptions) (*
 	})
 	g.Go(func() error {
 		return l.perNamespace(gctx, "pods", s.ForbiddenPods, func(ctx context.Context, ns string) error {
-			return readAll(ctx, l, pods(ns), metav1.ListOptions{}, func() { s.Pods = dropNamespace(s.Pods, ns) })
+			return readAll(ctx, l, pods(ns), metav1.ListOptions{}, func() {
+				s.Pods = dropNamespace(s.Pods, ns)
+				s.KeptPods = dropNamespace(s.KeptPods, ns)
+			})
 		})
 	})
 	g.Go(func() error {

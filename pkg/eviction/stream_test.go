@@ -206,7 +206,7 @@ func TestLoadStreamsProtobuf(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, err := Load(context.Background(), c, LoadOptions{Stream: true, PageSize: 10})
+			s, err := Load(context.Background(), c, LoadOptions{Stream: true, PageSize: 10, KeepPods: "ml"})
 			if mode == "proto-error" {
 				if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
 					t.Fatalf("error %v, want the server's 410 Expired", err)
@@ -218,6 +218,11 @@ func TestLoadStreamsProtobuf(t *testing.T) {
 			}
 			if len(s.Pods) != 25 {
 				t.Fatalf("%d pods", len(s.Pods))
+			}
+			// KeepPods: the whole pods too, once, even when a cut stream
+			// was read again in pages.
+			if len(s.KeptPods) != 25 || s.KeptPods[24].Name != "p-024" || s.KeptPods[0].Spec.NodeName != "gpu-1" {
+				t.Errorf("%d kept pods", len(s.KeptPods))
 			}
 			for i, p := range s.Pods {
 				want := Slim(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p-%03d", i), Namespace: "ml"}, Spec: corev1.PodSpec{NodeName: "gpu-1"}})

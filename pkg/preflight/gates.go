@@ -13,14 +13,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/pager"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
@@ -66,7 +63,7 @@ func (r *Runner) removedAPIsGate(ctx context.Context, metrics func(context.Conte
 			srcs[1].err = errors.New("discovery failed")
 			return
 		}
-		or, err := (&dep.ObjectsReader{Dynamic: r.Dynamic, Table: tab, Served: served, PageSize: r.page()}).Read(ctx, target)
+		or, err := (&dep.ObjectsReader{Dynamic: r.Dynamic, Table: tab, Served: served, PageSize: r.page(), Listed: r.listed}).Read(ctx, target)
 		srcs[1].fs, srcs[1].err = or.Findings, err
 	}()
 	go func() {
@@ -80,7 +77,7 @@ func (r *Runner) removedAPIsGate(ctx context.Context, metrics func(context.Conte
 			srcs[3].err = errors.New("no apiextensions client")
 			return
 		}
-		fs, _, err := (&dep.CRDReader{Client: r.Ext}).Read(ctx)
+		fs, _, err := (&dep.CRDReader{Client: r.Ext, List: r.crds}).Read(ctx)
 		srcs[3].fs, srcs[3].err = fs, err
 	}()
 	wg.Wait()
@@ -136,6 +133,60 @@ func (r *Runner) removedAPIsGate(ctx context.Context, metrics func(context.Conte
 	return Gate{Status: StatusPass, Message: msg, Command: cmd}, callers
 }
 
+// listed hands the removed-APIs gate's object scan the resources another
+// gate reads whole anyway, so that each is listed once; false when that
+// read failed (the scan lists it itself and reports its own error).
+func (r *Runner) listed(ctx context.Context, gr schema.GroupResource) ([]metav1.Object, bool) {
+	var objs []metav1.Object
+	switch gr {
+	case schema.GroupResource{Group: "apps", Resource: "deployments"}:
+		deps, err := r.deployments(ctx)
+		if err != nil {
+			return nil, false
+		}
+		for _, d := range deps {
+			objs = append(objs, d)
+		}
+	case schema.GroupResource{Group: "apps", Resource: "daemonsets"}:
+		dss, err := r.daemonSets(ctx)
+		if err != nil {
+			return nil, false
+		}
+		for _, d := range dss {
+			objs = append(objs, d)
+		}
+	case schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"},
+		schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}:
+		hooks, err := r.webhooks(ctx)
+		if err != nil {
+			return nil, false
+		}
+		if gr.Resource == "validatingwebhookconfigurations" {
+			for i := range hooks.Validating {
+				objs = append(objs, &hooks.Validating[i])
+			}
+		} else {
+			for i := range hooks.Mutating {
+				objs = append(objs, &hooks.Mutating[i])
+			}
+		}
+	case schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}:
+		if r.Ext == nil {
+			return nil, false
+		}
+		crds, err := r.crds(ctx)
+		if err != nil {
+			return nil, false
+		}
+		for _, c := range crds {
+			objs = append(objs, c)
+		}
+	default:
+		return nil, false
+	}
+	return objs, true
+}
+
 func dedupe(s []string) []string {
 	sort.Strings(s)
 	out := s[:0]
@@ -151,29 +202,19 @@ func dedupe(s []string) []string {
 // and one of DaemonSets) and judges each against the compatibility table.
 func (r *Runner) addonsGate(ctx context.Context) (Gate, []Addon) {
 	var ws []workloadInfo
-	dp := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return r.Kube.AppsV1().Deployments("").List(ctx, o)
-	})
-	dp.PageSize = r.page()
-	if err := dp.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if d, ok := obj.(*appsv1.Deployment); ok {
-			ws = append(ws, workloadInfo{kind: "deployment", namespace: d.Namespace, name: d.Name, labels: d.Labels, containers: d.Spec.Template.Spec.Containers})
-		}
-		return nil
-	}); err != nil {
+	deps, err := r.deployments(ctx)
+	if err != nil {
 		return unknown("list deployments", err), nil
 	}
-	dsp := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return r.Kube.AppsV1().DaemonSets("").List(ctx, o)
-	})
-	dsp.PageSize = r.page()
-	if err := dsp.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		if d, ok := obj.(*appsv1.DaemonSet); ok {
-			ws = append(ws, workloadInfo{kind: "daemonset", namespace: d.Namespace, name: d.Name, labels: d.Labels, containers: d.Spec.Template.Spec.Containers})
-		}
-		return nil
-	}); err != nil {
+	for _, d := range deps {
+		ws = append(ws, workloadInfo{kind: "deployment", namespace: d.Namespace, name: d.Name, labels: d.Labels, containers: d.Spec.Template.Spec.Containers})
+	}
+	dss, err := r.daemonSets(ctx)
+	if err != nil {
 		return unknown("list daemonsets", err), nil
+	}
+	for _, d := range dss {
+		ws = append(ws, workloadInfo{kind: "daemonset", namespace: d.Namespace, name: d.Name, labels: d.Labels, containers: d.Spec.Template.Spec.Containers})
 	}
 	addons := findAddons(ws)
 	if len(addons) == 0 {
@@ -214,7 +255,7 @@ func statusOfLine(s string) Status {
 // ready endpoint or no Service fails; webhooks that intercept kube-system,
 // nodes or leases, and long timeouts, warn.
 func (r *Runner) webhooksGate(ctx context.Context) Gate {
-	hooks, err := crdmigrate.LoadWebhooks(ctx, r.Kube)
+	hooks, err := r.webhooks(ctx)
 	if err != nil {
 		return unknown("list validatingwebhookconfigurations and mutatingwebhookconfigurations", err)
 	}
@@ -363,7 +404,7 @@ var etcdSizeMetrics = []string{"apiserver_storage_size_bytes", "apiserver_storag
 // the metric it came from; ok is false when neither metric is there.
 func EtcdDBSize(text []byte) (size float64, metric string, ok bool, err error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(metricLines(text, etcdSizeMetrics)))
 	if err != nil && len(fams) == 0 {
 		return 0, "", false, err
 	}
@@ -383,6 +424,36 @@ func EtcdDBSize(text []byte) (size float64, metric string, ok bool, err error) {
 		}
 	}
 	return 0, "", false, nil
+}
+
+// metricLines keeps the lines of a /metrics text that belong to the named
+// metrics (samples, # HELP and # TYPE), so that only they are parsed: an
+// apiserver's /metrics is megabytes, and parsing all of it for two gauges
+// was most of preflight's CPU.
+func metricLines(text []byte, names []string) []byte {
+	var out []byte
+	for len(text) > 0 {
+		line := text
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i+1], text[i+1:]
+		} else {
+			text = nil
+		}
+		name := line
+		if bytes.HasPrefix(name, []byte("# HELP ")) || bytes.HasPrefix(name, []byte("# TYPE ")) {
+			name = name[len("# HELP "):]
+		}
+		for _, n := range names {
+			if bytes.HasPrefix(name, []byte(n)) && len(name) > len(n) && strings.IndexByte(" {\t", name[len(n)]) >= 0 {
+				out = append(out, line...)
+				if line[len(line)-1] != '\n' {
+					out = append(out, '\n')
+				}
+				break
+			}
+		}
+	}
+	return out
 }
 
 // etcdGate reads /readyz/etcd and the database size from /metrics.

@@ -138,6 +138,15 @@ func TestEtcdDBSize(t *testing.T) {
 	if err != nil || !ok || metric != "apiserver_storage_size_bytes" || size != 1.5e9 {
 		t.Fatalf("EtcdDBSize = %v %s %v %v", size, metric, ok, err)
 	}
+	// Only the size metrics' lines are parsed, wherever they are.
+	noise := "# HELP apiserver_storage_size_bytes_total other\n# TYPE apiserver_storage_size_bytes_total counter\napiserver_storage_size_bytes_total 9e+12\n" +
+		"# TYPE y histogram\ny_bucket{le=\"1\"} 3\n"
+	if size, _, ok, err := EtcdDBSize([]byte(noise + text + noise)); err != nil || !ok || size != 1.5e9 {
+		t.Errorf("among other metrics: %v %v %v", size, ok, err)
+	}
+	if size, metric, ok, _ := EtcdDBSize([]byte(noise + "# TYPE apiserver_storage_db_total_size_in_bytes gauge\napiserver_storage_db_total_size_in_bytes{endpoint=\"e\"} 7")); !ok || size != 7 || metric != "apiserver_storage_db_total_size_in_bytes" {
+		t.Errorf("older metric, no newline: %v %s %v", size, metric, ok)
+	}
 	if _, _, ok, _ := EtcdDBSize([]byte("# TYPE x gauge\nx 1\n")); ok {
 		t.Error("found a size in a text without the metric")
 	}
@@ -260,10 +269,23 @@ func TestRunWholeReport(t *testing.T) {
 	kc := fake.NewClientset(node("a-0", "gpu-a", "v1.36.2", true, 8), node("a-1", "gpu-a", "v1.36.2", false, 8), pdb, web, crash,
 		deploy("cert-manager", "cert-manager", "quay.io/jetstack/cert-manager-controller:v1.18.2"))
 	kc.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.36.2"}
-	r := &Runner{Kube: kc, Ext: apiextfake.NewClientset(), Target: mustVersion("v1.37"), Compat: DefaultCompat(), Calendar: skew.DefaultCalendar(), Now: func() time.Time { return now }}
+	ext := apiextfake.NewClientset()
+	r := &Runner{Kube: kc, Ext: ext, Target: mustVersion("v1.37"), Compat: DefaultCompat(), Calendar: skew.DefaultCalendar(), Now: func() time.Time { return now }}
 	res, err := r.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The inventory and every gate share one read of each kind.
+	lists := map[string]int{}
+	for _, a := range append(kc.Actions(), ext.Actions()...) {
+		if a.GetVerb() == "list" {
+			lists[a.GetResource().Resource]++
+		}
+	}
+	for _, res := range []string{"nodes", "pods", "poddisruptionbudgets", "deployments", "daemonsets", "validatingwebhookconfigurations", "customresourcedefinitions"} {
+		if lists[res] != 1 {
+			t.Errorf("%s listed %d times, want once (%v)", res, lists[res], lists)
+		}
 	}
 	got := map[string]Status{}
 	for _, g := range res.Gates {

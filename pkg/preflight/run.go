@@ -11,17 +11,21 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/pager"
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
@@ -74,6 +78,18 @@ type Runner struct {
 	crdOnce sync.Once
 	crdList []*apiextv1.CustomResourceDefinition
 	crdErr  error
+
+	deployOnce sync.Once
+	deploys    []*appsv1.Deployment
+	deployErr  error
+
+	dsOnce sync.Once
+	dss    []*appsv1.DaemonSet
+	dsErr  error
+
+	hooksOnce sync.Once
+	hooks     *crdmigrate.Webhooks
+	hooksErr  error
 }
 
 func (r *Runner) now() time.Time {
@@ -91,19 +107,46 @@ func (r *Runner) page() int64 {
 }
 
 // Run reads the inventory (required: /version and the nodes) and runs
-// every gate. A gate that cannot read is UNKNOWN; only a failed inventory
-// is an error.
+// every gate, all at once. A gate that cannot read is UNKNOWN; only a
+// failed inventory is an error. Nodes and pods are read once, by the drain
+// gate's snapshot, for the inventory and every gate that needs them.
 func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	res := &Result{}
-	col := &skew.Collector{Client: r.Kube, PoolLabel: r.PoolLabel, PageSize: r.page(), Kubectl: r.Kubectl, Now: r.Now}
-	inv, err := col.Collect(ctx)
-	if err != nil {
-		return nil, err
-	}
 	ev := &res.Evidence
-	ev.CollectedAt = inv.CollectedAt
 	ev.Target = r.Target.MinorString()
-	ev.Inventory = inv
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		inv    skew.Inventory
+		invErr error
+		invWG  sync.WaitGroup
+	)
+	invWG.Add(1)
+	go func() {
+		defer invWG.Done()
+		col := &skew.Collector{Client: r.Kube, PoolLabel: r.PoolLabel, PageSize: r.page(), Kubectl: r.Kubectl, Now: r.Now,
+			Nodes: func(ctx context.Context) ([]*corev1.Node, bool) {
+				snap, err := r.snapshot(ctx)
+				if err != nil {
+					return nil, false
+				}
+				return snap.Nodes, true
+			},
+			SystemPods: r.systemPods,
+			DaemonSets: func(ctx context.Context) ([]*appsv1.DaemonSet, bool) {
+				all, err := r.daemonSets(ctx)
+				return inNamespace(all, metav1.NamespaceSystem), err == nil
+			},
+			Deployments: func(ctx context.Context) ([]*appsv1.Deployment, bool) {
+				all, err := r.deployments(ctx)
+				return inNamespace(all, metav1.NamespaceSystem), err == nil
+			},
+		}
+		if inv, invErr = col.Collect(ctx); invErr != nil {
+			// Without the inventory there is no report: stop the gates.
+			cancel()
+		}
+	}()
 
 	// /metrics is read once for the removed-API metric and etcd's size.
 	var (
@@ -175,9 +218,15 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		}()
 	}
 	wg.Wait()
+	invWG.Wait()
+	if invErr != nil {
+		return nil, invErr
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	ev.CollectedAt = inv.CollectedAt
+	ev.Inventory = inv
 	res.Gates = out
 	return res, nil
 }
@@ -256,13 +305,87 @@ func (r *Runner) nodesGate(ctx context.Context) (Gate, []NodeFact) {
 	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %s Ready", skew.Nodes(len(facts))), Command: "kubectl get nodes"}, facts
 }
 
-// snapshot reads nodes (with their status), pods and PDBs once, with
-// pkg/eviction.Load, for the drain and node gates.
+// snapshot reads nodes (with their status and the inventory's
+// annotations), pods (kube-system's whole) and PDBs once, with
+// pkg/eviction.Load, for the inventory and the drain, node and
+// kube-system pod gates.
 func (r *Runner) snapshot(ctx context.Context) (*eviction.Snapshot, error) {
 	r.snapOnce.Do(func() {
-		r.snap, r.snapErr = eviction.Load(ctx, r.Kube, eviction.LoadOptions{Stream: r.Stream, StreamTimeout: r.StreamTimeout, PageSize: r.page(), NodeStatus: true})
+		r.snap, r.snapErr = eviction.Load(ctx, r.Kube, eviction.LoadOptions{Stream: r.Stream, StreamTimeout: r.StreamTimeout, PageSize: r.page(),
+			NodeStatus: true, NodeAnnotations: skew.NodeAnnotations, KeepPods: metav1.NamespaceSystem})
 	})
 	return r.snap, r.snapErr
+}
+
+// systemPods returns the whole pods of kube-system from the snapshot;
+// false when the snapshot could not read them (the caller lists them
+// itself, for the server's own answer).
+func (r *Runner) systemPods(ctx context.Context) ([]*corev1.Pod, bool) {
+	snap, err := r.snapshot(ctx)
+	if err != nil {
+		return nil, false
+	}
+	if _, forbidden := snap.ForbiddenPods[metav1.NamespaceSystem]; forbidden {
+		return nil, false
+	}
+	return snap.KeptPods, true
+}
+
+// deployments lists the Deployments of every namespace once, for the
+// addons gate, the inventory (kube-system's) and the removed-APIs gate
+// (their managed fields).
+func (r *Runner) deployments(ctx context.Context) ([]*appsv1.Deployment, error) {
+	r.deployOnce.Do(func() {
+		p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return r.Kube.AppsV1().Deployments("").List(ctx, o)
+		})
+		p.PageSize = r.page()
+		r.deployErr = p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+			if d, ok := obj.(*appsv1.Deployment); ok {
+				r.deploys = append(r.deploys, d)
+			}
+			return nil
+		})
+	})
+	return r.deploys, r.deployErr
+}
+
+// daemonSets lists the DaemonSets of every namespace once, as deployments
+// does the Deployments.
+func (r *Runner) daemonSets(ctx context.Context) ([]*appsv1.DaemonSet, error) {
+	r.dsOnce.Do(func() {
+		p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return r.Kube.AppsV1().DaemonSets("").List(ctx, o)
+		})
+		p.PageSize = r.page()
+		r.dsErr = p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+			if d, ok := obj.(*appsv1.DaemonSet); ok {
+				r.dss = append(r.dss, d)
+			}
+			return nil
+		})
+	})
+	return r.dss, r.dsErr
+}
+
+// webhooks lists the admission webhook configurations once, for the
+// webhooks gate and the removed-APIs gate.
+func (r *Runner) webhooks(ctx context.Context) (*crdmigrate.Webhooks, error) {
+	r.hooksOnce.Do(func() {
+		r.hooks, r.hooksErr = crdmigrate.LoadWebhooks(ctx, r.Kube)
+	})
+	return r.hooks, r.hooksErr
+}
+
+// inNamespace returns the objects of namespace ns.
+func inNamespace[T metav1.Object](objs []T, ns string) []T {
+	var out []T
+	for _, o := range objs {
+		if o.GetNamespace() == ns {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // firstWord returns the word after prefix in s.
@@ -317,18 +440,24 @@ func restarts(p *corev1.Pod) int32 {
 	return n
 }
 
-// systemPodsGate checks kube-system pods and finds the newest Warning
-// event there.
+// systemPodsGate checks kube-system pods (kept whole by the drain gate's
+// snapshot, listed only when it could not read them) and finds the newest
+// Warning event there.
 func (r *Runner) systemPodsGate(ctx context.Context) (Gate, []PodFact, *time.Time) {
-	list, err := r.Kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return unknown("list pods in kube-system", err), nil, nil
+	pods, ok := r.systemPods(ctx)
+	if !ok {
+		list, err := r.Kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return unknown("list pods in kube-system", err), nil, nil
+		}
+		for i := range list.Items {
+			pods = append(pods, &list.Items[i])
+		}
 	}
 	now := r.now()
 	var facts []PodFact
 	var bad []string
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range pods {
 		f := PodFact{Name: p.Name, Phase: string(p.Status.Phase), Restarts: restarts(p), Problem: podProblem(p, now)}
 		facts = append(facts, f)
 		if f.Problem != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -76,6 +77,19 @@ type Collector struct {
 	// Dynamic, when set, reads Cluster API Clusters for provider
 	// detection (only when cluster.x-k8s.io is served).
 	Dynamic dynamic.Interface
+	// Nodes, when set, may hand over the nodes a caller already read, so
+	// that they are not listed twice (kubectl skew preflight's drain
+	// snapshot); each with its labels, spec, status.nodeInfo,
+	// status.allocatable and NodeAnnotations. When it reports false (its
+	// read failed) the nodes are listed as usual.
+	Nodes func(ctx context.Context) ([]*corev1.Node, bool)
+	// SystemPods, DaemonSets and Deployments, when set, may likewise hand
+	// over the pods, DaemonSets and Deployments of kube-system a caller
+	// already read (whole); when one reports false, that kind is listed as
+	// usual.
+	SystemPods  func(ctx context.Context) ([]*corev1.Pod, bool)
+	DaemonSets  func(ctx context.Context) ([]*appsv1.DaemonSet, bool)
+	Deployments func(ctx context.Context) ([]*appsv1.Deployment, bool)
 
 	platform *platformAcc
 }
@@ -254,46 +268,62 @@ func PoolOf(labels map[string]string, poolLabel string) (name, label string) {
 }
 
 func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
+	acc := map[poolKey]*poolAcc{}
+	if c.Nodes != nil {
+		if nodes, ok := c.Nodes(ctx); ok {
+			for _, n := range nodes {
+				c.node(acc, n)
+			}
+			return pools(acc), nil
+		}
+	}
 	size := c.PageSize
 	if size <= 0 {
 		size = 500
 	}
-	acc := map[poolKey]*poolAcc{}
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return c.Client.CoreV1().Nodes().List(ctx, opts)
 	})
 	p.PageSize = size
 	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-		n, ok := obj.(*corev1.Node)
-		if !ok {
-			return nil
+		if n, ok := obj.(*corev1.Node); ok {
+			c.node(acc, n)
 		}
-		name, label := PoolOf(n.Labels, c.PoolLabel)
-		c.platform.node(n)
-		k := poolKey{name, label}
-		a := acc[k]
-		if a == nil {
-			a = &poolAcc{versions: map[string]int{}}
-			acc[k] = a
-		}
-		a.nodes++
-		if q, ok := n.Status.Allocatable[gpucheck.GPUResource]; ok && q.Sign() > 0 {
-			a.gpuNodes++
-		}
-		kv := strings.TrimSpace(n.Status.NodeInfo.KubeletVersion)
-		if _, err := ParseVersion(kv); err != nil {
-			a.nUnknown++
-			if len(a.unknown) < 3 {
-				a.unknown = append(a.unknown, n.Name)
-			}
-			return nil
-		}
-		a.versions[kv]++
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	return pools(acc), nil
+}
+
+// node counts one node in its pool.
+func (c *Collector) node(acc map[poolKey]*poolAcc, n *corev1.Node) {
+	name, label := PoolOf(n.Labels, c.PoolLabel)
+	c.platform.node(n)
+	k := poolKey{name, label}
+	a := acc[k]
+	if a == nil {
+		a = &poolAcc{versions: map[string]int{}}
+		acc[k] = a
+	}
+	a.nodes++
+	if q, ok := n.Status.Allocatable[gpucheck.GPUResource]; ok && q.Sign() > 0 {
+		a.gpuNodes++
+	}
+	kv := strings.TrimSpace(n.Status.NodeInfo.KubeletVersion)
+	if _, err := ParseVersion(kv); err != nil {
+		a.nUnknown++
+		if len(a.unknown) < 3 {
+			a.unknown = append(a.unknown, n.Name)
+		}
+		return
+	}
+	a.versions[kv]++
+}
+
+// pools turns the per-pool counts into the inventory's pools.
+func pools(acc map[poolKey]*poolAcc) []Pool {
 	out := make([]Pool, 0, len(acc))
 	for k, a := range acc {
 		gpuNodes := a.gpuNodes
@@ -304,7 +334,7 @@ func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 		}
 		out = append(out, p)
 	}
-	return out, nil
+	return out
 }
 
 func isForbidden(err error) bool {
@@ -313,8 +343,23 @@ func isForbidden(err error) bool {
 
 // staticPods reads the control-plane static pods in kube-system.
 func (c *Collector) staticPods(ctx context.Context) ([]Component, string) {
-	sel := "component in (" + strings.Join(staticComponents, ",") + ")"
-	list, err := c.Client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	var pods []*corev1.Pod
+	var err error
+	ok := false
+	if c.SystemPods != nil {
+		pods, ok = c.SystemPods(ctx)
+	}
+	if !ok {
+		pods = nil
+		sel := "component in (" + strings.Join(staticComponents, ",") + ")"
+		var list *corev1.PodList
+		list, err = c.Client.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err == nil {
+			for i := range list.Items {
+				pods = append(pods, &list.Items[i])
+			}
+		}
+	}
 	var comps []Component
 	if err != nil {
 		state, note := StateNotVisible, fmt.Sprintf("kube-system pods could not be read (%v); control-plane instances not checked", err)
@@ -327,9 +372,11 @@ func (c *Collector) staticPods(ctx context.Context) ([]Component, string) {
 		return comps, note
 	}
 	seen := map[string]bool{}
-	for i := range list.Items {
-		p := &list.Items[i]
+	for _, p := range pods {
 		name := p.Labels["component"]
+		if !slices.Contains(staticComponents, name) {
+			continue // a caller's pods are all of kube-system
+		}
 		c.platform.staticPod(p)
 		img := containerImage(p.Spec.Containers, name)
 		comps = append(comps, Component{
@@ -397,21 +444,43 @@ func (c *Collector) workloads(ctx context.Context) ([]Component, []string) {
 		found[addon] = true
 	}
 	var dsErr, depErr error
-	var dss *appsv1.DaemonSetList
-	var deps *appsv1.DeploymentList
-	dss, dsErr = c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	var dss []*appsv1.DaemonSet
+	var deps []*appsv1.Deployment
+	ok := false
+	if c.DaemonSets != nil {
+		dss, ok = c.DaemonSets(ctx)
+	}
+	if !ok {
+		dss = nil
+		var l *appsv1.DaemonSetList
+		if l, dsErr = c.Client.AppsV1().DaemonSets(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{}); dsErr == nil {
+			for i := range l.Items {
+				dss = append(dss, &l.Items[i])
+			}
+		}
+	}
 	if dsErr == nil {
-		for i := range dss.Items {
-			d := &dss.Items[i]
+		for _, d := range dss {
 			add("daemonset", d.Name, d.Labels, d.Spec.Template.Spec.Containers)
 		}
 	} else {
 		notes = append(notes, readNote("DaemonSets", dsErr)+"; kube-proxy not checked")
 	}
-	deps, depErr = c.Client.AppsV1().Deployments(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
+	ok = false
+	if c.Deployments != nil {
+		deps, ok = c.Deployments(ctx)
+	}
+	if !ok {
+		deps = nil
+		var l *appsv1.DeploymentList
+		if l, depErr = c.Client.AppsV1().Deployments(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{}); depErr == nil {
+			for i := range l.Items {
+				deps = append(deps, &l.Items[i])
+			}
+		}
+	}
 	if depErr == nil {
-		for i := range deps.Items {
-			d := &deps.Items[i]
+		for _, d := range deps {
 			add("deployment", d.Name, d.Labels, d.Spec.Template.Spec.Containers)
 		}
 	} else {

@@ -92,6 +92,55 @@ func TestCollect(t *testing.T) {
 	}
 }
 
+// Nodes, pods, DaemonSets and Deployments a caller hands over give the
+// same inventory as the collector's own lists, which are then not made;
+// a supplier that reports false is listed as usual.
+func TestCollectFromSuppliedReads(t *testing.T) {
+	gke := "cloud.google.com/gke-nodepool"
+	n := node("a-0", map[string]string{gke: "h100-a"}, "v1.37.2")
+	n.Annotations = map[string]string{annCAPIClusterName: "prod", annCAPIClusterNS: "fleet"}
+	api := staticPod(KindAPIServer, "cp-0", "registry.k8s.io/kube-apiserver:v1.37.2")
+	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd-cp-0", Namespace: "kube-system", Labels: map[string]string{"component": "etcd"}}}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"},
+		Spec: appsv1.DaemonSetSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.36.1"}}}}}}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"},
+		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "coredns", Image: "registry.k8s.io/coredns/coredns:v1.12.1"}}}}}}
+	objs := []runtime.Object{n, api, other, ds, dep}
+	listed := &Collector{Client: fakeClient("v1.37.2", objs...), Now: func() time.Time { return t0 }}
+	want, err := listed.Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []bool{true, false} {
+		kc := fakeClient("v1.37.2", objs...)
+		c := &Collector{Client: kc, Now: func() time.Time { return t0 },
+			Nodes:       func(context.Context) ([]*corev1.Node, bool) { return []*corev1.Node{n}, ok },
+			SystemPods:  func(context.Context) ([]*corev1.Pod, bool) { return []*corev1.Pod{api, other}, ok },
+			DaemonSets:  func(context.Context) ([]*appsv1.DaemonSet, bool) { return []*appsv1.DaemonSet{ds}, ok },
+			Deployments: func(context.Context) ([]*appsv1.Deployment, bool) { return []*appsv1.Deployment{dep}, ok },
+		}
+		got, err := c.Collect(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("supplied %v: (-listed +got)\n%s", ok, diff)
+		}
+		lists := 0
+		for _, a := range kc.Actions() {
+			if a.GetVerb() == "list" {
+				lists++
+			}
+		}
+		if wantLists := map[bool]int{true: 0, false: 4}[ok]; lists != wantLists {
+			t.Errorf("supplied %v: %d lists, want %d", ok, lists, wantLists)
+		}
+	}
+	if want.Platform.ClusterAPIName != "prod" {
+		t.Errorf("platform %+v", want.Platform)
+	}
+}
+
 func TestCollectPoolLabel(t *testing.T) {
 	c := &Collector{Client: fakeClient("v1.37.2",
 		node("a", map[string]string{"cloud.google.com/gke-nodepool": "x", "team": "ml"}, "v1.37.0"),

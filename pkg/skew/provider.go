@@ -162,6 +162,12 @@ const (
 	platformLabelPrefix = "node.k3s.io/"
 )
 
+// NodeAnnotations are the node annotations the inventory reads (Cluster
+// API's cluster name and namespace): a caller that hands the Collector
+// nodes it read itself (Collector.Nodes) keeps at least these, with the
+// labels, spec, status.nodeInfo and status.allocatable.
+var NodeAnnotations = []string{annCAPIClusterName, annCAPIClusterNS}
+
 var providerLabels = []string{labelEKSNodegroup, labelEksctlCluster, labelGKENodepool, labelAKSCluster, labelAKSAgentpool}
 
 // platformAcc gathers a Platform while nodes and pods are read.

@@ -8,8 +8,13 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
-// ConfigOptions are the kubeconfig flag defaults of `kubectl skew`.
-var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "30s", NoNamespace: true}
+// ConfigOptions are the kubeconfig flag defaults of `kubectl skew`: a 30s
+// request timeout, and client-side QPS for preflight, which lists some
+// sixty resources at once (every kind the removed-APIs gate scans, the
+// gates' own reads). At client-go's default of 5 per second with a burst
+// of 10 it waited seconds on its own rate limiter with the apiserver idle;
+// the apiserver's priority and fairness is what protects it.
+var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "30s", NoNamespace: true, QPS: 100, Burst: 200}
 
 var long = templates.LongDesc(`
 	Check component versions against the Kubernetes version-skew policy.
