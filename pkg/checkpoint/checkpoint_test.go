@@ -205,3 +205,44 @@ func TestResponderAliveGatesHeartbeat(t *testing.T) {
 		t.Errorf("heartbeat %v after the checkpointer is alive again, want later than %v", hb, t0)
 	}
 }
+
+// TestResponderStopWaitsForCheckpoint: a responder that stops while the
+// checkpoint runs returns from Run only once Checkpoint has returned, and
+// writes no answer then: the request stays open for the next responder,
+// never answered "failed" with the stop's own error.
+func TestResponderStopWaitsForCheckpoint(t *testing.T) {
+	c := newDynamic()
+	target := Target{Resource: jobsets, Namespace: "ml", Name: "train"}
+	keys := DefaultKeys()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := (&Requester{Client: c, Keys: keys}).Request(ctx, target, Request{State: Requested, ID: "r1", RequestedAt: time.Now()}, nil); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var finished atomic.Bool
+	rs := &Responder{Client: c, Target: target, Keys: keys, PollInterval: 10 * time.Millisecond, HeartbeatInterval: time.Hour,
+		Checkpoint: func(ctx context.Context, _ Request) (Result, error) {
+			close(started)
+			<-ctx.Done()
+			time.Sleep(50 * time.Millisecond) // a trainer's last words
+			finished.Store(true)
+			return Result{}, ctx.Err()
+		}}
+	rctx, rcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = rs.Run(rctx) }()
+	<-started
+	rcancel()
+	<-done
+	if !finished.Load() {
+		t.Error("Run returned while Checkpoint was still running")
+	}
+	st, err := Read(ctx, c, keys, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if isFinal(st.Response.Status) {
+		t.Errorf("a stopping responder answered %s (%s)", st.Response.Status, st.Response.Message)
+	}
+}

@@ -307,6 +307,10 @@ func (r *Responder) handle(ctx context.Context, req Request) {
 	for {
 		select {
 		case <-ctx.Done():
+			// The responder is stopping: the request stays open for the
+			// next one, and Run returns only once Checkpoint has.
+			cancel()
+			<-done
 			return
 		case <-r.clock().After(hb):
 			st, err := Read(ctx, r.Client, r.Keys, r.Target)
@@ -323,6 +327,12 @@ func (r *Responder) handle(ctx context.Context, req Request) {
 				r.report(r.answer(ctx, prog))
 			}
 		case o := <-done:
+			if ctx.Err() != nil {
+				// Stopped while Checkpoint returned: no answer from a
+				// stopping responder (its error is the stop, not the
+				// trainer's); the next responder answers.
+				return
+			}
 			final := base
 			var declined *DeclinedError
 			if errors.As(o.err, &declined) {

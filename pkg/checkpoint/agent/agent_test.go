@@ -178,7 +178,7 @@ func TestAgentRestartAnswersOnce(t *testing.T) {
 		}
 	}
 	if n := l.count("answering ready-to-stop"); n != 1 {
-		t.Errorf("answered ready-to-stop %d times, want 1", n)
+		t.Errorf("answered ready-to-stop %d times, want 1:\n%s", n, strings.Join(l.lines, "\n"))
 	}
 	if n := l.count("written to request.json"); n != 1 {
 		t.Errorf("request written %d times, want 1", n)
