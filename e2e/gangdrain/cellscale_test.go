@@ -3,7 +3,6 @@
 package gangdraine2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -542,57 +541,24 @@ func (c *cell) planLoss() float64 {
 	return plan.Summary.PlainDrainLossGPUHours
 }
 
-func auditLines(t *testing.T, path string) int {
-	_, n := readAudit(t, path, 0, "\x00")
-	return n
-}
+func auditLines(t *testing.T, path string) int { return harness.AuditLines(t, path) }
 
+// auditCalls counts the audited requests of one user agent prefix after
+// line skip by verb and resource (a request for one named pod is "get
+// pods", a list "list pods", an eviction "create pods/eviction").
 func auditCalls(t *testing.T, path string, skip int, agent string) map[string]int {
-	m, _ := readAudit(t, path, skip, agent)
-	return m
-}
-
-// readAudit counts the audited requests of one user agent prefix after line
-// skip by verb and resource (a request for one named pod is "get pods",
-// a list "list pods"); it returns the count and the number of lines.
-func readAudit(t *testing.T, path string, skip int, agent string) (map[string]int, int) {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if line <= skip {
-			continue
-		}
-		var e struct {
-			Stage     string `json:"stage"`
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-			ObjectRef *struct {
-				Resource    string `json:"resource"`
-				Subresource string `json:"subresource"`
-			} `json:"objectRef"`
-			RequestURI string `json:"requestURI"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || !strings.HasPrefix(e.UserAgent, agent) || (e.Stage != "" && e.Stage != "ResponseComplete") {
-			continue
-		}
+	for _, e := range harness.AuditEvents(t, path, skip, agent) {
 		key := e.Verb + " " + e.RequestURI
-		if e.ObjectRef != nil {
-			key = e.Verb + " " + e.ObjectRef.Resource
-			if e.ObjectRef.Subresource != "" {
-				key += "/" + e.ObjectRef.Subresource
+		if e.Resource != "" {
+			key = e.Verb + " " + e.Resource
+			if e.Subresource != "" {
+				key += "/" + e.Subresource
 			}
 		}
 		out[key]++
 	}
-	return out, line
+	return out
 }
 
 func formatCalls(m map[string]int) string {

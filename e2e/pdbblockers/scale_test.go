@@ -3,7 +3,6 @@
 package pdbblockerse2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -262,48 +261,16 @@ func parallel(t *testing.T, n int, fn func(int) error) {
 	}
 }
 
-func auditLines(t *testing.T, path string) int {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	n := 0
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 1<<20), 1<<24)
-	for s.Scan() {
-		n++
-	}
-	return n
-}
+func auditLines(t *testing.T, path string) int { return harness.AuditLines(t, path) }
 
 // auditCalls counts the requests of a user agent after line skip, by verb
 // (ResponseComplete stage only).
 func auditCalls(t *testing.T, path string, skip int, agent string) map[string]int {
 	t.Helper()
 	time.Sleep(2 * time.Second) // the audit log is written asynchronously
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	calls := map[string]int{}
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 1<<20), 1<<24)
-	for n := 0; s.Scan(); n++ {
-		if n < skip {
-			continue
-		}
-		var ev struct {
-			Stage     string `json:"stage"`
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-		}
-		if json.Unmarshal(s.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, agent) {
-			continue
-		}
-		calls[ev.Verb]++
+	for _, e := range harness.AuditEvents(t, path, skip, agent) {
+		calls[e.Verb]++
 	}
 	return calls
 }

@@ -3,9 +3,7 @@
 package skewe2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,45 +68,20 @@ func createScalePods(b *testing.B, cp *harness.ControlPlane, nodes, n int) {
 }
 
 // requestsByKind counts the audited requests of one user agent prefix
-// after line skip, per verb and resource.
+// after line skip, per verb and resource, and returns the log's length.
 func requestsByKind(b *testing.B, cp *harness.ControlPlane, agent string, skip int) (map[string]int, int) {
-	f, err := os.Open(cp.AuditLogPath)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	line := 0
-	for sc.Scan() {
-		line++
-		if line <= skip {
-			continue
-		}
-		var e struct {
-			Stage     string `json:"stage"`
-			Verb      string `json:"verb"`
-			UserAgent string `json:"userAgent"`
-			ObjectRef *struct {
-				Resource  string `json:"resource"`
-				Namespace string `json:"namespace"`
-			} `json:"objectRef"`
-			RequestURI string `json:"requestURI"`
-		}
-		if json.Unmarshal(sc.Bytes(), &e) != nil || !strings.HasPrefix(e.UserAgent, agent) || (e.Stage != "" && e.Stage != "ResponseComplete") {
-			continue
-		}
+	for _, e := range harness.AuditEvents(b, cp.AuditLogPath, skip, agent) {
 		key := e.Verb + " " + e.RequestURI
-		if e.ObjectRef != nil {
-			key = e.Verb + " " + e.ObjectRef.Resource
-			if e.ObjectRef.Namespace != "" {
-				key += " -n " + e.ObjectRef.Namespace
+		if e.Resource != "" {
+			key = e.Verb + " " + e.Resource
+			if e.Namespace != "" {
+				key += " -n " + e.Namespace
 			}
 		}
 		out[key]++
 	}
-	return out, line
+	return out, harness.AuditLines(b, cp.AuditLogPath)
 }
 
 // BenchmarkPreflightScale measures `kubectl skew preflight` on

@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+)
+
+// AuditEvent is one completed request in the control plane's audit log
+// (AuditLogPath).
+type AuditEvent struct {
+	Verb        string
+	UserAgent   string
+	RequestURI  string
+	Resource    string
+	Subresource string
+	Namespace   string
+}
+
+// AuditLines counts the lines of the audit log: the mark to pass to
+// AuditEvents to read only what came after it.
+func AuditLines(t testing.TB, path string) int {
+	t.Helper()
+	n := 0
+	scanAudit(t, path, func([]byte) { n++ })
+	return n
+}
+
+// AuditEvents returns the completed requests after line skip whose user
+// agent starts with agent. The log is written asynchronously: wait a moment
+// after the requests before reading.
+func AuditEvents(t testing.TB, path string, skip int, agent string) []AuditEvent {
+	t.Helper()
+	var out []AuditEvent
+	line := 0
+	scanAudit(t, path, func(b []byte) {
+		line++
+		if line <= skip {
+			return
+		}
+		var e struct {
+			Stage      string `json:"stage"`
+			Verb       string `json:"verb"`
+			UserAgent  string `json:"userAgent"`
+			RequestURI string `json:"requestURI"`
+			ObjectRef  *struct {
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+				Namespace   string `json:"namespace"`
+			} `json:"objectRef"`
+		}
+		if json.Unmarshal(b, &e) != nil || !strings.HasPrefix(e.UserAgent, agent) || (e.Stage != "" && e.Stage != "ResponseComplete") {
+			return
+		}
+		ev := AuditEvent{Verb: e.Verb, UserAgent: e.UserAgent, RequestURI: e.RequestURI}
+		if e.ObjectRef != nil {
+			ev.Resource, ev.Subresource, ev.Namespace = e.ObjectRef.Resource, e.ObjectRef.Subresource, e.ObjectRef.Namespace
+		}
+		out = append(out, ev)
+	})
+	return out
+}
+
+func scanAudit(t testing.TB, path string, line func([]byte)) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line(sc.Bytes())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
