@@ -336,15 +336,8 @@ func (r *Runner) systemPods(ctx context.Context) ([]*corev1.Pod, bool) {
 // (their managed fields).
 func (r *Runner) deployments(ctx context.Context) ([]*appsv1.Deployment, error) {
 	r.deployOnce.Do(func() {
-		p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		r.deploys, r.deployErr = listAll[*appsv1.Deployment](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return r.Kube.AppsV1().Deployments("").List(ctx, o)
-		})
-		p.PageSize = r.page()
-		r.deployErr = p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-			if d, ok := obj.(*appsv1.Deployment); ok {
-				r.deploys = append(r.deploys, d)
-			}
-			return nil
 		})
 	})
 	return r.deploys, r.deployErr
@@ -354,18 +347,25 @@ func (r *Runner) deployments(ctx context.Context) ([]*appsv1.Deployment, error) 
 // does the Deployments.
 func (r *Runner) daemonSets(ctx context.Context) ([]*appsv1.DaemonSet, error) {
 	r.dsOnce.Do(func() {
-		p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		r.dss, r.dsErr = listAll[*appsv1.DaemonSet](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return r.Kube.AppsV1().DaemonSets("").List(ctx, o)
-		})
-		p.PageSize = r.page()
-		r.dsErr = p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
-			if d, ok := obj.(*appsv1.DaemonSet); ok {
-				r.dss = append(r.dss, d)
-			}
-			return nil
 		})
 	})
 	return r.dss, r.dsErr
+}
+
+// listAll pages through one list and keeps its items of type T.
+func listAll[T runtime.Object](ctx context.Context, pageSize int64, list pager.ListPageFunc) ([]T, error) {
+	p := pager.New(list)
+	p.PageSize = pageSize
+	var out []T
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if v, ok := obj.(T); ok {
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // webhooks lists the admission webhook configurations once, for the
