@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/gpufleet/upgrade-plugins/e2e/bench"
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 )
@@ -248,6 +249,20 @@ func BenchmarkSkewScale(b *testing.B) {
 	add("kubectl-skew -o json (full inventory and check)", "/usr/bin/env", pathEnv, skewBin, kc, "-o", "json")
 	add("kubectl-skew (table)", "/usr/bin/env", pathEnv, skewBin, kc)
 	add("kubectl-skew plan --target v1.38", "/usr/bin/env", pathEnv, skewBin, kc, "plan", "--target", "v1.38")
+
+	// The plugin beside its floor, the raw read of what it must read (the
+	// nodes), alternating, median of the pairwise ratios.
+	findingsOK := func(runs []plugintest.Result) error {
+		for _, r := range runs {
+			if r.ExitCode > 1 {
+				return fmt.Errorf("exit %d: %s", r.ExitCode, plugintest.LastLines(r.Stderr, 5))
+			}
+		}
+		return nil
+	}
+	bench.Compare(b, context.Background(),
+		bench.Side{Name: "kubectl-skew -o json", Check: findingsOK, Procs: []bench.Proc{{Args: []string{skewBin, kc, "-o", "json"}, Env: []string{pathEnv}}}},
+		bench.Side{Name: "kubectl get --raw /api/v1/nodes", Check: findingsOK, Procs: []bench.Proc{{Args: []string{kubectl, kc, "get", "--raw", "/api/v1/nodes"}}}}, 0)
 
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
