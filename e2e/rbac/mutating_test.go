@@ -141,7 +141,10 @@ func TestGangDrainRole(t *testing.T) {
 	}
 	t.Cleanup(cleanup)
 	// A Kueue-admitted JobSet gang of one rank, a bare pod group and a
-	// Deployment pod guarded by a PDB that allows one disruption.
+	// Deployment pod guarded by a PDB that allows one disruption. The pod
+	// group speaks checkpoint-and-yield (its request is an annotation on
+	// its first pod: get and patch on pods) but nobody answers, so each run
+	// stops it after --ack-timeout.
 	js := harness.TrainingJobSet(ns, "trainer", poolName, 1, 2)
 	js.Labels[checkpoint.DefaultKeys().Protocol()] = "none"
 	js.Spec.ReplicatedJobs[0].Template.Spec.Template.Spec.NodeSelector = map[string]string{harness.PoolLabel: poolName}
@@ -158,7 +161,7 @@ func TestGangDrainRole(t *testing.T) {
 	}
 	podGroup := func(t *testing.T) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg-0", Labels: map[string]string{
-			gang.LabelSchedulerPodGrp: "pg", checkpoint.DefaultKeys().Protocol(): "none", "app": "pg"}},
+			gang.LabelSchedulerPodGrp: "pg", "app": "pg"}},
 			Spec: harness.PodSpec(1)}
 		p.Spec.NodeName = node
 		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
@@ -191,10 +194,10 @@ func TestGangDrainRole(t *testing.T) {
 	}
 	flows := map[string]flow{
 		"plan":     {args: []string{"plan", node}, code: 0},
-		"run":      {args: []string{"run", node, "--on-timeout=stop", "--poll-interval=250ms"}, code: 0},
+		"run":      {args: []string{"run", node, "--on-timeout=stop", "--ack-timeout=2s", "--poll-interval=250ms"}, code: 0},
 		"status":   {args: []string{"status"}, code: 0},
 		"restore":  {args: []string{"restore", node, "--poll-interval=250ms", "--restore-timeout=2m"}, code: 0},
-		"run+undo": {args: []string{"run", node, "--on-timeout=stop", "--poll-interval=250ms"}, code: 0, after: undo},
+		"run+undo": {args: []string{"run", node, "--on-timeout=stop", "--ack-timeout=2s", "--poll-interval=250ms"}, code: 0, after: undo},
 	}
 	user := grant(t, cp, "gang-drain", "full", rs, ns, nil)
 	checkFlows(t, cp, bin, user, []string{"plan", "run", "status", "restore"}, flows)
