@@ -26,8 +26,6 @@ const (
 	DefaultRetryDelay = 5 * time.Second
 	// DefaultMaxRetryDelay caps the backoff between attempts.
 	DefaultMaxRetryDelay = time.Minute
-	// DefaultPollInterval is how often WaitForDeletion looks at a pod.
-	DefaultPollInterval = 2 * time.Second
 	// DefaultChunkSize is the page size of pod lists.
 	DefaultChunkSize = 500
 	// KeepPodGracePeriod as GracePeriodSeconds keeps each pod's own
@@ -35,7 +33,7 @@ const (
 	KeepPodGracePeriod = -1
 )
 
-// ErrDeadline is wrapped by Evict and WaitForDeletion errors when the
+// ErrDeadline is wrapped by Evict errors when the
 // caller's deadline (Helper.Timeout or the context's) ended the wait.
 var ErrDeadline = errors.New("deadline reached")
 
@@ -59,13 +57,11 @@ type Helper struct {
 	RetryDelay time.Duration
 	// MaxRetryDelay caps the doubling backoff.
 	MaxRetryDelay time.Duration
-	// Timeout bounds Evict and WaitForDeletion for one pod (0: only the
+	// Timeout bounds Evict for one pod (0: only the
 	// context's deadline). A wait that would end past the deadline is not
 	// started: the last refusal is returned at once, wrapped with
 	// ErrDeadline.
 	Timeout time.Duration
-	// PollInterval is how often WaitForDeletion looks at the pod.
-	PollInterval time.Duration
 	// DryRun sends evictions with dryRun=All: the server runs every check
 	// but neither spends the budget nor deletes the pod.
 	DryRun bool
@@ -89,8 +85,6 @@ type Helper struct {
 	OnRefused func(pod *corev1.Pod, r Result, retryIn time.Duration)
 	// OnEvicted is called once per Evict with the final result, accepted or not.
 	OnEvicted func(pod *corev1.Pod, r Result)
-	// OnDeleted is called when WaitForDeletion sees the pod gone.
-	OnDeleted func(pod *corev1.Pod)
 }
 
 // NewHelper returns a Helper with safe defaults: the pod's own grace
@@ -103,7 +97,6 @@ func NewHelper(client kubernetes.Interface) *Helper {
 		GracePeriodSeconds: KeepPodGracePeriod,
 		RetryDelay:         DefaultRetryDelay,
 		MaxRetryDelay:      DefaultMaxRetryDelay,
-		PollInterval:       DefaultPollInterval,
 		IgnoreDaemonSets:   true,
 		ChunkSize:          DefaultChunkSize,
 	}
@@ -250,38 +243,6 @@ func (h *Helper) Evict(ctx context.Context, pod *corev1.Pod) (Result, error) {
 		}
 		if err := sleep(ctx, clk, wait); err != nil {
 			return finish(r, fmt.Errorf("eviction of pod %s: %w", name, err))
-		}
-	}
-}
-
-// WaitForDeletion polls until pod is gone (not found, or replaced by a pod
-// with another UID), the deadline comes, or the context ends. OnDeleted is
-// called when the pod is gone.
-func (h *Helper) WaitForDeletion(ctx context.Context, pod *corev1.Pod) error {
-	clk := h.clock()
-	deadline, hasDeadline := h.deadline(ctx, clk.Now())
-	interval := h.PollInterval
-	if interval <= 0 {
-		interval = DefaultPollInterval
-	}
-	for {
-		p, err := h.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err) || (err == nil && pod.UID != "" && p.UID != pod.UID):
-			if h.OnDeleted != nil {
-				h.OnDeleted(pod)
-			}
-			return nil
-		case err != nil && ctx.Err() != nil:
-			return fmt.Errorf("waiting for pod %s/%s to go away: %w", pod.Namespace, pod.Name, context.Cause(ctx))
-		case err != nil && !isTransient(err):
-			return fmt.Errorf("waiting for pod %s/%s to go away: %w", pod.Namespace, pod.Name, err)
-		}
-		if hasDeadline && !clk.Now().Add(interval).Before(deadline) {
-			return fmt.Errorf("%w: pod %s/%s still exists", ErrDeadline, pod.Namespace, pod.Name)
-		}
-		if err := sleep(ctx, clk, interval); err != nil {
-			return fmt.Errorf("waiting for pod %s/%s to go away: %w", pod.Namespace, pod.Name, err)
 		}
 	}
 }

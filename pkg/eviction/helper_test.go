@@ -192,48 +192,6 @@ func TestEvictContextCanceled(t *testing.T) {
 	}
 }
 
-func TestWaitForDeletion(t *testing.T) {
-	pod := testPod()
-	c := fake.NewClientset(pod.DeepCopy())
-	fc := clocktesting.NewFakeClock(t0)
-	h := NewHelper(c)
-	h.Clock = fc
-	h.Timeout = 10 * time.Second
-	gets := 0
-	c.PrependReactor("get", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		gets++
-		if gets == 3 {
-			// Recreated under the same name: the pod we waited for is gone.
-			p := pod.DeepCopy()
-			p.UID = "new"
-			return true, p, nil
-		}
-		return false, nil, nil
-	})
-	deleted := false
-	h.OnDeleted = func(*corev1.Pod) { deleted = true }
-	var err error
-	waited := runWithClock(t, fc, func() { err = h.WaitForDeletion(context.Background(), pod) })
-	if err != nil || !deleted {
-		t.Fatalf("err = %v, deleted = %v", err, deleted)
-	}
-	if waited != 4*time.Second {
-		t.Errorf("waited %s, want two polls of 2s", waited)
-	}
-
-	// A pod that stays past the deadline.
-	gets = -100
-	fc = clocktesting.NewFakeClock(t0)
-	h.Clock = fc
-	waited = runWithClock(t, fc, func() { err = h.WaitForDeletion(context.Background(), pod) })
-	if !errors.Is(err, ErrDeadline) {
-		t.Fatalf("err = %v, want ErrDeadline", err)
-	}
-	if waited != 8*time.Second {
-		t.Errorf("waited %s, want 8s (no poll past the 10s deadline)", waited)
-	}
-}
-
 func TestDrainHelperIsConfiguredExplicitly(t *testing.T) {
 	h := NewHelper(fake.NewClientset())
 	d := h.Drain(context.Background())

@@ -1107,7 +1107,6 @@ func (d *Drainer) drainNode(ctx context.Context, node string, found *Discovery) 
 	h := eviction.NewHelper(d.Kube)
 	h.Clock = d.clock()
 	h.Timeout = d.Options.EvictionTimeout
-	h.PollInterval = d.Options.poll()
 	h.OnRefused = func(p *corev1.Pod, r eviction.Result, in time.Duration) {
 		d.emit(Event{Type: EventPod, Node: node, Message: fmt.Sprintf("eviction of pod %s/%s refused (%s), retrying in %s", p.Namespace, p.Name, r.Reason, in.Round(time.Second))})
 	}
