@@ -4,23 +4,20 @@ package skewe2e
 
 import (
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // calendar holds only minors before the plans' target, so the golden
 // runbooks do not change with the date or with updates of the embedded
@@ -42,23 +39,7 @@ func calendarFile(t *testing.T) string {
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run the test with -update)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s (-want +got)\n%s", path, diff)
-	}
+	goldenfile.Check(t, name, got)
 }
 
 type planSteps struct {

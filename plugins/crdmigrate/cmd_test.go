@@ -5,17 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -33,10 +29,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 func crd(group, plural string, storage string, stored []string, conv *apiextv1.CustomResourceConversion) *apiextv1.CustomResourceDefinition {
 	c := &apiextv1.CustomResourceDefinition{
@@ -145,22 +140,7 @@ func run(t *testing.T, cg *cli.TestClientGetter, args ...string) (string, string
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", path, diff)
-	}
+	goldenfile.Check(t, name+".golden", got)
 }
 
 func TestStatus(t *testing.T) {

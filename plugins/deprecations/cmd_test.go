@@ -6,13 +6,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiextfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,9 +22,8 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 func runCmd(t *testing.T, cg cli.ClientGetter, stdin string, args ...string) (string, string, int) {
 	t.Helper()
@@ -40,19 +37,7 @@ func runCmd(t *testing.T, cg cli.ClientGetter, stdin string, args ...string) (st
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(string(want), got); d != "" {
-		t.Errorf("%s (-want +got):\n%s", path, d)
-	}
+	goldenfile.Check(t, name+".golden", got)
 }
 
 func TestCIFiles(t *testing.T) {

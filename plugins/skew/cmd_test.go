@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -33,10 +32,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 var now = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
@@ -107,20 +105,7 @@ func run(t *testing.T, cg cli.ClientGetter, stdin string, args ...string) result
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if diff := cmp.Diff(string(want), got); diff != "" {
-		t.Errorf("%s (-want +got)\n%s", path, diff)
-	}
+	goldenfile.Check(t, name+".golden", got)
 }
 
 func getter(c *fake.Clientset) *cli.TestClientGetter {
