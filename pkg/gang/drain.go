@@ -113,10 +113,10 @@ type Drainer struct {
 	// GPUResources are counted as GPUs (default DefaultGPUResources).
 	GPUResources []corev1.ResourceName
 
-	mu       sync.Mutex
-	recordMu sync.Mutex
-	records  map[string]*NodeRecord
-	runID    string
+	mu      sync.Mutex
+	nodeMu  sync.Map // node name -> *sync.Mutex: one read-merge-write of a node's gang record at a time
+	records map[string]*NodeRecord
+	runID   string
 }
 
 func (d *Drainer) clock() clock.WithTicker {
@@ -841,18 +841,9 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 		d.gangEvent(g, "stop failed: %v", err)
 		return o
 	}
-	rec := RecordOf(g)
 	// Record on the nodes first (restore finds gangs there), then on the root.
-	for _, p := range g.Pods {
-		if !p.OnChosenNode {
-			continue
-		}
-		if err := d.recordGang(ctx, p.Node, rec); err != nil {
-			return fail(err)
-		}
-		if err := d.advance(ctx, p.Node, NodeStopping); err != nil {
-			return fail(err)
-		}
+	if err := d.markStopping(ctx, g); err != nil {
+		return fail(err)
 	}
 	now := d.clock().Now()
 	o.StopStartedAt = now
@@ -922,25 +913,84 @@ func unstructuredInt(obj map[string]any, fields ...string) (int64, bool, error) 
 	return 0, false, nil
 }
 
-func (d *Drainer) recordGang(ctx context.Context, node string, rec GangRecord) error {
-	// Serialise read-merge-write: gangs stop concurrently.
-	d.recordMu.Lock()
-	defer d.recordMu.Unlock()
-	d.mu.Lock()
-	r := d.records[node]
-	for _, g := range r.Gangs {
-		if g.Key == rec.Key {
-			d.mu.Unlock()
-			return nil
+// markStopping records the gang on each chosen node it has a rank on and
+// moves the node to NodeStopping, one patch per node and the nodes in
+// parallel: between the gang's ready-to-stop and its stop nothing else
+// waits on these writes, and a cell's gang spans a rack set of nodes.
+func (d *Drainer) markStopping(ctx context.Context, g *Gang) error {
+	rec := RecordOf(g)
+	var nodes []string
+	seen := map[string]bool{}
+	for _, p := range g.Pods {
+		if p.OnChosenNode && !seen[p.Node] {
+			seen[p.Node] = true
+			nodes = append(nodes, p.Node)
 		}
 	}
-	merged := mergeGangRecords(r.Gangs, rec)
+	errs := make([]error, len(nodes))
+	sem := make(chan struct{}, maxNodeWrites)
+	var wg sync.WaitGroup
+	for i, node := range nodes {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = d.recordStopping(ctx, node, rec)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// maxNodeWrites bounds the node patches markStopping has in flight.
+const maxNodeWrites = 16
+
+// recordStopping merges rec into the node's gang record and advances the
+// node to NodeStopping in a single patch; it writes nothing when both are
+// there already. Gangs stop concurrently, so the read-merge-write of one
+// node is serialised.
+func (d *Drainer) recordStopping(ctx context.Context, node string, rec GangRecord) error {
+	mu, _ := d.nodeMu.LoadOrStore(node, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	d.mu.Lock()
+	r := d.records[node]
+	var gangs []GangRecord
+	cur := NodePending
+	if r != nil {
+		gangs, cur = r.Gangs, r.State
+	}
 	d.mu.Unlock()
-	if err := d.patchNode(ctx, node, map[string]any{AnnGangs: gangsJSON(merged)}, nil); err != nil {
+	recorded := false
+	for _, g := range gangs {
+		if g.Key == rec.Key {
+			recorded = true
+			break
+		}
+	}
+	advance := cur != NodeFailed && stateOrder[cur] < stateOrder[NodeStopping]
+	if recorded && !advance {
+		return nil
+	}
+	var extra map[string]any
+	var merged []GangRecord
+	if !recorded {
+		merged = mergeGangRecords(gangs, rec)
+		extra = map[string]any{AnnGangs: gangsJSON(merged)}
+	}
+	var err error
+	if advance {
+		err = d.setNode(ctx, node, NodeStopping, "", extra)
+	} else {
+		err = d.patchNode(ctx, node, extra, nil)
+	}
+	if err != nil || recorded {
 		return err
 	}
 	d.mu.Lock()
-	r.Gangs = merged
+	if r != nil {
+		r.Gangs = merged
+	}
 	d.mu.Unlock()
 	return nil
 }

@@ -581,3 +581,49 @@ func TestRunDisableEvictionRecordsWhoAndRestoreDryRun(t *testing.T) {
 		t.Errorf("-want +got\n%s", diff)
 	}
 }
+
+// TestStopWritesOneNodePatchPerGangAndNode: between a gang's ready-to-stop
+// and its stop, the drain writes each node it stops the gang on once,
+// recording the gang and the node's stopping state in the same patch, and
+// still leaves both there for restore.
+func TestStopWritesOneNodePatchPerGangAndNode(t *testing.T) {
+	c := newCluster(t, false)
+	deletePodsOnSuspend(c, "train-")
+	var mu sync.Mutex
+	writes := map[string]int{}
+	c.kube.PrependReactor("patch", "nodes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		pa := a.(clienttesting.PatchAction)
+		if p := string(pa.GetPatch()); strings.Contains(p, `"`+AnnGangs+`":"`) || strings.Contains(p, `"`+string(NodeStopping)+`"`) {
+			mu.Lock()
+			writes[pa.GetName()]++
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Neither gang answers (the pod group does not speak the protocol, whose
+	// requests on pods this fake dynamic client cannot hold):
+	// --on-timeout=stop stops both.
+	pg, _ := c.kube.CoreV1().Pods("ml").Get(ctx, "pg-0", metav1.GetOptions{})
+	pg.Labels[checkpoint.DefaultKeys().Protocol()] = "none"
+	if _, err := c.kube.CoreV1().Pods("ml").Update(ctx, pg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := &events{}
+	d := newDrainer(c, Options{OnTimeout: OnTimeoutStop, Timeouts: checkpoint.Timeouts{Ack: 50 * time.Millisecond}}, ev)
+	res, err := d.Run(ctx, []string{"n1", "n2", "n3"})
+	if err != nil || !res.Complete {
+		t.Fatalf("run: %v\nevents: %v", err, ev.lines)
+	}
+	// train has a rank on n1, n2 and n3; the pod group on n1 and n3.
+	if want := map[string]int{"n1": 2, "n2": 1, "n3": 2}; !cmp.Equal(writes, want) {
+		t.Errorf("node writes recording a stop: %v, want %v", writes, want)
+	}
+	for _, n := range []string{"n1", "n3"} {
+		ann, _ := nodeAnn(t, c, n)
+		if !strings.Contains(ann[AnnGangs], "train") || !strings.Contains(ann[AnnGangs], "pg") {
+			t.Errorf("node %s gang record %s", n, ann[AnnGangs])
+		}
+	}
+}
