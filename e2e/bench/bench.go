@@ -42,6 +42,10 @@ type Proc struct {
 type Side struct {
 	Name  string
 	Procs []Proc
+	// Before, when set, runs before each run, outside its measured time:
+	// for a side that changes what it reads (a migration), to put the
+	// cluster back as the side expects it. An error fails the test.
+	Before func() error
 	// Check, when set, judges each run's processes (exit codes, output);
 	// an error fails the test.
 	Check func(runs []plugintest.Result) error
@@ -65,6 +69,11 @@ type Sample struct {
 func Run(t testing.TB, ctx context.Context, side Side) Sample {
 	t.Helper()
 	peak := plugintest.PeakRSS(t)
+	if side.Before != nil {
+		if err := side.Before(); err != nil {
+			t.Fatalf("%s: before the run: %v", side.Name, err)
+		}
+	}
 	type done struct {
 		res plugintest.Result
 		out int64

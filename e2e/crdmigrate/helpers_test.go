@@ -70,28 +70,36 @@ func newFixture(t testing.TB, name string, n int) *fixture {
 	}
 	f.create(t, 0, n)
 	f.crdAtV2 = harness.MultiVersionCRD(f.group, "Widget", f.plural, []string{"v1", "v2"}, "v2")
-	if err := cp.ApplyCRDs(ctx, f.crdAtV2); err != nil {
-		t.Fatal(err)
-	}
-	// The apiserver must store new writes at v2 before the migration starts:
-	// wait until an object written now lands in etcd at v2.
-	probe := fmt.Sprintf("probe-%d", time.Now().UnixNano())
-	if err := harness.Eventually(ctx, "storage version v2 in effect", 30*time.Second, func(ctx context.Context) (bool, error) {
-		obj := f.object(f.v2, probe)
-		_, err := f.dyn.Resource(f.v2).Namespace(f.ns).Create(ctx, obj, metav1.CreateOptions{})
-		if err != nil {
-			return false, err
-		}
-		kvs := f.etcdRange(t, f.keyPrefix()+f.ns+"/"+probe)
-		_ = f.dyn.Resource(f.v2).Namespace(f.ns).Delete(ctx, probe, metav1.DeleteOptions{})
-		return len(kvs) == 1 && apiVersionOf(t, kvs[0]) == f.group+"/v2", nil
-	}); err != nil {
+	if err := f.setStorage(ctx, t, "v2"); err != nil {
 		t.Fatal(err)
 	}
 	if sv := f.storedVersions(t); !slices.Equal(sv, []string{"v1", "v2"}) {
 		t.Fatalf("storedVersions after moving storage to v2 = %v, want [v1 v2]", sv)
 	}
 	return f
+}
+
+// setStorage moves the CRD's storage version to version and returns once
+// the apiserver stores new writes there: an object written now lands in
+// etcd at that version.
+func (f *fixture) setStorage(ctx context.Context, t testing.TB, version string) error {
+	crd := harness.MultiVersionCRD(f.group, "Widget", f.plural, []string{"v1", "v2"}, version)
+	if err := f.cp.ApplyCRDs(ctx, crd); err != nil {
+		return err
+	}
+	gvr := f.v1
+	gvr.Version = version
+	probe := fmt.Sprintf("probe-%d", time.Now().UnixNano())
+	return harness.Eventually(ctx, "storage version "+version+" in effect", 30*time.Second, func(ctx context.Context) (bool, error) {
+		obj := f.object(gvr, probe)
+		_, err := f.dyn.Resource(gvr).Namespace(f.ns).Create(ctx, obj, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		kvs := f.etcdRange(t, f.keyPrefix()+f.ns+"/"+probe)
+		_ = f.dyn.Resource(gvr).Namespace(f.ns).Delete(ctx, probe, metav1.DeleteOptions{})
+		return len(kvs) == 1 && apiVersionOf(t, kvs[0]) == f.group+"/"+version, nil
+	})
 }
 
 func (f *fixture) object(gvr schema.GroupVersionResource, name string) *unstructured.Unstructured {
