@@ -32,7 +32,7 @@ var (
 // helmBinary returns the real helm client, built from the module proxy by
 // e2e/tools/build.sh helm (cached like the control plane; built here when
 // missing unless E2E_NO_BUILD is set).
-func helmBinary(t *testing.T) string {
+func helmBinary(t testing.TB) string {
 	t.Helper()
 	helmOnce.Do(func() {
 		helmPath = harness.BinariesIn(harness.CacheDir()).Helm

@@ -3,14 +3,18 @@
 package deprecationse2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpufleet/upgrade-plugins/e2e/bench"
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 	"github.com/gpufleet/upgrade-plugins/pkg/deprecations"
@@ -24,7 +28,10 @@ import (
 // log; it fails unless the findings are exactly the planted ones and the
 // Secrets are read with paged lists of ceil(records/page) pages, never a
 // request per release: two passes for the deployed revisions (the first
-// reads metadata only), one with --helm-history. It needs E2E_SCALE=1;
+// reads metadata only), one with --helm-history. Each mode is then
+// measured beside its floor, the real `helm list -A` reading the same
+// records (compareHelmList), and prints "median ratio to the floor". It
+// needs E2E_SCALE=1;
 // E2E_SCALE_RECORDS changes the number of records:
 //
 //	E2E_SCALE=1 go test -tags e2e -run '^$' -bench DeprecationsHelmScale -benchtime 1x -timeout 30m ./e2e/deprecations/
@@ -109,6 +116,44 @@ func BenchmarkDeprecationsHelmScale(b *testing.B) {
 				b.Logf("%s: %d records (%d releases, %d decoded) in %d namespaces: %.2fs wall, peak RSS %.1f MiB, plugin CPU %.2fs, %d requests (%s), %d findings",
 					mode.name, fleet.Records, fleet.Releases, mode.decoded, len(namespaces), wall, rssMiB, cpu, req.Total, strings.Join(slices.Sorted(slices.Values(by)), " "), mode.want)
 			}
+			b.StopTimer()
+			compareHelmList(b, cp, fleet, mode.args)
 		})
 	}
+}
+
+// compareHelmList measures the plugin beside its floor, `helm list -A`:
+// the real helm client reading the same records. Helm's secret driver
+// lists every release Secret of the cluster in one request and decodes
+// each record, every revision (List in helm.sh/helm/v4
+// pkg/storage/driver/secrets.go, v4.3.2), which is at least what the
+// plugin must read and decode; it scans no manifest for API versions.
+// Whole processes, alternating, the median of five pairwise ratios.
+func compareHelmList(b *testing.B, cp *harness.ControlPlane, fleet helmFleet, extra []string) {
+	home := b.TempDir()
+	helmEnv := []string{"HOME=" + home, "HELM_DRIVER=secret", "HELM_CACHE_HOME=" + filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME=" + filepath.Join(home, "config"), "HELM_DATA_HOME=" + filepath.Join(home, "data")}
+	plugin := bench.Side{Name: "kubectl deprecations --source helm",
+		Procs: []bench.Proc{{Args: append([]string{plugintest.Binary(b, binary), "--kubeconfig", cp.Kubeconfig, "--source", "helm", "-o", "json"}, extra...)}},
+		Check: func(rs []plugintest.Result) error {
+			if rs[0].ExitCode != 1 {
+				return fmt.Errorf("exit %d, want 1 (removed APIs planted)\n%s", rs[0].ExitCode, plugintest.LastLines(rs[0].Stderr, 20))
+			}
+			return nil
+		}}
+	floor := bench.Side{Name: "helm list -A", KeepStdout: true,
+		Procs: []bench.Proc{{Args: []string{helmBinary(b), "--kubeconfig", cp.Kubeconfig, "list", "-A", "-o", "json", "--max", fmt.Sprint(fleet.Releases + 1000)}, Env: helmEnv}},
+		Check: func(rs []plugintest.Result) error {
+			var releases []json.RawMessage
+			if rs[0].ExitCode != 0 || json.Unmarshal([]byte(rs[0].Stdout), &releases) != nil {
+				return fmt.Errorf("exit %d\n%s", rs[0].ExitCode, plugintest.LastLines(rs[0].Stderr, 20))
+			}
+			// Every planted release decoded (others' may be there too).
+			if len(releases) < fleet.Releases {
+				return fmt.Errorf("helm listed %d releases, want at least the %d planted", len(releases), fleet.Releases)
+			}
+			return nil
+		}}
+	c := bench.Compare(b, context.Background(), plugin, floor, 0)
+	b.ReportMetric(c.Median(), "ratio-to-helm-list")
 }
