@@ -107,6 +107,13 @@ func BenchmarkPreflightScale(b *testing.B) {
 	cp := harness.Shared(b)
 	createScaleNodes(b, cp, n)
 	createScalePods(b, cp, n, 10*n)
+	// Measure once the controllers and the scheduler have caught up with
+	// 50,000 new pods, not while they still work through them.
+	if idle, err := cp.WaitIdle(context.Background(), 3*time.Second, 0.1, 10*time.Minute); err != nil {
+		b.Fatal(err)
+	} else {
+		b.Logf("control plane idle after %s", idle.Round(time.Second))
+	}
 	kc := "--kubeconfig=" + cp.Kubeconfig
 	pathEnv := "PATH=" + filepath.Dir(cp.Binaries.Kubectl) + string(os.PathListSeparator) + os.Getenv("PATH")
 	skewBin := plugintest.Binary(b, "kubectl-skew")
