@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -927,19 +928,12 @@ func (d *Drainer) markStopping(ctx context.Context, g *Gang) error {
 			nodes = append(nodes, p.Node)
 		}
 	}
-	errs := make([]error, len(nodes))
-	sem := make(chan struct{}, maxNodeWrites)
-	var wg sync.WaitGroup
-	for i, node := range nodes {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = d.recordStopping(ctx, node, rec)
-		}()
+	var eg errgroup.Group
+	eg.SetLimit(maxNodeWrites)
+	for _, node := range nodes {
+		eg.Go(func() error { return d.recordStopping(ctx, node, rec) })
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return eg.Wait()
 }
 
 // maxNodeWrites bounds the node patches markStopping has in flight.
