@@ -569,18 +569,7 @@ func auditLines(t *testing.T, path string) int { return harness.AuditLines(t, pa
 // line skip by verb and resource (a request for one named pod is "get
 // pods", a list "list pods", an eviction "create pods/eviction").
 func auditCalls(t *testing.T, path string, skip int, agent string) map[string]int {
-	out := map[string]int{}
-	for _, e := range harness.AuditEvents(t, path, skip, agent) {
-		key := e.Verb + " " + e.RequestURI
-		if e.Resource != "" {
-			key = e.Verb + " " + e.Resource
-			if e.Subresource != "" {
-				key += "/" + e.Subresource
-			}
-		}
-		out[key]++
-	}
-	return out
+	return harness.CountAudit(t, path, skip, agent, harness.AuditEvent.Request)
 }
 
 func formatCalls(m map[string]int) string {

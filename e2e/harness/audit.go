@@ -63,6 +63,29 @@ func AuditEvents(t testing.TB, path string, skip int, agent string) []AuditEvent
 	return out
 }
 
+// Request names an audited request "VERB RESOURCE" ("get pods", "list
+// pods", "create pods/eviction" with its subresource), or "VERB URI" when
+// it was not for a resource.
+func (e AuditEvent) Request() string {
+	if e.Resource == "" {
+		return e.Verb + " " + e.RequestURI
+	}
+	if e.Subresource != "" {
+		return e.Verb + " " + e.Resource + "/" + e.Subresource
+	}
+	return e.Verb + " " + e.Resource
+}
+
+// CountAudit counts AuditEvents(t, path, skip, agent) by key.
+func CountAudit(t testing.TB, path string, skip int, agent string, key func(AuditEvent) string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, e := range AuditEvents(t, path, skip, agent) {
+		out[key(e)]++
+	}
+	return out
+}
+
 func scanAudit(t testing.TB, path string, line func([]byte)) {
 	t.Helper()
 	f, err := os.Open(path)

@@ -268,9 +268,5 @@ func auditLines(t *testing.T, path string) int { return harness.AuditLines(t, pa
 func auditCalls(t *testing.T, path string, skip int, agent string) map[string]int {
 	t.Helper()
 	time.Sleep(2 * time.Second) // the audit log is written asynchronously
-	calls := map[string]int{}
-	for _, e := range harness.AuditEvents(t, path, skip, agent) {
-		calls[e.Verb]++
-	}
-	return calls
+	return harness.CountAudit(t, path, skip, agent, func(e harness.AuditEvent) string { return e.Verb })
 }

@@ -71,17 +71,12 @@ func createScalePods(b *testing.B, cp *harness.ControlPlane, nodes, n int) {
 // requestsByKind counts the audited requests of one user agent prefix
 // after line skip, per verb and resource, and returns the log's length.
 func requestsByKind(b *testing.B, cp *harness.ControlPlane, agent string, skip int) (map[string]int, int) {
-	out := map[string]int{}
-	for _, e := range harness.AuditEvents(b, cp.AuditLogPath, skip, agent) {
-		key := e.Verb + " " + e.RequestURI
-		if e.Resource != "" {
-			key = e.Verb + " " + e.Resource
-			if e.Namespace != "" {
-				key += " -n " + e.Namespace
-			}
+	out := harness.CountAudit(b, cp.AuditLogPath, skip, agent, func(e harness.AuditEvent) string {
+		if e.Namespace != "" {
+			return e.Request() + " -n " + e.Namespace
 		}
-		out[key]++
-	}
+		return e.Request()
+	})
 	return out, harness.AuditLines(b, cp.AuditLogPath)
 }
 
