@@ -1,0 +1,93 @@
+package fleetfile
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadExample(t *testing.T) {
+	f, err := LoadFile(filepath.Join("testdata", "fleet.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(f.Spec.Clusters); got != 4 {
+		t.Fatalf("clusters = %d, want 4", got)
+	}
+	if got := f.Spec.Clusters[1].ContextName(); got != "admin@prod-use1" {
+		t.Errorf("context = %q", got)
+	}
+	if got := f.Spec.Clusters[0].ContextName(); got != "canary-use1" {
+		t.Errorf("default context = %q, want the cluster name", got)
+	}
+	if got := f.Spec.Rings[1].Soak.Value(); got != 72*time.Hour {
+		t.Errorf("soak 3d = %v", got)
+	}
+	if got := f.Spec.DRPairs.Key(); got != DRPairLabel {
+		t.Errorf("dr key = %q", got)
+	}
+}
+
+// TestLoadErrors: every bad file is one line naming the field path.
+func TestLoadErrors(t *testing.T) {
+	base, err := os.ReadFile(filepath.Join("testdata", "fleet.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := string(base)
+	cases := []struct {
+		name, old, new, want string
+	}{
+		{"unknown field", "    soak: 48h\n", "    soke: 48h\n", `unknown field "spec.rings[0].soke"`},
+		{"duplicate key", "    soak: 48h\n", "    soak: 48h\n    soak: 24h\n", `line 23: key "soak" already set in map`},
+		{"duplicate cluster", "- name: prod-usw2\n", "- name: prod-use1\n", "spec.clusters[2].name: \"prod-use1\": cluster listed twice (also spec.clusters[1])"},
+		{"bad label", "env: staging}", "env: 'not ok!'}", `spec.clusters[0].labels[env]`},
+		{"bad label key", "{gpufleet.dev/ring: canary, env: staging}", "{gpufleet.dev/ring: canary, 'bad key': staging}", `spec.clusters[0].labels[bad key]`},
+		{"bad soak", "soak: 48h", "soak: two days", `spec.rings[0].soak: "two days"`},
+		{"bad zone", "America/Los_Angeles", "Mars/Olympus", `spec.windows[0].timeZone: "Mars/Olympus"`},
+		{"bad cron", `"0 1 * * 1-5"`, `"0 1 * *"`, `spec.windows[0].schedule`},
+		{"margin too long", "finishMargin: 15m", "finishMargin: 5h", `spec.windows[0].finishMargin`},
+		{"bad kind", "kind: Fleet", "kind: Fleat", `kind: "Fleat": want Fleet`},
+		{"bad version", "version: v1.38", "version: latest", `spec.target.version`},
+		{"bad check", "check: verify-regressions", "check: vibes", `spec.haltOn[0].check: "vibes": supported values: "apiserver-429-rate"`},
+		{"two actions", "      clusterAPI: {managementContext: mgmt, namespace: fleet}\n", "      clusterAPI: {managementContext: mgmt, namespace: fleet}\n      manual: {}\n", `spec.upgrade.actions[0]: set exactly one of clusterAPI, command, manual`},
+		{"bad store", `"s3://gpufleet-state/prod"`, `"ftp://x"`, `spec.store.url`},
+		{"bad selector", "{matchLabels: {gpufleet.dev/ring: canary}}", "{matchExpressions: [{key: a, operator: Near}]}", `spec.rings[0].selector`},
+		{"wrong type", "maxConcurrent: 2", "maxConcurrent: two", `maxConcurrent`},
+		{"bad freeze", `start: "2026-12-20"`, `start: "next week"`, `spec.freezes[0].start`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(good, tc.old) {
+				t.Fatalf("fixture lacks %q", tc.old)
+			}
+			_, err := Load([]byte(strings.Replace(good, tc.old, tc.new, 1)))
+			if err == nil {
+				t.Fatal("loaded a bad file")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q\nwant it to contain %q", msg, tc.want)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error is more than one line: %q", msg)
+			}
+		})
+	}
+}
+
+func TestLoadFileNamesFile(t *testing.T) {
+	_, err := LoadFile(filepath.Join(t.TempDir(), "missing.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "missing.yaml: cannot read the fleet file: no such file or directory") {
+		t.Fatalf("err = %v", err)
+	}
+	p := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(p, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFile(p); err == nil || !strings.Contains(err.Error(), "empty.yaml: the file is empty") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,273 @@
+package fleetfile
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// APIVersion and Kind of the fleet file.
+const (
+	Group      = "gpufleet.dev"
+	APIVersion = Group + "/v1alpha1"
+	Kind       = "Fleet"
+)
+
+// Well-known cluster labels.
+const (
+	// RingLabel names the ring a cluster belongs to when the file's rings
+	// select by it (the usual case).
+	RingLabel = Group + "/ring"
+	// DRPairLabel is the default label whose value pairs two clusters that
+	// must never be upgraded in the same ring or batch.
+	DRPairLabel = Group + "/dr-pair"
+)
+
+// Fleet is the whole file.
+type Fleet struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Metadata   Metadata  `json:"metadata"`
+	Spec       FleetSpec `json:"spec"`
+}
+
+// Metadata names the fleet.
+type Metadata struct {
+	// Name of the fleet, a DNS label; it prefixes rendered object names.
+	Name string `json:"name"`
+	// Labels and annotations are kept for the user's own tools.
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// FleetSpec is what the fleet is and how it is upgraded.
+type FleetSpec struct {
+	// Target is the version the programme upgrades to. The inventory does
+	// not need it.
+	Target *Target `json:"target,omitempty"`
+	// Kubeconfig is the kubeconfig file that holds the clusters' contexts,
+	// relative to the fleet file; empty means the usual kubeconfig loading
+	// rules (KUBECONFIG, ~/.kube/config, --kubeconfig).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Clusters of the fleet, each once.
+	Clusters []Cluster `json:"clusters"`
+	// Rings in the order they are upgraded.
+	Rings []Ring `json:"rings,omitempty"`
+	// Caps bound what is in flight across the whole fleet.
+	Caps Caps `json:"caps,omitempty"`
+	// Windows are maintenance windows: a disruptive step starts only inside
+	// a window of its cluster. A cluster no window selects is always open.
+	Windows []Window `json:"windows,omitempty"`
+	// Freezes are periods in which no disruptive step starts.
+	Freezes []Freeze `json:"freezes,omitempty"`
+	// DRPairs says which label pairs clusters that must never be in flight
+	// together (never both halves in one ring).
+	DRPairs *DRPairs `json:"drPairs,omitempty"`
+	// HaltOn are the checks `gate` evaluates; any that fires halts.
+	HaltOn []HaltCheck `json:"haltOn,omitempty"`
+	// Upgrade is how each cluster's control plane and pools are upgraded.
+	Upgrade *Upgrade `json:"upgrade,omitempty"`
+	// Store is where state and evidence live.
+	Store *Store `json:"store,omitempty"`
+	// Engine is what runs the programme.
+	Engine *Engine `json:"engine,omitempty"`
+}
+
+// Target is the version to upgrade to.
+type Target struct {
+	// Version is vMAJOR.MINOR or vMAJOR.MINOR.PATCH.
+	Version string `json:"version"`
+}
+
+// Cluster is one member of the fleet.
+type Cluster struct {
+	// Name identifies the cluster in reports, state and rendered objects:
+	// a DNS-1123 label, unique in the file.
+	Name string `json:"name"`
+	// Context is the kubeconfig context that reaches it; empty means Name.
+	Context string `json:"context,omitempty"`
+	// Provider overrides provider detection (kubeadm, eks, gke, aks,
+	// clusterapi, k3s, rke2).
+	Provider string `json:"provider,omitempty"`
+	// Labels select the cluster into rings, windows and upgrade actions.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// ContextName is the kubeconfig context of the cluster.
+func (c Cluster) ContextName() string {
+	if c.Context != "" {
+		return c.Context
+	}
+	return c.Name
+}
+
+// Ring is one stage of the programme.
+type Ring struct {
+	// Name of the ring, a DNS-1123 label, unique.
+	Name string `json:"name"`
+	// Selector picks the ring's clusters by label. Each cluster is in at
+	// most one ring.
+	Selector metav1.LabelSelector `json:"selector"`
+	// Soak is how long the ring's clusters must run on the target before
+	// the next ring starts ("48h").
+	Soak Duration `json:"soak,omitempty"`
+	// MaxConcurrent is how many of the ring's clusters may be in flight
+	// at once; 0 means the fleet cap alone.
+	MaxConcurrent int `json:"maxConcurrent,omitempty"`
+	// Approval before the ring starts, when set.
+	Approval *Approval `json:"approval,omitempty"`
+	// MaxFailures is the ring's failure budget: more failed clusters halt
+	// the programme. 0 means any failure halts.
+	MaxFailures int `json:"maxFailures,omitempty"`
+}
+
+// Approval is a human sign-off.
+type Approval struct {
+	// Approvers is how many distinct people must approve; 0 means 1.
+	Approvers int `json:"approvers,omitempty"`
+}
+
+// Caps bound the fleet's work in flight.
+type Caps struct {
+	// MaxConcurrentClusters is the most clusters in flight at once; 0
+	// means no fleet-wide cap.
+	MaxConcurrentClusters int `json:"maxConcurrentClusters,omitempty"`
+	// MaxGPUPercentInFlight is the most of the fleet's GPUs that may be on
+	// clusters in flight at once, in percent (1-100); 0 means no cap.
+	MaxGPUPercentInFlight int `json:"maxGPUPercentInFlight,omitempty"`
+}
+
+// Window is a recurring maintenance window.
+type Window struct {
+	// Selector picks the clusters the window applies to; empty selects
+	// every cluster.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// Schedule is a standard five-field cron expression for when the
+	// window opens, in TimeZone.
+	Schedule string `json:"schedule"`
+	// Duration is how long the window stays open.
+	Duration Duration `json:"duration"`
+	// TimeZone is an IANA zone name; empty means UTC.
+	TimeZone string `json:"timeZone,omitempty"`
+	// FinishMargin is kept free at the window's end: a step does not start
+	// with less than its expected duration plus this margin left.
+	FinishMargin Duration `json:"finishMargin,omitempty"`
+}
+
+// Freeze is a period in which nothing disruptive starts.
+type Freeze struct {
+	// Start and End are dates (YYYY-MM-DD, whole days in UTC) or RFC 3339
+	// times; End is exclusive for times and inclusive for dates.
+	Start string `json:"start"`
+	End   string `json:"end"`
+	// Selector limits the freeze to some clusters; empty means all.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// Reason is shown when the freeze holds a step.
+	Reason string `json:"reason,omitempty"`
+}
+
+// DRPairs names the pairing label.
+type DRPairs struct {
+	// LabelKey is the label whose equal values pair clusters; empty means
+	// gpufleet.dev/dr-pair.
+	LabelKey string `json:"labelKey,omitempty"`
+}
+
+// Key is the pairing label key.
+func (d *DRPairs) Key() string {
+	if d == nil || d.LabelKey == "" {
+		return DRPairLabel
+	}
+	return d.LabelKey
+}
+
+// HaltCheck is one halt condition. Check names a built-in check; the other
+// fields are its parameters.
+type HaltCheck struct {
+	// Check is one of verify-regressions, gpu-allocatable, nodes-not-ready,
+	// apiserver-429-rate, gpu-validate.
+	Check string `json:"check"`
+	// BelowBaselinePercent: gpu-allocatable halts when allocatable GPUs are
+	// more than this percent below the pre-flight baseline.
+	BelowBaselinePercent *int `json:"belowBaselinePercent,omitempty"`
+	// MaxPercent: nodes-not-ready halts above this percent of nodes.
+	MaxPercent *int `json:"maxPercent,omitempty"`
+	// PerSecondAbove: apiserver-429-rate halts above this rate of 429
+	// answers per second between two reads of /metrics.
+	PerSecondAbove *float64 `json:"perSecondAbove,omitempty"`
+}
+
+// Upgrade holds the upgrade actions; the first whose selector matches a
+// cluster applies to it.
+type Upgrade struct {
+	Actions []UpgradeAction `json:"actions"`
+}
+
+// UpgradeAction is how matching clusters are upgraded. Exactly one of
+// ClusterAPI, Command and Manual is set.
+type UpgradeAction struct {
+	// Selector picks the clusters; empty selects every cluster.
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	// ClusterAPI patches Cluster.spec.topology.version on the management
+	// cluster.
+	ClusterAPI *ClusterAPIAction `json:"clusterAPI,omitempty"`
+	// Command runs a command template per step.
+	Command *CommandAction `json:"command,omitempty"`
+	// Manual waits for a human to do the step and approve it.
+	Manual *ManualAction `json:"manual,omitempty"`
+}
+
+// ClusterAPIAction upgrades a Cluster API cluster from its management
+// cluster.
+type ClusterAPIAction struct {
+	// ManagementContext is the kubeconfig context of the management cluster.
+	ManagementContext string `json:"managementContext"`
+	// Namespace of the Cluster object.
+	Namespace string `json:"namespace"`
+	// ClusterName is the Cluster object's name; empty means the fleet
+	// cluster's name.
+	ClusterName string `json:"clusterName,omitempty"`
+}
+
+// CommandAction runs a command, a Go text/template over the step
+// ({{.Cluster}}, {{.Context}}, {{.Version}}, {{.Pool}}, {{.Step}}), split
+// into words like a shell without one.
+type CommandAction struct {
+	ControlPlane string `json:"controlPlane,omitempty"`
+	Pool         string `json:"pool,omitempty"`
+}
+
+// ManualAction waits for a person.
+type ManualAction struct {
+	// Instructions are shown while the step waits.
+	Instructions string `json:"instructions,omitempty"`
+}
+
+// Store is where state and evidence live.
+type Store struct {
+	// URL is file:///path, s3://bucket/prefix, gs://bucket/prefix or
+	// azblob://container/prefix.
+	URL string `json:"url"`
+}
+
+// Engine is the workflow engine that runs the programme.
+type Engine struct {
+	Argo *ArgoEngine `json:"argo,omitempty"`
+}
+
+// ArgoEngine are the settings of rendered Argo Workflows objects.
+type ArgoEngine struct {
+	Namespace      string `json:"namespace,omitempty"`
+	Image          string `json:"image,omitempty"`
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+}
+
+// Duration is a Go duration string ("48h", "15m"); Load checks it, so
+// Value never fails on a loaded file.
+type Duration string
+
+// Value is the duration; "" is zero.
+func (d Duration) Value() time.Duration {
+	v, _ := parseDuration(string(d))
+	return v
+}
