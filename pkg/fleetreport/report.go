@@ -74,8 +74,8 @@ type Cluster struct {
 	PoolsAtEdge []string    `json:"poolsAtEdge,omitempty"`
 	// Nodes and GPUs total the pools (GPUs: allocatable, every GPU
 	// resource).
-	Nodes int   `json:"nodes"`
-	GPUs  int64 `json:"gpus"`
+	Nodes int    `json:"nodes"`
+	GPUs  int64  `json:"gpus"`
 	Pools []Pool `json:"pools,omitempty"`
 	// Preflight is the pre-flight saved in the store, when there is one.
 	Preflight *Preflight `json:"preflight,omitempty"`
