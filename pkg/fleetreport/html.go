@@ -215,8 +215,9 @@ func newTimeline(rep *Report) timeline {
 	return tl
 }
 
-// palette colours minors, oldest first.
-var palette = []string{"#b2182b", "#d6604d", "#f4a582", "#fddbc7", "#d1e5f0", "#92c5de", "#4393c3", "#2166ac", "#053061", "#543005"}
+// palette colours minors by how far behind the newest one they are: the
+// newest last (blue), older ones towards red.
+var palette = []string{"#b2182b", "#d6604d", "#f4a582", "#92c5de", "#4393c3", "#2166ac"}
 
 func newSpread(rep *Report) ([]ringSpread, []minorKey) {
 	byRing := map[string]map[string]int{}
@@ -240,14 +241,10 @@ func newSpread(rep *Report) ([]ringSpread, []minorKey) {
 	order = append(order, "not read")
 	colors := map[string]string{"not read": "#888888"}
 	var keys []minorKey
+	newest := len(order) - 2 // order ends with "not read"
 	for i, m := range order {
 		if m != "not read" {
-			// The newest minor takes the palette's last colour.
-			idx := len(palette) - (len(order) - 1) + i
-			if idx < 0 {
-				idx = i % len(palette)
-			}
-			colors[m] = palette[idx]
+			colors[m] = palette[max(len(palette)-1-(newest-i), 0)]
 		}
 		keys = append(keys, minorKey{m, colors[m]})
 	}
