@@ -29,6 +29,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sync/errgroup"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/fleetctx"
@@ -52,6 +55,7 @@ spec:
   - {name: prod, labels: {gpufleet.dev/ring: prod, gpufleet.dev/dr-pair: east}}
   - {name: training, provider: kubeadm, labels: {gpufleet.dev/ring: training}}
   - {name: viewer, context: training-viewer, labels: {gpufleet.dev/ring: training}}
+  - {name: reader, context: training-reader, labels: {gpufleet.dev/ring: training}}
   - {name: dead, context: refused-00, labels: {gpufleet.dev/ring: prod}}
   - {name: hanging, context: hang-tcp-00, labels: {gpufleet.dev/ring: prod, gpufleet.dev/dr-pair: east}}
   rings:
@@ -111,6 +115,9 @@ func setup(t *testing.T) env {
 	}
 	// A user no role binds: /version answers, the node list is forbidden.
 	kc.AddLive(t, "training-viewer", cps[2].Kubeconfig, "gpufleet-e2e-viewer")
+	// A user bound to the roles deploy/rbac/fleet-inventory.yaml ships.
+	grantInventory(t, ctx, cps[2], "gpufleet-e2e-inventory")
+	kc.AddLive(t, "training-reader", cps[2].Kubeconfig, "gpufleet-e2e-inventory")
 	kc.AddEndpoints(eps)
 	dir := t.TempDir()
 	if err := os.Rename(kc.Write(t), filepath.Join(dir, "fleet.kubeconfig")); err != nil {
@@ -126,6 +133,51 @@ func setup(t *testing.T) env {
 	}
 	writeFile(t, filepath.Join(e.store, fleetreport.PreflightKey("canary")), r.Stdout)
 	return e
+}
+
+// grantInventory creates the roles of deploy/rbac/fleet-inventory.yaml
+// and binds them to user.
+func grantInventory(t *testing.T, ctx context.Context, cp *harness.ControlPlane, user string) {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "rbac", "fleet-inventory.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	var cr rbacv1.ClusterRole
+	var role rbacv1.Role
+	if len(docs) != 2 || yaml.UnmarshalStrict([]byte(docs[0]), &cr) != nil || yaml.UnmarshalStrict([]byte(docs[1]), &role) != nil {
+		t.Fatalf("deploy/rbac/fleet-inventory.yaml: want a ClusterRole and a Role")
+	}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	rbac := cp.Client.RbacV1()
+	if _, err := rbac.ClusterRoles().Create(ctx, &cr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.Roles(role.Namespace).Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings(role.Namespace).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, Subjects: subjects}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = harness.Eventually(ctx, "RBAC for "+user, 30*time.Second, func(ctx context.Context) (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "daemonsets", Group: "apps", Namespace: "kube-system"}}}
+		got, err := cp.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		return err == nil && got.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func writeFile(t *testing.T, path, body string) {
@@ -182,7 +234,7 @@ func TestFleetInventory(t *testing.T) {
 	t.Run("table", func(t *testing.T) {
 		r := inventory(t, e, e.fleet, "-o", "wide")
 		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
-		if r.ExitCode != 3 || len(lines) != 7 || !strings.HasPrefix(lines[0], "CLUSTER") {
+		if r.ExitCode != 3 || len(lines) != 8 || !strings.HasPrefix(lines[0], "CLUSTER") {
 			t.Fatalf("exit %d, %d lines\n%s", r.ExitCode, len(lines), r)
 		}
 		for _, want := range []string{"canary", "a100=v1.34.6", "b200=v1.36.3", "refused-00", "hang-tcp-00", "training-viewer"} {
@@ -200,7 +252,7 @@ func TestFleetInventory(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil || r.ExitCode != 2 {
 			t.Fatalf("exit %d, want 2: %v\n%s", r.ExitCode, err, r)
 		}
-		if len(got.Clusters) != 7 || got.Summary.Reachable != 3 || !strings.Contains(r.Stderr, `error: cluster lost: context "no-such-context" is not in the kubeconfig`) {
+		if len(got.Clusters) != 8 || got.Summary.Reachable != 4 || !strings.Contains(r.Stderr, `error: cluster lost: context "no-such-context" is not in the kubeconfig`) {
 			t.Errorf("%d rows, %d read\n%s", len(got.Clusters), got.Summary.Reachable, r.Stderr)
 		}
 	})
@@ -252,7 +304,7 @@ func checkReport(t *testing.T, rep *fleetreport.Report, stderr string) {
 		by[c.Name] = c
 		order = append(order, c.Name)
 	}
-	if want := []string{"canary", "prod", "training", "viewer", "dead", "hanging"}; !slices.Equal(order, want) {
+	if want := []string{"canary", "prod", "training", "viewer", "reader", "dead", "hanging"}; !slices.Equal(order, want) {
 		t.Fatalf("rows %v, want %v", order, want)
 	}
 	canary := by["canary"]
@@ -276,6 +328,11 @@ func checkReport(t *testing.T, rep *fleetreport.Report, stderr string) {
 	if training.Provider != "kubeadm" || training.ProviderSource != "fleet file" || training.GPUs != 12 || training.Preflight != nil {
 		t.Errorf("training: %+v", training)
 	}
+	// Under the shipped read-only roles the row is whole: versions of the
+	// static pods and addons read too (no notes), the same GPUs.
+	if reader := by["reader"]; reader.Error != "" || reader.GPUs != 12 || len(reader.Notes) != 0 || reader.Version != "v1.37.2" {
+		t.Errorf("reader (deploy/rbac/fleet-inventory.yaml): %+v", reader)
+	}
 	for name, want := range map[string]string{
 		"viewer":  `cannot list resource "nodes"`,
 		"dead":    "connection refused",
@@ -289,7 +346,7 @@ func checkReport(t *testing.T, rep *fleetreport.Report, stderr string) {
 			t.Errorf("stderr does not name %s:\n%s", name, stderr)
 		}
 	}
-	if s := rep.Summary; s.Clusters != 6 || s.Reachable != 3 || s.Errors != 3 || s.GPUs != 52 {
+	if s := rep.Summary; s.Clusters != 7 || s.Reachable != 4 || s.Errors != 3 || s.GPUs != 64 {
 		t.Errorf("summary: %+v", s)
 	}
 }
