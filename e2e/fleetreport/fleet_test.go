@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -38,6 +36,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport/metricstest"
 )
 
 // timeout is --request-timeout: what the hanging cluster costs each run.
@@ -269,7 +268,7 @@ func TestFleetInventory(t *testing.T) {
 		if r.ExitCode != 3 {
 			t.Fatalf("exit %d\n%s", r.ExitCode, r)
 		}
-		fams := parse(t, r.Stdout, expfmt.NewFormat(expfmt.TypeOpenMetrics))
+		fams := metricstest.Parse(t, r.Stdout, metricstest.OpenMetrics)
 		checkMetrics(t, fams, nil)
 	})
 	t.Run("push", func(t *testing.T) {
@@ -284,7 +283,7 @@ func TestFleetInventory(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		checkMetrics(t, parse(t, string(body), expfmt.NewFormat(expfmt.TypeTextPlain)), map[string]string{"job": "gpufleet_fleet_inventory", "fleet": "e2e"})
+		checkMetrics(t, metricstest.Parse(t, string(body), expfmt.NewFormat(expfmt.TypeTextPlain)), map[string]string{"job": "gpufleet_fleet_inventory", "fleet": "e2e"})
 	})
 	t.Run("html in chromium", func(t *testing.T) {
 		r := inventory(t, e, e.fleet, "-o", "html")
@@ -351,49 +350,15 @@ func checkReport(t *testing.T, rep *fleetreport.Report, stderr string) {
 	}
 }
 
-func parse(t *testing.T, text string, format expfmt.Format) map[string]*dto.MetricFamily {
-	t.Helper()
-	dec := expfmt.NewDecoder(strings.NewReader(text), format)
-	fams := map[string]*dto.MetricFamily{}
-	for {
-		var mf dto.MetricFamily
-		if err := dec.Decode(&mf); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatalf("parsing %s: %v\n%s", format, err, text)
-		}
-		fams[mf.GetName()] = &mf
-	}
-	return fams
-}
-
 // checkMetrics checks the series of each cluster, with extra labels when
 // they went through the Pushgateway.
-func checkMetrics(t *testing.T, fams map[string]*dto.MetricFamily, extra map[string]string) {
+func checkMetrics(t *testing.T, fams metricstest.Families, extra map[string]string) {
 	t.Helper()
 	find := func(name string, want map[string]string) (float64, bool) {
-		mf := fams[name]
-		if mf == nil {
-			return 0, false
+		for k, v := range extra {
+			want[k] = v
 		}
-	next:
-		for _, m := range mf.Metric {
-			have := map[string]string{}
-			for _, l := range m.Label {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range extra {
-				want[k] = v
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue next
-				}
-			}
-			return m.GetGauge().GetValue(), true
-		}
-		return 0, false
+		return fams.Value(name, want)
 	}
 	for _, tc := range []struct {
 		name   string

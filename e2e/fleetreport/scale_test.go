@@ -91,14 +91,14 @@ func TestFleetInventoryScale(t *testing.T) {
 		return append([]string{bin, "fleet", "inventory", "--kubeconfig", kc, "--request-timeout", scaleTimeout.String(), "-o", "prometheus"}, more...)
 	}
 	total := sc.healthy + sc.refused + sc.hangTCP + sc.hangTLS
-	single := bench.Side{Name: "one healthy context", Procs: []bench.Proc{{Args: args("--contexts", "healthy-00")}}, Check: exits(0)}
+	single := bench.Side{Name: "one healthy context", Procs: []bench.Proc{{Args: args("--contexts", "healthy-00")}}, Check: bench.Exits(0)}
 	floor := bench.Side{Name: "slowest context alone", Procs: []bench.Proc{
 		{Args: args("--contexts", "healthy-00")}, {Args: args("--contexts", "hang-tcp-00")}},
 		Check: func(rs []plugintest.Result) error {
-			if err := exits(0)(rs[:1]); err != nil {
+			if err := bench.Exits(0)(rs[:1]); err != nil {
 				return err
 			}
-			return exits(3)(rs[1:])
+			return bench.Exits(3)(rs[1:])
 		}}
 	var (
 		mu   sync.Mutex
@@ -134,21 +134,6 @@ func TestFleetInventoryScale(t *testing.T) {
 	}
 	if longest > scaleTimeout+deadSlack {
 		t.Errorf("a hanging request was waited for %s, more than --request-timeout %s + %s", longest, scaleTimeout, deadSlack)
-	}
-}
-
-func exits(codes ...int) func([]plugintest.Result) error {
-	return func(rs []plugintest.Result) error {
-		for _, r := range rs {
-			ok := false
-			for _, c := range codes {
-				ok = ok || r.ExitCode == c
-			}
-			if !ok {
-				return fmt.Errorf("exit %d, want one of %v\n%s", r.ExitCode, codes, plugintest.LastLines(r.Stderr, 20))
-			}
-		}
-		return nil
 	}
 }
 

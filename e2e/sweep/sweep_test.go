@@ -114,14 +114,14 @@ func measure(t *testing.T, ctx context.Context, eps *fleetctx.Endpoints, bin, kc
 	args := func(more ...string) []string { return append(append([]string(nil), common...), more...) }
 
 	single := bench.Side{Name: "one healthy context", KeepStdout: true,
-		Procs: []bench.Proc{{Args: args("--context", "healthy-00")}}, Check: exits(0, 1)}
+		Procs: []bench.Proc{{Args: args("--context", "healthy-00")}}, Check: bench.Exits(0, 1)}
 	floor := bench.Side{Name: "slowest context alone", KeepStdout: true, Procs: []bench.Proc{
 		{Args: args("--context", "healthy-00")}, {Args: args("--context", "hang-tcp-00")}},
 		Check: func(rs []plugintest.Result) error {
-			if err := exits(0, 1)(rs[:1]); err != nil {
+			if err := bench.Exits(0, 1)(rs[:1]); err != nil {
 				return err
 			}
-			return exits(3)(rs[1:])
+			return bench.Exits(3)(rs[1:])
 		}}
 	var (
 		mu   sync.Mutex
@@ -143,7 +143,7 @@ func measure(t *testing.T, ctx context.Context, eps *fleetctx.Endpoints, bin, kc
 	// a sweep, since a healthy context's work can hide none of it here.
 	deadOnly := bench.Side{Name: "the 50 dead contexts alone",
 		Procs: []bench.Proc{{Args: args("--contexts", strings.Join(eps.Names(), ","), "--parallel", fmt.Sprint(parallel))}},
-		Check: exits(3)}
+		Check: bench.Exits(3)}
 	// One run of each first: warm caches, and the single context's RSS.
 	one := bench.Run(t, ctx, single)
 	t.Logf("one healthy context: %s", one)
@@ -214,21 +214,6 @@ func compare(t *testing.T, ctx context.Context, eps *fleetctx.Endpoints, sweep, 
 	t.Logf("%s: median %s", floor.Name, bench.MedianSample(c.FloorRuns))
 	t.Logf("median ratio to the floor: %.2f (%s against %s; target %.2f)", c.Median(), sweep.Name, floor.Name, target)
 	return c
-}
-
-func exits(codes ...int) func([]plugintest.Result) error {
-	return func(rs []plugintest.Result) error {
-		for _, r := range rs {
-			ok := false
-			for _, c := range codes {
-				ok = ok || r.ExitCode == c
-			}
-			if !ok {
-				return fmt.Errorf("exit %d, want one of %v\n%s", r.ExitCode, codes, plugintest.LastLines(r.Stderr, 20))
-			}
-		}
-		return nil
-	}
 }
 
 // checkSweep checks a sweep's exit code (3: some contexts could not be

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +27,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport/metricstest"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -214,18 +213,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("OpenMetrics text does not end with # EOF:\n%s", text)
 	}
 	// Prometheus' own OpenMetrics parser reads it back.
-	dec := expfmt.NewDecoder(strings.NewReader(text), expfmt.NewFormat(expfmt.TypeOpenMetrics))
-	families := map[string]*dto.MetricFamily{}
-	for {
-		var mf dto.MetricFamily
-		if err := dec.Decode(&mf); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatalf("parsing the OpenMetrics output: %v\n%s", err, text)
-		}
-		families[mf.GetName()] = &mf
-	}
+	families := metricstest.Parse(t, text, metricstest.OpenMetrics)
 	for name, mf := range families {
 		for _, m := range mf.Metric {
 			var cluster, ring bool
@@ -238,26 +226,7 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	value := func(name string, labels map[string]string) (float64, bool) {
-		mf := families[name]
-		if mf == nil {
-			return 0, false
-		}
-	next:
-		for _, m := range mf.Metric {
-			have := map[string]string{}
-			for _, l := range m.Label {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue next
-				}
-			}
-			return m.GetGauge().GetValue(), true
-		}
-		return 0, false
-	}
+	value := families.Value
 	for _, tc := range []struct {
 		name   string
 		labels map[string]string

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -26,6 +24,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport/metricstest"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -212,24 +211,7 @@ func metricLabels(t *testing.T) map[string][]string {
 	if err := fleetreport.WriteMetrics(&buf, rep); err != nil {
 		t.Fatal(err)
 	}
-	dec := expfmt.NewDecoder(&buf, expfmt.NewFormat(expfmt.TypeOpenMetrics))
-	out := map[string][]string{}
-	for {
-		var mf dto.MetricFamily
-		if err := dec.Decode(&mf); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatal(err)
-		}
-		for _, m := range mf.Metric {
-			for _, l := range m.Label {
-				if !slices.Contains(out[mf.GetName()], l.GetName()) {
-					out[mf.GetName()] = append(out[mf.GetName()], l.GetName())
-				}
-			}
-		}
-	}
+	return metricstest.Parse(t, buf.String(), metricstest.OpenMetrics).Labels()
 }
 
 var (
