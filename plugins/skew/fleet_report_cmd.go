@@ -177,6 +177,8 @@ func (o *InventoryOptions) Validate() error {
 	switch {
 	case o.FleetFile != "" && o.Contexts.Multi():
 		return errors.New("-f cannot be combined with --contexts or --all-contexts")
+	case o.FleetFile != "" && cli.ContextFlagSet(o.cg):
+		return errors.New("-f cannot be combined with --context: the fleet file names each cluster's context")
 	case o.FleetFile == "" && !o.Contexts.Multi():
 		return cli.WithHint(errors.New("name the clusters: -f FLEET.yaml, --contexts A,B or --all-contexts"), "kubectl skew fleet inventory --all-contexts")
 	case o.ChunkSize < 1:
