@@ -85,7 +85,7 @@ const (
 func newView(rep *Report) view {
 	v := view{Rep: rep}
 	for _, c := range rep.Clusters {
-		v.Rows = append(v.Rows, newRow(c, rep.Metadata.GeneratedAt))
+		v.Rows = append(v.Rows, newRow(c, rep.Metadata.Store != ""))
 	}
 	v.Timeline = newTimeline(rep)
 	v.Spread, v.Minors = newSpread(rep)
@@ -93,8 +93,13 @@ func newView(rep *Report) view {
 	return v
 }
 
-func newRow(c Cluster, now time.Time) row {
-	r := row{Cluster: c, Class: "ok", PatchText: "-", SupportText: "-", SkewText: "-", PoolsText: "-", GPUText: "-", PreflightText: "none saved"}
+// newRow is a cluster's row; withStore says a store was read for saved
+// pre-flights.
+func newRow(c Cluster, withStore bool) row {
+	r := row{Cluster: c, Class: "ok", PatchText: "-", SupportText: "-", SkewText: "-", PoolsText: "-", GPUText: "-", PreflightText: "-"}
+	if withStore {
+		r.PreflightText = "none saved"
+	}
 	if c.Error != "" {
 		r.Class = "error"
 	} else {
