@@ -97,7 +97,7 @@ func checkPage(t *testing.T, page string, rep *fleetreport.Report) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	png, err := chromedp.Run(tctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(tctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
