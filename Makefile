@@ -21,10 +21,10 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 E2E_QUEUEING ?= 1
 export E2E_QUEUEING
 ifeq ($(E2E_QUEUEING),0)
-E2E_COMPONENTS ?= core krew helm
+E2E_COMPONENTS ?= core krew helm pushgateway
 E2E_PKGS = $(shell go list -tags e2e ./e2e/... | grep -v -e /e2e/gangdrain -e /e2e/queueing -e /e2e/demo)
 else
-E2E_COMPONENTS ?= core kueue jobset krew helm
+E2E_COMPONENTS ?= core kueue jobset krew helm pushgateway
 E2E_PKGS = $(shell go list -tags e2e ./e2e/...)
 endif
 # e2e packages run one at a time: each starts its own control plane, and two
@@ -32,7 +32,7 @@ endif
 E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
 FUZZTIME ?= 10s
 
-.PHONY: image all build test unit race e2e e2e-tools bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
+.PHONY: image all build test unit race e2e e2e-tools e2e-deps bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
 
 all: build
 
@@ -59,8 +59,13 @@ race:
 e2e-tools:
 	e2e/tools/build.sh $(E2E_COMPONENTS)
 
+## e2e-deps: Debian's Chromium, which e2e/fleetreport opens the fleet page in
+## (installed only when absent; CI runs as root)
+e2e-deps:
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 ## e2e: the e2e suite (builds the plugins and the control plane first)
-e2e: build e2e-tools
+e2e: build e2e-tools e2e-deps
 	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) $(E2E_PKGS)
 
 ## bench: Go benchmarks, then the scale runs against the local control plane

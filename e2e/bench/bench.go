@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -136,6 +137,18 @@ func Run(t testing.TB, ctx context.Context, side Side) Sample {
 		}
 	}
 	return s
+}
+
+// Exits is a Check that every process exited with one of codes.
+func Exits(codes ...int) func([]plugintest.Result) error {
+	return func(rs []plugintest.Result) error {
+		for _, r := range rs {
+			if !slices.Contains(codes, r.ExitCode) {
+				return fmt.Errorf("exit %d, want one of %v\n%s", r.ExitCode, codes, plugintest.LastLines(r.Stderr, 20))
+			}
+		}
+		return nil
+	}
 }
 
 // Comparison is the outcome of Compare.

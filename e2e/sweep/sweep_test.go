@@ -12,13 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -26,10 +20,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/bench"
+	"github.com/gpufleet/upgrade-plugins/e2e/fleetctx"
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 )
@@ -85,7 +78,7 @@ func TestContextSweepScale(t *testing.T) {
 	t.Cleanup(cp.Stop)
 	plant(t, ctx, cp)
 
-	eps := newEndpoints(t)
+	eps := fleetctx.NewEndpoints(t, refused, hangTCP, hangTLS)
 	kc := writeKubeconfig(t, cp, eps)
 	if _, err := cp.WaitIdle(ctx, 3*time.Second, 0.1, 3*time.Minute); err != nil {
 		t.Fatal(err)
@@ -116,19 +109,19 @@ func TestContextSweepScale(t *testing.T) {
 	}
 }
 
-func measure(t *testing.T, ctx context.Context, eps *endpoints, bin, kc string, extra []string) {
+func measure(t *testing.T, ctx context.Context, eps *fleetctx.Endpoints, bin, kc string, extra []string) {
 	common := append([]string{bin, "--kubeconfig", kc, "--request-timeout", timeout.String(), "-o", "json"}, extra...)
 	args := func(more ...string) []string { return append(append([]string(nil), common...), more...) }
 
 	single := bench.Side{Name: "one healthy context", KeepStdout: true,
-		Procs: []bench.Proc{{Args: args("--context", "healthy-00")}}, Check: exits(0, 1)}
+		Procs: []bench.Proc{{Args: args("--context", "healthy-00")}}, Check: bench.Exits(0, 1)}
 	floor := bench.Side{Name: "slowest context alone", KeepStdout: true, Procs: []bench.Proc{
 		{Args: args("--context", "healthy-00")}, {Args: args("--context", "hang-tcp-00")}},
 		Check: func(rs []plugintest.Result) error {
-			if err := exits(0, 1)(rs[:1]); err != nil {
+			if err := bench.Exits(0, 1)(rs[:1]); err != nil {
 				return err
 			}
-			return exits(3)(rs[1:])
+			return bench.Exits(3)(rs[1:])
 		}}
 	var (
 		mu   sync.Mutex
@@ -140,7 +133,7 @@ func measure(t *testing.T, ctx context.Context, eps *endpoints, bin, kc string, 
 			if err := checkSweep(rs[0]); err != nil {
 				return err
 			}
-			longest, err := eps.settled()
+			longest, err := eps.Settled()
 			mu.Lock()
 			held = append(held, longest)
 			mu.Unlock()
@@ -149,12 +142,12 @@ func measure(t *testing.T, ctx context.Context, eps *endpoints, bin, kc string, 
 	// The dead contexts alone, all fifty at --parallel 16: what they cost
 	// a sweep, since a healthy context's work can hide none of it here.
 	deadOnly := bench.Side{Name: "the 50 dead contexts alone",
-		Procs: []bench.Proc{{Args: args("--contexts", strings.Join(eps.names(), ","), "--parallel", fmt.Sprint(parallel))}},
-		Check: exits(3)}
+		Procs: []bench.Proc{{Args: args("--contexts", strings.Join(eps.Names(), ","), "--parallel", fmt.Sprint(parallel))}},
+		Check: bench.Exits(3)}
 	// One run of each first: warm caches, and the single context's RSS.
 	one := bench.Run(t, ctx, single)
 	t.Logf("one healthy context: %s", one)
-	eps.reset()
+	eps.Reset()
 	first := bench.Run(t, ctx, sweep)
 	t.Logf("first sweep: %s; the longest a hanging request was waited for %s", first, held[0].Round(time.Millisecond))
 
@@ -200,10 +193,10 @@ func measure(t *testing.T, ctx context.Context, eps *endpoints, bin, kc string, 
 
 // compare is bench.Compare with the endpoints' counts reset before each
 // sweep, so that they belong to the run being checked.
-func compare(t *testing.T, ctx context.Context, eps *endpoints, sweep, floor bench.Side) bench.Comparison {
+func compare(t *testing.T, ctx context.Context, eps *fleetctx.Endpoints, sweep, floor bench.Side) bench.Comparison {
 	c := bench.Comparison{Plugin: sweep, Floor: floor}
 	runSweep := func() bench.Sample {
-		eps.reset()
+		eps.Reset()
 		return bench.Run(t, ctx, sweep)
 	}
 	for i := range bench.Pairs {
@@ -221,21 +214,6 @@ func compare(t *testing.T, ctx context.Context, eps *endpoints, sweep, floor ben
 	t.Logf("%s: median %s", floor.Name, bench.MedianSample(c.FloorRuns))
 	t.Logf("median ratio to the floor: %.2f (%s against %s; target %.2f)", c.Median(), sweep.Name, floor.Name, target)
 	return c
-}
-
-func exits(codes ...int) func([]plugintest.Result) error {
-	return func(rs []plugintest.Result) error {
-		for _, r := range rs {
-			ok := false
-			for _, c := range codes {
-				ok = ok || r.ExitCode == c
-			}
-			if !ok {
-				return fmt.Errorf("exit %d, want one of %v\n%s", r.ExitCode, codes, plugintest.LastLines(r.Stderr, 20))
-			}
-		}
-		return nil
-	}
 }
 
 // checkSweep checks a sweep's exit code (3: some contexts could not be
@@ -328,176 +306,12 @@ func plant(t *testing.T, ctx context.Context, cp *harness.ControlPlane) {
 // writeKubeconfig writes the hundred contexts: healthy-NN on the control
 // plane (a cluster entry each, as distinct clusters have), refused-NN on
 // closed ports, hang-tcp-NN and hang-tls-NN on the endpoints.
-func writeKubeconfig(t *testing.T, cp *harness.ControlPlane, eps *endpoints) string {
+func writeKubeconfig(t *testing.T, cp *harness.ControlPlane, eps *fleetctx.Endpoints) string {
 	t.Helper()
-	admin, err := clientcmd.LoadFromFile(cp.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live := admin.Contexts[admin.CurrentContext]
-	cfg := clientcmdapi.NewConfig()
-	cfg.AuthInfos["admin"] = admin.AuthInfos[live.AuthInfo]
-	add := func(name string, cluster *clientcmdapi.Cluster) {
-		cfg.Clusters[name] = cluster
-		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: "admin", Namespace: "default"}
-	}
+	kc := fleetctx.NewKubeconfig()
 	for i := range healthy {
-		c := *admin.Clusters[live.Cluster]
-		add(fmt.Sprintf("healthy-%02d", i), &c)
+		kc.AddLive(t, fmt.Sprintf("healthy-%02d", i), cp.Kubeconfig, "")
 	}
-	for i, addr := range eps.refused {
-		add(fmt.Sprintf("refused-%02d", i), &clientcmdapi.Cluster{Server: "https://" + addr, InsecureSkipTLSVerify: true})
-	}
-	for _, h := range eps.hanging {
-		add(h.name, &clientcmdapi.Cluster{Server: "https://" + h.addr, InsecureSkipTLSVerify: true})
-	}
-	cfg.CurrentContext = "healthy-00"
-	path := filepath.Join(t.TempDir(), "fleet.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// endpoints are the dead contexts' addresses: closed ports, and
-// listeners that time every connection they hold.
-type endpoints struct {
-	refused []string
-	hanging []*hangEndpoint
-}
-
-// hangEndpoint is a listener of one hanging context. It counts the
-// connections since reset and, where it reads the request (hang-tls),
-// times how long the client waited for an answer before giving up (an
-// HTTP/2 stream reset or a closed connection). The connections themselves
-// may outlive the request: the client's transport keeps them for reuse,
-// or finishes a handshake it no longer waits for, until the process ends.
-type hangEndpoint struct {
-	name, addr string
-	mu         sync.Mutex
-	seen       int
-	waiting    int
-	held       time.Duration
-}
-
-func (h *hangEndpoint) accepted() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.seen++
-}
-
-// request waits until the client gives the request up.
-func (h *hangEndpoint) request(r *http.Request) {
-	began := time.Now()
-	h.mu.Lock()
-	h.waiting++
-	h.mu.Unlock()
-	<-r.Context().Done()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.waiting--
-	h.held = max(h.held, time.Since(began))
-}
-
-func newEndpoints(t *testing.T) *endpoints {
-	t.Helper()
-	e := &endpoints{}
-	for range refused {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.refused = append(e.refused, l.Addr().String())
-		l.Close()
-	}
-	for i := range hangTCP {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := &hangEndpoint{name: fmt.Sprintf("hang-tcp-%02d", i), addr: l.Addr().String()}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				h.accepted()
-				go func() {
-					// Never answer; the client's close ends the read.
-					_, _ = io.Copy(io.Discard, c)
-					c.Close()
-				}()
-			}
-		}()
-		e.hanging = append(e.hanging, h)
-	}
-	for i := range hangTLS {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := &hangEndpoint{name: fmt.Sprintf("hang-tls-%02d", i), addr: l.Addr().String()}
-		// Never answer: wait for the client to give up.
-		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.request(r) }))
-		srv.Listener.Close()
-		srv.Listener = l
-		srv.EnableHTTP2 = true
-		srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-			if s == http.StateNew {
-				h.accepted()
-			}
-		}
-		srv.StartTLS()
-		t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-		e.hanging = append(e.hanging, h)
-	}
-	return e
-}
-
-// names are the dead contexts' names.
-func (e *endpoints) names() []string {
-	var out []string
-	for i := range e.refused {
-		out = append(out, fmt.Sprintf("refused-%02d", i))
-	}
-	for _, h := range e.hanging {
-		out = append(out, h.name)
-	}
-	return out
-}
-
-// reset starts the endpoints' counts afresh (before a sweep).
-func (e *endpoints) reset() {
-	for _, h := range e.hanging {
-		h.mu.Lock()
-		h.seen, h.held = 0, 0
-		h.mu.Unlock()
-	}
-}
-
-// settled returns the longest a request to a hanging endpoint was waited
-// for since reset, and an error when an endpoint was never contacted or a
-// request is still waited for after the process ended.
-func (e *endpoints) settled() (time.Duration, error) {
-	time.Sleep(50 * time.Millisecond) // the resets and closes reach the listeners
-	var longest time.Duration
-	var problems []string
-	for _, h := range e.hanging {
-		h.mu.Lock()
-		switch {
-		case h.seen == 0:
-			problems = append(problems, h.name+" never contacted")
-		case h.waiting > 0:
-			problems = append(problems, fmt.Sprintf("%s still has %d request(s) waiting", h.name, h.waiting))
-		}
-		longest = max(longest, h.held)
-		h.mu.Unlock()
-	}
-	sort.Strings(problems)
-	if len(problems) > 0 {
-		return longest, fmt.Errorf("hanging endpoints: %s", strings.Join(problems, "; "))
-	}
-	return longest, nil
+	kc.AddEndpoints(eps)
+	return kc.Write(t)
 }

@@ -2,7 +2,7 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|helm|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|helm|pushgateway|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl and kwok; helm is the helm client e2e/deprecations drives. The
@@ -22,6 +22,7 @@ KUEUE_VERSION=v0.17.0
 JOBSET_VERSION=v0.11.1
 KREW_VERSION=v0.4.3
 HELM_VERSION=v4.3.2
+PUSHGATEWAY_VERSION=v1.11.5
 
 log() { echo "build.sh: $*" >&2; }
 
@@ -42,6 +43,7 @@ usual() {
 	kueue) echo "about 3.5 min" ;;
 	jobset) echo "about 2 min" ;;
 	krew) echo "about 1 min" ;;
+	pushgateway) echo "about 1.5 min" ;;
 	*) echo "under a minute" ;;
 	esac
 }
@@ -123,12 +125,19 @@ helm() {
 		"-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 }
 
+# pushgateway is the Prometheus Pushgateway e2e/fleetreport pushes the fleet
+# report to (the server a CronJob's push lands on).
+pushgateway() {
+	build pushgateway "$cache/pushgateway-$PUSHGATEWAY_VERSION/pushgateway" github.com/prometheus/pushgateway \
+		"-X github.com/prometheus/common/version.Version=${PUSHGATEWAY_VERSION#v}"
+}
+
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm) "$what" ;;
-	all) core; kueue; jobset; krew; helm ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, helm or all)" >&2; exit 2 ;;
+	core | kueue | jobset | krew | helm | pushgateway) "$what" ;;
+	all) core; kueue; jobset; krew; helm; pushgateway ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, helm, pushgateway or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"

@@ -90,6 +90,9 @@ type Collector struct {
 	SystemPods  func(ctx context.Context) ([]*corev1.Pod, bool)
 	DaemonSets  func(ctx context.Context) ([]*appsv1.DaemonSet, bool)
 	Deployments func(ctx context.Context) ([]*appsv1.Deployment, bool)
+	// CountGPUs also counts each pool's allocatable GPUs by resource and
+	// product label (Pool.GPUs), as the fleet report shows them.
+	CountGPUs bool
 
 	platform *platformAcc
 }
@@ -243,6 +246,7 @@ type poolAcc struct {
 	versions map[string]int
 	unknown  []string
 	nUnknown int
+	gpus     map[gpuKey]*GPUCount
 }
 
 // PoolOf returns the pool name and the label that gave it for a node's
@@ -311,6 +315,12 @@ func (c *Collector) node(acc map[poolKey]*poolAcc, n *corev1.Node) {
 	if q, ok := n.Status.Allocatable[gpucheck.GPUResource]; ok && q.Sign() > 0 {
 		a.gpuNodes++
 	}
+	if c.CountGPUs {
+		if a.gpus == nil {
+			a.gpus = map[gpuKey]*GPUCount{}
+		}
+		countGPUs(a.gpus, n)
+	}
 	kv := strings.TrimSpace(n.Status.NodeInfo.KubeletVersion)
 	if _, err := ParseVersion(kv); err != nil {
 		a.nUnknown++
@@ -328,6 +338,9 @@ func pools(acc map[poolKey]*poolAcc) []Pool {
 	for k, a := range acc {
 		gpuNodes := a.gpuNodes
 		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown, GPUNodes: &gpuNodes}
+		if a.gpus != nil {
+			p.GPUs = sortedGPUs(a.gpus)
+		}
 		sort.Strings(p.UnknownNodes)
 		for v, n := range a.versions {
 			p.Versions = append(p.Versions, VersionCount{Version: v, Nodes: n})

@@ -82,6 +82,9 @@ type Pool struct {
 	// training gangs run, with gang-drain and the others with kubectl
 	// drain.
 	GPUNodes *int `json:"gpuNodes,omitempty"`
+	// GPUs are the pool's allocatable GPUs by resource and product label;
+	// read only when Collector.CountGPUs is set (the fleet report).
+	GPUs []GPUCount `json:"gpus,omitempty"`
 }
 
 // MinMax returns the oldest and newest parsable kubelet version of the

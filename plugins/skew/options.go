@@ -194,6 +194,12 @@ func (o *Options) Run(ctx context.Context) error {
 
 // collect reads the inventory of one context.
 func collect(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64) (cli.Metadata, pkgskew.Inventory, error) {
+	return collectInventory(ctx, cg, d, poolLabel, chunk, false)
+}
+
+// collectInventory is collect, also counting each pool's GPUs when gpus
+// is set (the fleet report).
+func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64, gpus bool) (cli.Metadata, pkgskew.Inventory, error) {
 	md, err := cli.Connect(ctx, cg)
 	if err != nil {
 		return md, pkgskew.Inventory{}, err
@@ -202,7 +208,7 @@ func collect(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string,
 	if err != nil {
 		return md, pkgskew.Inventory{}, cli.ClassifyClusterErr(err, md, "building the client")
 	}
-	c := &pkgskew.Collector{Client: kc, PoolLabel: poolLabel, PageSize: chunk, Kubectl: d.kubectl, Now: d.now}
+	c := &pkgskew.Collector{Client: kc, PoolLabel: poolLabel, PageSize: chunk, Kubectl: d.kubectl, Now: d.now, CountGPUs: gpus}
 	inv, err := c.Collect(ctx)
 	if err != nil {
 		return md, inv, cli.ClassifyClusterErr(err, md, "reading the version inventory")

@@ -1,0 +1,141 @@
+package fleetreport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+)
+
+// Store reads objects of a fleet's store (spec.store.url) by key, a
+// slash-separated path under the store's root. Read returns an error
+// wrapping fs.ErrNotExist when the key has no object.
+type Store interface {
+	Read(ctx context.Context, key string) ([]byte, error)
+}
+
+// Opener opens a store from its URL.
+type Opener func(ctx context.Context, u *url.URL) (Store, error)
+
+var (
+	openersMu sync.RWMutex
+	openers   = map[string]Opener{"file": openFile}
+)
+
+// RegisterStore makes OpenStore open URLs of scheme with open; the
+// fleet programme's blob store (s3, gs, azblob) registers itself so.
+func RegisterStore(scheme string, open Opener) {
+	openersMu.Lock()
+	defer openersMu.Unlock()
+	openers[scheme] = open
+}
+
+// OpenStore opens the store at rawURL (file:///path, or a scheme
+// registered with RegisterStore).
+func OpenStore(ctx context.Context, rawURL string) (Store, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("store %q: %v", rawURL, err)
+	}
+	openersMu.RLock()
+	open, ok := openers[u.Scheme]
+	openersMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("store %q: this build reads file:// stores only, not %s://", rawURL, u.Scheme)
+	}
+	return open(ctx, u)
+}
+
+// FileStore is a store in a local directory (file:///path).
+type FileStore struct{ Dir string }
+
+func openFile(_ context.Context, u *url.URL) (Store, error) {
+	if u.Host != "" && u.Host != "localhost" {
+		return nil, fmt.Errorf("store %q: a file:// URL needs an absolute path (file:///dir)", u.String())
+	}
+	if u.Path == "" {
+		return nil, fmt.Errorf("store %q: no path", u.String())
+	}
+	return FileStore{Dir: filepath.FromSlash(u.Path)}, nil
+}
+
+// Read reads key under the directory.
+func (s FileStore) Read(_ context.Context, key string) ([]byte, error) {
+	clean := path.Clean("/" + key)
+	if clean != "/"+key || strings.Contains(key, "\\") {
+		return nil, fmt.Errorf("store key %q: not a clean relative path", key)
+	}
+	return os.ReadFile(filepath.Join(s.Dir, filepath.FromSlash(key)))
+}
+
+// PreflightKey is where the fleet programme saves a cluster's newest
+// `kubectl skew preflight -o json` report.
+func PreflightKey(cluster string) string { return "latest/" + cluster + "/preflight.json" }
+
+// savedPreflight is the part of a saved pre-flight report the row shows.
+type savedPreflight struct {
+	Kind     string `json:"kind"`
+	Target   string `json:"target"`
+	Evidence struct {
+		CollectedAt time.Time `json:"collectedAt"`
+	} `json:"evidence"`
+	Summary struct {
+		Status string `json:"status"`
+	} `json:"summary"`
+}
+
+// preflightKind is the kind of `kubectl skew preflight -o json`.
+const preflightKind = "SkewPreflightReport"
+
+// readPreflights fills each row's saved pre-flight, parallel at once.
+func readPreflights(ctx context.Context, st Store, storeURL string, rep *Report, parallel int, now time.Time) {
+	names := make([]string, 0, len(rep.Clusters))
+	for _, c := range rep.Clusters {
+		names = append(names, c.Name)
+	}
+	res := cli.FanOut(ctx, names, parallel, func(ctx context.Context, name string) (*Preflight, error) {
+		return readPreflight(ctx, st, storeURL, name, now), nil
+	})
+	for i, r := range res {
+		rep.Clusters[i].Preflight = r.Value
+	}
+}
+
+func readPreflight(ctx context.Context, st Store, storeURL, cluster string, now time.Time) *Preflight {
+	key := PreflightKey(cluster)
+	p := &Preflight{Source: strings.TrimSuffix(storeURL, "/") + "/" + key}
+	data, err := st.Read(ctx, key)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		p.Error = fmt.Sprintf("reading the saved pre-flight: %v", err)
+		return p
+	}
+	var s savedPreflight
+	if err := json.Unmarshal(data, &s); err != nil {
+		p.Error = fmt.Sprintf("the saved pre-flight is not a kubectl skew preflight -o json report: %v", err)
+		return p
+	}
+	if s.Kind != preflightKind || s.Summary.Status == "" {
+		p.Error = fmt.Sprintf("the saved pre-flight has kind %q and no summary.status; want a %s", s.Kind, preflightKind)
+		return p
+	}
+	p.Verdict, p.Target = s.Summary.Status, s.Target
+	if !s.Evidence.CollectedAt.IsZero() {
+		at := s.Evidence.CollectedAt.UTC()
+		p.CollectedAt = &at
+		p.AgeSeconds = int64(max(now.Sub(at), 0) / time.Second)
+	}
+	return p
+}

@@ -1,0 +1,87 @@
+package skew
+
+import (
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// GPUCount is what one pool offers of one GPU resource and product.
+type GPUCount struct {
+	// Resource is the extended resource (nvidia.com/gpu, a MIG profile such
+	// as nvidia.com/mig-1g.10gb, amd.com/gpu, gpu.intel.com/i915).
+	Resource string `json:"resource"`
+	// Product is the node's GPU product label, when it has one.
+	Product string `json:"product,omitempty"`
+	// Nodes counts the nodes offering it.
+	Nodes int `json:"nodes"`
+	// Allocatable sums status.allocatable over those nodes.
+	Allocatable int64 `json:"allocatable"`
+}
+
+// GPUProductLabels are the node labels that name the GPU model, tried in
+// this order: NVIDIA GPU feature discovery
+// (NVIDIA/k8s-device-plugin docs/gpu-feature-discovery/README.md,
+// nvidia.com/gpu.product), AMD's node labeller
+// (ROCm/k8s-device-plugin cmd/k8s-node-labeller, amd.com/gpu.product-name)
+// and GKE's accelerator label (cloud.google.com/gke-accelerator).
+var GPUProductLabels = []string{"nvidia.com/gpu.product", "amd.com/gpu.product-name", "cloud.google.com/gke-accelerator"}
+
+// IsGPUResource reports whether an extended resource is a GPU: NVIDIA's
+// device plugin resources (nvidia.com/gpu, nvidia.com/gpu.shared when
+// time-slicing renames it, nvidia.com/mig-<profile> under the mixed MIG
+// strategy), AMD's amd.com/gpu and Intel's gpu.intel.com/<driver>.
+func IsGPUResource(name corev1.ResourceName) bool {
+	s := string(name)
+	return s == "nvidia.com/gpu" || s == "nvidia.com/gpu.shared" || strings.HasPrefix(s, "nvidia.com/mig-") ||
+		s == "amd.com/gpu" || strings.HasPrefix(s, "gpu.intel.com/")
+}
+
+// GPUProduct returns the GPU model a node's labels name, or "".
+func GPUProduct(labels map[string]string) string {
+	for _, l := range GPUProductLabels {
+		if v := labels[l]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+type gpuKey struct{ resource, product string }
+
+// countGPUs adds a node's allocatable GPUs to a pool's counts.
+func countGPUs(acc map[gpuKey]*GPUCount, n *corev1.Node) {
+	var product string
+	for name, q := range n.Status.Allocatable {
+		if !IsGPUResource(name) || q.Sign() <= 0 {
+			continue
+		}
+		if product == "" {
+			product = GPUProduct(n.Labels)
+		}
+		k := gpuKey{string(name), product}
+		c := acc[k]
+		if c == nil {
+			c = &GPUCount{Resource: k.resource, Product: k.product}
+			acc[k] = c
+		}
+		c.Nodes++
+		c.Allocatable += q.Value()
+	}
+}
+
+// sortedGPUs returns a pool's counts by resource, then product.
+func sortedGPUs(acc map[gpuKey]*GPUCount) []GPUCount {
+	var out []GPUCount
+	for _, c := range acc {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Resource != out[j].Resource {
+			return out[i].Resource < out[j].Resource
+		}
+		return out[i].Product < out[j].Product
+	})
+	return out
+}
