@@ -11,9 +11,27 @@ import (
 	"time"
 )
 
-// realXid is the shared folder of real recorded outputs, read in place
-// (its README gives the source of every file).
-var realOutputs = filepath.Join("..", "..", "..", "shared", "real-outputs")
+// realOutputs is the shared folder of real recorded outputs, read in place
+// (its README gives the source of every file): the nearest
+// shared/real-outputs above the package, the checkout's sibling for a
+// clone and its parent's for a git worktree.
+var realOutputs = findShared("real-outputs")
+
+func findShared(name string) string {
+	dir, err := filepath.Abs(".")
+	for err == nil {
+		p := filepath.Join(dir, "shared", name)
+		if fi, serr := os.Stat(p); serr == nil && fi.IsDir() {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return filepath.Join("..", "..", "..", "shared", name)
+}
 
 func readReal(t *testing.T, parts ...string) []byte {
 	t.Helper()
