@@ -2,6 +2,7 @@ package gpucheck
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -38,4 +39,72 @@ func mdCell(s string) string {
 		s = s[:157] + "..."
 	}
 	return s
+}
+
+// dcgmGateCell is what the gate makes of a DCGM level-1 result.
+func dcgmGateCell(result string) string {
+	switch result {
+	case "Fail":
+		return "Fail → **FAIL**"
+	case "Warn":
+		return "Warn → WARN"
+	case "Info":
+		return "Info → PASS"
+	case "Pass":
+		return "Pass, message printed → WARN"
+	case "Warn|Fail":
+		return "Warn or Fail (by library) → WARN or **FAIL**"
+	}
+	return "—"
+}
+
+// DCGMLevel1Markdown renders dcgm-level1.csv as the table of docs/dcgm.md
+// (a test keeps that page equal to this output): one row per code, DCGM's
+// result and the gate's verdict per release line, and the fix.
+func DCGMLevel1Markdown(rows []DCGMLevel1Row) string {
+	type entry struct {
+		name   string
+		result map[string]string
+		fix    string
+	}
+	var codes []int64
+	byCode := map[int64]*entry{}
+	for _, r := range rows {
+		e, ok := byCode[r.Code]
+		if !ok {
+			e = &entry{name: r.Name, result: map[string]string{}}
+			byCode[r.Code] = e
+			codes = append(codes, r.Code)
+		}
+		e.result[r.Line] = r.Result
+		if r.Fix != "" {
+			e.fix = r.Fix
+		}
+	}
+	sort.Slice(codes, func(i, j int) bool { return codes[i] < codes[j] })
+	var b strings.Builder
+	b.WriteString("| Code | Name |")
+	for _, l := range DCGMLevel1Lines {
+		fmt.Fprintf(&b, " DCGM %s → gate |", l)
+	}
+	b.WriteString(" Fix the gate prints |\n|---:|---|")
+	for range DCGMLevel1Lines {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|\n")
+	for _, c := range codes {
+		e := byCode[c]
+		fmt.Fprintf(&b, "| %d | `%s` |", c, e.name)
+		for _, l := range DCGMLevel1Lines {
+			cell := dcgmGateCell(e.result[l])
+			if sev, ok := dcgmTableSeverity(c); l == "4" && e.result[l] == "Warn" && ok && sev == dcgmSeverityValue("ISOLATE") {
+				// GetFailureResult (Diag.cpp v4.4.2) exits
+				// DCGM_ST_NVVS_ISOLATE_ERROR on an ISOLATE code.
+				cell = "Warn, dcgmi exits ISOLATE → **FAIL**"
+			}
+			fmt.Fprintf(&b, " %s |", cell)
+		}
+		fmt.Fprintf(&b, " %s |\n", mdCell(e.fix))
+	}
+	return b.String()
 }

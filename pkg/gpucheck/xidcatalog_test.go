@@ -265,18 +265,31 @@ func TestParseXidCatalogErrors(t *testing.T) {
 // TestXidDocFollowsData keeps docs/xid.md's table equal to the data; run
 // with GPUFLEET_UPDATE_DOCS=1 to rewrite it.
 func TestXidDocFollowsData(t *testing.T) {
-	path := filepath.Join("..", "..", "docs", "xid.md")
+	docFollowsData(t, "xid.md", "xid-catalog", "pkg/gpucheck/xid-catalog.csv", XidCatalogMarkdown(DefaultXidCatalog()))
+}
+
+// TestDCGMDocFollowsData keeps docs/dcgm.md's table equal to
+// dcgm-level1.csv.
+func TestDCGMDocFollowsData(t *testing.T) {
+	docFollowsData(t, "dcgm.md", "dcgm-level1", "pkg/gpucheck/dcgm-level1.csv", DCGMLevel1Markdown(DCGMLevel1()))
+}
+
+// docFollowsData checks the generated part of a page of docs/, between
+// its BEGIN and END markers, and rewrites it with GPUFLEET_UPDATE_DOCS=1.
+func docFollowsData(t *testing.T, page, name, data, generated string) {
+	t.Helper()
+	path := filepath.Join("..", "..", "docs", page)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- BEGIN xid-catalog (generated from pkg/gpucheck/xid-catalog.csv) -->\n", "<!-- END xid-catalog -->"
+	begin, end := "<!-- BEGIN "+name+" (generated from "+data+") -->\n", "<!-- END "+name+" -->"
 	doc := string(b)
 	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
 		t.Fatalf("%s lacks the %q ... %q markers", path, begin, end)
 	}
-	want := doc[:i+len(begin)] + XidCatalogMarkdown(DefaultXidCatalog()) + doc[j:]
+	want := doc[:i+len(begin)] + generated + doc[j:]
 	if want == doc {
 		return
 	}
@@ -286,5 +299,5 @@ func TestXidDocFollowsData(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s does not match pkg/gpucheck/xid-catalog.csv; run GPUFLEET_UPDATE_DOCS=1 go test ./pkg/gpucheck/ -run TestXidDocFollowsData", path)
+	t.Errorf("%s does not match %s; run GPUFLEET_UPDATE_DOCS=1 go test ./pkg/gpucheck/ -run DocFollowsData", path, data)
 }
