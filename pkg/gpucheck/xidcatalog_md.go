@@ -24,10 +24,7 @@ func XidCatalogMarkdown(c *XidCatalog) string {
 		if action == "" {
 			action = "(none published)"
 		}
-		class := string(e.Class)
-		if e.ImmediateAction == ActionXid154 {
-			class = "per line"
-		}
+		class := e.ClassHere()
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", e.Code, mdCell(e.Mnemonic), mdCell(e.Description), action, class)
 	}
 	return b.String()
@@ -107,4 +104,47 @@ func DCGMLevel1Markdown(rows []DCGMLevel1Row) string {
 		fmt.Fprintf(&b, " %s |\n", mdCell(e.fix))
 	}
 	return b.String()
+}
+
+// NVLink5DecodeMarkdown renders xid-nvlink5-decode.csv as the table of
+// docs/xid.md.
+func NVLink5DecodeMarkdown(rules []NVLink5Rule) string {
+	var b strings.Builder
+	b.WriteString("| Xid | Sub component (V1/V2) | IntrInfo V1 (< R575) | IntrInfo V2 (≥ R575) | Error status | Immediate action | Class here | NVIDIA's severity |\n|---:|---|---|---|---|---|---|---|\n")
+	for _, r := range rules {
+		status := "any"
+		if len(r.Statuses) > 0 {
+			var ss []string
+			for _, s := range r.Statuses {
+				ss = append(ss, fmt.Sprintf("0x%08x", s))
+			}
+			status = strings.Join(ss, " or ")
+		}
+		action, class := r.Action, nvlink5Class(r.Action)
+		if r.Action2 != "" {
+			action += fmt.Sprintf("; %s when IntrInfo is `%s` / `%s`", r.Action2, r.Action2V1, r.Action2V2)
+			class += " / " + nvlink5Class(r.Action2)
+		}
+		fmt.Fprintf(&b, "| %d | %s | `%s` | `%s` | %s | %s | %s | %s |\n", r.Xid, mdCell(r.Unit), r.IntrInfoV1, r.IntrInfoV2, status, action, class, mdCell(r.Severity))
+	}
+	return b.String()
+}
+
+func nvlink5Class(action string) string {
+	if action == ActionXid154Eval {
+		return "the GPU's Xid 154, else application"
+	}
+	return string(ClassOfAction(action))
+}
+
+// ClassHere is the row's class as a person reads it: the class of its
+// action, or how the gate decides it where the line does.
+func (e XidCatalogEntry) ClassHere() string {
+	switch e.ImmediateAction {
+	case ActionXid154:
+		return "per line and GPU"
+	case ActionNVLink5Workflow:
+		return "per line, decoded"
+	}
+	return string(e.Class)
 }

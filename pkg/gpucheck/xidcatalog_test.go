@@ -129,11 +129,13 @@ func TestXidCatalogClasses(t *testing.T) {
 		74:  {ActionNVLinkWorkflow, XidFatal},
 		119: {ActionResetGPU, XidFatal},
 	}
+	// Xid 144-150 without a line to decode: a warning (see
+	// TestNVLink5Decode for decoded lines).
 	for code := 144; code <= 150; code++ {
 		want[code] = struct {
 			action string
 			class  XidClass
-		}{ActionNVLink5Workflow, XidFatal}
+		}{ActionNVLink5Workflow, XidWarning}
 	}
 	for code, w := range want {
 		got := ClassifyXid(code)
@@ -266,6 +268,12 @@ func TestParseXidCatalogErrors(t *testing.T) {
 // with GPUFLEET_UPDATE_DOCS=1 to rewrite it.
 func TestXidDocFollowsData(t *testing.T) {
 	docFollowsData(t, "xid.md", "xid-catalog", "pkg/gpucheck/xid-catalog.csv", XidCatalogMarkdown(DefaultXidCatalog()))
+}
+
+// TestNVLink5DocFollowsData keeps docs/xid.md's decode table equal to
+// xid-nvlink5-decode.csv.
+func TestNVLink5DocFollowsData(t *testing.T) {
+	docFollowsData(t, "xid.md", "xid-nvlink5-decode", "pkg/gpucheck/xid-nvlink5-decode.csv", NVLink5DecodeMarkdown(NVLink5Decode()))
 }
 
 // TestDCGMDocFollowsData keeps docs/dcgm.md's table equal to
