@@ -44,29 +44,40 @@ func (r DCGMLevel1Row) Warns() bool { return !strings.Contains(r.Result, "Fail")
 // DCGMLevel1Lines are the release lines of the data, oldest first.
 var DCGMLevel1Lines = []string{"3.2", "3.3", "4"}
 
-var dcgmLevel1 = mustParseDCGMLevel1(embeddedDCGMLevel1)
+var dcgmLevel1 = mustParseData("dcgm-level1.csv", embeddedDCGMLevel1, parseDCGMLevel1)
 
 // DCGMLevel1 returns the rows of the embedded data.
 func DCGMLevel1() []DCGMLevel1Row { return dcgmLevel1 }
 
-func mustParseDCGMLevel1(data []byte) []DCGMLevel1Row {
-	rows, err := parseDCGMLevel1(data)
+// mustParseData parses an embedded data file; an error is a build defect,
+// which the package's tests catch.
+func mustParseData[T any](name string, data []byte, parse func([]byte) (T, error)) T {
+	v, err := parse(data)
 	if err != nil {
-		panic("gpucheck: dcgm-level1.csv: " + err.Error())
+		panic("gpucheck: " + name + ": " + err.Error())
 	}
-	return rows
+	return v
+}
+
+// readDataCSV reads a data file's rows after its "#" lines and checks its
+// header row.
+func readDataCSV(data []byte, header string) ([][]string, error) {
+	recs, err := csv.NewReader(bytes.NewReader(stripCSVComments(data))).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) < 2 || strings.Join(recs[0], ",") != header {
+		return nil, fmt.Errorf("want a header row %s and rows", header)
+	}
+	return recs[1:], nil
 }
 
 var dcgmLevel1Results = map[string]bool{"Fail": true, "Warn": true, "Info": true, "Pass": true, "Warn|Fail": true}
 
 func parseDCGMLevel1(data []byte) ([]DCGMLevel1Row, error) {
-	recs, err := csv.NewReader(bytes.NewReader(stripCSVComments(data))).ReadAll()
+	recs, err := readDataCSV(data, "line,code,name,dcgm_result,message,fix")
 	if err != nil {
 		return nil, err
-	}
-	want := []string{"line", "code", "name", "dcgm_result", "message", "fix"}
-	if len(recs) < 2 || strings.Join(recs[0], ",") != strings.Join(want, ",") {
-		return nil, fmt.Errorf("want a header row %s", strings.Join(want, ","))
 	}
 	lines := map[string]bool{}
 	for _, l := range DCGMLevel1Lines {
@@ -74,7 +85,7 @@ func parseDCGMLevel1(data []byte) ([]DCGMLevel1Row, error) {
 	}
 	seen := map[string]bool{}
 	var out []DCGMLevel1Row
-	for _, rec := range recs[1:] {
+	for _, rec := range recs {
 		code, err := strconv.ParseInt(rec[1], 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("code %q: %w", rec[1], err)

@@ -1,9 +1,7 @@
 package gpucheck
 
 import (
-	"bytes"
 	_ "embed"
-	"encoding/csv"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -93,30 +91,18 @@ type NVLink5Rule struct {
 	v1, v2, a2v1, a2v2 bitMask
 }
 
-var nvlink5Rules = mustParseNVLink5(embeddedNVLink5Decode)
+var nvlink5Rules = mustParseData("xid-nvlink5-decode.csv", embeddedNVLink5Decode, parseNVLink5Decode)
 
 // NVLink5Decode returns the embedded decode sheet.
 func NVLink5Decode() []NVLink5Rule { return nvlink5Rules }
 
-func mustParseNVLink5(data []byte) []NVLink5Rule {
-	rules, err := parseNVLink5Decode(data)
-	if err != nil {
-		panic("gpucheck: xid-nvlink5-decode.csv: " + err.Error())
-	}
-	return rules
-}
-
 func parseNVLink5Decode(data []byte) ([]NVLink5Rule, error) {
-	recs, err := csv.NewReader(bytes.NewReader(stripCSVComments(data))).ReadAll()
+	recs, err := readDataCSV(data, "xid,unit,intrinfo_v1,intrinfo_v2,error_status,immediate_action,severity,action2_intrinfo_v1,action2_intrinfo_v2,action2")
 	if err != nil {
 		return nil, err
 	}
-	want := "xid,unit,intrinfo_v1,intrinfo_v2,error_status,immediate_action,severity,action2_intrinfo_v1,action2_intrinfo_v2,action2"
-	if len(recs) < 2 || strings.Join(recs[0], ",") != want {
-		return nil, fmt.Errorf("want a header row %s", want)
-	}
 	var out []NVLink5Rule
-	for _, rec := range recs[1:] {
+	for _, rec := range recs {
 		x, err := strconv.Atoi(rec[0])
 		if err != nil || x < 144 || x > 150 {
 			return nil, fmt.Errorf("xid %q is not 144-150", rec[0])

@@ -173,3 +173,25 @@ func TestSXidContinuationLines(t *testing.T) {
 		t.Errorf("%s %+v\n%s", st, evs, msgs)
 	}
 }
+
+func TestParseNVLink5DecodeErrors(t *testing.T) {
+	const head = "xid,unit,intrinfo_v1,intrinfo_v2,error_status,immediate_action,severity,action2_intrinfo_v1,action2_intrinfo_v2,action2\n"
+	mask := "------000000----------0000100001"
+	for _, bad := range []string{
+		"",
+		"xid,unit\n144,X\n",
+		head + "143,X," + mask + "," + mask + ",0x1,IGNORE,Non-fatal,,,\n",
+		head + "144,X,0101," + mask + ",0x1,IGNORE,Non-fatal,,,\n",
+		head + "144,X," + strings.Replace(mask, "-", "x", 1) + "," + mask + ",0x1,IGNORE,Non-fatal,,,\n",
+		head + "144,X," + mask + "," + mask + ",0xZ,IGNORE,Non-fatal,,,\n",
+		head + "144,X," + mask + "," + mask + ",0x1,,Non-fatal,,,\n",
+		head + "144,X," + mask + "," + mask + ",0x1,IGNORE,Non-fatal,,,RESET_GPU\n",
+	} {
+		if _, err := parseNVLink5Decode([]byte(bad)); err == nil {
+			t.Errorf("parseNVLink5Decode(%q) accepted", bad)
+		}
+	}
+	if n := len(NVLink5Decode()); n != 95 {
+		t.Errorf("%d rows, want 95 (94 transcribed and MSE Degraded)", n)
+	}
+}
