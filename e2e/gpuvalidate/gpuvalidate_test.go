@@ -8,6 +8,8 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,24 +45,74 @@ func kernelLog(lines ...string) string {
 	return b.String()
 }
 
+// dcgmNodes are the gv-diag nodes' DCGM check pod logs (DCGMCommand's
+// output, pkg/gpucheck/testdata; see TestDCGMOwnVerdictPerReleaseLine),
+// by node, and what the gate makes of each.
+var dcgmNodes = []struct {
+	node, fixture, status, message string
+}{
+	{"gv-diag-0", "dcgm-4.4.2-level1-pass.log", "PASS", "DCGM level 1: 1 tests passed"},
+	// DCGM 4 fails the level-1 test on DCGM_FR_FIELD_QUERY, severity MONITOR.
+	{"gv-diag-1", "dcgm-4.4.2-level1-fail-field-query.log", "FAIL", "fail: DCGM Deployment/software failed on GPU3: Could not query field row_remap_pending for GPU 3: No data is available (-14) (error 27 DCGM_FR_FIELD_QUERY, severity MONITOR)"},
+	{"gv-diag-2", "dcgm-4.4.2-level1-pass.log", "FAIL", "DCGM level 1: 1 tests passed"}, // fails on Xid
+	// DCGM's own warnings warn and name the fix.
+	{"gv-diag-3", "dcgm-4.4.2-level1-warn-persistence.log", "WARN", "warning: DCGM Deployment/software warned: Persistence mode for GPU 0 is disabled."},
+	{"gv-diag-4", "dcgm-3.3.8-level1-warn-env.log", "WARN", "fix: unset the environment variable DCGM names in the --dcgm-image and rerun"},
+	{"gv-diag-5", "dcgm-3.2.6-level1-warn-graphics.log", "WARN", "warning: DCGM Deployment/Graphics Processes warned"},
+	{"gv-diag-6", "dcgm-4.4.2-level1-runtime-error.log", "FAIL", "fail: dcgmi diag runtime error: Unable to complete diagnostic. Return: (-30)"},
+}
+
+// cuinitNode's log is the real DCGM 3.3.8 table of
+// ../shared/real-outputs/dcgm (DCGM_FR_CUDA_API, MONITOR, fails GPU
+// Memory), read in place when the checkout has it.
+const cuinitNode = "gv-diag-7"
+
+func realCuinit() string {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return ""
+	}
+	for dir := root; ; dir = filepath.Dir(dir) {
+		b, err := os.ReadFile(filepath.Join(dir, "shared", "real-outputs", "dcgm", "dcgm-3.3.8_diag-r3-fail-early_fail-cuinit_8xH100.txt"))
+		if err == nil {
+			return string(b)
+		}
+		if filepath.Dir(dir) == dir {
+			return ""
+		}
+	}
+}
+
 // logRules are every log the checks of these tests read, served by KWOK.
 func logRules(t *testing.T) []logRule {
 	clean := kernelLog("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.124.06")
 	fatal := kernelLog("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.124.06",
 		"NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
-	dcgmPass := string(repoFile(t, "pkg/gpucheck/testdata/dcgm4-pass.json"))
-	dcgmFail := string(repoFile(t, "pkg/gpucheck/testdata/dcgm4-fail.json"))
+	// What passes: an NVLink5 sub code NVIDIA's decode says to ignore, and
+	// an Xid 154 reset request a later Xid 154 of the GPU cleared.
+	benign := kernelLog("NVRM: Xid (PCI:0000:04:00): 145, RLW_REMAP Nonfatal XC0 i0 Link 03 (0x00000004 0x00000100 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
+		"NVRM: Xid (PCI:0000:04:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+		"NVRM: Xid (PCI:0000:04:00): 154, GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)")
+	dcgmPass := string(repoFile(t, "pkg/gpucheck/testdata/dcgm-4.4.2-level1-pass.log"))
 	good := string(repoFile(t, "pkg/nccl/testdata/allreduce-tagged.txt"))
 	slow := string(repoFile(t, "pkg/nccl/testdata/allreduce-slow.txt"))
-	return []logRule{
-		// Specific pods first: KWOK uses the first rule that matches.
-		{Namespaces: []string{nsDiag}, Pods: []string{"gpu-validate-dcgm-gv-diag-1"}, Container: "dcgm", Text: dcgmFail},
-		{Namespaces: []string{nsDiag}, Pods: []string{"gpu-validate-xid-gv-diag-2"}, Container: "xid", Text: fatal},
-		{Namespaces: []string{nsDiag, nsWave}, Container: "dcgm", Text: dcgmPass},
-		{Namespaces: []string{nsDiag, nsWave}, Container: "xid", Text: clean},
-		{Namespaces: []string{nsWave}, Container: "nccl", Text: good},
-		{Namespaces: []string{nsSlow}, Container: "nccl", Text: slow},
+	// Specific pods first: KWOK uses the first rule that matches.
+	var rules []logRule
+	for _, n := range dcgmNodes {
+		rules = append(rules, logRule{Namespaces: []string{nsDiag}, Pods: []string{"gpu-validate-dcgm-" + n.node}, Container: "dcgm",
+			Text: string(repoFile(t, "pkg/gpucheck/testdata/"+n.fixture))})
 	}
+	if real := realCuinit(); real != "" {
+		rules = append(rules, logRule{Namespaces: []string{nsDiag}, Pods: []string{"gpu-validate-dcgm-" + cuinitNode}, Container: "dcgm", Text: real})
+	}
+	return append(rules,
+		logRule{Namespaces: []string{nsDiag}, Pods: []string{"gpu-validate-xid-gv-diag-2"}, Container: "xid", Text: fatal},
+		logRule{Namespaces: []string{nsDiag}, Pods: []string{"gpu-validate-xid-gv-diag-0"}, Container: "xid", Text: benign},
+		logRule{Namespaces: []string{nsDiag, nsWave}, Container: "dcgm", Text: dcgmPass},
+		logRule{Namespaces: []string{nsDiag, nsWave}, Container: "xid", Text: clean},
+		logRule{Namespaces: []string{nsWave}, Container: "nccl", Text: good},
+		logRule{Namespaces: []string{nsSlow}, Container: "nccl", Text: slow},
+	)
 }
 
 // logNodes creates a pool whose kubelet endpoint is the KWOK log server.
@@ -217,24 +269,53 @@ func TestGPUValidateConfigDrift(t *testing.T) {
 	}
 }
 
+// TestGPUValidateDCGMAndXid: the DCGM gate fails every node whose DCGM
+// level-1 run DCGM itself failed, whatever the severity (FIELD_QUERY,
+// MONITOR; a runtime error; the real 3.3.8 CUDA_API failure), warns on
+// DCGM's own warnings on 3.2, 3.3 and 4.x and fails them with
+// --dcgm-warn-fails; the Xid gate fails a fatal Xid and passes an NVLink5
+// sub code NVIDIA says to ignore and a cleared Xid 154.
 func TestGPUValidateDCGMAndXid(t *testing.T) {
 	cp := harness.Shared(t)
 	ns := fixedNamespace(t, cp, nsDiag)
-	logNodes(t, cp, "gv-diag", 3)
+	n := len(dcgmNodes)
+	real := realCuinit() != ""
+	if real {
+		n++
+	} else {
+		t.Logf("../shared/real-outputs absent: %s not checked", cuinitNode)
+	}
+	logNodes(t, cp, "gv-diag", n)
 	completePods(t, cp, ns)
 	r := runPlugin(t, cp, "nodes", "-l", harness.PoolLabel+"=gv-diag", "--expected-gpus", "8", "--dcgm", "--xid", "--since", "1h", "-n", ns, "-o", "json", "--timeout", "2m")
 	if r.ExitCode != 1 {
 		t.Fatalf("exit %d, want 1", r.ExitCode)
 	}
 	rep := parseReport(t, r)
-	if st, msgs := rep.status("gv-diag-0"); st != "PASS" || !strings.Contains(msgs, "DCGM level 1: 1 tests passed") || !strings.Contains(msgs, "no Xid events") {
-		t.Errorf("gv-diag-0: %s\n%s", st, msgs)
+	for _, want := range dcgmNodes {
+		if st, msgs := rep.status(want.node); st != want.status || !strings.Contains(msgs, want.message) {
+			t.Errorf("%s (%s): %s, want %s with %q\n%s", want.node, want.fixture, st, want.status, want.message, msgs)
+		}
 	}
-	if st, msgs := rep.status("gv-diag-1"); st != "FAIL" || !strings.Contains(msgs, "DCGM Deployment/software failed on GPU3") {
-		t.Errorf("gv-diag-1: %s\n%s", st, msgs)
+	if st, msgs := rep.status("gv-diag-0"); !strings.Contains(msgs, "Xid 145 (NVLINK: RLW Error, info)") || !strings.Contains(msgs, "Xid 154 (GPU Recovery Action Changed, info) x1 on PCI:0000:04:00; NVIDIA's immediate action: XID_154: GPU Reset Required; a later Xid 154 of this GPU changed the recovery action to None") || st != "PASS" {
+		t.Errorf("gv-diag-0 Xids: %s\n%s", st, msgs)
 	}
 	if st, msgs := rep.status("gv-diag-2"); st != "FAIL" || !strings.Contains(msgs, "Xid 79 (GPU has fallen off the bus, fatal)") {
 		t.Errorf("gv-diag-2: %s\n%s", st, msgs)
+	}
+	if st, msgs := rep.status(cuinitNode); real && (st != "FAIL" || !strings.Contains(msgs, "DCGM Hardware/GPU Memory failed: GPU 0 Error using CUDA API cuInit")) {
+		t.Errorf("%s: %s\n%s", cuinitNode, st, msgs)
+	}
+	// DCGM's warnings fail the nodes with --dcgm-warn-fails.
+	r = runPlugin(t, cp, "nodes", "gv-diag-3", "gv-diag-4", "gv-diag-5", "--expected-gpus", "8", "--dcgm", "--dcgm-warn-fails", "-n", ns, "-o", "json", "--timeout", "2m")
+	rep = parseReport(t, r)
+	for _, node := range []string{"gv-diag-3", "gv-diag-4", "gv-diag-5"} {
+		if st, msgs := rep.status(node); st != "FAIL" || !strings.Contains(msgs, "(a failure under --dcgm-warn-fails)") {
+			t.Errorf("%s with --dcgm-warn-fails: %s\n%s", node, st, msgs)
+		}
+	}
+	if r.ExitCode != 1 {
+		t.Errorf("--dcgm-warn-fails: exit %d, want 1", r.ExitCode)
 	}
 	pods, err := cp.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err == nil && len(pods.Items) > 0 {

@@ -30,7 +30,7 @@ func TestDCGMRealTables(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fs := DCGMFindings(r)
+			fs := DCGMFindings(r, false)
 			var msgs []string
 			for _, f := range fs {
 				msgs = append(msgs, f.Message)
@@ -65,49 +65,54 @@ func TestDCGMRealTables(t *testing.T) {
 	}
 }
 
-// TestDCGMJSONWarnAsFail: dcgmi -j prints a result that only warns as
-// "Fail"; its error_severity (DCGM_ERROR_MONITOR = 1) says it warns. The
-// document has the 4.x layout DCGM's own test asserts
-// (helper_per_gpu_responses_dcgmi: test_summary, entity_group/entity_id,
-// warnings[].error_id/error_category/error_severity).
-func TestDCGMJSONWarnAsFail(t *testing.T) {
-	doc := func(sev int) string {
-		return `{"DCGM Diagnostic":{"test_categories":[{"category":"Stress","tests":[{"name":"memtest","test_summary":{"status":"Fail"},"results":[` +
-			`{"entity_group":"GPU","entity_id":0,"status":"Fail","warnings":[{"warning":"Temperature 1000 C violated","error_id":50,"error_category":4,"error_severity":` + string(rune('0'+sev)) + `}]},` +
-			`{"entity_group":"GPU","entity_id":1,"status":"Pass"}]}]}]},"version":"4.4.2"}`
-	}
-	r, err := ParseDCGM(strings.NewReader(doc(1)))
+// TestDCGMJSONLayouts reads the other shapes DCGM's writers give the JSON:
+// nulls in "tests" and upper-case statuses (DCGM's JsonResult "Deserialize
+// real output" test, a 3.1.0 document), a 4.x test_summary's own failure
+// over results that all pass (the real 4.2.3 and 4.4.1 pcie captures as
+// -j writes them: HelperJsonAddTestSummary), and DCGM 3.2's per-GPU
+// results (Diag.cpp v3.2.6 HelperJsonAddResult: "gpu_ids", the warnings as
+// one string, "error_id" beside it), whose joined warnings the one code
+// does not cover.
+func TestDCGMJSONLayouts(t *testing.T) {
+	v31 := `{"DCGM GPU Diagnostic":{"test_categories":[{"category":"Deployment","tests":[{"name":"Denylist","results":[{"status":"PASS"}]},null,` +
+		`{"name":"Inforom","results":[{"status":"PASS"}]}]}],"version":"3.1.0"}}`
+	r, err := ParseDCGM(strings.NewReader(v31))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := DCGMFindings(r)
-	if StatusOf(fs) != StatusWarn || !strings.Contains(fs[0].Message, "DCGM Stress/memtest warned: Temperature 1000 C violated (error 50)") || r.Version != "4.4.2" {
-		t.Errorf("monitor: %+v %q", fs, r.Version)
+	if fs := DCGMFindings(r, false); StatusOf(fs) != StatusPass || len(r.Tests) != 2 || r.Line != "3" || r.Version != "3.1.0" {
+		t.Errorf("3.1: %+v %+v", r, fs)
 	}
-	r, _ = ParseDCGM(strings.NewReader(doc(2)))
-	if fs := DCGMFindings(r); StatusOf(fs) != StatusFail || !strings.Contains(fs[0].Message, "failed on GPU0") {
-		t.Errorf("isolate: %+v", fs)
-	}
-	// 3.x: root "DCGM GPU Diagnostic", null tests, upper-case statuses
-	// (DCGM's JsonResult "Deserialize real output" test), no severity: the
-	// code decides (83, DCGM_FR_DBE_PENDING_PAGE_RETIREMENTS, is RESET in
-	// dcgm-error-severity.csv, so it fails); the message of a warning
-	// object is read from "warning" or "warnings".
-	v3 := `{"DCGM GPU Diagnostic":{"test_categories":[{"category":"Deployment","tests":[{"name":"Denylist","results":[{"gpu_ids":"0,1","status":"PASS"}]},null,` +
-		`{"name":"Page Retirement/Row Remap","results":[{"gpu_id":"1","status":"FAIL","warnings":[{"warnings":"Row remap failure on GPU 1.","error_id":83}]}]}]}],"version":"3.3.8"}}`
-	r, err = ParseDCGM(strings.NewReader(v3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs = DCGMFindings(r)
-	if StatusOf(fs) != StatusFail || len(r.Tests) != 2 || r.Version != "3.3.8" || !strings.Contains(fs[0].Message, "failed on GPU1: Row remap failure on GPU 1. (error 83)") {
-		t.Errorf("3.x: %+v %+v", r, fs)
-	}
-	// A summary "Fail" over results that all pass is the test's own
-	// failure, not a warning.
-	own := `{"DCGM Diagnostic":{"test_categories":[{"category":"Integration","tests":[{"name":"pcie","test_summary":{"status":"Fail","warnings":[{"warning":"There was an internal error during the test","error_id":97}]},"results":[{"entity_group":"GPU","entity_id":0,"status":"Pass"}]}]}]}}`
+	own := `{"DCGM Diagnostic":{"test_categories":[{"category":"Integration","tests":[{"name":"pcie","test_summary":{"status":"Fail","warnings":[{"warning":"There was an internal error during the test: 'x'","error_id":44,"error_category":16,"error_severity":4}]},` +
+		`"results":[{"entity_group":"GPU","entity_group_id":1,"entity_id":0,"status":"Pass"}]}]}]},"metadata":{"version":"4.2.3"}}`
 	r, _ = ParseDCGM(strings.NewReader(own))
-	if fs := DCGMFindings(r); StatusOf(fs) != StatusFail {
+	if fs := DCGMFindings(r, false); StatusOf(fs) != StatusFail || !strings.Contains(fs[0].Message, "could not complete") {
 		t.Errorf("own failure: %+v", fs)
+	}
+	v32 := func(result string) string {
+		return `{"DCGM GPU Diagnostic":{"test_categories":[{"category":"Stress","tests":[{"name":"SM Stress","results":[` + result +
+			`,{"gpu_ids":"1","status":"Pass"}]}]}]},"Driver Version Detected":"535.161.08","GPU Device IDs":["2330","2330"],"version":"3.2.6"}` + "\n"
+	}
+	for name, tc := range map[string]struct {
+		result, exit string
+		status       Status
+		message      string
+	}{
+		"failed":             {`{"error_id":4,"gpu_ids":"0","status":"Fail","warnings":"Detected 1 volatile double-bit ECC error(s) in GPU 0."}`, "226", StatusFail, "DCGM Stress/SM Stress failed on GPU0: Detected 1 volatile double-bit ECC error(s) in GPU 0. (error 4 DCGM_FR_VOLATILE_DBE_DETECTED, severity ISOLATE in DCGM's table)"},
+		"warned":             {`{"error_id":40,"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0"}`, "0", StatusWarn, "DCGM Stress/SM Stress warned: There were thermal violations totaling 2.3 seconds for GPU 0 (error 40 DCGM_FR_THERMAL_VIOLATIONS, severity MONITOR in DCGM's table)"},
+		"joined, no status":  {`{"error_id":40,"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0, Detected 1 volatile double-bit ECC error(s) in GPU 0."}`, "", StatusFail, "failed on GPU0"},
+		"monitor, no status": {`{"error_id":40,"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0"}`, "", StatusFail, "failed on GPU0"},
+	} {
+		text := v32(tc.result)
+		if tc.exit != "" {
+			text += "gpu-validate: dcgmi diag -r 3 -j exited " + tc.exit + "\n"
+		}
+		r, err := ParseDCGM(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs := DCGMFindings(r, false); StatusOf(fs) != tc.status || r.Line != "3.2" || !strings.Contains(dcgmMessages(fs), tc.message) {
+			t.Errorf("%s: %s %s", name, StatusOf(fs), dcgmMessages(fs))
+		}
 	}
 }

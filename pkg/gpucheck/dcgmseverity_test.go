@@ -1,46 +1,43 @@
 package gpucheck
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
 
 // TestDCGMSeverityTable pins rows of dcgm-error-severity.csv against
-// NVIDIA/DCGM dcgmlib/src/dcgm_errors.c (dcgmErrorMeta) at commit
-// 18b87c715750d0d44b185dfeb9a7d8e2597443a4 (column severity) and
-// 57251713113d41e5d2fff1e7d547c4a880199fe6 (column severity_2022), with the
-// code numbers of dcgmlib/dcgm_errors.h.
+// NVIDIA/DCGM dcgmlib/src/dcgm_errors.c (dcgmErrorMeta) and
+// dcgmlib/dcgm_errors.h at v3.2.6, v3.3.8 and v4.4.2.
 func TestDCGMSeverityTable(t *testing.T) {
-	if n := len(dcgmCodeSeverity); n != 112 {
-		t.Errorf("%d codes, want 112 (DCGM_FR_OK through DCGM_FR_NAN_VALUE)", n)
+	if n := len(dcgmCodeSeverity); n != 121 {
+		t.Errorf("%d codes, want 121 (DCGM_FR_OK through DCGM_FR_FALLEN_OFF_BUS)", n)
+	}
+	if got := strings.Join(dcgmSeverityColumns, ","); got != "severity_v3.2.6,severity_v3.3.8,severity_v4.4.2" {
+		t.Errorf("columns %s", got)
 	}
 	const (
-		monitor = dcgmSeverityMonitor
+		monitor = 1
 		isolate = 2
+		config  = 5
 		reset   = 6
-		config  = dcgmSeverityConfig
+		none    = -1
 	)
 	pins := []struct {
-		code  int64
-		name  string
-		sevs  []int64
-		works bool
+		code int64
+		name string
+		sevs []int64
 	}{
-		{4, "DCGM_FR_VOLATILE_DBE_DETECTED", []int64{isolate, isolate}, false},
-		{6, "DCGM_FR_PENDING_PAGE_RETIREMENTS", []int64{reset, monitor}, false},
-		{10, "DCGM_FR_CLOCK_THROTTLE_THERMAL", []int64{monitor, monitor}, true},
-		{29, "DCGM_FR_PERSISTENCE_MODE", []int64{config, isolate}, false},
-		{40, "DCGM_FR_THERMAL_VIOLATIONS", []int64{monitor, monitor}, true},
-		// DCGM 4's helper_per_gpu_responses_dcgmi expects a temperature
-		// violation to be MONITOR; the 2022 table (and that era's test,
-		// which expects DCGM_ST_NVVS_ISOLATE_ERROR) says ISOLATE.
-		{42, "DCGM_FR_TEMP_VIOLATION", []int64{monitor, isolate}, false},
-		{46, "DCGM_FR_PCIE_WIDTH", []int64{config, monitor}, false},
-		{47, "DCGM_FR_ABORTED", []int64{config, monitor}, false},
-		{88, "DCGM_FR_NVSWITCH_NVLINK_DOWN", []int64{isolate, isolate}, false},
-		{108, "DCGM_FR_CUDA_FM_NOT_INITIALIZED", []int64{monitor}, true},
-		{111, "DCGM_FR_NAN_VALUE", []int64{isolate}, false},
+		{6, "DCGM_FR_PENDING_PAGE_RETIREMENTS", []int64{monitor, reset, reset}},
+		{10, "DCGM_FR_CLOCKS_EVENT_THERMAL", []int64{monitor, monitor, monitor}},
+		{25, "DCGM_FR_GRAPHICS_PROCESSES", []int64{isolate, reset, reset}},
+		// MONITOR at every tag, and DCGM fails its tests on both.
+		{27, "DCGM_FR_FIELD_QUERY", []int64{monitor, monitor, monitor}},
+		{51, "DCGM_FR_CUDA_API", []int64{monitor, monitor, monitor}},
+		{29, "DCGM_FR_PERSISTENCE_MODE", []int64{isolate, config, config}},
+		{42, "DCGM_FR_TEMP_VIOLATION", []int64{isolate, monitor, monitor}},
+		{111, "DCGM_FR_NAN_VALUE", []int64{none, isolate, isolate}},
+		{118, "DCGM_FR_SRAM_THRESHOLD", []int64{none, none, isolate}},
+		{120, "DCGM_FR_FALLEN_OFF_BUS", []int64{none, none, isolate}},
 	}
 	for _, p := range pins {
 		row := dcgmCodeSeverity[p.code]
@@ -53,101 +50,80 @@ func TestDCGMSeverityTable(t *testing.T) {
 				t.Errorf("code %d: %v, want %v", p.code, row.Severities, p.sevs)
 			}
 		}
-		if dcgmCodeKeepsWorking(p.code) != p.works {
-			t.Errorf("code %d keeps working %v", p.code, !p.works)
-		}
 	}
-	for _, code := range []int64{-1, 0, 112, 1 << 40} {
-		if dcgmCodeKeepsWorking(code) {
-			t.Errorf("code %d keeps working", code)
-		}
+	if sev, ok := dcgmTableSeverity(118); !ok || sev != isolate {
+		t.Errorf("118: %d %v", sev, ok)
+	}
+	if _, ok := dcgmTableSeverity(500); ok || dcgmCodeName(500) != "" || dcgmSeverityName(9) != "severity 9" {
+		t.Error("unknown code or severity named")
 	}
 	for _, bad := range []string{
 		"",
 		"x,y\n1,2\n",
-		"code,name,severity\n1,A,MONITOR\n1,B,MONITOR\n",
-		"code,name,severity\n1,A,SOMETIMES\n",
-		"code,name,severity\nx,A,MONITOR\n",
-		"code,name,severity,severity_2022\n1,A,,\n",
+		"code,name,severity_a\n1,A,MONITOR\n1,B,MONITOR\n",
+		"code,name,severity_a\n1,A,SOMETIMES\n",
+		"code,name,severity_a\nx,A,MONITOR\n",
+		"code,name,severity_a,severity_b\n1,A,,\n",
 	} {
-		if _, err := parseDCGMSeverity([]byte(bad)); err == nil {
+		if _, _, err := parseDCGMSeverity([]byte(bad)); err == nil {
 			t.Errorf("parseDCGMSeverity(%q) accepted", bad)
 		}
 	}
 }
 
-// dcgm3Doc is a document in the layout DCGM 3's dcgmi writes for
-// `dcgmi diag -j` (NVIDIA/DCGM dcgmi/Diag.cpp at commit
-// 4e0a87a8c7a9af99e0d911c491d9a65204f1a30e: HelperJsonBuildOutput writes
-// "version", "Driver Version Detected" and "GPU Device IDs" beside
-// "DCGM GPU Diagnostic"; HelperJsonAddResult writes per GPU "gpu_ids",
-// "status" (HelperDisplayDiagResult: Pass, Skip, else Fail), the warnings
-// as one string under "warnings" and the code under "error_id";
-// HelperJsonAddBasicTests writes "status" and a "warnings" string with no
-// code). Only those keys are used; the messages follow dcgm_errors.h's
-// DCGM_FR_*_MSG formats.
-func dcgm3Doc(result string) string {
-	return `{"DCGM GPU Diagnostic":{"test_categories":[` +
-		`{"category":"Deployment","tests":[{"name":"Denylist","results":[{"status":"Pass"}]}]},` +
-		`{"category":"Stress","tests":[{"name":"SM Stress","results":[` + result + `,{"gpu_ids":"1","status":"Pass"}]}]}]},` +
-		`"Driver Version Detected":"535.129.03","GPU Device IDs":["1eb8","1eb8"],"version":"3.3.1"}`
-}
-
-func TestDCGM3WarningsByErrorCode(t *testing.T) {
-	cases := []struct {
-		name, result string
-		status       Status
-		message      string
+// TestDCGMLevel1Data pins rows of dcgm-level1.csv against the Software
+// plugin: nvvs/plugin_src/software/Software.cpp at v3.2.6 and v3.3.8,
+// nvvs/src/Software.cpp at v4.2.3 and v4.4.2.
+func TestDCGMLevel1Data(t *testing.T) {
+	pins := []struct {
+		line   string
+		code   int64
+		result string
 	}{
-		{"monitor code warns", `{"error_id":40,"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0"}`,
-			StatusWarn, "DCGM Stress/SM Stress warned: There were thermal violations totaling 2.3 seconds for GPU 0 (error 40)"},
-		{"isolate code fails", `{"error_id":4,"gpu_ids":"0","status":"Fail","warnings":"Detected 1 volatile double-bit ECC error(s) in GPU 0."}`,
-			StatusFail, "DCGM Stress/SM Stress failed on GPU0: Detected 1 volatile double-bit ECC error(s) in GPU 0. (error 4)"},
-		{"unknown code fails", `{"error_id":112,"gpu_ids":"0","status":"Fail","warnings":"Something new"}`,
-			StatusFail, "failed on GPU0: Something new (error 112)"},
-		{"codes that disagree fail", `{"error_id":42,"gpu_ids":"0","status":"Fail","warnings":"Temperature 1000 of GPU 0 exceeded user-specified maximum allowed temperature 87"}`,
-			StatusFail, "failed on GPU0"},
-		// DCGM joins a result's warnings with ", " and keeps the first
-		// code only (DcgmDiagManager::PopulateErrorDetail).
-		{"joined warnings fail", `{"error_id":40,"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0, Detected 1 volatile double-bit ECC error(s) in GPU 0."}`,
-			StatusFail, "failed on GPU0"},
-		{"text only fails", `{"gpu_ids":"0","status":"Fail","warnings":"There were thermal violations totaling 2.3 seconds for GPU 0"}`,
-			StatusFail, "failed on GPU0"},
-		{"code without warning fails", `{"error_id":40,"gpu_ids":"0","status":"Fail"}`,
-			StatusFail, "failed on GPU0"},
+		{"3.2", 27, "Fail"}, {"3.3", 27, "Fail"}, {"4", 27, "Fail"}, // FIELD_QUERY: SetResult(FAIL)
+		{"3.2", 29, "Info"}, {"3.3", 29, "Info"}, {"4", 29, "Warn"}, // PERSISTENCE_MODE: AddWarning, then addError
+		{"3.3", 28, "Warn"}, {"4", 25, "Warn"}, {"4", 20, "Warn"},
+		{"4", 22, "Warn|Fail"}, // CANNOT_OPEN_LIB: NVML Fail, CUDA Warn
+		{"4", 118, "Warn"}, {"4", 112, "Fail"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r, err := ParseDCGM(strings.NewReader(dcgm3Doc(tc.result)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs := DCGMFindings(r)
-			var msgs []string
-			for _, f := range fs {
-				msgs = append(msgs, f.Message)
-			}
-			if StatusOf(fs) != tc.status || r.Version != "3.3.1" || len(r.Tests) != 2 || !strings.Contains(strings.Join(msgs, "\n"), tc.message) {
-				t.Errorf("status %s version %q tests %d findings %q", StatusOf(fs), r.Version, len(r.Tests), msgs)
-			}
-		})
+	for _, p := range pins {
+		row, ok := dcgmLevel1Row(p.line, p.code)
+		if !ok || row.Result != p.result || row.Name != dcgmCodeName(p.code) {
+			t.Errorf("%s/%d: %+v", p.line, p.code, row)
+		}
 	}
-	// The Deployment tests carry no code: a failure there fails.
-	deploy := strings.Replace(dcgm3Doc(`{"gpu_ids":"0","status":"Pass"}`), `{"status":"Pass"}`,
-		`{"status":"Fail","warnings":"Persistence mode for GPU 0 is currently disabled. The DCGM diagnostic requires peristence mode to be enabled."}`, 1)
-	r, err := ParseDCGM(strings.NewReader(deploy))
-	if err != nil {
-		t.Fatal(err)
+	if _, ok := dcgmLevel1Row("3.2", 118); ok {
+		t.Error("3.2 has no DCGM_FR_SRAM_THRESHOLD")
 	}
-	if fs := DCGMFindings(r); StatusOf(fs) != StatusFail || !strings.Contains(fs[0].Message, "DCGM Deployment/Denylist failed: Persistence mode") {
-		t.Errorf("deployment: %+v", fs)
+	for _, r := range DCGMLevel1() {
+		if dcgmCodeName(r.Code) != r.Name {
+			t.Errorf("%s/%d named %s, the severity table %s", r.Line, r.Code, r.Name, dcgmCodeName(r.Code))
+		}
 	}
-	// The fixture is the same layout, indented as dcgmi's toStyledString.
-	r, err = ParseDCGM(bytes.NewReader(fixture(t, "dcgm3-warn.json")))
-	if err != nil {
-		t.Fatal(err)
+	// Messages without codes are named by DCGM's formats.
+	for msg, want := range map[string]int64{
+		"Persistence mode for GPU 3 is disabled. Enable persistence mode by running \"nvidia-smi -i <gpuId> -pm 1 \" as root.": 29,
+		"Found CUDA performance-limiting environment variable 'CUDA_PROFILE'. Please unset this environment variable.":         28,
+		"SRAM Threshold Count exceeded on GPU 2: 5": 118,
+	} {
+		if code, ok := dcgmLevel1Code("4", msg); !ok || code != want {
+			t.Errorf("%q: %d %v", msg, code, ok)
+		}
 	}
-	if fs := DCGMFindings(r); StatusOf(fs) != StatusWarn || r.Version != "3.3.1" {
-		t.Errorf("fixture: %q %+v", r.Version, fs)
+	if _, ok := dcgmLevel1Code("4", "Something else"); ok {
+		t.Error("unknown message named")
+	}
+	for _, bad := range []string{
+		"",
+		"line,code,name,dcgm_result\n",
+		"line,code,name,dcgm_result,message,fix\n5,1,X,Fail,,\n",
+		"line,code,name,dcgm_result,message,fix\n4,1,X,Maybe,,\n",
+		"line,code,name,dcgm_result,message,fix\n4,x,X,Fail,,\n",
+		"line,code,name,dcgm_result,message,fix\n4,1,X,Warn,,\n",
+		"line,code,name,dcgm_result,message,fix\n4,1,X,Fail,,\n4,1,X,Fail,,\n",
+	} {
+		if _, err := parseDCGMLevel1([]byte(bad)); err == nil {
+			t.Errorf("parseDCGMLevel1(%q) accepted", bad)
+		}
 	}
 }

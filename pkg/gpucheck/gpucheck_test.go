@@ -233,35 +233,16 @@ func TestParseKernelLog(t *testing.T) {
 }
 
 func TestParseDCGM(t *testing.T) {
-	cases := []struct {
-		file    string
-		status  Status
-		version string
-		message string
-	}{
-		{"dcgm4-pass.json", StatusPass, "4.2.3", "1 tests passed"},
-		{"dcgm4-fail.json", StatusFail, "4.2.3", "DCGM Deployment/software failed on GPU3: Detected a pending page retirement on GPU 3. (error 27)"},
-		{"dcgm-runtime-error.json", StatusFail, "", "runtime error: Error connecting to the host engine"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.file, func(t *testing.T) {
-			r, err := ParseDCGM(bytes.NewReader(fixture(t, tc.file)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs := DCGMFindings(r)
-			var msgs []string
-			for _, f := range fs {
-				msgs = append(msgs, f.Message)
-			}
-			if StatusOf(fs) != tc.status || r.Version != tc.version || !strings.Contains(strings.Join(msgs, "\n"), tc.message) {
-				t.Errorf("status %s version %q findings %q", StatusOf(fs), r.Version, msgs)
-			}
-		})
-	}
-	for _, in := range []string{"", "dcgmi: command not found", `{"other": 1}`, "{"} {
+	for _, in := range []string{"", "dcgmi: command not found", `{"other": 1}`, "{", `{"runtime_error": "top level: dcgmi never writes it there"}`} {
 		if _, err := ParseDCGM(strings.NewReader(in)); err != ErrNoDCGMResult {
 			t.Errorf("ParseDCGM(%q) err %v", in, err)
+		}
+	}
+	// The command's exit lines are what ParseDCGM splits the log at.
+	cmd := strings.Join(DCGMCommand(), " ")
+	for _, c := range []string{"dcgmi diag -r 1 -j; echo \"gpu-validate: dcgmi diag -r 1 -j exited $?\"", "dcgmi diag -r 1; echo \"gpu-validate: dcgmi diag -r 1 exited $?\""} {
+		if !strings.Contains(cmd, c) {
+			t.Errorf("DCGMCommand %q lacks %q", cmd, c)
 		}
 	}
 }
@@ -303,7 +284,7 @@ func FuzzParseKernelLog(f *testing.F) {
 }
 
 func FuzzParseDCGM(f *testing.F) {
-	for _, n := range []string{"dcgm4-pass.json", "dcgm4-fail.json", "dcgm-runtime-error.json", "dcgm3-warn.json"} {
+	for _, n := range []string{"dcgm-4.4.2-level1-pass.log", "dcgm-4.4.2-level1-fail-field-query.log", "dcgm-4.4.2-level1-runtime-error.log", "dcgm-3.3.8-level1-warn-env.log"} {
 		b, _ := os.ReadFile(filepath.Join("testdata", n))
 		f.Add(string(b))
 	}
@@ -312,7 +293,7 @@ func FuzzParseDCGM(f *testing.F) {
 	f.Add("Error: Unable to complete diagnostic\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		if r, err := ParseDCGM(strings.NewReader(s)); err == nil {
-			_ = DCGMFindings(r)
+			_ = DCGMFindings(r, false)
 		}
 	})
 }

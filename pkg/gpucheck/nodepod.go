@@ -68,10 +68,16 @@ func XidCommand(since time.Time) []string {
 		`chroot /host journalctl -k --no-pager -o short-iso --since "%s UTC" 2>/dev/null || chroot /host dmesg --time-format iso 2>/dev/null || dmesg`, s)}
 }
 
-// DCGMCommand runs the level-1 diagnostics with JSON output, starting an
-// embedded host engine when none is reachable.
+// DCGMCommand runs the level-1 diagnostics twice, with JSON output (error
+// codes and severities) and as the human table (DCGM 4.x prints its own
+// Warn there, which -j writes as "Fail"), each followed by a line with
+// dcgmi's exit status (DCGM 3.x's verdict), starting a host engine first
+// when none runs. Level 1 (DCGM's Software plugin) takes seconds; ParseDCGM
+// reads the log.
 func DCGMCommand() []string {
-	return []string{"/bin/sh", "-c", `nv-hostengine >/dev/null 2>&1 || true; dcgmi diag -r 1 -j`}
+	return []string{"/bin/sh", "-c", `nv-hostengine >/dev/null 2>&1 || true
+dcgmi diag -r 1 -j; echo "gpu-validate: dcgmi diag -r 1 -j exited $?"
+dcgmi diag -r 1; echo "gpu-validate: dcgmi diag -r 1 exited $?"`}
 }
 
 // Pod returns the pod for a node.

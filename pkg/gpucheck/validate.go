@@ -58,6 +58,9 @@ type Validator struct {
 
 	DCGM      bool
 	DCGMImage string
+	// DCGMWarnFails fails a node on DCGM's own warnings, which otherwise
+	// warn (DCGM's failures always fail).
+	DCGMWarnFails bool
 
 	NCCL         bool
 	NCCLOnly     bool
@@ -509,7 +512,7 @@ func (v *Validator) dcgmGate(ctx context.Context, nodes []*corev1.Node, items ma
 			continue
 		}
 		it.DCGM = res
-		it.Findings = append(it.Findings, DCGMFindings(res)...)
+		it.Findings = append(it.Findings, DCGMFindings(res, v.DCGMWarnFails)...)
 	}
 	return unavailable
 }

@@ -30,6 +30,12 @@ type XidCode struct {
 	Class XidClass `json:"class"`
 	// Action is the catalog's immediate action.
 	Action string `json:"action,omitempty"`
+	// Decoded is NVIDIA's decode of an Xid 144-150 line; Undecoded says the
+	// line did not decode.
+	Decoded   *NVLink5Decoded `json:"decoded,omitempty"`
+	Undecoded bool            `json:"undecoded,omitempty"`
+	// Note says more than the class, for a person.
+	Note string `json:"note,omitempty"`
 }
 
 // XidCatalogSource is the page the embedded catalog comes from.
@@ -40,7 +46,8 @@ func ClassifyXid(code int) XidCode {
 	return defaultXidCatalog.Classify(code, "")
 }
 
-// XidEvent is one Xid (or NVSwitch SXid) line of a kernel log.
+// XidEvent is one Xid (or NVSwitch SXid) event of a kernel log: its line
+// and the continuation lines the driver prints for it.
 type XidEvent struct {
 	Code   int      `json:"code"`
 	PCI    string   `json:"pci"`
@@ -49,8 +56,20 @@ type XidEvent struct {
 	Name   string   `json:"name"`
 	Detail string   `json:"detail,omitempty"`
 	// Action is the catalog's immediate action (for Xid 154 the action
-	// its line names).
+	// its line names, for Xid 144-150 the one NVIDIA's decode gives).
 	Action string `json:"action,omitempty"`
+	// Decoded is NVIDIA's decode of an Xid 144-150 line.
+	Decoded *NVLink5Decoded `json:"decoded,omitempty"`
+	// Note says more than the class: no action published, a decode that
+	// failed, an Xid 154 a later one replaced.
+	Note string `json:"note,omitempty"`
+	// Raw is the line as logged, kept for a line the gate could not decode.
+	Raw string `json:"raw,omitempty"`
+	// Continuations counts the lines of the same event after the first
+	// (an SXid's "Severity ..." and "Data {...}" lines).
+	Continuations int `json:"continuations,omitempty"`
+	// severity: a continuation line gave the event its severity.
+	severity bool
 	// Time is when the kernel logged it; zero when the line has no wall
 	// clock (raw dmesg prints seconds since boot).
 	Time time.Time `json:"time,omitempty"`
@@ -102,11 +121,26 @@ func ParseKernelLog(r io.Reader, since time.Time) ([]XidEvent, error) {
 	return defaultXidCatalog.ParseKernelLog(r, since)
 }
 
+// xidContinuationRe is a continuation line of an event: the NVSwitch
+// driver prints "Severity %d Engine instance %02d Sub-engine instance %02d"
+// and "Data {0x%08x, ...}" with the same SXid prefix after the event's own
+// line (_nvswitch_dump_error_entry in NVIDIA/open-gpu-kernel-modules
+// src/common/nvswitch/kernel/error_nvswitch.c at 1739a20e); the severity is
+// NVSWITCH_ERROR_SEVERITY_TYPE, 0 non-fatal and 1 fatal
+// (ctrl_dev_nvswitch.h).
+var xidContinuationRe = regexp.MustCompile(`^(?:Severity (\d+) |Data \{)`)
+
 // ParseKernelLog is the package's ParseKernelLog with this catalog.
 func (c *XidCatalog) ParseKernelLog(r io.Reader, since time.Time) ([]XidEvent, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	var out []XidEvent
+	type key struct {
+		sxid bool
+		pci  string
+		code int
+	}
+	last := map[key]int{} // the latest event of a device and code
 	for sc.Scan() {
 		line := sc.Text()
 		var ev XidEvent
@@ -115,37 +149,108 @@ func (c *XidCatalog) ParseKernelLog(r io.Reader, since time.Time) ([]XidEvent, e
 			if err != nil {
 				continue
 			}
-			detail := strings.TrimSpace(m[3])
-			info := c.Classify(code, detail)
-			ev = XidEvent{Code: code, PCI: m[1], Class: info.Class, Name: info.Name, Action: info.Action, Detail: detail}
+			ev = XidEvent{Code: code, PCI: m[1], Detail: strings.TrimSpace(m[3])}
 		} else if m := sxidRe.FindStringSubmatch(line); m != nil {
 			code, err := strconv.Atoi(m[2])
 			if err != nil {
 				continue
 			}
-			ev = XidEvent{Code: code, PCI: m[1], SXid: true, Detail: strings.TrimSpace(m[3]), Name: "NVSwitch SXid", Class: XidWarning}
-			if strings.HasPrefix(strings.ToLower(ev.Detail), "fatal") {
-				ev.Class = XidFatal
-			}
+			ev = XidEvent{Code: code, PCI: m[1], SXid: true, Detail: strings.TrimSpace(m[3])}
 		} else {
 			continue
-		}
-		if len(ev.Detail) > 300 {
-			ev.Detail = ev.Detail[:300]
 		}
 		ev.Time = lineTime(line)
 		if !since.IsZero() && !ev.Time.IsZero() && ev.Time.Before(since) {
 			continue
 		}
+		k := key{ev.SXid, ev.PCI, ev.Code}
+		if m := xidContinuationRe.FindStringSubmatch(ev.Detail); m != nil {
+			// A line of the event before it; a Severity line opens a new
+			// event when the last one has its severity already.
+			if i, ok := last[k]; ok && (m[1] == "" || !out[i].severity) {
+				out[i].Continuations++
+				if m[1] != "" {
+					out[i].severity = true
+					if m[1] == "1" && out[i].SXid {
+						out[i].Class = XidFatal
+					}
+				}
+				continue
+			}
+		}
+		if ev.SXid {
+			ev.Name, ev.Class = "NVSwitch SXid", XidWarning
+			lower := strings.ToLower(ev.Detail)
+			if strings.HasPrefix(lower, "fatal") || strings.HasPrefix(lower, "severity 1 ") {
+				ev.Class = XidFatal
+			}
+			if strings.HasPrefix(lower, "severity ") || strings.HasPrefix(lower, "data {") {
+				// Its own line is not in the log (before --since, or
+				// rotated): the event counts once.
+				ev.Note = "the event's own line is not in the log; this is its continuation"
+				ev.severity = strings.HasPrefix(lower, "severity ")
+			}
+		} else {
+			info := c.Classify(ev.Code, ev.Detail)
+			ev.Class, ev.Name, ev.Action, ev.Decoded, ev.Note = info.Class, info.Name, info.Action, info.Decoded, info.Note
+			if info.Undecoded {
+				ev.Raw = strings.TrimSpace(line)
+			}
+		}
+		if len(ev.Detail) > 300 {
+			ev.Detail = ev.Detail[:300]
+		}
+		if len(ev.Raw) > 500 {
+			ev.Raw = ev.Raw[:500]
+		}
+		last[k] = len(out)
 		out = append(out, ev)
 		if len(out) >= 10000 {
 			break
 		}
 	}
+	resolveXid154(out)
 	if err := sc.Err(); err != nil {
 		return out, fmt.Errorf("reading kernel log: %w", err)
 	}
 	return out, nil
+}
+
+// resolveXid154 tracks Xid 154 per GPU. Each one says the GPU's recovery
+// action changed from one value to another, so the last one of a GPU is
+// its state: an earlier one it replaced is information ("changed from 0x1
+// (GPU Reset Required) to 0x0 (None)" clears a reset), and an NVLink5
+// XID_154_EVAL event follows it ("If an XID 154 is seen along with this
+// error, take that action. If no XID 154 present, RESTART_APP", NVIDIA's
+// Xid catalog).
+func resolveXid154(evs []XidEvent) {
+	final := map[string]int{}
+	for i, e := range evs {
+		if !e.SXid && strings.HasPrefix(e.Action, ActionXid154) && !strings.HasPrefix(e.Action, ActionXid154Eval) {
+			final[e.PCI] = i
+		}
+	}
+	for i := range evs {
+		e := &evs[i]
+		if e.SXid {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(e.Action, ActionXid154Eval):
+			if j, ok := final[e.PCI]; ok {
+				e.Class = evs[j].Class
+				e.Action = ActionXid154Eval + ", " + evs[j].Action
+				e.Note = "NVIDIA's decode says: take the action of the GPU's Xid 154"
+			} else {
+				e.Action = ActionXid154Eval + ", no Xid 154: " + ActionRestartApp
+			}
+		case strings.HasPrefix(e.Action, ActionXid154):
+			if j := final[e.PCI]; j != i {
+				e.Class = XidInformational
+				e.Note = "a later Xid 154 of this GPU changed the recovery action to " + strings.TrimPrefix(evs[j].Action, ActionXid154+": ")
+			}
+		}
+	}
 }
 
 // XidFindings fails on fatal events, warns on warnings and summarises
@@ -164,6 +269,8 @@ func XidFindings(events []XidEvent) []Finding {
 		sxid   bool
 		class  XidClass
 		action string
+		name   string
+		note   string
 	}
 	groups := map[key][]XidEvent{}
 	var keys []key
@@ -171,7 +278,7 @@ func XidFindings(events []XidEvent) []Finding {
 		if !e.SXid && e.Action == ActionXid45Workflow && others[e.PCI] {
 			e.Class = XidInformational
 		}
-		k := key{e.Code, e.SXid, e.Class, e.Action}
+		k := key{e.Code, e.SXid, e.Class, e.Action, e.Name, e.Note}
 		if _, ok := groups[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -201,8 +308,17 @@ func XidFindings(events []XidEvent) []Finding {
 			kind = "SXid"
 		}
 		msg := fmt.Sprintf("%s %d (%s, %s) x%d on %s", kind, k.code, e.Name, k.class, len(evs), strings.Join(pl, " "))
+		if e.Decoded != nil {
+			msg += "; decoded: " + e.Decoded.String()
+		}
 		if k.action != "" {
 			msg += "; NVIDIA's immediate action: " + k.action
+		}
+		if e.Note != "" {
+			msg += "; " + e.Note
+		}
+		if e.Raw != "" {
+			msg += "; line: " + e.Raw
 		}
 		lvl := LevelInfo
 		switch k.class {

@@ -53,11 +53,17 @@ const (
 //   - RESTART_APP: application (the application's fault; the GPU keeps working);
 //   - RESET_GPU, RESTART_VM, RESTART_BM, CONTACT_SUPPORT, CHECK_MECHANICALS,
 //     UPDATE_SWFW and the NVLink and Xid 48 workflows: fatal (the node must
-//     not take work until the action is done);
+//     not take work until the action is done; WORKFLOW_NVLINK5_ERR is only
+//     the rows' class, see below);
 //   - WORKFLOW_XID_45: warning ("Solo: RESTART_FM, not solo: IGNORE (follow
 //     other Xid)"; XidFindings lowers it to info when another Xid of the
 //     same GPU is present);
-//   - XID_154: decided per line by Xid154Class;
+//   - XID_154: decided per line by Xid154Class, and per GPU by the last
+//     Xid 154 in the log (ParseKernelLog);
+//   - WORKFLOW_NVLINK5_ERR: Classify decides each line by NVIDIA's decode of Xid
+//     144-150 (DecodeNVLink5): IGNORE info, RESET_GPU fatal, XID_154_EVAL
+//     as the GPU's Xid 154 says, else application (RESTART_APP); a line
+//     that does not decode warns;
 //   - CHECK_UVM, no action (Xid 162-172 in the 2025-10-29 sheet) and any
 //     action this code does not know: warning.
 func ClassOfAction(action string) XidClass {
@@ -117,6 +123,9 @@ type XidCatalog struct {
 	// File is the file it was read from ("" for the embedded one).
 	File    string            `json:"file,omitempty"`
 	Entries []XidCatalogEntry `json:"entries"`
+	// NVLink5Decode is NVIDIA's sheet "XID 144-150 Decode" the gate decodes
+	// Xid 144-150 lines with (embedded, xid-nvlink5-decode.csv).
+	NVLink5Decode []NVLink5Rule `json:"nvlink5Decode,omitempty"`
 
 	byCode map[int]int
 }
@@ -127,7 +136,7 @@ var xidCatalogColumns = []string{"xid", "mnemonic", "description", "immediate_ac
 // "# key: value" header lines (source, sheet-date, checked), then a header
 // row and one row per Xid.
 func ParseXidCatalog(data []byte) (*XidCatalog, error) {
-	c := &XidCatalog{byCode: map[int]int{}}
+	c := &XidCatalog{byCode: map[int]int{}, NVLink5Decode: nvlink5Rules}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -235,20 +244,60 @@ func (c *XidCatalog) Lookup(code int) (XidCatalogEntry, bool) {
 }
 
 // Classify returns the class of an Xid event: its catalog row's class,
-// Xid 154 by the action its line names, a warning for a code the catalog
-// lacks.
+// Xid 154 by the action its line names, Xid 144-150 by NVIDIA's decode of
+// the line (a line that does not decode warns), a warning for a code the
+// catalog lacks or one with no published action (with a note saying so).
 func (c *XidCatalog) Classify(code int, detail string) XidCode {
 	e, ok := c.Lookup(code)
 	if !ok {
 		return XidCode{Code: code, Name: "not in the Xid catalog", Class: XidWarning}
 	}
 	x := XidCode{Code: code, Name: e.Description, Class: e.Class, Action: e.ImmediateAction}
-	if e.ImmediateAction == ActionXid154 {
+	switch e.ImmediateAction {
+	case ActionXid154:
 		cls, to := Xid154Class(detail)
 		x.Class = cls
 		if to != "" {
 			x.Action = "XID_154: " + to
 		}
+	case ActionNVLink5Workflow:
+		d, ok := DecodeNVLink5(code, detail)
+		if !ok {
+			x.Class, x.Undecoded = XidWarning, true
+			x.Note = "the line does not decode with NVIDIA's XID 144-150 Decode sheet (sub component, fatal bit, IntrInfo, error status): check it by hand"
+			break
+		}
+		x.Decoded = &d
+		x.Action = d.Action
+		x.Class = ClassOfAction(d.Action)
+		if d.Action == ActionXid154Eval {
+			x.Class = XidApplication // RESTART_APP unless an Xid 154 of the GPU says otherwise
+		}
+	case "":
+		x.Note = "NVIDIA's catalog publishes no action for this Xid"
+		if same, ok := c.sameDescription(e); ok {
+			x.Note += fmt.Sprintf("; its description is that of Xid %d (%s), whose action is %s, a %s class", same.Code, same.Mnemonic, same.ImmediateAction, same.Class)
+		}
 	}
 	return x
+}
+
+// sameDescription finds a row with an action whose description is e's,
+// a trailing parenthesis aside ("Internal micro-controller halt" is Xid
+// 169's and, "(newer drivers)", Xid 62's).
+func (c *XidCatalog) sameDescription(e XidCatalogEntry) (XidCatalogEntry, bool) {
+	norm := func(s string) string {
+		s = strings.TrimSpace(s)
+		if i := strings.LastIndex(s, " ("); i > 0 && strings.HasSuffix(s, ")") {
+			s = s[:i]
+		}
+		return strings.ToLower(s)
+	}
+	want := norm(e.Description)
+	for _, o := range c.Entries {
+		if o.Code != e.Code && o.ImmediateAction != "" && norm(o.Description) == want && want != "unused" {
+			return o, true
+		}
+	}
+	return XidCatalogEntry{}, false
 }

@@ -11,9 +11,27 @@ import (
 	"time"
 )
 
-// realXid is the shared folder of real recorded outputs, read in place
-// (its README gives the source of every file).
-var realOutputs = filepath.Join("..", "..", "..", "shared", "real-outputs")
+// realOutputs is the shared folder of real recorded outputs, read in place
+// (its README gives the source of every file): the nearest
+// shared/real-outputs above the package, the checkout's sibling for a
+// clone and its parent's for a git worktree.
+var realOutputs = findShared("real-outputs")
+
+func findShared(name string) string {
+	dir, err := filepath.Abs(".")
+	for err == nil {
+		p := filepath.Join(dir, "shared", name)
+		if fi, serr := os.Stat(p); serr == nil && fi.IsDir() {
+			return p
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return filepath.Join("..", "..", "..", "shared", name)
+}
 
 func readReal(t *testing.T, parts ...string) []byte {
 	t.Helper()
@@ -111,11 +129,13 @@ func TestXidCatalogClasses(t *testing.T) {
 		74:  {ActionNVLinkWorkflow, XidFatal},
 		119: {ActionResetGPU, XidFatal},
 	}
+	// Xid 144-150 without a line to decode: a warning (see
+	// TestNVLink5Decode for decoded lines).
 	for code := 144; code <= 150; code++ {
 		want[code] = struct {
 			action string
 			class  XidClass
-		}{ActionNVLink5Workflow, XidFatal}
+		}{ActionNVLink5Workflow, XidWarning}
 	}
 	for code, w := range want {
 		got := ClassifyXid(code)
@@ -247,18 +267,37 @@ func TestParseXidCatalogErrors(t *testing.T) {
 // TestXidDocFollowsData keeps docs/xid.md's table equal to the data; run
 // with GPUFLEET_UPDATE_DOCS=1 to rewrite it.
 func TestXidDocFollowsData(t *testing.T) {
-	path := filepath.Join("..", "..", "docs", "xid.md")
+	docFollowsData(t, "xid.md", "xid-catalog", "pkg/gpucheck/xid-catalog.csv", XidCatalogMarkdown(DefaultXidCatalog()))
+}
+
+// TestNVLink5DocFollowsData keeps docs/xid.md's decode table equal to
+// xid-nvlink5-decode.csv.
+func TestNVLink5DocFollowsData(t *testing.T) {
+	docFollowsData(t, "xid.md", "xid-nvlink5-decode", "pkg/gpucheck/xid-nvlink5-decode.csv", NVLink5DecodeMarkdown(NVLink5Decode()))
+}
+
+// TestDCGMDocFollowsData keeps docs/dcgm.md's table equal to
+// dcgm-level1.csv.
+func TestDCGMDocFollowsData(t *testing.T) {
+	docFollowsData(t, "dcgm.md", "dcgm-level1", "pkg/gpucheck/dcgm-level1.csv", DCGMLevel1Markdown(DCGMLevel1()))
+}
+
+// docFollowsData checks the generated part of a page of docs/, between
+// its BEGIN and END markers, and rewrites it with GPUFLEET_UPDATE_DOCS=1.
+func docFollowsData(t *testing.T, page, name, data, generated string) {
+	t.Helper()
+	path := filepath.Join("..", "..", "docs", page)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const begin, end = "<!-- BEGIN xid-catalog (generated from pkg/gpucheck/xid-catalog.csv) -->\n", "<!-- END xid-catalog -->"
+	begin, end := "<!-- BEGIN "+name+" (generated from "+data+") -->\n", "<!-- END "+name+" -->"
 	doc := string(b)
 	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
 		t.Fatalf("%s lacks the %q ... %q markers", path, begin, end)
 	}
-	want := doc[:i+len(begin)] + XidCatalogMarkdown(DefaultXidCatalog()) + doc[j:]
+	want := doc[:i+len(begin)] + generated + doc[j:]
 	if want == doc {
 		return
 	}
@@ -268,5 +307,5 @@ func TestXidDocFollowsData(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s does not match pkg/gpucheck/xid-catalog.csv; run GPUFLEET_UPDATE_DOCS=1 go test ./pkg/gpucheck/ -run TestXidDocFollowsData", path)
+	t.Errorf("%s does not match %s; run GPUFLEET_UPDATE_DOCS=1 go test ./pkg/gpucheck/ -run DocFollowsData", path, data)
 }

@@ -65,10 +65,10 @@ var nodesLong = templates.LongDesc(`
 
 	Opt-in: --xid runs a privileged pod per node that reads the kernel log
 	since the upgrade and fails on fatal Xid codes; --dcgm runs
-	"dcgmi diag -r 1 -j" with all the node's GPUs and fails unless every
-	warning of a failed result lets the GPU keep working (DCGM 4's
-	error_severity, or for DCGM 3 the severity DCGM's table gives its
-	error code; text alone fails); --nccl runs an all-reduce
+	"dcgmi diag -r 1" (with -j and as the table) with all the node's GPUs
+	and fails every test DCGM itself failed, whatever the severity, while
+	DCGM's own warnings warn and name the fix (--dcgm-warn-fails fails
+	them); --nccl runs an all-reduce
 	across the nodes and gates the bus bandwidth at one large size against the
 	pool's baseline in ConfigMap gpu-validate-nccl-baselines.`)
 

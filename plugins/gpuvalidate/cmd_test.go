@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -215,5 +216,21 @@ func TestNodes_DRAWarningInReport(t *testing.T) {
 	}
 	if len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "DRA devices not counted") || !strings.Contains(rep.Warnings[0], "forbidden") {
 		t.Errorf("warnings = %q", rep.Warnings)
+	}
+}
+
+// TestNodes_DCGMWarnFailsFlag: the flag reaches the gate (the e2e test of
+// gpu-validate shows its effect on a node).
+func TestNodes_DCGMWarnFailsFlag(t *testing.T) {
+	for args, want := range map[string]bool{"--dcgm": false, "--dcgm --dcgm-warn-fails": true} {
+		cmd := &cobra.Command{}
+		o := NewOptions(genericiooptions.NewTestIOStreamsDiscard())
+		o.AddCheckFlags(cmd)
+		if err := cmd.Flags().Parse(strings.Fields(args)); err != nil {
+			t.Fatal(err)
+		}
+		if v := o.validator(clients{}, nil); v.DCGMWarnFails != want || !v.DCGM {
+			t.Errorf("%q: DCGMWarnFails %v", args, v.DCGMWarnFails)
+		}
 	}
 }

@@ -36,8 +36,9 @@ type Options struct {
 	// XidCatalogFile replaces the embedded Xid catalog.
 	XidCatalogFile string
 
-	DCGM      bool
-	DCGMImage string
+	DCGM          bool
+	DCGMImage     string
+	DCGMWarnFails bool
 
 	NCCL          bool
 	Image         string
@@ -123,8 +124,9 @@ func (o *Options) AddCheckFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.XidImage, "xid-image", o.XidImage, "Image of the --xid pod (needs sh, chroot and dmesg).")
 	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see `kubectl gpu-validate xid-catalog`.")
 	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
-	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1 -j) in a privileged pod with all of each node's GPUs (the GPUs must be free).")
+	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1, with -j and as the table) in a privileged pod with all of each node's GPUs (the GPUs must be free).")
 	cmd.Flags().StringVar(&o.DCGMImage, "dcgm-image", o.DCGMImage, "Image of the --dcgm pod.")
+	cmd.Flags().BoolVar(&o.DCGMWarnFails, "dcgm-warn-fails", o.DCGMWarnFails, "Fail nodes on DCGM's own warnings (persistence mode off, CUDA environment variables, graphics processes, a GPU count mismatch), which otherwise warn and name the fix; what DCGM fails always fails.")
 	cmd.Flags().BoolVar(&o.NCCL, "nccl", o.NCCL, "Run the NCCL all-reduce smoke test across the nodes that passed the other gates.")
 	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "How many per-node check pods run at once.")
 }

@@ -72,12 +72,9 @@ func (o *XidCatalogOptions) Run(context.Context) error {
 	t := cli.Table{Columns: []cli.Column{{Name: "XID"}, {Name: "CLASS"}, {Name: "IMMEDIATE ACTION"}, {Name: "MNEMONIC", Wide: true},
 		{Name: "INVESTIGATORY ACTION", Wide: true}, {Name: "DESCRIPTION"}}}
 	for _, e := range c.Entries {
-		action, class := e.ImmediateAction, string(e.Class)
+		action, class := e.ImmediateAction, e.ClassHere()
 		if action == "" {
 			action = "-"
-		}
-		if e.ImmediateAction == gpucheck.ActionXid154 {
-			class = "per line"
 		}
 		inv := e.InvestigatoryAction
 		if inv == "" {
@@ -97,7 +94,7 @@ func (o *XidCatalogOptions) Run(context.Context) error {
 		if c.File != "" {
 			src = c.File
 		}
-		fmt.Fprintf(o.Out, "\n%d Xids from %s (sheet %s, checked %s; %s)\n", len(c.Entries), c.Source, orDash(c.SheetDate), orDash(c.Checked), src)
+		fmt.Fprintf(o.Out, "\n%d Xids from %s (sheet %s, checked %s; %s); Xid 144-150 decode: %d rows (-o yaml)\n", len(c.Entries), c.Source, orDash(c.SheetDate), orDash(c.Checked), src, len(c.NVLink5Decode))
 	}
 	return nil
 }

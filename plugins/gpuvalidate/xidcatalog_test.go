@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -28,16 +29,17 @@ func TestXidCatalogCmd(t *testing.T) {
 			Class           string
 			SourceURL       string
 		}
+		NVLink5Decode []struct{ Xid int } `json:"nvlink5Decode"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Kind != "XidCatalog" || len(rep.Entries) != 172 || rep.SheetDate == "" || rep.Entries[108].Xid != 109 ||
-		rep.Entries[108].ImmediateAction != "RESET_GPU" || rep.Entries[108].Class != "fatal" || rep.Entries[108].SourceURL == "" {
+		rep.Entries[108].ImmediateAction != "RESET_GPU" || rep.Entries[108].Class != "fatal" || rep.Entries[108].SourceURL == "" || len(rep.NVLink5Decode) != 95 {
 		t.Errorf("%+v", rep)
 	}
 	out, _, code = run(t, kube, "xid-catalog")
-	if code != cli.ExitOK || !strings.Contains(out, "109   fatal         RESET_GPU") || !strings.Contains(out, "172 Xids from https://docs.nvidia.com/") {
+	if code != cli.ExitOK || !regexp.MustCompile(`109 +fatal +RESET_GPU`).MatchString(out) || !regexp.MustCompile(`145 +per line, decoded +WORKFLOW_NVLINK5_ERR`).MatchString(out) || !strings.Contains(out, "172 Xids from https://docs.nvidia.com/") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
 
@@ -46,7 +48,7 @@ func TestXidCatalogCmd(t *testing.T) {
 	_ = os.WriteFile(good, []byte("# source: https://example.test/xid\nxid,mnemonic,description,immediate_action,investigatory_action,source_url\n109,X,Y,IGNORE,,\n"), 0o644)
 	bad := filepath.Join(dir, "bad.csv")
 	_ = os.WriteFile(bad, []byte("xid\n1\n"), 0o644)
-	if out, _, code := run(t, kube, "xid-catalog", "--xid-catalog", good); code != cli.ExitOK || !strings.Contains(out, "109   info") {
+	if out, _, code := run(t, kube, "xid-catalog", "--xid-catalog", good); code != cli.ExitOK || !regexp.MustCompile(`109 +info`).MatchString(out) {
 		t.Errorf("override: exit %d\n%s", code, out)
 	}
 	for _, args := range [][]string{
