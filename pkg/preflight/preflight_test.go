@@ -81,16 +81,17 @@ func TestCompatJudge(t *testing.T) {
 		{"coredns", "v1.14.6", t137, StatusPass},
 		{"coredns", "v1.12.1", t137, StatusWarn},
 		{"coredns", "v1.12.1", mustVersion("v1.36"), StatusUnknown},
-		{"kueue", "v0.17.0", t137, StatusUnknown},
+		{"kueue", "v0.17.0", t137, StatusPass},
+		{"ingress-nginx", "v1.12.0", t137, StatusUnknown},
 		{"cert-manager", "latest", t137, StatusUnknown},
 	} {
-		got, msg := c.Judge(tc.name, tc.version, tc.target)
-		if got != tc.want {
-			t.Errorf("Judge(%s %s, %s) = %s (%s), want %s", tc.name, tc.version, tc.target.MinorString(), got, msg, tc.want)
+		got := c.Judge(tc.name, tc.version, tc.target)
+		if got.Status != tc.want {
+			t.Errorf("Judge(%s %s, %s) = %s (%s), want %s", tc.name, tc.version, tc.target.MinorString(), got.Status, got.Message, tc.want)
 		}
 	}
-	if _, msg := c.Judge("cert-manager", "v1.18.2", t137); !strings.Contains(msg, "cert-manager.io/docs/releases") {
-		t.Errorf("the verdict names no source: %s", msg)
+	if v := c.Judge("cert-manager", "v1.18.2", t137); !strings.Contains(v.Message, "cert-manager.io/docs/releases") {
+		t.Errorf("the verdict names no source: %s", v.Message)
 	}
 }
 
@@ -107,25 +108,6 @@ func TestParseCompatRejects(t *testing.T) {
 		if _, err := ParseCompat([]byte(doc)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-	}
-}
-
-func TestFindAddons(t *testing.T) {
-	ws := []workloadInfo{
-		{kind: "deployment", namespace: "cert-manager", name: "cm", containers: []corev1.Container{{Image: "quay.io/jetstack/cert-manager-controller:v1.18.2"}}},
-		{kind: "deployment", namespace: "kueue-system", name: "kueue-controller-manager", containers: []corev1.Container{{Image: "registry.k8s.io/kueue/kueue:v0.17.0@sha256:abc"}}},
-		{kind: "daemonset", namespace: "kube-system", name: "kube-proxy", containers: []corev1.Container{{Image: "registry.k8s.io/kube-proxy:v1.36.2"}}},
-		{kind: "deployment", namespace: "web", name: "my-app", containers: []corev1.Container{{Image: "example.com/team/not-kueue:v1"}}},
-		{kind: "deployment", namespace: "ops", name: "metrics-server", labels: map[string]string{"app.kubernetes.io/name": "metrics-server"}, containers: []corev1.Container{{Image: "mirror.local:5000/ms:v0.7.2"}}},
-	}
-	got := findAddons(ws)
-	var names []string
-	for _, a := range got {
-		names = append(names, a.Name+"@"+a.Version)
-	}
-	want := "cert-manager@v1.18.2 kube-proxy@v1.36.2 kueue@v0.17.0 metrics-server@v0.7.2"
-	if strings.Join(names, " ") != want {
-		t.Errorf("findAddons = %v, want %s", names, want)
 	}
 }
 
