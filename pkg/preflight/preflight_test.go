@@ -104,6 +104,15 @@ func TestParseCompatRejects(t *testing.T) {
 		"twice":        "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: matchMinor, source: https://x}\n- {name: x, rule: matchMinor, source: https://x}\n",
 		"unknown key":  "dataDate: \"2026-01-01\"\nrows: []\n",
 		"kubeadm junk": "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: kubeadm, source: https://x, releases: [{version: junk, kubernetes: \"1.37\"}]}\n",
+
+		// The fields of sourced rows.
+		"bad outside":      "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: releases, outside: maybe, source: https://x}\n",
+		"no check":         "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: noPublishedRange, source: https://x}\n",
+		"rows on no range": "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: noPublishedRange, check: curl x, source: https://x, releases: [{version: \"1.0\", from: \"1.30\"}]}\n",
+		"bad read":         "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: matchMinor, read: yesterday, source: https://x}\n",
+		"patch in to":      "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: releases, source: https://x, releases: [{version: \"1.0\", from: \"1.30\", to: \"1.31.2\"}]}\n",
+		"no from":          "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: releases, source: https://x, releases: [{version: \"1.0\", to: \"1.31\"}]}\n",
+		"oldest junk":      "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: oldestRecommended, source: https://x, releases: [{kubernetes: \"1.31\", version: junk}]}\n",
 	} {
 		if _, err := ParseCompat([]byte(doc)); err == nil {
 			t.Errorf("%s: accepted", name)
