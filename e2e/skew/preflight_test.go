@@ -42,7 +42,8 @@ type preflightReport struct {
 			Ready bool   `json:"ready"`
 		} `json:"nodes"`
 		Addons []struct {
-			Name, Namespace, Version string
+			Name, Namespace, Workload, Version, Source string
+			Also                                       []string
 		} `json:"addons"`
 	} `json:"evidence"`
 	Summary struct {
@@ -192,6 +193,75 @@ func TestPreflightAddonOutsideWindow(t *testing.T) {
 	}
 	if !found["kube-proxy"] || !found["coredns"] || !found["cert-manager"] {
 		t.Errorf("addon inventory %+v", rep.Evidence.Addons)
+	}
+}
+
+// The GPU stack as its projects publish it (NVIDIA/gpu-operator v26.7.0
+// values.yaml: operator and validator nvcr.io/nvidia/gpu-operator, device
+// plugin nvcr.io/nvidia/k8s-device-plugin; Kueue's released
+// registry.k8s.io/kueue/kueue behind a kube-rbac-proxy sidecar), found by
+// image in their own namespaces and judged against 1.37: GPU Operator
+// 25.10 stops at 1.35 and no release of the table reaches 1.37
+// (platform-support page), the device plugin states >= 1.10 and Kueue 0.14
+// >= 1.29. The validator, on the operator's image, is the same addon, not a
+// second one.
+func TestPreflightGPUStackAddons(t *testing.T) {
+	cp := scenario(t)
+	ctx := ctxT(t)
+	ns := cp.Namespace(t)
+	nowhere := map[string]string{"gpufleet.dev/e2e-nowhere": "true"}
+	tmpl := func(app string, cs ...corev1.Container) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": app}}, Spec: corev1.PodSpec{NodeSelector: nowhere, Containers: cs}}
+	}
+	sel := func(app string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	}
+	for _, d := range []*appsv1.Deployment{
+		{ObjectMeta: metav1.ObjectMeta{Name: "gpu-operator"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: sel("gpu-operator"),
+			Template: tmpl("gpu-operator", corev1.Container{Name: "gpu-operator", Image: "nvcr.io/nvidia/gpu-operator:v25.10.1"})}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "kueue-controller-manager"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: sel("kueue"),
+			Template: tmpl("kueue", corev1.Container{Name: "kube-rbac-proxy", Image: "registry.k8s.io/kubebuilder/kube-rbac-proxy:v0.16.0"},
+				corev1.Container{Name: "manager", Image: "registry.k8s.io/kueue/kueue:v0.14.1"})}},
+	} {
+		if _, err := cp.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []*appsv1.DaemonSet{
+		{ObjectMeta: metav1.ObjectMeta{Name: "nvidia-operator-validator"}, Spec: appsv1.DaemonSetSpec{Selector: sel("validator"),
+			Template: tmpl("validator", corev1.Container{Name: "nvidia-operator-validator", Image: "nvcr.io/nvidia/gpu-operator:v25.10.1"})}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "nvidia-device-plugin-daemonset"}, Spec: appsv1.DaemonSetSpec{Selector: sel("nvidia-device-plugin-daemonset"),
+			Template: tmpl("nvidia-device-plugin-daemonset", corev1.Container{Name: "nvidia-device-plugin", Image: "nvcr.io/nvidia/k8s-device-plugin:v0.18.1"})}},
+	} {
+		if _, err := cp.Client.AppsV1().DaemonSets(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, rep, r := preflight(t, cp, "addons", "--target", "v1.37")
+	for _, want := range [][]string{
+		{"FAIL: nvidia-gpu-operator " + ns + "/deployment/gpu-operator (v25.10.1)", "supports Kubernetes 1.30..1.35, not 1.37: no release in the table", "platform-support"},
+		{"PASS: nvidia-device-plugin " + ns + "/daemonset/nvidia-device-plugin-daemonset (v0.18.1)", "1.10 or newer"},
+		{"PASS: kueue " + ns + "/deployment/kueue-controller-manager (v0.14.1)", "1.29 or newer"},
+	} {
+		if !evidenceHas(g, want...) {
+			t.Errorf("addons evidence lacks %q\n%s", want, r)
+		}
+	}
+	if g.Status != "FAIL" {
+		t.Errorf("addons = %s %s", g.Status, g.Message)
+	}
+	found := 0
+	for _, a := range rep.Evidence.Addons {
+		if a.Namespace != ns {
+			continue
+		}
+		found++
+		if a.Source != "image" || (a.Name == "nvidia-gpu-operator" && (a.Workload != "deployment/gpu-operator" || len(a.Also) != 1)) {
+			t.Errorf("addon %+v", a)
+		}
+	}
+	if found != 3 {
+		t.Errorf("%d addons in %s, want the operator, the device plugin and Kueue: %+v", found, ns, rep.Evidence.Addons)
 	}
 }
 

@@ -284,6 +284,10 @@ type HelmResult struct {
 	Skipped  []Skipped
 	Releases int
 	Records  int
+	// Decoded are the records read, without their manifests: which chart
+	// at which version each release runs (the addons gate of pre-flight
+	// finds addons by them).
+	Decoded []HelmRelease
 }
 
 type helmRef struct {
@@ -497,6 +501,12 @@ func (h *HelmReader) decode(ref helmRef, data []byte, res *HelmResult) {
 	if rel.Revision == 0 {
 		rel.Revision = ref.revision
 	}
+	if rel.Status == "" {
+		rel.Status = ref.status
+	}
+	head := rel
+	head.Manifests = nil
+	res.Decoded = append(res.Decoded, head)
 	loc := releaseLocation(rel.Namespace, rel.Name, rel.Revision)
 	for _, m := range rel.Manifests {
 		var sub ManifestResult
@@ -512,9 +522,6 @@ func (h *HelmReader) decode(ref helmRef, data []byte, res *HelmResult) {
 			}
 			f.File, f.Line = "", 0
 			status := rel.Status
-			if status == "" {
-				status = ref.status
-			}
 			f.Detail = strings.TrimSpace(fmt.Sprintf("chart %s %s, revision %d %s; stored in %s", rel.Chart, rel.ChartVersion, rel.Revision, status, where))
 			if status == "deployed" {
 				f.Hint = "helm upgrade " + rel.Name + " -n " + rel.Namespace + " with a chart that uses " + f.Kind + " in a current version"

@@ -24,6 +24,9 @@ type HelmRelease struct {
 	Status       string
 	Chart        string
 	ChartVersion string
+	// AppVersion is the chart's appVersion (the version of what it
+	// installs, which many charts number apart from the chart).
+	AppVersion string
 	// Manifests are the rendered manifest and the hook manifests.
 	Manifests []string
 }
@@ -37,8 +40,9 @@ type helmRecord struct {
 	} `json:"info"`
 	Chart struct {
 		Metadata struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
+			Name       string `json:"name"`
+			Version    string `json:"version"`
+			AppVersion string `json:"appVersion"`
 		} `json:"metadata"`
 	} `json:"chart"`
 	Manifest string `json:"manifest"`
@@ -89,7 +93,7 @@ func DecodeRelease(stored []byte, max int64) (HelmRelease, error) {
 	}
 	rel := HelmRelease{
 		Name: rec.Name, Namespace: rec.Namespace, Revision: rec.Version, Status: rec.Info.Status,
-		Chart: rec.Chart.Metadata.Name, ChartVersion: rec.Chart.Metadata.Version,
+		Chart: rec.Chart.Metadata.Name, ChartVersion: rec.Chart.Metadata.Version, AppVersion: rec.Chart.Metadata.AppVersion,
 	}
 	if rec.Manifest != "" {
 		rel.Manifests = append(rel.Manifests, rec.Manifest)

@@ -3,6 +3,7 @@ package preflight
 import (
 	_ "embed"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,11 +17,35 @@ var embeddedCompat []byte
 
 // Compatibility rules of a CompatAddon.
 const (
-	RuleReleases   = "releases"
+	// RuleReleases: each release row supports the Kubernetes minors
+	// from..to (to empty: the project states only a lower bound).
+	RuleReleases = "releases"
+	// RuleMatchMinor: the addon's minor must equal Kubernetes'.
 	RuleMatchMinor = "matchMinor"
-	RuleKubeadm    = "kubeadm"
+	// RuleKubeadm: the addon version kubeadm installs with each minor.
+	RuleKubeadm = "kubeadm"
+	// RuleSkewPolicy: the upstream version-skew policy (kube-proxy).
 	RuleSkewPolicy = "skewPolicy"
+	// RuleOldestRecommended: per Kubernetes minor, the oldest addon
+	// release the project recommends.
+	RuleOldestRecommended = "oldestRecommended"
+	// RuleNoPublishedRange: the project publishes no Kubernetes range;
+	// the addon is UNKNOWN with the command to check by hand.
+	RuleNoPublishedRange = "noPublishedRange"
 )
+
+// What a Kubernetes minor outside a release's range means (CompatAddon.Outside).
+const (
+	// OutsideFail: the project supports the listed minors only (default).
+	OutsideFail = "fail"
+	// OutsideWarn: the project lists what it tests and says other minors
+	// may work.
+	OutsideWarn = "warn"
+)
+
+// StaleAfter is the age of the table's data past which the addons gate
+// warns that newer addon releases may be missing.
+const StaleAfter = 120 * 24 * time.Hour
 
 // Compat is the addon compatibility table: which addon releases support
 // which Kubernetes minors, each addon with the page it came from.
@@ -34,27 +59,54 @@ type Compat struct {
 type CompatAddon struct {
 	// Name is the addon as the inventory names it.
 	Name string `json:"name"`
-	// Rule is releases, matchMinor, kubeadm or skewPolicy.
+	// Rule is releases, matchMinor, kubeadm, skewPolicy, oldestRecommended
+	// or noPublishedRange.
 	Rule string `json:"rule"`
 	// Source is the upstream page that states the rule.
 	Source string `json:"source"`
-	// Checked says what was read, where and when.
+	// Read is the date the source was read (YYYY-MM-DD).
+	Read string `json:"read,omitempty"`
+	// Checked says what was read, where, and at which revision.
 	Checked string `json:"checked,omitempty"`
-	// Releases are the rows of a releases or kubeadm rule.
+	// Note says what the rule leaves out: where the vendor's pages
+	// disagree (the stricter is kept) or what it states instead of a range.
+	Note string `json:"note,omitempty"`
+	// Outside is fail (default) or warn: a minor outside a release's range.
+	Outside string `json:"outside,omitempty"`
+	// Check is the command that shows the upstream statement, for a human
+	// to check by hand when the table cannot answer. {version} is the
+	// version found, {semver} it as MAJOR.MINOR.PATCH, {minor} as
+	// MAJOR.MINOR and {target} the target minor.
+	Check string `json:"check,omitempty"`
+	// Releases are the rows of a releases, kubeadm or oldestRecommended rule.
 	Releases []CompatRelease `json:"releases,omitempty"`
 }
 
 // CompatRelease is one row: an addon release and the Kubernetes minors it
-// supports (releases), or the addon version kubeadm installs with a
-// Kubernetes minor (kubeadm).
+// supports (releases), or the addon version that goes with a Kubernetes
+// minor (kubeadm, oldestRecommended).
 type CompatRelease struct {
-	// Version is the addon's MAJOR.MINOR (releases) or full version (kubeadm).
+	// Version is the addon's MAJOR.MINOR, or MAJOR.MINOR.PATCH for a row
+	// that holds from that patch on (releases); the full version (kubeadm,
+	// oldestRecommended).
 	Version string `json:"version"`
-	// From and To bound the supported Kubernetes minors (releases).
+	// From and To bound the supported Kubernetes minors (releases); an
+	// empty To is no stated upper bound.
 	From string `json:"from,omitempty"`
 	To   string `json:"to,omitempty"`
-	// Kubernetes is the minor kubeadm installs Version with (kubeadm).
+	// Kubernetes is the minor the row is for (kubeadm, oldestRecommended).
 	Kubernetes string `json:"kubernetes,omitempty"`
+	// Note qualifies the row (a contradiction resolved, a stated exception).
+	Note string `json:"note,omitempty"`
+}
+
+// Verdict is the table's answer for one addon against a target.
+type Verdict struct {
+	Status  Status
+	Message string
+	// Check is the command to check by hand (UNKNOWN), "" when the table
+	// has none for the addon.
+	Check string
 }
 
 // DefaultCompat returns the embedded table.
@@ -69,13 +121,15 @@ func DefaultCompat() Compat {
 // EmbeddedCompat returns the embedded table as shipped, comments included.
 func EmbeddedCompat() []byte { return append([]byte(nil), embeddedCompat...) }
 
+const dateLayout = "2006-01-02"
+
 // ParseCompat reads a table in YAML or JSON and checks it.
 func ParseCompat(data []byte) (Compat, error) {
 	var c Compat
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
 		return Compat{}, fmt.Errorf("compat: %w", err)
 	}
-	if _, err := time.Parse("2006-01-02", c.DataDate); err != nil {
+	if _, err := time.Parse(dateLayout, c.DataDate); err != nil {
 		return Compat{}, fmt.Errorf("compat: dataDate %q: want YYYY-MM-DD", c.DataDate)
 	}
 	seen := map[string]bool{}
@@ -87,36 +141,66 @@ func ParseCompat(data []byte) (Compat, error) {
 			return Compat{}, fmt.Errorf("compat: addon %s listed twice", a.Name)
 		}
 		seen[a.Name] = true
-		if strings.TrimSpace(a.Source) == "" {
-			return Compat{}, fmt.Errorf("compat: addon %s names no source page", a.Name)
-		}
-		switch a.Rule {
-		case RuleReleases:
-			for _, r := range a.Releases {
-				if _, err := skew.ParseVersion(r.Version); err != nil {
-					return Compat{}, fmt.Errorf("compat: %s release %q: %w", a.Name, r.Version, err)
-				}
-				from, err1 := skew.ParseVersion(r.From)
-				to, err2 := skew.ParseVersion(r.To)
-				if err1 != nil || err2 != nil || to.MinorsAfter(from) < 0 {
-					return Compat{}, fmt.Errorf("compat: %s release %s: want from <= to as MAJOR.MINOR, got %q..%q", a.Name, r.Version, r.From, r.To)
-				}
-			}
-		case RuleKubeadm:
-			for _, r := range a.Releases {
-				if _, err := skew.ParseVersion(r.Version); err != nil {
-					return Compat{}, fmt.Errorf("compat: %s version %q: %w", a.Name, r.Version, err)
-				}
-				if _, err := skew.ParseVersion(r.Kubernetes); err != nil {
-					return Compat{}, fmt.Errorf("compat: %s kubernetes %q: %w", a.Name, r.Kubernetes, err)
-				}
-			}
-		case RuleMatchMinor, RuleSkewPolicy:
-		default:
-			return Compat{}, fmt.Errorf("compat: %s: unknown rule %q (want releases, matchMinor, kubeadm or skewPolicy)", a.Name, a.Rule)
+		if err := a.validate(); err != nil {
+			return Compat{}, fmt.Errorf("compat: %s: %w", a.Name, err)
 		}
 	}
 	return c, nil
+}
+
+func (a CompatAddon) validate() error {
+	if strings.TrimSpace(a.Source) == "" {
+		return fmt.Errorf("names no source page")
+	}
+	if a.Read != "" {
+		if _, err := time.Parse(dateLayout, a.Read); err != nil {
+			return fmt.Errorf("read %q: want YYYY-MM-DD", a.Read)
+		}
+	}
+	switch a.Outside {
+	case "", OutsideFail, OutsideWarn:
+	default:
+		return fmt.Errorf("outside %q: want fail or warn", a.Outside)
+	}
+	switch a.Rule {
+	case RuleReleases:
+		for _, r := range a.Releases {
+			if _, err := skew.ParseVersion(r.Version); err != nil {
+				return fmt.Errorf("release %q: %w", r.Version, err)
+			}
+			from, err := skew.ParseVersion(r.From)
+			if err != nil || from.HasPatch {
+				return fmt.Errorf("release %s: from %q: want MAJOR.MINOR", r.Version, r.From)
+			}
+			if r.To == "" {
+				continue
+			}
+			to, err := skew.ParseVersion(r.To)
+			if err != nil || to.HasPatch || to.MinorsAfter(from) < 0 {
+				return fmt.Errorf("release %s: want from <= to as MAJOR.MINOR, got %q..%q", r.Version, r.From, r.To)
+			}
+		}
+	case RuleKubeadm, RuleOldestRecommended:
+		for _, r := range a.Releases {
+			if _, err := skew.ParseVersion(r.Version); err != nil {
+				return fmt.Errorf("version %q: %w", r.Version, err)
+			}
+			if _, err := skew.ParseVersion(r.Kubernetes); err != nil {
+				return fmt.Errorf("kubernetes %q: %w", r.Kubernetes, err)
+			}
+		}
+	case RuleNoPublishedRange:
+		if strings.TrimSpace(a.Check) == "" {
+			return fmt.Errorf("rule noPublishedRange needs the command to check by hand (check)")
+		}
+		if len(a.Releases) > 0 {
+			return fmt.Errorf("rule noPublishedRange has no release rows")
+		}
+	case RuleMatchMinor, RuleSkewPolicy:
+	default:
+		return fmt.Errorf("unknown rule %q (want releases, matchMinor, kubeadm, skewPolicy, oldestRecommended or noPublishedRange)", a.Rule)
+	}
+	return nil
 }
 
 // Lookup returns the addon's rule.
@@ -129,79 +213,176 @@ func (c Compat) Lookup(name string) (CompatAddon, bool) {
 	return CompatAddon{}, false
 }
 
+// Age is how old the table's data is at now (0 when dataDate is unset).
+func (c Compat) Age(now time.Time) time.Duration {
+	d, err := time.Parse(dateLayout, c.DataDate)
+	if err != nil {
+		return 0
+	}
+	return now.Sub(d)
+}
+
+// Stale reports whether the data is older than StaleAfter at now.
+func (c Compat) Stale(now time.Time) bool { return c.Age(now) > StaleAfter }
+
 // Judge says whether an addon at version supports the target minor.
-func (c Compat) Judge(name, version string, target skew.Version) (Status, string) {
+func (c Compat) Judge(name, version string, target skew.Version) Verdict {
 	a, ok := c.Lookup(name)
 	if !ok {
-		msg := fmt.Sprintf("%s is not in the compatibility table (data from %s): check its release notes for %s", name, c.DataDate, target.MinorString())
-		if name == "nvidia-dra-driver" {
-			// The API versions a DRA driver writes its ResourceSlices
-			// through are in their managedFields, which the removed-apis
-			// gate reads (pkg/deprecations' object writers).
-			msg += "; the resource.k8s.io version its ResourceSlices are written through is judged by the removed-apis gate"
-		}
-		return StatusUnknown, msg
-	}
-	v, err := skew.ParseVersion(version)
-	if err != nil {
-		return StatusUnknown, fmt.Sprintf("%s version %q does not parse", name, version)
+		return Verdict{Status: StatusUnknown, Message: fmt.Sprintf("%s is not in the compatibility table (data from %s): check its release notes for %s", name, c.DataDate, target.MinorString())}
 	}
 	t := target.MinorOnly()
+	v, err := skew.ParseVersion(version)
+	if a.Rule == RuleNoPublishedRange {
+		msg := fmt.Sprintf("%s publishes no supported Kubernetes range", name)
+		if a.Note != "" {
+			msg += ": " + a.Note
+		}
+		return Verdict{Status: StatusUnknown, Message: msg + " (" + a.Source + ")", Check: a.check(version, v, err == nil, t)}
+	}
+	if err != nil {
+		what := fmt.Sprintf("%q does not parse", version)
+		if version == "" {
+			what = "is not in its image tag (pinned by digest alone?)"
+		}
+		return Verdict{Status: StatusUnknown, Message: fmt.Sprintf("%s version %s: read it from the workload or its Helm release and compare with %s", name, what, a.Source)}
+	}
+	check := a.check(version, v, true, t)
 	switch a.Rule {
 	case RuleMatchMinor:
 		if v.MinorOnly().MinorsAfter(t) == 0 {
-			return StatusPass, fmt.Sprintf("%s %s matches %s (%s)", name, v.MinorString(), t.MinorString(), a.Source)
+			return Verdict{Status: StatusPass, Message: fmt.Sprintf("%s %s matches %s (%s)", name, v.MinorString(), t.MinorString(), a.Source)}
 		}
-		return StatusWarn, fmt.Sprintf("%s %s is released for Kubernetes %s only: move it to %s.x with the control plane (%s)", name, v.MinorString(), v.MinorString(), t.MinorString(), a.Source)
+		return Verdict{Status: StatusWarn, Message: fmt.Sprintf("%s %s is released for Kubernetes %s only: move it to %s.x with the control plane (%s)", name, v.MinorString(), v.MinorString(), t.MinorString(), a.Source)}
 	case RuleSkewPolicy:
 		behind := t.MinorsAfter(v.MinorOnly())
 		lim := skew.KubeletMaxSkew(v)
 		switch {
 		case behind < 0:
-			return StatusFail, fmt.Sprintf("%s %s is newer than the target %s (%s)", name, v.MinorString(), t.MinorString(), a.Source)
+			return Verdict{Status: StatusFail, Message: fmt.Sprintf("%s %s is newer than the target %s (%s)", name, v.MinorString(), t.MinorString(), a.Source)}
 		case behind > lim:
-			return StatusFail, fmt.Sprintf("%s %s is %d minors behind %s, beyond the limit of %d: upgrade it first (%s)", name, v.MinorString(), behind, t.MinorString(), lim, a.Source)
+			return Verdict{Status: StatusFail, Message: fmt.Sprintf("%s %s is %d minors behind %s, beyond the limit of %d: upgrade it first (%s)", name, v.MinorString(), behind, t.MinorString(), lim, a.Source)}
 		}
-		return StatusPass, fmt.Sprintf("%s %s is within %d minors of %s (%s)", name, v.MinorString(), lim, t.MinorString(), a.Source)
-	case RuleKubeadm:
-		for _, r := range a.Releases {
-			k, _ := skew.ParseVersion(r.Kubernetes)
-			if k.MinorsAfter(t) != 0 {
-				continue
-			}
-			want, _ := skew.ParseVersion(r.Version)
-			if v.Compare(want) >= 0 {
-				return StatusPass, fmt.Sprintf("%s %s is at or above %s, what kubeadm installs with %s (%s)", name, v, r.Version, t.MinorString(), a.Source)
-			}
-			return StatusWarn, fmt.Sprintf("kubeadm installs %s %s with %s; %s is older and moves during `kubeadm upgrade apply` (%s)", name, r.Version, t.MinorString(), v, a.Source)
-		}
-		return StatusUnknown, fmt.Sprintf("the compatibility table has no %s row for %s (data from %s)", name, t.MinorString(), c.DataDate)
+		return Verdict{Status: StatusPass, Message: fmt.Sprintf("%s %s is within %d minors of %s (%s)", name, v.MinorString(), lim, t.MinorString(), a.Source)}
+	case RuleKubeadm, RuleOldestRecommended:
+		return a.judgePerMinor(c.DataDate, v, t, check)
 	}
-	var newer []string
+	return a.judgeReleases(c.DataDate, v, t, check)
+}
+
+// judgePerMinor judges kubeadm and oldestRecommended: the row for the
+// target minor names the oldest fitting addon version.
+func (a CompatAddon) judgePerMinor(dataDate string, v, t skew.Version, check string) Verdict {
 	for _, r := range a.Releases {
+		if k, _ := skew.ParseVersion(r.Kubernetes); k.MinorsAfter(t) != 0 {
+			continue
+		}
+		want, _ := skew.ParseVersion(r.Version)
+		switch {
+		case a.Rule == RuleKubeadm && v.Compare(want) >= 0:
+			return Verdict{Status: StatusPass, Message: fmt.Sprintf("%s %s is at or above %s, what kubeadm installs with %s (%s)", a.Name, v, r.Version, t.MinorString(), a.Source)}
+		case a.Rule == RuleKubeadm:
+			return Verdict{Status: StatusWarn, Message: fmt.Sprintf("kubeadm installs %s %s with %s; %s is older and moves during `kubeadm upgrade apply` (%s)", a.Name, r.Version, t.MinorString(), v, a.Source)}
+		case v.Compare(want) >= 0:
+			return Verdict{Status: StatusPass, Message: fmt.Sprintf("%s %s is at or above %s, the oldest release upstream recommends for Kubernetes %s (%s)", a.Name, v, r.Version, t.MinorString(), a.Source)}
+		}
+		return Verdict{Status: StatusWarn, Message: fmt.Sprintf("%s %s is older than %s, the oldest release upstream recommends for Kubernetes %s: upgrade it first (%s)", a.Name, v, r.Version, t.MinorString(), a.Source)}
+	}
+	return Verdict{Status: StatusUnknown, Check: check,
+		Message: fmt.Sprintf("the compatibility table has no %s row for Kubernetes %s (data from %s, %s)", a.Name, t.MinorString(), dataDate, a.Source)}
+}
+
+// judgeReleases judges the releases rule. A row with a patch version (a
+// range that changed within a minor, Karpenter 1.0.5) holds from that
+// patch on; the most specific row at or below v is v's.
+func (a CompatAddon) judgeReleases(dataDate string, v, t skew.Version, check string) Verdict {
+	var row *CompatRelease
+	var rowV skew.Version
+	for i, r := range a.Releases {
 		rv, _ := skew.ParseVersion(r.Version)
-		from, _ := skew.ParseVersion(r.From)
-		to, _ := skew.ParseVersion(r.To)
-		in := t.MinorsAfter(from) >= 0 && to.MinorsAfter(t) >= 0
-		if rv.MinorOnly().MinorsAfter(v.MinorOnly()) == 0 {
-			if in {
-				return StatusPass, fmt.Sprintf("%s %s supports Kubernetes %s..%s (%s)", name, v.MinorString(), r.From, r.To, a.Source)
-			}
-			msg := fmt.Sprintf("%s %s supports Kubernetes %s..%s, not %s", name, v.MinorString(), r.From, r.To, t.MinorString())
-			for _, o := range a.Releases {
-				of, _ := skew.ParseVersion(o.From)
-				ot, _ := skew.ParseVersion(o.To)
-				if t.MinorsAfter(of) >= 0 && ot.MinorsAfter(t) >= 0 {
-					newer = append(newer, o.Version)
-				}
-			}
-			if len(newer) > 0 {
-				msg += ": upgrade it to " + strings.Join(newer, " or ") + " first"
-			} else {
-				msg += ": no release in the table supports it yet"
-			}
-			return StatusFail, msg + " (" + a.Source + ")"
+		if rv.MinorOnly().MinorsAfter(v.MinorOnly()) != 0 || (rv.HasPatch && rv.Compare(v) > 0) {
+			continue
+		}
+		if row == nil || rv.Compare(rowV) > 0 {
+			row, rowV = &a.Releases[i], rv
 		}
 	}
-	return StatusUnknown, fmt.Sprintf("the compatibility table has no row for %s %s (data from %s, %s)", name, v.MinorString(), c.DataDate, a.Source)
+	if row == nil {
+		return Verdict{Status: StatusUnknown, Check: check,
+			Message: fmt.Sprintf("the compatibility table has no row for %s %s (data from %s, %s)", a.Name, v.MinorString(), dataDate, a.Source)}
+	}
+	rel := rowV.MinorString()
+	if rowV.HasPatch {
+		rel = strings.TrimPrefix(rowV.String(), "v") + "+"
+	}
+	span := row.From + ".." + row.To
+	if row.To == "" {
+		span = row.From + " or newer (no upper bound stated)"
+	}
+	note := ""
+	if row.Note != "" {
+		note = "; " + row.Note
+	}
+	if supports(*row, t) {
+		return Verdict{Status: StatusPass, Message: fmt.Sprintf("%s %s supports Kubernetes %s (%s)%s", a.Name, rel, span, a.Source, note)}
+	}
+	st, verb := StatusFail, "supports"
+	if a.Outside == OutsideWarn {
+		st, verb = StatusWarn, "is tested with"
+	}
+	msg := fmt.Sprintf("%s %s %s Kubernetes %s, not %s", a.Name, rel, verb, span, t.MinorString())
+	// Above the range, the releases to move to are newer ones; below it
+	// (a target older than the release supports), older ones.
+	from, _ := skew.ParseVersion(row.From)
+	above := t.MinorsAfter(from) >= 0
+	var fit []string
+	for _, o := range a.Releases {
+		ov, _ := skew.ParseVersion(o.Version)
+		if supports(o, t) && (ov.Compare(v) > 0) == above {
+			fit = append(fit, o.Version)
+		}
+	}
+	switch {
+	case len(fit) > 0 && above:
+		msg += ": upgrade it to " + strings.Join(fit, " or ") + " first"
+	case len(fit) > 0:
+		msg += ": the target is older than this release supports; " + strings.Join(fit, ", ") + " support it"
+	case !above:
+		msg += ": the target is older than this release supports"
+	default:
+		msg += fmt.Sprintf(": no release in the table (data from %s) supports %s; look for a newer one", dataDate, t.MinorString())
+	}
+	if a.Outside == OutsideWarn {
+		msg += " (upstream says other minors may work but are not tested)"
+	}
+	return Verdict{Status: st, Message: msg + " (" + a.Source + ")" + note}
+}
+
+// supports reports whether a release row covers the minor t.
+func supports(r CompatRelease, t skew.Version) bool {
+	from, err := skew.ParseVersion(r.From)
+	if err != nil || t.MinorsAfter(from) < 0 {
+		return false
+	}
+	if r.To == "" {
+		return true
+	}
+	to, err := skew.ParseVersion(r.To)
+	return err == nil && to.MinorsAfter(t) >= 0
+}
+
+// check fills the addon's command to check by hand.
+func (a CompatAddon) check(raw string, v skew.Version, parsed bool, t skew.Version) string {
+	if a.Check == "" {
+		return ""
+	}
+	if !parsed && (strings.Contains(a.Check, "{semver}") || strings.Contains(a.Check, "{minor}") || strings.Contains(a.Check, "{version}")) {
+		return ""
+	}
+	return strings.NewReplacer(
+		"{version}", raw,
+		"{semver}", strconv.Itoa(v.Major)+"."+strconv.Itoa(v.Minor)+"."+strconv.Itoa(v.Patch),
+		"{minor}", v.MinorString(),
+		"{target}", t.MinorString(),
+	).Replace(a.Check)
 }

@@ -68,7 +68,7 @@ func (r *Runner) removedAPIsGate(ctx context.Context, metrics func(context.Conte
 	}()
 	go func() {
 		defer wg.Done()
-		hr, err := (&dep.HelmReader{Kube: r.Kube, Scanner: &dep.ManifestScanner{Table: tab}, Metadata: r.Metadata, PageSize: r.page()}).Read(ctx)
+		hr, err := r.helm(ctx)
 		srcs[2].fs, srcs[2].err = hr.Findings, err
 	}()
 	go func() {
@@ -199,47 +199,75 @@ func dedupe(s []string) []string {
 }
 
 // addonsGate finds the addons in every namespace (one list of Deployments
-// and one of DaemonSets) and judges each against the compatibility table.
+// and one of DaemonSets, and the Helm releases the removed-APIs gate reads)
+// and judges each against the compatibility table. Data older than
+// StaleAfter makes the gate WARN at least: releases since are missing.
 func (r *Runner) addonsGate(ctx context.Context) (Gate, []Addon) {
-	var ws []workloadInfo
+	var ws []skew.AddonWorkload
 	deps, err := r.deployments(ctx)
 	if err != nil {
 		return unknown("list deployments", err), nil
 	}
 	for _, d := range deps {
-		ws = append(ws, workloadInfo{kind: "deployment", namespace: d.Namespace, name: d.Name, labels: d.Labels, containers: d.Spec.Template.Spec.Containers})
+		ws = append(ws, skew.AddonWorkload{Kind: "deployment", Namespace: d.Namespace, Name: d.Name, Labels: d.Labels, Containers: d.Spec.Template.Spec.Containers})
 	}
 	dss, err := r.daemonSets(ctx)
 	if err != nil {
 		return unknown("list daemonsets", err), nil
 	}
 	for _, d := range dss {
-		ws = append(ws, workloadInfo{kind: "daemonset", namespace: d.Namespace, name: d.Name, labels: d.Labels, containers: d.Spec.Template.Spec.Containers})
+		ws = append(ws, skew.AddonWorkload{Kind: "daemonset", Namespace: d.Namespace, Name: d.Name, Labels: d.Labels, Containers: d.Spec.Template.Spec.Containers})
 	}
-	addons := findAddons(ws)
+	var notes []string
+	hr, err := r.helm(ctx)
+	if err != nil {
+		notes = append(notes, fmt.Sprintf("Helm releases not read (%v): addons found by their workloads only", err))
+	}
+	addons := findAddons(ws, hr.Decoded)
 	if len(addons) == 0 {
-		return Gate{Status: StatusPass, Message: "no known addon found (Deployments and DaemonSets in every namespace)", Command: "kubectl skew compat -o yaml"}, nil
+		return Gate{Status: StatusPass, Message: "no known addon found (Deployments, DaemonSets and Helm releases in every namespace)", Evidence: notes, Command: "kubectl skew compat"}, nil
 	}
 	st := StatusPass
 	var ev []string
 	counts := map[Status]int{}
 	worstCmd := ""
 	for _, a := range addons {
-		s, msg := r.Compat.Judge(a.Name, a.Version, r.Target)
-		counts[s]++
-		ev = append(ev, fmt.Sprintf("%s: %s %s/%s (%s): %s", s, a.Name, a.Namespace, a.Workload, a.Version, msg))
-		if s.Rank() > st.Rank() {
-			st = s
-			worstCmd = fmt.Sprintf("kubectl -n %s get %s -o jsonpath='{.spec.template.spec.containers[*].image}'", a.Namespace, strings.Replace(a.Workload, "/", " ", 1))
+		v := r.Compat.Judge(a.Name, a.Version, r.Target)
+		counts[v.Status]++
+		line := fmt.Sprintf("%s: %s %s/%s (%s): %s", v.Status, a.Name, a.Namespace, a.Workload, orNone(a.Version), v.Message)
+		if v.Status == StatusUnknown && v.Check != "" {
+			line += "; check by hand: " + v.Check
+		}
+		ev = append(ev, line)
+		if v.Status.Rank() > st.Rank() {
+			st = v.Status
+			worstCmd = addonCommand(a)
+			if v.Status == StatusUnknown && v.Check != "" {
+				worstCmd = v.Check
+			}
 		}
 	}
 	sort.SliceStable(ev, func(i, j int) bool { return statusOfLine(ev[i]).Rank() > statusOfLine(ev[j]).Rank() })
-	if worstCmd == "" {
-		worstCmd = "kubectl skew compat -o yaml"
-	}
 	msg := fmt.Sprintf("%d addons against %s: %d pass, %d warn, %d fail, %d unknown (compatibility data from %s)", len(addons), r.Target.MinorString(),
 		counts[StatusPass], counts[StatusWarn], counts[StatusFail], counts[StatusUnknown], r.Compat.DataDate)
-	return Gate{Status: st, Message: msg, Evidence: capLines(ev), Command: worstCmd}, addons
+	if now := r.now(); r.Compat.Stale(now) {
+		days := int(r.Compat.Age(now).Hours() / 24)
+		ev = append(ev, fmt.Sprintf("WARN: the compatibility data is from %s, %d days old (over %d): addon releases since are not in it; read each row's source again and pass the table with --compat FILE",
+			r.Compat.DataDate, days, int(StaleAfter.Hours()/24)))
+		msg += fmt.Sprintf("; data %d days old", days)
+		st = Worse(st, StatusWarn)
+	}
+	if worstCmd == "" {
+		worstCmd = "kubectl skew compat"
+	}
+	return Gate{Status: st, Message: msg, Evidence: capLines(append(ev, notes...)), Command: worstCmd}, addons
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no version"
+	}
+	return s
 }
 
 func statusOfLine(s string) Status {

@@ -81,16 +81,17 @@ func TestCompatJudge(t *testing.T) {
 		{"coredns", "v1.14.6", t137, StatusPass},
 		{"coredns", "v1.12.1", t137, StatusWarn},
 		{"coredns", "v1.12.1", mustVersion("v1.36"), StatusUnknown},
-		{"kueue", "v0.17.0", t137, StatusUnknown},
+		{"kueue", "v0.17.0", t137, StatusPass},
+		{"ingress-nginx", "v1.12.0", t137, StatusUnknown},
 		{"cert-manager", "latest", t137, StatusUnknown},
 	} {
-		got, msg := c.Judge(tc.name, tc.version, tc.target)
-		if got != tc.want {
-			t.Errorf("Judge(%s %s, %s) = %s (%s), want %s", tc.name, tc.version, tc.target.MinorString(), got, msg, tc.want)
+		got := c.Judge(tc.name, tc.version, tc.target)
+		if got.Status != tc.want {
+			t.Errorf("Judge(%s %s, %s) = %s (%s), want %s", tc.name, tc.version, tc.target.MinorString(), got.Status, got.Message, tc.want)
 		}
 	}
-	if _, msg := c.Judge("cert-manager", "v1.18.2", t137); !strings.Contains(msg, "cert-manager.io/docs/releases") {
-		t.Errorf("the verdict names no source: %s", msg)
+	if v := c.Judge("cert-manager", "v1.18.2", t137); !strings.Contains(v.Message, "cert-manager.io/docs/releases") {
+		t.Errorf("the verdict names no source: %s", v.Message)
 	}
 }
 
@@ -103,29 +104,19 @@ func TestParseCompatRejects(t *testing.T) {
 		"twice":        "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: matchMinor, source: https://x}\n- {name: x, rule: matchMinor, source: https://x}\n",
 		"unknown key":  "dataDate: \"2026-01-01\"\nrows: []\n",
 		"kubeadm junk": "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: kubeadm, source: https://x, releases: [{version: junk, kubernetes: \"1.37\"}]}\n",
+
+		// The fields of sourced rows.
+		"bad outside":      "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: releases, outside: maybe, source: https://x}\n",
+		"no check":         "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: noPublishedRange, source: https://x}\n",
+		"rows on no range": "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: noPublishedRange, check: curl x, source: https://x, releases: [{version: \"1.0\", from: \"1.30\"}]}\n",
+		"bad read":         "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: matchMinor, read: yesterday, source: https://x}\n",
+		"patch in to":      "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: releases, source: https://x, releases: [{version: \"1.0\", from: \"1.30\", to: \"1.31.2\"}]}\n",
+		"no from":          "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: releases, source: https://x, releases: [{version: \"1.0\", to: \"1.31\"}]}\n",
+		"oldest junk":      "dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: oldestRecommended, source: https://x, releases: [{kubernetes: \"1.31\", version: junk}]}\n",
 	} {
 		if _, err := ParseCompat([]byte(doc)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
-	}
-}
-
-func TestFindAddons(t *testing.T) {
-	ws := []workloadInfo{
-		{kind: "deployment", namespace: "cert-manager", name: "cm", containers: []corev1.Container{{Image: "quay.io/jetstack/cert-manager-controller:v1.18.2"}}},
-		{kind: "deployment", namespace: "kueue-system", name: "kueue-controller-manager", containers: []corev1.Container{{Image: "registry.k8s.io/kueue/kueue:v0.17.0@sha256:abc"}}},
-		{kind: "daemonset", namespace: "kube-system", name: "kube-proxy", containers: []corev1.Container{{Image: "registry.k8s.io/kube-proxy:v1.36.2"}}},
-		{kind: "deployment", namespace: "web", name: "my-app", containers: []corev1.Container{{Image: "example.com/team/not-kueue:v1"}}},
-		{kind: "deployment", namespace: "ops", name: "metrics-server", labels: map[string]string{"app.kubernetes.io/name": "metrics-server"}, containers: []corev1.Container{{Image: "mirror.local:5000/ms:v0.7.2"}}},
-	}
-	got := findAddons(ws)
-	var names []string
-	for _, a := range got {
-		names = append(names, a.Name+"@"+a.Version)
-	}
-	want := "cert-manager@v1.18.2 kube-proxy@v1.36.2 kueue@v0.17.0 metrics-server@v0.7.2"
-	if strings.Join(names, " ") != want {
-		t.Errorf("findAddons = %v, want %s", names, want)
 	}
 }
 

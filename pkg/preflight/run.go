@@ -25,7 +25,9 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
+	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
@@ -90,6 +92,10 @@ type Runner struct {
 	hooksOnce sync.Once
 	hooks     *crdmigrate.Webhooks
 	hooksErr  error
+
+	helmOnce sync.Once
+	helmRes  dep.HelmResult
+	helmErr  error
 }
 
 func (r *Runner) now() time.Time {
@@ -375,6 +381,16 @@ func (r *Runner) webhooks(ctx context.Context) (*crdmigrate.Webhooks, error) {
 		r.hooks, r.hooksErr = crdmigrate.LoadWebhooks(ctx, r.Kube)
 	})
 	return r.hooks, r.hooksErr
+}
+
+// helm reads the deployed revision of every Helm release once, with
+// pkg/deprecations' reader: the removed-APIs gate scans their manifests,
+// the addons gate reads their charts.
+func (r *Runner) helm(ctx context.Context) (dep.HelmResult, error) {
+	r.helmOnce.Do(func() {
+		r.helmRes, r.helmErr = (&dep.HelmReader{Kube: r.Kube, Scanner: &dep.ManifestScanner{Table: apilifecycle.Builtin()}, Metadata: r.Metadata, PageSize: r.page()}).Read(ctx)
+	})
+	return r.helmRes, r.helmErr
 }
 
 // inNamespace returns the objects of namespace ns.

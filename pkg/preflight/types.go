@@ -123,9 +123,18 @@ type Addon struct {
 	// Namespace and Workload (kind/name) locate it.
 	Namespace string `json:"namespace"`
 	Workload  string `json:"workload"`
-	// Image is the container image, Version its tag.
+	// Image is the container image, Version its tag (or, found by Helm
+	// alone, the chart's appVersion).
 	Image   string `json:"image"`
 	Version string `json:"version"`
+	// Source is how it was found: image, workload (name or labels) or helm.
+	Source string `json:"source,omitempty"`
+	// HelmRelease is the deployed Helm release that installed it
+	// (namespace/name and chart), when one did.
+	HelmRelease string `json:"helmRelease,omitempty"`
+	// Also are the other workloads in the namespace that run the same
+	// addon at the same version (kind/name).
+	Also []string `json:"also,omitempty"`
 }
 
 // Result is a pre-flight run.

@@ -48,18 +48,6 @@ var controlPlaneRoles = []string{"node-role.kubernetes.io/control-plane", "node-
 // kube-system static pods (label component=<name>, as kubeadm sets it).
 var staticComponents = []string{KindAPIServer, KindControllerManager, KindScheduler, KindCloudControllerManager}
 
-// addonNames maps kube-system workload names to the addon they are.
-var addonNames = map[string]string{
-	"kube-proxy":                     KindKubeProxy,
-	"coredns":                        KindCoreDNS,
-	"kube-dns":                       KindCoreDNS,
-	"metrics-server":                 "metrics-server",
-	"cluster-autoscaler":             "cluster-autoscaler",
-	"konnectivity-agent":             "konnectivity-agent",
-	"cloud-controller-manager":       KindCloudControllerManager,
-	"nvidia-device-plugin-daemonset": "nvidia-device-plugin",
-}
-
 // Collector reads a cluster's version inventory. It uses paged lists and
 // never one request per node.
 type Collector struct {
@@ -423,17 +411,6 @@ func containerImage(cs []corev1.Container, prefer string) string {
 	return ""
 }
 
-// addonFor returns the addon a kube-system workload is, or "".
-func addonFor(name string, labels map[string]string) string {
-	if a, ok := addonNames[name]; ok {
-		return a
-	}
-	if a, ok := addonNames[labels["k8s-app"]]; ok {
-		return a
-	}
-	return ""
-}
-
 // workloads reads kube-proxy, CoreDNS and the other known addons from the
 // kube-system DaemonSets and Deployments.
 func (c *Collector) workloads(ctx context.Context) ([]Component, []string) {
@@ -441,20 +418,15 @@ func (c *Collector) workloads(ctx context.Context) ([]Component, []string) {
 	var notes []string
 	found := map[string]bool{}
 	add := func(kind, name string, labels map[string]string, cs []corev1.Container) {
-		addon := addonFor(name, labels)
-		if addon == "" {
+		m, ok := DetectAddon(AddonWorkload{Kind: kind, Namespace: metav1.NamespaceSystem, Name: name, Labels: labels, Containers: cs})
+		if !ok {
 			return
 		}
-		prefer := addon
-		if addon == KindCoreDNS {
-			prefer = "coredns"
-		}
-		img := containerImage(cs, prefer)
 		comps = append(comps, Component{
-			Name: addon, Instance: kind + "/" + name, Version: ImageTag(img), State: StateVisible,
-			Source: kind + " kube-system/" + name + " image " + img,
+			Name: m.Name, Instance: kind + "/" + name, Version: m.Version, State: StateVisible,
+			Source: kind + " kube-system/" + name + " image " + m.Image,
 		})
-		found[addon] = true
+		found[m.Name] = true
 	}
 	var dsErr, depErr error
 	var dss []*appsv1.DaemonSet

@@ -73,7 +73,7 @@ func newCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *co
 	}
 	o.AddFlags(cmd)
 	cmd.AddCommand(newPlanCmd(cg, streams, d))
-	cmd.AddCommand(newPreflightCmd(cg, streams, d), newVerifyCmd(cg, streams, d), newCompatCmd(cg, streams))
+	cmd.AddCommand(newPreflightCmd(cg, streams, d), newVerifyCmd(cg, streams, d), newCompatCmd(cg, streams, d))
 	cmd.AddCommand(newFleetCmd(cg, streams, d))
 	cli.BindFlags(cg, cmd)
 	cli.Setup(cmd, streams)

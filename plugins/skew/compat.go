@@ -3,6 +3,8 @@ package skew
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -16,16 +18,18 @@ type CompatOptions struct {
 	Print      *cli.PrintFlags
 	CompatFile string
 	compat     preflight.Compat
+	now        func() time.Time
 	genericiooptions.IOStreams
 }
 
-func newCompatCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &CompatOptions{Print: cli.NewPrintFlags(), IOStreams: streams}
+func newCompatCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
+	o := &CompatOptions{Print: cli.NewPrintFlags(), IOStreams: streams, now: d.now}
 	cmd := &cobra.Command{
 		Use:   "compat [flags]",
 		Short: "Print the addon compatibility table that preflight judges addons with",
 		Long: "Print the addon compatibility table (embedded, or --compat FILE): each addon's rule, its releases " +
-			"and the Kubernetes minors they support, and the upstream page each row came from. " +
+			"and the Kubernetes minors they support, the upstream page each row came from and the date it was read. " +
+			"-o wide adds every release row, what was read and the notes (where a vendor's pages disagree, the stricter is kept). " +
 			"The output of -o yaml is a valid --compat file.",
 		Example: "  kubectl skew compat -o yaml > compat.yaml\n  kubectl skew preflight --target v1.37 --compat compat.yaml",
 		Args:    cobra.NoArgs,
@@ -57,27 +61,53 @@ func (o *CompatOptions) Run(context.Context) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, o.compat)
 	}
-	t := cli.Table{Columns: []cli.Column{{Name: "ADDON"}, {Name: "RULE"}, {Name: "RELEASES"}, {Name: "SOURCE"}, {Name: "CHECKED", Wide: true}}}
+	wide := o.Print.TableOptions().Wide
+	t := cli.Table{Columns: []cli.Column{{Name: "ADDON"}, {Name: "RULE"}, {Name: "RELEASES"}, {Name: "READ"}, {Name: "SOURCE"}, {Name: "NOTE", Wide: true}, {Name: "CHECKED", Wide: true}}}
 	for _, a := range o.compat.Addons {
-		rel := "-"
-		if len(a.Releases) > 0 {
-			rel = ""
-			for i, r := range a.Releases {
-				if i > 0 {
-					rel += " "
-				}
-				if r.Kubernetes != "" {
-					rel += r.Kubernetes + ":" + r.Version
-				} else {
-					rel += fmt.Sprintf("%s:%s..%s", r.Version, r.From, r.To)
-				}
-			}
-		}
-		t.AddRow(a.Name, a.Rule, rel, a.Source, dash(a.Checked))
+		t.AddRow(a.Name, a.Rule, compatReleases(a, wide), dash(a.Read), a.Source, dash(a.Note), dash(a.Checked))
 	}
 	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(o.Out, "\ncompatibility data from %s; addons without a row are UNKNOWN in preflight\n", o.compat.DataDate)
+	line := fmt.Sprintf("\ncompatibility data from %s", o.compat.DataDate)
+	if now := o.now(); o.compat.Age(now) > 0 {
+		line += fmt.Sprintf(" (%d days old)", int(o.compat.Age(now).Hours()/24))
+		if o.compat.Stale(now) {
+			line += fmt.Sprintf(", over %d days: the addons gate warns until the rows are read again (--compat FILE)", int(preflight.StaleAfter.Hours()/24))
+		}
+	}
+	_, err := fmt.Fprintln(o.Out, line+"; an addon without a row, or whose release has none, is UNKNOWN in preflight")
 	return err
+}
+
+// compatShown is how many release rows a narrow table shows per addon.
+const compatShown = 4
+
+// compatReleases prints an addon's rows: release:from..to, release:from+
+// (no upper bound stated), or kubernetes:version (kubeadm) and
+// kubernetes:version+ (oldestRecommended); the newest few unless wide.
+func compatReleases(a preflight.CompatAddon, wide bool) string {
+	if a.Rule == preflight.RuleNoPublishedRange {
+		return "no published range"
+	}
+	var parts []string
+	for _, r := range a.Releases {
+		switch {
+		case a.Rule == preflight.RuleKubeadm:
+			parts = append(parts, r.Kubernetes+":"+r.Version)
+		case a.Rule == preflight.RuleOldestRecommended:
+			parts = append(parts, r.Kubernetes+":"+r.Version+"+")
+		case r.To == "":
+			parts = append(parts, r.Version+":"+r.From+"+")
+		default:
+			parts = append(parts, r.Version+":"+r.From+".."+r.To)
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	if !wide && len(parts) > compatShown {
+		return strings.Join(parts[:compatShown], " ") + fmt.Sprintf(" (+%d, -o wide)", len(parts)-compatShown)
+	}
+	return strings.Join(parts, " ")
 }

@@ -35,8 +35,9 @@ var preflightLong = templates.LongDesc(`
 	command that fixes or investigates it: the target's support window;
 	APIs removed at the target still in use (apiserver metric, object
 	writers, Helm releases, CRDs, as kubectl deprecations reads them); addons
-	found in any namespace against the compatibility table (kubectl skew
-	compat); admission and conversion webhooks that fail closed and cannot
+	found by image, workload or Helm release against the compatibility table
+	(kubectl skew compat; data over 120 days old warns, UNKNOWN names the
+	command to check by hand); admission and conversion webhooks that fail closed and cannot
 	be reached, or intercept kube-system, nodes or leases, or wait long;
 	etcd's /readyz and database size against --etcd-quota (FAIL above 60%);
 	every node Ready; kube-system pods not crash-looping or Pending; drains
