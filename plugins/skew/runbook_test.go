@@ -1,6 +1,7 @@
 package skew
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,33 @@ func TestRunbookGolden(t *testing.T) {
 			if steps < 2 || strings.Count(r.Out, "```sh") != strings.Count(r.Out, "**")/2 {
 				t.Errorf("want one sh block per step:\n%s", r.Out)
 			}
+		})
+	}
+}
+
+// runbookVariants are the inventories of testdata/runbook at the top of
+// the repository: one per provider and variant the runbook writes commands
+// for, each planned offline to v1.38.
+var runbookVariants = []string{"kubeadm-apt", "kubeadm-rpm", "kubeadm-ha", "eks-managed", "eks-selfmanaged", "eks-automode",
+	"gke", "aks", "capi", "k3s-sqlite", "k3s-etcd", "rke2"}
+
+func variantRunbook(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "testdata", "runbook")
+	offline := &cli.TestClientGetter{Err: errors.New("must not touch the cluster")}
+	r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, name+".yaml"), "--target", "v1.38", "--runbook",
+		"--calendar", filepath.Join(dir, "calendar.yaml"))
+	if r.Err != "" || (r.Code != cli.ExitOK && r.Code != cli.ExitFindings) {
+		t.Fatalf("%s: exit %d\n%s%s", name, r.Code, r.Out, r.Err)
+	}
+	return r.Out
+}
+
+// TestRunbookVariants pins the runbook of every provider and variant.
+func TestRunbookVariants(t *testing.T) {
+	for _, name := range runbookVariants {
+		t.Run(name, func(t *testing.T) {
+			golden(t, filepath.Join("runbook", name+".md"), variantRunbook(t, name))
 		})
 	}
 }
