@@ -233,9 +233,9 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 			if !s.ok {
 				continue
 			}
-			if followsEveryHop(opts.Provider, s.plan.Name, inv) {
+			if note := followsEveryHop(opts.Provider, s.plan.Name, inv); note != "" {
 				if next.MinorsAfter(s.v) > 1 {
-					upgrade(s, next.AddMinors(-1), next.MinorString(), StatusOK, capiEveryHop)
+					upgrade(s, next.AddMinors(-1), next.MinorString(), StatusOK, note)
 				}
 				continue
 			}
@@ -466,11 +466,8 @@ func isAre(n int) string {
 	return "are"
 }
 
-// capiEveryHop is the note of a Cluster API pool's upgrade after a hop.
-const capiEveryHop = "Cluster API: the Cluster's webhook refuses the next topology version while a MachineDeployment is not on the current one, so the pool follows every hop"
-
-// followsEveryHop reports whether a pool must be on the control plane's
-// minor before the next hop. On a Cluster API ClusterClass cluster the
+// followsEveryHop says why a pool must be on the control plane's minor
+// before the next hop, or "". On a Cluster API ClusterClass cluster the
 // Cluster webhook refuses to raise spec.topology.version while any
 // MachineDeployment is not at the current version ("there are still
 // MachineDeployments completing a previous upgrade";
@@ -478,8 +475,17 @@ const capiEveryHop = "Cluster API: the Cluster's webhook refuses the next topolo
 // validateTopologyMachineDeploymentVersions, as in v1.10.0
 // internal/webhooks/cluster.go): deferring a MachineDeployment's upgrade
 // holds it within one hop, never across two.
-func followsEveryHop(p Provider, pool string, inv Inventory) bool {
-	return p == ProviderCAPI && pool != NoPool
+// KubeadmControlPlane replaces the control-plane machines at every hop.
+func followsEveryHop(p Provider, pool string, inv Inventory) string {
+	if p != ProviderCAPI || pool == NoPool {
+		return ""
+	}
+	for _, pl := range inv.Pools {
+		if pl.Name == pool && (pl.Label == controlPlaneRoles[0] || pl.Label == controlPlaneRoles[1]) {
+			return "Cluster API: KubeadmControlPlane replaces the control-plane machines at every hop"
+		}
+	}
+	return "Cluster API: the Cluster's webhook refuses the next topology version while a MachineDeployment is not on the current one, so the pool follows every hop"
 }
 
 // savingsNotHonoured says why the provider will not keep a pool behind the
