@@ -351,6 +351,38 @@ func TestVerify(t *testing.T) {
 	}
 }
 
+// A planned pool whose nodes were replaced is no regression as long as it
+// keeps its size and GPUs; a planned pool with no node at all (a wrong
+// name) and one that shrank are.
+func TestVerifyPlannedPools(t *testing.T) {
+	base := Evidence{CollectedAt: now.Add(-time.Hour), Target: "1.37", Nodes: []NodeFact{
+		{Name: "old-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8},
+		{Name: "old-1", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8},
+		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}}
+	replaced := Evidence{CollectedAt: now, Nodes: []NodeFact{
+		{Name: "new-0", Pool: "gpu-a", Kubelet: "v1.37.1", Ready: true, GPUAllocatable: 8},
+		{Name: "new-1", Pool: "gpu-a", Kubelet: "v1.37.1", Ready: true, GPUAllocatable: 8},
+		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}}
+	v137 := mustVersion("v1.37")
+	if regs := Verify(base, replaced, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-a": v137}}); len(regs) != 0 {
+		t.Errorf("a pool replaced at its planned version has regressions: %+v", regs)
+	}
+	regs := Verify(base, replaced, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-A": v137}})
+	kinds := map[string]int{}
+	for _, r := range regs {
+		kinds[r.Kind]++
+	}
+	if kinds[RegPoolMissing] != 1 || kinds[RegNodeGone] != 2 {
+		t.Errorf("a misspelt pool passes: %+v", regs)
+	}
+	shrunk := replaced
+	shrunk.Nodes = shrunk.Nodes[1:]
+	regs = Verify(base, shrunk, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-a": v137}})
+	if len(regs) != 1 || regs[0].Kind != RegPoolShrank {
+		t.Errorf("a pool that lost a node: %+v", regs)
+	}
+}
+
 func forbidden(res, verb string) error {
 	return apierrorsForbidden(res, verb)
 }
