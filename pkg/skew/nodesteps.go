@@ -78,11 +78,9 @@ func (r *renderer) drainLimit(pool string) (string, string) {
 		// read 2026-09-20).
 		return "30m", "AKS waits drainTimeoutInMinutes, 30 by default"
 	case replaceCAPI:
-		if !r.gpuPool(pool) {
-			// nodeDrainTimeout is unset by default: no limit
-			// (MachineDeployment spec.template.spec.nodeDrainTimeout).
-			return "", "Cluster API drains without a time limit unless the MachineDeployment sets nodeDrainTimeout"
-		}
+		// nodeDrainTimeout is unset by default: no limit
+		// (MachineDeployment spec.template.spec.nodeDrainTimeout).
+		return "", "Cluster API drains without a time limit unless the MachineDeployment sets nodeDrainTimeout"
 	case replaceKarpenter, replaceAutoMode:
 		if !r.gpuPool(pool) {
 			// Karpenter waits for ever unless the NodePool sets
@@ -251,13 +249,14 @@ func (r *renderer) gangDrain(unitSel, run string) string {
 	return fmt.Sprintf("kubectl gang-drain run -l %s --run-id %s --timeout %s", unitSel, run, selfDrainTimeout)
 }
 
-// unitPDB is pdb-blockers over one unit or batch.
-func (r *renderer) unitPDB(pool, unitSel string) string {
-	if unitSel == "" {
-		d, why := r.drainLimit(pool)
-		return fmt.Sprintf("kubectl pdb-blockers $NODES --drain-timeout %s   # %s", d, why)
+// unitPDB is pdb-blockers over one unit or batch, which gang-drain drains
+// with the runbook's own time limit.
+func (r *renderer) unitPDB(unitSel string) string {
+	what := "$NODES"
+	if unitSel != "" {
+		what = "-l " + unitSel
 	}
-	return r.pdbBlockers(pool, unitSel)
+	return fmt.Sprintf("kubectl pdb-blockers %s --drain-timeout %s   # gang-drain run --timeout %s below", what, selfDrainTimeout, selfDrainTimeout)
 }
 
 // inPlaceUnits drains a GPU pool one unit at a time with gang-drain,
@@ -265,7 +264,7 @@ func (r *renderer) unitPDB(pool, unitSel string) string {
 // back before the next unit.
 func (r *renderer) inPlaceUnits(s Step, sel string) []string {
 	intro, unitSel, run := r.unitBlock(s, sel)
-	out := append(intro, r.unitPDB(s.Pool, unitSel), r.gangDrain(unitSel, run))
+	out := append(intro, r.unitPDB(unitSel), r.gangDrain(unitSel, run))
 	each := "# on each node of the unit (kubectl get nodes -l " + unitSel + " -o name):"
 	if unitSel == "" {
 		each = "# on each node of $NODES:"
@@ -291,7 +290,7 @@ func (r *renderer) stopGangs(s Step, sel string, why string) []string {
 	intro, unitSel, run := r.unitBlock(s, sel)
 	out := []string{"# " + why}
 	out = append(out, intro...)
-	return append(out, r.unitPDB(s.Pool, unitSel), r.gangDrain(unitSel, run), "# every unit drained:")
+	return append(out, r.unitPDB(unitSel), r.gangDrain(unitSel, run), "# every unit drained; what still blocks the provider's own drain:", r.pdbBlockers(s.Pool, sel))
 }
 
 // reactivate brings back the Kueue workloads the step's runs stopped.
@@ -413,7 +412,7 @@ func (r *renderer) karpenterStep(s Step, sel string, gpu bool) []string {
 	r.held[s.Pool] = false
 	intro, unitSel, run := r.unitBlock(s, sel)
 	out = append(out, intro...)
-	out = append(out, r.unitPDB(s.Pool, unitSel), r.gangDrain(unitSel, run))
+	out = append(out, r.unitPDB(unitSel), r.gangDrain(unitSel, run))
 	if unitSel == "" {
 		out = append(out, "kubectl delete nodes $NODES   # Karpenter terminates them")
 	} else {
