@@ -453,12 +453,19 @@ func (r *renderer) controllers(s Step) []string {
 		// An out-of-tree cloud-controller-manager is an addon of its own:
 		// kubeadm does not upgrade it.
 		ccm := "# an out-of-tree cloud-controller-manager, if the cluster runs one, is not upgraded by kubeadm: move it to its release for v" + s.To + " with the manifest or chart that installed it"
+		var check string
 		for _, c := range r.inv.Components {
 			if c.Name == KindCloudControllerManager && c.State == StateVisible {
-				ccm = fmt.Sprintf("# cloud-controller-manager (%s, %s) is not upgraded by kubeadm: move it to its release for v%s with the manifest or chart that installed it", c.Instance, c.Version, s.To)
+				ccm = fmt.Sprintf("# cloud-controller-manager (%s, %s) is not upgraded by kubeadm: move it to its release for v%s with the manifest or chart that installed it, then check:", c.Instance, c.Version, s.To)
+				if c.Instance != "" {
+					check = fmt.Sprintf("kubectl -n kube-system get %s -o wide", sq(c.Instance))
+				}
 			}
 		}
 		out = append(out, ccm)
+		if check != "" {
+			out = append(out, check)
+		}
 	}
 	return append(out, "kubectl skew")
 }
