@@ -242,7 +242,8 @@ func budgetRestore(pool string) []string {
 // lasts until the control plane version's end of support
 // (MaintenanceExclusionOptions.EndTimeBehavior UNTIL_END_OF_SUPPORT in the
 // Kubernetes Engine v1 API; --add-maintenance-exclusion-until-end-of-support
-// in gcloud), and a manual minor upgrade moves that end along.
+// in gcloud; the end is output only, computed from the control plane
+// version).
 func (r *renderer) gkeExclusion(add bool) []string {
 	name := "gpufleet-upgrade-" + strings.ReplaceAll(r.target, ".", "-")
 	loc := fmt.Sprintf("--location=%s%s", sq(phLocation), r.project())
