@@ -139,7 +139,7 @@ func (r *renderer) holdCommands(s Step) []string {
 
 // release undoes a pool's hold at its step; GKE's exclusion covers the
 // whole cluster and is lifted after the last held pool's step.
-func (r *renderer) release(pool string, s Step) []string {
+func (r *renderer) release(pool string) []string {
 	if !r.held[pool] {
 		return nil
 	}

@@ -294,7 +294,7 @@ func (r *renderer) stopGangs(s Step, sel string, why string) []string {
 }
 
 // reactivate brings back the Kueue workloads the step's runs stopped.
-func reactivate(pool, to string) []string {
+func reactivate() []string {
 	return []string{
 		"# gang-drain keeps its runs on the nodes the provider replaced, so gang-drain restore cannot find them: reactivate the gangs the runs of this step stopped",
 		fmt.Sprintf(`kubectl get workloads.kueue.x-k8s.io -A -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,STOPPED-BY:.metadata.annotations.%s,ACTIVE:.spec.active'`, strings.ReplaceAll(stoppedByRunAnnotation, ".", `\.`)),
@@ -332,7 +332,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 			fmt.Sprintf("az aks nodepool show --resource-group %s --cluster-name %s --name %s --query upgradeSettings   # AKS's batch: maxSurge", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool)),
 			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool), sq(s.To+"."+phPatch)))
 	case replaceCAPI:
-		rel := r.release(s.Pool, s)
+		rel := r.release(s.Pool)
 		if len(rel) == 0 {
 			rel = []string{fmt.Sprintf("# the topology controller rolls MachineDeployment %s to the Cluster's version", s.Pool)}
 		}
@@ -342,7 +342,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	if gpu {
-		out = append(out, reactivate(s.Pool, s.To)...)
+		out = append(out, reactivate()...)
 	}
 	return out
 }
@@ -397,7 +397,7 @@ func (r *renderer) karpenterStep(s Step, sel string, gpu bool) []string {
 			}
 			out = append(out, "# EKS Auto Mode replaces the drifted nodes with nodes for the new control plane, as many at once as the NodePool's disruption budgets allow (10% of nodes by default)")
 		default:
-			out = append(out, r.release(s.Pool, s)...)
+			out = append(out, r.release(s.Pool)...)
 			out = append(out, "# Karpenter replaces the drifted nodes, as many at once as the NodePool's disruption budgets allow (10% of nodes by default)")
 		}
 		return append(out, fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until every node is new", sq(s.Pool)))
@@ -407,7 +407,7 @@ func (r *renderer) karpenterStep(s Step, sel string, gpu bool) []string {
 		out = append(out, r.budgetHold(s.Pool)...)
 	}
 	if rep == replaceKarpenter {
-		out = append(out, r.release(s.Pool, s)...)
+		out = append(out, r.release(s.Pool)...)
 	}
 	r.held[s.Pool] = false
 	intro, unitSel, run := r.unitBlock(s, sel)
@@ -418,7 +418,7 @@ func (r *renderer) karpenterStep(s Step, sel string, gpu bool) []string {
 	} else {
 		out = append(out, fmt.Sprintf("kubectl delete nodes -l %s   # Karpenter terminates them", unitSel))
 	}
-	out = append(out, reactivate(s.Pool, s.To)...)
+	out = append(out, reactivate()...)
 	out = append(out, fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # the readmitted gangs bring up nodes at v%s; then the next one", sq(s.Pool), s.To))
 	return append(out, budgetRestore(s.Pool)...)
 }
