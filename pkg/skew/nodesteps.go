@@ -204,7 +204,8 @@ func (r *renderer) inPlaceNodes(s Step, sel string) []string {
 // topology label splits it, else a stated batch of nodes that keeps most
 // of the pool placing gangs (a quarter of the pool, at most 8 nodes, as the
 // design document's maxUnavailable: 8 for a rail group or rack set).
-// It returns the lines that set $SEL for one unit and the unit's words.
+// It returns the lines that choose one unit ($UNIT) or batch ($NODES), the
+// unit's quoted label selector ("" for a batch) and its gang-drain run id.
 func (r *renderer) unitBlock(s Step, sel string) (intro []string, unitSel, runID string) {
 	pl := r.pools[s.Pool]
 	run := fmt.Sprintf("%s-to-%s", s.Pool, s.To)
