@@ -521,8 +521,7 @@ func (r *renderer) addons(s Step) []string {
 	case ProviderGKE:
 		// GKE Standard runs kube-dns, not CoreDNS, and upgrades it with
 		// the control plane
-		// (https://cloud.google.com/kubernetes-engine/docs/how-to/kube-dns,
-		// read 2026-09-20).
+		// (https://cloud.google.com/kubernetes-engine/docs/how-to/kube-dns).
 		return []string{"# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS) and kube-proxy with the control plane; check them and the other addons:",
 			"kubectl -n kube-system get deployment/kube-dns -o wide",
 			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
@@ -542,10 +541,11 @@ func (r *renderer) addons(s Step) []string {
 // update-addon works only for an add-on EKS manages; describe-addon fails
 // for a self-managed one, which is updated as its own page says
 // (https://docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-self-managed-update.html,
-// kube-proxy-add-on-self-managed-update.html, coredns-add-on-self-managed-update.html).
-// The VPC CNI moves one minor version at a time
-// (https://docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-update.html).
-// All read 2026-09-20.
+// read 2026-09-20; likewise kube-proxy-add-on-self-managed-update.html and
+// coredns-add-on-self-managed-update.html). The VPC CNI moves one minor
+// version at a time ("You can only update one minor version at a time":
+// https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html,
+// read 2026-09-20).
 func (r *renderer) eksAddons(s Step) []string {
 	if r.autoModeOnly() {
 		// EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy as part

@@ -36,8 +36,10 @@ const (
 	// plane; a maintenance exclusion of scope no_minor_or_node_upgrades
 	// holds every node pool of the cluster and lets manual upgrades through
 	// (https://cloud.google.com/kubernetes-engine/docs/concepts/node-auto-upgrades,
-	// https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions,
-	// read 2026-09-20).
+	// https://cloud.google.com/kubernetes-engine/docs/concepts/maintenance-windows-and-exclusions;
+	// the scope's meaning as the Kubernetes Engine v1 API states it,
+	// MaintenanceExclusionOptions.Scope NO_MINOR_OR_NODE_UPGRADES, read
+	// 2026-09-20).
 	rollGKE
 )
 

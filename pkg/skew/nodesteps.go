@@ -70,12 +70,12 @@ func (r *renderer) drainLimit(pool string) (string, string) {
 		// GKE respects PodDisruptionBudgets for up to 60 minutes during a
 		// node upgrade, then evicts anyway
 		// (https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies,
-		// read 2026-09-20).
+		// as pdb-blockers' help states it).
 		return "1h", "GKE honours PodDisruptionBudgets for up to 1 hour, then evicts"
 	case replaceAKS:
 		// drainTimeoutInMinutes defaults to 30
 		// (https://learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling,
-		// read 2026-09-20).
+		// as pdb-blockers' help states it).
 		return "30m", "AKS waits drainTimeoutInMinutes, 30 by default"
 	case replaceCAPI:
 		// nodeDrainTimeout is unset by default: no limit
@@ -425,7 +425,8 @@ func (r *renderer) karpenterStep(s Step, sel string, gpu bool) []string {
 }
 
 // autoModeBuiltin reports whether a NodePool is one of EKS Auto Mode's
-// built-in pools, which can only be enabled or disabled
-// (https://docs.aws.amazon.com/eks/latest/userguide/set-builtin-node-pools.html,
+// built-in pools: "You cannot modify the built-in system and
+// general-purpose node pools. You can only enable or disable them"
+// (https://docs.aws.amazon.com/eks/latest/userguide/create-node-pool.html,
 // read 2026-09-20).
 func autoModeBuiltin(pool string) bool { return pool == "system" || pool == "general-purpose" }
