@@ -544,7 +544,7 @@ func (r *renderer) addons(s Step) []string {
 // read 2026-09-20; likewise kube-proxy-add-on-self-managed-update.html and
 // coredns-add-on-self-managed-update.html). The VPC CNI moves one minor
 // version at a time ("You can only update one minor version at a time":
-// https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html,
+// https://docs.aws.amazon.com/eks/latest/userguide/add-ons-vpc-cni.html,
 // read 2026-09-20).
 func (r *renderer) eksAddons(s Step) []string {
 	if r.autoModeOnly() {
