@@ -237,7 +237,7 @@ func (v *Validator) validate(ctx context.Context, nodes []*corev1.Node, all []co
 		if n.Spec.Unschedulable {
 			it.add(CheckReady, LevelInfo, "node is cordoned")
 		}
-		if v.KubeletVersion != "" && strings.TrimPrefix(it.KubeletVersion, "v") != strings.TrimPrefix(v.KubeletVersion, "v") {
+		if v.KubeletVersion != "" && !KubeletIs(it.KubeletVersion, v.KubeletVersion) {
 			it.add(CheckVersion, LevelFail, fmt.Sprintf("kubelet %s, want %s", it.KubeletVersion, v.KubeletVersion))
 		}
 		items[n.Name] = it
@@ -651,4 +651,16 @@ func (v *Validator) ncclPool(ctx context.Context, pool string, nodes []*corev1.N
 		v.event("saved baseline for pool %s: %s", pool, b.Summary())
 	}
 	return run, nil
+}
+
+// KubeletIs reports whether a node's kubelet version is want: the same
+// version, or any patch of want's minor when want names only a minor
+// (v1.38 matches v1.38.2 and a vendor's v1.38.2-eks-113cf36), so that a
+// runbook can gate a pool on the minor it planned.
+func KubeletIs(have, want string) bool {
+	h, w := strings.TrimPrefix(have, "v"), strings.TrimPrefix(want, "v")
+	if strings.Count(w, ".") == 1 {
+		return strings.HasPrefix(h, w+".")
+	}
+	return h == w
 }

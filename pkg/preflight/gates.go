@@ -484,12 +484,91 @@ func metricLines(text []byte, names []string) []byte {
 	return out
 }
 
-// etcdGate reads /readyz/etcd and the database size from /metrics.
-func (r *Runner) etcdGate(ctx context.Context, metrics func(context.Context) ([]byte, error)) Gate {
-	quota := r.EtcdQuota
-	if quota <= 0 {
-		quota = DefaultEtcdQuota
+// etcdSite is where the cluster's etcd runs, as its inventory shows it.
+type etcdSite struct {
+	prov skew.Provider
+	// node is a control-plane node whose etcd static pod runs etcdctl
+	// (kubeadm, Cluster API's KubeadmControlPlane, RKE2).
+	node string
+	// kine: a k3s datastore that is not etcd (SQLite or an external
+	// database behind kine), where etcd's quota does not apply.
+	kine bool
+}
+
+func etcdSiteOf(inv *skew.Inventory) etcdSite {
+	if inv == nil {
+		return etcdSite{prov: skew.ProviderUnknown}
 	}
+	site := etcdSite{prov: skew.DetectProvider(*inv).Provider}
+	for _, c := range inv.Components {
+		if c.Name == skew.KindAPIServer && c.State == skew.StateVisible && site.node == "" {
+			site.node = strings.TrimPrefix(c.Instance, skew.KindAPIServer+"-")
+		}
+	}
+	if site.prov == skew.ProviderK3s && (inv.Platform == nil || inv.Platform.EtcdNodes == 0) {
+		site.kine = true
+	}
+	return site
+}
+
+// quota is etcd's backend quota where it runs: EKS limits etcd storage to
+// 8 GiB ("In the Amazon EKS environment, etcd storage is limited to 8 GiB
+// as per upstream guidance": https://docs.aws.amazon.com/eks/latest/userguide/clusters.html,
+// read 2026-09-20); GKE and AKS publish none (0: not judged); elsewhere
+// etcd's own default, 2 GiB ("The default storage size limit is 2 GiB":
+// https://etcd.io/docs/v3.6/dev-guide/limit/).
+func (s etcdSite) quota() (int64, string) {
+	switch s.prov {
+	case skew.ProviderEKS:
+		return 8 << 30, "EKS's etcd limit"
+	case skew.ProviderGKE, skew.ProviderAKS:
+		return 0, ""
+	}
+	return DefaultEtcdQuota, "etcd's default --quota-backend-bytes"
+}
+
+// commands returns the command that shows etcd's state and the one that
+// defragments it, with the TLS flags of where etcd runs; a managed
+// control plane gets no etcdctl: its provider runs etcd, and what the user
+// can do is store less (apiserver_storage_objects names the largest
+// resources).
+func (s etcdSite) commands() (status, defrag string) {
+	k3s := "--cacert=/var/lib/rancher/k3s/server/tls/etcd/server-ca.crt --cert=/var/lib/rancher/k3s/server/tls/etcd/client.crt --key=/var/lib/rancher/k3s/server/tls/etcd/client.key"
+	rke2 := "--cacert=/var/lib/rancher/rke2/server/tls/etcd/server-ca.crt --cert=/var/lib/rancher/rke2/server/tls/etcd/server-client.crt --key=/var/lib/rancher/rke2/server/tls/etcd/server-client.key"
+	node := s.node
+	if node == "" {
+		node = "<control-plane-node>"
+	}
+	switch s.prov {
+	case skew.ProviderEKS, skew.ProviderGKE, skew.ProviderAKS:
+		return "kubectl get --raw /metrics | grep -E '^apiserver_storage_(size_bytes|objects)'", ""
+	case skew.ProviderKubeadm, skew.ProviderCAPI:
+		return skew.EtcdctlCommand(node, "endpoint status --cluster -w table"), skew.EtcdctlCommand(node, "defrag --cluster")
+	case skew.ProviderRKE2:
+		exec := fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdctl %s ", shellWord(node), rke2)
+		return exec + "endpoint status --cluster -w table", exec + "defrag --cluster"
+	case skew.ProviderK3s:
+		// k3s ships no etcdctl: one from the etcd release k3s embeds,
+		// on a server node.
+		return "sudo etcdctl " + k3s + " endpoint status --cluster -w table   # on a server node, with etcdctl of k3s's etcd release",
+			"sudo etcdctl " + k3s + " defrag --cluster"
+	}
+	flags := "--endpoints='<etcd-endpoint>' --cacert='<etcd-ca>' --cert='<etcd-client-cert>' --key='<etcd-client-key>'"
+	return "etcdctl " + flags + " endpoint status --cluster -w table", "etcdctl " + flags + " defrag --cluster"
+}
+
+func shellWord(s string) string {
+	if strings.ContainsAny(s, "<>'\" $") {
+		return "'" + s + "'"
+	}
+	return s
+}
+
+// etcdGate reads /readyz/etcd and the database size from /metrics, then
+// judges the size against the quota of where etcd runs (site, called
+// after both reads; nil: not known). EtcdFailRatio is this tool's policy,
+// not an upstream rule.
+func (r *Runner) etcdGate(ctx context.Context, metrics func(context.Context) ([]byte, error), site func() *skew.Inventory) Gate {
 	cmd := "kubectl get --raw '/readyz/etcd?verbose' && kubectl get --raw /metrics | grep -E '^apiserver_storage_(size_bytes|db_total_size_in_bytes)'"
 	if r.Raw == nil {
 		return Gate{Status: StatusUnknown, Message: "no REST client for /readyz/etcd", Command: cmd}
@@ -513,6 +592,15 @@ func (r *Runner) etcdGate(ctx context.Context, metrics func(context.Context) ([]
 		g.Evidence, g.Command = ev, cmd
 		return g
 	}
+	var inv *skew.Inventory
+	if site != nil {
+		inv = site()
+	}
+	where := etcdSiteOf(inv)
+	if where.kine {
+		return Gate{Status: StatusPass, Evidence: ev, Command: cmd,
+			Message: "the datastore is not etcd (k3s without an etcd node: SQLite or an external database), so etcd's quota does not apply"}
+	}
 	size, metric, ok, err := EtcdDBSize(text)
 	if err != nil || !ok {
 		why := "neither apiserver_storage_size_bytes nor apiserver_storage_db_total_size_in_bytes is in /metrics (a managed control plane may hide it)"
@@ -521,15 +609,30 @@ func (r *Runner) etcdGate(ctx context.Context, metrics func(context.Context) ([]
 		}
 		return Gate{Status: StatusUnknown, Message: "etcd is ready; its database size is unknown: " + why, Evidence: ev, Command: cmd}
 	}
+	quota, source := r.EtcdQuota, "--etcd-quota"
+	if quota <= 0 {
+		quota, source = where.quota()
+	}
+	status, defrag := where.commands()
+	if quota <= 0 {
+		ev = append(ev, fmt.Sprintf("%s = %.0f bytes (%.1f MiB)", metric, size, size/(1<<20)))
+		return Gate{Status: StatusUnknown, Evidence: ev, Command: status,
+			Message: fmt.Sprintf("etcd ready; database %.1f MiB; %s publishes no etcd quota, so its size is not judged: pass --etcd-quota to judge it", size/(1<<20), where.prov.Title())}
+	}
 	ratio := size / float64(quota)
-	ev = append(ev, fmt.Sprintf("%s = %.0f bytes (%.1f MiB) of a %.1f GiB quota (--etcd-quota)", metric, size, size/(1<<20), float64(quota)/(1<<30)))
+	ev = append(ev, fmt.Sprintf("%s = %.0f bytes (%.1f MiB) of a %.1f GiB quota (%s)", metric, size, size/(1<<20), float64(quota)/(1<<30), source))
 	msg := fmt.Sprintf("etcd ready; database %.1f%% of its quota", ratio*100)
 	switch {
 	case ratio > EtcdFailRatio:
-		return Gate{Status: StatusFail, Message: msg + fmt.Sprintf(", above %.0f%%: compact and defragment before the upgrade", EtcdFailRatio*100), Evidence: ev,
-			Command: "etcdctl endpoint status -w table && etcdctl defrag --cluster"}
+		fix := status + " && " + defrag
+		advice := ", above this tool's limit of %.0f%% (a policy, not an upstream rule): compact and defragment before the upgrade"
+		if defrag == "" {
+			fix = status
+			advice = ", above this tool's limit of %.0f%% (a policy, not an upstream rule): the provider runs etcd; delete what the cluster no longer needs (apiserver_storage_objects shows the largest resources) before the upgrade"
+		}
+		return Gate{Status: StatusFail, Message: msg + fmt.Sprintf(advice, EtcdFailRatio*100), Evidence: ev, Command: fix}
 	case ratio > EtcdFailRatio*0.8:
-		return Gate{Status: StatusWarn, Message: msg, Evidence: ev, Command: "etcdctl endpoint status -w table"}
+		return Gate{Status: StatusWarn, Message: msg, Evidence: ev, Command: status}
 	}
 	return Gate{Status: StatusPass, Message: msg, Evidence: ev, Command: cmd}
 }
@@ -675,7 +778,12 @@ func (r *Runner) psaGate(ctx context.Context) Gate {
 	}
 	sort.Strings(hits)
 	if len(hits) > 0 {
-		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d namespaces judge pods by Pod Security \"latest\", which becomes %s's policy", len(hits), r.Target.MinorString()),
+		// The dry run cannot preview the target: Pod Security evaluates a
+		// version newer than its own newest checks as that newest
+		// (k8s.io/pod-security-admission v0.37.2 policy/registry.go,
+		// EvaluatePod), so before the upgrade it shows the pods that break
+		// the level as the running apiserver defines it.
+		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d namespaces judge pods by Pod Security \"latest\", which becomes %s's policy; the dry run below shows the pods that break the level as the running apiserver defines it, not %s's, which only an apiserver at %s can show", len(hits), r.Target.MinorString(), r.Target.MinorString(), r.Target.MinorString()),
 			Evidence: capLines(hits), Command: fmt.Sprintf("kubectl label --dry-run=server --overwrite ns %s pod-security.kubernetes.io/enforce-version=v%s", first, r.Target.MinorString())}
 	}
 	return Gate{Status: StatusPass, Message: fmt.Sprintf("no namespace of %d pins Pod Security to latest", len(nss.Items)), Command: "kubectl get ns -L pod-security.kubernetes.io/enforce,pod-security.kubernetes.io/enforce-version"}

@@ -3,6 +3,7 @@ package preflight
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -142,15 +143,15 @@ func TestEtcdDBSize(t *testing.T) {
 		t.Error("found a size in a text without the metric")
 	}
 	r := &Runner{Raw: func(_ context.Context, path string) ([]byte, error) { return nil, nil }}
-	g := r.etcdGate(context.Background(), func(context.Context) ([]byte, error) { return []byte(text), nil })
+	g := r.etcdGate(context.Background(), func(context.Context) ([]byte, error) { return []byte(text), nil }, nil)
 	if g.Status != StatusFail {
 		t.Errorf("1.5e9 of 2 GiB (70%%): %s %s", g.Status, g.Message)
 	}
 	r.EtcdQuota = 8 << 30
-	if g := r.etcdGate(context.Background(), func(context.Context) ([]byte, error) { return []byte(text), nil }); g.Status != StatusPass {
+	if g := r.etcdGate(context.Background(), func(context.Context) ([]byte, error) { return []byte(text), nil }, nil); g.Status != StatusPass {
 		t.Errorf("1.5e9 of 8 GiB: %s %s", g.Status, g.Message)
 	}
-	if g := r.etcdGate(context.Background(), func(context.Context) ([]byte, error) { return []byte("# TYPE x gauge\nx 1\n"), nil }); g.Status != StatusUnknown {
+	if g := r.etcdGate(context.Background(), func(context.Context) ([]byte, error) { return []byte("# TYPE x gauge\nx 1\n"), nil }, nil); g.Status != StatusUnknown {
 		t.Errorf("no metric: %s %s", g.Status, g.Message)
 	}
 	// The apiserver answering that etcd is not ready fails; a request that
@@ -158,9 +159,62 @@ func TestEtcdDBSize(t *testing.T) {
 	notReady := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 500, Message: "[-]etcd failed: reason withheld"}}
 	for err, want := range map[error]Status{notReady: StatusFail, errors.New("connection refused"): StatusUnknown, apierrorsForbidden("", "get"): StatusUnknown} {
 		r := &Runner{Raw: func(context.Context, string) ([]byte, error) { return nil, err }}
-		if g := r.etcdGate(context.Background(), nil); g.Status != want {
+		if g := r.etcdGate(context.Background(), nil, nil); g.Status != want {
 			t.Errorf("/readyz/etcd error %v: %s %s, want %s", err, g.Status, g.Message, want)
 		}
+	}
+}
+
+// The etcd gate judges the size against the quota of where etcd runs and
+// gives the commands that work there: EKS's 8 GiB and no etcdctl on a
+// managed control plane, none published by GKE, etcdctl in kubeadm's etcd
+// static pod with its TLS flags, nothing to judge on k3s's SQLite; the 60%
+// is stated as this tool's policy.
+func TestEtcdGateWhereEtcdRuns(t *testing.T) {
+	size := func(b float64) func(context.Context) ([]byte, error) {
+		return func(context.Context) ([]byte, error) {
+			return []byte(fmt.Sprintf("# TYPE apiserver_storage_size_bytes gauge\napiserver_storage_size_bytes{storage_cluster_id=\"e\"} %g\n", b)), nil
+		}
+	}
+	r := &Runner{Raw: func(context.Context, string) ([]byte, error) { return nil, nil }}
+	kubeadm := &skew.Inventory{Server: skew.ServerVersion{GitVersion: "v1.37.2"},
+		Components: []skew.Component{{Name: skew.KindAPIServer, Instance: "kube-apiserver-cp-0", Version: "v1.37.2", State: skew.StateVisible}},
+		Platform:   &skew.Platform{ControlPlanePods: 1}}
+	eks := &skew.Inventory{Server: skew.ServerVersion{GitVersion: "v1.37.2-eks-1a2b3c4"}}
+	gke := &skew.Inventory{Server: skew.ServerVersion{GitVersion: "v1.37.2-gke.100"}}
+	sqlite := &skew.Inventory{Server: skew.ServerVersion{GitVersion: "v1.37.2+k3s1"}, Platform: &skew.Platform{ServerNodes: 1}}
+	for _, tc := range []struct {
+		name   string
+		inv    *skew.Inventory
+		bytes  float64
+		status Status
+		want   []string
+		not    []string
+	}{
+		{"kubeadm above 60% of 2 GiB", kubeadm, 1.5e9, StatusFail, []string{"a policy, not an upstream rule",
+			"kubectl -n kube-system exec etcd-cp-0 -- etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key defrag --cluster"}, nil},
+		{"EKS: 1.5 GB of 8 GiB", eks, 1.5e9, StatusPass, []string{"quota (EKS's etcd limit)"}, nil},
+		{"EKS above 60% of 8 GiB", eks, 6e9, StatusFail, []string{"the provider runs etcd", "apiserver_storage_objects"}, []string{"etcdctl", "defrag"}},
+		{"GKE publishes no quota", gke, 6e9, StatusUnknown, []string{"GKE publishes no etcd quota", "--etcd-quota"}, []string{"etcdctl"}},
+		{"k3s on SQLite", sqlite, 6e9, StatusPass, []string{"not etcd"}, []string{"etcdctl"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := r.etcdGate(context.Background(), size(tc.bytes), func() *skew.Inventory { return tc.inv })
+			text := g.Message + "\n" + g.Command + "\n" + strings.Join(g.Evidence, "\n")
+			if g.Status != tc.status {
+				t.Errorf("status %s, want %s:\n%s", g.Status, tc.status, text)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("lacks %q:\n%s", w, text)
+				}
+			}
+			for _, b := range tc.not {
+				if strings.Contains(text, b) {
+					t.Errorf("has %q:\n%s", b, text)
+				}
+			}
+		})
 	}
 }
 
@@ -220,6 +274,11 @@ func TestPSAGate(t *testing.T) {
 	ev := strings.Join(g.Evidence, "\n")
 	if g.Status != StatusWarn || !strings.Contains(ev, "namespace floating") || !strings.Contains(ev, "namespace implicit") || strings.Contains(ev, "pinned") {
 		t.Errorf("PSA: %s %s\n%s", g.Status, g.Message, ev)
+	}
+	// The dry run runs against today's apiserver, which evaluates a newer
+	// version as its own newest: the message says what it shows.
+	if !strings.Contains(g.Message, "as the running apiserver defines it, not 1.37's") {
+		t.Errorf("PSA message does not say what the dry run shows: %s", g.Message)
 	}
 }
 
@@ -339,6 +398,38 @@ func TestVerify(t *testing.T) {
 	// b-0 was already NotReady, flaky was already crash-looping: not regressions.
 	if kinds[RegNodeNotReady] != 0 || len(regs) != 6 {
 		t.Errorf("regressions: %+v", regs)
+	}
+}
+
+// A planned pool whose nodes were replaced is no regression as long as it
+// keeps its size and GPUs; a planned pool with no node at all (a wrong
+// name) and one that shrank are.
+func TestVerifyPlannedPools(t *testing.T) {
+	base := Evidence{CollectedAt: now.Add(-time.Hour), Target: "1.37", Nodes: []NodeFact{
+		{Name: "old-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8},
+		{Name: "old-1", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8},
+		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}}
+	replaced := Evidence{CollectedAt: now, Nodes: []NodeFact{
+		{Name: "new-0", Pool: "gpu-a", Kubelet: "v1.37.1", Ready: true, GPUAllocatable: 8},
+		{Name: "new-1", Pool: "gpu-a", Kubelet: "v1.37.1", Ready: true, GPUAllocatable: 8},
+		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}}
+	v137 := mustVersion("v1.37")
+	if regs := Verify(base, replaced, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-a": v137}}); len(regs) != 0 {
+		t.Errorf("a pool replaced at its planned version has regressions: %+v", regs)
+	}
+	regs := Verify(base, replaced, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-A": v137}})
+	kinds := map[string]int{}
+	for _, r := range regs {
+		kinds[r.Kind]++
+	}
+	if kinds[RegPoolMissing] != 1 || kinds[RegNodeGone] != 2 {
+		t.Errorf("a misspelt pool passes: %+v", regs)
+	}
+	shrunk := replaced
+	shrunk.Nodes = shrunk.Nodes[1:]
+	regs = Verify(base, shrunk, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-a": v137}})
+	if len(regs) != 1 || regs[0].Kind != RegPoolShrank {
+		t.Errorf("a pool that lost a node: %+v", regs)
 	}
 }
 

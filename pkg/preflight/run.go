@@ -37,7 +37,9 @@ import (
 // (--quota-backend-bytes, 2 GiB).
 const DefaultEtcdQuota = 2 << 30
 
-// EtcdFailRatio is the share of the quota above which the etcd gate fails.
+// EtcdFailRatio is the share of the quota above which the etcd gate fails:
+// this tool's policy (the seed document's "under 60% of quota"), not an
+// upstream rule; etcd itself refuses writes only at the quota.
 const EtcdFailRatio = 0.6
 
 // Runner runs the gates against one cluster.
@@ -53,7 +55,9 @@ type Runner struct {
 	Compat Compat
 	// Calendar is the release calendar.
 	Calendar skew.Calendar
-	// EtcdQuota is etcd's backend quota in bytes (DefaultEtcdQuota when 0).
+	// EtcdQuota is etcd's backend quota in bytes; 0 takes the quota of
+	// where etcd runs (EKS's 8 GiB, etcd's default 2 GiB on a control plane
+	// of the cluster's own, none published by GKE and AKS).
 	EtcdQuota int64
 	// PoolLabel names node pools (pkg/skew's well-known labels when empty).
 	PoolLabel string
@@ -191,7 +195,15 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		},
 		GateWebhooks: r.webhooksGate,
 		GateEtcd: func(ctx context.Context) Gate {
-			return r.etcdGate(ctx, readMetrics)
+			// The quota and commands depend on where etcd runs, which the
+			// inventory tells: judged once it is read.
+			return r.etcdGate(ctx, readMetrics, func() *skew.Inventory {
+				invWG.Wait()
+				if invErr != nil {
+					return nil
+				}
+				return &inv
+			})
 		},
 		GateNodes: func(ctx context.Context) Gate {
 			g, nodes := r.nodesGate(ctx)

@@ -14,6 +14,8 @@ const (
 	RegNodeNotReady    = "node-not-ready"
 	RegNodeVersion     = "node-version"
 	RegNodeGone        = "node-gone"
+	RegPoolMissing     = "pool-missing"
+	RegPoolShrank      = "pool-shrank"
 	RegSystemPod       = "kube-system-pod"
 	RegAddon           = "addon"
 	RegWarningEvents   = "kube-system-warnings"
@@ -50,6 +52,7 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 	for _, n := range base.Nodes {
 		before[n.Name] = n
 	}
+	gpuDropped := map[string]bool{}
 	for _, n := range now.Nodes {
 		b, had := before[n.Name]
 		if !n.Ready && (!had || b.Ready) {
@@ -73,14 +76,48 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 			}
 		}
 		if had && n.GPUAllocatable < b.GPUAllocatable {
+			gpuDropped[n.Pool] = true
 			out = append(out, Regression{Kind: RegGPUAllocatable, Object: "node/" + n.Name,
 				Message: fmt.Sprintf("node %s: %s allocatable dropped from %d to %d", n.Name, gpucheck.GPUResource, b.GPUAllocatable, n.GPUAllocatable),
 				Command: "kubectl gpu-validate nodes " + n.Name})
 		}
 		delete(before, n.Name)
 	}
+	// A planned pool may have had its nodes replaced (a provider's rolling
+	// upgrade, Karpenter, Cluster API): its old nodes going is no
+	// regression, but the pool must still be there, as large, with as many
+	// GPUs. A planned pool with no node at all is one the gate would
+	// otherwise pass without checking anything.
+	type size struct{ nodes, gpus int }
+	sizes := func(nodes []NodeFact) map[string]size {
+		m := map[string]size{}
+		for _, n := range nodes {
+			s := m[n.Pool]
+			s.nodes++
+			s.gpus += n.GPUAllocatable
+			m[n.Pool] = s
+		}
+		return m
+	}
+	was, is := sizes(base.Nodes), sizes(now.Nodes)
 	for name, b := range before {
+		if _, planned := opts.PoolVersions[b.Pool]; planned {
+			continue
+		}
 		out = append(out, Regression{Kind: RegNodeGone, Object: "node/" + name, Message: fmt.Sprintf("node %s (pool %s) was in the baseline and is gone", name, b.Pool)})
+	}
+	for _, pool := range sortedPools(opts.PoolVersions) {
+		cur, ok := is[pool]
+		switch {
+		case !ok:
+			out = append(out, Regression{Kind: RegPoolMissing, Object: "pool/" + pool,
+				Message: fmt.Sprintf("pool %s is planned at %s and has no node: check the pool name (kubectl skew lists the pools)", pool, opts.PoolVersions[pool].MinorString()),
+				Command: "kubectl skew"})
+		case cur.nodes < was[pool].nodes || (cur.gpus < was[pool].gpus && !gpuDropped[pool]):
+			out = append(out, Regression{Kind: RegPoolShrank, Object: "pool/" + pool,
+				Message: fmt.Sprintf("pool %s has %d nodes and %d GPUs allocatable, the baseline had %d and %d", pool, cur.nodes, cur.gpus, was[pool].nodes, was[pool].gpus),
+				Command: "kubectl gpu-validate nodes"})
+		}
 	}
 
 	podsBefore := map[string]PodFact{}
@@ -147,5 +184,14 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 		}
 		return out[i].Object < out[j].Object
 	})
+	return out
+}
+
+func sortedPools(m map[string]skew.Version) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
 	return out
 }

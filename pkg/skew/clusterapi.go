@@ -38,6 +38,7 @@ func (c *Collector) clusterAPI(ctx context.Context) string {
 	c.platform.mu.Lock()
 	defer c.platform.mu.Unlock()
 	c.platform.p.ClusterAPIServed = true
+	c.platform.p.ClusterAPIVersion = version
 	if err != nil {
 		if isForbidden(err) {
 			return "listing clusters.cluster.x-k8s.io is forbidden; Cluster API not considered for the provider"

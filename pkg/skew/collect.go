@@ -235,7 +235,23 @@ type poolAcc struct {
 	unknown  []string
 	nUnknown int
 	gpus     map[gpuKey]*GPUCount
+	osImages []string
+	units    unitAcc
+	autoMode int
+	lt       int
 }
+
+// Node labels of EKS that change how a pool is upgraded: EKS Auto Mode
+// nodes carry eks.amazonaws.com/compute-type=auto
+// (https://docs.aws.amazon.com/eks/latest/userguide/associate-workload.html);
+// managed node groups made from a launch template of the user's carry
+// eks.amazonaws.com/sourceLaunchTemplateId
+// (https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html),
+// both read 2026-09-20.
+const (
+	labelEKSComputeType    = "eks.amazonaws.com/compute-type"
+	labelEKSLaunchTemplate = "eks.amazonaws.com/sourceLaunchTemplateId"
+)
 
 // PoolOf returns the pool name and the label that gave it for a node's
 // labels; poolLabel, when set, is the only label tried.
@@ -309,6 +325,14 @@ func (c *Collector) node(acc map[poolKey]*poolAcc, n *corev1.Node) {
 		}
 		countGPUs(a.gpus, n)
 	}
+	a.osImages = addOSImage(a.osImages, n.Status.NodeInfo.OSImage)
+	a.units.add(n.Labels)
+	if n.Labels[labelEKSComputeType] == "auto" {
+		a.autoMode++
+	}
+	if n.Labels[labelEKSLaunchTemplate] != "" {
+		a.lt++
+	}
 	kv := strings.TrimSpace(n.Status.NodeInfo.KubeletVersion)
 	if _, err := ParseVersion(kv); err != nil {
 		a.nUnknown++
@@ -325,11 +349,13 @@ func pools(acc map[poolKey]*poolAcc) []Pool {
 	out := make([]Pool, 0, len(acc))
 	for k, a := range acc {
 		gpuNodes := a.gpuNodes
-		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown, GPUNodes: &gpuNodes}
+		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown, GPUNodes: &gpuNodes,
+			OSImages: a.osImages, Units: a.units.units(a.nodes), AutoModeNodes: a.autoMode, LaunchTemplateNodes: a.lt}
 		if a.gpus != nil {
 			p.GPUs = sortedGPUs(a.gpus)
 		}
 		sort.Strings(p.UnknownNodes)
+		sort.Strings(p.OSImages)
 		for v, n := range a.versions {
 			p.Versions = append(p.Versions, VersionCount{Version: v, Nodes: n})
 		}
@@ -447,6 +473,7 @@ func (c *Collector) workloads(ctx context.Context) ([]Component, []string) {
 	if dsErr == nil {
 		for _, d := range dss {
 			add("daemonset", d.Name, d.Labels, d.Spec.Template.Spec.Containers)
+			c.platform.eksAddon(d.Name, d.ManagedFields)
 		}
 	} else {
 		notes = append(notes, readNote("DaemonSets", dsErr)+"; kube-proxy not checked")
@@ -467,6 +494,7 @@ func (c *Collector) workloads(ctx context.Context) ([]Component, []string) {
 	if depErr == nil {
 		for _, d := range deps {
 			add("deployment", d.Name, d.Labels, d.Spec.Template.Spec.Containers)
+			c.platform.eksAddon(d.Name, d.ManagedFields)
 		}
 	} else {
 		notes = append(notes, readNote("Deployments", depErr)+"; CoreDNS and addons not checked")

@@ -85,7 +85,7 @@ func TestCollect(t *testing.T) {
 			{Name: "h100-a", Label: gke, Nodes: 2, Versions: []VersionCount{{Version: "v1.36.1", Nodes: 1}, {Version: "v1.37.2", Nodes: 1}}, GPUNodes: &zero},
 			{Name: "spot", Label: "karpenter.sh/nodepool", Nodes: 1, Versions: []VersionCount{{Version: "v1.33.0-eks-ab12cd3", Nodes: 1}}, GPUNodes: &zero},
 		},
-		Platform: &Platform{ProviderIDs: map[string]int{"": 6}, Labels: map[string]int{gke: 2}, ControlPlanePods: 2, TierLabelled: 2},
+		Platform: &Platform{ProviderIDs: map[string]int{"": 6}, Labels: map[string]int{gke: 2}, ControlPlanePods: 2, TierLabelled: 2, ServerNodes: 1},
 	}
 	if diff := cmp.Diff(want, inv); diff != "" {
 		t.Errorf("(-want +got)\n%s", diff)

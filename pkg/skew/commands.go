@@ -2,58 +2,120 @@ package skew
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
 
 // PhaseControlPlane is the one step of a hop on a control plane the
-// provider upgrades itself (EKS, GKE, AKS, Cluster API): it takes the
-// etcd backups and replaces apiservers and controllers, so the plan has
-// no etcd-snapshot, apiservers or controllers step of its own there.
+// provider upgrades itself (EKS, GKE, AKS, Cluster API): it replaces
+// apiservers and controllers, so the plan has no apiservers or controllers
+// step of its own there (and no etcd-snapshot step, except on Cluster API,
+// which takes no etcd backup).
 const PhaseControlPlane = "control-plane"
 
+// PhaseHold is the step before a control-plane hop that keeps the
+// provider from rolling node pools when the control plane moves, so that
+// each pool moves at its own step, gang-aware: a Cluster API defer-upgrade
+// annotation, a pinned AMI id for Karpenter, a GKE maintenance exclusion,
+// an EKS Auto Mode NodePool disruption budget. Each pool's step undoes it.
+const PhaseHold = "hold-rollouts"
+
 // Placeholders the commands use where the cluster does not show a name.
+// They are quoted (sq) wherever they stand in a command, so that a pasted
+// placeholder reaches the tool and fails with its own message instead of
+// the shell reading <...> as a redirection.
 const (
 	phCluster       = "<cluster-name>"
 	phRegion        = "<region>"
 	phLocation      = "<location>"
 	phResourceGroup = "<resource-group>"
 	phPatch         = "<patch>"
-	phRun           = "<run-id>"
 	phSelector      = "<pool-selector>"
+	phNode          = "<node-name>"
+	phMgmt          = "<management-context>"
+	phNamespace     = "<namespace>"
 )
 
+// selfDrainTimeout is the time limit the runbook gives the drains it runs
+// itself (kubectl drain --timeout, gang-drain run --timeout) and so the
+// --drain-timeout of pdb-blockers before them. It is this runbook's
+// choice, not a provider's.
+const selfDrainTimeout = "1h"
+
+// shellSafe matches the words a shell passes through as they are.
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9._/:=@%+,-]+$`)
+
+// sq quotes a word for the shell when it needs it: placeholders, and names
+// with characters the shell would read.
+func sq(v string) string {
+	if shellSafe.MatchString(v) {
+		return v
+	}
+	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+}
+
 // forProvider rewrites a plan for its provider: on a managed control plane
-// one step per hop replaces the etcd-snapshot, apiservers and controllers
-// steps, and every step gets its commands.
+// one step per hop replaces the apiservers and controllers steps (and the
+// etcd-snapshot step, except on Cluster API); a hold-rollouts step goes
+// before each control-plane step whose hop the provider would follow with
+// node pools on its own; and every step gets its commands.
 func forProvider(p *Plan, inv Inventory, prov Provider) {
 	r := newRenderer(inv, prov)
 	if prov.Managed() {
 		var steps []Step
-		renumber := map[int]int{}
 		for _, s := range p.Steps {
 			switch s.Phase {
-			case PhaseEtcd, PhaseControllers:
+			case PhaseEtcd:
+				if prov != ProviderCAPI {
+					continue
+				}
+				s.Note = "Cluster API's KubeadmControlPlane takes no etcd backup (its API has no such field): take one from a control-plane machine of the workload cluster"
+			case PhaseControllers:
 				continue
 			case PhaseAPIServers:
 				s.Phase = PhaseControlPlane
-				s.Action = fmt.Sprintf("%s upgrades the control plane to %s: etcd backups, the apiserver instances one at a time and the controllers are the provider's own steps", prov.Title(), s.To)
-				s.Note = fmt.Sprintf("no etcd snapshot or per-apiserver step here: %s does them; apiservers may be mixed while it runs, so hold back manifests that use APIs new in %s until it finishes", prov.Title(), s.To)
+				s.Action = fmt.Sprintf("%s upgrades the control plane to %s: the apiserver instances one at a time and the controllers are the provider's own steps", prov.Title(), s.To)
+				s.Note = fmt.Sprintf("apiservers may be mixed while it runs, so hold back manifests that use APIs new in %s until it finishes", s.To)
+				if prov != ProviderCAPI {
+					s.Note = fmt.Sprintf("no etcd snapshot or per-apiserver step here: %s does them; ", prov.Title()) + s.Note
+				}
 			}
-			renumber[s.Number] = len(steps) + 1
-			s.Number = len(steps) + 1
 			steps = append(steps, s)
 		}
-		p.Steps = steps
-		for i := range p.Pools {
-			for j := range p.Pools[i].Upgrades {
-				p.Pools[i].Upgrades[j].Step = renumber[p.Pools[i].Upgrades[j].Step]
+		renumber(p, steps)
+	}
+	if prov == ProviderK3s || prov == ProviderRKE2 {
+		for i := range p.Steps {
+			if p.Steps[i].Phase == PhaseEtcd {
+				p.Steps[i].Action = fmt.Sprintf("back up the datastore and the server token before the hop to %s", p.Steps[i].To)
 			}
 		}
 	}
 	r.target = p.Summary.Target
+	r.insertHolds(p)
+	r.plan = p
 	for i := range p.Steps {
 		p.Steps[i].Commands = r.commands(p.Steps[i])
+	}
+	p.Warnings = append(p.Warnings, r.warnings()...)
+}
+
+// renumber numbers steps from 1 and points the pools' upgrades at the new
+// numbers; a step numbered 0 is new.
+func renumber(p *Plan, steps []Step) {
+	old := map[int]int{}
+	for i := range steps {
+		if steps[i].Number != 0 {
+			old[steps[i].Number] = i + 1
+		}
+		steps[i].Number = i + 1
+	}
+	p.Steps = steps
+	for i := range p.Pools {
+		for j := range p.Pools[i].Upgrades {
+			p.Pools[i].Upgrades[j].Step = old[p.Pools[i].Upgrades[j].Step]
+		}
 	}
 }
 
@@ -64,18 +126,24 @@ type renderer struct {
 	pf       Platform
 	cluster  string
 	region   string
-	cpNodes  []string          // kubeadm control-plane nodes, from the apiserver pods
+	cpNodes  []string          // control-plane nodes, from the apiserver pods
 	cpOn     map[string]string // node -> apiserver version
 	pools    map[string]Pool
 	capiName string
 	capiNS   string
+	capiAPI  string
 	target   string
+	plan     *Plan
+	// held are the pools a hold-rollouts step holds now; gkeHeld is the
+	// cluster-wide GKE maintenance exclusion.
+	held    map[string]bool
+	gkeHeld bool
 	// saved is the evidence file of the last pre-flight step so far.
 	saved string
 }
 
 func newRenderer(inv Inventory, prov Provider) *renderer {
-	r := &renderer{prov: prov, inv: inv, pools: map[string]Pool{}, cpOn: map[string]string{}}
+	r := &renderer{prov: prov, inv: inv, pools: map[string]Pool{}, cpOn: map[string]string{}, held: map[string]bool{}}
 	if inv.Platform != nil {
 		r.pf = *inv.Platform
 	}
@@ -96,8 +164,9 @@ func newRenderer(inv Inventory, prov Provider) *renderer {
 		r.capiName, r.capiNS = c.Name, c.Namespace
 		r.cluster = c.Name
 	} else {
-		r.capiName, r.capiNS = orPlaceholder(r.pf.ClusterAPIName, phCluster), orPlaceholder(r.pf.ClusterAPINamespace, "<namespace>")
+		r.capiName, r.capiNS = orPlaceholder(r.pf.ClusterAPIName, phCluster), orPlaceholder(r.pf.ClusterAPINamespace, phNamespace)
 	}
+	r.capiAPI = orPlaceholder(r.pf.ClusterAPIVersion, "v1beta1")
 	if prov == ProviderAKS && r.pf.ClusterName == "" {
 		// The node resource group is MC_<resource-group>_<cluster>_<region>
 		// (https://learn.microsoft.com/azure/aks/faq, "Why are two
@@ -129,6 +198,8 @@ func (r *renderer) commands(s Step) []string {
 		return r.preflight(s)
 	case PhaseEtcd:
 		return r.etcd(s)
+	case PhaseHold:
+		return r.holdCommands(s)
 	case PhaseAPIServers:
 		return r.apiservers(s)
 	case PhaseControllers:
@@ -145,6 +216,12 @@ func (r *renderer) commands(s Step) []string {
 
 func baseline(minor string) string { return "preflight-" + minor + ".yaml" }
 
+// kubectlMgmt is kubectl against Cluster API's management cluster, where
+// the Cluster, MachineDeployment and Machine objects live.
+func (r *renderer) kubectlMgmt() string {
+	return "kubectl --context " + sq(phMgmt)
+}
+
 func (r *renderer) preflight(s Step) []string {
 	r.saved = baseline(s.To)
 	out := []string{
@@ -160,36 +237,87 @@ func (r *renderer) preflight(s Step) []string {
 		// (categories, kubernetesVersions, statuses:
 		// https://docs.aws.amazon.com/eks/latest/APIReference/API_InsightsFilter.html,
 		// https://docs.aws.amazon.com/cli/latest/reference/eks/list-insights.html).
-		out = append(out, fmt.Sprintf("aws eks list-insights --region %s --cluster-name %s --filter 'categories=UPGRADE_READINESS,kubernetesVersions=%s,statuses=ERROR,WARNING,UNKNOWN'", r.region, r.cluster, s.To))
+		out = append(out, fmt.Sprintf("aws eks list-insights --region %s --cluster-name %s --filter 'categories=UPGRADE_READINESS,kubernetesVersions=%s,statuses=ERROR,WARNING,UNKNOWN'", sq(r.region), sq(r.cluster), s.To))
 	case ProviderGKE:
-		out = append(out, fmt.Sprintf("gcloud container get-server-config --location=%s%s --format='yaml(validMasterVersions)'", r.location(), r.project()))
+		out = append(out, fmt.Sprintf("gcloud container get-server-config --location=%s%s --format='yaml(validMasterVersions)'", sq(phLocation), r.project()))
 	case ProviderAKS:
-		out = append(out, fmt.Sprintf("az aks get-upgrades --resource-group %s --name %s --output table", r.resourceGroup(), r.cluster))
+		out = append(out, fmt.Sprintf("az aks get-upgrades --resource-group %s --name %s --output table", sq(r.resourceGroup()), sq(r.cluster)))
+	case ProviderCAPI:
+		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s   # on the management cluster", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	case ProviderKubeadm:
-		out = append(out, "sudo kubeadm upgrade plan   # on "+r.firstCP()+": lists the v"+s.To+" patch releases")
+		// kubeadm upgrade plan lists what the installed kubeadm can reach,
+		// not the target's patch releases; dl.k8s.io/release/stable-X.Y.txt
+		// names the newest patch of a minor (the version label kubeadm
+		// itself resolves: kubernetes cmd/kubeadm/app/util/version.go).
+		out = append(out, fmt.Sprintf("curl -fsSL https://dl.k8s.io/release/stable-%s.txt   # the newest v%s patch: the <patch> of the steps below", s.To, s.To))
 	}
 	return out
 }
+
+// etcdctl runs etcdctl or etcdutl with kubeadm's etcd certificates
+// (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#snapshot-using-etcdctl-options)
+// inside the etcd static pod of node: kubeadm installs neither etcdctl
+// nor etcdutl on the host, and the registry.k8s.io/etcd image carries
+// both (kubernetes cluster/images/etcd/Dockerfile: COPY etcd* etcdctl*).
+func etcdctl(node, args string) string {
+	return fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key %s", sq(node), args)
+}
+
+// EtcdctlCommand is the etcdctl command line for a kubeadm control plane,
+// run in the etcd static pod of node, for pre-flight's etcd gate.
+func EtcdctlCommand(node, args string) string { return etcdctl(node, args) }
 
 func (r *renderer) etcd(s Step) []string {
 	file := fmt.Sprintf("etcd-pre-%s.db", s.To)
 	switch r.prov {
 	case ProviderK3s:
-		// https://docs.k3s.io/cli/etcd-snapshot
-		return []string{fmt.Sprintf("sudo k3s etcd-snapshot save --name pre-%s   # on a server node", s.To), "sudo k3s etcd-snapshot ls"}
+		return r.k3sBackup("k3s", s)
 	case ProviderRKE2:
-		// https://docs.rke2.io/datastore/backup_restore
-		return []string{fmt.Sprintf("sudo rke2 etcd-snapshot save --name pre-%s   # on a server node", s.To), "sudo rke2 etcd-snapshot ls"}
+		return r.k3sBackup("rke2", s)
 	}
-	// kubeadm's etcd certificates (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#snapshot-using-etcdctl-options);
-	// etcdutl checks the file (etcdctl snapshot status is deprecated since etcd 3.5).
-	on := ""
-	if r.prov == ProviderKubeadm {
-		on = "   # on " + r.firstCP()
+	node := r.firstCP()
+	out := []string{
+		etcdctl(node, "snapshot save /var/lib/etcd/"+file),
+		fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdutl snapshot status /var/lib/etcd/%s -w table", sq(node), file),
+		fmt.Sprintf("# on %s: move the snapshot out of etcd's data directory and off the node, encrypted: it holds every Secret", node),
+		fmt.Sprintf("sudo mv /var/lib/etcd/%s /root/%s", file, file),
+	}
+	if r.prov == ProviderCAPI {
+		out = append([]string{"# against the workload cluster: KubeadmControlPlane runs etcd as a static pod on each control-plane machine"}, out...)
+	}
+	if r.prov == ProviderUnknown {
+		out = append([]string{"# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates"}, out...)
+	}
+	return out
+}
+
+// k3sBackup backs up a k3s or RKE2 datastore and its server token, without
+// which a snapshot cannot be restored: embedded etcd takes an etcd-snapshot,
+// SQLite is a copy of the db directory, an external datastore is backed up
+// with its own tools (https://docs.k3s.io/datastore/backup-restore,
+// https://docs.k3s.io/cli/etcd-snapshot, https://docs.rke2.io/datastore/backup_restore,
+// read 2026-09-20).
+func (r *renderer) k3sBackup(dist string, s Step) []string {
+	token := fmt.Sprintf("sudo cp /var/lib/rancher/%s/server/token /root/%s-token-pre-%s   # the server token: a restore needs it", dist, dist, s.To)
+	etcd := []string{
+		fmt.Sprintf("sudo %s etcd-snapshot save --name pre-%s   # on a server node", dist, s.To),
+		fmt.Sprintf("sudo %s etcd-snapshot ls", dist),
+		token,
+	}
+	if dist == "rke2" || r.pf.EtcdNodes > 0 {
+		return etcd
+	}
+	if r.pf.ServerNodes > 1 {
+		return []string{
+			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools", r.pf.ServerNodes),
+			token,
+		}
 	}
 	return []string{
-		fmt.Sprintf("sudo etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key snapshot save %s%s", file, on),
-		fmt.Sprintf("sudo etcdutl snapshot status %s -w table", file),
+		"# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only); on the server node:",
+		fmt.Sprintf("sudo cp -a /var/lib/rancher/k3s/server/db /root/k3s-db-pre-%s", s.To),
+		token,
+		"# an external datastore instead: back it up with the database's own tools",
 	}
 }
 
@@ -198,21 +326,6 @@ func (r *renderer) firstCP() string {
 		return r.cpNodes[0]
 	}
 	return "<first-control-plane-node>"
-}
-
-// aptRepo switches the pkgs.k8s.io repository, which is one per minor
-// (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/change-package-repository/).
-func aptRepo(from, to string) string {
-	return fmt.Sprintf(`sudo sed -i 's#/v%s/#/v%s/#' /etc/apt/sources.list.d/kubernetes.list`, from, to)
-}
-
-func aptInstall(to string, pkgs ...string) string {
-	var vs []string
-	for _, p := range pkgs {
-		vs = append(vs, fmt.Sprintf("%s='%s.%s-*'", p, to, phPatch))
-	}
-	return fmt.Sprintf("sudo apt-mark unhold %s && sudo apt-get update && sudo apt-get install -y %s && sudo apt-mark hold %s",
-		strings.Join(pkgs, " "), strings.Join(vs, " "), strings.Join(pkgs, " "))
 }
 
 func prevMinor(to string) string {
@@ -224,93 +337,169 @@ func prevMinor(to string) string {
 }
 
 func (r *renderer) apiservers(s Step) []string {
-	from := prevMinor(s.To)
 	switch r.prov {
 	case ProviderKubeadm:
-		// https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/
-		first, others := r.firstCP(), []string{}
-		var todo []string
-		for _, n := range r.cpNodes {
-			if v, err := ParseVersion(r.cpOn[n]); err == nil && v.MinorString() == s.To {
-				continue
-			}
-			todo = append(todo, n)
-		}
-		applied := len(todo) < len(r.cpNodes)
-		if len(todo) > 0 {
-			first, others = todo[0], todo[1:]
-		} else if len(r.cpNodes) == 0 {
-			others = []string{"<other-control-plane-node>"}
-		}
-		var out []string
-		if applied {
-			// Mid-upgrade: kubeadm upgrade apply already ran on a node
-			// that is on the new minor; the rest take upgrade node.
-			others = todo
-		} else {
-			out = append(out,
-				"# on "+first+", the first control-plane node:",
-				aptRepo(from, s.To),
-				aptInstall(s.To, "kubeadm"),
-				"sudo kubeadm upgrade plan",
-				fmt.Sprintf("sudo kubeadm upgrade apply v%s.%s", s.To, phPatch))
-		}
-		for _, n := range others {
-			out = append(out,
-				"# then on "+n+":",
-				aptRepo(from, s.To),
-				aptInstall(s.To, "kubeadm"),
-				"sudo kubeadm upgrade node")
-		}
-		return append(out, "kubectl -n kube-system get pods -l component=kube-apiserver -o wide")
-	case ProviderK3s:
-		// https://docs.k3s.io/upgrades/manual: the install script with a channel.
-		return []string{fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s sh -s - server   # on each server node, one at a time, with its usual arguments", s.To),
-			"kubectl get nodes -l node-role.kubernetes.io/control-plane -o wide"}
-	case ProviderRKE2:
-		// https://docs.rke2.io/upgrades/manual_upgrade
-		return []string{fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s sh -   # on each server node, one at a time", s.To),
-			"sudo systemctl restart rke2-server",
-			"kubectl get nodes -l node-role.kubernetes.io/control-plane -o wide"}
+		return r.kubeadmControlPlane(s)
+	case ProviderK3s, ProviderRKE2:
+		return r.serverNodes(s)
 	}
-	return []string{fmt.Sprintf("# upgrade kube-apiserver to v%s.%s on each control-plane host, one at a time, with the installer that made the cluster", s.To, phPatch),
-		"kubectl version"}
+	return []string{
+		"# the control-plane hosts strictly one at a time; on each, with the installer that made the cluster:",
+		fmt.Sprintf("# upgrade kube-apiserver to v%s.%s, then drain the host if it runs a kubelet and upgrade that too", s.To, phPatch),
+		"kubectl version",
+	}
+}
+
+// kubeadmControlPlane upgrades the control-plane nodes strictly one at a
+// time (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/):
+// kubeadm, then kubeadm upgrade apply on the first and kubeadm upgrade
+// node on the others, then the node is drained for its kubelet and
+// uncordoned before the next one starts.
+func (r *renderer) kubeadmControlPlane(s Step) []string {
+	var todo []string
+	for _, n := range r.cpNodes {
+		if v, err := ParseVersion(r.cpOn[n]); err == nil && v.MinorString() == s.To {
+			continue
+		}
+		todo = append(todo, n)
+	}
+	applied := len(todo) < len(r.cpNodes)
+	if len(r.cpNodes) == 0 {
+		todo = []string{"<first-control-plane-node>", "<other-control-plane-node>"}
+	}
+	pm := packageManager(r.controlPlaneOS())
+	from := prevMinor(s.To)
+	var out []string
+	for i, n := range todo {
+		first := i == 0 && !applied
+		switch {
+		case first:
+			out = append(out, fmt.Sprintf("# %s, the first control-plane node; the control-plane nodes strictly one at a time:", n))
+		default:
+			out = append(out, fmt.Sprintf("# then %s, once the one before is Ready and uncordoned:", n))
+		}
+		out = append(out, "# on "+n+":")
+		out = append(out, byManager(pm, func(pm string) []string {
+			return append(repoSwitch(pm, from, s.To), install(pm, s.To, true, "kubeadm")...)
+		})...)
+		if first {
+			out = append(out, "sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply "+sq("v"+s.To+"."+phPatch))
+		} else {
+			out = append(out, "sudo kubeadm upgrade node")
+		}
+		out = append(out, "# here:", fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", sq(n), selfDrainTimeout), "# on "+n+":")
+		out = append(out, byManager(pm, func(pm string) []string { return install(pm, s.To, true, "kubelet", "kubectl") })...)
+		out = append(out, "sudo systemctl daemon-reload && sudo systemctl restart kubelet", "# here:", "kubectl uncordon "+sq(n))
+	}
+	return append(out, "kubectl -n kube-system get pods -l component=kube-apiserver -o wide")
+}
+
+// controlPlaneOS are the OS images of the control-plane nodes.
+func (r *renderer) controlPlaneOS() []string {
+	for _, pl := range r.pools {
+		for _, l := range controlPlaneRoles {
+			if pl.Label == l {
+				return pl.OSImages
+			}
+		}
+	}
+	return nil
+}
+
+// serverNodes upgrades k3s or RKE2 servers strictly one at a time, each
+// drained first: a minor kubelet upgrade in place needs a drained node
+// (https://kubernetes.io/releases/version-skew-policy/#kubelet-1), and the
+// server binary carries the kubelet (https://docs.k3s.io/upgrades/manual,
+// https://docs.rke2.io/upgrades/manual_upgrade).
+func (r *renderer) serverNodes(s Step) []string {
+	nodes := r.cpNodes
+	var out []string
+	if len(nodes) == 0 {
+		out = append(out, "# the server nodes strictly one at a time; for each of them (kubectl get nodes -l node-role.kubernetes.io/control-plane -o name):",
+			"NODE="+sq(phNode))
+		nodes = []string{`"$NODE"`}
+	} else {
+		out = append(out, "# the server nodes strictly one at a time, each Ready and uncordoned before the next:")
+	}
+	for _, n := range nodes {
+		name := n
+		if n != `"$NODE"` {
+			name = sq(n)
+		}
+		out = append(out, fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", name, selfDrainTimeout),
+			"# on "+strings.Trim(name, `"`)+", with its usual arguments:")
+		if r.prov == ProviderK3s {
+			out = append(out, fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s sh -s - server", s.To))
+		} else {
+			out = append(out, fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s sh -", s.To), "sudo systemctl restart rke2-server")
+		}
+		out = append(out, "# here:", "kubectl uncordon "+name)
+	}
+	return append(out, "kubectl get nodes -l node-role.kubernetes.io/control-plane -o wide")
 }
 
 func (r *renderer) controllers(s Step) []string {
-	if r.prov == ProviderKubeadm {
-		return []string{"# kubeadm upgrade apply and kubeadm upgrade node upgraded kube-controller-manager and kube-scheduler with each apiserver; check:",
-			"kubectl -n kube-system get pods -l tier=control-plane -o custom-columns=NAME:.metadata.name,IMAGE:.spec.containers[0].image",
-			"kubectl skew"}
+	var out []string
+	switch r.prov {
+	case ProviderKubeadm:
+		out = []string{"# kubeadm upgrade apply and kubeadm upgrade node upgraded kube-controller-manager and kube-scheduler with each apiserver; check:",
+			"kubectl -n kube-system get pods -l tier=control-plane -o custom-columns=NAME:.metadata.name,IMAGE:.spec.containers[0].image"}
+	case ProviderK3s, ProviderRKE2:
+		out = []string{"# the " + r.prov.Title() + " server binary carries the controllers: upgraded with the servers; check:"}
+	default:
+		out = []string{fmt.Sprintf("# upgrade kube-controller-manager and kube-scheduler to v%s.%s on each control-plane host", s.To, phPatch)}
 	}
-	if r.prov == ProviderK3s || r.prov == ProviderRKE2 {
-		return []string{"# the " + r.prov.Title() + " server binary carries the controllers: upgraded with the servers; check:", "kubectl skew"}
+	if r.prov != ProviderK3s && r.prov != ProviderRKE2 {
+		// An out-of-tree cloud-controller-manager is an addon of its own:
+		// kubeadm does not upgrade it.
+		ccm := "# an out-of-tree cloud-controller-manager, if the cluster runs one, is not upgraded by kubeadm: move it to its release for v" + s.To + " with the manifest or chart that installed it"
+		var check string
+		for _, c := range r.inv.Components {
+			if c.Name == KindCloudControllerManager && c.State == StateVisible {
+				ccm = fmt.Sprintf("# cloud-controller-manager (%s, %s) is not upgraded by kubeadm: move it to its release for v%s with the manifest or chart that installed it, then check:", c.Instance, c.Version, s.To)
+				if c.Instance != "" {
+					check = fmt.Sprintf("kubectl -n kube-system get %s -o wide", sq(c.Instance))
+				}
+			}
+		}
+		out = append(out, ccm)
+		if check != "" {
+			out = append(out, check)
+		}
 	}
-	return []string{fmt.Sprintf("# upgrade kube-controller-manager, kube-scheduler and cloud-controller-manager to v%s.%s on each control-plane host", s.To, phPatch), "kubectl skew"}
+	return append(out, "kubectl skew")
 }
 
 func (r *renderer) controlPlane(s Step) []string {
 	var out []string
 	switch r.prov {
 	case ProviderEKS:
-		// https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html
+		// update-cluster-version returns an update; wait on that update,
+		// not on the cluster's status: describe-update reports
+		// InProgress, Failed, Cancelled or Successful
+		// (https://docs.aws.amazon.com/eks/latest/APIReference/API_Update.html,
+		// https://docs.aws.amazon.com/cli/latest/reference/eks/describe-update.html),
+		// while the cluster can still read ACTIVE right after the call.
+		upd := fmt.Sprintf("aws eks describe-update --region %s --name %s --update-id \"$UPDATE_ID\"", sq(r.region), sq(r.cluster))
 		out = []string{
-			fmt.Sprintf("aws eks update-cluster-version --region %s --name %s --kubernetes-version %s", r.region, r.cluster, s.To),
-			fmt.Sprintf("aws eks wait cluster-active --region %s --name %s", r.region, r.cluster),
+			fmt.Sprintf("UPDATE_ID=$(aws eks update-cluster-version --region %s --name %s --kubernetes-version %s --query update.id --output text)", sq(r.region), sq(r.cluster), s.To),
+			fmt.Sprintf("while [ \"$(%s --query update.status --output text)\" = InProgress ]; do sleep 30; done", upd),
+			upd + " --query 'update.{status:status,errors:errors}'   # must say Successful",
 		}
 	case ProviderGKE:
 		// https://cloud.google.com/kubernetes-engine/docs/how-to/upgrading-a-cluster
-		out = []string{fmt.Sprintf("gcloud container clusters upgrade %s --master --cluster-version=%s --location=%s%s", r.cluster, s.To, r.location(), r.project())}
+		out = []string{fmt.Sprintf("gcloud container clusters upgrade %s --master --cluster-version=%s --location=%s%s", sq(r.cluster), s.To, sq(phLocation), r.project())}
 	case ProviderAKS:
 		// https://learn.microsoft.com/azure/aks/upgrade-aks-cluster
-		out = []string{fmt.Sprintf("az aks upgrade --resource-group %s --name %s --kubernetes-version %s.%s --control-plane-only", r.resourceGroup(), r.cluster, s.To, phPatch)}
+		out = []string{fmt.Sprintf("az aks upgrade --resource-group %s --name %s --kubernetes-version %s --control-plane-only", sq(r.resourceGroup()), sq(r.cluster), sq(s.To+"."+phPatch))}
 	case ProviderCAPI:
 		// A ClusterClass cluster upgrades by its topology version
-		// (https://cluster-api.sigs.k8s.io/tasks/experimental-features/cluster-class/operate-cluster#upgrade-a-cluster);
-		// run against the management cluster.
+		// (https://cluster-api.sigs.k8s.io/tasks/experimental-features/cluster-class/operate-cluster#upgrade-a-cluster),
+		// set on the management cluster.
 		out = []string{
-			fmt.Sprintf(`kubectl patch cluster.cluster.x-k8s.io %s -n %s --type merge -p '{"spec":{"topology":{"version":"v%s.%s"}}}'`, r.capiName, r.capiNS, s.To, phPatch),
-			fmt.Sprintf("clusterctl describe cluster %s -n %s", r.capiName, r.capiNS),
+			"# on the management cluster, which holds the Cluster:",
+			fmt.Sprintf(`%s patch cluster.cluster.x-k8s.io %s -n %s --type merge -p '{"spec":{"topology":{"version":"v%s.%s"}}}'`, r.kubectlMgmt(), sq(r.capiName), sq(r.capiNS), s.To, phPatch),
+			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)),
 		}
 	}
 	return append(out, "kubectl skew")
@@ -319,150 +508,160 @@ func (r *renderer) controlPlane(s Step) []string {
 func (r *renderer) addons(s Step) []string {
 	switch r.prov {
 	case ProviderKubeadm:
-		return []string{"# kubeadm upgrade apply upgraded kube-proxy and CoreDNS; check them and the other addons:",
+		// Since v1.28 kubeadm upgrades CoreDNS and kube-proxy after every
+		// control-plane instance is upgraded: in HA with the last kubeadm
+		// upgrade node, not with kubeadm upgrade apply (kubernetes
+		// CHANGELOG-1.28, #117660; the UpgradeAddonsBeforeControlPlane gate
+		// that restored the old order was removed in v1.31).
+		return []string{"# kubeadm upgraded CoreDNS and kube-proxy with the last control-plane node's kubeadm upgrade (apply on a single node, the last kubeadm upgrade node in HA); check them and the other addons:",
 			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
 			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
 	case ProviderEKS:
-		// EKS add-ons are upgraded by the user after the control plane
-		// (https://docs.aws.amazon.com/eks/latest/userguide/updating-an-add-on.html).
-		var out []string
-		for _, a := range []string{"kube-proxy", "coredns", "vpc-cni"} {
-			out = append(out,
-				fmt.Sprintf("aws eks describe-addon-versions --region %s --kubernetes-version %s --addon-name %s --query 'addons[].addonVersions[0].addonVersion' --output text", r.region, s.To, a),
-				fmt.Sprintf("aws eks update-addon --region %s --cluster-name %s --addon-name %s --addon-version <%s-version> --resolve-conflicts PRESERVE", r.region, r.cluster, a, a))
-		}
-		return append(out, fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
-	case ProviderGKE, ProviderAKS, ProviderK3s, ProviderRKE2:
+		return r.eksAddons(s)
+	case ProviderGKE:
+		// GKE Standard runs kube-dns, not CoreDNS, and upgrades it with
+		// the control plane
+		// (https://cloud.google.com/kubernetes-engine/docs/how-to/kube-dns).
+		return []string{"# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS) and kube-proxy with the control plane; check them and the other addons:",
+			"kubectl -n kube-system get deployment/kube-dns -o wide",
+			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+	case ProviderAKS, ProviderK3s, ProviderRKE2:
 		return []string{fmt.Sprintf("# %s upgrades kube-proxy and CoreDNS with the control plane; check them and the other addons:", r.prov.Title()),
 			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+	case ProviderCAPI:
+		return []string{"# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane; check them and the other addons:",
+			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
+			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
 	}
 	return []string{"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
 }
 
-// selector returns the label selector of a pool's nodes.
-func (r *renderer) selector(pool string) string {
-	pl, ok := r.pools[pool]
-	if !ok || pl.Label == "" || pool == NoPool {
-		return phSelector
+// eksAddons upgrades the EKS add-ons after the control plane
+// (https://docs.aws.amazon.com/eks/latest/userguide/updating-an-add-on.html).
+// update-addon works only for an add-on EKS manages; describe-addon fails
+// for a self-managed one, which is updated as its own page says
+// (https://docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-self-managed-update.html,
+// read 2026-09-20; likewise kube-proxy-add-on-self-managed-update.html and
+// coredns-add-on-self-managed-update.html). The VPC CNI moves one minor
+// version at a time ("You can only update one minor version at a time":
+// https://docs.aws.amazon.com/eks/latest/userguide/add-ons-vpc-cni.html,
+// read 2026-09-20).
+func (r *renderer) eksAddons(s Step) []string {
+	if r.autoModeOnly() {
+		// EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy as part
+		// of the service (https://docs.aws.amazon.com/eks/latest/userguide/auto-upgrade.html).
+		return []string{"# EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy itself: only EKS add-ons you installed and self-managed controllers are yours to move:",
+			fmt.Sprintf("aws eks list-addons --region %s --cluster-name %s", sq(r.region), sq(r.cluster)),
+			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
 	}
-	for _, l := range controlPlaneRoles {
-		if pl.Label == l {
-			return l
-		}
-	}
-	return pl.Label + "=" + pool
-}
-
-// gpuPool reports whether a pool has GPU nodes, where training gangs run.
-// Not knowing counts as yes, since gang-drain drains a pool without gangs
-// just as well (it evicts what is not a gang). Which pods are gangs is
-// gang-drain's own question (pkg/gang), asked when it runs; the plan
-// reads no pods outside kube-system, so that the offline plan from a
-// saved report gives the same commands.
-func (r *renderer) gpuPool(pool string) bool {
-	pl, ok := r.pools[pool]
-	if !ok || pl.GPUNodes == nil {
-		return true
-	}
-	return *pl.GPUNodes > 0
-}
-
-func (r *renderer) nodePool(s Step) []string {
-	sel := r.selector(s.Pool)
-	gangs := r.gpuPool(s.Pool)
 	var out []string
-	if r.saved == "" {
-		// No hop before this step: record the evidence to verify against.
-		r.saved = baseline(r.target)
-		out = append(out, fmt.Sprintf("kubectl skew preflight --target v%s --save %s", r.target, r.saved))
-	}
-	out = append(out, "kubectl pdb-blockers -l "+sel)
-	selfDrain := !r.prov.Managed()
-	switch {
-	case gangs:
-		out = append(out, "kubectl gang-drain run -l "+sel)
-	case selfDrain:
-		out = append(out, "kubectl drain -l "+sel+" --ignore-daemonsets --delete-emptydir-data")
-	}
-	switch r.prov {
-	case ProviderKubeadm:
-		// https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/upgrading-linux-nodes/
-		out = append(out, "# on each node of the pool:",
-			aptRepo(s.From, s.To),
-			aptInstall(s.To, "kubeadm", "kubelet", "kubectl"),
-			"sudo kubeadm upgrade node",
-			"sudo systemctl daemon-reload && sudo systemctl restart kubelet")
-	case ProviderEKS:
-		if pl := r.pools[s.Pool]; pl.Label == "karpenter.sh/nodepool" {
-			// Karpenter replaces nodes that drifted from their NodePool and
-			// EC2NodeClass, such as an AMI alias for the old version
-			// (https://karpenter.sh/docs/concepts/disruption/#drift).
-			out = append(out,
-				fmt.Sprintf("# Karpenter NodePool %s: point its EC2NodeClass at AMIs for %s (or let an @latest alias follow the control plane); drifted nodes are replaced", s.Pool, s.To),
-				fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide", s.Pool))
-			break
+	for _, a := range []string{"vpc-cni", "kube-proxy", "coredns"} {
+		managed, seen := r.pf.EKSAddons[a]
+		eks := []string{
+			fmt.Sprintf("aws eks describe-addon-versions --region %s --kubernetes-version %s --addon-name %s --query 'addons[].addonVersions[].addonVersion' --output text", sq(r.region), s.To, a),
+			fmt.Sprintf("aws eks update-addon --region %s --cluster-name %s --addon-name %s --addon-version %s --resolve-conflicts PRESERVE", sq(r.region), sq(r.cluster), a, sq("<"+a+"-version>")),
 		}
-		// https://docs.aws.amazon.com/eks/latest/userguide/update-managed-node-group.html
-		ng := s.Pool
-		if pl := r.pools[s.Pool]; pl.Label != labelEKSNodegroup && pl.Label != "alpha.eksctl.io/nodegroup-name" {
-			ng = "<nodegroup-name>"
+		if a == "vpc-cni" {
+			eks[1] += "   # one minor at a time: repeat for each minor up to the one for " + s.To
 		}
-		out = append(out,
-			fmt.Sprintf("aws eks update-nodegroup-version --region %s --cluster-name %s --nodegroup-name %s --kubernetes-version %s", r.region, r.cluster, ng, s.To),
-			fmt.Sprintf("aws eks wait nodegroup-active --region %s --cluster-name %s --nodegroup-name %s", r.region, r.cluster, ng))
-	case ProviderGKE:
-		// Surge or blue-green is the pool's own upgrade strategy; a
-		// blue-green pool soaks and then finishes with complete-upgrade
-		// (https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies).
-		loc := r.location() + r.project()
-		out = append(out,
-			fmt.Sprintf("gcloud container node-pools describe %s --cluster=%s --location=%s --format='value(upgradeSettings.strategy)'", s.Pool, r.cluster, loc),
-			fmt.Sprintf("gcloud container clusters upgrade %s --node-pool=%s --cluster-version=%s --location=%s", r.cluster, s.Pool, s.To, loc),
-			fmt.Sprintf("# BLUE_GREEN pools only, after the soak: gcloud container node-pools complete-upgrade %s --cluster=%s --location=%s", s.Pool, r.cluster, loc))
-	case ProviderAKS:
-		// https://learn.microsoft.com/azure/aks/upgrade-aks-cluster#upgrade-a-node-pool
-		out = append(out, fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s.%s", r.resourceGroup(), r.cluster, s.Pool, s.To, phPatch))
-	case ProviderCAPI:
-		// The topology controller rolls each MachineDeployment to the
-		// Cluster's topology.version after the control plane, unless its
-		// topology carries topology.cluster.x-k8s.io/defer-upgrade.
-		out = append(out,
-			fmt.Sprintf("# the topology controller rolls MachineDeployment %s to v%s after the control plane; follow it:", s.Pool, s.To),
-			fmt.Sprintf("clusterctl describe cluster %s -n %s", r.capiName, r.capiNS),
-			fmt.Sprintf("kubectl get machinedeployment %s -n %s -o wide", s.Pool, r.capiNS))
-	case ProviderK3s:
-		out = append(out, fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s sh -s - agent   # on each node of the pool, with its usual K3S_URL and K3S_TOKEN", s.To))
-	case ProviderRKE2:
-		out = append(out, fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s INSTALL_RKE2_TYPE=agent sh -   # on each node of the pool", s.To),
-			"sudo systemctl restart rke2-agent")
-	default:
-		out = append(out, fmt.Sprintf("# upgrade the kubelet on each node of the pool to v%s.%s with the installer that made the cluster", s.To, phPatch))
+		self := selfManagedAddon(a, s.To)
+		switch {
+		case seen && managed:
+			out = append(out, "# "+a+" is an EKS add-on (its fields are managed by eks):")
+			out = append(out, eks...)
+		case seen && !managed:
+			out = append(out, "# "+a+" is self-managed (no EKS manager on its fields): update-addon does not apply;")
+			out = append(out, self...)
+		default:
+			out = append(out, fmt.Sprintf("aws eks describe-addon --region %s --cluster-name %s --addon-name %s --query addon.addonVersion --output text   # an error means %s is self-managed", sq(r.region), sq(r.cluster), a, a))
+			out = append(out, "# an EKS add-on:")
+			out = append(out, eks...)
+			out = append(out, "# self-managed instead:")
+			out = append(out, self...)
+		}
 	}
-	// Validate the GPUs before the pool takes work again.
-	if gangs {
-		out = append(out, "kubectl gpu-validate nodes -l "+sel)
-	}
-	switch {
-	case gangs:
-		out = append(out, fmt.Sprintf("kubectl gang-drain restore %s   # the run gang-drain run printed (kubectl gang-drain status)", phRun))
-	case selfDrain:
-		out = append(out, "kubectl uncordon -l "+sel)
-	}
-	return append(out, fmt.Sprintf("kubectl skew verify --baseline %s", r.saved))
+	return append(out, fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 }
 
-func (r *renderer) location() string {
-	// A single zone may be a zonal cluster's location or one zone of a
-	// regional cluster: the cluster's location is not shown, so it stays a
-	// placeholder.
-	return phLocation
+// selfManagedAddon is the update of a self-managed EKS add-on.
+func selfManagedAddon(a, to string) []string {
+	switch a {
+	case "vpc-cni":
+		return []string{
+			"kubectl get daemonset aws-node -n kube-system -o yaml > aws-k8s-cni-old.yaml   # keep your settings",
+			fmt.Sprintf("kubectl apply -f %s   # the release for %s from the VPC CNI versions table, one minor at a time", sq("https://raw.githubusercontent.com/aws/amazon-vpc-cni-k8s/<vpc-cni-version>/config/master/aws-k8s-cni.yaml"), to),
+		}
+	case "kube-proxy":
+		return []string{fmt.Sprintf("kubectl set image daemonset.apps/kube-proxy -n kube-system kube-proxy=%s   # the kube-proxy image for %s from the EKS kube-proxy table", sq("<account>.dkr.ecr.<region>.amazonaws.com/eks/kube-proxy:<version>"), to)}
+	default:
+		return []string{fmt.Sprintf("kubectl set image deployment.apps/coredns -n kube-system coredns=%s   # the CoreDNS image for %s from the EKS CoreDNS table", sq("<account>.dkr.ecr.<region>.amazonaws.com/eks/coredns:<version>"), to)}
+	}
+}
+
+// autoModeOnly reports whether every pool of the cluster is EKS Auto Mode.
+func (r *renderer) autoModeOnly() bool {
+	n := 0
+	for _, pl := range r.pools {
+		if pl.AutoModeNodes == 0 {
+			return false
+		}
+		n++
+	}
+	return n > 0
+}
+
+// warnings are the provider's caveats the runbook states up front.
+func (r *renderer) warnings() []string {
+	var out []string
+	if r.prov == ProviderEKS {
+		for _, pl := range r.inv.Pools {
+			if pl.Label == labelEKSNodegroup && r.plan != nil && r.behindAtHop(pl.Name) {
+				// The EKS user guide contradicts itself on node groups that
+				// lag the control plane: update-cluster.html asks for
+				// managed node groups on the control plane's minor before an
+				// update, the EKS Best Practices Guide follows the upstream
+				// kubelet skew (read 2026-09-20).
+				out = append(out, "EKS documents two rules for managed node groups that lag the control plane: https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html asks for them on the control plane's minor before an update, while https://docs.aws.amazon.com/eks/latest/best-practices/cluster-upgrades.html follows the upstream kubelet skew; if update-cluster-version is refused, upgrade the lagging node groups to the control plane's minor first (the plan's drains saved then shrink)")
+				break
+			}
+		}
+	}
+	if r.prov == ProviderCAPI {
+		out = append(out, "Cluster API commands that change the Cluster, MachineDeployments or Machines run against the management cluster: they carry --context '<management-context>'")
+	}
+	return out
+}
+
+// behindAtHop reports whether a pool is left behind the control plane
+// through a control-plane step.
+func (r *renderer) behindAtHop(pool string) bool {
+	steps := r.poolSteps(pool)
+	for _, s := range r.plan.Steps {
+		if s.Phase == PhaseControlPlane && len(steps) > 0 && steps[len(steps)-1] > s.Number {
+			return true
+		}
+	}
+	return false
+}
+
+// poolSteps are the numbers of a pool's node-pool steps.
+func (r *renderer) poolSteps(pool string) []int {
+	var out []int
+	for _, pp := range r.plan.Pools {
+		if pp.Name == pool {
+			for _, u := range pp.Upgrades {
+				out = append(out, u.Step)
+			}
+		}
+	}
+	return out
 }
 
 func (r *renderer) project() string {
 	if r.pf.Project == "" {
 		return ""
 	}
-	return " --project=" + r.pf.Project
+	return " --project=" + sq(r.pf.Project)
 }
 
 func (r *renderer) resourceGroup() string {

@@ -85,6 +85,33 @@ type Pool struct {
 	// GPUs are the pool's allocatable GPUs by resource and product label;
 	// read only when Collector.CountGPUs is set (the fleet report).
 	GPUs []GPUCount `json:"gpus,omitempty"`
+	// OSImages are the distinct status.nodeInfo.osImage values of the
+	// pool's nodes (at most three): they tell the package manager of a
+	// kubeadm node (apt on Debian and Ubuntu, dnf on the RHEL family).
+	OSImages []string `json:"osImages,omitempty"`
+	// Units are the pool's fabric units, from the finest rack or rail
+	// topology label its nodes carry that splits the pool (FabricLabels);
+	// nil when no such label is on every node. The plan drains a GPU pool
+	// one unit at a time.
+	Units *FabricUnits `json:"units,omitempty"`
+	// AutoModeNodes counts the nodes EKS Auto Mode runs (labelled
+	// eks.amazonaws.com/compute-type=auto).
+	AutoModeNodes int `json:"autoModeNodes,omitempty"`
+	// LaunchTemplateNodes counts the nodes of an EKS managed node group
+	// made from a launch template of the user's (labelled
+	// eks.amazonaws.com/sourceLaunchTemplateId), where a custom AMI is set
+	// in the launch template rather than by the Kubernetes version.
+	LaunchTemplateNodes int `json:"launchTemplateNodes,omitempty"`
+}
+
+// FabricUnits are the values of one topology label over a pool's nodes.
+type FabricUnits struct {
+	// Label is the topology label.
+	Label string `json:"label"`
+	// Values are its distinct values, sorted (at most maxUnitValues).
+	Values []string `json:"values"`
+	// More counts the values left out.
+	More int `json:"more,omitempty"`
 }
 
 // MinMax returns the oldest and newest parsable kubelet version of the

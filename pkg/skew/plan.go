@@ -23,8 +23,8 @@ type Step struct {
 	// ControlPlane is the control-plane minor while the step runs: the hop
 	// being made for control-plane steps, the minor reached for node steps.
 	ControlPlane string `json:"controlPlane"`
-	// Phase is fix, pre-flight, etcd-snapshot, apiservers, controllers,
-	// addons or node-pool.
+	// Phase is fix, pre-flight, etcd-snapshot, hold-rollouts, apiservers,
+	// controllers, control-plane, addons or node-pool.
 	Phase string `json:"phase"`
 	// Pool names the node pool of a node-pool step.
 	Pool string `json:"pool,omitempty"`
@@ -38,9 +38,13 @@ type Step struct {
 	Status Status `json:"status"`
 	// Note adds the why.
 	Note string `json:"note,omitempty"`
+	// Holds names the pools a hold-rollouts step keeps from rolling with
+	// the control plane (each is released at its own node-pool step).
+	Holds []string `json:"holds,omitempty"`
 	// Commands are the copy-paste lines that do the step for the
-	// provider, names filled in where the cluster shows them and
-	// <placeholders> where it does not.
+	// provider, names filled in where the cluster shows them and quoted
+	// '<placeholders>' where it does not, so that a pasted placeholder
+	// fails with the tool's own message.
 	Commands []string `json:"commands,omitempty"`
 }
 
@@ -229,6 +233,12 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 			if !s.ok {
 				continue
 			}
+			if note := followsEveryHop(opts.Provider, s.plan.Name, inv); note != "" {
+				if next.MinorsAfter(s.v) > 1 {
+					upgrade(s, next.AddMinors(-1), next.MinorString(), StatusOK, note)
+				}
+				continue
+			}
 			lim := KubeletMaxSkew(s.v)
 			if next.MinorsAfter(s.v) > lim {
 				at := next.AddMinors(-1)
@@ -312,14 +322,23 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 				every = len(s.plan.Upgrades)
 			}
 			s.plan.UpgradesEveryHop = every
-			s.plan.NodeDisruptionsSaved = (every - len(s.plan.Upgrades)) * (s.plan.Nodes - unknownOf(inv, s.plan.Name))
+			nodes := s.plan.Nodes - unknownOf(inv, s.plan.Name)
+			drains := len(s.plan.Upgrades) * nodes
+			if why := savingsNotHonoured(opts.Provider, s.plan.Name, inv); why != "" && every > len(s.plan.Upgrades) {
+				// The provider replaces these nodes at the control
+				// plane's version whatever the plan says: no drains
+				// are saved.
+				drains = every * nodes
+				s.plan.Note = joinNote(s.plan.Note, why)
+				p.Warnings = append(p.Warnings, fmt.Sprintf("pool %s: %s", s.plan.Name, why))
+			}
+			s.plan.NodeDisruptionsSaved = every*nodes - drains
 			if s.plan.NoSlack && s.plan.Status == StatusOK {
 				s.plan.Status = StatusEdge
 			}
-			nodes := s.plan.Nodes - unknownOf(inv, s.plan.Name)
 			p.Summary.PoolUpgrades += len(s.plan.Upgrades)
 			p.Summary.PoolUpgradesEveryHop += every
-			p.Summary.NodeDisruptions += len(s.plan.Upgrades) * nodes
+			p.Summary.NodeDisruptions += drains
 			p.Summary.NodeDisruptionsEveryHop += every * nodes
 		}
 		if s.plan.NoSlack {
@@ -445,4 +464,53 @@ func isAre(n int) string {
 		return "is"
 	}
 	return "are"
+}
+
+// followsEveryHop says why a pool must be on the control plane's minor
+// before the next hop, or "". On a Cluster API ClusterClass cluster the
+// Cluster webhook refuses to raise spec.topology.version while any
+// MachineDeployment is not at the current version ("there are still
+// MachineDeployments completing a previous upgrade";
+// kubernetes-sigs/cluster-api v1.14.0 core/webhooks/admission/cluster.go,
+// validateTopologyMachineDeploymentVersions, as in v1.10.0
+// internal/webhooks/cluster.go): deferring a MachineDeployment's upgrade
+// holds it within one hop, never across two.
+// KubeadmControlPlane replaces the control-plane machines at every hop.
+func followsEveryHop(p Provider, pool string, inv Inventory) string {
+	if p != ProviderCAPI || pool == NoPool {
+		return ""
+	}
+	for _, pl := range inv.Pools {
+		if pl.Name == pool && (pl.Label == controlPlaneRoles[0] || pl.Label == controlPlaneRoles[1]) {
+			return "Cluster API: KubeadmControlPlane replaces the control-plane machines at every hop"
+		}
+	}
+	return "Cluster API: the Cluster's webhook refuses the next topology version while a MachineDeployment is not on the current one, so the pool follows every hop"
+}
+
+// savingsNotHonoured says why the provider will not keep a pool behind the
+// control plane, or "": EKS Auto Mode enforces a 21-day maximum node
+// lifetime and replaces expired nodes with nodes of the control plane's
+// version, and NodePool disruption budgets do not hold expiration
+// (https://docs.aws.amazon.com/eks/latest/userguide/automode.html,
+// https://docs.aws.amazon.com/eks/latest/userguide/auto-upgrade.html,
+// https://karpenter.sh/docs/concepts/disruption/#nodepool-disruption-budgets,
+// read 2026-09-20).
+func savingsNotHonoured(p Provider, pool string, inv Inventory) string {
+	if p != ProviderEKS {
+		return ""
+	}
+	for _, pl := range inv.Pools {
+		if pl.Name == pool && pl.AutoModeNodes > 0 {
+			return "EKS Auto Mode replaces every node within its 21-day lifetime with one of the control plane's version, whatever the disruption budget: no drains are saved by keeping the pool behind"
+		}
+	}
+	return ""
+}
+
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }

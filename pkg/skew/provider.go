@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Provider is who runs the cluster's control plane and node pools; it
@@ -122,6 +123,19 @@ type Platform struct {
 	// annotations Cluster API's machine controller sets.
 	ClusterAPIName      string `json:"clusterAPIName,omitempty"`
 	ClusterAPINamespace string `json:"clusterAPINamespace,omitempty"`
+	// ClusterAPIVersion is the served version of cluster.x-k8s.io that the
+	// Clusters were read at (v1beta1, v1beta2).
+	ClusterAPIVersion string `json:"clusterAPIVersion,omitempty"`
+	// EtcdNodes counts nodes labelled node-role.kubernetes.io/etcd, as k3s
+	// and RKE2 label the servers of an embedded etcd: a k3s server without
+	// it keeps its data in SQLite or an external datastore.
+	EtcdNodes int `json:"etcdNodes,omitempty"`
+	// ServerNodes counts nodes labelled node-role.kubernetes.io/control-plane.
+	ServerNodes int `json:"serverNodes,omitempty"`
+	// EKSAddons says, for each EKS add-on whose workload kube-system runs
+	// (vpc-cni, kube-proxy, coredns), whether EKS manages it (true: its
+	// managedFields name the manager eks) or it is self-managed (false).
+	EKSAddons map[string]bool `json:"eksAddons,omitempty"`
 }
 
 // ClusterAPICluster is one cluster.x-k8s.io Cluster.
@@ -156,6 +170,7 @@ const (
 	labelRegion         = "topology.kubernetes.io/region"
 	annCAPIClusterName  = "cluster.x-k8s.io/cluster-name"
 	annCAPIClusterNS    = "cluster.x-k8s.io/cluster-namespace"
+	labelEtcdRole       = "node-role.kubernetes.io/etcd"
 	labelTierCP         = "tier"
 	tierControlPlane    = "control-plane"
 	maxPlatformZones    = 8
@@ -197,6 +212,12 @@ func (a *platformAcc) node(n *corev1.Node) {
 			a.p.Labels[platformLabelPrefix+"*"]++
 			break
 		}
+	}
+	if _, ok := n.Labels[labelEtcdRole]; ok {
+		a.p.EtcdNodes++
+	}
+	if _, ok := n.Labels[controlPlaneRoles[0]]; ok {
+		a.p.ServerNodes++
 	}
 	if v := n.Labels[labelEksctlCluster]; v != "" && a.p.ClusterName == "" {
 		a.p.ClusterName = v
@@ -270,6 +291,17 @@ func (a *platformAcc) result() *Platform {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	p := a.p
+	// Only an AWS cluster's add-ons are worth recording: one with the VPC
+	// CNI's aws-node or an add-on EKS manages.
+	if _, vpc := p.EKSAddons["vpc-cni"]; !vpc {
+		eks := false
+		for _, m := range p.EKSAddons {
+			eks = eks || m
+		}
+		if !eks {
+			p.EKSAddons = nil
+		}
+	}
 	for z := range a.zones {
 		p.Zones = append(p.Zones, z)
 	}
@@ -505,4 +537,32 @@ func capiCluster(pf *Platform) (ClusterAPICluster, bool) {
 		return topo[0], true
 	}
 	return ClusterAPICluster{}, false
+}
+
+// eksAddonWorkloads maps the kube-system workloads of the EKS add-ons to
+// the add-on names aws eks update-addon takes.
+var eksAddonWorkloads = map[string]string{"aws-node": "vpc-cni", "kube-proxy": "kube-proxy", "coredns": "coredns"}
+
+// eksAddon records whether a kube-system workload of an EKS add-on is
+// managed by EKS: EKS installs its add-ons with server-side apply and
+// "both types of field are tagged with manager: eks"
+// (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-field-management.html,
+// read 2026-09-20). Only clusters that look like EKS record it.
+func (a *platformAcc) eksAddon(workload string, mf []metav1.ManagedFieldsEntry) {
+	addon, ok := eksAddonWorkloads[workload]
+	if !ok {
+		return
+	}
+	managed := false
+	for _, m := range mf {
+		if m.Manager == "eks" {
+			managed = true
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.p.EKSAddons == nil {
+		a.p.EKSAddons = map[string]bool{}
+	}
+	a.p.EKSAddons[addon] = managed
 }

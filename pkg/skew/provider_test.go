@@ -141,8 +141,8 @@ func allCommands(p Plan) string {
 }
 
 // A kubeadm cluster in the middle of nothing: two control-plane nodes,
-// apply on the first, node on the second, kubelet packages between drain
-// and uncordon.
+// apply on the first, node on the second, each drained for its kubelet and
+// uncordoned before the next.
 func TestCommandsKubeadm(t *testing.T) {
 	inv := Inventory{Server: ServerVersion{GitVersion: "v1.35.4"}, Components: []Component{
 		comp(KindAPIServer, "kube-apiserver-cp-0", "v1.35.4"), comp(KindAPIServer, "kube-apiserver-cp-1", "v1.35.4"),
@@ -156,8 +156,8 @@ func TestCommandsKubeadm(t *testing.T) {
 	}
 	ph := stepsByPhase(p)
 	api := strings.Join(ph[PhaseAPIServers][0].Commands, "\n")
-	for _, want := range []string{"# on cp-0, the first control-plane node:", "sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply v1.36.<patch>", "# then on cp-1:", "sudo kubeadm upgrade node",
-		"sudo sed -i 's#/v1.35/#/v1.36/#' /etc/apt/sources.list.d/kubernetes.list"} {
+	for _, want := range []string{"# cp-0, the first control-plane node", "sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply 'v1.36.<patch>'", "# then cp-1", "sudo kubeadm upgrade node",
+		"sudo sed -i 's#/v1.35/#/v1.36/#' /etc/apt/sources.list.d/kubernetes.list", "kubectl drain cp-1 --ignore-daemonsets"} {
 		if !strings.Contains(api, want) {
 			t.Errorf("apiserver commands lack %q:\n%s", want, api)
 		}
@@ -165,7 +165,7 @@ func TestCommandsKubeadm(t *testing.T) {
 	if strings.Index(api, "upgrade apply") > strings.Index(api, "upgrade node") {
 		t.Errorf("upgrade node before upgrade apply:\n%s", api)
 	}
-	if len(ph[PhaseEtcd]) != 1 || !strings.Contains(strings.Join(ph[PhaseEtcd][0].Commands, "\n"), "snapshot save etcd-pre-1.36.db") {
+	if len(ph[PhaseEtcd]) != 1 || !strings.Contains(strings.Join(ph[PhaseEtcd][0].Commands, "\n"), "snapshot save /var/lib/etcd/etcd-pre-1.36.db") {
 		t.Errorf("etcd step %+v", ph[PhaseEtcd])
 	}
 	pre := strings.Join(ph[PhasePreflight][0].Commands, "\n")
@@ -173,7 +173,7 @@ func TestCommandsKubeadm(t *testing.T) {
 		t.Errorf("pre-flight commands:\n%s", pre)
 	}
 	// Pool train (1.33) must move before the hop to 1.37; to 1.36 it waits
-	// for the last wave.
+	// for the last wave, one fabric batch at a time (no rack label).
 	pools := ph[PhaseNodePool]
 	if len(pools) != 1 {
 		t.Fatalf("pool steps %+v", pools)
@@ -188,9 +188,9 @@ func TestCommandsKubeadm(t *testing.T) {
 		t.Errorf("no %q in\n%s", prefix, strings.Join(np, "\n"))
 		return -1
 	}
-	order := []int{idx("kubectl pdb-blockers -l cloud.google.com/gke-nodepool=train"), idx("kubectl gang-drain run -l cloud.google.com/gke-nodepool=train"),
-		idx("sudo apt-mark unhold kubeadm kubelet kubectl"), idx("sudo kubeadm upgrade node"), idx("sudo systemctl daemon-reload && sudo systemctl restart kubelet"),
-		idx("kubectl gpu-validate nodes -l cloud.google.com/gke-nodepool=train"), idx("kubectl gang-drain restore <run-id>"), idx("kubectl skew verify --baseline preflight-1.36.yaml")}
+	order := []int{idx("kubectl pdb-blockers $NODES --drain-timeout 1h"), idx("kubectl gang-drain run $NODES"),
+		idx("sudo apt-mark unhold kubeadm &&"), idx("sudo kubeadm upgrade node"), idx("sudo systemctl daemon-reload && sudo systemctl restart kubelet"),
+		idx("kubectl gpu-validate nodes $NODES --kubelet-version v1.36"), idx("kubectl gang-drain restore $NODES"), idx("kubectl skew verify --baseline preflight-1.36.yaml --pool train=v1.36")}
 	for i := 1; i < len(order); i++ {
 		if order[i] <= order[i-1] {
 			t.Errorf("pool commands out of order at %d: %v\n%s", i, order, strings.Join(np, "\n"))
@@ -198,7 +198,8 @@ func TestCommandsKubeadm(t *testing.T) {
 	}
 }
 
-// A pool without GPU nodes is drained with kubectl drain and uncordoned.
+// A pool without GPU nodes is drained with kubectl drain, one node at a
+// time, and uncordoned.
 func TestCommandsPlainDrain(t *testing.T) {
 	zero := 0
 	pl := pool("cpu", "v1.35.4")
@@ -210,8 +211,8 @@ func TestCommandsPlainDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := allCommands(p)
-	if !strings.Contains(c, "kubectl drain -l cloud.google.com/gke-nodepool=cpu --ignore-daemonsets --delete-emptydir-data") ||
-		!strings.Contains(c, "kubectl uncordon -l cloud.google.com/gke-nodepool=cpu") || strings.Contains(c, "gang-drain") || strings.Contains(c, "gpu-validate") {
+	if !strings.Contains(c, `kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=1h`) ||
+		!strings.Contains(c, `kubectl uncordon "$NODE"`) || strings.Contains(c, "gang-drain") || strings.Contains(c, "gpu-validate") {
 		t.Errorf("commands:\n%s", c)
 	}
 	// No hop: the pool step records its own pre-flight evidence first.
@@ -252,11 +253,11 @@ func TestCommandsManaged(t *testing.T) {
 	}
 	c := allCommands(p)
 	for _, want := range []string{
-		"aws eks update-cluster-version --region us-west-2 --name <cluster-name> --kubernetes-version 1.35",
-		"aws eks list-insights --region us-west-2 --cluster-name <cluster-name> --filter 'categories=UPGRADE_READINESS,kubernetesVersions=1.36,statuses=ERROR,WARNING,UNKNOWN'",
-		"aws eks update-nodegroup-version --region us-west-2 --cluster-name <cluster-name> --nodegroup-name gpu-a --kubernetes-version 1.34",
-		"aws eks update-addon --region us-west-2 --cluster-name <cluster-name> --addon-name coredns",
-		"kubectl gang-drain run -l eks.amazonaws.com/nodegroup=gpu-a",
+		"aws eks update-cluster-version --region us-west-2 --name '<cluster-name>' --kubernetes-version 1.35",
+		"aws eks list-insights --region us-west-2 --cluster-name '<cluster-name>' --filter 'categories=UPGRADE_READINESS,kubernetesVersions=1.36,statuses=ERROR,WARNING,UNKNOWN'",
+		"aws eks update-nodegroup-version --region us-west-2 --cluster-name '<cluster-name>' --nodegroup-name gpu-a --kubernetes-version 1.34",
+		"aws eks describe-addon --region us-west-2 --cluster-name '<cluster-name>' --addon-name coredns",
+		`kubectl gang-drain run $NODES`,
 		"kubectl get nodeclaims -l karpenter.sh/nodepool=spot -o wide",
 	} {
 		if !strings.Contains(c, want) {
@@ -284,18 +285,18 @@ func TestCommandsOtherProviders(t *testing.T) {
 		want     []string
 	}{
 		{ProviderGKE, &Platform{Project: "proj"}, []string{
-			"gcloud container clusters upgrade <cluster-name> --master --cluster-version=1.36 --location=<location> --project=proj",
-			"gcloud container clusters upgrade <cluster-name> --node-pool=np1 --cluster-version=1.36 --location=<location> --project=proj",
+			"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.36 --location='<location>' --project=proj",
+			"gcloud container clusters upgrade '<cluster-name>' --node-pool=np1 --cluster-version=1.36 --location='<location>' --project=proj",
 			"gcloud container node-pools complete-upgrade np1"}},
 		{ProviderAKS, &Platform{ResourceGroup: "MC_rg1_aks1_westeurope"}, []string{
-			"az aks upgrade --resource-group rg1 --name aks1 --kubernetes-version 1.36.<patch> --control-plane-only",
-			"az aks nodepool upgrade --resource-group rg1 --cluster-name aks1 --name np1 --kubernetes-version 1.36.<patch>"}},
+			"az aks upgrade --resource-group rg1 --name aks1 --kubernetes-version '1.36.<patch>' --control-plane-only",
+			"az aks nodepool upgrade --resource-group rg1 --cluster-name aks1 --name np1 --kubernetes-version '1.36.<patch>'"}},
 		{ProviderCAPI, &Platform{ClusterAPI: []ClusterAPICluster{{Namespace: "fleet", Name: "train", Class: "gpu"}}}, []string{
-			`kubectl patch cluster.cluster.x-k8s.io train -n fleet --type merge -p '{"spec":{"topology":{"version":"v1.36.<patch>"}}}'`,
-			"clusterctl describe cluster train -n fleet"}},
-		{ProviderK3s, nil, []string{"sudo k3s etcd-snapshot save --name pre-1.36", "INSTALL_K3S_CHANNEL=v1.36 sh -s - server", "INSTALL_K3S_CHANNEL=v1.36 sh -s - agent"}},
+			`kubectl --context '<management-context>' patch cluster.cluster.x-k8s.io train -n fleet --type merge -p '{"spec":{"topology":{"version":"v1.36.<patch>"}}}'`,
+			"clusterctl describe cluster train -n fleet --context '<management-context>'"}},
+		{ProviderK3s, nil, []string{"/var/lib/rancher/k3s/server/token", "INSTALL_K3S_CHANNEL=v1.36 sh -s - server", "INSTALL_K3S_CHANNEL=v1.36 sh -s - agent"}},
 		{ProviderRKE2, nil, []string{"sudo rke2 etcd-snapshot save --name pre-1.36", "INSTALL_RKE2_CHANNEL=v1.36 sh -", "sudo systemctl restart rke2-agent"}},
-		{ProviderUnknown, nil, []string{"kubectl skew preflight --target v1.36", "# upgrade kube-apiserver to v1.36.<patch> on each control-plane host"}},
+		{ProviderUnknown, nil, []string{"kubectl skew preflight --target v1.36", "# upgrade kube-apiserver to v1.36.<patch>"}},
 	} {
 		t.Run(string(tc.prov), func(t *testing.T) {
 			inv := base
@@ -314,7 +315,7 @@ func TestCommandsOtherProviders(t *testing.T) {
 				}
 			}
 			managed := len(stepsByPhase(p)[PhaseControlPlane]) > 0
-			if managed != tc.prov.Managed() || (managed && strings.Contains(c, "etcd")) {
+			if managed != tc.prov.Managed() || (managed && tc.prov != ProviderCAPI && strings.Contains(c, "etcd")) {
 				t.Errorf("managed %v for %s:\n%s", managed, tc.prov, c)
 			}
 			for _, s := range p.Steps {
@@ -364,7 +365,7 @@ func TestCommandsKubeadmMidUpgrade(t *testing.T) {
 	}
 	api := strings.Join(stepsByPhase(p)[PhaseAPIServers][0].Commands, "\n")
 	if strings.Contains(api, "upgrade apply") || strings.Count(api, "sudo kubeadm upgrade node") != 2 ||
-		!strings.Contains(api, "# then on cp-1:") || !strings.Contains(api, "# then on cp-2:") || strings.Contains(api, "cp-0") {
+		!strings.Contains(api, "# then cp-1") || !strings.Contains(api, "# then cp-2") || strings.Contains(api, "cp-0") {
 		t.Errorf("mid-upgrade apiserver commands:\n%s", api)
 	}
 }

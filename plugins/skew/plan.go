@@ -31,7 +31,13 @@ var planLong = templates.LongDesc(`
 	pods, Cluster API topology, node provider IDs and labels) or chosen with
 	--provider: kubeadm, eks, gke, aks, capi, k3s, rke2 or unknown. A managed
 	control plane (EKS, GKE, AKS, Cluster API) has one control-plane step per
-	hop and no etcd or per-apiserver step. -o wide lists the commands under
+	hop and no per-apiserver step (nor etcd step, except on Cluster API).
+	Where the provider would roll node pools when the control plane moves
+	(Cluster API, Karpenter, EKS Auto Mode, GKE), a hold-rollouts step before
+	the hop holds them and each pool's step releases it. Node steps drain one
+	node, or on GPU pools one fabric unit, at a time, and end with kubectl
+	skew verify --pool and kubectl gpu-validate nodes --kubelet-version, which
+	fail when the pool is not on its planned minor. -o wide lists the commands under
 	the table, -o json|yaml in each step's "commands", and --runbook prints a
 	Markdown runbook with one numbered step and one sh block each.
 

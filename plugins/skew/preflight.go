@@ -39,7 +39,10 @@ var preflightLong = templates.LongDesc(`
 	(kubectl skew compat; data over 120 days old warns, UNKNOWN names the
 	command to check by hand); admission and conversion webhooks that fail closed and cannot
 	be reached, or intercept kube-system, nodes or leases, or wait long;
-	etcd's /readyz and database size against --etcd-quota (FAIL above 60%);
+	etcd's /readyz and database size against the quota of where etcd runs
+	(EKS's 8 GiB, etcd's 2 GiB default on a control plane of the cluster's
+	own, none published by GKE and AKS; --etcd-quota overrides), FAIL above
+	60%, this tool's policy;
 	every node Ready; kube-system pods not crash-looping or Pending; drains
 	that will block, per pool (as kubectl pdb-blockers predicts them); CRDs
 	whose storedVersions need a migration (kubectl crd-migrate); namespaces
@@ -123,7 +126,7 @@ func GateSeverity(s preflight.Status) cli.Severity {
 }
 
 func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
-	o := &PreflightOptions{Print: cli.NewPrintFlags(), FailOn: cli.NewFailOnFlag(), Contexts: cli.NewContextFlags(), ChunkSize: 500, EtcdQuota: "2Gi", IOStreams: streams, deps: d}
+	o := &PreflightOptions{Print: cli.NewPrintFlags(), FailOn: cli.NewFailOnFlag(), Contexts: cli.NewContextFlags(), ChunkSize: 500, IOStreams: streams, deps: d}
 	cmd := &cobra.Command{
 		Use:     "preflight --target VERSION [flags]",
 		Short:   "Run the pre-flight gates of an upgrade to a target minor, with evidence",
@@ -140,7 +143,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.CompatFile, "compat", o.CompatFile, "Addon compatibility table file (YAML or JSON, as kubectl skew compat -o yaml prints it) instead of the embedded one.")
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
-	cmd.Flags().StringVar(&o.EtcdQuota, "etcd-quota", o.EtcdQuota, "etcd's backend quota (--quota-backend-bytes): the etcd gate fails above 60% of it.")
+	cmd.Flags().StringVar(&o.EtcdQuota, "etcd-quota", o.EtcdQuota, "etcd's backend quota (--quota-backend-bytes); default: EKS's 8Gi, etcd's 2Gi on a control plane of the cluster's own. The etcd gate fails above 60% of it.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
 	_ = cmd.MarkFlagFilename("save", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("compat", "yaml", "yml", "json")
@@ -187,11 +190,13 @@ func (o *PreflightOptions) Validate() error {
 		return fmt.Errorf("--target: %w", err)
 	}
 	o.target = v.MinorOnly()
-	q, err := parseQuantity(o.EtcdQuota)
-	if err != nil || q <= 0 {
-		return fmt.Errorf("--etcd-quota %q: want a size such as 2Gi or 8589934592", o.EtcdQuota)
+	if o.EtcdQuota != "" {
+		q, err := parseQuantity(o.EtcdQuota)
+		if err != nil || q <= 0 {
+			return fmt.Errorf("--etcd-quota %q: want a size such as 2Gi or 8589934592", o.EtcdQuota)
+		}
+		o.quota = q
 	}
-	o.quota = q
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}

@@ -1,6 +1,7 @@
 package skew
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,6 +39,33 @@ func TestRunbookGolden(t *testing.T) {
 	}
 }
 
+// runbookVariants are the inventories of testdata/runbook at the top of
+// the repository: one per provider and variant the runbook writes commands
+// for, each planned offline to v1.38.
+var runbookVariants = []string{"kubeadm-apt", "kubeadm-rpm", "kubeadm-ha", "eks-managed", "eks-selfmanaged", "eks-automode",
+	"gke", "aks", "capi", "k3s-sqlite", "k3s-etcd", "rke2"}
+
+func variantRunbook(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "testdata", "runbook")
+	offline := &cli.TestClientGetter{Err: errors.New("must not touch the cluster")}
+	r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, name+".yaml"), "--target", "v1.38", "--runbook",
+		"--calendar", filepath.Join(dir, "calendar.yaml"))
+	if r.Err != "" || (r.Code != cli.ExitOK && r.Code != cli.ExitFindings) {
+		t.Fatalf("%s: exit %d\n%s%s", name, r.Code, r.Out, r.Err)
+	}
+	return r.Out
+}
+
+// TestRunbookVariants pins the runbook of every provider and variant.
+func TestRunbookVariants(t *testing.T) {
+	for _, name := range runbookVariants {
+		t.Run(name, func(t *testing.T) {
+			golden(t, filepath.Join("runbook", name+".md"), variantRunbook(t, name))
+		})
+	}
+}
+
 func TestRunbookFlags(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
@@ -54,7 +82,7 @@ func TestRunbookFlags(t *testing.T) {
 	// -o json carries the provider and each step's commands.
 	r := run(t, getter(cluster("v1.37.2")), "", "plan", "--target", "v1.38", "-o", "json", "--provider", "gke")
 	if !strings.Contains(r.Out, `"provider": "gke"`) || !strings.Contains(r.Out, `"source": "--provider"`) ||
-		!strings.Contains(r.Out, `"gcloud container clusters upgrade <cluster-name> --master --cluster-version=1.38 --location=<location>"`) {
+		!strings.Contains(r.Out, `"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.38 --location='<location>'"`) {
 		t.Errorf("json:\n%s", r.Out)
 	}
 }

@@ -32,7 +32,10 @@ var verifyLong = templates.LongDesc(`
 
 	A regression is: a node not Ready that was Ready (or new); a node not on
 	the kubelet minor planned for its pool (--pool POOL=vX.Y, repeatable;
-	without it a node must not go back to an older kubelet); a node gone; a
+	without it a node must not go back to an older kubelet); a node gone,
+	unless its pool is named in --pool (a provider may replace the pool's
+	nodes), when the pool must still have a node, as many nodes and as many
+	GPUs as in the baseline; a
 	kube-system pod unhealthy that was healthy; an addon named in --addon
 	that still runs its baseline version; Warning events in kube-system
 	newer than the baseline; a node whose nvidia.com/gpu allocatable

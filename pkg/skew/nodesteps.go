@@ -1,0 +1,432 @@
+package skew
+
+import (
+	"fmt"
+	"strings"
+)
+
+// A node-pool step never runs kubectl drain -l <pool>: drain cordons every
+// selected node before it evicts any, so the whole pool would leave service
+// at once. Nodes go one at a time (control-plane nodes strictly so), GPU
+// pools one fabric unit at a time with gang-drain, so that the rest of the
+// pool keeps placing whole gangs. Each step ends with gates that fail when
+// the pool is not on its planned version: skew verify --pool, and
+// gpu-validate nodes --kubelet-version on GPU pools.
+
+// stoppedByRunAnnotation is the annotation gang-drain leaves on a gang's
+// stop object (a Kueue Workload) naming the run that stopped it
+// (pkg/gang.AnnStoppedByRun).
+const stoppedByRunAnnotation = "gpufleet.dev/gang-drain.stopped-by-run"
+
+// selector returns the label selector of a pool's nodes.
+func (r *renderer) selector(pool string) string {
+	pl, ok := r.pools[pool]
+	if !ok || pl.Label == "" || pool == NoPool {
+		return phSelector
+	}
+	for _, l := range controlPlaneRoles {
+		if pl.Label == l {
+			return l
+		}
+	}
+	return pl.Label + "=" + pool
+}
+
+// gpuPool reports whether a pool has GPU nodes, where training gangs run.
+// Not knowing counts as yes, since gang-drain drains a pool without gangs
+// just as well (it evicts what is not a gang). Which pods are gangs is
+// gang-drain's own question (pkg/gang), asked when it runs; the plan
+// reads no pods outside kube-system, so that the offline plan from a
+// saved report gives the same commands.
+func (r *renderer) gpuPool(pool string) bool {
+	pl, ok := r.pools[pool]
+	if !ok || pl.GPUNodes == nil {
+		return true
+	}
+	return *pl.GPUNodes > 0
+}
+
+// controlPlanePool reports whether the pool is the control-plane nodes.
+func (r *renderer) controlPlanePool(pool string) bool {
+	for _, l := range controlPlaneRoles {
+		if r.pools[pool].Label == l {
+			return true
+		}
+	}
+	return false
+}
+
+// drainLimit is how long the drain of a pool may take before whoever
+// drains it gives up, with why; "" when there is no limit.
+func (r *renderer) drainLimit(pool string) (string, string) {
+	switch r.replacer(pool) {
+	case replaceEKSNodegroup:
+		// "If the pods don't leave the node within 15 minutes and there's
+		// no force flag, the upgrade phase fails with a PodEvictionFailure
+		// error" (https://docs.aws.amazon.com/eks/latest/userguide/managed-node-update-behavior.html,
+		// read 2026-09-20).
+		return "15m", "EKS managed node groups give up after 15 minutes"
+	case replaceGKE:
+		// GKE respects PodDisruptionBudgets for up to 60 minutes during a
+		// node upgrade, then evicts anyway
+		// (https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies,
+		// as pdb-blockers' help states it).
+		return "1h", "GKE honours PodDisruptionBudgets for up to 1 hour, then evicts"
+	case replaceAKS:
+		// drainTimeoutInMinutes defaults to 30
+		// (https://learn.microsoft.com/azure/aks/upgrade-aks-node-pools-rolling,
+		// as pdb-blockers' help states it).
+		return "30m", "AKS waits drainTimeoutInMinutes, 30 by default"
+	case replaceCAPI:
+		// nodeDrainTimeout is unset by default: no limit
+		// (MachineDeployment spec.template.spec.nodeDrainTimeout).
+		return "", "Cluster API drains without a time limit unless the MachineDeployment sets nodeDrainTimeout"
+	case replaceKarpenter, replaceAutoMode:
+		if !r.gpuPool(pool) {
+			// Karpenter waits for ever unless the NodePool sets
+			// terminationGracePeriod (https://karpenter.sh/docs/concepts/disruption/#terminationgraceperiod).
+			return "", "Karpenter drains without a time limit unless the NodePool sets terminationGracePeriod"
+		}
+	}
+	return selfDrainTimeout, "this runbook's own drain time limit"
+}
+
+// pdbBlockers is the pre-check of a drain of sel.
+func (r *renderer) pdbBlockers(pool, sel string) string {
+	d, why := r.drainLimit(pool)
+	if d == "" {
+		return fmt.Sprintf("kubectl pdb-blockers -l %s   # %s", sel, why)
+	}
+	return fmt.Sprintf("kubectl pdb-blockers -l %s --drain-timeout %s   # %s", sel, d, why)
+}
+
+// Who replaces a pool's nodes.
+type replacer int
+
+const (
+	replaceInPlace replacer = iota
+	replaceEKSNodegroup
+	replaceKarpenter
+	replaceAutoMode
+	replaceGKE
+	replaceAKS
+	replaceCAPI
+)
+
+func (r *renderer) replacer(pool string) replacer {
+	pl := r.pools[pool]
+	switch r.prov {
+	case ProviderEKS:
+		switch {
+		case pl.Label == labelKarpenterPool && pl.AutoModeNodes > 0:
+			return replaceAutoMode
+		case pl.Label == labelKarpenterPool:
+			return replaceKarpenter
+		}
+		return replaceEKSNodegroup
+	case ProviderGKE:
+		return replaceGKE
+	case ProviderAKS:
+		return replaceAKS
+	case ProviderCAPI:
+		return replaceCAPI
+	}
+	return replaceInPlace
+}
+
+func (r *renderer) nodePool(s Step) []string {
+	sel := r.selector(s.Pool)
+	var out []string
+	if r.saved == "" {
+		// No hop before this step: record the evidence to verify against.
+		r.saved = baseline(r.target)
+		out = append(out, fmt.Sprintf("kubectl skew preflight --target v%s --save %s", r.target, r.saved))
+	}
+	gpu := r.gpuPool(s.Pool)
+	switch rep := r.replacer(s.Pool); {
+	case r.controlPlanePool(s.Pool) && (r.prov == ProviderKubeadm || r.prov == ProviderK3s || r.prov == ProviderRKE2 || r.prov == ProviderCAPI):
+		out = append(out, "# the control-plane nodes' kubelets moved with their own control-plane step, one node at a time; check:",
+			fmt.Sprintf("kubectl get nodes -l %s -o wide", sel))
+	case rep == replaceInPlace && gpu:
+		out = append(out, r.inPlaceUnits(s, sel)...)
+	case rep == replaceInPlace:
+		out = append(out, r.inPlaceNodes(s, sel)...)
+	case rep == replaceAutoMode && autoModeBuiltin(s.Pool):
+		out = append(out, r.pdbBlockers(s.Pool, sel),
+			"# "+s.Pool+" is a built-in EKS Auto Mode NodePool, which cannot be changed or held: Auto Mode replaces its nodes after the control plane; follow it:",
+			fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until every node is new", sq(s.Pool)))
+	case rep == replaceKarpenter || rep == replaceAutoMode:
+		out = append(out, r.karpenterStep(s, sel, gpu)...)
+	default:
+		out = append(out, r.providerRollout(s, sel, gpu)...)
+	}
+	if gpu && !r.controlPlanePool(s.Pool) {
+		out = append(out, fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", sel, s.To))
+	}
+	out = append(out, fmt.Sprintf("kubectl skew verify --baseline %s --pool %s", r.saved, sq(s.Pool+"=v"+s.To)))
+	if r.rolls(s.Pool) == rollGKE {
+		r.held[s.Pool] = false
+	}
+	return append(out, r.releaseLast()...)
+}
+
+// onNode is the upgrade of one node in place, run on the node.
+func (r *renderer) onNode(s Step) []string {
+	switch r.prov {
+	case ProviderKubeadm:
+		return kubeadmNode(packageManager(r.pools[s.Pool].OSImages), s.From, s.To)
+	case ProviderK3s:
+		return []string{fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s sh -s - agent   # with its usual K3S_URL and K3S_TOKEN", s.To)}
+	case ProviderRKE2:
+		return []string{fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s INSTALL_RKE2_TYPE=agent sh -", s.To), "sudo systemctl restart rke2-agent"}
+	}
+	return []string{fmt.Sprintf("# upgrade the kubelet to v%s.%s with the installer that made the cluster", s.To, phPatch)}
+}
+
+// inPlaceNodes drains and upgrades the pool's nodes one at a time.
+func (r *renderer) inPlaceNodes(s Step, sel string) []string {
+	who := "one node at a time"
+	if r.controlPlanePool(s.Pool) {
+		who = "the control-plane nodes strictly one at a time"
+	}
+	out := []string{
+		r.pdbBlockers(s.Pool, sel),
+		fmt.Sprintf("# %s (kubectl drain -l would cordon the whole pool first); for each node of kubectl get nodes -l %s -o name:", who, sel),
+		"NODE=" + sq(phNode),
+		fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout),
+		"# on $NODE:",
+	}
+	out = append(out, r.onNode(s)...)
+	return append(out, "# here:", `kubectl uncordon "$NODE"`)
+}
+
+// unitBlock says how a GPU pool is split: one fabric unit at a time when a
+// topology label splits it, else a stated batch of nodes that keeps most
+// of the pool placing gangs (a quarter of the pool, at most 8 nodes, as the
+// design document's maxUnavailable: 8 for a rail group or rack set).
+// It returns the lines that choose one unit ($UNIT) or batch ($NODES), the
+// unit's quoted label selector ("" for a batch) and its gang-drain run id.
+func (r *renderer) unitBlock(s Step, sel string) (intro []string, unitSel, runID string) {
+	pl := r.pools[s.Pool]
+	run := fmt.Sprintf("%s-to-%s", s.Pool, s.To)
+	if u := pl.Units; u != nil {
+		vals := strings.Join(u.Values, " ")
+		if u.More > 0 {
+			vals += fmt.Sprintf(" (and %d more)", u.More)
+		}
+		intro = []string{
+			fmt.Sprintf("# one fabric unit at a time, by %s (%s), so the rest of the pool keeps placing whole gangs; for each unit in turn:", u.Label, vals),
+			"UNIT=" + sq("<"+lastPart(u.Label)+">"),
+		}
+		return intro, fmt.Sprintf(`"%s,%s=$UNIT"`, sel, u.Label), fmt.Sprintf(`"%s-$UNIT"`, run)
+	}
+	n := pl.Nodes / 4
+	if n < 1 {
+		n = 1
+	}
+	if n > 8 {
+		n = 8
+	}
+	intro = []string{
+		fmt.Sprintf("# no rack or rail label (%s) on the nodes: %s at a time, so the rest of the pool keeps placing whole gangs; for each batch of kubectl get nodes -l %s -o name:", strings.Join(FabricLabels[:2], ", "), Nodes(n), sel),
+		"NODES=" + sq(strings.TrimSpace(strings.Repeat(phNode+" ", n))) + fmt.Sprintf("   # the next %s", Nodes(n)),
+	}
+	return intro, "", ""
+}
+
+func lastPart(label string) string {
+	if i := strings.LastIndexAny(label, "/."); i >= 0 {
+		return label[i+1:]
+	}
+	return label
+}
+
+// gangDrain is gang-drain run over one unit or batch.
+func (r *renderer) gangDrain(unitSel, run string) string {
+	if unitSel == "" {
+		// A re-run over the same nodes resumes the run recorded on them.
+		return fmt.Sprintf("kubectl gang-drain run $NODES --timeout %s", selfDrainTimeout)
+	}
+	return fmt.Sprintf("kubectl gang-drain run -l %s --run-id %s --timeout %s", unitSel, run, selfDrainTimeout)
+}
+
+// unitPDB is pdb-blockers over one unit or batch, which gang-drain drains
+// with the runbook's own time limit.
+func (r *renderer) unitPDB(unitSel string) string {
+	what := "$NODES"
+	if unitSel != "" {
+		what = "-l " + unitSel
+	}
+	return fmt.Sprintf("kubectl pdb-blockers %s --drain-timeout %s   # gang-drain run --timeout %s below", what, selfDrainTimeout, selfDrainTimeout)
+}
+
+// inPlaceUnits drains a GPU pool one unit at a time with gang-drain,
+// upgrades the unit's nodes in place, validates them and brings the gangs
+// back before the next unit.
+func (r *renderer) inPlaceUnits(s Step, sel string) []string {
+	intro, unitSel, run := r.unitBlock(s, sel)
+	out := append(intro, r.unitPDB(unitSel), r.gangDrain(unitSel, run))
+	each := "# on each node of the unit (kubectl get nodes -l " + unitSel + " -o name):"
+	if unitSel == "" {
+		each = "# on each node of $NODES:"
+	}
+	out = append(out, each)
+	out = append(out, r.onNode(s)...)
+	if unitSel == "" {
+		out = append(out, "# here:", fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s", s.To))
+	} else {
+		out = append(out, "# here:", fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", unitSel, s.To))
+	}
+	if unitSel == "" {
+		return append(out, "kubectl gang-drain restore $NODES   # then the next batch")
+	}
+	return append(out, "kubectl gang-drain restore "+run+"   # then the next unit")
+}
+
+// stopGangs stops a GPU pool's gangs unit by unit ahead of a provider that
+// replaces the nodes itself. gang-drain keeps each run on its nodes, and
+// the provider deletes those nodes, so gang-drain restore cannot follow
+// them: the gangs are reactivated by hand once the pool has moved.
+func (r *renderer) stopGangs(s Step, sel string, why string) []string {
+	intro, unitSel, run := r.unitBlock(s, sel)
+	out := []string{"# " + why}
+	out = append(out, intro...)
+	return append(out, r.unitPDB(unitSel), r.gangDrain(unitSel, run), "# every unit drained; what still blocks the provider's own drain:", r.pdbBlockers(s.Pool, sel))
+}
+
+// reactivate brings back the Kueue workloads the step's runs stopped.
+func reactivate() []string {
+	return []string{
+		"# gang-drain keeps its runs on the nodes the provider replaced, so gang-drain restore cannot find them: reactivate the gangs the runs of this step stopped",
+		fmt.Sprintf(`kubectl get workloads.kueue.x-k8s.io -A -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,STOPPED-BY:.metadata.annotations.%s,ACTIVE:.spec.active'`, strings.ReplaceAll(stoppedByRunAnnotation, ".", `\.`)),
+		`kubectl patch workloads.kueue.x-k8s.io -n '<namespace>' '<workload>' --type merge -p '{"spec":{"active":true}}'   # each workload those runs stopped`,
+	}
+}
+
+// providerRollout moves a pool the provider replaces as a whole: EKS
+// managed node groups, GKE and AKS node pools, Cluster API
+// MachineDeployments. The provider picks the nodes and drains them with
+// its own limit; a GPU pool's gangs are stopped unit by unit first.
+func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
+	rep := r.replacer(s.Pool)
+	var out []string
+	if gpu {
+		out = append(out, r.stopGangs(s, sel, fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; the pool is out of service until the rollout ends (to keep capacity instead, add a pool at v%s and move the units across)", r.prov.Title(), s.To))...)
+	} else {
+		out = append(out, r.pdbBlockers(s.Pool, sel))
+	}
+	switch rep {
+	case replaceEKSNodegroup:
+		out = append(out, r.eksNodegroup(s)...)
+	case replaceGKE:
+		// Surge or blue-green is the pool's own upgrade strategy; a
+		// blue-green pool soaks and then finishes with complete-upgrade
+		// (https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies).
+		loc := sq(phLocation) + r.project()
+		out = append(out,
+			fmt.Sprintf("gcloud container node-pools describe %s --cluster=%s --location=%s --format='yaml(upgradeSettings)'   # GKE's batch: surge (maxSurge, maxUnavailable) or blue-green", sq(s.Pool), sq(r.cluster), loc),
+			fmt.Sprintf("gcloud container clusters upgrade %s --node-pool=%s --cluster-version=%s --location=%s", sq(r.cluster), sq(s.Pool), s.To, loc),
+			fmt.Sprintf("# BLUE_GREEN pools only, after the soak: gcloud container node-pools complete-upgrade %s --cluster=%s --location=%s", sq(s.Pool), sq(r.cluster), loc))
+	case replaceAKS:
+		// https://learn.microsoft.com/azure/aks/upgrade-aks-cluster#upgrade-a-node-pool
+		out = append(out,
+			fmt.Sprintf("az aks nodepool show --resource-group %s --cluster-name %s --name %s --query upgradeSettings   # AKS's batch: maxSurge", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool)),
+			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool), sq(s.To+"."+phPatch)))
+	case replaceCAPI:
+		rel := r.release(s.Pool)
+		if len(rel) == 0 {
+			rel = []string{fmt.Sprintf("# the topology controller rolls MachineDeployment %s to the Cluster's version", s.Pool)}
+		}
+		out = append(out, rel...)
+		out = append(out,
+			fmt.Sprintf("%s -n %s get machinedeployment %s -o wide   # the MachineDeployment's strategy (maxSurge, maxUnavailable) is the batch; wait until every replica is updated", r.kubectlMgmt(), sq(r.capiNS), sq(s.Pool)),
+			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+	}
+	if gpu {
+		out = append(out, reactivate()...)
+	}
+	return out
+}
+
+// eksNodegroup rolls an EKS managed node group. A node group whose launch
+// template names a custom AMI cannot take --kubernetes-version: a new
+// launch template version with the new AMI is rolled instead ("If you need
+// to update a custom AMI in a node group that was deployed with a launch
+// template, then update your custom AMI, specify the new ID in a new version
+// of the launch template, and then update the node group to the new version
+// of the launch template":
+// https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupVersion.html,
+// read 2026-09-20).
+func (r *renderer) eksNodegroup(s Step) []string {
+	pl := r.pools[s.Pool]
+	ng := s.Pool
+	if pl.Label != labelEKSNodegroup && pl.Label != "alpha.eksctl.io/nodegroup-name" {
+		ng = "<nodegroup-name>"
+	}
+	base := fmt.Sprintf("--region %s --cluster-name %s --nodegroup-name %s", sq(r.region), sq(r.cluster), sq(ng))
+	out := []string{fmt.Sprintf("aws eks describe-nodegroup %s --query 'nodegroup.{updateConfig:updateConfig,launchTemplate:launchTemplate}'   # EKS's batch is updateConfig (1 node by default)", base)}
+	if pl.LaunchTemplateNodes > 0 {
+		out = append(out,
+			"# the node group runs a launch template of yours: with a custom AMI in it, --kubernetes-version fails; roll a new launch template version with a "+s.To+" AMI:",
+			fmt.Sprintf(`aws ec2 create-launch-template-version --region %s --launch-template-id %s --source-version %s --launch-template-data '{"ImageId":"<%s-ami-id>"}' --query LaunchTemplateVersion.VersionNumber --output text`, sq(r.region), sq("<launch-template-id>"), sq("<version-in-use>"), s.To),
+			fmt.Sprintf("UPDATE_ID=$(aws eks update-nodegroup-version %s --launch-template %s --query update.id --output text)", base, sq("id=<launch-template-id>,version=<new-version>")))
+	} else {
+		out = append(out, fmt.Sprintf("UPDATE_ID=$(aws eks update-nodegroup-version %s --kubernetes-version %s --query update.id --output text)", base, s.To))
+	}
+	upd := fmt.Sprintf("aws eks describe-update --region %s --name %s --nodegroup-name %s --update-id \"$UPDATE_ID\"", sq(r.region), sq(r.cluster), sq(ng))
+	return append(out,
+		fmt.Sprintf("while [ \"$(%s --query update.status --output text)\" = InProgress ]; do sleep 60; done", upd),
+		upd+" --query 'update.{status:status,errors:errors}'   # must say Successful")
+}
+
+// karpenterStep moves a Karpenter or EKS Auto Mode NodePool. A pool without
+// GPUs drifts to the new AMI as its disruption budgets allow; a GPU pool's
+// drift stays held while its units go one at a time: gang-drain stops the
+// unit's gangs, deleting the unit's nodes hands them to Karpenter's own
+// termination (https://karpenter.sh/docs/concepts/disruption/#manual-methods),
+// and the reactivated gangs bring up new nodes at the new version.
+func (r *renderer) karpenterStep(s Step, sel string, gpu bool) []string {
+	rep := r.replacer(s.Pool)
+	var out []string
+	if !gpu {
+		out = append(out, r.pdbBlockers(s.Pool, sel))
+		switch rep {
+		case replaceAutoMode:
+			if r.held[s.Pool] {
+				r.held[s.Pool] = false
+				out = append(out, budgetRestore(s.Pool)...)
+			}
+			out = append(out, "# EKS Auto Mode replaces the drifted nodes with nodes for the new control plane, as many at once as the NodePool's disruption budgets allow (10% of nodes by default)")
+		default:
+			out = append(out, r.release(s.Pool)...)
+			out = append(out, "# Karpenter replaces the drifted nodes, as many at once as the NodePool's disruption budgets allow (10% of nodes by default)")
+		}
+		return append(out, fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until every node is new", sq(s.Pool)))
+	}
+	if !r.held[s.Pool] || rep == replaceKarpenter {
+		// Hold drift through the units (an Auto Mode pool is held already).
+		out = append(out, r.budgetHold(s.Pool)...)
+	}
+	if rep == replaceKarpenter {
+		out = append(out, r.release(s.Pool)...)
+	}
+	r.held[s.Pool] = false
+	intro, unitSel, run := r.unitBlock(s, sel)
+	out = append(out, intro...)
+	out = append(out, r.unitPDB(unitSel), r.gangDrain(unitSel, run))
+	if unitSel == "" {
+		out = append(out, "kubectl delete nodes $NODES   # Karpenter terminates them")
+	} else {
+		out = append(out, fmt.Sprintf("kubectl delete nodes -l %s   # Karpenter terminates them", unitSel))
+	}
+	out = append(out, reactivate()...)
+	out = append(out, fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # the readmitted gangs bring up nodes at v%s; then the next one", sq(s.Pool), s.To))
+	return append(out, budgetRestore(s.Pool)...)
+}
+
+// autoModeBuiltin reports whether a NodePool is one of EKS Auto Mode's
+// built-in pools: "You cannot modify the built-in system and
+// general-purpose node pools. You can only enable or disable them"
+// (https://docs.aws.amazon.com/eks/latest/userguide/create-node-pool.html,
+// read 2026-09-20).
+func autoModeBuiltin(pool string) bool { return pool == "system" || pool == "general-purpose" }
