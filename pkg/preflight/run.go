@@ -70,6 +70,8 @@ type Runner struct {
 	// Raw GETs a path of the apiserver (/metrics, /readyz/etcd); nil
 	// makes the etcd gate and the metric source UNKNOWN.
 	Raw func(ctx context.Context, path string) ([]byte, error)
+	// Policy tunes the policy-continuity gates (policy.go).
+	Policy PolicyOptions
 
 	snapOnce sync.Once
 	snap     *eviction.Snapshot
@@ -90,6 +92,8 @@ type Runner struct {
 	hooksOnce sync.Once
 	hooks     *crdmigrate.Webhooks
 	hooksErr  error
+
+	pol policyState
 }
 
 func (r *Runner) now() time.Time {
@@ -205,6 +209,9 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		GateCRDs:        r.crdsGate,
 		GatePSA:         r.psaGate,
 		GateLegacyToken: r.legacyTokenGate,
+	}
+	for name, fn := range r.policyGates(ev, &mu) {
+		gates[name] = fn
 	}
 	out := make([]Gate, len(GateOrder))
 	var wg sync.WaitGroup
