@@ -41,13 +41,17 @@ func (p NamespacePodSecurity) enforces() bool {
 	return l != psaapi.LevelPrivileged
 }
 
-// checksSince names the Pod Security checks that a pin at minor `pinned`
-// does not apply and minor `to` does: those added or tightened in between,
-// from the checks Pod Security itself runs (k8s.io/pod-security-admission
-// policy.DefaultChecks, each with the minimum version of every revision).
-func checksSince(pinned, to skew.Version) []string {
+// checksSince names the Pod Security checks of a level that a pin at
+// minor `pinned` does not apply and minor `to` does: those added or
+// tightened in between, from the checks Pod Security itself runs
+// (k8s.io/pod-security-admission policy.DefaultChecks, each with the
+// minimum version of every revision).
+func checksSince(level psaapi.Level, pinned, to skew.Version) []string {
 	var out []string
 	for _, c := range psapolicy.DefaultChecks() {
+		if level == psaapi.LevelBaseline && c.Level != psaapi.LevelBaseline {
+			continue
+		}
 		for _, v := range c.Versions {
 			mv := skew.Version{Major: v.MinimumVersion.Major(), Minor: v.MinimumVersion.Minor()}
 			if mv.MinorsAfter(pinned) > 0 && mv.MinorsAfter(to) <= 0 {
@@ -105,7 +109,8 @@ func pinBehind(p NamespacePodSecurity, to skew.Version) (string, bool) {
 		return "", false
 	}
 	line := fmt.Sprintf("namespace %s: enforce=%s pinned to %s, %s behind %s", p.Namespace, orNone(p.Enforce), p.EnforceVersion, skew.Minors(to.MinorsAfter(pin)), to.MinorString())
-	if cs := checksSince(pin, to); len(cs) > 0 && p.enforces() {
+	level, _ := psaapi.ParseLevel(p.Enforce)
+	if cs := checksSince(level, pin, to); len(cs) > 0 && p.enforces() {
 		line += "; not enforced there: " + strings.Join(cs, ", ")
 	}
 	return line, true
