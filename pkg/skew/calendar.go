@@ -28,6 +28,10 @@ type Calendar struct {
 	Source string `json:"source,omitempty"`
 	// Releases, one per minor.
 	Releases []Release `json:"releases"`
+	// Patches is the newest patch of each minor: a data file of its own
+	// (patches.json, --patches), the embedded one unless WithPatches
+	// replaces it.
+	Patches PatchTable `json:"-"`
 }
 
 // Release is one minor's support window.
@@ -53,9 +57,10 @@ func DefaultCalendar() Calendar {
 	return c
 }
 
-// ParseCalendar reads a calendar in JSON or YAML and checks it.
+// ParseCalendar reads a calendar in JSON or YAML and checks it. It
+// carries the embedded patch table until WithPatches replaces it.
 func ParseCalendar(data []byte) (Calendar, error) {
-	var c Calendar
+	c := Calendar{Patches: DefaultPatches()}
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
 		return Calendar{}, fmt.Errorf("calendar: %w", err)
 	}
