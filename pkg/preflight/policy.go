@@ -42,6 +42,9 @@ type PolicyOptions struct {
 	ServingCertificates func(ctx context.Context) ([]*x509.Certificate, error)
 	// ProbeWorkers bounds the dry-run creates in flight (8 when 0).
 	ProbeWorkers int
+	// PatchMaxDays: days behind the newest patch past which the
+	// patch-level gate warns (DefaultPatchMaxDays when 0).
+	PatchMaxDays int
 }
 
 // PolicyEvidence is what the policy gates read, saved with the baseline.
@@ -59,6 +62,8 @@ type PolicyEvidence struct {
 	CertFailDays int        `json:"certFailDays,omitempty"`
 	// Images are the containers the image-pinning gate looked at.
 	Images []ImageFact `json:"images,omitempty"`
+	// Patch is the cluster's patch level and support.
+	Patch *PatchFact `json:"patch,omitempty"`
 	// Unread says, per gate, what could not be read.
 	Unread map[string]string `json:"unread,omitempty"`
 }
@@ -116,6 +121,14 @@ func (r *Runner) policyGates(ev *Evidence, mu *sync.Mutex) map[string]func(conte
 			mu.Unlock()
 			return g
 		},
+		GatePatch: func(ctx context.Context) Gate {
+			g, f := r.patchGate(ctx)
+			mu.Lock()
+			pe.Patch = f
+			unread(GatePatch, g)
+			mu.Unlock()
+			return g
+		},
 		GateImages: func(ctx context.Context) Gate {
 			g, imgs := r.imagesGate(ctx)
 			mu.Lock()
@@ -150,6 +163,7 @@ const (
 	RegCertificate    = "certificate"
 	RegImagePin       = "image-pin"
 	RegPolicyUnread   = "policy-unread"
+	RegPatch          = "patch-level"
 )
 
 // verifyPolicy compares the policy evidence of the baseline with now's.
@@ -168,5 +182,6 @@ func verifyPolicy(base, now Evidence, opts VerifyOptions) []Regression {
 		out = append(out, verifyRBAC(b.RBAC, n.RBAC, opts.AllowGrants)...)
 	}
 	out = append(out, verifyCerts(b, n, base.CollectedAt, now.CollectedAt)...)
+	out = append(out, verifyPatch(b, n)...)
 	return append(out, verifyImages(b, n)...)
 }

@@ -57,7 +57,7 @@ const (
 
 // GateOrder is the order gates are reported in.
 var GateOrder = []string{GateSupport, GateRemovedAPIs, GateAddons, GateWebhooks, GateEtcd, GateNodes, GateSystemPods, GateDrains, GateCRDs, GatePSA, GateLegacyToken,
-	GatePSAPins, GateAdmission, GateRBAC, GateCerts, GateImages}
+	GatePSAPins, GateAdmission, GateRBAC, GatePatch, GateCerts, GateImages}
 
 // Gate is one row of the pre-flight report.
 type Gate struct {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
 // policyFlags are preflight's flags of the policy-continuity gates.
@@ -19,6 +20,8 @@ type policyFlags struct {
 	ProbeFiles   []string
 	CertWarnDays int
 	CertFailDays int
+	Patches      string
+	PatchMaxDays int
 
 	probes      []preflight.ProbeManifest
 	probeErrors []string
@@ -29,13 +32,24 @@ func (f *policyFlags) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringArrayVar(&f.ProbeFiles, "probe-file", f.ProbeFiles, "Manifests (YAML or JSON) that an admission policy must deny, sent as server-side dry-run creates and replayed by verify (repeatable), such as a pod running an unsigned image.")
 	cmd.Flags().IntVar(&f.CertWarnDays, "cert-warn-days", f.CertWarnDays, "The certificates gate warns about a certificate that expires within this many days.")
 	cmd.Flags().IntVar(&f.CertFailDays, "cert-fail-days", f.CertFailDays, "The certificates gate fails on a certificate that expires within this many days.")
+	f.PatchMaxDays = preflight.DefaultPatchMaxDays
+	cmd.Flags().StringVar(&f.Patches, "patches", f.Patches, "Patch release data file (the newest patch of each minor, as pkg/skew's patches.json) instead of the embedded one.")
+	cmd.Flags().IntVar(&f.PatchMaxDays, "patch-max-days", f.PatchMaxDays, "The patch-level gate warns when the cluster is more days than this behind the newest patch of its minor.")
 	_ = cmd.MarkFlagFilename("probe-file", "yaml", "yml", "json")
+	_ = cmd.MarkFlagFilename("patches", "yaml", "yml", "json")
 }
 
-// complete reads the probe files. One that cannot be read or parsed is a
-// line of the admission-probes gate (UNKNOWN), not the end of the run: the
-// other gates still run.
-func (f *policyFlags) complete() {
+// complete reads --patches into the calendar and the probe files. A probe
+// file that cannot be read or parsed is a line of the admission-probes
+// gate (UNKNOWN), not the end of the run: the other gates still run.
+func (f *policyFlags) complete(cal pkgskew.Calendar) (pkgskew.Calendar, error) {
+	if f.Patches != "" {
+		p, err := loadDataFile(f.Patches, "--patches", pkgskew.DefaultPatches, pkgskew.ParsePatches)
+		if err != nil {
+			return cal, err
+		}
+		cal = cal.WithPatches(p)
+	}
 	for _, path := range f.ProbeFiles {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -49,18 +63,22 @@ func (f *policyFlags) complete() {
 		}
 		f.probes = append(f.probes, ms...)
 	}
+	return cal, nil
 }
 
 func (f *policyFlags) validate() error {
 	if f.CertFailDays < 0 || f.CertWarnDays < f.CertFailDays {
 		return fmt.Errorf("--cert-warn-days %d and --cert-fail-days %d: want 0 <= fail <= warn", f.CertWarnDays, f.CertFailDays)
 	}
+	if f.PatchMaxDays < 0 {
+		return fmt.Errorf("--patch-max-days %d: want 0 or more", f.PatchMaxDays)
+	}
 	return nil
 }
 
 func (f *policyFlags) apply(r *preflight.Runner) {
 	r.Policy.Probes, r.Policy.ProbeErrors = f.probes, f.probeErrors
-	r.Policy.CertWarnDays, r.Policy.CertFailDays = f.CertWarnDays, f.CertFailDays
+	r.Policy.CertWarnDays, r.Policy.CertFailDays, r.Policy.PatchMaxDays = f.CertWarnDays, f.CertFailDays, f.PatchMaxDays
 }
 
 // servingCertificates returns the certificates the apiserver presents on

@@ -53,7 +53,9 @@ var preflightLong = templates.LongDesc(`
 	shown, and of the manifests in --probe-file (for policies no probe can
 	be built for, such as an image signature policy: give a pod running an
 	unsigned image); every role and binding, and who outside system: holds
-	escalate, bind, impersonate or secrets access; the apiserver's serving
+	escalate, bind, impersonate or secrets access; the cluster's days behind
+	the newest patch of its minor (--patch-max-days, the patch data of
+	--patches) and its minor's support; the apiserver's serving
 	certificate and the cluster CA (--cert-warn-days, --cert-fail-days), and
 	on kubeadm the command that checks the rest; images of control-plane
 	static pods, kube-system and the GPU stack run by tag, not digest. The
@@ -180,7 +182,9 @@ func (o *PreflightOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []s
 		return cli.UsageErr(err)
 	}
 	o.compat = c
-	o.policy.complete()
+	if o.calendar, err = o.policy.complete(o.calendar); err != nil {
+		return cli.UsageErr(err)
+	}
 	return nil
 }
 

@@ -173,6 +173,9 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 	r.Policy.Baseline = o.base.Evidence.Policy
 	if r.Policy.Baseline != nil {
 		r.Policy.CertWarnDays, r.Policy.CertFailDays = r.Policy.Baseline.CertWarnDays, r.Policy.Baseline.CertFailDays
+		if p := r.Policy.Baseline.Patch; p != nil {
+			r.Policy.PatchMaxDays = p.MaxDays
+		}
 	}
 	res, err := r.Run(ctx)
 	if err != nil {
