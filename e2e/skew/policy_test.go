@@ -232,16 +232,6 @@ func objectCounts(t *testing.T, cp *harness.ControlPlane, nss ...string) map[str
 	return out
 }
 
-type policyVerifyReport struct {
-	Items []struct {
-		Status, Kind, Object, Message string
-	} `json:"items"`
-	Summary struct {
-		Regressions int `json:"regressions"`
-		Warnings    int `json:"warnings"`
-	} `json:"summary"`
-}
-
 var policyKinds = map[string]bool{"admission-probe": true, "rbac-grant": true, "pod-security-pin": true, "certificate": true, "image-pin": true, "policy-unread": true, "patch-level": true}
 
 // Each security control is broken between the baseline and verify, and
@@ -273,7 +263,7 @@ func TestPolicyContinuity(t *testing.T) {
 	}
 
 	clean := skew(t, cp, "verify", "--baseline", base, "-o", "json")
-	var cr policyVerifyReport
+	var cr verifyReport
 	decode(t, clean, &cr)
 	for _, it := range cr.Items {
 		if policyKinds[it.Kind] {
@@ -338,7 +328,7 @@ func TestPolicyContinuity(t *testing.T) {
 	if r.ExitCode != 1 {
 		t.Fatalf("verify after breaking every control: exit %d, want 1\n%s", r.ExitCode, r)
 	}
-	var vr policyVerifyReport
+	var vr verifyReport
 	decode(t, r, &vr)
 	got := map[string]string{}
 	for _, it := range vr.Items {
@@ -362,6 +352,12 @@ func TestPolicyContinuity(t *testing.T) {
 	if m := got["FAIL admission-probe namespace/"+f.psaNS]; !strings.Contains(m, "admits it now") {
 		t.Errorf("Pod Security: %q", m)
 	}
+	// The table an on-call engineer reads.
+	tbl := skew(t, cp, "verify", "--baseline", base, "--color", "never")
+	if tbl.ExitCode != 1 || !strings.Contains(tbl.Stdout, "ValidatingAdmissionPolicy "+f.policy+" (binding "+f.policy+") denied a pods probe") {
+		t.Errorf("verify table: exit %d\n%s", tbl.ExitCode, tbl)
+	}
+	t.Logf("verify after breaking every control:\n%s", tbl.Stdout)
 
 	// Nothing was stored, and every create the plugin sent was a dry run.
 	time.Sleep(time.Second) // the audit log is written asynchronously

@@ -80,63 +80,33 @@ type policyState struct {
 func (r *Runner) policyGates(ev *Evidence, mu *sync.Mutex) map[string]func(context.Context) Gate {
 	pe := &PolicyEvidence{}
 	ev.Policy = pe
-	unread := func(gate string, g Gate) {
+	return map[string]func(context.Context) Gate{
+		GatePSAPins:   recorded(mu, pe, GatePSAPins, r.podSecurityPinsGate, func(v []NamespacePodSecurity) { pe.PodSecurity = v }),
+		GateAdmission: recorded(mu, pe, GateAdmission, r.admissionGate, func(v []Probe) { pe.Probes = v }),
+		GateRBAC:      recorded(mu, pe, GateRBAC, r.rbacGate, func(v *RBACEvidence) { pe.RBAC = v }),
+		GatePatch:     recorded(mu, pe, GatePatch, r.patchGate, func(v *PatchFact) { pe.Patch = v }),
+		GateCerts: recorded(mu, pe, GateCerts, r.certsGate, func(v []CertFact) {
+			pe.Certificates, pe.CertWarnDays, pe.CertFailDays = v, r.certWarnDays(), r.certFailDays()
+		}),
+		GateImages: recorded(mu, pe, GateImages, r.imagesGate, func(v []ImageFact) { pe.Images = v }),
+	}
+}
+
+// recorded runs a gate and keeps what it read, and why it could not read,
+// in the policy evidence.
+func recorded[T any](mu *sync.Mutex, pe *PolicyEvidence, name string, gate func(context.Context) (Gate, T), keep func(T)) func(context.Context) Gate {
+	return func(ctx context.Context) Gate {
+		g, v := gate(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		keep(v)
 		if g.Status == StatusUnknown {
 			if pe.Unread == nil {
 				pe.Unread = map[string]string{}
 			}
-			pe.Unread[gate] = g.Message
+			pe.Unread[name] = g.Message
 		}
-	}
-	return map[string]func(context.Context) Gate{
-		GatePSAPins: func(ctx context.Context) Gate {
-			g, pins := r.podSecurityPinsGate(ctx)
-			mu.Lock()
-			pe.PodSecurity = pins
-			unread(GatePSAPins, g)
-			mu.Unlock()
-			return g
-		},
-		GateAdmission: func(ctx context.Context) Gate {
-			g, probes := r.admissionGate(ctx)
-			mu.Lock()
-			pe.Probes = probes
-			unread(GateAdmission, g)
-			mu.Unlock()
-			return g
-		},
-		GateRBAC: func(ctx context.Context) Gate {
-			g, rb := r.rbacGate(ctx)
-			mu.Lock()
-			pe.RBAC = rb
-			unread(GateRBAC, g)
-			mu.Unlock()
-			return g
-		},
-		GateCerts: func(ctx context.Context) Gate {
-			g, certs := r.certsGate(ctx)
-			mu.Lock()
-			pe.Certificates, pe.CertWarnDays, pe.CertFailDays = certs, r.certWarnDays(), r.certFailDays()
-			unread(GateCerts, g)
-			mu.Unlock()
-			return g
-		},
-		GatePatch: func(ctx context.Context) Gate {
-			g, f := r.patchGate(ctx)
-			mu.Lock()
-			pe.Patch = f
-			unread(GatePatch, g)
-			mu.Unlock()
-			return g
-		},
-		GateImages: func(ctx context.Context) Gate {
-			g, imgs := r.imagesGate(ctx)
-			mu.Lock()
-			pe.Images = imgs
-			unread(GateImages, g)
-			mu.Unlock()
-			return g
-		},
+		return g
 	}
 }
 
