@@ -119,8 +119,10 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 		g.Status = StatusUnknown
 	case len(warns) > 0:
 		g.Status = StatusWarn
+	case len(ps.probes) == 0 && len(ps.notes) == 0:
+		g.Message = "no admission control to probe: no Pod Security enforced, no webhook or policy binding, no --probe-file"
 	case len(ps.probes) == 0:
-		g.Message = "no admission control to probe: no Pod Security enforced, no webhook or policy binding that denies, no --probe-file"
+		g.Message = fmt.Sprintf("no probe sent: %d webhooks or policy bindings not probed or not denying (evidence); give a --probe-file for each that guards security", len(ps.notes))
 	}
 	return g
 }

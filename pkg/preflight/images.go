@@ -124,7 +124,11 @@ func (r *Runner) imagesGate(ctx context.Context) (Gate, []ImageFact) {
 		}
 	}
 	if len(lines) == 0 {
-		return Gate{Status: StatusPass, Message: fmt.Sprintf("all %d images of the control plane, kube-system and the GPU stack are pinned by digest", len(facts)),
+		msg := fmt.Sprintf("all %d images of the control plane, kube-system and the GPU stack are pinned by digest", len(facts))
+		if len(facts) == 0 {
+			msg = "no control-plane static pod, kube-system workload or GPU stack visible"
+		}
+		return Gate{Status: StatusPass, Message: msg,
 			Evidence: notes, Command: "kubectl get ds,deploy -n kube-system -o custom-columns=NAME:.metadata.name,IMAGES:.spec.template.spec.containers[*].image"}, facts
 	}
 	return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d of %d images run by tag, not digest (%d control-plane, %d kube-system, %d GPU stack): pin them where they are set before new nodes pull them",

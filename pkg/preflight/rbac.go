@@ -45,6 +45,8 @@ type BindingFact struct {
 	RoleKind  string           `json:"roleKind"`
 	RoleName  string           `json:"roleName"`
 	Subjects  []rbacv1.Subject `json:"subjects,omitempty"`
+	// Default marks the release's own bindings (as RoleFact.Default).
+	Default bool `json:"default,omitempty"`
 }
 
 const bootstrapLabel, bootstrapDefaults = "kubernetes.io/bootstrapping", "rbac-defaults"
@@ -82,7 +84,8 @@ func (r *Runner) readRBAC(ctx context.Context) (*RBACEvidence, Gate, bool) {
 		return nil, unknown("list clusterrolebindings", err), false
 	}
 	for _, b := range crbs {
-		ev.Bindings = append(ev.Bindings, BindingFact{Kind: "ClusterRoleBinding", Name: b.Name, RoleKind: b.RoleRef.Kind, RoleName: b.RoleRef.Name, Subjects: b.Subjects})
+		ev.Bindings = append(ev.Bindings, BindingFact{Kind: "ClusterRoleBinding", Name: b.Name, RoleKind: b.RoleRef.Kind, RoleName: b.RoleRef.Name, Subjects: b.Subjects,
+			Default: b.Labels[bootstrapLabel] == bootstrapDefaults})
 	}
 	rbs, err := listAll[*rbacv1.RoleBinding](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return api.RoleBindings("").List(ctx, o)
@@ -91,15 +94,17 @@ func (r *Runner) readRBAC(ctx context.Context) (*RBACEvidence, Gate, bool) {
 		return nil, unknown("list rolebindings", err), false
 	}
 	for _, b := range rbs {
-		ev.Bindings = append(ev.Bindings, BindingFact{Kind: "RoleBinding", Namespace: b.Namespace, Name: b.Name, RoleKind: b.RoleRef.Kind, RoleName: b.RoleRef.Name, Subjects: b.Subjects})
+		ev.Bindings = append(ev.Bindings, BindingFact{Kind: "RoleBinding", Namespace: b.Namespace, Name: b.Name, RoleKind: b.RoleRef.Kind, RoleName: b.RoleRef.Name, Subjects: b.Subjects,
+			Default: b.Labels[bootstrapLabel] == bootstrapDefaults})
 	}
 	return ev, Gate{}, true
 }
 
 // rbacGate records every role and binding for verify, and lists the
 // subjects outside system: that hold escalate, bind, impersonate or
-// secrets access; it warns when a group every user or service account
-// belongs to holds one.
+// secrets access through bindings other than the release's own (its
+// controllers' service accounts hold them by design); it warns when a
+// group every user or service account belongs to holds one.
 func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 	ev, g, ok := r.readRBAC(ctx)
 	if !ok {
@@ -107,7 +112,7 @@ func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 	}
 	var lines, broad []string
 	for _, gr := range ev.grants() {
-		if gr.role == nil || systemSubject(gr.subject) {
+		if gr.role == nil || systemSubject(gr.subject) || (gr.binding.Default && !broadGroup(gr.subject)) {
 			continue
 		}
 		var risky []rbacv1.PolicyRule

@@ -221,6 +221,10 @@ func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) err
 	if opts.NoHeaders {
 		return nil
 	}
-	_, err := fmt.Fprintf(w, "%d regressions, %d warnings against the baseline of %s\n", rep.Summary.Regressions, rep.Summary.Warnings, rep.Baseline)
+	warn := ""
+	if rep.Summary.Warnings > 0 {
+		warn = fmt.Sprintf("; %d warnings", rep.Summary.Warnings)
+	}
+	_, err := fmt.Fprintf(w, "%d regressions against the baseline of %s%s\n", rep.Summary.Regressions, rep.Baseline, warn)
 	return err
 }
