@@ -157,7 +157,7 @@ func daysString(d int) string {
 }
 
 // kubeadmControlPlane reports a kubeadm cluster (its kube-system/kubeadm-config
-// ConfigMap, https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-init/#config-file)
+// ConfigMap, https://kubernetes.io/docs/reference/setup-tools/kubeadm/generated/kubeadm_config/)
 // and its control-plane nodes.
 func (r *Runner) kubeadmControlPlane(ctx context.Context) (bool, []string) {
 	cms, err := r.Kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=kubeadm-config"})

@@ -25,8 +25,9 @@ import (
 //   - Pod Security enforces on pods only; on workloads it only warns and
 //     audits (https://kubernetes.io/docs/concepts/security/pod-security-admission/#workload-resources-and-pod-templates);
 //   - a ValidatingAdmissionPolicy denies only through a binding whose
-//     validationActions hold Deny
-//     (https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/#validation-actions);
+//     validationActions hold Deny (k8s.io/api@v0.37.2
+//     admissionregistration/v1/types.go, ValidatingAdmissionPolicyBindingSpec:
+//     "Deny specifies that a validation failure results in a denied request");
 //   - the validating plugins run PodSecurity, then ValidatingAdmissionPolicy,
 //     then the validating webhooks, the first denial ending the request
 //     (k8s.io/kubernetes@v1.37.2 pkg/kubeapiserver/options/plugins.go,
