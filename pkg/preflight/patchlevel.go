@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
@@ -57,14 +58,25 @@ func (r *Runner) patchGate(ctx context.Context) (Gate, *PatchFact) {
 		fmt.Sprintf("support of %s: %s", v.MinorString(), sup.Message)}
 	g := Gate{Message: fmt.Sprintf("apiserver %s: %s", info.GitVersion, lag.Message), Evidence: ev,
 		Command: fmt.Sprintf("kubectl skew plan --target v%s", v.MinorString())}
-	switch lag.Status {
-	case skew.StatusOK:
+	// The lag's days are exact, or a lower bound (AtLeast): a lower bound
+	// past the SLO is past it; one within it proves nothing.
+	exactDays := lag.PatchesBehind == 1
+	switch {
+	case lag.Status == skew.StatusOK:
 		g.Status = StatusPass
-	case skew.StatusInfo:
+	case lag.Status == skew.StatusInfo && lag.DaysBehind > f.MaxDays:
+		g.Status = StatusWarn
+		g.Message += fmt.Sprintf("; past the %d-day patch SLO (--patch-max-days)", f.MaxDays)
+	case lag.Status == skew.StatusInfo && exactDays:
 		g.Status = StatusPass
-		if lag.DaysBehind > f.MaxDays {
-			g.Status = StatusWarn
-			g.Message += fmt.Sprintf("; past the %d-day patch SLO (--patch-max-days)", f.MaxDays)
+	case lag.Status == skew.StatusUnknown && onPatch(lag.Latest, v) && lag.AsOf != "":
+		// On the newest patch the data knows, which is older than today:
+		// a newer patch, if any, is at most as old as the data.
+		if asOf, err := time.Parse("2006-01-02", lag.AsOf); err == nil && int(now.Sub(asOf).Hours()/24) <= f.MaxDays {
+			g.Status = StatusPass
+			g.Message += fmt.Sprintf("; any newer patch is at most %d days old, within the %d-day patch SLO", int(now.Sub(asOf).Hours()/24), f.MaxDays)
+		} else {
+			g.Status = StatusUnknown
 		}
 	default:
 		g.Status = StatusUnknown
@@ -94,4 +106,11 @@ func verifyPatch(base, now *PolicyEvidence) []Regression {
 			Message: fmt.Sprintf("apiserver %s: %s; past the %d-day patch SLO", n.Version, n.Lag.Message, n.MaxDays)})
 	}
 	return out
+}
+
+// onPatch reports whether v is on patch release latest (vendor suffixes
+// such as -gke.100 aside).
+func onPatch(latest string, v skew.Version) bool {
+	l, err := skew.ParseVersion(latest)
+	return err == nil && l.Major == v.Major && l.Minor == v.Minor && l.Patch == v.Patch
 }

@@ -16,7 +16,7 @@ import (
 func TestPatchGate(t *testing.T) {
 	patches, err := skew.ParsePatches([]byte(`{"dataDate": "2026-12-01", "source": "test rows. more", "minors": [
 		{"minor": "1.30", "version": "1.30.14", "released": "2025-06-17", "final": true},
-		{"minor": "1.36", "version": "1.36.5", "released": "2026-10-01"},
+		{"minor": "1.36", "version": "1.36.5", "released": "2026-10-01", "asOf": "2026-11-20"},
 		{"minor": "1.37", "version": "1.37.3", "released": "2026-11-20"}]}`))
 	if err != nil {
 		t.Fatal(err)
@@ -29,12 +29,20 @@ func TestPatchGate(t *testing.T) {
 		want   Status
 		msg    string
 	}{
-		{"v1.36.5", 0, StatusPass, "on the newest patch release"},
+		// The data knows 1.36.5 as the newest as of 2026-11-20: a newer
+		// patch would be at most 11 days old.
+		{"v1.36.5", 0, StatusPass, "at most 11 days old, within the 30-day patch SLO"},
+		{"v1.36.5", 10, StatusUnknown, "a newer one may have come out since"},
 		{"v1.36.2", 0, StatusWarn, "past the 30-day patch SLO"},
-		{"v1.36.2", 90, StatusPass, "61 days"},
+		// At least 61 days (1.36.3 is not in the data): within 90 proves nothing.
+		{"v1.36.2", 90, StatusUnknown, "at least 61 days"},
 		{"v1.37.2", 0, StatusPass, "11 days and 1 patch release behind v1.37.3"},
 		{"v1.30.14", 0, StatusFail, "1.30 is out of support"},
 		{"v1.99.0", 0, StatusUnknown, "does not list 1.99"},
+		{"v1.37.3", 0, StatusPass, "on the newest patch release"},
+		// Two patches behind, the newest out 11 days: at least 11 days, so
+		// the SLO cannot be judged.
+		{"v1.37.1", 0, StatusUnknown, "at least 11 days"},
 	} {
 		kc := fake.NewClientset()
 		kc.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: tc.server}
