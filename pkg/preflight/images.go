@@ -63,7 +63,9 @@ func (r *Runner) imagesGate(ctx context.Context) (Gate, []ImageFact) {
 	var notes []string
 	if pods, ok := r.systemPods(ctx); ok {
 		for _, p := range pods {
-			if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			// A mirror pod of a static pod, or kubeadm's labels on one
+			// (component=kube-apiserver ..., tier=control-plane).
+			if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror || p.Labels["tier"] == "control-plane" {
 				add(ImagesControlPlane, p.Namespace+"/pod/"+p.Name, p.Spec)
 			}
 		}
