@@ -344,6 +344,7 @@ func TestPreflightNotReadyNode(t *testing.T) {
 type verifyReport struct {
 	Kind  string `json:"kind"`
 	Items []struct {
+		Status  string `json:"status"`
 		Kind    string `json:"kind"`
 		Object  string `json:"object"`
 		Message string `json:"message"`

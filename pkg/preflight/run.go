@@ -76,6 +76,8 @@ type Runner struct {
 	// Raw GETs a path of the apiserver (/metrics, /readyz/etcd); nil
 	// makes the etcd gate and the metric source UNKNOWN.
 	Raw func(ctx context.Context, path string) ([]byte, error)
+	// Policy tunes the policy-continuity gates (policy.go).
+	Policy PolicyOptions
 
 	snapOnce sync.Once
 	snap     *eviction.Snapshot
@@ -100,6 +102,7 @@ type Runner struct {
 	helmOnce sync.Once
 	helmRes  dep.HelmResult
 	helmErr  error
+	pol      policyState
 }
 
 func (r *Runner) now() time.Time {
@@ -223,6 +226,9 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		GateCRDs:        r.crdsGate,
 		GatePSA:         r.psaGate,
 		GateLegacyToken: r.legacyTokenGate,
+	}
+	for name, fn := range r.policyGates(ev, &mu) {
+		gates[name] = fn
 	}
 	out := make([]Gate, len(GateOrder))
 	var wg sync.WaitGroup

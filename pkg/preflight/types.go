@@ -56,7 +56,8 @@ const (
 )
 
 // GateOrder is the order gates are reported in.
-var GateOrder = []string{GateSupport, GateRemovedAPIs, GateAddons, GateWebhooks, GateEtcd, GateNodes, GateSystemPods, GateDrains, GateCRDs, GatePSA, GateLegacyToken}
+var GateOrder = []string{GateSupport, GateRemovedAPIs, GateAddons, GateWebhooks, GateEtcd, GateNodes, GateSystemPods, GateDrains, GateCRDs, GatePSA, GateLegacyToken,
+	GatePSAPins, GateAdmission, GateRBAC, GatePatch, GateCerts, GateImages}
 
 // Gate is one row of the pre-flight report.
 type Gate struct {
@@ -92,6 +93,8 @@ type Evidence struct {
 	RemovedAPICallers []string `json:"removedAPICallers,omitempty"`
 	// LastSystemWarning is the newest Warning event in kube-system.
 	LastSystemWarning *time.Time `json:"lastSystemWarning,omitempty"`
+	// Policy is what the policy-continuity gates read (policy.go).
+	Policy *PolicyEvidence `json:"policy,omitempty"`
 }
 
 // NodeFact is one node's state.

@@ -25,7 +25,9 @@ const (
 
 // Regression is one thing worse than in the baseline.
 type Regression struct {
-	Kind    string `json:"kind"`
+	Kind string `json:"kind"`
+	// Status is FAIL or UNKNOWN (both regressions) or WARN (listed only).
+	Status  Status `json:"status"`
 	Object  string `json:"object"`
 	Message string `json:"message"`
 	Command string `json:"command,omitempty"`
@@ -42,6 +44,9 @@ type VerifyOptions struct {
 	// Addons names the addons planned to move; each must have a version
 	// other than the baseline's.
 	Addons []string
+	// AllowGrants name subjects, roles or bindings whose new escalate,
+	// bind, impersonate or secrets grants are expected (WARN, not FAIL).
+	AllowGrants []string
 }
 
 // Verify compares the cluster now with the baseline and returns the
@@ -176,6 +181,12 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 		if !callersBefore[c] {
 			out = append(out, Regression{Kind: RegRemovedAPICalls, Object: c, Message: "a new user of an API removed at the target: " + c,
 				Command: "kubectl deprecations --target-version v" + base.Target})
+		}
+	}
+	out = append(out, verifyPolicy(base, now, opts)...)
+	for i := range out {
+		if out[i].Status == "" {
+			out[i].Status = StatusFail
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

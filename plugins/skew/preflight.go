@@ -49,6 +49,23 @@ var preflightLong = templates.LongDesc(`
 	whose Pod Security labels say latest; legacy service-account token
 	Secrets still in use.
 
+	Security controls, recorded for verify: Pod Security enforce-version pins
+	more than one minor behind the target; admission probes, server-side
+	dry-run creates (nothing is stored) of a pod each namespace's Pod
+	Security level forbids, of objects each webhook (sideEffects None or
+	NoneOnDryRun) and each denying ValidatingAdmissionPolicy binding is
+	shown, and of the manifests in --probe-file (for policies no probe can
+	be built for, such as an image signature policy: give a pod running an
+	unsigned image); every role and binding, and who outside system: holds
+	escalate, bind, impersonate or secrets access; the cluster's days behind
+	the newest patch of its minor (--patch-max-days, the patch data of
+	--patches) and its minor's support; the apiserver's serving
+	certificate and the cluster CA (--cert-warn-days, --cert-fail-days), and
+	on kubeadm the command that checks the rest; images of control-plane
+	static pods, kube-system and the GPU stack run by tag, not digest. The
+	probes need the create verb on what they send (deploy/rbac/skew-probes.yaml);
+	without it they are UNKNOWN naming the verb.
+
 	A gate that cannot read what it needs is UNKNOWN with the verb and
 	resource, and the others still run. --save writes the whole report with
 	its evidence, which "kubectl skew verify --baseline" compares against
@@ -63,7 +80,10 @@ var preflightExample = templates.Examples(`
 	kubectl skew preflight --target v1.37 --all-contexts
 
 	# In a script: exit 1 on any FAIL, WARN or UNKNOWN
-	kubectl skew preflight --target v1.37 --fail-on warning -q`)
+	kubectl skew preflight --target v1.37 --fail-on warning -q
+
+	# Also prove an image signature policy denies an unsigned image
+	kubectl skew preflight --target v1.37 --probe-file unsigned-pod.yaml --save before.yaml`)
 
 // PreflightOptions holds the parsed state of `kubectl skew preflight`.
 type PreflightOptions struct {
@@ -78,6 +98,7 @@ type PreflightOptions struct {
 	PoolLabel    string
 	EtcdQuota    string
 	ChunkSize    int64
+	policy       policyFlags
 
 	cg       cli.ClientGetter
 	deps     deps
@@ -145,6 +166,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().StringVar(&o.EtcdQuota, "etcd-quota", o.EtcdQuota, "etcd's backend quota (--quota-backend-bytes); default: EKS's 8Gi, etcd's 2Gi on a control plane of the cluster's own. The etcd gate fails above 60% of it.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
+	o.policy.addFlags(cmd)
 	_ = cmd.MarkFlagFilename("save", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("compat", "yaml", "yml", "json")
 	return cmd
@@ -164,6 +186,9 @@ func (o *PreflightOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []s
 		return cli.UsageErr(err)
 	}
 	o.compat = c
+	if o.calendar, err = o.policy.complete(o.calendar); err != nil {
+		return cli.UsageErr(err)
+	}
 	return nil
 }
 
@@ -200,6 +225,9 @@ func (o *PreflightOptions) Validate() error {
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
+	if err := o.policy.validate(); err != nil {
+		return err
+	}
 	if o.Save != "" && o.Contexts.Multi() {
 		return fmt.Errorf("--save cannot be combined with --contexts or --all-contexts: save one context at a time")
 	}
@@ -228,6 +256,7 @@ func runnerFor(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel strin
 	}
 	if _, real := kc.(*kubernetes.Clientset); real {
 		r.Stream = true
+		r.Policy.ServingCertificates = servingCertificates(cg)
 		if cfg, err := cg.ToRESTConfig(); err == nil {
 			r.Metadata, _ = metadata.NewForConfig(cfg)
 			r.StreamTimeout = cfg.Timeout
@@ -253,6 +282,7 @@ func (o *PreflightOptions) check(ctx context.Context, cg cli.ClientGetter) (*Pre
 		return nil, err
 	}
 	r.Target, r.Compat, r.Calendar, r.EtcdQuota = o.target, o.compat, o.calendar, o.quota
+	o.policy.apply(r)
 	res, err := r.Run(ctx)
 	if err != nil {
 		return nil, cli.ClassifyClusterErr(err, md, "reading the version inventory")

@@ -40,7 +40,22 @@ var verifyLong = templates.LongDesc(`
 	that still runs its baseline version; Warning events in kube-system
 	newer than the baseline; a node whose nvidia.com/gpu allocatable
 	dropped; a user of an API removed at the target that was not there
-	before. Any regression exits 1.`)
+	before.
+
+	Security controls: every admission probe that Pod Security, a webhook,
+	a ValidatingAdmissionPolicy or a --probe-file denied at the baseline is
+	sent again (a server-side dry run): admitted now is a FAIL naming the
+	namespace or policy, no verdict (a forbidden create, a webhook that
+	fails or hangs past --request-timeout) is UNKNOWN. RBAC grants that are
+	new since the baseline: escalate, bind, impersonate or secrets access is
+	a FAIL unless --allow-grant names the subject, role or binding, other new
+	grants are WARN. A Pod Security enforce-version pin now more than one
+	minor behind the apiserver, a certificate now within the baseline's
+	thresholds, an image pinned by digest that now runs by tag: WARN (or
+	FAIL for a certificate within --cert-fail-days).
+
+	FAIL and UNKNOWN items are regressions and exit 1; WARN items are listed
+	and exit 0.`)
 
 var verifyExample = templates.Examples(`
 	# Before the upgrade
@@ -56,6 +71,8 @@ type VerifyOptions struct {
 	Addons    []string
 	PoolLabel string
 	ChunkSize int64
+	// AllowGrants are the --allow-grant patterns.
+	AllowGrants []string
 
 	cg    cli.ClientGetter
 	deps  deps
@@ -72,7 +89,10 @@ type VerifyReport struct {
 	Target   string                 `json:"target,omitempty"`
 	Items    []preflight.Regression `json:"items"`
 	Summary  struct {
+		// Regressions counts the FAIL and UNKNOWN items.
 		Regressions int `json:"regressions"`
+		// Warnings counts the WARN items.
+		Warnings int `json:"warnings"`
 	} `json:"summary"`
 }
 
@@ -92,6 +112,7 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 	cmd.Flags().StringArrayVar(&o.Addons, "addon", o.Addons, "An addon planned to move in this wave (repeatable): it must no longer run its baseline version.")
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
+	cmd.Flags().StringArrayVar(&o.AllowGrants, "allow-grant", o.AllowGrants, "A subject (user, group, namespace/serviceaccount), role or binding name, glob allowed, whose new escalate, bind, impersonate or secrets grants are expected: WARN instead of FAIL (repeatable).")
 	_ = cmd.MarkFlagFilename("baseline", "yaml", "yml", "json")
 	return cmd
 }
@@ -152,16 +173,29 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 		r.Target = v
 	}
 	r.Compat, r.Calendar = preflight.DefaultCompat(), pkgskew.DefaultCalendar()
+	r.Policy.Baseline = o.base.Evidence.Policy
+	if r.Policy.Baseline != nil {
+		r.Policy.CertWarnDays, r.Policy.CertFailDays = r.Policy.Baseline.CertWarnDays, r.Policy.Baseline.CertFailDays
+		if p := r.Policy.Baseline.Patch; p != nil {
+			r.Policy.PatchMaxDays = p.MaxDays
+		}
+	}
 	res, err := r.Run(ctx)
 	if err != nil {
 		return cli.ClassifyClusterErr(err, md, "reading the cluster")
 	}
-	regs := preflight.Verify(o.base.Evidence, res.Evidence, preflight.VerifyOptions{PoolVersions: o.pools, Target: r.Target, Addons: o.Addons})
+	regs := preflight.Verify(o.base.Evidence, res.Evidence, preflight.VerifyOptions{PoolVersions: o.pools, Target: r.Target, Addons: o.Addons, AllowGrants: o.AllowGrants})
 	rep := &VerifyReport{Header: cli.NewHeader(KindVerifyReport, md), Baseline: o.base.Evidence.CollectedAt.UTC().Format("2006-01-02T15:04:05Z"), Target: target, Items: regs}
 	if rep.Items == nil {
 		rep.Items = []preflight.Regression{}
 	}
-	rep.Summary.Regressions = len(regs)
+	for _, it := range regs {
+		if it.Status == preflight.StatusWarn {
+			rep.Summary.Warnings++
+		} else {
+			rep.Summary.Regressions++
+		}
+	}
 	if !o.Print.Quiet {
 		if o.Print.Structured() {
 			if err := cli.PrintStructured(o.Out, o.Print.Output, rep); err != nil {
@@ -171,16 +205,16 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if len(regs) > 0 {
-		return cli.Findings(len(regs))
+	if rep.Summary.Regressions > 0 {
+		return cli.Findings(rep.Summary.Regressions)
 	}
 	return nil
 }
 
 func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) error {
-	t := cli.Table{Columns: []cli.Column{{Name: "KIND"}, {Name: "OBJECT"}, {Name: "MESSAGE"}, {Name: "COMMAND", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "STATUS"}, {Name: "KIND"}, {Name: "OBJECT"}, {Name: "MESSAGE"}, {Name: "COMMAND", Wide: true}}}
 	for _, r := range rep.Items {
-		t.AddRow(r.Kind, r.Object, r.Message, dash(r.Command))
+		t.AddRow(string(r.Status), r.Kind, r.Object, r.Message, dash(r.Command))
 	}
 	if len(rep.Items) > 0 {
 		if err := t.Print(w, opts); err != nil {
@@ -190,6 +224,10 @@ func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) err
 	if opts.NoHeaders {
 		return nil
 	}
-	_, err := fmt.Fprintf(w, "%d regressions against the baseline of %s\n", len(rep.Items), rep.Baseline)
+	warn := ""
+	if rep.Summary.Warnings > 0 {
+		warn = fmt.Sprintf("; %d warnings", rep.Summary.Warnings)
+	}
+	_, err := fmt.Fprintf(w, "%d regressions against the baseline of %s%s\n", rep.Summary.Regressions, rep.Baseline, warn)
 	return err
 }

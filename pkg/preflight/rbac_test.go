@@ -1,0 +1,146 @@
+package preflight
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
+)
+
+func clusterRole(name string, labels map[string]string, rules ...rbacv1.PolicyRule) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Rules: rules}
+}
+
+func grantRule(groups, resources, verbs string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: strings.Split(groups, ","), Resources: strings.Split(resources, ","), Verbs: strings.Split(verbs, ",")}
+}
+
+func crb(name, role string, subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{Kind: "ClusterRole", Name: role, APIGroup: rbacv1.GroupName}, Subjects: subjects}
+}
+
+func rb(ns, name, kind, role string, subjects ...rbacv1.Subject) *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, RoleRef: rbacv1.RoleRef{Kind: kind, Name: role, APIGroup: rbacv1.GroupName}, Subjects: subjects}
+}
+
+func user(n string) rbacv1.Subject  { return rbacv1.Subject{Kind: rbacv1.UserKind, Name: n} }
+func group(n string) rbacv1.Subject { return rbacv1.Subject{Kind: rbacv1.GroupKind, Name: n} }
+func sa(ns, n string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: n}
+}
+
+var defaults = map[string]string{bootstrapLabel: bootstrapDefaults}
+
+func baseRBAC() []runtime.Object {
+	view := clusterRole("view", defaults, grantRule("", "pods,configmaps", "get,list,watch"))
+	view.AggregationRule = &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}}}}
+	return []runtime.Object{
+		clusterRole("cluster-admin", defaults, grantRule("*", "*", "*")),
+		view,
+		clusterRole("system:controller:foo", defaults, grantRule("apps", "deployments", "get")),
+		clusterRole("reader", nil, grantRule("", "pods", "get")),
+		crb("cluster-admin", "cluster-admin", group("system:masters")),
+		crb("system:controller:foo", "system:controller:foo", sa("kube-system", "foo")),
+		rb("ml", "viewers", "ClusterRole", "view", user("alice")),
+		crb("readers", "reader", user("bob")),
+	}
+}
+
+// readEvidence reads RBAC like the gate and round-trips it through YAML
+// as the saved baseline does.
+func readEvidence(t *testing.T, objs ...runtime.Object) *RBACEvidence {
+	t.Helper()
+	g, ev := (&Runner{Kube: fake.NewClientset(objs...)}).rbacGate(context.Background())
+	if ev == nil {
+		t.Fatalf("rbac gate: %s %s", g.Status, g.Message)
+	}
+	b, err := yaml.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out RBACEvidence
+	if err := yaml.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+func TestVerifyRBAC(t *testing.T) {
+	base := readEvidence(t, baseRBAC()...)
+	if regs := verifyRBAC(base, readEvidence(t, baseRBAC()...), nil); len(regs) != 0 {
+		t.Fatalf("unchanged RBAC: %+v", regs)
+	}
+	secretsToView := clusterRole("leaky", map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}, grantRule("", "secrets", "get,list"))
+	after := baseRBAC()
+	// The aggregation controller copies the new rules into view.
+	after[1].(*rbacv1.ClusterRole).Rules = append(after[1].(*rbacv1.ClusterRole).Rules, grantRule("", "secrets", "get,list"))
+	after = append(after, secretsToView,
+		crb("impersonators", "impersonator", group("oncall")),
+		clusterRole("impersonator", nil, grantRule("", "users", "impersonate")),
+		crb("carol-reads", "reader", user("carol")),
+		crb("bob-more", "more", user("bob")),
+		clusterRole("more", nil, grantRule("", "pods", "get,list"), grantRule("", "services", "list")),
+		// The release adds a controller role granting secrets.
+		clusterRole("system:controller:bar", defaults, grantRule("", "secrets", "get")),
+		crb("system:controller:bar", "system:controller:bar", sa("kube-system", "bar")),
+		// A system: user gains a plain read through a role of the cluster's.
+		crb("scheduler-extra", "reader", user("system:kube-scheduler")),
+		// cluster-admin to another group of masters: covered? No: new subject.
+		crb("ops-admin", "cluster-admin", group("system:masters")),
+	)
+	regs := verifyRBAC(base, readEvidence(t, after...), []string{"system:controller:*"})
+	got := map[string]Regression{}
+	for _, r := range regs {
+		got[r.Object] = r
+	}
+	for obj, want := range map[string]struct {
+		st  Status
+		sub string
+	}{
+		"clusterrole/view":                         {StatusFail, "aggregated ClusterRole view newly grants [secrets: get, list] from ClusterRole leaky"},
+		"rolebinding/ml/viewers":                   {StatusFail, "User alice newly granted [secrets: get, list] in namespace ml via RoleBinding ml/viewers (ClusterRole view (a default role of the release)): new secrets access"},
+		"clusterrolebinding/impersonators":         {StatusFail, "Group oncall newly granted [users: impersonate] cluster-wide"},
+		"clusterrolebinding/carol-reads":           {StatusWarn, "User carol newly granted [pods: get]"},
+		"clusterrolebinding/bob-more":              {StatusWarn, "User bob newly granted [pods: list; services: list]"},
+		"clusterrolebinding/system:controller:bar": {StatusWarn, "allowed by --allow-grant system:controller:*"},
+	} {
+		r, ok := got[obj]
+		if !ok {
+			t.Errorf("no regression for %s in %+v", obj, regs)
+			continue
+		}
+		if r.Status != want.st || !strings.Contains(r.Message, want.sub) || r.Kind != RegRBAC || r.Command == "" {
+			t.Errorf("%s: %s %q, want %s %q", obj, r.Status, r.Message, want.st, want.sub)
+		}
+	}
+	for _, quiet := range []string{"clusterrolebinding/scheduler-extra", "clusterrolebinding/ops-admin", "clusterrolebinding/readers"} {
+		if r, ok := got[quiet]; ok {
+			t.Errorf("%s listed: %+v", quiet, r)
+		}
+	}
+}
+
+func TestRBACGate(t *testing.T) {
+	gc := crb("system:controller:generic-garbage-collector", "cluster-admin", sa("kube-system", "generic-garbage-collector"))
+	gc.Labels = defaults
+	objs := append(baseRBAC(), crb("oops", "cluster-admin", group("system:authenticated")), rb("ml", "edit", "ClusterRole", "cluster-admin", sa("ml", "runner")), gc)
+	g, ev := (&Runner{Kube: fake.NewClientset(objs...)}).rbacGate(context.Background())
+	ev2 := strings.Join(g.Evidence, "\n")
+	if g.Status != StatusWarn || !strings.Contains(ev2, "Group system:authenticated holds") || !strings.Contains(ev2, "ServiceAccount ml/runner holds") ||
+		strings.Contains(ev2, "system:masters") || strings.Contains(ev2, "garbage-collector") || ev == nil || len(ev.Bindings) != 7 {
+		t.Errorf("%s %s\n%s", g.Status, g.Message, ev2)
+	}
+	kc := fake.NewClientset()
+	kc.PrependReactor("list", "roles", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrorsForbidden("roles", "list")
+	})
+	if g, ev := (&Runner{Kube: kc}).rbacGate(context.Background()); g.Status != StatusUnknown || ev != nil || !strings.Contains(g.Message, "cannot list roles") {
+		t.Errorf("forbidden: %s %s", g.Status, g.Message)
+	}
+}
