@@ -28,8 +28,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufleet/upgrade-plugins/e2e/harness"
-	"github.com/gpufleet/upgrade-plugins/e2e/scenario"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster/scenario"
 )
 
 const usage = `usage: democluster up|down|serve|status|runbook [--dir DIR] [--kueue] [--jobset] [--scenario FILE]`
@@ -163,7 +163,7 @@ func up(c config) error {
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if root, err := harness.RepoRoot(); err == nil {
+	if root, err := localcluster.RepoRoot(); err == nil {
 		cmd.Env = append(os.Environ(), "GPUFLEET_REPO_ROOT="+root)
 	}
 	if err := cmd.Start(); err != nil {
@@ -195,7 +195,7 @@ func printReady(c config) {
 	b, _ := os.ReadFile(c.readyFile())
 	fmt.Print(string(b))
 	fmt.Printf("kubeconfig: %s\n", c.kubeconfig())
-	fmt.Printf("try:        kubectl --kubeconfig %s get nodes -L %s\n", c.kubeconfig(), harness.PoolLabel)
+	fmt.Printf("try:        kubectl --kubeconfig %s get nodes -L %s\n", c.kubeconfig(), localcluster.PoolLabel)
 }
 
 func down(c config) error {
@@ -238,7 +238,7 @@ func serve(c config) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	opts := harness.Options{
+	opts := localcluster.Options{
 		Dir:          c.clusterDir(),
 		Kueue:        c.kueue,
 		JobSet:       c.jobset,
@@ -246,11 +246,11 @@ func serve(c config) error {
 		Log:          os.Stdout,
 	}
 	began := time.Now()
-	cp, err := harness.Start(ctx, opts)
+	cp, err := localcluster.Start(ctx, opts)
 	if err != nil && (c.kueue || c.jobset) && ctx.Err() == nil {
 		fmt.Printf("democluster: start with Kueue and JobSet failed: %v\ndemocluster: retrying without them (no training gang)\n", err)
 		opts.Kueue, opts.JobSet = false, false
-		cp, err = harness.Start(ctx, opts)
+		cp, err = localcluster.Start(ctx, opts)
 	}
 	if err != nil {
 		return err
@@ -277,7 +277,7 @@ func serve(c config) error {
 	if err != nil {
 		return fmt.Errorf("demo scenario: %w", err)
 	}
-	summary = fmt.Sprintf("demo control plane %s up in %s at %s\n%s", harness.KubeVersion, time.Since(began).Round(time.Second), cp.Host, summary)
+	summary = fmt.Sprintf("demo control plane %s up in %s at %s\n%s", localcluster.KubeVersion, time.Since(began).Round(time.Second), cp.Host, summary)
 	fmt.Print(summary)
 	if err := os.WriteFile(c.readyFile(), []byte(summary), 0o600); err != nil {
 		return err

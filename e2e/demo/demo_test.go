@@ -16,7 +16,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
-	"github.com/gpufleet/upgrade-plugins/e2e/scenario"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster/scenario"
 )
 
 // runbookJSON is the part of runbook.json the test reads.
@@ -73,7 +73,7 @@ func TestDemoRunbook(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	summary, err := scn.Create(ctx, cp, true)
+	summary, err := scn.Create(ctx, cp.Cluster, true)
 	if err != nil {
 		t.Fatalf("scenario: %v", err)
 	}
