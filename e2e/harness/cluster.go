@@ -39,6 +39,17 @@ func Start(ctx context.Context, opts Options) (*ControlPlane, error) {
 	return &ControlPlane{Cluster: c}, nil
 }
 
+// Attach returns a ControlPlane for a control plane another process runs
+// (the demo's), through its admin kubeconfig, for its clients and
+// fixtures; Stop does nothing.
+func Attach(kubeconfig string) (*ControlPlane, error) {
+	c, err := localcluster.Attach(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return &ControlPlane{Cluster: c}, nil
+}
+
 // Versions of the binaries the harness runs.
 const (
 	KubeVersion   = localcluster.KubeVersion

@@ -139,6 +139,23 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return cp, nil
 }
 
+// Attach returns a Cluster for a control plane another process runs (the
+// demo's, through its admin kubeconfig): Config, Client, Kubeconfig and
+// Host are set, and it starts and stops nothing.
+func Attach(kubeconfig string) (*Cluster, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Kubeconfig: kubeconfig, Host: cfg.Host, Config: cfg, Client: client, Binaries: BinariesIn(CacheDir()),
+		ports: map[string]int{}, procs: map[string]*process{}}, nil
+}
+
 // setAPIServerPort points Host, the admin kubeconfig, Config and Client at
 // the apiserver's port.
 func (cp *Cluster) setAPIServerPort(port int) error {
@@ -258,6 +275,10 @@ func httpGetOK(ctx context.Context, c *http.Client, url string) error {
 	return nil
 }
 
+// loopbackHTTP is for the plain-HTTP health endpoints; a port held by
+// something that accepts and never answers must not hang a start.
+var loopbackHTTP = &http.Client{Timeout: 5 * time.Second}
+
 var insecureLoopback = &http.Client{
 	Timeout:   5 * time.Second,
 	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // self-signed loopback health endpoints
@@ -291,7 +312,7 @@ func (cp *Cluster) startEtcd(ctx context.Context) error {
 	return cp.startComponent(ctx, component{name: Etcd, bin: cp.Binaries.Etcd, args: args,
 		ready: func(ctx context.Context, p *process) error {
 			return cp.waitFor(ctx, p, "health", func(ctx context.Context) error {
-				return httpGetOK(ctx, http.DefaultClient, cp.EtcdEndpoint+"/health")
+				return httpGetOK(ctx, loopbackHTTP, cp.EtcdEndpoint+"/health")
 			})
 		}})
 }
@@ -567,9 +588,10 @@ func (cp *Cluster) Close() error {
 			}(procs[name])
 		}
 		wg.Wait()
-		// Nothing needs a graceful apiserver shutdown at teardown.
+		// Nothing needs a graceful apiserver shutdown at teardown, and
+		// one takes tens of seconds.
 		if p, ok := procs[KubeAPIServer]; ok {
-			p.stop(5 * time.Second)
+			p.stop(2 * time.Second)
 		}
 		if p, ok := procs[Etcd]; ok {
 			p.stop(5 * time.Second)

@@ -137,13 +137,17 @@ func (cp *Cluster) startComponent(ctx context.Context, c component) error {
 			return &ComponentError{Component: c.name, Log: logPath, Err: err}
 		}
 		err = c.ready(ctx, p)
+		line := ""
 		if err == nil {
-			if attempt > 1 {
-				logf(cp.Options, "%s started on attempt %d (ports %v)", c.name, attempt, cp.portsOf(c.name))
+			if line, err = cp.confirmPorts(ctx, p, c.name); err == nil {
+				if attempt > 1 {
+					logf(cp.Options, "%s started on attempt %d (ports %v)", c.name, attempt, cp.portsOf(c.name))
+				}
+				return nil
 			}
-			return nil
+		} else {
+			line = p.bindFailure()
 		}
-		line := p.bindFailure()
 		p.stop(5 * time.Second)
 		if ctx.Err() != nil {
 			return &ComponentError{Component: c.name, Log: logPath, Err: err}
@@ -170,6 +174,47 @@ func (cp *Cluster) startComponent(ctx context.Context, c component) error {
 	}
 }
 
+// confirmPorts waits until the component's own process listens on each of
+// its ports: a health check that passed may have been answered by another
+// program on a port the component could not bind. A port someone else
+// listens on is reported as a bind failure line; a port nobody listens on
+// yet is waited for, up to a minute.
+func (cp *Cluster) confirmPorts(ctx context.Context, p *process, name string) (string, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if dead, werr := p.exited(); dead {
+			return p.bindFailure(), fmt.Errorf("%s exited after it answered (%v); log %s ends with:\n%s", name, werr, p.logPath, p.tail(4000))
+		}
+		pending := 0
+		for _, key := range componentPorts[name] {
+			port := cp.port(key)
+			ours, anyone, known := listener(p.pid(), port)
+			switch {
+			case !known || ours:
+			case anyone:
+				line := fmt.Sprintf("127.0.0.1:%d: another program listens there, not %s (pid %d): address already in use", port, name, p.pid())
+				return line, fmt.Errorf("%s: %s", name, line)
+			default:
+				pending = port
+			}
+		}
+		if pending == 0 {
+			return "", nil
+		}
+		if line := p.bindFailure(); line != "" {
+			return line, fmt.Errorf("%s: %s", name, line)
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("%s answered but never listened on port %d; log %s ends with:\n%s", name, pending, p.logPath, p.tail(4000))
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%s: waiting for it to listen on port %d: %w", name, pending, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // The state file records, in the working directory, every process the
 // cluster started with its ports, so that another process (democluster
 // down) can make sure they are gone: Reap.
@@ -177,18 +222,37 @@ const stateFile = "components.json"
 
 func statePath(dir string) string { return filepath.Join(dir, stateFile) }
 
-type stateEntry struct {
+// Process is one component as the state file records it.
+type Process struct {
 	Name  string `json:"name"`
 	Pid   int    `json:"pid"`
 	Bin   string `json:"bin"`
 	Ports []int  `json:"ports,omitempty"`
 }
 
+// State returns the processes a cluster working in dir started, as its
+// state file records them; none when there is no state file (the cluster
+// stopped, or never started there).
+func State(dir string) ([]Process, error) {
+	b, err := os.ReadFile(statePath(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st []Process
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: %w", statePath(dir), err)
+	}
+	return st, nil
+}
+
 func (cp *Cluster) writeStateLocked() error {
-	var st []stateEntry
+	var st []Process
 	for _, name := range cp.order {
 		p := cp.procs[name]
-		e := stateEntry{Name: name, Pid: p.pid(), Bin: p.bin}
+		e := Process{Name: name, Pid: p.pid(), Bin: p.bin}
 		for _, key := range componentPorts[name] {
 			if port := cp.ports[key]; port > 0 {
 				e.Ports = append(e.Ports, port)
@@ -213,16 +277,9 @@ func (cp *Cluster) writeStateLocked() error {
 // each has exited, then waits up to timeout until every port they had can
 // be bound again. A dir without a state file has nothing to reap.
 func Reap(dir string, timeout time.Duration) error {
-	b, err := os.ReadFile(statePath(dir))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	st, err := State(dir)
+	if err != nil || st == nil {
 		return err
-	}
-	var st []stateEntry
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("%s: %w", statePath(dir), err)
 	}
 	deadline := time.Now().Add(timeout)
 	var ports []int

@@ -3,7 +3,6 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -161,7 +160,7 @@ integrations:
 			ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 			defer cancel()
 			return cp.waitFor(ctx, p, "readyz", func(ctx context.Context) error {
-				return httpGetOK(ctx, http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(cp.port(portKueueHealth))+"/readyz")
+				return httpGetOK(ctx, loopbackHTTP, "http://127.0.0.1:"+strconv.Itoa(cp.port(portKueueHealth))+"/readyz")
 			})
 		}})
 }
@@ -246,7 +245,7 @@ internalCertManagement:
 			ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 			defer cancel()
 			return cp.waitFor(ctx, p, "readyz", func(ctx context.Context) error {
-				return httpGetOK(ctx, http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(cp.port(portJobSetHealth))+"/readyz")
+				return httpGetOK(ctx, loopbackHTTP, "http://127.0.0.1:"+strconv.Itoa(cp.port(portJobSetHealth))+"/readyz")
 			})
 		}}); err != nil {
 		return err
