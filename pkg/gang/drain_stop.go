@@ -193,10 +193,14 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 	o.PodsGoneAt = d.clock().Now()
 	if t := stopTarget(g); t != nil {
 		ann := map[string]any{AnnStopState: GangStopped}
-		// Clear the request so that the gang does not yield again when it
-		// is readmitted; the answer stays as history.
-		for k, v := range d.keys().ClearRequestPatch() {
-			ann[k] = v
+		// End the request as stopped, not withdrawn: a trainer still in
+		// its grace period must not resume stepping, and the gang does not
+		// yield to it again when it is readmitted. Request and answer stay
+		// as history.
+		if _, asked := d.keys().ParseRequest(g.Annotations); asked || o.RequestID != "" {
+			for k, v := range d.keys().StoppedPatch() {
+				ann[k] = v
+			}
 		}
 		if err := d.retry(ctx, func() error { return checkpoint.Patch(ctx, d.Dynamic, *t, ann) }); err != nil {
 			return fail(err)

@@ -86,7 +86,9 @@ func hold(t *testing.T, port int, answer bool) {
 	}
 	t.Cleanup(func() { l.Close() })
 	if answer {
-		go func() { _ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })) }()
+		go func() {
+			_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+		}()
 		return
 	}
 	go func() {
