@@ -287,31 +287,27 @@ internalCertManagement:
 		}},
 	}
 	// Create, or point an existing registration at this webhook server.
-	mc := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	if _, err := mc.Create(ctx, mwc, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		var old *admissionregistrationv1.MutatingWebhookConfiguration
-		if old, err = mc.Get(ctx, mwc.Name, getOpts); err == nil {
-			mwc.ResourceVersion = old.ResourceVersion
-			_, err = mc.Update(ctx, mwc, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return err
-		}
-	} else if err != nil {
+	if err := createOrUpdate(ctx, cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations(), mwc); err != nil {
 		return err
 	}
-	vc := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	if _, err := vc.Create(ctx, vwc, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		var old *admissionregistrationv1.ValidatingWebhookConfiguration
-		if old, err = vc.Get(ctx, vwc.Name, getOpts); err == nil {
-			vwc.ResourceVersion = old.ResourceVersion
-			_, err = vc.Update(ctx, vwc, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return err
-		}
-	} else if err != nil {
+	return createOrUpdate(ctx, cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations(), vwc)
+}
+
+// createOrUpdate creates obj, or replaces the object of its name.
+func createOrUpdate[T metav1.Object](ctx context.Context, c interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}, obj T) error {
+	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	return nil
+	old, err := c.Get(ctx, obj.GetName(), getOpts)
+	if err != nil {
+		return err
+	}
+	obj.SetResourceVersion(old.GetResourceVersion())
+	_, err = c.Update(ctx, obj, metav1.UpdateOptions{})
+	return err
 }
