@@ -19,23 +19,23 @@ import (
 
 // The test binary doubles as a control-plane component: with
 // LOCALCLUSTER_FAKE set it listens on the port its --port flag names and
-// answers /healthz, as the real components do, or fails as they fail when
-// the port is taken. LOCALCLUSTER_FAKE=crash makes it exit at once with
-// an error of another kind.
+// answers /healthz, as the real components do, or ends as they do when the
+// port is taken. LOCALCLUSTER_FAKE=crash makes it end at once with an error
+// of another kind. (Returning from TestMain ends the process, with m.Run's
+// status when it ran.)
 func TestMain(m *testing.M) {
 	switch os.Getenv("LOCALCLUSTER_FAKE") {
 	case "":
-		os.Exit(m.Run())
+		m.Run()
 	case "crash":
 		fmt.Fprintln(os.Stderr, "E0101 fake: cannot load the configuration")
-		os.Exit(1)
 	default:
 		port := strings.TrimPrefix(os.Args[len(os.Args)-1], "--port=")
 		l, err := net.Listen("tcp", "127.0.0.1:"+port)
 		if err != nil {
 			// Go's own wording, which the real components print too.
 			fmt.Fprintf(os.Stderr, "E0101 fake: failed to listen: %v\n", err)
-			os.Exit(1)
+			return
 		}
 		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
 	}
