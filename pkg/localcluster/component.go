@@ -139,7 +139,7 @@ func (cp *Cluster) startComponent(ctx context.Context, c component) error {
 		err = c.ready(ctx, p)
 		line := ""
 		if err == nil {
-			if line, err = cp.confirmPorts(ctx, p, c.name); err == nil {
+			if line, err = cp.confirmPorts(p, c.name); err == nil {
 				if attempt > 1 {
 					logf(cp.Options, "%s started on attempt %d (ports %v)", c.name, attempt, cp.portsOf(c.name))
 				}
@@ -174,45 +174,21 @@ func (cp *Cluster) startComponent(ctx context.Context, c component) error {
 	}
 }
 
-// confirmPorts waits until the component's own process listens on each of
-// its ports: a health check that passed may have been answered by another
-// program on a port the component could not bind. A port someone else
-// listens on is reported as a bind failure line; a port nobody listens on
-// yet is waited for, up to a minute.
-func (cp *Cluster) confirmPorts(ctx context.Context, p *process, name string) (string, error) {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if dead, werr := p.exited(); dead {
-			return p.bindFailure(), fmt.Errorf("%s exited after it answered (%v); log %s ends with:\n%s", name, werr, p.logPath, p.tail(4000))
-		}
-		pending := 0
-		for _, key := range componentPorts[name] {
-			port := cp.port(key)
-			ours, anyone, known := listener(p.pid(), port)
-			switch {
-			case !known || ours:
-			case anyone:
-				line := fmt.Sprintf("127.0.0.1:%d: another program listens there, not %s (pid %d): address already in use", port, name, p.pid())
-				return line, fmt.Errorf("%s: %s", name, line)
-			default:
-				pending = port
-			}
-		}
-		if pending == 0 {
-			return "", nil
-		}
-		if line := p.bindFailure(); line != "" {
+// confirmPorts checks that no other program listens on one of the
+// component's ports: a health check that passed may have been answered by
+// a program holding a port the component could not bind (it then exits, a
+// moment later). A port nobody listens on yet is the component's to bind
+// (a webhook server may start after the health endpoint). It returns the
+// reason as a bind failure line.
+func (cp *Cluster) confirmPorts(p *process, name string) (string, error) {
+	for _, key := range componentPorts[name] {
+		port := cp.port(key)
+		if ours, anyone, known := listener(p.pid(), port); known && anyone && !ours {
+			line := fmt.Sprintf("127.0.0.1:%d: another program listens there, not %s (pid %d): address already in use", port, name, p.pid())
 			return line, fmt.Errorf("%s: %s", name, line)
 		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("%s answered but never listened on port %d; log %s ends with:\n%s", name, pending, p.logPath, p.tail(4000))
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("%s: waiting for it to listen on port %d: %w", name, pending, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
+	return "", nil
 }
 
 // The state file records, in the working directory, every process the
