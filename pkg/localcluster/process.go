@@ -153,7 +153,17 @@ func (p *process) bindFailure() string {
 	}
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		if bytes.Contains(line, []byte("address already in use")) {
-			return string(bytes.TrimSpace(line))
+			line = bytes.TrimSpace(line)
+			if len(line) > 300 {
+				// Structured loggers put a stack trace on the same line.
+				if i := bytes.Index(line, []byte("address already in use")); i > 200 {
+					line = append([]byte("..."), line[i-200:]...)
+				}
+				if len(line) > 300 {
+					line = append(line[:300:300], "..."...)
+				}
+			}
+			return string(line)
 		}
 	}
 	return ""
