@@ -83,10 +83,12 @@ echo "== Demo cluster"
 
 "$democluster" runbook --dir "$dir" --bin "$bin"
 
+# Paths as a person pastes them: relative ones from the repository root.
+shown() { if [[ $1 == /* ]]; then echo "$1"; else echo "\$PWD/$1"; fi; }
 cat <<MSG
 
 The demo took $((SECONDS - began)) s. The demo cluster keeps running. Try:
-  export KUBECONFIG=\$PWD/$dir/kubeconfig PATH=\$PWD/$bin:\$PATH
+  export KUBECONFIG=$(shown "$dir/kubeconfig") PATH=$(shown "$bin"):\$PATH
   kubectl skew
   kubectl get nodes -L cloud.google.com/gke-nodepool
 Stop it with: make demo-down   (or hack/demo.sh down)

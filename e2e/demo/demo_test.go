@@ -59,15 +59,15 @@ func TestDemoTwice(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	demo := func(args ...string) (string, error) {
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "demo.sh"), args...)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "DEMO_DIR="+dir, "BIN_DIR="+bin)
-		began := time.Now()
-		out, err := cmd.CombinedOutput()
-		t.Logf("hack/demo.sh %s (%s, err %v):\n%s", strings.Join(args, " "), time.Since(began).Round(time.Second), err, out)
-		return string(out), err
+		return runDemo(t, ctx, root, dir, bin, args...)
 	}
-	t.Cleanup(func() { _, _ = demo("down") })
+	// Whatever happens, the demo cluster goes (with a context of its own:
+	// the test's has ended by then).
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		_, _ = runDemo(t, ctx, root, dir, bin, "down")
+	})
 
 	var runs [2]runbookJSON
 	for i := range runs {
@@ -114,6 +114,18 @@ func TestDemoTwice(t *testing.T) {
 			l.Close()
 		}
 	}
+}
+
+// runDemo runs hack/demo.sh as `make demo` does once bin/ is built, with
+// the demo's state in dir.
+func runDemo(t *testing.T, ctx context.Context, root, dir, bin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "demo.sh"), args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "DEMO_DIR="+dir, "BIN_DIR="+bin)
+	began := time.Now()
+	out, err := cmd.CombinedOutput()
+	t.Logf("hack/demo.sh %s (%s, err %v):\n%s", strings.Join(args, " "), time.Since(began).Round(time.Second), err, out)
+	return string(out), err
 }
 
 var runID = regexp.MustCompile(`gd-[0-9]{8}-[0-9]{6}-[0-9a-f]+`)
