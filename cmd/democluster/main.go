@@ -262,7 +262,7 @@ func serve(c config) (err error) {
 		Dir:          c.clusterDir(),
 		Kueue:        c.kueue,
 		JobSet:       c.jobset,
-		StartTimeout: 5 * time.Minute,
+		StartTimeout: 10 * time.Minute, // room for Kueue and JobSet to be started again (90 s a try)
 		Log:          os.Stdout,
 	}
 	began := time.Now()
