@@ -10,7 +10,15 @@ PLUGINS  := kubectl-skew kubectl-deprecations kubectl-gang_drain kubectl-gpu_val
 VERSION  ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.1.0-dev)
 COMMIT   ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -X $(MODULE)/pkg/cli.version=$(VERSION) -X $(MODULE)/pkg/cli.commit=$(COMMIT)
-GOFLAGS_BUILD := -trimpath -ldflags "$(LDFLAGS)"
+# One set of compiler inputs for everything `make test` builds in this
+# module (go vet, the unit and e2e test binaries, bin/): cgo off, as the
+# released binaries are, and no -trimpath outside the release targets.
+# Either difference alone gives every package a different build-cache key,
+# so a cold `make test` compiled the plugins' whole dependency tree (client-go,
+# cli-runtime, kubectl, Helm, ...) twice. ldflags are link-only.
+export CGO_ENABLED ?= 0
+GOFLAGS_BUILD := -ldflags "$(LDFLAGS)"
+GOFLAGS_RELEASE := -trimpath -ldflags "$(LDFLAGS)"
 BIN      := bin
 DIST     := dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
@@ -32,18 +40,27 @@ endif
 E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
 FUZZTIME ?= 10s
 
-.PHONY: image all build test unit race e2e e2e-tools e2e-deps bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
+.PHONY: image all build test unit-and-fuzz unit race e2e e2e-tools e2e-deps bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
 
 all: build
 
 ## build: the six plugins, their completion scripts and the checkpoint agent into bin/
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 go build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(PLUGINS)) ./cmd/democluster ./cmd/gpufleet-checkpoint-agent
+	go build $(GOFLAGS_BUILD) -o $(BIN)/ $(addprefix ./cmd/,$(PLUGINS)) ./cmd/democluster ./cmd/gpufleet-checkpoint-agent
 	cp hack/completion/kubectl_complete-* $(BIN)/
 
 ## test: unit tests, short fuzzing, then the e2e suite against a real control plane (README's test command)
-test: unit fuzz-short e2e
+# The control-plane build (its own modules under e2e/tools, mostly module
+# downloads, compiles and single-threaded links) runs beside the unit tests
+# and the fuzzing, which leave cores idle while tests wait; the e2e suite
+# starts when both are done.
+test:
+	$(MAKE) -j2 unit-and-fuzz e2e-tools
+	$(MAKE) e2e
+
+unit-and-fuzz: unit
+	$(MAKE) fuzz-short
 
 ## unit: go vet and the unit tests
 unit:
@@ -53,7 +70,7 @@ unit:
 ## race: the unit tests with the race detector (a race build of the Kubernetes
 ## libraries costs CI minutes a fresh machine does not have, so `test` skips it)
 race:
-	go test -race -count=1 ./...
+	CGO_ENABLED=1 go test -race -count=1 ./...
 
 ## e2e-tools: build the control-plane binaries into the version-keyed cache
 e2e-tools:
@@ -111,7 +128,7 @@ dist:
 	rm -rf $(DIST)/build
 	for p in $(PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build $(GOFLAGS_BUILD) -o $(DIST)/build/$${os}_$${arch}/ $(addprefix ./cmd/,$(PLUGINS)); \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build $(GOFLAGS_RELEASE) -o $(DIST)/build/$${os}_$${arch}/ $(addprefix ./cmd/,$(PLUGINS)); \
 	done
 	go run ./hack/release dist -version $(VERSION) -build $(DIST)/build -out $(DIST)
 
@@ -121,8 +138,8 @@ krew: dist
 
 ## krew-validate: check the rendered manifests with krew's own validator
 krew-validate: krew
-	e2e/tools/build.sh krew >/dev/null
-	for m in $(DIST)/krew/*.yaml; do "$$(e2e/tools/build.sh krew)/krew-v0.4.3/validate-krew-manifest" -manifest $$m -skip-install; done
+	e2e/tools/build.sh krew-validate >/dev/null
+	for m in $(DIST)/krew/*.yaml; do "$$(e2e/tools/build.sh krew-validate)/krew-v0.4.3/validate-krew-manifest" -manifest $$m -skip-install; done
 
 ## demo: start the local GPU-fleet control plane and run each plugin on it
 demo: build

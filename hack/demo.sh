@@ -12,8 +12,10 @@
 #
 # DEMO_DIR (default .demo) holds the kubeconfig, pid file, logs and evidence.
 # The Kueue and JobSet managers run by default: the training gang needs them.
-# DEMO_QUEUEING=0 leaves them out; when they fail to build, the demo says so
-# and runs the rest without the gang.
+# DEMO_QUEUEING=0 leaves them out. Otherwise the demo never drops the gang on
+# its own: a manager that fails to build is built again once, one that fails
+# to start is started again (democluster), and if it still fails the demo
+# stops with an error naming it and its log.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,11 +53,22 @@ echo "== Control-plane binaries (cached in ${E2E_BIN_DIR:-${XDG_CACHE_HOME:-$HOM
 e2e/tools/build.sh core >/dev/null
 up_args=(--dir "$dir")
 if [[ $queueing != 0 ]]; then
-	if e2e/tools/build.sh kueue jobset >/dev/null; then
-		up_args+=(--kueue --jobset)
-	else
-		echo "demo: building Kueue and JobSet failed (see above); the demo runs without them, so without the training gang" >&2
-	fi
+	mkdir -p "$dir"
+	for c in kueue jobset; do
+		log=$dir/build-$c.log
+		for try in 1 2; do
+			if e2e/tools/build.sh "$c" 2> >(tee "$log" >&2) >/dev/null; then
+				break
+			fi
+			if [[ $try == 2 ]]; then
+				echo "demo: building $c failed twice (its log: $log). The demo's training gang needs Kueue and JobSet:" >&2
+				echo "demo: fix the build and run make demo again, or run the demo without the gang: DEMO_QUEUEING=0 make demo" >&2
+				exit 1
+			fi
+			echo "demo: building $c failed (its log: $log); trying once more" >&2
+		done
+	done
+	up_args+=(--kueue --jobset)
 else
 	echo "(DEMO_QUEUEING=0: no Kueue, no JobSet, no training gang)"
 fi
@@ -70,10 +83,12 @@ echo "== Demo cluster"
 
 "$democluster" runbook --dir "$dir" --bin "$bin"
 
+# Paths as a person pastes them: relative ones from the repository root.
+shown() { if [[ $1 == /* ]]; then echo "$1"; else echo "\$PWD/$1"; fi; }
 cat <<MSG
 
 The demo took $((SECONDS - began)) s. The demo cluster keeps running. Try:
-  export KUBECONFIG=\$PWD/$dir/kubeconfig PATH=\$PWD/$bin:\$PATH
+  export KUBECONFIG=$(shown "$dir/kubeconfig") PATH=$(shown "$bin"):\$PATH
   kubectl skew
   kubectl get nodes -L cloud.google.com/gke-nodepool
 Stop it with: make demo-down   (or hack/demo.sh down)

@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
 # fuzz.sh runs every Go fuzz target of the module for the given time each
-# (default 10s): hack/fuzz.sh 10s. Go runs one fuzz target per invocation,
-# so each is run on its own; the seed corpora in testdata/fuzz always run as
-# part of the ordinary unit tests too.
+# (default 10s): hack/fuzz.sh 10s. The seed corpora in testdata/fuzz always
+# run as part of the ordinary unit tests too.
+#
+# Go fuzzes one target per run, and `go test -fuzz` links a new
+# coverage-instrumented test binary every time. So the targets are read
+# from the source (func FuzzXxx in the package's test files, not by linking
+# each package's test binary to ask it with -list), each package's
+# instrumented binary is built once (`go test -c -fuzz=.`, which Go 1.26
+# allows: the instrumentation comes with -fuzz, the one-target rule is
+# checked when the binary runs), and that binary runs once per target, in
+# the package's directory and with the fuzz cache `go test` itself would
+# pass (-test.fuzzcachedir=$GOCACHE/fuzz/<import path>). Failing inputs go
+# to the package's testdata/fuzz as with `go test -fuzz`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 time=${1:-10s}
+fuzzcache=$(go env GOCACHE)/fuzz
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 total=0
 found=0
 execs=0
-for pkg in $(go list ./...); do
-	targets=$(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true)
+while read -r pkg dir files; do
+	targets=$(cd "$dir" && sed -n 's/^func \(Fuzz[A-Z0-9_][A-Za-z0-9_]*\)(.*\*testing\.F).*/\1/p' $files | sort -u)
+	[[ -n $targets ]] || continue
+	bin=$work/$(echo "$pkg" | tr / _).test
+	echo "fuzz: building the instrumented test binary of $pkg" >&2
+	go test -c -fuzz=. -o "$bin" "$pkg"
 	for t in $targets; do
 		total=$((total + 1))
 		echo "fuzz: $pkg $t for $time" >&2
@@ -22,7 +39,7 @@ for pkg in $(go list ./...); do
 		# failing input. Such a run is tried again, twice at most. Anything
 		# else that fails, or a failing input written, counts at once.
 		for try in 1 2 3; do
-			if go test -run '^$' -fuzz "^${t}\$" -fuzztime "$time" "$pkg" >"$log" 2>&1; then
+			if (cd "$dir" && "$bin" -test.run '^$' -test.fuzz "^${t}\$" -test.fuzztime "$time" -test.fuzzcachedir "$fuzzcache/$pkg" -test.paniconexit0) >"$log" 2>&1; then
 				ok=1
 				break
 			fi
@@ -41,6 +58,7 @@ for pkg in $(go list ./...); do
 		fi
 		rm -f "$log"
 	done
-done
+	rm -f "$bin"
+done < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}{{end}}' ./...)
 echo "fuzz: $total target(s), $execs executions, $found failing" >&2
 [[ $found -eq 0 ]]

@@ -22,4 +22,7 @@ check "color.NoColor mutated" 'color\.NoColor *=' '*.go'
 check "os.Exit in pkg/ or plugins/" 'os\.Exit\(' 'pkg/*.go' 'plugins/*.go' ':!**/internal/gen/**'
 # No placeholders presented as done.
 check "unimplemented stubs" 'panic\("not implemented|TODO: ?implement' '*.go'
+# Product code never depends on the tests: nothing outside e2e/ imports e2e/
+# (the local control plane the demo ships is pkg/localcluster).
+check "an import of e2e/ outside e2e/" '"github\.com/gpufleet/upgrade-plugins/e2e(/[^"]*)?"' '*.go' ':!e2e/**'
 exit $fail

@@ -1,9 +1,9 @@
-// Command democluster runs the local control plane of the e2e harness with
+// Command democluster runs the local control plane of pkg/localcluster with
 // the GPU-fleet scenario of testdata/demo, and walks the runbook of
 // upgrading one pool, for `make demo`.
 //
 //	democluster up   [--dir .demo] [--kueue] [--jobset]  start in the background, print the kubeconfig path
-//	democluster down [--dir .demo]                  stop it and remove its state
+//	democluster down [--dir .demo]                  stop it, wait until every process it started has exited and freed its ports, remove its state
 //	democluster serve [--dir .demo] [--kueue] [--jobset] run in the foreground until SIGINT/SIGTERM
 //	democluster runbook [--dir .demo] [--bin bin] [--kubeconfig K] [--evidence DIR]
 //	                                                run the upgrade runbook against a running cluster
@@ -13,10 +13,15 @@
 // runs each plugin as a user would, through kubectl, prints each command
 // before its output and exit code, writes each step's -o json output to
 // the evidence folder (default .demo/evidence) and ends with a summary.
+//
+// With --kueue and --jobset, a manager that does not start is tried again;
+// if it still does not, up fails naming it and its log rather than run the
+// demo without its training gang.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -28,8 +33,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpufleet/upgrade-plugins/e2e/harness"
-	"github.com/gpufleet/upgrade-plugins/e2e/scenario"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster/scenario"
 )
 
 const usage = `usage: democluster up|down|serve|status|runbook [--dir DIR] [--kueue] [--jobset] [--scenario FILE]`
@@ -163,7 +168,7 @@ func up(c config) error {
 	cmd := exec.Command(self, args...)
 	cmd.Stdout, cmd.Stderr, cmd.Stdin = logf, logf, nil
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if root, err := harness.RepoRoot(); err == nil {
+	if root, err := localcluster.RepoRoot(); err == nil {
 		cmd.Env = append(os.Environ(), "GPUFLEET_REPO_ROOT="+root)
 	}
 	if err := cmd.Start(); err != nil {
@@ -178,7 +183,7 @@ func up(c config) error {
 	for {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("the control plane exited (%v); end of %s:\n%s", err, c.logFile(), tail(c.logFile(), 3000))
+			return fmt.Errorf("the control plane exited (%v); end of %s:\n%s", err, c.logFile(), tail(c.logFile(), 6000))
 		case <-deadline:
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			return fmt.Errorf("not ready after %s; see %s", c.timeout, c.logFile())
@@ -195,9 +200,14 @@ func printReady(c config) {
 	b, _ := os.ReadFile(c.readyFile())
 	fmt.Print(string(b))
 	fmt.Printf("kubeconfig: %s\n", c.kubeconfig())
-	fmt.Printf("try:        kubectl --kubeconfig %s get nodes -L %s\n", c.kubeconfig(), harness.PoolLabel)
+	fmt.Printf("try:        kubectl --kubeconfig %s get nodes -L %s\n", c.kubeconfig(), localcluster.PoolLabel)
 }
 
+// down stops the serve process, then makes sure every component it
+// started has exited and released its ports (localcluster.Reap, from the
+// state file in the cluster folder: a serve that was killed leaves its
+// components to it) before it removes the state. It returns only then, so
+// that an up right after it finds every port free.
 func down(c config) error {
 	pid := c.running()
 	if pid == 0 {
@@ -209,10 +219,16 @@ func down(c config) error {
 			time.Sleep(200 * time.Millisecond)
 		}
 		if syscall.Kill(pid, 0) == nil {
-			// Its components carry a parent-death signal and follow it.
+			// Its components carry a parent-death signal and follow it;
+			// Reap below sees to any that do not.
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		fmt.Printf("demo cluster stopped (pid %d)\n", pid)
+	}
+	if err := localcluster.Reap(c.clusterDir(), 60*time.Second); err != nil {
+		return fmt.Errorf("stopping the demo cluster: %w; the state is kept in %s", err, c.dir)
+	}
+	if pid != 0 {
+		fmt.Printf("demo cluster stopped (pid %d); every component exited and its ports are free\n", pid)
 	}
 	for _, p := range []string{c.pidFile(), c.readyFile(), c.kubeconfig()} {
 		_ = os.Remove(p)
@@ -220,11 +236,15 @@ func down(c config) error {
 	return os.RemoveAll(c.clusterDir())
 }
 
-func serve(c config) error {
+func serve(c config) (err error) {
 	if pid := c.running(); pid != 0 && pid != os.Getpid() {
 		return fmt.Errorf("already running (pid %d); run democluster down first", pid)
 	}
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
+		return err
+	}
+	// What an earlier serve that was killed left running goes first.
+	if err := localcluster.Reap(c.clusterDir(), 60*time.Second); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(c.clusterDir()); err != nil {
@@ -238,24 +258,23 @@ func serve(c config) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	opts := harness.Options{
+	opts := localcluster.Options{
 		Dir:          c.clusterDir(),
 		Kueue:        c.kueue,
 		JobSet:       c.jobset,
-		StartTimeout: 5 * time.Minute,
+		StartTimeout: 10 * time.Minute, // room for Kueue and JobSet to be started again (90 s a try)
 		Log:          os.Stdout,
 	}
 	began := time.Now()
-	cp, err := harness.Start(ctx, opts)
-	if err != nil && (c.kueue || c.jobset) && ctx.Err() == nil {
-		fmt.Printf("democluster: start with Kueue and JobSet failed: %v\ndemocluster: retrying without them (no training gang)\n", err)
-		opts.Kueue, opts.JobSet = false, false
-		cp, err = harness.Start(ctx, opts)
-	}
+	cp, err := localcluster.Start(ctx, opts)
 	if err != nil {
-		return err
+		return startError(err)
 	}
-	defer cp.Stop()
+	defer func() {
+		if cerr := cp.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	kc, err := os.ReadFile(cp.Kubeconfig)
 	if err != nil {
 		return err
@@ -277,7 +296,7 @@ func serve(c config) error {
 	if err != nil {
 		return fmt.Errorf("demo scenario: %w", err)
 	}
-	summary = fmt.Sprintf("demo control plane %s up in %s at %s\n%s", harness.KubeVersion, time.Since(began).Round(time.Second), cp.Host, summary)
+	summary = fmt.Sprintf("demo control plane %s up in %s at %s\n%s", localcluster.KubeVersion, time.Since(began).Round(time.Second), cp.Host, summary)
 	fmt.Print(summary)
 	if err := os.WriteFile(c.readyFile(), []byte(summary), 0o600); err != nil {
 		return err
@@ -285,6 +304,21 @@ func serve(c config) error {
 	<-ctx.Done()
 	fmt.Println("democluster: stopping")
 	return nil
+}
+
+// startError says which component did not start and where its log is.
+// Kueue and JobSet carry the demo's training gang: the demo does not go on
+// without them unless asked to (DEMO_QUEUEING=0).
+func startError(err error) error {
+	var ce *localcluster.ComponentError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	if ce.Component == localcluster.Kueue || ce.Component == localcluster.JobSet {
+		return fmt.Errorf("%w\n\n%s did not start, after retries (its log: %s). The demo's training gang needs Kueue and JobSet: "+
+			"fix the cause above and run make demo again, or run the demo without the gang: DEMO_QUEUEING=0 make demo", err, ce.Component, ce.Log)
+	}
+	return fmt.Errorf("%w\n\n%s did not start (its log: %s)", err, ce.Component, ce.Log)
 }
 
 func tail(path string, n int) string {

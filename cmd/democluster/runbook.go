@@ -10,8 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpufleet/upgrade-plugins/e2e/scenario"
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster/scenario"
 	"github.com/gpufleet/upgrade-plugins/plugins/gangdrain"
 	"github.com/gpufleet/upgrade-plugins/plugins/pdbblockers"
 )

@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpufleet/upgrade-plugins/e2e/harness"
-	"github.com/gpufleet/upgrade-plugins/e2e/scenario"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster/scenario"
 )
 
 // runner walks the runbook against a running cluster.
@@ -52,7 +52,7 @@ type runner struct {
 func runRunbook(ctx context.Context, c config) error {
 	scnPath := c.scenario
 	if scnPath == "" {
-		root, err := harness.RepoRoot()
+		root, err := localcluster.RepoRoot()
 		if err != nil {
 			return err
 		}
@@ -69,7 +69,7 @@ func runRunbook(ctx context.Context, c config) error {
 	if r.bin, err = filepath.Abs(c.bin); err != nil {
 		return err
 	}
-	r.kubectl = orDefault(c.kubectl, harness.BinariesIn(harness.CacheDir()).Kubectl)
+	r.kubectl = orDefault(c.kubectl, localcluster.BinariesIn(localcluster.CacheDir()).Kubectl)
 	if r.evidence, err = filepath.Abs(orDefault(c.evidence, filepath.Join(c.dir, "evidence"))); err != nil {
 		return err
 	}
@@ -355,7 +355,7 @@ func (r *runner) takeShown() []string {
 }
 
 func (r *runner) waitFor(what string, cond func(context.Context) (bool, error)) error {
-	return harness.Poll(r.ctx, what, 250*time.Millisecond, 2*time.Minute, cond)
+	return localcluster.Poll(r.ctx, what, 250*time.Millisecond, 2*time.Minute, cond)
 }
 
 // readEvidence decodes the evidence file of the step named name.

@@ -87,10 +87,12 @@ func (r *runner) startTrainer(ctx context.Context) (stop func(), err error) {
 // scriptedTrainer is the trainer's half of the file contract, as a
 // training loop checks it each step: a new request.json is answered once,
 // after the checkpoint "takes" CheckpointTakes, with ready.json; a
-// withdrawn request (cancelled) resumes training.
+// withdrawn request (cancelled) resumes training; a request that ended in
+// a stop of the gang (stopped) keeps it paused until its pods end.
 func (r *runner) scriptedTrainer(ctx context.Context, dir agent.Dir) {
 	g := r.scn.Gang
 	answered := map[string]bool{}
+	stopped := ""
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -98,6 +100,10 @@ func (r *runner) scriptedTrainer(ctx context.Context, dir agent.Dir) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+		if id := dir.ReadStopped(); id != "" && id != stopped {
+			stopped = id
+			r.say("  [trainer %s] stopped: request %s ended in a stop of the gang; staying paused, not resuming, until SIGTERM", g.JobSet, id)
 		}
 		req, _, ok := dir.ReadRequest()
 		if !ok || answered[req.ID] {

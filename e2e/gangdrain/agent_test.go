@@ -396,12 +396,16 @@ func TestGangDrainAgentWithdrawn(t *testing.T) {
 	if ann[keys.Request] != checkpoint.Cancelled {
 		t.Errorf("request %q, want cancelled", ann[keys.Request])
 	}
+	// Recorded as it happened: withdrawn before the trainer answered, not
+	// declined (the trainer declined nothing).
 	deadline = time.Now().Add(30 * time.Second)
-	for e.jobSetAnnotations("agent-withdrawn")[keys.Status()] != string(checkpoint.StatusDeclined) && time.Now().Before(deadline) {
+	for e.jobSetAnnotations("agent-withdrawn")[keys.Status()] != string(checkpoint.StatusWithdrawn) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	if st := e.jobSetAnnotations("agent-withdrawn")[keys.Status()]; st != string(checkpoint.StatusDeclined) {
-		t.Errorf("status %q, want declined (request withdrawn)", st)
+	ann = e.jobSetAnnotations("agent-withdrawn")
+	if st, msg := ann[keys.Status()], ann[keys.Message()]; st != string(checkpoint.StatusWithdrawn) ||
+		!strings.Contains(msg, "withdrawn before the gang answered") || !strings.Contains(msg, "told to resume") {
+		t.Errorf("status %q message %q, want withdrawn before the gang answered", st, msg)
 	}
 }
 

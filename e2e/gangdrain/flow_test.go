@@ -179,7 +179,7 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 	}
 	ann := e.jobSetObj("train").Annotations
 	keys := checkpoint.DefaultKeys()
-	if ann[gang.AnnStoppedByRun] != runID || ann[gang.AnnStopMethod] != string(gang.StopKueue) || ann[keys.Request] != "" ||
+	if ann[gang.AnnStoppedByRun] != runID || ann[gang.AnnStopMethod] != string(gang.StopKueue) || ann[keys.Request] != checkpoint.Stopped ||
 		ann[keys.Status()] != string(checkpoint.StatusReadyToStop) || ann[keys.ObservedRequestID()] != runID {
 		t.Errorf("jobset annotations: %v", ann)
 	}

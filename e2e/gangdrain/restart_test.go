@@ -236,7 +236,7 @@ func TestGangDrainAPIServerRestart(t *testing.T) {
 	}
 	keys := checkpoint.DefaultKeys()
 	if ann := train.Annotations; ann[gang.AnnStoppedByRun] != runID || ann[gang.AnnStopMethod] != string(gang.StopKueue) ||
-		ann[gang.AnnStopState] != gang.GangStopped || ann[keys.Request] != "" ||
+		ann[gang.AnnStopState] != gang.GangStopped || ann[keys.Request] != checkpoint.Stopped ||
 		ann[keys.Status()] != string(checkpoint.StatusReadyToStop) || ann[keys.ObservedRequestID()] != runID {
 		t.Errorf("jobset annotations: %v", ann)
 	}

@@ -99,15 +99,6 @@ func (cp *ControlPlane) CreateQueues(ctx context.Context, ns, name string, nodeL
 	return cleanup, nil
 }
 
-func metaConditionTrue(conds []metav1.Condition, typ string) bool {
-	for _, c := range conds {
-		if c.Type == typ {
-			return c.Status == metav1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // QueuedJob returns Job(...) created suspended in queue, as Kueue expects
 // when its admission webhook is not registered.
 func QueuedJob(ns, name, queue string, parallelism int32, gpusPerPod int) *batchv1.Job {

@@ -2,7 +2,7 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|helm|pushgateway|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl and kwok; helm is the helm client e2e/deprecations drives. The
@@ -117,6 +117,12 @@ jobset() {
 krew() {
 	build krew "$cache/krew-$KREW_VERSION/krew" sigs.k8s.io/krew/cmd/krew \
 		"-X sigs.k8s.io/krew/internal/version.gitTag=$KREW_VERSION"
+}
+
+# krew's manifest validator, for make krew-validate only: the tests never
+# run it, so `make test` does not build it.
+krew_validate() {
+	krew
 	build krew "$cache/krew-$KREW_VERSION/validate-krew-manifest" sigs.k8s.io/krew/cmd/validate-krew-manifest
 }
 
@@ -136,8 +142,9 @@ pushgateway() {
 for what in "$@"; do
 	case $what in
 	core | kueue | jobset | krew | helm | pushgateway) "$what" ;;
-	all) core; kueue; jobset; krew; helm; pushgateway ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, helm, pushgateway or all)" >&2; exit 2 ;;
+	krew-validate) krew_validate ;;
+	all) core; kueue; jobset; krew_validate; helm; pushgateway ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"

@@ -74,10 +74,10 @@ func TestRenderedManifestsValidate(t *testing.T) {
 			}
 		}
 	}
-	// krew's own validator, when e2e/tools/build.sh krew has built it.
+	// krew's own validator, when e2e/tools/build.sh krew-validate has built it.
 	vkm := filepath.Join(cacheDir(), "krew-v0.4.3", "validate-krew-manifest")
 	if _, err := os.Stat(vkm); err != nil {
-		t.Logf("krew's validate-krew-manifest not built (%v); run e2e/tools/build.sh krew", err)
+		t.Logf("krew's validate-krew-manifest not built (%v); run e2e/tools/build.sh krew-validate", err)
 		return
 	}
 	for _, pl := range Plugins {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func TestEvaluate(t *testing.T) {
 		{"ready", t0.Add(40 * time.Minute), Response{ObservedRequestID: "r1", Status: StatusReadyToStop, Step: "1200"}, Verdict{Phase: PhaseReady, Reason: "ready to stop at step 1200"}},
 		{"failed", t0.Add(time.Minute), Response{ObservedRequestID: "r1", Status: StatusFailed, Message: "bucket full"}, Verdict{Phase: PhaseFailed, Reason: "checkpoint failed: bucket full"}},
 		{"declined", t0.Add(time.Minute), Response{ObservedRequestID: "r1", Status: StatusDeclined}, Verdict{Phase: PhaseDeclined, Reason: "declined"}},
+		{"withdrawn by someone else", t0.Add(time.Minute), Response{ObservedRequestID: "r1", Status: StatusWithdrawn, Message: "cancelled"}, Verdict{Phase: PhaseFailed, Reason: "the responder saw the request withdrawn: cancelled"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -244,5 +246,80 @@ func TestResponderStopWaitsForCheckpoint(t *testing.T) {
 	}
 	if isFinal(st.Response.Status) {
 		t.Errorf("a stopping responder answered %s (%s)", st.Response.Status, st.Response.Message)
+	}
+}
+
+// TestResponderWithdrawn: a request that ends before the answer is
+// recorded as withdrawn, saying whether the gang was stopped or the
+// request cancelled, with the checkpointer's own account; never as
+// declined (nobody declined), and the checkpointer learns which through
+// its context's cause.
+func TestResponderWithdrawn(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		end       func(ctx context.Context, rq *Requester, target Target, req Request) error
+		cause     error
+		wantInMsg []string
+	}{
+		{"cancelled", func(ctx context.Context, rq *Requester, target Target, req Request) error {
+			return rq.Cancel(ctx, target, req, nil)
+		}, ErrRequestCancelled, []string{"withdrawn before the gang answered", "told to resume", "the trainer never answered"}},
+		{"keys removed", func(ctx context.Context, rq *Requester, target Target, _ Request) error {
+			return rq.Clear(ctx, target)
+		}, ErrRequestCancelled, []string{"withdrawn before the gang answered"}},
+		{"gang stopped", func(ctx context.Context, rq *Requester, target Target, _ Request) error {
+			return rq.MarkStopped(ctx, target)
+		}, ErrGangStopped, []string{"stopped before it answered", "told not to resume", "the trainer never answered"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newDynamic()
+			target := Target{Resource: jobsets, Namespace: "ml", Name: "train"}
+			keys := DefaultKeys()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			rq := &Requester{Client: c, Keys: keys}
+			req := Request{State: Requested, ID: "r1", RequestedAt: time.Now()}
+			if err := rq.Request(ctx, target, req, nil); err != nil {
+				t.Fatal(err)
+			}
+			started := make(chan struct{})
+			var cause atomic.Value
+			rs := &Responder{Client: c, Target: target, Keys: keys, PollInterval: 5 * time.Millisecond, HeartbeatInterval: 5 * time.Millisecond,
+				Checkpoint: func(ctx context.Context, _ Request) (Result, error) {
+					close(started)
+					<-ctx.Done()
+					cause.Store(context.Cause(ctx))
+					return Result{}, errors.New("the trainer never answered")
+				}}
+			rctx, rcancel := context.WithCancel(ctx)
+			defer rcancel()
+			go func() { _ = rs.Run(rctx) }()
+			<-started
+			if err := tc.end(ctx, rq, target, req); err != nil {
+				t.Fatal(err)
+			}
+			var st State
+			for {
+				var err error
+				if st, err = Read(ctx, c, keys, target); err != nil {
+					t.Fatal(err)
+				}
+				if isFinal(st.Response.Status) || st.Response.Status == StatusWithdrawn || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if st.Response.Status != StatusWithdrawn || st.Response.ObservedRequestID != "r1" {
+				t.Fatalf("answer %+v, want withdrawn for r1", st.Response)
+			}
+			for _, w := range tc.wantInMsg {
+				if !strings.Contains(st.Response.Message, w) {
+					t.Errorf("message %q lacks %q", st.Response.Message, w)
+				}
+			}
+			if got, _ := cause.Load().(error); !errors.Is(got, tc.cause) {
+				t.Errorf("the checkpointer's context cause %v, want %v", got, tc.cause)
+			}
+		})
 	}
 }

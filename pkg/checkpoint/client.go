@@ -111,10 +111,16 @@ func (r *Requester) Cancel(ctx context.Context, t Target, req Request, pods []st
 	return r.Request(ctx, t, req, pods)
 }
 
-// Clear removes the request keys from the target (after the gang stopped,
-// so that a restarted gang does not yield again).
+// Clear removes the request keys from the target.
 func (r *Requester) Clear(ctx context.Context, t Target) error {
 	return Patch(ctx, r.Client, t, r.Keys.ClearRequestPatch())
+}
+
+// MarkStopped ends the request on the target because the gang was
+// stopped (state Stopped): a responder tells its trainer not to resume,
+// and a gang readmitted later does not yield again.
+func (r *Requester) MarkStopped(ctx context.Context, t Target) error {
+	return Patch(ctx, r.Client, t, r.Keys.StoppedPatch())
 }
 
 func (r *Requester) mirror(ctx context.Context, ns string, pods []string, values map[string]any) error {
@@ -149,10 +155,25 @@ type Result struct {
 }
 
 // CheckpointFunc writes a durable checkpoint and pauses stepping. It must
-// return when ctx is cancelled (the request was withdrawn). An error that
-// is (or wraps) a *DeclinedError is answered declined, any other error
-// failed.
+// return when ctx is cancelled. When the request was withdrawn,
+// context.Cause(ctx) says how: ErrGangStopped (the gang is being stopped:
+// stay paused, do not resume) or ErrRequestCancelled (resume training);
+// the error returned then, if it is not ctx's own, is recorded as the
+// detail of the withdrawn answer (what the trainer had done). Otherwise an
+// error that is (or wraps) a *DeclinedError is answered declined, any
+// other error failed.
 type CheckpointFunc func(ctx context.Context, req Request) (Result, error)
+
+// Causes of a CheckpointFunc's cancelled context when its request ends
+// before the answer.
+var (
+	// ErrRequestCancelled: the request was cancelled, removed or replaced
+	// by another; the gang resumes stepping.
+	ErrRequestCancelled = errors.New("checkpoint request cancelled")
+	// ErrGangStopped: the request ended because the gang was stopped; it
+	// must not resume stepping.
+	ErrGangStopped = errors.New("gang stopped")
+)
 
 // DeclinedError is returned by a CheckpointFunc that refuses to yield (for
 // example because the trainer said so); the Responder answers declined with
@@ -289,8 +310,8 @@ func (r *Responder) handle(ctx context.Context, req Request) {
 		r.report(err)
 		return
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	type outcome struct {
 		res Result
 		err error
@@ -309,17 +330,19 @@ func (r *Responder) handle(ctx context.Context, req Request) {
 		case <-ctx.Done():
 			// The responder is stopping: the request stays open for the
 			// next one, and Run returns only once Checkpoint has.
-			cancel()
+			cancel(nil)
 			<-done
 			return
 		case <-r.clock().After(hb):
 			st, err := Read(ctx, r.Client, r.Keys, r.Target)
 			if err == nil && (!st.Request.Active() || st.Request.ID != req.ID) {
-				cancel()
-				<-done
-				c := base
-				c.Status, c.Message = StatusDeclined, "request withdrawn; training resumed"
-				r.report(r.answer(ctx, c))
+				cause := ErrRequestCancelled
+				if st.Request.ID == req.ID && st.Request.State == Stopped {
+					cause = ErrGangStopped
+				}
+				cancel(cause)
+				o := <-done
+				r.withdrawn(ctx, base, cause, o.res, o.err)
 				r.setHandled(req.ID)
 				return
 			}
@@ -355,6 +378,39 @@ func (r *Responder) handle(ctx context.Context, req Request) {
 			return
 		}
 	}
+}
+
+// withdrawn records, as the final answer, that the request ended before
+// the responder answered it, and how: the gang stopped, or the request
+// withdrawn; with what the checkpointer reported on its way out (a
+// checkpoint it finished just then is named, and published as the last
+// one).
+func (r *Responder) withdrawn(ctx context.Context, base Response, cause error, res Result, err error) {
+	msg := "the request was withdrawn before the gang answered; the trainer was told to resume"
+	if errors.Is(cause, ErrGangStopped) {
+		msg = "the gang was stopped before it answered; the trainer was told not to resume"
+	}
+	values := map[string]any{}
+	switch {
+	case err == nil:
+		msg += fmt.Sprintf("; it had just finished a checkpoint (step %s, %s)", orDash(res.Step), orDash(res.URI))
+		values[r.Keys.LastCheckpointAt()] = FormatTime(r.clock().Now())
+	case !errors.Is(err, context.Canceled) && !errors.Is(err, cause):
+		msg += "; " + err.Error()
+	}
+	c := base
+	c.Status, c.Message = StatusWithdrawn, msg
+	for k, v := range r.Keys.ResponsePatch(withHeartbeat(c, r.clock().Now())) {
+		values[k] = v
+	}
+	r.report(Patch(ctx, r.Client, r.Target, values))
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func withHeartbeat(r Response, t time.Time) Response {

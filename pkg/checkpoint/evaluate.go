@@ -82,6 +82,10 @@ func Evaluate(now time.Time, req Request, resp Response, t Timeouts) Verdict {
 		return Verdict{Phase: PhaseFailed, Reason: withMessage("checkpoint failed", resp.Message)}
 	case StatusDeclined:
 		return Verdict{Phase: PhaseDeclined, Reason: withMessage("declined", resp.Message)}
+	case StatusWithdrawn:
+		// The responder saw this request withdrawn, while the requester
+		// still waits on it: someone else ended it. It will not be answered.
+		return Verdict{Phase: PhaseFailed, Reason: withMessage("the responder saw the request withdrawn", resp.Message)}
 	}
 	if !req.Deadline.IsZero() && now.After(req.Deadline) {
 		return Verdict{Phase: PhaseTimedOut, Timeout: TimeoutDeadline, Reason: fmt.Sprintf("not ready to stop before the deadline %s (status %s)", FormatTime(req.Deadline), resp.Status)}

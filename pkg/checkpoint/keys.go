@@ -16,8 +16,16 @@ const DefaultPrefix = "gpufleet.dev/"
 const (
 	// Requested asks the gang to checkpoint and yield.
 	Requested = "requested"
-	// Cancelled withdraws a request; the gang resumes stepping.
+	// Cancelled withdraws a request before the gang was stopped; the gang
+	// resumes stepping.
 	Cancelled = "cancelled"
+	// Stopped ends a request because the gang was stopped (after its
+	// answer, or without one under --on-timeout=stop): the gang must not
+	// resume stepping, its pods are ending. Like Cancelled it is not an
+	// active request, so a gang readmitted later does not yield to it; a
+	// responder that knows only requested and cancelled treats it as a
+	// withdrawal, as it treated the removed request keys before.
+	Stopped = "stopped"
 )
 
 // Status is the responder's answer.
@@ -39,6 +47,11 @@ const (
 	// StatusDeclined means the responder refuses to yield (for example in
 	// the last minutes of a run).
 	StatusDeclined Status = "declined"
+	// StatusWithdrawn means the request was withdrawn (cancelled, or ended
+	// by a stop of the gang) before the responder had a final answer; the
+	// message says which and what the trainer had done. It is written for
+	// the record: the requester has stopped waiting by then.
+	StatusWithdrawn Status = "withdrawn"
 )
 
 // Support says whether a gang speaks the protocol.
@@ -220,6 +233,13 @@ type Request struct {
 
 // Active reports whether the request asks for a checkpoint now.
 func (r Request) Active() bool { return r.State == Requested && r.ID != "" }
+
+// StoppedPatch returns the annotation value (for a merge patch) that ends
+// the request on the object because the gang was stopped; the other
+// request keys stay, as history.
+func (k Keys) StoppedPatch() map[string]any {
+	return map[string]any{k.Request: Stopped}
+}
 
 // Response is a responder's answer as written on a root object.
 type Response struct {

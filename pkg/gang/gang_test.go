@@ -277,8 +277,13 @@ func TestRunWithResponderStopsGangsAndRestores(t *testing.T) {
 		t.Errorf("node n1 annotations %v cordoned %v", ann, cordoned)
 	}
 	js, _ := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{})
-	if js.GetAnnotations()[AnnStoppedByRun] != res.RunID || js.GetAnnotations()[keys.Request] != "" {
+	// The request ends as stopped (not withdrawn: the trainer must not
+	// resume), and is no longer active for the readmitted gang.
+	if js.GetAnnotations()[AnnStoppedByRun] != res.RunID || js.GetAnnotations()[keys.Request] != checkpoint.Stopped || js.GetAnnotations()[keys.RequestID()] != res.RunID {
 		t.Errorf("jobset annotations %v", js.GetAnnotations())
+	}
+	if req, _ := keys.ParseRequest(js.GetAnnotations()); req.Active() {
+		t.Errorf("request still active after the stop: %+v", req)
 	}
 	if s, _, _ := unstructured.NestedBool(js.Object, "spec", "suspend"); !s {
 		t.Error("jobset not suspended")
@@ -435,7 +440,7 @@ func TestRunFinishesAStopWhosePodsAreGone(t *testing.T) {
 	}
 	js, _ := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{})
 	a := js.GetAnnotations()
-	if a[AnnStopState] != GangStopped || a[AnnStoppedByRun] != runID || a[checkpoint.DefaultKeys().Request] != "" {
+	if a[AnnStopState] != GangStopped || a[AnnStoppedByRun] != runID || a[checkpoint.DefaultKeys().Request] != checkpoint.Stopped {
 		t.Errorf("after the re-run: jobset annotations %v", a)
 	}
 	if ann, _ := nodeAnn(t, c, "n2"); ann[AnnState] != string(NodeDrained) {
@@ -625,5 +630,11 @@ func TestStopWritesOneNodePatchPerGangAndNode(t *testing.T) {
 		if !strings.Contains(ann[AnnGangs], "train") || !strings.Contains(ann[AnnGangs], "pg") {
 			t.Errorf("node %s gang record %s", n, ann[AnnGangs])
 		}
+	}
+	// The JobSet was asked and never answered, then stopped anyway: its
+	// request ends as stopped, so its trainer is told not to resume.
+	js, _ := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{})
+	if req, ok := checkpoint.DefaultKeys().ParseRequest(js.GetAnnotations()); !ok || req.State != checkpoint.Stopped || req.ID != res.RunID {
+		t.Errorf("the unanswered request after the stop: %+v (found %v)", req, ok)
 	}
 }

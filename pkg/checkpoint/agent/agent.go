@@ -245,11 +245,41 @@ func (a *Agent) checkpoint(runCtx, ctx context.Context, req checkpoint.Request) 
 			if runCtx.Err() != nil {
 				return checkpoint.Result{}, ctx.Err()
 			}
-			a.withdraw(req.ID)
-			return checkpoint.Result{}, ctx.Err()
+			told := "it was told to resume (" + CancelledFile + ")"
+			if errors.Is(context.Cause(ctx), checkpoint.ErrGangStopped) {
+				a.stop(req.ID)
+				told = "it was told the gang is stopping (" + StoppedFile + ")"
+			} else {
+				a.withdraw(req.ID)
+			}
+			return checkpoint.Result{}, fmt.Errorf("%s; %s", a.trainerSoFar(written), told)
 		case <-tick.C:
 		}
 	}
+}
+
+// trainerSoFar says, for the record of a request withdrawn before an
+// answer, what the trainer had shown since the request was written.
+func (a *Agent) trainerSoFar(written time.Time) string {
+	p := a.Dir.ProgressAt()
+	if p.Before(written) {
+		return fmt.Sprintf("the trainer never answered: no %s, %s or %s, and no touch of %s after the request", ReadyFile, FailedFile, DeclinedFile, ProgressFile)
+	}
+	return fmt.Sprintf("the trainer had not answered; it last touched %s %s before", ProgressFile, a.now().Sub(p).Round(time.Second))
+}
+
+// stop tells the trainer that request id ended in a stop of the gang,
+// once.
+func (a *Agent) stop(id string) {
+	if a.Dir.ReadStopped() == id {
+		return
+	}
+	if err := a.Dir.Stop(id, "the gang is being stopped: do not resume; exit on SIGTERM"); err != nil {
+		a.logf("warning: telling the trainer request %s ended in a stop: %v", id, err)
+		return
+	}
+	a.logf("request %s ended: the gang is being stopped; wrote %s (%s stays, so the trainer keeps pausing)", id, StoppedFile, RequestFile)
+	a.signal("stopped request " + id)
 }
 
 func (a *Agent) withdraw(id string) {
@@ -288,11 +318,16 @@ func (a *Agent) alive(req checkpoint.Request) bool {
 }
 
 // observe keeps Dir in step with the object between requests: a request
-// no longer active there is withdrawn from the trainer, and a newer
-// last-checkpoint.json is published as last-checkpoint-at.
+// no longer active there either ended in a stop of the gang (the trainer
+// is told not to resume) or was withdrawn (it is told to resume), and a
+// newer last-checkpoint.json is published as last-checkpoint-at.
 func (a *Agent) observe(ctx context.Context, st checkpoint.State) {
 	if cur, _, ok := a.Dir.ReadRequest(); ok && !(st.Request.Active() && st.Request.ID == cur.ID) {
-		a.withdraw(cur.ID)
+		if endedInStop(st, cur.ID) {
+			a.stop(cur.ID)
+		} else {
+			a.withdraw(cur.ID)
+		}
 	}
 	lc, ok := a.Dir.ReadLastCheckpoint()
 	if !ok {
@@ -308,6 +343,18 @@ func (a *Agent) observe(ctx context.Context, st checkpoint.State) {
 		return
 	}
 	a.logf("published last checkpoint %s (step %s) as %s", checkpoint.FormatTime(at), orNone(string(lc.Step)), a.Keys.LastCheckpointAt())
+}
+
+// endedInStop reports whether request id ended because the gang was
+// stopped: the object says so (state stopped), or, as a requester that
+// predates that state does after a stop, the request keys were removed
+// after the gang answered ready-to-stop (the requester stops a gang that
+// answered so; it cancels only one that did not).
+func endedInStop(st checkpoint.State, id string) bool {
+	if st.HasRequest {
+		return st.Request.ID == id && st.Request.State == checkpoint.Stopped
+	}
+	return st.Response.ObservedRequestID == id && st.Response.Status == checkpoint.StatusReadyToStop
 }
 
 func orNone(s string) string { return orDefault(s, "-") }

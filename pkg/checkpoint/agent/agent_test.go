@@ -185,6 +185,9 @@ func TestAgentRestartAnswersOnce(t *testing.T) {
 	}
 }
 
+// TestAgentWithdrawn: a request cancelled before the trainer answered
+// reaches it as cancelled (resume), and the root object records honestly
+// that the trainer never answered: withdrawn, not declined.
 func TestAgentWithdrawn(t *testing.T) {
 	c, dir, l := newDynamic(), t.TempDir(), &logs{}
 	start(t, newAgent(c, dir, l))
@@ -194,20 +197,97 @@ func TestAgentWithdrawn(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "cancelled", func() bool { return exists(dir, CancelledFile) && !exists(dir, RequestFile) })
-	waitFor(t, "declined", func() bool { return state(t, c).Response.Status == checkpoint.StatusDeclined })
-	// A request withdrawn while no checkpoint runs (answered, then
-	// cleared) reaches the trainer too.
-	request(t, c, "r2")
+	waitFor(t, "withdrawn", func() bool { return state(t, c).Response.Status == checkpoint.StatusWithdrawn })
+	msg := state(t, c).Response.Message
+	for _, want := range []string{"withdrawn before the gang answered", "the trainer never answered", "no touch of progress", "told to resume (cancelled)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "training resumed") || exists(dir, StoppedFile) {
+		t.Errorf("message %q, stopped file %v", msg, exists(dir, StoppedFile))
+	}
+	// A request cancelled after the trainer answered (no checkpoint runs)
+	// reaches it too.
+	req2 := request(t, c, "r2")
 	waitFor(t, "request r2", func() bool { r, _, ok := Dir(dir).ReadRequest(); return ok && r.ID == "r2" })
 	if exists(dir, CancelledFile) {
 		t.Error("cancelled left over from r1")
 	}
 	write(t, dir, ReadyFile, `{"id":"r2"}`)
 	waitFor(t, "ready", func() bool { return state(t, c).Response.Status == checkpoint.StatusReadyToStop })
-	if err := (&checkpoint.Requester{Client: c, Keys: checkpoint.DefaultKeys()}).Clear(context.Background(), target); err != nil {
+	if err := (&checkpoint.Requester{Client: c, Keys: checkpoint.DefaultKeys()}).Cancel(context.Background(), target, req2, nil); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "r2 withdrawn", func() bool { return exists(dir, CancelledFile) && !exists(dir, RequestFile) })
+}
+
+// TestAgentStopIsNotACancellation: a request that ends because the gang
+// was stopped must not tell the trainer to resume (it may still be in a
+// long SIGTERM grace period): the agent writes stopped and leaves
+// request.json, so a trainer that knows only request.json keeps pausing.
+// An older requester removes the request keys after the stop instead of
+// writing stopped; after a ready-to-stop answer that is a stop too.
+func TestAgentStopIsNotACancellation(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(rq *checkpoint.Requester) error
+	}{
+		{"stopped", func(rq *checkpoint.Requester) error { return rq.MarkStopped(context.Background(), target) }},
+		{"keys removed after ready-to-stop", func(rq *checkpoint.Requester) error { return rq.Clear(context.Background(), target) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, dir, l := newDynamic(), t.TempDir(), &logs{}
+			start(t, newAgent(c, dir, l))
+			request(t, c, "r1")
+			waitFor(t, "request.json", func() bool { return exists(dir, RequestFile) })
+			write(t, dir, ReadyFile, `{"id":"r1","step":7}`)
+			waitFor(t, "ready", func() bool { return state(t, c).Response.Status == checkpoint.StatusReadyToStop })
+			if err := tc.end(&checkpoint.Requester{Client: c, Keys: checkpoint.DefaultKeys()}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "stopped", func() bool { return Dir(dir).ReadStopped() == "r1" })
+			time.Sleep(50 * time.Millisecond)
+			if exists(dir, CancelledFile) || !exists(dir, RequestFile) {
+				t.Errorf("cancelled %v, request.json %v: the trainer would resume", exists(dir, CancelledFile), exists(dir, RequestFile))
+			}
+			if st := state(t, c).Response; st.Status != checkpoint.StatusReadyToStop || st.Step != "7" {
+				t.Errorf("the answer changed after the stop: %+v", st)
+			}
+			if n := l.count("wrote stopped"); n != 1 {
+				t.Errorf("stop told %d times, want once:\n%s", n, strings.Join(l.lines, "\n"))
+			}
+			// The next request starts clean.
+			request(t, c, "r2")
+			waitFor(t, "request r2", func() bool { r, _, ok := Dir(dir).ReadRequest(); return ok && r.ID == "r2" })
+			if exists(dir, StoppedFile) {
+				t.Error("stopped left over from r1")
+			}
+		})
+	}
+}
+
+// TestAgentSilentTrainerStopped: the gang stopped (--on-timeout=stop)
+// while the trainer never answered: the trainer is told stopped, and the
+// object records that it never answered and the gang stopped.
+func TestAgentSilentTrainerStopped(t *testing.T) {
+	c, dir, l := newDynamic(), t.TempDir(), &logs{}
+	start(t, newAgent(c, dir, l))
+	request(t, c, "r1")
+	waitFor(t, "request.json", func() bool { return exists(dir, RequestFile) })
+	if err := (&checkpoint.Requester{Client: c, Keys: checkpoint.DefaultKeys()}).MarkStopped(context.Background(), target); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "withdrawn", func() bool { return state(t, c).Response.Status == checkpoint.StatusWithdrawn })
+	msg := state(t, c).Response.Message
+	for _, want := range []string{"stopped before it answered", "the trainer never answered", "told the gang is stopping (stopped)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	if Dir(dir).ReadStopped() != "r1" || exists(dir, CancelledFile) || !exists(dir, RequestFile) {
+		t.Errorf("stopped %q cancelled %v request %v", Dir(dir).ReadStopped(), exists(dir, CancelledFile), exists(dir, RequestFile))
+	}
 }
 
 func TestAgentHeartbeatNeedsProgress(t *testing.T) {

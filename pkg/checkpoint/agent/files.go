@@ -23,9 +23,14 @@ import (
 const (
 	// RequestFile holds the request the trainer must answer (FileRequest).
 	RequestFile = "request.json"
-	// CancelledFile says the request it names was withdrawn: resume
-	// training. It replaces RequestFile.
+	// CancelledFile says the request it names was withdrawn before the
+	// gang was stopped: resume training. It replaces RequestFile.
 	CancelledFile = "cancelled"
+	// StoppedFile says the request it names ended because the gang is
+	// being stopped (FileStopped): stay paused, do not resume, and exit on
+	// SIGTERM. RequestFile stays, so a trainer that knows only the
+	// request and cancelled files keeps pausing too.
+	StoppedFile = "stopped"
 	// ReadyFile is the trainer's answer once its checkpoint is durable and
 	// stepping has paused (FileAnswer with step and uri).
 	ReadyFile = "ready.json"
@@ -59,6 +64,14 @@ type FileRequest struct {
 	// Reason and Requester are for humans.
 	Reason    string `json:"reason,omitempty"`
 	Requester string `json:"requester,omitempty"`
+}
+
+// FileStopped is the content of StoppedFile.
+type FileStopped struct {
+	// ID is the request that ended.
+	ID string `json:"id"`
+	// Reason is for humans.
+	Reason string `json:"reason,omitempty"`
 }
 
 // FileAnswer is the content of ReadyFile, FailedFile and DeclinedFile.
@@ -179,11 +192,11 @@ func (d Dir) read(name string) ([]byte, fs.FileInfo, error) {
 	return b.Bytes(), st, nil
 }
 
-// WriteRequest delivers a new request: it removes the answer and
-// cancellation files left from earlier requests, then writes RequestFile
-// atomically.
+// WriteRequest delivers a new request: it removes the answer,
+// cancellation and stop files left from earlier requests, then writes
+// RequestFile atomically.
 func (d Dir) WriteRequest(req checkpoint.Request) error {
-	for _, name := range append([]string{CancelledFile}, answerFiles...) {
+	for _, name := range append([]string{CancelledFile, StoppedFile}, answerFiles...) {
 		if err := os.Remove(d.path(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -208,6 +221,29 @@ func (d Dir) Withdraw(id string) error {
 		return err
 	}
 	return nil
+}
+
+// Stop tells the trainer that request id ended because the gang is being
+// stopped: it writes StoppedFile and leaves RequestFile in place.
+func (d Dir) Stop(id, reason string) error {
+	data, err := json.Marshal(FileStopped{ID: id, Reason: reason})
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(string(d), StoppedFile, append(data, '\n'))
+}
+
+// ReadStopped returns the request id StoppedFile names ("" when none).
+func (d Dir) ReadStopped() string {
+	data, _, err := d.read(StoppedFile)
+	if err != nil {
+		return ""
+	}
+	var fs FileStopped
+	if json.Unmarshal(data, &fs) != nil {
+		return ""
+	}
+	return fs.ID
 }
 
 // AnswerKind says which answer file the trainer wrote.

@@ -45,7 +45,7 @@ func Main(ctx context.Context, args []string, stderr io.Writer) int {
 		as         = fs.String("as", "", "user to impersonate, as kubectl --as (to try a Role)")
 		ro         RootOptions
 		dir        = fs.String("dir", "/var/run/gpufleet", "directory shared with the trainer (an emptyDir)")
-		sig        = fs.String("signal", "", "signal sent to --process on a new or withdrawn request, e.g. SIGUSR1 (needs shareProcessNamespace)")
+		sig        = fs.String("signal", "", "signal sent to --process on a new, withdrawn or stopped request, e.g. SIGUSR1 (needs shareProcessNamespace)")
 		process    = fs.String("process", "", "command name of the trainer's processes to signal, e.g. python")
 		progress   = fs.Duration("progress-timeout", 60*time.Second, "while a request is open the trainer must touch <dir>/progress at least this often, or the heartbeat stops and the drain's --heartbeat-timeout decides; 0 keeps the heartbeat while the agent runs")
 		poll       = fs.Duration("poll-interval", 2*time.Second, "how often the root object is read")

@@ -1,5 +1,5 @@
 // Package scenario reads the demo fleet described as data in
-// testdata/demo/scenario.yaml and creates it on a harness control plane:
+// testdata/demo/scenario.yaml and creates it on a local control plane:
 // fake GPU pools, the manifests of that folder applied in order and waited
 // for, a CRD whose storage version moved, and calls to a deprecated API.
 // cmd/democluster and the e2e tests share it, so the demo and its test see
@@ -16,7 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster"
 )
 
 // DefaultFile is the demo scenario, relative to the repository root.
@@ -118,7 +118,7 @@ func Load(path string) (*Scenario, error) {
 
 // LoadDefault reads DefaultFile from the repository root.
 func LoadDefault() (*Scenario, error) {
-	root, err := harness.RepoRoot()
+	root, err := localcluster.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func (s *Scenario) validate() error {
 
 // PoolSelector is the label selector of the pool to upgrade.
 func (s *Scenario) PoolSelector() string {
-	return harness.PoolLabel + "=" + s.Upgrade.Pool
+	return localcluster.PoolLabel + "=" + s.Upgrade.Pool
 }
 
 // Pool returns the pool to upgrade.

@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
+	"github.com/gpufleet/upgrade-plugins/pkg/localcluster"
 )
 
 // fieldManager owns what the scenario applies.
@@ -38,10 +38,10 @@ var JobSetGVR = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "
 // Create builds the scenario on cp and returns a summary to print, one line
 // per item. queueing says whether Kueue and JobSet run; without them the
 // manifests that need them are left out.
-func (s *Scenario) Create(ctx context.Context, cp *harness.ControlPlane, queueing bool) (string, error) {
+func (s *Scenario) Create(ctx context.Context, cp *localcluster.Cluster, queueing bool) (string, error) {
 	var sb strings.Builder
 	for _, p := range s.Pools {
-		pool := harness.GPUPool{Name: p.Name, Nodes: p.Nodes, KubeletVersion: p.KubeletVersion, RackSets: p.RackSets}
+		pool := localcluster.GPUPool{Name: p.Name, Nodes: p.Nodes, KubeletVersion: p.KubeletVersion, RackSets: p.RackSets}
 		if _, err := cp.CreateGPUNodes(ctx, pool); err != nil {
 			return "", err
 		}
@@ -50,7 +50,7 @@ func (s *Scenario) Create(ctx context.Context, cp *harness.ControlPlane, queuein
 	// A new node carries node.kubernetes.io/not-ready:NoSchedule until the
 	// node-lifecycle controller sees it Ready, a few seconds after KWOK
 	// reports it; pods placed before then avoid it.
-	if err := harness.Eventually(ctx, "new nodes without not-ready taints", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	if err := localcluster.Eventually(ctx, "new nodes without not-ready taints", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -177,7 +177,7 @@ func newApplier(cfg *rest.Config) (*applier, error) {
 func (a *applier) resource(ctx context.Context, o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 	gvk := o.GroupVersionKind()
 	var m *meta.RESTMapping
-	err := harness.Eventually(ctx, "the resource of "+gvk.String(), 60*time.Second, func(context.Context) (bool, error) {
+	err := localcluster.Eventually(ctx, "the resource of "+gvk.String(), 60*time.Second, func(context.Context) (bool, error) {
 		var err error
 		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
@@ -203,7 +203,7 @@ func (a *applier) apply(ctx context.Context, o *unstructured.Unstructured) error
 		return err
 	}
 	var last error
-	err = harness.Eventually(ctx, "applying "+describe(o), 60*time.Second, func(ctx context.Context) (bool, error) {
+	err = localcluster.Eventually(ctx, "applying "+describe(o), 60*time.Second, func(ctx context.Context) (bool, error) {
 		_, last = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
 		if last != nil && (apierrors.IsInvalid(last) || apierrors.IsBadRequest(last)) {
 			return false, last
@@ -229,12 +229,12 @@ func (a *applier) wait(ctx context.Context, o *unstructured.Unstructured) error 
 	what := describe(o)
 	switch o.GroupVersionKind().GroupKind() {
 	case schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:
-		return harness.Eventually(ctx, what+" Established", 60*time.Second, func(ctx context.Context) (bool, error) {
+		return localcluster.Eventually(ctx, what+" Established", 60*time.Second, func(ctx context.Context) (bool, error) {
 			u, err := get(ctx)
 			return err == nil && condition(u, string(apiextensionsv1.Established)), nil
 		})
 	case schema.GroupKind{Group: "kueue.x-k8s.io", Kind: "ClusterQueue"}:
-		return harness.Eventually(ctx, what+" active", 60*time.Second, func(ctx context.Context) (bool, error) {
+		return localcluster.Eventually(ctx, what+" active", 60*time.Second, func(ctx context.Context) (bool, error) {
 			u, err := get(ctx)
 			return err == nil && condition(u, "Active"), nil
 		})
@@ -244,7 +244,7 @@ func (a *applier) wait(ctx context.Context, o *unstructured.Unstructured) error 
 	case schema.GroupKind{Group: "jobset.x-k8s.io", Kind: "JobSet"}:
 		return a.podsReady(ctx, o.GetNamespace(), "jobset.sigs.k8s.io/jobset-name="+o.GetName(), jobSetPods(o))
 	case schema.GroupKind{Group: "policy", Kind: "PodDisruptionBudget"}:
-		return harness.Eventually(ctx, what+" counted", 60*time.Second, func(ctx context.Context) (bool, error) {
+		return localcluster.Eventually(ctx, what+" counted", 60*time.Second, func(ctx context.Context) (bool, error) {
 			u, err := get(ctx)
 			if err != nil {
 				return false, nil
@@ -262,14 +262,14 @@ func (a *applier) podsReady(ctx context.Context, ns, selector string, n int) err
 	if n <= 0 {
 		return nil
 	}
-	return harness.Eventually(ctx, fmt.Sprintf("%d Ready pods %s in %s", n, selector, ns), 2*time.Minute, func(ctx context.Context) (bool, error) {
+	return localcluster.Eventually(ctx, fmt.Sprintf("%d Ready pods %s in %s", n, selector, ns), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := a.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, nil
 		}
 		ready := 0
 		for i := range pods.Items {
-			if harness.PodReady(&pods.Items[i]) {
+			if localcluster.PodReady(&pods.Items[i]) {
 				ready++
 			}
 		}
@@ -311,7 +311,7 @@ func condition(u *unstructured.Unstructured, typ string) bool {
 }
 
 // moveStorage makes mv.To the only storage version of the CRD.
-func moveStorage(ctx context.Context, cp *harness.ControlPlane, mv StorageVersionMove) error {
+func moveStorage(ctx context.Context, cp *localcluster.Cluster, mv StorageVersionMove) error {
 	c := cp.APIExtensions().ApiextensionsV1().CustomResourceDefinitions()
 	crd, err := c.Get(ctx, mv.CRD, metav1.GetOptions{})
 	if err != nil {
@@ -338,7 +338,7 @@ func moveStorage(ctx context.Context, cp *harness.ControlPlane, mv StorageVersio
 	if _, err := c.Patch(ctx, mv.CRD, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
 		return fmt.Errorf("storage move of %s: %w", mv.CRD, err)
 	}
-	return harness.Eventually(ctx, "CRD "+mv.CRD+" storedVersions lists "+mv.To, 60*time.Second, func(ctx context.Context) (bool, error) {
+	return localcluster.Eventually(ctx, "CRD "+mv.CRD+" storedVersions lists "+mv.To, 60*time.Second, func(ctx context.Context) (bool, error) {
 		got, err := c.Get(ctx, mv.CRD, metav1.GetOptions{})
 		if err != nil {
 			return false, nil

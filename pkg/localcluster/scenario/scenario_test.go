@@ -10,7 +10,7 @@ import (
 // The demo scenario in testdata/ parses, names files that exist, and its
 // manifests decode into objects with the kinds the demo relies on.
 func TestDemoScenarioParses(t *testing.T) {
-	s, err := Load(filepath.Join("..", "..", DefaultFile))
+	s, err := Load(filepath.Join("..", "..", "..", DefaultFile))
 	if err != nil {
 		t.Fatal(err)
 	}

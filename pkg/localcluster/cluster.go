@@ -1,11 +1,10 @@
-package harness
+package localcluster
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -41,8 +41,8 @@ const (
 	JobSet                = "jobset"
 )
 
-// ControlPlane is a running local control plane.
-type ControlPlane struct {
+// Cluster is a running local control plane.
+type Cluster struct {
 	// Dir holds certificates, data, kubeconfigs and logs.
 	Dir string
 	// Kubeconfig is the admin kubeconfig (system:masters client certificate).
@@ -64,32 +64,27 @@ type ControlPlane struct {
 	// Options are the options the plane started with.
 	Options Options
 
-	pki      *pki
+	pki *pki
+	// mu guards ports, procs and order: components start concurrently.
+	mu       sync.Mutex
 	ports    map[string]int
 	procs    map[string]*process
 	order    []string
 	stopOnce sync.Once
+	stopErr  error
 	tempDir  bool
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Start builds missing binaries and starts a control plane. The caller must
-// call Stop; ctx bounds start-up only.
-func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+// call Stop (or Close); ctx bounds start-up only. When a component does not
+// start, the error is a *ComponentError naming it and its log.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	began := time.Now()
 	bins, err := EnsureBinaries(opts)
 	if err != nil {
 		return nil, err
 	}
-	cp := &ControlPlane{Binaries: bins, Options: opts, ports: map[string]int{}, procs: map[string]*process{}}
+	cp := &Cluster{Binaries: bins, Options: opts, ports: map[string]int{}, procs: map[string]*process{}}
 	if opts.Dir != "" {
 		cp.Dir = opts.Dir
 		if err := os.MkdirAll(cp.Dir, 0o700); err != nil {
@@ -118,31 +113,13 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, fmt.Errorf("generate certificates: %w", err)
 	}
 	cp.CACertPath = cp.pki.caPath
-	for _, name := range []string{"etcd", "etcd-peer", KubeAPIServer, KubeControllerManager, KubeScheduler, Kueue, JobSet, "kueue-health", "jobset-health"} {
-		if cp.ports[name], err = freePort(); err != nil {
-			return nil, err
-		}
-	}
-	cp.Host = "https://127.0.0.1:" + strconv.Itoa(cp.ports[KubeAPIServer])
-	cp.EtcdEndpoint = "http://127.0.0.1:" + strconv.Itoa(cp.ports["etcd"])
 	cp.AuditLogPath = filepath.Join(cp.Dir, "logs", "audit.log")
-
-	if cp.Kubeconfig, err = cp.writeKubeconfig("admin", "gpufleet-e2e-admin"); err != nil {
-		return nil, err
-	}
-	if cp.Config, err = clientcmd.BuildConfigFromFlags("", cp.Kubeconfig); err != nil {
-		return nil, err
-	}
-	cp.Config.QPS, cp.Config.Burst = 100, 200
-	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
-		return nil, err
-	}
 
 	logf(opts, "starting control plane in %s", cp.Dir)
 	if err := cp.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	if err := cp.StartAPIServer(ctx); err != nil {
+	if err := cp.startAPIServer(ctx, true); err != nil {
 		return nil, err
 	}
 	if err := cp.startControllers(ctx); err != nil {
@@ -162,9 +139,42 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	return cp, nil
 }
 
+// Attach returns a Cluster for a control plane another process runs (the
+// demo's, through its admin kubeconfig): Config, Client, Kubeconfig and
+// Host are set, and it starts and stops nothing.
+func Attach(kubeconfig string) (*Cluster, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Kubeconfig: kubeconfig, Host: cfg.Host, Config: cfg, Client: client, Binaries: BinariesIn(CacheDir()),
+		ports: map[string]int{}, procs: map[string]*process{}}, nil
+}
+
+// setAPIServerPort points Host, the admin kubeconfig, Config and Client at
+// the apiserver's port.
+func (cp *Cluster) setAPIServerPort(port int) error {
+	cp.Host = "https://127.0.0.1:" + strconv.Itoa(port)
+	var err error
+	if cp.Kubeconfig, err = cp.writeKubeconfig("admin", "gpufleet-e2e-admin"); err != nil {
+		return err
+	}
+	if cp.Config, err = clientcmd.BuildConfigFromFlags("", cp.Kubeconfig); err != nil {
+		return err
+	}
+	cp.Config.QPS, cp.Config.Burst = 100, 200
+	cp.Client, err = kubernetes.NewForConfig(cp.Config)
+	return err
+}
+
 // writeKubeconfig writes a kubeconfig with a client certificate for user
 // (group system:masters) and returns its path.
-func (cp *ControlPlane) writeKubeconfig(name, user string) (string, error) {
+func (cp *Cluster) writeKubeconfig(name, user string) (string, error) {
 	pair, err := newKeyPair(certSpec{commonName: user, organization: []string{"system:masters"}, usages: clientAuth}, cp.pki.ca)
 	if err != nil {
 		return "", err
@@ -181,15 +191,17 @@ func (cp *ControlPlane) writeKubeconfig(name, user string) (string, error) {
 	return path, os.Chmod(path, 0o600)
 }
 
-func (cp *ControlPlane) logPath(name string) string {
+func (cp *Cluster) logPath(name string) string {
 	return filepath.Join(cp.Dir, "logs", name+".log")
 }
 
 // LogPath returns the log file of a component (Etcd, KubeAPIServer, ...).
-func (cp *ControlPlane) LogPath(component string) string { return cp.logPath(component) }
+func (cp *Cluster) LogPath(component string) string { return cp.logPath(component) }
 
 // Pids returns the process id of every running component.
-func (cp *ControlPlane) Pids() map[string]int {
+func (cp *Cluster) Pids() map[string]int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	out := map[string]int{}
 	for name, p := range cp.procs {
 		if pid := p.pid(); pid > 0 {
@@ -199,22 +211,36 @@ func (cp *ControlPlane) Pids() map[string]int {
 	return out
 }
 
-// run starts a component and records it for Stop.
-func (cp *ControlPlane) run(name, bin string, args ...string) (*process, error) {
+// run starts a component and records it for Stop and in the state file
+// (Reap).
+func (cp *Cluster) run(name, bin string, args ...string) (*process, error) {
 	p := &process{name: name, bin: bin, args: args, logPath: cp.logPath(name)}
 	if err := p.start(); err != nil {
 		return nil, err
 	}
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	if _, ok := cp.procs[name]; !ok {
 		cp.order = append(cp.order, name)
 	}
 	cp.procs[name] = p
+	if err := cp.writeStateLocked(); err != nil {
+		return p, err
+	}
 	return p, nil
+}
+
+// proc returns the component's process, if it was started.
+func (cp *Cluster) proc(name string) (*process, bool) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	p, ok := cp.procs[name]
+	return p, ok
 }
 
 // waitFor polls check until it returns nil, the process exits or ctx ends;
 // on failure the error carries the tail of the process log.
-func (cp *ControlPlane) waitFor(ctx context.Context, p *process, what string, check func(context.Context) error) error {
+func (cp *Cluster) waitFor(ctx context.Context, p *process, what string, check func(context.Context) error) error {
 	var last error
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -249,30 +275,46 @@ func httpGetOK(ctx context.Context, c *http.Client, url string) error {
 	return nil
 }
 
+// loopbackHTTP is for the plain-HTTP health endpoints; a port held by
+// something that accepts and never answers must not hang a start.
+var loopbackHTTP = &http.Client{Timeout: 5 * time.Second}
+
 var insecureLoopback = &http.Client{
 	Timeout:   5 * time.Second,
 	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // self-signed loopback health endpoints
 }
 
-func (cp *ControlPlane) startEtcd(ctx context.Context) error {
-	peer := "http://127.0.0.1:" + strconv.Itoa(cp.ports["etcd-peer"])
-	p, err := cp.run(Etcd, cp.Binaries.Etcd,
-		"--name=default",
-		"--data-dir="+filepath.Join(cp.Dir, "etcd"),
-		"--listen-client-urls="+cp.EtcdEndpoint,
-		"--advertise-client-urls="+cp.EtcdEndpoint,
-		"--listen-peer-urls="+peer,
-		"--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=default="+peer,
-		"--unsafe-no-fsync=true",
-		"--log-level=warn",
-	)
-	if err != nil {
-		return err
+func (cp *Cluster) startEtcd(ctx context.Context) error {
+	data := filepath.Join(cp.Dir, "etcd")
+	first := true
+	args := func(context.Context) ([]string, error) {
+		// A failed first try may have left a member behind with its ports.
+		if !first {
+			if err := os.RemoveAll(data); err != nil {
+				return nil, err
+			}
+		}
+		first = false
+		cp.EtcdEndpoint = "http://127.0.0.1:" + strconv.Itoa(cp.port(Etcd))
+		peer := "http://127.0.0.1:" + strconv.Itoa(cp.port(portEtcdPeer))
+		return []string{
+			"--name=default",
+			"--data-dir=" + data,
+			"--listen-client-urls=" + cp.EtcdEndpoint,
+			"--advertise-client-urls=" + cp.EtcdEndpoint,
+			"--listen-peer-urls=" + peer,
+			"--initial-advertise-peer-urls=" + peer,
+			"--initial-cluster=default=" + peer,
+			"--unsafe-no-fsync=true",
+			"--log-level=warn",
+		}, nil
 	}
-	return cp.waitFor(ctx, p, "health", func(ctx context.Context) error {
-		return httpGetOK(ctx, http.DefaultClient, cp.EtcdEndpoint+"/health")
-	})
+	return cp.startComponent(ctx, component{name: Etcd, bin: cp.Binaries.Etcd, args: args,
+		ready: func(ctx context.Context, p *process) error {
+			return cp.waitFor(ctx, p, "health", func(ctx context.Context) error {
+				return httpGetOK(ctx, loopbackHTTP, cp.EtcdEndpoint+"/health")
+			})
+		}})
 }
 
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -297,7 +339,7 @@ rules:
 - level: Metadata
 `
 
-func (cp *ControlPlane) apiServerArgs() ([]string, error) {
+func (cp *Cluster) apiServerArgs() ([]string, error) {
 	policy := filepath.Join(cp.Dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 		return nil, err
@@ -308,7 +350,7 @@ func (cp *ControlPlane) apiServerArgs() ([]string, error) {
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
-		"--secure-port=" + strconv.Itoa(cp.ports[KubeAPIServer]),
+		"--secure-port=" + strconv.Itoa(cp.port(KubeAPIServer)),
 		"--cert-dir=" + filepath.Join(cp.Dir, "certs"),
 		"--tls-cert-file=" + cp.pki.servingCert,
 		"--tls-private-key-file=" + cp.pki.servingKey,
@@ -343,50 +385,61 @@ func featureGateFlag(gates map[string]bool) string {
 	return "--feature-gates=" + strings.Join(kv, ",")
 }
 
-// StartAPIServer starts kube-apiserver (again, after StopAPIServer) and
-// waits until /readyz answers ok.
-func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
-	if p, ok := cp.procs[KubeAPIServer]; ok {
+// StartAPIServer starts kube-apiserver again, after StopAPIServer, on the
+// port it had (the other components' kubeconfigs point there), and waits
+// until /readyz answers ok.
+func (cp *Cluster) StartAPIServer(ctx context.Context) error {
+	return cp.startAPIServer(ctx, false)
+}
+
+// startAPIServer starts kube-apiserver. At first start (fresh) a port it
+// cannot bind is replaced with a fresh one, and Host and the admin
+// kubeconfig follow; later its port is kept, and taken, tried again.
+func (cp *Cluster) startAPIServer(ctx context.Context, fresh bool) error {
+	if p, ok := cp.proc(KubeAPIServer); ok {
 		if dead, _ := p.exited(); !dead {
 			return errors.New("kube-apiserver is already running")
 		}
 	}
-	args, err := cp.apiServerArgs()
-	if err != nil {
-		return err
-	}
-	p, err := cp.run(KubeAPIServer, cp.Binaries.KubeAPIServer, args...)
-	if err != nil {
-		return err
-	}
-	rc := cp.Client.Discovery().RESTClient()
-	return cp.waitFor(ctx, p, "/readyz", func(ctx context.Context) error {
-		body, err := rc.Get().AbsPath("/readyz").Timeout(5 * time.Second).DoRaw(ctx)
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, lastLines(string(body), 3))
+	args := func(context.Context) ([]string, error) {
+		if fresh {
+			if err := cp.setAPIServerPort(cp.port(KubeAPIServer)); err != nil {
+				return nil, err
+			}
 		}
-		return nil
-	})
+		return cp.apiServerArgs()
+	}
+	return cp.startComponent(ctx, component{name: KubeAPIServer, bin: cp.Binaries.KubeAPIServer, args: args, keepPorts: !fresh,
+		ready: func(ctx context.Context, p *process) error {
+			rc := cp.Client.Discovery().RESTClient()
+			return cp.waitFor(ctx, p, "/readyz", func(ctx context.Context) error {
+				body, err := rc.Get().AbsPath("/readyz").Timeout(5 * time.Second).DoRaw(ctx)
+				if err != nil {
+					return fmt.Errorf("%v: %s", err, lastLines(string(body), 3))
+				}
+				return nil
+			})
+		}})
 }
 
 // StopAPIServer stops kube-apiserver (SIGTERM, then SIGKILL after a
 // timeout); the other components keep running and retry.
-func (cp *ControlPlane) StopAPIServer() {
-	if p, ok := cp.procs[KubeAPIServer]; ok {
+func (cp *Cluster) StopAPIServer() {
+	if p, ok := cp.proc(KubeAPIServer); ok {
 		p.stop(stopTimeout)
 	}
 }
 
 // KillAPIServer kills kube-apiserver with SIGKILL, as a crash would.
-func (cp *ControlPlane) KillAPIServer() {
-	if p, ok := cp.procs[KubeAPIServer]; ok {
+func (cp *Cluster) KillAPIServer() {
+	if p, ok := cp.proc(KubeAPIServer); ok {
 		p.stop(0)
 	}
 }
 
 // RestartAPIServer stops and starts kube-apiserver, keeping etcd and its
 // data, and waits until it is ready again.
-func (cp *ControlPlane) RestartAPIServer(ctx context.Context) error {
+func (cp *Cluster) RestartAPIServer(ctx context.Context) error {
 	cp.StopAPIServer()
 	return cp.StartAPIServer(ctx)
 }
@@ -399,7 +452,7 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, " | ")
 }
 
-func (cp *ControlPlane) startControllers(ctx context.Context) error {
+func (cp *Cluster) startControllers(ctx context.Context) error {
 	kcmKubeconfig, err := cp.writeKubeconfig(KubeControllerManager, "system:kube-controller-manager")
 	if err != nil {
 		return err
@@ -413,43 +466,50 @@ func (cp *ControlPlane) startControllers(ctx context.Context) error {
 		return err
 	}
 	caKeyPath := filepath.Join(cp.Dir, "pki", "ca.key")
-	kcmArgs := []string{
-		"--kubeconfig=" + kcmKubeconfig,
-		"--authentication-kubeconfig=" + kcmKubeconfig,
-		"--authorization-kubeconfig=" + kcmKubeconfig,
-		"--leader-elect=false",
-		"--controllers=*",
-		"--service-account-private-key-file=" + cp.pki.saKeyPath,
-		"--root-ca-file=" + cp.pki.caPath,
-		"--cluster-signing-cert-file=" + cp.pki.caPath,
-		"--cluster-signing-key-file=" + caKeyPath,
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(cp.ports[KubeControllerManager]),
-		"--cert-dir=" + filepath.Join(cp.Dir, "certs"),
-		"--profiling=false",
+	fg := featureGateFlag(cp.Options.FeatureGates)
+	kcmArgs := func(context.Context) ([]string, error) {
+		args := []string{
+			"--kubeconfig=" + kcmKubeconfig,
+			"--authentication-kubeconfig=" + kcmKubeconfig,
+			"--authorization-kubeconfig=" + kcmKubeconfig,
+			"--leader-elect=false",
+			"--controllers=*",
+			"--service-account-private-key-file=" + cp.pki.saKeyPath,
+			"--root-ca-file=" + cp.pki.caPath,
+			"--cluster-signing-cert-file=" + cp.pki.caPath,
+			"--cluster-signing-key-file=" + caKeyPath,
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(cp.port(KubeControllerManager)),
+			"--cert-dir=" + filepath.Join(cp.Dir, "certs"),
+			"--profiling=false",
+		}
+		if fg != "" {
+			args = append(args, fg)
+		}
+		return append(args, cp.Options.ControllerManagerArgs...), nil
 	}
-	schedArgs := []string{
-		"--kubeconfig=" + schedKubeconfig,
-		"--authentication-kubeconfig=" + schedKubeconfig,
-		"--authorization-kubeconfig=" + schedKubeconfig,
-		"--leader-elect=false",
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(cp.ports[KubeScheduler]),
-		"--cert-dir=" + filepath.Join(cp.Dir, "certs"),
-		"--profiling=false",
+	schedArgs := func(context.Context) ([]string, error) {
+		args := []string{
+			"--kubeconfig=" + schedKubeconfig,
+			"--authentication-kubeconfig=" + schedKubeconfig,
+			"--authorization-kubeconfig=" + schedKubeconfig,
+			"--leader-elect=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(cp.port(KubeScheduler)),
+			"--cert-dir=" + filepath.Join(cp.Dir, "certs"),
+			"--profiling=false",
+		}
+		if fg != "" {
+			args = append(args, fg)
+		}
+		return args, nil
 	}
-	if fg := featureGateFlag(cp.Options.FeatureGates); fg != "" {
-		kcmArgs = append(kcmArgs, fg)
-		schedArgs = append(schedArgs, fg)
-	}
-	kcmArgs = append(kcmArgs, cp.Options.ControllerManagerArgs...)
-	kcm, err := cp.run(KubeControllerManager, cp.Binaries.KubeControllerManager, kcmArgs...)
-	if err != nil {
-		return err
-	}
-	sched, err := cp.run(KubeScheduler, cp.Binaries.KubeScheduler, schedArgs...)
-	if err != nil {
-		return err
+	healthz := func(name string) func(context.Context, *process) error {
+		return func(ctx context.Context, p *process) error {
+			return cp.waitFor(ctx, p, "/healthz", func(ctx context.Context) error {
+				return httpGetOK(ctx, insecureLoopback, "https://127.0.0.1:"+strconv.Itoa(cp.port(name))+"/healthz")
+			})
+		}
 	}
 	stages, err := cp.writeKwokStages()
 	if err != nil {
@@ -466,37 +526,58 @@ func (cp *ControlPlane) startControllers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := cp.waitFor(ctx, kcm, "/healthz", func(ctx context.Context) error {
-		return httpGetOK(ctx, insecureLoopback, "https://127.0.0.1:"+strconv.Itoa(cp.ports[KubeControllerManager])+"/healthz")
-	}); err != nil {
-		return err
-	}
-	if err := cp.waitFor(ctx, sched, "/healthz", func(ctx context.Context) error {
-		return httpGetOK(ctx, insecureLoopback, "https://127.0.0.1:"+strconv.Itoa(cp.ports[KubeScheduler])+"/healthz")
-	}); err != nil {
+	// The two start side by side, each restarted on its own when its port
+	// turns out taken.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return cp.startComponent(gctx, component{name: KubeControllerManager, bin: cp.Binaries.KubeControllerManager, args: kcmArgs, ready: healthz(KubeControllerManager)})
+	})
+	g.Go(func() error {
+		return cp.startComponent(gctx, component{name: KubeScheduler, bin: cp.Binaries.KubeScheduler, args: schedArgs, ready: healthz(KubeScheduler)})
+	})
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	// The service-account controller creating "default" proves the
 	// controller manager is working, and pods need that account.
+	kcm, _ := cp.proc(KubeControllerManager)
 	if err := cp.waitFor(ctx, kcm, "the default service account", func(ctx context.Context) error {
 		_, err := cp.Client.CoreV1().ServiceAccounts("default").Get(ctx, "default", getOpts)
 		return err
 	}); err != nil {
-		return err
+		return &ComponentError{Component: KubeControllerManager, Log: kcm.logPath, Err: err}
 	}
 	if dead, werr := kwok.exited(); dead {
-		return fmt.Errorf("kwok exited (%v); log %s ends with:\n%s", werr, kwok.logPath, kwok.tail(4000))
+		return &ComponentError{Component: Kwok, Log: kwok.logPath, Err: fmt.Errorf("kwok exited (%v); log %s ends with:\n%s", werr, kwok.logPath, kwok.tail(4000))}
 	}
 	return nil
 }
 
 // Stop stops every component in reverse start order, then removes the
-// working directory unless Options.KeepDir is set. It is idempotent.
-func (cp *ControlPlane) Stop() {
+// working directory unless Options.KeepDir is set. It is idempotent. Close
+// does the same and also says whether every port was released.
+func (cp *Cluster) Stop() { _ = cp.Close() }
+
+// Close stops every component (clients first, in parallel; then the
+// apiserver; etcd last), waits until each has exited and its ports can be
+// bound again, then removes the working directory unless Options.KeepDir
+// is set. It returns an error naming any port still taken. It is
+// idempotent.
+func (cp *Cluster) Close() error {
 	cp.stopOnce.Do(func() {
+		cp.mu.Lock()
+		order := append([]string(nil), cp.order...)
+		procs := make(map[string]*process, len(cp.procs))
+		for k, v := range cp.procs {
+			procs[k] = v
+		}
+		var ports []int
+		for _, p := range cp.ports {
+			ports = append(ports, p)
+		}
+		cp.mu.Unlock()
 		var wg sync.WaitGroup
-		// Clients first, in parallel; then the apiserver; etcd last.
-		for _, name := range cp.order {
+		for _, name := range order {
 			if name == KubeAPIServer || name == Etcd {
 				continue
 			}
@@ -504,77 +585,38 @@ func (cp *ControlPlane) Stop() {
 			go func(p *process) {
 				defer wg.Done()
 				p.stop(5 * time.Second)
-			}(cp.procs[name])
+			}(procs[name])
 		}
 		wg.Wait()
-		// Nothing needs a graceful apiserver shutdown at teardown.
-		if p, ok := cp.procs[KubeAPIServer]; ok {
+		// Nothing needs a graceful apiserver shutdown at teardown, and
+		// one takes tens of seconds.
+		if p, ok := procs[KubeAPIServer]; ok {
+			p.stop(2 * time.Second)
+		}
+		if p, ok := procs[Etcd]; ok {
 			p.stop(5 * time.Second)
 		}
-		if p, ok := cp.procs[Etcd]; ok {
-			p.stop(5 * time.Second)
+		// Every process has been waited for; a port still taken now is held
+		// by something else, and the next start would trip on it.
+		cp.stopErr = WaitPortsFree(ports, 10*time.Second)
+		if cp.stopErr != nil {
+			logf(cp.Options, "%v", cp.stopErr)
 		}
+		releasePorts(ports...)
 		if cp.tempDir && !cp.Options.KeepDir && cp.Dir != "" {
 			_ = os.RemoveAll(cp.Dir)
+		} else if cp.Dir != "" {
+			_ = os.Remove(statePath(cp.Dir))
 		}
 	})
+	return cp.stopErr
 }
 
 // Exited reports whether a component has ended, and with which error.
-func (cp *ControlPlane) Exited(component string) (bool, error) {
-	p, ok := cp.procs[component]
+func (cp *Cluster) Exited(component string) (bool, error) {
+	p, ok := cp.proc(component)
 	if !ok {
 		return true, errors.New("not started")
 	}
 	return p.exited()
-}
-
-// CPUTime returns the user plus system CPU time each running component has
-// used so far, read from /proc (Linux), so a benchmark can charge the
-// server's share of a run to the run.
-func (cp *ControlPlane) CPUTime() map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for name, pid := range cp.Pids() {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name, which is in parentheses and may
-		// hold spaces: state is field 3, utime 14 and stime 15.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
-			continue
-		}
-		ut, err1 := strconv.ParseInt(f[11], 10, 64)
-		st, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		// USER_HZ is 100 on every Linux architecture Go supports.
-		out[name] = time.Duration(ut+st) * 10 * time.Millisecond
-	}
-	return out
-}
-
-// WaitIdle waits until the components together use less than busy CPUs
-// (0.1: a tenth of one CPU) over a whole window, so that a benchmark
-// measures the command and not a controller still working through a
-// backlog. It returns how long it waited.
-func (cp *ControlPlane) WaitIdle(ctx context.Context, window time.Duration, busy float64, timeout time.Duration) (time.Duration, error) {
-	began := time.Now()
-	sum := func() (d time.Duration) {
-		for _, c := range cp.CPUTime() {
-			d += c
-		}
-		return d
-	}
-	last := sum()
-	err := Poll(ctx, "an idle control plane", window, timeout, func(context.Context) (bool, error) {
-		now := sum()
-		used := now - last
-		last = now
-		return time.Since(began) >= window && used.Seconds() < busy*window.Seconds(), nil
-	})
-	return time.Since(began), err
 }

@@ -1,13 +1,13 @@
-package harness
+package localcluster
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,8 +46,7 @@ var kueueConversionCRDs = map[string]bool{
 	"multikueueclusters.kueue.x-k8s.io": true,
 }
 
-func (cp *ControlPlane) startKueue(ctx context.Context) error {
-	port := cp.ports[Kueue]
+func (cp *Cluster) startKueue(ctx context.Context) error {
 	certDir := filepath.Join(cp.Dir, "kueue-certs")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
@@ -95,29 +94,37 @@ func (cp *ControlPlane) startKueue(ctx context.Context) error {
 	}
 	crds, err := LoadCRDs(cp.Binaries.KueueCRDs)
 	if err != nil {
-		return fmt.Errorf("kueue CRDs: %w", err)
+		return &ComponentError{Component: Kueue, Log: cp.logPath(Kueue), Err: fmt.Errorf("kueue CRDs: %w", err)}
 	}
-	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/convert"
-	for _, crd := range crds {
-		if kueueConversionCRDs[crd.Name] {
-			crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
-				Strategy: apiextensionsv1.WebhookConverter,
-				Webhook: &apiextensionsv1.WebhookConversion{
-					ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: ca.CertPEM},
-					ConversionReviewVersions: []string{"v1"},
-				},
-			}
-		}
-	}
-	if err := cp.ApplyCRDs(ctx, crds...); err != nil {
-		return err
-	}
-
 	frameworks := []string{"batch/job"}
 	if cp.Options.JobSet {
 		frameworks = append(frameworks, "jobset.x-k8s.io/jobset")
 	}
-	config := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+	kubeconfig, err := cp.writeKubeconfig(Kueue, "kueue")
+	if err != nil {
+		return err
+	}
+	configPath := filepath.Join(cp.Dir, "kueue-config.yaml")
+	// The conversion webhook's URL names the port, so each try applies the
+	// CRDs again.
+	args := func(ctx context.Context) ([]string, error) {
+		port := cp.port(Kueue)
+		url := "https://127.0.0.1:" + strconv.Itoa(port) + "/convert"
+		for _, crd := range crds {
+			if kueueConversionCRDs[crd.Name] {
+				crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{
+					Strategy: apiextensionsv1.WebhookConverter,
+					Webhook: &apiextensionsv1.WebhookConversion{
+						ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: ca.CertPEM},
+						ConversionReviewVersions: []string{"v1"},
+					},
+				}
+			}
+		}
+		if err := cp.ApplyCRDs(ctx, crds...); err != nil {
+			return nil, err
+		}
+		config := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: %s
 manageJobsWithoutQueueName: false
@@ -137,28 +144,36 @@ internalCertManagement:
   webhookSecretName: %s
 integrations:
   frameworks: [%s]
-`, KueueNamespace, cp.ports["kueue-health"], port, certDir, kueueService, kueueSecret, strings.Join(quoteAll(frameworks), ", "))
-	configPath := filepath.Join(cp.Dir, "kueue-config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
-		return err
+`, KueueNamespace, cp.port(portKueueHealth), port, certDir, kueueService, kueueSecret, strings.Join(quoteAll(frameworks), ", "))
+		if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{
+			"--config=" + configPath,
+			"--kubeconfig=" + kubeconfig,
+			"--feature-gates=VisibilityOnDemand=false",
+			"--zap-log-level=info",
+		}, nil
 	}
-	kubeconfig, err := cp.writeKubeconfig(Kueue, "kueue")
-	if err != nil {
-		return err
-	}
-	p, err := cp.run(Kueue, cp.Binaries.Kueue,
-		"--config="+configPath,
-		"--kubeconfig="+kubeconfig,
-		"--feature-gates=VisibilityOnDemand=false",
-		"--zap-log-level=info",
-	)
-	if err != nil {
-		return err
-	}
-	return cp.waitFor(ctx, p, "readyz", func(ctx context.Context) error {
-		return httpGetOK(ctx, http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(cp.ports["kueue-health"])+"/readyz")
-	})
+	return cp.startComponent(ctx, component{name: Kueue, bin: cp.Binaries.Kueue, args: args, retries: queueingRetries,
+		ready: func(ctx context.Context, p *process) error {
+			ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			defer cancel()
+			return cp.waitFor(ctx, p, "readyz", func(ctx context.Context) error {
+				return httpGetOK(ctx, loopbackHTTP, "http://127.0.0.1:"+strconv.Itoa(cp.port(portKueueHealth))+"/readyz")
+			})
+		}})
 }
+
+// queueingRetries is how many more times Kueue or JobSet is started when
+// it does not become ready (a taken port is retried on its own): the demo's
+// training gang needs both, and a slow first start on a busy machine should
+// not cost it.
+const queueingRetries = 2
+
+// attemptTimeout bounds one try of a manager's start, so that a manager
+// that hangs is tried again while the start-up has time left.
+const attemptTimeout = 90 * time.Second
 
 func quoteAll(ss []string) []string {
 	out := make([]string, len(ss))
@@ -172,8 +187,7 @@ func quoteAll(ss []string) []string {
 // off: its webhook server on 127.0.0.1 uses a certificate from the harness CA,
 // and the JobSet defaulting and validating webhooks are registered with a
 // loopback URL. Its pod webhooks (exclusive placement) are not registered.
-func (cp *ControlPlane) startJobSet(ctx context.Context) error {
-	port := cp.ports[JobSet]
+func (cp *Cluster) startJobSet(ctx context.Context) error {
 	certDir := filepath.Join(cp.Dir, "jobset-certs")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
@@ -190,12 +204,18 @@ func (cp *ControlPlane) startJobSet(ctx context.Context) error {
 	}
 	crds, err := LoadCRDs(cp.Binaries.JobSetCRDs)
 	if err != nil {
-		return fmt.Errorf("jobset CRDs: %w", err)
+		return &ComponentError{Component: JobSet, Log: cp.logPath(JobSet), Err: fmt.Errorf("jobset CRDs: %w", err)}
 	}
 	if err := cp.ApplyCRDs(ctx, crds...); err != nil {
 		return err
 	}
-	config := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+	kubeconfig, err := cp.writeKubeconfig(JobSet, "jobset")
+	if err != nil {
+		return err
+	}
+	configPath := filepath.Join(cp.Dir, "jobset-config.yaml")
+	args := func(context.Context) ([]string, error) {
+		config := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
 kind: Configuration
 health:
   healthProbeBindAddress: 127.0.0.1:%d
@@ -209,30 +229,28 @@ leaderElection:
   leaderElect: false
 internalCertManagement:
   enable: false
-`, cp.ports["jobset-health"], port, certDir)
-	configPath := filepath.Join(cp.Dir, "jobset-config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+`, cp.port(portJobSetHealth), cp.port(JobSet), certDir)
+		if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{
+			"--config=" + configPath,
+			"--kubeconfig=" + kubeconfig,
+			"--metrics-bind-address=0",
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(cp.port(portJobSetHealth)),
+		}, nil
+	}
+	if err := cp.startComponent(ctx, component{name: JobSet, bin: cp.Binaries.JobSet, args: args, retries: queueingRetries,
+		ready: func(ctx context.Context, p *process) error {
+			ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			defer cancel()
+			return cp.waitFor(ctx, p, "readyz", func(ctx context.Context) error {
+				return httpGetOK(ctx, loopbackHTTP, "http://127.0.0.1:"+strconv.Itoa(cp.port(portJobSetHealth))+"/readyz")
+			})
+		}}); err != nil {
 		return err
 	}
-	kubeconfig, err := cp.writeKubeconfig(JobSet, "jobset")
-	if err != nil {
-		return err
-	}
-	p, err := cp.run(JobSet, cp.Binaries.JobSet,
-		"--config="+configPath,
-		"--kubeconfig="+kubeconfig,
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(cp.ports["jobset-health"]),
-	)
-	if err != nil {
-		return err
-	}
-	if err := cp.waitFor(ctx, p, "readyz", func(ctx context.Context) error {
-		return httpGetOK(ctx, http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(cp.ports["jobset-health"])+"/readyz")
-	}); err != nil {
-		return err
-	}
-	base := "https://127.0.0.1:" + strconv.Itoa(port)
+	base := "https://127.0.0.1:" + strconv.Itoa(cp.port(JobSet))
 	rules := []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 		Rule: admissionregistrationv1.Rule{
@@ -244,7 +262,7 @@ internalCertManagement:
 	mutURL, valURL := base+"/mutate-jobset-x-k8s-io-v1alpha2-jobset", base+"/validate-jobset-x-k8s-io-v1alpha2-jobset"
 	mutRules := append([]admissionregistrationv1.RuleWithOperations(nil), rules...)
 	mutRules[0].Operations = []admissionregistrationv1.OperationType{admissionregistrationv1.Create}
-	if _, err := cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "jobset-mutating-webhook-configuration"},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "mjobset.kb.io",
@@ -255,10 +273,8 @@ internalCertManagement:
 			AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds:          ptr.To[int32](10),
 		}},
-	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
 	}
-	if _, err := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "jobset-validating-webhook-configuration"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "vjobset.kb.io",
@@ -269,8 +285,29 @@ internalCertManagement:
 			AdmissionReviewVersions: []string{"v1"},
 			TimeoutSeconds:          ptr.To[int32](10),
 		}},
-	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	}
+	// Create, or point an existing registration at this webhook server.
+	if err := createOrUpdate(ctx, cp.Client.AdmissionregistrationV1().MutatingWebhookConfigurations(), mwc); err != nil {
 		return err
 	}
-	return nil
+	return createOrUpdate(ctx, cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations(), vwc)
+}
+
+// createOrUpdate creates obj, or replaces the object of its name.
+func createOrUpdate[T metav1.Object](ctx context.Context, c interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}, obj T) error {
+	_, err := c.Create(ctx, obj, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	old, err := c.Get(ctx, obj.GetName(), getOpts)
+	if err != nil {
+		return err
+	}
+	obj.SetResourceVersion(old.GetResourceVersion())
+	_, err = c.Update(ctx, obj, metav1.UpdateOptions{})
+	return err
 }

@@ -1,4 +1,4 @@
-package harness
+package localcluster
 
 import (
 	"bytes"
@@ -75,7 +75,7 @@ spec:
 `
 
 // writeKwokStages concatenates the Stages into one --config file.
-func (cp *ControlPlane) writeKwokStages() (string, error) {
+func (cp *Cluster) writeKwokStages() (string, error) {
 	var buf bytes.Buffer
 	for _, f := range kwokStageFiles {
 		b, err := os.ReadFile(filepath.Join(cp.Binaries.KwokStages, f))

@@ -1,9 +1,10 @@
-package harness
+package localcluster
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -27,6 +28,9 @@ type process struct {
 	logFile *os.File
 	done    chan struct{}
 	waitErr error
+	// logStart is the size of the log before this start: what follows is
+	// this run's output.
+	logStart int64
 }
 
 // start runs the process with its output appended to logPath, in a process
@@ -38,6 +42,9 @@ func (p *process) start() error {
 	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
+	}
+	if st, err := f.Stat(); err == nil {
+		p.logStart = st.Size()
 	}
 	fmt.Fprintf(f, "=== %s %s\n", time.Now().Format(time.RFC3339), p.name)
 	cmd := exec.Command(p.bin, p.args...)
@@ -124,6 +131,42 @@ func (p *process) pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// bindFailure returns the line of this run's log that says a port was
+// taken ("bind: address already in use"), or "".
+func (p *process) bindFailure() string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	p.mu.Lock()
+	start := p.logStart
+	p.mu.Unlock()
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return ""
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 8<<20))
+	if err != nil {
+		return ""
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if bytes.Contains(line, []byte("address already in use")) {
+			line = bytes.TrimSpace(line)
+			if len(line) > 300 {
+				// Structured loggers put a stack trace on the same line.
+				if i := bytes.Index(line, []byte("address already in use")); i > 200 {
+					line = append([]byte("..."), line[i-200:]...)
+				}
+				if len(line) > 300 {
+					line = append(line[:300:300], "..."...)
+				}
+			}
+			return string(line)
+		}
+	}
+	return ""
 }
 
 // tail returns the last n bytes of the process log.

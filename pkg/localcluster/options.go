@@ -1,9 +1,8 @@
-package harness
+package localcluster
 
 import (
 	"fmt"
 	"io"
-	"os"
 	"time"
 )
 
@@ -29,6 +28,12 @@ type Options struct {
 	// repeated --controllers adds to the list, so
 	// "--controllers=-node-lifecycle-controller" turns one controller off.
 	ControllerManagerArgs []string
+	// Ports asks for fixed ports, by component name (Etcd: its client port;
+	// KubeAPIServer: its secure port; KubeControllerManager, KubeScheduler;
+	// Kueue and JobSet: their webhook port). Every other port is picked
+	// free. A component that cannot bind its port starts again on a fresh
+	// one, and the log says so.
+	Ports map[string]int
 	// Dir is the working directory for certificates, data and logs. When
 	// empty a temporary one is created and removed by Stop.
 	Dir string
@@ -36,7 +41,7 @@ type Options struct {
 	KeepDir bool
 	// StartTimeout bounds the whole start-up; 0 means 3 minutes.
 	StartTimeout time.Duration
-	// Log receives progress lines; nil means os.Stderr.
+	// Log receives progress lines; nil means none.
 	Log io.Writer
 }
 
@@ -44,7 +49,7 @@ func (o Options) logWriter() io.Writer {
 	if o.Log != nil {
 		return o.Log
 	}
-	return os.Stderr
+	return io.Discard
 }
 
 func (o Options) startTimeout() time.Duration {
@@ -55,5 +60,5 @@ func (o Options) startTimeout() time.Duration {
 }
 
 func logf(o Options, format string, args ...any) {
-	fmt.Fprintf(o.logWriter(), "harness: "+format+"\n", args...)
+	fmt.Fprintf(o.logWriter(), "localcluster: "+format+"\n", args...)
 }
