@@ -214,6 +214,8 @@ func TestGangDrainRole(t *testing.T) {
 		{flow: "run+undo", code: 3, line: denied("patch", "nodes")},
 		{flow: "plan", code: 3, line: denied("list", "pods")},
 		{flow: "run+undo", code: 3, line: denied("get", "pods")},
+		// Degrades: the checkpoint answer and the stopping gang's pods are read every interval instead.
+		{flow: "run+undo", code: 0, also: []string{"cannot watch pods in namespace", denied("watch", "pods")}},
 		{flow: "run+undo", code: 3, line: denied("delete", "pods")},
 		{flow: "run+undo", code: 3, line: denied("create", "pods/eviction")},
 		// Degrades: the pods of that namespace get the verdict UNKNOWN naming the refusal.
