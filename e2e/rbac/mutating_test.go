@@ -223,8 +223,8 @@ func TestGangDrainRole(t *testing.T) {
 		{flow: "plan", code: 3, line: denied("list", "workloads")},
 		{flow: "plan", code: 3, line: denied("get", "jobsets")},
 		{flow: "plan", code: 3, line: denied("get", "jobs")},
-		{unused: "LeaderWorkerSet, PyTorchJob, MPIJob and Volcano Job are not served by the test control plane", check: func(t *testing.T) {
-			for _, gv := range []string{"leaderworkerset.x-k8s.io/v1", "kubeflow.org/v1", "batch.volcano.sh/v1alpha1"} {
+		{unused: "LeaderWorkerSet, PyTorchJob, MPIJob, TrainJob and Volcano Job are not served by the test control plane", check: func(t *testing.T) {
+			for _, gv := range []string{"leaderworkerset.x-k8s.io/v1", "kubeflow.org/v1", "trainer.kubeflow.org/v1alpha1", "batch.volcano.sh/v1alpha1"} {
 				if _, err := cp.Client.Discovery().ServerResourcesForGroupVersion(gv); err == nil {
 					t.Errorf("%s is served now: cover the rule with a flow", gv)
 				}

@@ -201,7 +201,8 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 	now := d.clock().Now()
 	o.StopStartedAt = now
 	if t := stopTarget(g); t != nil {
-		ann := map[string]any{AnnStoppedByRun: d.runID, AnnStopMethod: string(g.Method), AnnStopState: GangStopping}
+		rec, _ := json.Marshal(RecordOf(g))
+		ann := map[string]any{AnnStoppedByRun: d.runID, AnnStopMethod: string(g.Method), AnnStopState: GangStopping, AnnGangRecord: string(rec)}
 		if g.Annotations[AnnStoppedByRun] != d.runID {
 			ann[AnnStoppedAt] = timeString(now)
 			ann[AnnRestoredBy], ann[AnnRestoredAt] = nil, nil

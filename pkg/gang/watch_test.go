@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
@@ -147,5 +148,48 @@ func TestWaitGoneWatchesPods(t *testing.T) {
 		if lists > 5 {
 			t.Errorf("%d lists of the namespace while its pods took 300 ms to go: polled, not watched", lists)
 		}
+	}
+}
+
+// A provider replaced the drained node, and with it the run's record of its
+// gangs: restore of the run finds the JobSet by the stop record on it.
+func TestRestoreFindsGangsOfReplacedNodes(t *testing.T) {
+	c := newCluster(t, false)
+	deletePodsOnSuspend(c, "train-")
+	c.kube.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{
+		{GroupVersion: "jobset.x-k8s.io/v1alpha2", APIResources: []metav1.APIResource{{Name: "jobsets", Namespaced: true, Kind: "JobSet"}}},
+		{GroupVersion: "batch/v1", APIResources: []metav1.APIResource{{Name: "jobs", Namespaced: true, Kind: "Job"}}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	keys := checkpoint.DefaultKeys()
+	pg, _ := c.kube.CoreV1().Pods("ml").Get(ctx, "pg-0", metav1.GetOptions{})
+	pg.Labels[keys.Protocol()] = "none"
+	if _, err := c.kube.CoreV1().Pods("ml").Update(ctx, pg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ev := &events{}
+	res, err := newDrainer(c, Options{OnTimeout: OnTimeoutStop, Timeouts: checkpoint.Timeouts{Ack: 20 * time.Millisecond}}, ev).Run(ctx, []string{"n1"})
+	if err != nil || !res.Complete {
+		t.Fatalf("run: %+v %v\n%v", res, err, ev.lines)
+	}
+	if err := c.kube.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rd := newDrainer(c, Options{RunID: res.RunID, RestoreTimeout: 50 * time.Millisecond}, ev)
+	rres, err := rd.Restore(ctx, nil)
+	if err != nil && !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("restore: %v", err)
+	}
+	js, _ := c.dyn.Resource(jobsetGVR).Namespace("ml").Get(ctx, "train", metav1.GetOptions{})
+	if s, _, _ := unstructured.NestedBool(js.Object, "spec", "suspend"); s {
+		t.Errorf("the JobSet of the replaced node is still suspended: %+v\n%v", rres, ev.lines)
+	}
+	if a := js.GetAnnotations(); a[AnnGangRecord] != "" || a[AnnRestoredBy] != res.RunID {
+		t.Errorf("stop record left behind: %v", a)
+	}
+	// Without a run, there is nothing to restore.
+	if _, err := newDrainer(c, Options{}, ev).Restore(ctx, nil); err == nil {
+		t.Error("restore of nothing: want an error")
 	}
 }
