@@ -214,6 +214,8 @@ func TestGangDrainRole(t *testing.T) {
 		{flow: "run+undo", code: 3, line: denied("patch", "nodes")},
 		{flow: "plan", code: 3, line: denied("list", "pods")},
 		{flow: "run+undo", code: 3, line: denied("get", "pods")},
+		// Degrades: the checkpoint answer and the stopping gang's pods are read every interval instead.
+		{flow: "run+undo", code: 0, also: []string{"cannot watch pods in namespace", denied("watch", "pods")}},
 		{flow: "run+undo", code: 3, line: denied("delete", "pods")},
 		{flow: "run+undo", code: 3, line: denied("create", "pods/eviction")},
 		// Degrades: the pods of that namespace get the verdict UNKNOWN naming the refusal.
@@ -221,8 +223,8 @@ func TestGangDrainRole(t *testing.T) {
 		{flow: "plan", code: 3, line: denied("list", "workloads")},
 		{flow: "plan", code: 3, line: denied("get", "jobsets")},
 		{flow: "plan", code: 3, line: denied("get", "jobs")},
-		{unused: "LeaderWorkerSet, PyTorchJob, MPIJob and Volcano Job are not served by the test control plane", check: func(t *testing.T) {
-			for _, gv := range []string{"leaderworkerset.x-k8s.io/v1", "kubeflow.org/v1", "batch.volcano.sh/v1alpha1"} {
+		{unused: "LeaderWorkerSet, PyTorchJob, MPIJob, TrainJob and Volcano Job are not served by the test control plane", check: func(t *testing.T) {
+			for _, gv := range []string{"leaderworkerset.x-k8s.io/v1", "kubeflow.org/v1", "trainer.kubeflow.org/v1alpha1", "batch.volcano.sh/v1alpha1"} {
 				if _, err := cp.Client.Discovery().ServerResourcesForGroupVersion(gv); err == nil {
 					t.Errorf("%s is served now: cover the rule with a flow", gv)
 				}

@@ -10,8 +10,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -63,11 +65,25 @@ type State struct {
 
 // Read fetches the target and parses its protocol state.
 func Read(ctx context.Context, c dynamic.Interface, keys Keys, t Target) (State, error) {
+	st, _, err := ReadVersion(ctx, c, keys, t)
+	return st, err
+}
+
+// ReadVersion is Read that also returns the object's resourceVersion, from
+// which a watch of the target (Watch) starts.
+func ReadVersion(ctx context.Context, c dynamic.Interface, keys Keys, t Target) (State, string, error) {
 	u, err := c.Resource(t.Resource).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err != nil {
-		return State{}, fmt.Errorf("reading %s: %w", t, err)
+		return State{}, "", fmt.Errorf("reading %s: %w", t, err)
 	}
-	return keys.StateOf(u.GetLabels(), u.GetAnnotations()), nil
+	return keys.StateOf(u.GetLabels(), u.GetAnnotations()), u.GetResourceVersion(), nil
+}
+
+// Watch watches the target from resourceVersion rv: a field selector on
+// its name, so only its own changes arrive.
+func Watch(ctx context.Context, c dynamic.Interface, t Target, rv string) (watch.Interface, error) {
+	return c.Resource(t.Resource).Namespace(t.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", t.Name).String(), ResourceVersion: rv})
 }
 
 // StateOf parses the protocol state from an object's labels and annotations.

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 )
@@ -77,13 +79,24 @@ func (d *Drainer) checkpoint(ctx context.Context, g *Gang) (checkpoint.Verdict, 
 	}
 	last := checkpoint.Status("?")
 	warned := false
+	// The answer arrives on a watch of the target; the loop wakes each poll
+	// interval to judge the timeouts, and reads only when told to.
+	wt := d.newWaiter(g.Key, t.String(), func(ctx context.Context, rv string) (watch.Interface, error) {
+		return checkpoint.Watch(ctx, d.Dynamic, t, rv)
+	})
+	defer wt.stop()
+	reread := true
 	for {
-		st, err := d.readCheckpoint(ctx, keys, t)
-		if err != nil {
-			if ctx.Err() != nil {
-				return checkpoint.Verdict{}, req.ID, ctx.Err()
+		if reread {
+			var rv string
+			st, rv, err = d.readCheckpointVersion(ctx, keys, t)
+			if err != nil {
+				if ctx.Err() != nil {
+					return checkpoint.Verdict{}, req.ID, ctx.Err()
+				}
+				return checkpoint.Verdict{}, req.ID, err
 			}
-			return checkpoint.Verdict{}, req.ID, err
+			wt.read(ctx, rv)
 		}
 		if st.Response.ObservedRequestID == req.ID && st.Response.Status != last {
 			last = st.Response.Status
@@ -106,8 +119,20 @@ func (d *Drainer) checkpoint(ctx context.Context, g *Gang) (checkpoint.Verdict, 
 				warned = true
 			}
 		}
-		if err := d.sleep(ctx, d.Options.poll()); err != nil {
+		ev, again, err := wt.next(ctx)
+		if err != nil {
 			return checkpoint.Verdict{}, req.ID, err
+		}
+		reread = again
+		if ev != nil {
+			if m, ok := ev.Object.(metav1.Object); !ok || m.GetName() != t.Name {
+				continue
+			} else if ev.Type == watch.Deleted {
+				// Read it to report the object's absence as before.
+				reread = true
+			} else {
+				st = keys.StateOf(m.GetLabels(), m.GetAnnotations())
+			}
 		}
 	}
 }
@@ -130,16 +155,17 @@ func nextRequestID(st checkpoint.State, run string) string {
 
 // waitFinished waits for a gang that cannot checkpoint to end by itself.
 func (d *Drainer) waitFinished(ctx context.Context, g *Gang, v checkpoint.Verdict) (checkpoint.Verdict, string, error) {
-	for {
-		left, err := d.gangPodsLeft(ctx, g)
-		if err != nil {
-			return v, "", err
-		}
-		if left == 0 {
-			return checkpoint.Verdict{Phase: checkpoint.PhaseReady, Reason: "finished by itself"}, "", nil
-		}
-		if err := d.sleep(ctx, d.Options.poll()); err != nil {
+	gp := d.followGangPods(g)
+	defer gp.stop()
+	if err := gp.list(ctx); err != nil {
+		return v, "", err
+	}
+	left := len(gp.left)
+	for left > 0 {
+		var err error
+		if left, err = gp.wait(ctx); err != nil {
 			return v, "", err
 		}
 	}
+	return checkpoint.Verdict{Phase: checkpoint.PhaseReady, Reason: "finished by itself"}, "", nil
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
@@ -120,28 +121,66 @@ func (d *Drainer) handleGang(ctx context.Context, g *Gang) GangOutcome {
 	}
 }
 
-// gangPodsLeft counts the gang's pods that still exist (by UID).
-func (d *Drainer) gangPodsLeft(ctx context.Context, g *Gang) (int, error) {
+// gangPods follows which pods of a gang still exist: one list of the
+// namespace, then a watch of it (see watch.go).
+type gangPods struct {
+	d    *Drainer
+	g    *Gang
+	uids map[types.UID]bool
+	left map[types.UID]bool
+	wt   *waiter
+}
+
+func (d *Drainer) followGangPods(g *Gang) *gangPods {
+	gp := &gangPods{d: d, g: g, uids: map[types.UID]bool{}}
+	for _, p := range g.Pods {
+		gp.uids[p.UID] = true
+	}
+	gp.wt = d.newWaiter(g.Key, "pods in namespace "+g.Namespace, func(ctx context.Context, rv string) (watch.Interface, error) {
+		return d.Kube.CoreV1().Pods(g.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	})
+	return gp
+}
+
+// list reads the gang's pods that still exist (by UID, not done).
+func (gp *gangPods) list(ctx context.Context) error {
 	var list *corev1.PodList
-	err := d.retry(ctx, func() (err error) {
-		list, err = d.Kube.CoreV1().Pods(g.Namespace).List(ctx, metav1.ListOptions{})
+	err := gp.d.retry(ctx, func() (err error) {
+		list, err = gp.d.Kube.CoreV1().Pods(gp.g.Namespace).List(ctx, metav1.ListOptions{})
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("listing pods in namespace %s: %w", g.Namespace, err)
+		return fmt.Errorf("listing pods in namespace %s: %w", gp.g.Namespace, err)
 	}
-	uids := map[types.UID]bool{}
-	for _, p := range g.Pods {
-		uids[p.UID] = true
-	}
-	n := 0
+	gp.left = map[types.UID]bool{}
 	for _, p := range list.Items {
-		if uids[p.UID] && !podDone(&p) {
-			n++
+		if gp.uids[p.UID] && !podDone(&p) {
+			gp.left[p.UID] = true
 		}
 	}
-	return n, nil
+	gp.wt.read(ctx, list.ResourceVersion)
+	return nil
 }
+
+// wait returns after a change or a poll interval, with the count left.
+func (gp *gangPods) wait(ctx context.Context) (int, error) {
+	ev, reread, err := gp.wt.next(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if reread {
+		if err := gp.list(ctx); err != nil {
+			return 0, err
+		}
+	} else if ev != nil {
+		if p, ok := ev.Object.(*corev1.Pod); ok && gp.uids[p.UID] && (ev.Type == watch.Deleted || podDone(p)) {
+			delete(gp.left, p.UID)
+		}
+	}
+	return len(gp.left), nil
+}
+
+func (gp *gangPods) stop() { gp.wt.stop() }
 
 func mergePatch(v any) []byte {
 	b, _ := json.Marshal(v)
@@ -162,7 +201,8 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 	now := d.clock().Now()
 	o.StopStartedAt = now
 	if t := stopTarget(g); t != nil {
-		ann := map[string]any{AnnStoppedByRun: d.runID, AnnStopMethod: string(g.Method), AnnStopState: GangStopping}
+		rec, _ := json.Marshal(RecordOf(g))
+		ann := map[string]any{AnnStoppedByRun: d.runID, AnnStopMethod: string(g.Method), AnnStopState: GangStopping, AnnGangRecord: string(rec)}
 		if g.Annotations[AnnStoppedByRun] != d.runID {
 			ann[AnnStoppedAt] = timeString(now)
 			ann[AnnRestoredBy], ann[AnnRestoredAt] = nil, nil
@@ -373,13 +413,18 @@ func (d *Drainer) applyStop(ctx context.Context, g *Gang) error {
 // the workload is no longer admitted).
 func (d *Drainer) waitGone(ctx context.Context, g *Gang) error {
 	deadline := d.clock().Now().Add(d.Options.stopTimeout())
+	gp := d.followGangPods(g)
+	defer gp.stop()
+	if err := gp.list(ctx); err != nil {
+		return err
+	}
+	left := len(gp.left)
 	for {
-		left, err := d.gangPodsLeft(ctx, g)
-		if err != nil {
-			return err
-		}
+		// The workload is read once the pods are gone: Kueue takes the
+		// admission back before the pods go, so this is rarely more
+		// than one read.
 		admitted := false
-		if g.Method == StopKueue && d.Kueue != nil {
+		if left == 0 && g.Method == StopKueue && d.Kueue != nil {
 			var wl *kueuev1beta2.Workload
 			err := d.retry(ctx, func() (err error) {
 				wl, err = d.Kueue.KueueV1beta2().Workloads(g.Namespace).Get(ctx, g.Workload.Name, metav1.GetOptions{})
@@ -398,7 +443,8 @@ func (d *Drainer) waitGone(ctx context.Context, g *Gang) error {
 		if d.clock().Now().After(deadline) {
 			return fmt.Errorf("%d pod(s) of gang %s still exist after %s", left, g.Key, d.Options.stopTimeout())
 		}
-		if err := d.sleep(ctx, d.Options.poll()); err != nil {
+		var err error
+		if left, err = gp.wait(ctx); err != nil {
 			return err
 		}
 	}

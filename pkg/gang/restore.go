@@ -93,11 +93,19 @@ func ResolveRestoreTargets(ctx context.Context, d *Drainer, args []string) ([]st
 	return out, nil
 }
 
+// ErrUnknownRun: restore was given a run that no node and no gang carries.
+var ErrUnknownRun = errors.New("unknown run")
+
 // Restore undoes a run on nodes after the upgrade: it uncordons only the
 // nodes the run cordoned, then reactivates or unsuspends only the gangs the
 // run stopped, once schedulable GPU capacity exists for each, and watches
-// Kueue readmit them (Requeued, Admitted, pods Ready).
+// Kueue readmit them (Requeued, Admitted, pods Ready). With no nodes and
+// Options.RunID set, it restores the gangs of that run whose nodes are
+// gone (a provider replaced them), found by the records on the gangs.
 func (d *Drainer) Restore(ctx context.Context, nodes []string) (*RestoreResult, error) {
+	if len(nodes) == 0 && d.Options.RunID == "" {
+		return nil, errors.New("nothing to restore: name a run or its nodes")
+	}
 	recs, err := d.readNodes(ctx, nodes)
 	if err != nil {
 		return nil, err
@@ -106,6 +114,9 @@ func (d *Drainer) Restore(ctx context.Context, nodes []string) (*RestoreResult, 
 	res := &RestoreResult{DryRun: d.Options.DryRun}
 	defer func() { res.Nodes = d.snapshot(nodes) }()
 	runs := map[string]bool{}
+	if d.Options.RunID != "" {
+		runs[d.Options.RunID] = true
+	}
 	var gangs []GangRecord
 	seenGang := map[string]bool{}
 	for _, n := range nodes {
@@ -125,7 +136,22 @@ func (d *Drainer) Restore(ctx context.Context, nodes []string) (*RestoreResult, 
 		}
 	}
 	res.RunIDs = sortedKeys(runs)
+	// The gangs of the runs whose nodes are gone (a provider replaced them)
+	// are found by the record on their stop objects.
+	more, err := d.stoppedGangs(ctx, runs)
+	if err != nil {
+		return res, err
+	}
+	for _, g := range more {
+		if !seenGang[g.run+"|"+g.Key] {
+			seenGang[g.run+"|"+g.Key] = true
+			gangs = append(gangs, g.GangRecord)
+		}
+	}
 	sort.Slice(gangs, func(i, j int) bool { return gangs[i].Key < gangs[j].Key })
+	if len(nodes) == 0 && len(gangs) == 0 {
+		return nil, fmt.Errorf("%w: no node and no stopped gang carries run %q", ErrUnknownRun, d.Options.RunID)
+	}
 
 	// 1. Uncordon what the runs cordoned.
 	for _, n := range nodes {
@@ -324,7 +350,7 @@ func (d *Drainer) reactivate(ctx context.Context, g GangRecord, run string, ann 
 		ref = g.Workload
 	}
 	restored := map[string]any{
-		AnnStoppedByRun: nil, AnnStopState: nil, AnnRestoredBy: run, AnnRestoredAt: timeString(d.clock().Now()),
+		AnnStoppedByRun: nil, AnnStopState: nil, AnnGangRecord: nil, AnnRestoredBy: run, AnnRestoredAt: timeString(d.clock().Now()),
 	}
 	// A run cut short before it marked the gang stopped leaves its
 	// checkpoint request behind; the readmitted gang must not yield to it.

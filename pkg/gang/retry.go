@@ -54,12 +54,19 @@ func (d *Drainer) patchNode(ctx context.Context, node string, ann map[string]any
 
 // readCheckpoint reads a gang's protocol state, retrying transient errors.
 func (d *Drainer) readCheckpoint(ctx context.Context, keys checkpoint.Keys, t checkpoint.Target) (checkpoint.State, error) {
+	st, _, err := d.readCheckpointVersion(ctx, keys, t)
+	return st, err
+}
+
+// readCheckpointVersion is readCheckpoint with the resourceVersion read.
+func (d *Drainer) readCheckpointVersion(ctx context.Context, keys checkpoint.Keys, t checkpoint.Target) (checkpoint.State, string, error) {
 	var st checkpoint.State
+	var rv string
 	err := d.retry(ctx, func() (err error) {
-		st, err = checkpoint.Read(ctx, d.Dynamic, keys, t)
+		st, rv, err = checkpoint.ReadVersion(ctx, d.Dynamic, keys, t)
 		return err
 	})
-	return st, err
+	return st, rv, err
 }
 
 // evict evicts a pod through h, which retries the server's refusals by

@@ -57,6 +57,9 @@ const (
 	AnnReplicas     = StatePrefix + "replicas"
 	AnnRestoredBy   = StatePrefix + "restored-by-run"
 	AnnRestoredAt   = StatePrefix + "restored-at"
+	// AnnGangRecord is the gang's GangRecord (JSON) on its stop object, so
+	// that restore finds a gang whose nodes a provider replaced.
+	AnnGangRecord = StatePrefix + "gang"
 )
 
 // Gang stop states recorded on root objects.

@@ -2,6 +2,7 @@ package gangdrain
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -187,10 +188,14 @@ func (o *Options) RunRestore(ctx context.Context) error {
 		return err
 	}
 	nodes, err := gang.ResolveRestoreTargets(ctx, d, o.Args)
-	if err != nil {
-		if strings.Contains(err.Error(), "neither a run id nor a node") {
-			return cli.WithHint(cli.UsageErr(err), "kubectl gang-drain status")
-		}
+	switch {
+	case err != nil && strings.Contains(err.Error(), "neither a run id nor a node") && len(o.Args) == 1 && o.RunID == "":
+		// A run whose nodes are all gone (a provider replaced them): its
+		// gangs are found by the records on them.
+		d.Options.RunID, nodes = o.Args[0], nil
+	case err != nil && strings.Contains(err.Error(), "neither a run id nor a node"):
+		return cli.WithHint(cli.UsageErr(err), "kubectl gang-drain status")
+	case err != nil:
 		return cli.ClassifyClusterErr(err, md, "resolving restore targets")
 	}
 	prog := o.progress()
@@ -199,6 +204,9 @@ func (o *Options) RunRestore(ctx context.Context) error {
 	defer cancel()
 	res, err := d.Restore(restoreCtx, nodes)
 	prog.Done()
+	if errors.Is(err, gang.ErrUnknownRun) {
+		return cli.WithHint(cli.UsageErr(fmt.Errorf("%q is neither a run id nor a node", o.Args[0])), "kubectl gang-drain status")
+	}
 	if res != nil && !o.Print.Quiet {
 		rep := RestoreReport{Header: cli.NewHeader("GangDrainRestore", md), RestoreResult: res}
 		if o.Print.Structured() {
