@@ -13,11 +13,6 @@ import (
 // the pool is not on its planned version: skew verify --pool, and
 // gpu-validate nodes --kubelet-version on GPU pools.
 
-// stoppedByRunAnnotation is the annotation gang-drain leaves on a gang's
-// stop object (a Kueue Workload) naming the run that stopped it
-// (pkg/gang.AnnStoppedByRun).
-const stoppedByRunAnnotation = "gpufleet.dev/gang-drain.stopped-by-run"
-
 // selector returns the label selector of a pool's nodes.
 func (r *renderer) selector(pool string) string {
 	pl, ok := r.pools[pool]
@@ -243,9 +238,12 @@ func lastPart(label string) string {
 
 // gangDrain is gang-drain run over one unit or batch.
 func (r *renderer) gangDrain(unitSel, run string) string {
-	if unitSel == "" {
+	if unitSel == "" && run == "" {
 		// A re-run over the same nodes resumes the run recorded on them.
 		return fmt.Sprintf("kubectl gang-drain run $NODES --timeout %s", selfDrainTimeout)
+	}
+	if unitSel == "" {
+		return fmt.Sprintf("kubectl gang-drain run $NODES --run-id %s --timeout %s", run, selfDrainTimeout)
 	}
 	return fmt.Sprintf("kubectl gang-drain run -l %s --run-id %s --timeout %s", unitSel, run, selfDrainTimeout)
 }
@@ -283,23 +281,28 @@ func (r *renderer) inPlaceUnits(s Step, sel string) []string {
 	return append(out, "kubectl gang-drain restore "+run+"   # then the next unit")
 }
 
-// stopGangs stops a GPU pool's gangs unit by unit ahead of a provider that
-// replaces the nodes itself. gang-drain keeps each run on its nodes, and
-// the provider deletes those nodes, so gang-drain restore cannot follow
-// them: the gangs are reactivated by hand once the pool has moved.
-func (r *renderer) stopGangs(s Step, sel string, why string) []string {
-	intro, unitSel, run := r.unitBlock(s, sel)
+// poolRun is the gang-drain run id of a pool step whose nodes the provider
+// replaces: one run for every unit or batch, so that one restore brings
+// back every gang the step stopped.
+func poolRun(s Step) string { return fmt.Sprintf(`"%s-to-%s"`, s.Pool, s.To) }
+
+// stopGangs stops a GPU pool's gangs unit by unit, under run, ahead of a
+// provider that replaces the nodes itself.
+func (r *renderer) stopGangs(s Step, sel, run, why string) []string {
+	intro, unitSel, _ := r.unitBlock(s, sel)
 	out := []string{"# " + why}
 	out = append(out, intro...)
 	return append(out, r.unitPDB(unitSel), r.gangDrain(unitSel, run), "# every unit drained; what still blocks the provider's own drain:", r.pdbBlockers(s.Pool, sel))
 }
 
-// reactivate brings back the Kueue workloads the step's runs stopped.
-func reactivate() []string {
+// reactivate brings back the gangs a run stopped. The provider deleted the
+// nodes that recorded the run; gang-drain restore finds the run's gangs by
+// the record each stopped gang carries.
+func reactivate(run string) []string {
 	return []string{
-		"# gang-drain keeps its runs on the nodes the provider replaced, so gang-drain restore cannot find them: reactivate the gangs the runs of this step stopped",
-		fmt.Sprintf(`kubectl get workloads.kueue.x-k8s.io -A -o custom-columns='NAMESPACE:.metadata.namespace,NAME:.metadata.name,STOPPED-BY:.metadata.annotations.%s,ACTIVE:.spec.active'`, strings.ReplaceAll(stoppedByRunAnnotation, ".", `\.`)),
-		`kubectl patch workloads.kueue.x-k8s.io -n '<namespace>' '<workload>' --type merge -p '{"spec":{"active":true}}'   # each workload those runs stopped`,
+		"# bring back the gangs the run stopped (the replaced nodes took the run's node records with them; restore finds the gangs by the record on each):",
+		"kubectl gang-drain restore " + run + " --dry-run",
+		"kubectl gang-drain restore " + run,
 	}
 }
 
@@ -311,7 +314,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 	rep := r.replacer(s.Pool)
 	var out []string
 	if gpu {
-		out = append(out, r.stopGangs(s, sel, fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; the pool is out of service until the rollout ends (to keep capacity instead, add a pool at v%s and move the units across)", r.prov.Title(), s.To))...)
+		out = append(out, r.stopGangs(s, sel, poolRun(s), fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; the pool is out of service until the rollout ends (to keep capacity instead, add a pool at v%s and move the units across)", r.prov.Title(), s.To))...)
 	} else {
 		out = append(out, r.pdbBlockers(s.Pool, sel))
 	}
@@ -343,7 +346,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	if gpu {
-		out = append(out, reactivate()...)
+		out = append(out, reactivate(poolRun(s))...)
 	}
 	return out
 }
@@ -412,6 +415,9 @@ func (r *renderer) karpenterStep(s Step, sel string, gpu bool) []string {
 	}
 	r.held[s.Pool] = false
 	intro, unitSel, run := r.unitBlock(s, sel)
+	if run == "" {
+		run = poolRun(s)
+	}
 	out = append(out, intro...)
 	out = append(out, r.unitPDB(unitSel), r.gangDrain(unitSel, run))
 	if unitSel == "" {
@@ -419,7 +425,7 @@ func (r *renderer) karpenterStep(s Step, sel string, gpu bool) []string {
 	} else {
 		out = append(out, fmt.Sprintf("kubectl delete nodes -l %s   # Karpenter terminates them", unitSel))
 	}
-	out = append(out, reactivate()...)
+	out = append(out, reactivate(run)...)
 	out = append(out, fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # the readmitted gangs bring up nodes at v%s; then the next one", sq(s.Pool), s.To))
 	return append(out, budgetRestore(s.Pool)...)
 }

@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 )
 
 // The tests of this file plan the inventories of testdata/runbook (at the
@@ -413,11 +411,4 @@ func gpuNodes(inv Inventory, pool string) int {
 		}
 	}
 	return 0
-}
-
-// The annotation the manual re-activation filters on is gang-drain's own.
-func TestStoppedByRunAnnotationIsGangDrains(t *testing.T) {
-	if stoppedByRunAnnotation != gang.AnnStoppedByRun {
-		t.Errorf("stoppedByRunAnnotation %q, gang-drain writes %q", stoppedByRunAnnotation, gang.AnnStoppedByRun)
-	}
 }
