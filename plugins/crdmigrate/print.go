@@ -267,33 +267,8 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 // PlanReport is the output of `kubectl crd-migrate run --dry-run`.
 type PlanReport struct {
 	cli.Header
-	Items   []PlanItem  `json:"items"`
-	Summary PlanSummary `json:"summary"`
-}
-
-// PlanItem is what a run would do to one CRD.
-type PlanItem struct {
-	CRD            string               `json:"crd"`
-	StorageVersion string               `json:"storageVersion"`
-	StoredVersions []string             `json:"storedVersions"`
-	Objects        int64                `json:"objects"`
-	NeedsMigration bool                 `json:"needsMigration"`
-	Method         string               `json:"method"`
-	Estimate       *crdmigrate.Estimate `json:"estimate,omitempty"`
-	Probe          string               `json:"probe,omitempty"`
-	Problems       []string             `json:"problems,omitempty"`
-}
-
-// PlanSummary adds up a plan at the chosen rate.
-type PlanSummary struct {
-	CRDs     int     `json:"crds"`
-	Blocked  int     `json:"blocked"`
-	Objects  int64   `json:"objects"`
-	Requests int64   `json:"requests"`
-	Seconds  float64 `json:"seconds"`
-	QPS      float32 `json:"qps"`
-	Burst    int     `json:"burst"`
-	Workers  int     `json:"workers"`
+	Items   []crdmigrate.DryRunItem  `json:"items"`
+	Summary crdmigrate.DryRunSummary `json:"summary"`
 }
 
 func (o *RunOptions) printPlan(rep *PlanReport) error {

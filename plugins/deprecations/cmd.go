@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl deprecations`.
@@ -136,7 +137,7 @@ func newRulesCmd(streams genericiooptions.IOStreams) *cobra.Command {
 
 // Run prints the table.
 func (o *RulesOptions) Run() error {
-	tab, err := loadTable(o.RulesFiles)
+	tab, err := dep.LoadTable(o.RulesFiles)
 	if err != nil {
 		return cli.UsageErr(err)
 	}

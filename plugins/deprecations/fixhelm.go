@@ -36,6 +36,7 @@ type FixHelmOptions struct {
 	cg        cli.ClientGetter
 	namespace string
 	table     *apilifecycle.Table
+	target    dep.TargetSpec
 	genericiooptions.IOStreams
 }
 
@@ -131,16 +132,18 @@ func (o *FixHelmOptions) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
 	}
-	if _, _, err := parseTarget(o.TargetVersion); err != nil {
+	t, err := dep.ParseTarget(o.TargetVersion)
+	if err != nil {
 		return err
 	}
+	o.target = t
 	if o.AllNamespaces && len(o.releases) > 0 {
 		return errors.New("name releases with -n NAMESPACE; --all-namespaces takes no release names")
 	}
 	if !o.AllNamespaces && o.namespace == "" {
 		return errors.New("no namespace: give -n NAMESPACE or --all-namespaces")
 	}
-	tab, err := loadTable(o.RulesFiles)
+	tab, err := dep.LoadTable(o.RulesFiles)
 	if err != nil {
 		return err
 	}
@@ -158,7 +161,7 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cli.ClusterErr(fmt.Errorf("cannot read the server version %q: %w", md.ServerVersion, err))
 	}
-	target, err := o.resolveTarget(sv)
+	target, err := o.target.Resolve(sv)
 	if err != nil {
 		return cli.UsageErr(err)
 	}
@@ -270,11 +273,6 @@ func (o *FixHelmOptions) namespaceArgs() string {
 		return "--all-namespaces"
 	}
 	return "-n " + o.namespace
-}
-
-// resolveTarget reads --target-version relative to the server.
-func (o *FixHelmOptions) resolveTarget(server apilifecycle.Release) (apilifecycle.Release, error) {
-	return (&Options{TargetVersion: o.TargetVersion}).resolveTarget(server)
 }
 
 // print writes the report: JSON or YAML, or a table of releases with, on

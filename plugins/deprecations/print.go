@@ -16,11 +16,11 @@ import (
 type Report struct {
 	cli.Header
 	// TargetVersion is the release the findings are judged against.
-	TargetVersion string         `json:"targetVersion"`
-	Items         []Item         `json:"items"`
-	NotScanned    []dep.Skipped  `json:"notScanned,omitempty"`
-	Sources       []SourceStatus `json:"sources"`
-	Summary       Summary        `json:"summary"`
+	TargetVersion string             `json:"targetVersion"`
+	Items         []Item             `json:"items"`
+	NotScanned    []dep.Skipped      `json:"notScanned,omitempty"`
+	Sources       []dep.SourceStatus `json:"sources"`
+	Summary       Summary            `json:"summary"`
 }
 
 // Item is one finding with its severity.
@@ -29,14 +29,6 @@ type Item struct {
 	// Severity: blocking for removed at the target, warning for deprecated
 	// or undeterminable.
 	Severity cli.Severity `json:"severity"`
-}
-
-// SourceStatus says what one source read, or why it could not.
-type SourceStatus struct {
-	Name    dep.Source `json:"name"`
-	Scanned string     `json:"scanned,omitempty"`
-	Note    string     `json:"note,omitempty"`
-	Error   string     `json:"error,omitempty"`
 }
 
 // Summary counts the items.
@@ -52,7 +44,7 @@ func newReport(md cli.Metadata, target apilifecycle.Release) *Report {
 	return &Report{Header: cli.NewHeader("DeprecationsReport", md), TargetVersion: "v" + target.String(), Items: []Item{}}
 }
 
-func (r *Report) addSource(st SourceStatus, err error, code *int) {
+func (r *Report) addSource(st dep.SourceStatus, err error, code *int) {
 	if err != nil {
 		st.Error = err.Error()
 		*code = cli.Worst(*code, cli.ExitCode(err))
