@@ -116,7 +116,7 @@ func (o *FixHelmOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, args []
 	cli.SetQuiet(cg, o.Print.Quiet)
 	ns, explicit, err := cg.Namespace()
 	if err != nil {
-		return cli.UsageErr(err)
+		return cli.KubeconfigErr(err)
 	}
 	if o.AllNamespaces && explicit {
 		return cli.Usagef("give -n or --all-namespaces, not both")

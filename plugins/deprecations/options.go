@@ -56,7 +56,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	f.StringSliceVarP(&o.Filenames, "filename", "f", o.Filenames, "Manifest files or directories (recursive) to scan; - reads stdin. Repeatable.")
 	f.StringVarP(&o.Kustomize, "kustomize", "k", o.Kustomize, "Build the kustomization in this directory and scan the result.")
 	f.StringSliceVar(&o.AuditLogs, "audit-log", o.AuditLogs, "Apiserver audit log files (JSON lines, plain or gzip; rotated files in any order); - reads stdin. Repeatable.")
-	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules (this tool's `rules -o yaml` format or pluto's versions file) for third-party APIs. Repeatable.")
+	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules (this tool's format, as \"kubectl deprecations rules -o yaml\" prints it, or pluto's versions file) for third-party APIs. Repeatable.")
 	f.BoolVar(&o.HelmHistory, "helm-history", o.HelmHistory, "Scan every kept Helm revision, not only the deployed one (a rollback to an old revision would fail too).")
 	f.BoolVar(&o.CI, "ci", o.CI, "Repository mode: manifests only, target two minors after the built-in table's release unless --target-version is given, exit 1 on anything removed by then.")
 	_ = cmd.RegisterFlagCompletionFunc("source", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {

@@ -92,7 +92,6 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 		Example: templates.Examples(`
 			kubectl gang-drain plan gpu-node-0412 gpu-node-0413
 			kubectl gang-drain plan -l gpufleet.dev/rack-set=rs-14 -o yaml`),
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gang-drain plan"},
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			if err := o.validateNodeChoice(); err != nil {
 				return cli.UsageErr(err)
@@ -129,7 +128,6 @@ func newRunCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.C
 			kubectl gang-drain run -l gpufleet.dev/rack-set=rs-14 --checkpoint-deadline 20m --on-timeout abort
 			kubectl gang-drain run gpu-node-0412 --dry-run
 			kubectl gang-drain run -l gpufleet.dev/rack-set=rs-14 --annotation platform.example.com/checkpoint-and-yield=requested`),
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gang-drain run"},
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			if err := o.validateNodeChoice(); err != nil {
 				return cli.UsageErr(err)
@@ -157,7 +155,6 @@ func newStatusCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobr
 			kubectl gang-drain status
 			kubectl gang-drain status gd-20260102-030405-ab12 -o json`),
 		Args:        cobra.MaximumNArgs(1),
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gang-drain status"},
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			return o.RunStatus(cmd.Context())
 		}),
@@ -183,7 +180,6 @@ func newRestoreCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
 			kubectl gang-drain restore gd-20260102-030405-ab12
 			kubectl gang-drain restore gpu-node-0412 --dry-run`),
 		Args:        cobra.MinimumNArgs(1),
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gang-drain restore"},
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			return o.RunRestore(cmd.Context())
 		}),

@@ -121,7 +121,7 @@ func (o *Options) AddCheckFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.XID, "xid", o.XID, "Read each node's kernel log in a privileged pod (the -n namespace must allow privileged pods) and fail on fatal Xid events.")
 	cmd.Flags().StringVar(&o.Since, "since", o.Since, "Kernel log window for --xid: a duration (2h) or an RFC 3339 time (default: since the node last became Ready).")
 	cmd.Flags().StringVar(&o.XidImage, "xid-image", o.XidImage, "Image of the --xid pod (needs sh, chroot and dmesg).")
-	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see `kubectl gpu-validate xid-catalog`.")
+	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see \"kubectl gpu-validate xid-catalog\".")
 	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
 	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1 -j) in a privileged pod with all of each node's GPUs (the GPUs must be free).")
 	cmd.Flags().StringVar(&o.DCGMImage, "dcgm-image", o.DCGMImage, "Image of the --dcgm pod.")
@@ -162,7 +162,7 @@ func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string)
 	cli.SetQuiet(cg, o.Print.Quiet)
 	ns, _, err := cg.Namespace()
 	if err != nil {
-		return cli.UsageErr(fmt.Errorf("reading the namespace from the kubeconfig: %w", err))
+		return cli.KubeconfigErr(err)
 	}
 	if ns == "" {
 		ns = "default"

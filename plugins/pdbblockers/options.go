@@ -98,7 +98,7 @@ func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string)
 	cli.SetQuiet(cg, o.Print.Quiet)
 	ns, explicit, err := cg.Namespace()
 	if err != nil {
-		return cli.UsageErr(fmt.Errorf("reading the namespace from the kubeconfig: %w", err))
+		return cli.KubeconfigErr(err)
 	}
 	if explicit {
 		o.namespace = ns

@@ -75,7 +75,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 // addSourceFlags registers the flags the check and the plan share.
 func addSourceFlags(cmd *cobra.Command, poolLabel, fromFile, calendar *string, chunk *int64) {
 	cmd.Flags().StringVar(poolLabel, "pool-label", *poolLabel, "Node label that names node pools (default: the well-known labels of GKE, EKS, AKS, Karpenter and Cluster API).")
-	cmd.Flags().StringVarP(fromFile, "from-file", "f", *fromFile, "Read a report saved with `kubectl skew -o yaml` (or -o json; - for stdin) instead of the cluster.")
+	cmd.Flags().StringVarP(fromFile, "from-file", "f", *fromFile, "Read a report saved with \"kubectl skew -o yaml\" (or -o json; - for stdin) instead of the cluster.")
 	cmd.Flags().StringVar(calendar, "calendar", *calendar, "Release calendar file (YAML or JSON: dataDate, releases[minor, released, endOfLife]) instead of the embedded one.")
 	cmd.Flags().Int64Var(chunk, "chunk-size", *chunk, "Nodes per page when listing nodes.")
 	_ = cmd.MarkFlagFilename("from-file", "yaml", "yml", "json")
