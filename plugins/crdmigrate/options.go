@@ -317,8 +317,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	r := &crdmigrate.Run{
 		Clients: c, Discovery: d, Checkpoints: &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace},
 		Names: o.Names, All: o.All, Method: o.Method, Force: o.Force, Workers: o.Workers, Retry: o.retry(),
-		InTreeTimeout: o.InTreeTimeout,
-		OnStart: prog.start, OnEvent: prog.event, OnProgress: prog.progress,
+		InTreeTimeout: o.InTreeTimeout, OnStart: prog.start, OnEvent: prog.event, OnProgress: prog.progress,
 	}
 	p, step, err := r.Prepare(ctx)
 	switch {
