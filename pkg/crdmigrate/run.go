@@ -240,14 +240,20 @@ type DryRunSummary struct {
 }
 
 // DryRun runs the pre-flight checks of the prepared CRDs and estimates each
-// migration at qps and burst; it changes nothing (the pre-flight's write is
-// a server-side dry run). A CRD whose pre-flight fails is listed with its
-// problems and counted as blocked; any other error ends the dry run.
-func (r *Run) DryRun(ctx context.Context, p *Prepared, qps float32, burst int) ([]DryRunItem, DryRunSummary, error) {
+// migration at qps and burst; it changes nothing. With server, the
+// pre-flight sends one object of each CRD back as a server-side dry-run
+// update; without, it only reads. A CRD whose pre-flight fails is listed
+// with its problems and counted as blocked; any other error ends the dry
+// run.
+func (r *Run) DryRun(ctx context.Context, p *Prepared, server bool, qps float32, burst int) ([]DryRunItem, DryRunSummary, error) {
 	items := []DryRunItem{}
 	sum := DryRunSummary{QPS: qps, Burst: burst, Workers: r.Workers}
+	check := PreflightReadOnly
+	if server {
+		check = Preflight
+	}
 	for _, crd := range p.CRDs {
-		plan, err := Preflight(ctx, r.Clients, p.Hooks, crd)
+		plan, err := check(ctx, r.Clients, p.Hooks, crd)
 		var pre *PreflightError
 		if err != nil && !errors.As(err, &pre) {
 			return nil, sum, fmt.Errorf("pre-flight checks of %s: %w", crd.Name, err)

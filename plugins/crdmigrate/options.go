@@ -195,7 +195,7 @@ type RunOptions struct {
 	// All migrates every CRD whose storedVersions lists an old version.
 	All bool
 	// DryRun counts and estimates; it changes nothing.
-	DryRun bool
+	DryRun cli.DryRunFlag
 	// Method is auto, client or in-tree.
 	Method  string
 	QPS     float32
@@ -233,7 +233,11 @@ func (o *RunOptions) AddFlags(cmd *cobra.Command) {
 	o.Print.AddFlags(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&o.All, "all", o.All, "Migrate every CRD whose status.storedVersions lists a version other than its storage version.")
-	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Count the objects, run the pre-flight checks and estimate the time at --qps; change nothing.")
+	o.DryRun = cli.DryRunFlag{
+		Client: "count the objects, check the webhooks the writes go through and estimate the time at --qps, reading only",
+		Server: "the same, and send one object back as a server-side dry-run update (dryRun=All) through conversion and admission",
+	}
+	o.DryRun.AddFlags(cmd)
 	f.StringVar(&o.Method, "method", o.Method, "How to rewrite: auto (in-tree when served and its controller runs, else client), client or in-tree.")
 	f.Float32Var(&o.QPS, "qps", o.QPS, "Client-side loop: most requests per second to the apiserver.")
 	f.IntVar(&o.Burst, "burst", o.Burst, "Client-side loop: requests allowed above --qps in a burst (0: the same as --qps).")
@@ -261,6 +265,9 @@ func (o *RunOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, args []stri
 // Validate checks the flags without touching the network.
 func (o *RunOptions) Validate() error {
 	if err := o.Print.Validate(); err != nil {
+		return err
+	}
+	if err := o.DryRun.Validate(); err != nil {
 		return err
 	}
 	switch {
@@ -328,7 +335,7 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	case err != nil:
 		return cli.ClassifyClusterErr(err, md, string(step))
 	}
-	if o.DryRun {
+	if o.DryRun.Enabled() {
 		return o.plan(ctx, md, r, p)
 	}
 	if len(p.CRDs) == 0 {
@@ -396,7 +403,7 @@ func (o *RunOptions) mapRunErr(err error, crd string, md cli.Metadata) error {
 
 // plan runs the pre-flight checks and estimates each CRD's migration.
 func (o *RunOptions) plan(ctx context.Context, md cli.Metadata, r *crdmigrate.Run, p *crdmigrate.Prepared) error {
-	items, sum, err := r.DryRun(ctx, p, o.QPS, o.Burst)
+	items, sum, err := r.DryRun(ctx, p, o.DryRun.Strategy() == cli.DryRunServer, o.QPS, o.Burst)
 	if err != nil {
 		return cli.ClassifyClusterErr(err, md, "dry run")
 	}

@@ -37,6 +37,7 @@ type FixHelmOptions struct {
 	namespace string
 	table     *apilifecycle.Table
 	target    dep.TargetSpec
+	dryRun    cli.DryRunFlag
 	genericiooptions.IOStreams
 }
 
@@ -100,7 +101,8 @@ func newFixHelmCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
 	f := cmd.Flags()
 	f.StringVar(&o.TargetVersion, "target-version", o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor.")
 	f.BoolVar(&o.IncludeDeprecated, "include-deprecated", o.IncludeDeprecated, "Map APIs deprecated at the target too, not only removed ones.")
-	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print a unified diff of each stored manifest that would change; write nothing.")
+	o.dryRun = cli.DryRunFlag{Client: "print a unified diff of each stored manifest that would change, and write nothing", NoServer: "Helm's storage drivers write release records without a dry-run option"}
+	o.dryRun.AddFlags(cmd)
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", o.AllNamespaces, "Releases in every namespace.")
 	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules files to merge (this tool's format or pluto's versions file).")
 	_ = cmd.RegisterFlagCompletionFunc("target-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -132,6 +134,10 @@ func (o *FixHelmOptions) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
 	}
+	if err := o.dryRun.Validate(); err != nil {
+		return err
+	}
+	o.DryRun = o.dryRun.Enabled()
 	t, err := dep.ParseTarget(o.TargetVersion)
 	if err != nil {
 		return err

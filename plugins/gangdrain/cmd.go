@@ -186,7 +186,8 @@ func newRestoreCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
 	}
 	o.Print.AddFlags(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print what would be restored without changing anything.")
+	o.dryRun = cli.DryRunFlag{Client: "print what would be uncordoned and readmitted, and change nothing", NoServer: "readmission waits on Kueue, which no server-side dry run reaches"}
+	o.dryRun.AddFlags(cmd)
 	f.DurationVar(&o.RestoreTimeout, "restore-timeout", o.RestoreTimeout, "How long to watch readmission before giving up (exit 4; run restore again to keep watching).")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a state restore resumes (exit 4); 0 waits for ever. Transient API errors (an apiserver restart, throttling, 5xx) are retried until then.")
 	f.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often states are re-read.")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -215,5 +216,40 @@ func TestNodes_DRAWarningInReport(t *testing.T) {
 	}
 	if len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "DRA devices not counted") || !strings.Contains(rep.Warnings[0], "forbidden") {
 		t.Errorf("warnings = %q", rep.Warnings)
+	}
+}
+
+// TestNCCL_ServerDryRun: --dry-run=server sends every object of the test as
+// a create with dryRun=All and runs nothing; an object the server refuses
+// is a finding.
+func TestNCCL_ServerDryRun(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		d := dyn()
+		var created []string
+		d.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			c := a.(k8stesting.CreateActionImpl)
+			if len(c.CreateOptions.DryRun) != 1 || c.CreateOptions.DryRun[0] != metav1.DryRunAll {
+				t.Errorf("create without dryRun=All: %v", a)
+			}
+			created = append(created, a.GetResource().Resource)
+			if refuse && a.GetResource().Resource == "jobs" {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "x", errors.New(`violates PodSecurity "baseline:latest": privileged`))
+			}
+			return true, c.GetObject(), nil
+		})
+		streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+		cmd := NewCmd(cli.NewTestClientGetter().WithKube(fake.NewClientset(node("gpu-a-0", "h100-a", "v1.37.2", 8, 8))).WithDynamic(d), streams)
+		cmd.SetArgs([]string{"nccl", "gpu-a-0", "--image", "nccl:1", "--no-resolve", "--dry-run=server"})
+		err := cmd.ExecuteContext(context.Background())
+		want := cli.ExitOK
+		if refuse {
+			want = cli.ExitFindings
+		}
+		if code := cli.ExitCode(err); code != want || !strings.Contains(out.String(), "job.batch/gpu-validate-nccl-") {
+			t.Errorf("refuse=%v: exit %d (%v)\n%s\n%s", refuse, code, err, out.String(), errOut.String())
+		}
+		if len(created) < 2 {
+			t.Errorf("created %v", created)
+		}
 	}
 }

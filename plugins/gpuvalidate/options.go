@@ -67,6 +67,10 @@ type Options struct {
 
 	xidCatalog *gpucheck.XidCatalog
 
+	// dryRun is --dry-run of nccl: client prints the manifests, server
+	// creates them with dryRun=All.
+	dryRun cli.DryRunFlag
+
 	// Contexts checks several kubeconfig contexts at once (nodes only).
 	Contexts *cli.ContextFlags
 
@@ -145,7 +149,12 @@ func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 	cmd.Flags().BoolVar(&o.Keep, "keep", o.Keep, "Leave the test's objects and pods in place for debugging.")
 	if full {
 		cmd.Flags().IntVar(&o.GPUsPerNode, "gpus-per-node", o.GPUsPerNode, "GPUs per worker (default: the nodes' allocatable nvidia.com/gpu; with NODE arguments it allows --print-manifest offline).")
-		cmd.Flags().BoolVar(&o.PrintManifest, "print-manifest", o.PrintManifest, "Print the test's manifests as YAML instead of running it.")
+		cmd.Flags().BoolVar(&o.PrintManifest, "print-manifest", o.PrintManifest, "Print the test's manifests as YAML instead of running it (the same as --dry-run=client).")
+		o.dryRun = cli.DryRunFlag{
+			Client: "print the test's manifests as YAML, as --print-manifest does",
+			Server: "send each of the test's objects to the API server as a create with dryRun=All, so admission, quota and Pod Security judge them, and run nothing",
+		}
+		o.dryRun.AddFlags(cmd)
 	}
 	_ = cmd.RegisterFlagCompletionFunc("launcher", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"job", "jobset", "mpijob"}, cobra.ShellCompDirectiveNoFileComp
@@ -175,6 +184,20 @@ func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string)
 func (o *Options) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
+	}
+	if err := o.dryRun.Validate(); err != nil {
+		return err
+	}
+	switch o.dryRun.Strategy() {
+	case cli.DryRunClient:
+		o.PrintManifest = true
+	case cli.DryRunServer:
+		if o.PrintManifest {
+			return fmt.Errorf("--print-manifest prints the manifests; --dry-run=server sends them to the server: choose one")
+		}
+		if o.SaveBaseline {
+			return fmt.Errorf("--save-baseline cannot be combined with --dry-run")
+		}
 	}
 	if err := o.FailOn.Validate(); err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -63,6 +65,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	if o.PrintManifest {
 		return o.printManifest(ctx, c, md)
+	}
+	if o.dryRun.Strategy() == cli.DryRunServer {
+		return o.serverDryRun(ctx, c, md)
 	}
 	progress := cli.NewProgress(o.ErrOut, cli.IsTerminal(o.ErrOut), o.Print.Quiet || o.Print.Structured())
 	defer progress.Done()
@@ -216,4 +221,53 @@ func (o *Options) printManifest(ctx context.Context, c clients, md cli.Metadata)
 	}
 	_, err = o.Out.Write(y)
 	return err
+}
+
+// serverDryRun sends each object of the NCCL test to the API server as a
+// create with dryRun=All and prints what the server answered, kubectl's
+// way ("job.batch/NAME created (server dry run)"). An object the server
+// refuses (admission, quota, Pod Security, an invalid field) is a
+// finding, exit 1: the test would not start.
+func (o *Options) serverDryRun(ctx context.Context, c clients, md cli.Metadata) error {
+	var names []string
+	if o.GPUsPerNode > 0 {
+		names = o.Nodes
+	}
+	m, err := o.validator(c, nil).NCCLManifest(ctx, names, o.GPUsPerNode)
+	if err != nil {
+		return o.classify(err, md)
+	}
+	refused := 0
+	for _, u := range m.Objects {
+		gvr, err := nccl.GVR(u)
+		if err != nil {
+			return err
+		}
+		ref := strings.ToLower(u.GetKind()) + "/" + u.GetName()
+		if g := gvr.Group; g != "" {
+			ref = strings.ToLower(u.GetKind()) + "." + g + "/" + u.GetName()
+		}
+		_, err = c.dyn.Resource(gvr).Namespace(o.namespace).Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "kubectl-gpu_validate"})
+		switch {
+		case err == nil:
+			if !o.Print.Quiet {
+				fmt.Fprintf(o.Out, "%s created (server dry run)\n", ref)
+			}
+		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || (apierrors.IsForbidden(err) && !isRBACForbidden(err)):
+			refused++
+			if !o.Print.Quiet {
+				fmt.Fprintf(o.Out, "%s refused (server dry run): %v\n", ref, err)
+			}
+		default:
+			return cli.ClassifyClusterErr(err, md, "creating "+ref+" with dryRun=All")
+		}
+	}
+	return cli.Findings(refused)
+}
+
+// isRBACForbidden tells a refusal by authorization (the user may not
+// create the object: exit 3) from one by admission (the object itself is
+// refused: a finding).
+func isRBACForbidden(err error) bool {
+	return strings.Contains(err.Error(), "cannot create resource")
 }
