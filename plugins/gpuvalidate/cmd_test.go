@@ -156,9 +156,47 @@ func TestNCCL_PrintManifestOffline(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kind: Secret", "kind: JobSet", "nvidia.com/gpu: \"8\"", "IPC_LOCK", "medium: Memory"} {
+	for _, want := range []string{"kind: JobSet", "nvidia.com/gpu: \"8\"", "IPC_LOCK", "medium: Memory", "# The SSH key of the launcher is not printed", "kubectl create secret generic gpu-validate-nccl-"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("manifest lacks %q", want)
+		}
+	}
+	// No private key in what goes into runbooks and Git.
+	for _, bad := range []string{"kind: Secret", "PRIVATE KEY", "id_ecdsa: "} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("manifest holds %q", bad)
+		}
+	}
+}
+
+// TestNCCL_PrintManifestNoRegistry: printing looks no image up unless
+// asked with --no-resolve=false; --dry-run=client prints the same.
+func TestNCCL_PrintManifestNoRegistry(t *testing.T) {
+	old := resolveImage
+	t.Cleanup(func() { resolveImage = old })
+	lookups := 0
+	resolveImage = func(_ context.Context, ref string) (string, error) {
+		lookups++
+		return ref + "@sha256:" + strings.Repeat("d", 64), nil
+	}
+	for _, tc := range []struct {
+		args    []string
+		lookups int
+		image   string
+	}{
+		{[]string{"--print-manifest"}, 0, "image: nccl:1\n"},
+		{[]string{"--dry-run=client"}, 0, "image: nccl:1\n"},
+		{[]string{"--print-manifest", "--no-resolve=false"}, 1, "image: nccl:1@sha256:"},
+	} {
+		lookups = 0
+		streams, _, out, _ := genericiooptions.NewTestIOStreams()
+		cmd := NewCmd(&cli.TestClientGetter{Err: os.ErrNotExist}, streams)
+		cmd.SetArgs(append([]string{"nccl", "gpu-a", "gpu-b", "--image", "nccl:1", "--gpus-per-node", "8"}, tc.args...))
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if lookups != tc.lookups || !strings.Contains(out.String(), tc.image) {
+			t.Errorf("%v: %d registry lookups, want %d; image line %q missing", tc.args, lookups, tc.lookups, tc.image)
 		}
 	}
 }

@@ -70,6 +70,8 @@ type Options struct {
 	// dryRun is --dry-run of nccl: client prints the manifests, server
 	// creates them with dryRun=All.
 	dryRun cli.DryRunFlag
+	// noResolveSet says --no-resolve was given.
+	noResolveSet bool
 
 	// Contexts checks several kubeconfig contexts at once (nodes only).
 	Contexts *cli.ContextFlags
@@ -137,7 +139,7 @@ func (o *Options) AddCheckFlags(cmd *cobra.Command) {
 // nccl command has.
 func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 	cmd.Flags().StringVar(&o.Image, "image", o.Image, "nccl-tests image (all_reduce_perf built with MPI, Open MPI, and OpenSSH for the job and jobset launchers).")
-	cmd.Flags().BoolVar(&o.NoResolve, "no-resolve", o.NoResolve, "Use --image as given instead of resolving it to a digest.")
+	cmd.Flags().BoolVar(&o.NoResolve, "no-resolve", o.NoResolve, "Use --image as given instead of resolving it to a digest (a registry lookup). --print-manifest and --dry-run=client use it as given unless --no-resolve=false asks for the digest.")
 	cmd.Flags().StringVar(&o.Launcher, "launcher", o.Launcher, "How to start the test: job (Indexed Job and headless Service), jobset or mpijob (MPIJob v2beta1).")
 	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa or tcp (GKE GPUDirect-TCPX/TCPXO is not offered: use Google's published nccl-test manifest).")
 	cmd.Flags().StringVar(&o.RDMAResource, "rdma-resource", o.RDMAResource, "RDMA device resource for the ib and roce fabrics (default rdma/rdma_shared_device_a).")
@@ -165,8 +167,9 @@ func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 }
 
 // Complete reads the arguments and the namespace.
-func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string) error {
+func (o *Options) Complete(cg cli.ClientGetter, cmd *cobra.Command, args []string) error {
 	o.cg = cg
+	o.noResolveSet = cmd.Flags().Changed("no-resolve")
 	o.Nodes = args
 	cli.SetQuiet(cg, o.Print.Quiet)
 	ns, _, err := cg.Namespace()
@@ -277,6 +280,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--image and --save-baseline need --nccl")
 	}
 	if o.PrintManifest {
+		// Printing works offline: no registry lookup unless asked for.
+		if !o.noResolveSet {
+			o.NoResolve = true
+		}
 		if o.SaveBaseline {
 			return fmt.Errorf("--save-baseline cannot be combined with --print-manifest")
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -215,8 +216,32 @@ func (o *Options) printManifest(ctx context.Context, c clients, md cli.Metadata)
 	if err != nil {
 		return o.classify(err, md)
 	}
+	// The job and jobset launchers authenticate over SSH with a key the
+	// run makes and keeps in a Secret. A printed manifest goes into
+	// runbooks and Git, so it carries no key: the Secret is left out and
+	// the header says how to create it when the manifest is applied (the
+	// mpijob launcher needs none: the MPI operator makes its own).
+	var head strings.Builder
+	kept := m.Objects[:0:0]
+	for _, u := range m.Objects {
+		if u.GetKind() != "Secret" {
+			kept = append(kept, u)
+			continue
+		}
+		ns := u.GetNamespace()
+		if ns == "" {
+			ns = o.namespace
+		}
+		fmt.Fprintf(&head, "# The SSH key of the launcher is not printed. Create Secret %s at apply time:\n", u.GetName())
+		fmt.Fprintf(&head, "#   d=$(mktemp -d) && ssh-keygen -q -t ecdsa -N '' -f \"$d/id_ecdsa\" && cp \"$d/id_ecdsa.pub\" \"$d/authorized_keys\" &&\n")
+		fmt.Fprintf(&head, "#   kubectl create secret generic %s -n %s --from-file=\"$d/id_ecdsa\" --from-file=\"$d/authorized_keys\" && rm -r \"$d\"\n", u.GetName(), ns)
+	}
+	m.Objects = kept
 	y, err := m.YAML()
 	if err != nil {
+		return err
+	}
+	if _, err := io.WriteString(o.Out, head.String()); err != nil {
 		return err
 	}
 	_, err = o.Out.Write(y)
