@@ -85,9 +85,6 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(rep.Items) == 0 && !o.Print.Quiet {
-		fmt.Fprintln(o.ErrOut, "No CustomResourceDefinitions found.")
-	}
 	if err := o.print(rep); err != nil {
 		return err
 	}
@@ -131,6 +128,7 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 	})
 	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "CRDStatusReportList", Items: []cli.ContextReport{}}
 	var codes []int
+	var summary []string
 	c := o.Print.Colorizer(o.Out)
 	t := statusTable(nil, c)
 	t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
@@ -145,11 +143,15 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 			for _, cells := range row.Rows {
 				t.AddRow(append([]string{r.Context}, cells...)...)
 			}
+			summary = append(summary, r.Context+": "+r.Value.summaryLine())
 		}
 		codes = append(codes, cr.ExitCode)
 		list.Items = append(list.Items, cr)
 	}
 	if err := o.Print.PrintContexts(o.Out, list, *t); err != nil {
+		return err
+	}
+	if err := o.Print.PrintSummary(o.Out, len(t.Rows) > 0, summary...); err != nil {
 		return err
 	}
 	return cli.ContextsOutcome(codes)
@@ -162,12 +164,12 @@ func (o *StatusOptions) print(rep *StatusReport) error {
 	case o.Print.Structured():
 		return cli.PrintStructured(o.Out, o.Print.Output, rep)
 	}
-	if len(rep.Items) == 0 {
-		return nil
+	if len(rep.Items) > 0 {
+		if err := statusTable(rep.Items, o.Print.Colorizer(o.Out)).Print(o.Out, o.Print.TableOptions()); err != nil {
+			return err
+		}
 	}
-	c := o.Print.Colorizer(o.Out)
-	t := statusTable(rep.Items, c)
-	return t.Print(o.Out, o.Print.TableOptions())
+	return o.Print.PrintSummary(o.Out, len(rep.Items) > 0, rep.summaryLine())
 }
 
 func severity(v crdmigrate.Verdict) cli.Severity {
@@ -339,9 +341,6 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		return o.plan(ctx, md, r, p)
 	}
 	if len(p.CRDs) == 0 {
-		if !o.Print.Quiet {
-			fmt.Fprintln(o.ErrOut, "No CustomResourceDefinition needs a migration.")
-		}
 		return o.printRun(newRunReport(md, nil))
 	}
 	var items []RunItem
@@ -408,9 +407,6 @@ func (o *RunOptions) plan(ctx context.Context, md cli.Metadata, r *crdmigrate.Ru
 		return cli.ClassifyClusterErr(err, md, "dry run")
 	}
 	rep := &PlanReport{Header: cli.NewHeader("CRDMigrationPlan", md), Items: items, Summary: sum}
-	if len(rep.Items) == 0 && !o.Print.Quiet {
-		fmt.Fprintln(o.ErrOut, "No CustomResourceDefinition needs a migration.")
-	}
 	if err := o.printPlan(rep); err != nil {
 		return err
 	}

@@ -294,7 +294,7 @@ func (o *FixHelmOptions) print(rep FixHelmReport) error {
 		for _, e := range rep.Errors {
 			fmt.Fprintf(o.ErrOut, "warning: %s\n", e)
 		}
-		fmt.Fprintf(o.ErrOut, "No Helm releases found in %s.\n", strings.TrimPrefix(o.namespaceArgs(), "-n "))
+		_ = o.Print.PrintSummary(o.Out, false, fmt.Sprintf("No Helm releases found in %s.", strings.TrimPrefix(o.namespaceArgs(), "-n ")))
 		return nil
 	}
 	if o.DryRun {

@@ -347,6 +347,7 @@ func (o *Options) runContexts(ctx context.Context) error {
 	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "DeprecationsReportList", Items: []cli.ContextReport{}}
 	t := o.findingsTable(true)
 	codes := make([]int, 0, len(results))
+	var summary []string
 	for _, r := range results {
 		cr, ok := cli.ContextEntry(r, o.ErrOut, o.Print.Quiet)
 		if ok {
@@ -359,17 +360,18 @@ func (o *Options) runContexts(ctx context.Context) error {
 					fmt.Fprintf(o.ErrOut, "%s: some sources could not be read: %s\n", r.Context, f)
 				}
 				if !o.Print.Structured() {
-					if len(rep.Items) == 0 {
-						fmt.Fprintf(o.ErrOut, "%s: no deprecated or removed APIs found for %s.\n", r.Context, rep.TargetVersion)
-					}
 					o.printNotes(o.ErrOut, rep, r.Context+": ")
 				}
+				summary = append(summary, rep.summaryLine(r.Context+": "))
 			}
 		}
 		codes = append(codes, cr.ExitCode)
 		list.Items = append(list.Items, cr)
 	}
 	if err := o.Print.PrintContexts(o.Out, list, t); err != nil {
+		return err
+	}
+	if err := o.Print.PrintSummary(o.Out, len(t.Rows) > 0, summary...); err != nil {
 		return err
 	}
 	return cli.ContextsOutcome(codes)
