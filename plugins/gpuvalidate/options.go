@@ -105,7 +105,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 // AddNodeFlags registers the node selection flags.
 func (o *Options) AddNodeFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector of the nodes to validate (instead of NODE arguments).")
-	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names the pool (default: the first of "+strings.Join(gpucheck.PoolLabels, ", ")+").")
+	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names the pool (default: the first of "+strings.Join(gpucheck.PoolLabels, ", ")+", the list kubectl skew uses; a node with none is grouped by its instance type).")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for check pods and the NCCL job.")
 }
 
