@@ -203,3 +203,17 @@ func (f *PrintFlags) PrintSummary(w io.Writer, afterTable bool, lines ...string)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// AddTargetFlag registers --target, the release a command judges or plans
+// against, in every plugin; --target-version, its older name, stays as a
+// hidden alias so that saved runbooks keep working.
+func AddTargetFlag(cmd *cobra.Command, v *string, usage string, complete []string) {
+	cmd.Flags().StringVar(v, "target", *v, usage)
+	cmd.Flags().StringVar(v, "target-version", *v, "Alias of --target.")
+	_ = cmd.Flags().MarkHidden("target-version")
+	for _, name := range []string{"target", "target-version"} {
+		_ = cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return complete, cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+}

@@ -33,14 +33,14 @@ func ParseTarget(s string) (TargetSpec, error) {
 	if rest, ok := strings.CutPrefix(t, "+"); ok {
 		n, err := strconv.Atoi(rest)
 		if err != nil || n < 0 || n > 20 {
-			return spec, fmt.Errorf("invalid --target-version %q: want +1, +2 or a release such as v1.35", s)
+			return spec, fmt.Errorf("invalid --target %q: want +1, +2 or a release such as v1.35", s)
 		}
 		spec.Minors = n
 		return spec, nil
 	}
 	r, err := apilifecycle.ParseRelease(t)
 	if err != nil {
-		return spec, fmt.Errorf("invalid --target-version %q: want +1, +2 or a release such as v1.35", s)
+		return spec, fmt.Errorf("invalid --target %q: want +1, +2 or a release such as v1.35", s)
 	}
 	spec.Release, spec.Minors = r, 0
 	return spec, nil
@@ -54,7 +54,7 @@ func (t TargetSpec) Resolve(base apilifecycle.Release) (apilifecycle.Release, er
 		return t.Release, nil
 	}
 	if base.IsZero() {
-		return base, fmt.Errorf("cannot tell the server's release to resolve --target-version %q", t.Raw)
+		return base, fmt.Errorf("cannot tell the server's release to resolve --target %q", t.Raw)
 	}
 	return base.Add(t.Minors), nil
 }

@@ -138,7 +138,7 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 	for _, c := range now.RemovedAPICallers {
 		if !callersBefore[c] {
 			out = append(out, Regression{Kind: RegRemovedAPICalls, Object: c, Message: "a new user of an API removed at the target: " + c,
-				Command: "kubectl deprecations --target-version v" + base.Target})
+				Command: "kubectl deprecations --target v" + base.Target})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

@@ -49,13 +49,13 @@ var example = templates.Examples(`
   kubectl deprecations
 
   # Two minors ahead, with the callers from the audit log
-  kubectl deprecations --target-version +2 --audit-log /var/log/kubernetes/audit.log
+  kubectl deprecations --target +2 --audit-log /var/log/kubernetes/audit.log
 
   # Manifests in a repository, for CI: exit 1 on anything removed within two minors
   kubectl deprecations --ci -f ./deploy
 
   # A rendered chart
-  helm template my-release ./chart | kubectl deprecations --target-version v1.36 -f -
+  helm template my-release ./chart | kubectl deprecations --target v1.36 -f -
 
   # Every context of the kubeconfig, each against its own server's next minor
   kubectl deprecations --all-contexts

@@ -95,19 +95,16 @@ func newFixHelmCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
   kubectl deprecations fix-helm web api -n apps
 
   # Every namespace, two minors ahead, deprecated APIs too
-  kubectl deprecations fix-helm --all-namespaces --target-version +2 --include-deprecated`),
+  kubectl deprecations fix-helm --all-namespaces --target +2 --include-deprecated`),
 		RunE: cli.RunE(cg, o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.TargetVersion, "target-version", o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor.")
+	cli.AddTargetFlag(cmd, &o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor. (--target-version is an alias.)", []string{"+1", "+2"})
 	f.BoolVar(&o.IncludeDeprecated, "include-deprecated", o.IncludeDeprecated, "Map APIs deprecated at the target too, not only removed ones.")
 	o.dryRun = cli.DryRunFlag{Client: "print a unified diff of each stored manifest that would change, and write nothing", NoServer: "Helm's storage drivers write release records without a dry-run option"}
 	o.dryRun.AddFlags(cmd)
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", o.AllNamespaces, "Releases in every namespace.")
 	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules files to merge (this tool's format or pluto's versions file).")
-	_ = cmd.RegisterFlagCompletionFunc("target-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"+1", "+2"}, cobra.ShellCompDirectiveNoFileComp
-	})
 	o.Print.AddFlags(cmd)
 	return cmd
 }

@@ -52,22 +52,19 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func (o *Options) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Sources, "source", o.Sources, "Sources to read, comma separated: metrics, audit, objects, helm, manifests, crds. Default: the cluster sources (metrics, objects, helm, crds), audit with --audit-log, and only manifests when -f or -k is given.")
-	f.StringVar(&o.TargetVersion, "target-version", o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor. Required for files alone unless --ci.")
+	cli.AddTargetFlag(cmd, &o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor. Required for files alone unless --ci. (--target-version is an alias.)", []string{"+1", "+2"})
 	f.StringSliceVarP(&o.Filenames, "filename", "f", o.Filenames, "Manifest files or directories (recursive) to scan; - reads stdin. Repeatable.")
 	f.StringVarP(&o.Kustomize, "kustomize", "k", o.Kustomize, "Build the kustomization in this directory and scan the result.")
 	f.StringSliceVar(&o.AuditLogs, "audit-log", o.AuditLogs, "Apiserver audit log files (JSON lines, plain or gzip; rotated files in any order); - reads stdin. Repeatable.")
 	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules (this tool's format, as \"kubectl deprecations rules -o yaml\" prints it, or pluto's versions file) for third-party APIs. Repeatable.")
 	f.BoolVar(&o.HelmHistory, "helm-history", o.HelmHistory, "Scan every kept Helm revision, not only the deployed one (a rollback to an old revision would fail too).")
-	f.BoolVar(&o.CI, "ci", o.CI, "Repository mode: manifests only, target two minors after the built-in table's release unless --target-version is given, exit 1 on anything removed by then.")
+	f.BoolVar(&o.CI, "ci", o.CI, "Repository mode: manifests only, target two minors after the built-in table's release unless --target is given, exit 1 on anything removed by then.")
 	_ = cmd.RegisterFlagCompletionFunc("source", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		var s []string
 		for _, x := range dep.AllSources {
 			s = append(s, string(x))
 		}
 		return s, cobra.ShellCompDirectiveNoFileComp
-	})
-	_ = cmd.RegisterFlagCompletionFunc("target-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"+1", "+2"}, cobra.ShellCompDirectiveNoFileComp
 	})
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
@@ -138,7 +135,7 @@ func (o *Options) Validate() error {
 		o.target.Minors = 2
 	}
 	if o.manifestsOnly() && o.TargetVersion == "" && !o.CI {
-		return errors.New("--target-version is required for files alone (for example --target-version v1.35, or +1 to ask the server)")
+		return errors.New("--target is required for files alone (for example --target v1.35, or +1 to ask the server)")
 	}
 	if o.Contexts.Multi() && (o.sources[dep.SourceManifests] || o.sources[dep.SourceAudit] || o.CI) {
 		return errors.New("--contexts and --all-contexts read the cluster sources of each context; scan files and audit logs in a run of their own")

@@ -14,6 +14,11 @@ import (
 // records and evictions of a rack set queued behind the client's limiter.
 var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "0", NoNamespace: true, QPS: 50, Burst: 300}
 
+// ReadOnlyRequestTimeout is the --request-timeout default of plan and
+// status, which only read: the same 30s as every read-only command of the
+// suite, so a dead context cannot stall a loop.
+const ReadOnlyRequestTimeout = "30s"
+
 var (
 	rootLong = templates.LongDesc(`
 		Drain GPU nodes at a checkpoint boundary, stopping training gangs as a unit.
@@ -102,6 +107,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 	o.Print.AddFlags(cmd)
 	o.addSelectFlags(cmd)
 	o.addProtocolFlags(cmd)
+	cli.DefaultRequestTimeout(cmd, ReadOnlyRequestTimeout)
 	return cmd
 }
 
@@ -161,6 +167,7 @@ func newStatusCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobr
 	}
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.ProtocolPrefix, "protocol-prefix", o.ProtocolPrefix, "Prefix of the checkpoint-and-yield annotation keys.")
+	cli.DefaultRequestTimeout(cmd, ReadOnlyRequestTimeout)
 	return cmd
 }
 

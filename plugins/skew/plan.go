@@ -98,14 +98,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 	}
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
-	cmd.Flags().StringVar(&o.Target, "target", o.Target, "The minor to reach, such as v1.37.")
-	_ = cmd.RegisterFlagCompletionFunc("target", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		var out []string
-		for _, r := range pkgskew.DefaultCalendar().Releases {
-			out = append(out, "v"+r.Minor)
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	})
+	cli.AddTargetFlag(cmd, &o.Target, "The minor to reach, such as v1.37.", calendarMinors())
 	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
 	addRunbookFlags(cmd, o)
 	return cmd
@@ -221,4 +214,14 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return cli.Findings(n)
 	}
 	return nil
+}
+
+// calendarMinors are the minors of the embedded calendar, for --target
+// completion.
+func calendarMinors() []string {
+	var out []string
+	for _, r := range pkgskew.DefaultCalendar().Releases {
+		out = append(out, "v"+r.Minor)
+	}
+	return out
 }
