@@ -210,7 +210,9 @@ type RunOptions struct {
 	// InTreeTimeout bounds the wait for the in-tree controller to pick a
 	// migration up.
 	InTreeTimeout time.Duration
-	Names         []string
+	// Timeout stops the run after this long, resumable (0: no limit).
+	Timeout time.Duration
+	Names   []string
 
 	cg cli.ClientGetter
 	genericiooptions.IOStreams
@@ -248,6 +250,7 @@ func (o *RunOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.Force, "force", o.Force, "Rewrite every object even when storedVersions lists only the storage version (for example after rotating encryption keys). Break-glass: recorded on each CRD with who and when (annotation "+crdmigrate.AnnotationBreakGlass+").")
 	f.StringVar(&o.CheckpointNamespace, "checkpoint-namespace", o.CheckpointNamespace, "Namespace of the ConfigMap crd-migrate.<crd> that holds the checkpoint of a client-side run. Whoever can write it can make a resumed run skip objects, so keep it admin-only.")
 	f.DurationVar(&o.InTreeTimeout, "in-tree-timeout", o.InTreeTimeout, "How long the in-tree controller may take to pick a StorageVersionMigration up before it counts as not running.")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a checkpoint the same command resumes from (exit 4); 0 runs to the end. An in-tree migration keeps running in the cluster; run again to keep watching it.")
 	_ = cmd.RegisterFlagCompletionFunc("method", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{crdmigrate.MethodAuto, crdmigrate.MethodClient, crdmigrate.MethodInTree}, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -294,6 +297,9 @@ func (o *RunOptions) Validate() error {
 	}
 	if o.Retries < 0 {
 		return fmt.Errorf("--retries must not be negative, not %d", o.Retries)
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("--timeout must not be negative, not %s", o.Timeout)
 	}
 	if o.InTreeTimeout <= 0 {
 		return fmt.Errorf("--in-tree-timeout must be positive, not %s", o.InTreeTimeout)
@@ -343,15 +349,24 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if len(p.CRDs) == 0 {
 		return o.printRun(newRunReport(md, nil))
 	}
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if o.Timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, o.Timeout)
+	}
+	defer cancel()
 	var items []RunItem
-	for _, oc := range r.Migrate(ctx, p) {
+	for _, oc := range r.Migrate(runCtx, p) {
 		if item := itemFor(oc.Result, oc.Err); item != nil {
 			items = append(items, *item)
 		}
 		if oc.Err != nil {
 			prog.done()
 			_ = o.printRun(newRunReport(md, items))
-			return o.mapRunErr(oc.Err, oc.CRD, md)
+			err := oc.Err
+			if runCtx.Err() != nil && ctx.Err() == nil {
+				err = &crdmigrate.StoppedError{CRD: oc.CRD, Err: fmt.Errorf("stopped after --timeout %s: %w", o.Timeout, oc.Err)}
+			}
+			return o.mapRunErr(err, oc.CRD, md)
 		}
 	}
 	prog.done()

@@ -106,16 +106,14 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func (o *Options) AddNodeFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector of the nodes to validate (instead of NODE arguments).")
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names the pool (default: the first of "+strings.Join(gpucheck.PoolLabels, ", ")+", the list kubectl skew uses; a node with none is grouped by its instance type).")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for check pods and the NCCL job.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long: checks not finished by then are reported as not evaluated (exit 3) and their pods deleted. It also bounds each check pod and the NCCL job.")
 }
 
-// AddContextFlags registers --contexts and --all-contexts. --parallel is
-// already the number of check pods per cluster, so contexts are checked
-// with the shared default of 8 at once.
+// AddContextFlags registers --contexts, --all-contexts and --parallel,
+// which counts contexts here as in every plugin.
 func (o *Options) AddContextFlags(cmd *cobra.Command) {
 	o.Contexts = cli.NewContextFlags()
-	cmd.Flags().StringSliceVar(&o.Contexts.Contexts, "contexts", nil, "Validate in these kubeconfig contexts (comma-separated) and report them together.")
-	cmd.Flags().BoolVar(&o.Contexts.AllContexts, "all-contexts", false, "Validate in every context of the kubeconfig and report them together.")
+	o.Contexts.AddFlags(cmd)
 }
 
 // AddCheckFlags registers the per-node gate flags of `nodes`.
@@ -132,7 +130,7 @@ func (o *Options) AddCheckFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1 -j) in a privileged pod with all of each node's GPUs (the GPUs must be free).")
 	cmd.Flags().StringVar(&o.DCGMImage, "dcgm-image", o.DCGMImage, "Image of the --dcgm pod.")
 	cmd.Flags().BoolVar(&o.NCCL, "nccl", o.NCCL, "Run the NCCL all-reduce smoke test across the nodes that passed the other gates.")
-	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "How many per-node check pods run at once.")
+	cmd.Flags().IntVar(&o.Parallel, "max-pods-in-flight", o.Parallel, "How many per-node check pods (--xid, --dcgm) run at once. (Before, --parallel; --parallel now counts contexts, as in every plugin.)")
 }
 
 // AddNCCLFlags registers the NCCL test flags; full adds the ones only the
@@ -292,7 +290,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.Parallel <= 0 {
-		return fmt.Errorf("--parallel must be positive")
+		return fmt.Errorf("--max-pods-in-flight must be positive")
 	}
 	return nil
 }

@@ -53,6 +53,8 @@ func (o *Options) validator(c clients, progress *cli.Progress) *gpucheck.Validat
 
 // Run validates the nodes and prints the report.
 func (o *Options) Run(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
 	if o.PrintManifest && o.GPUsPerNode > 0 && len(o.Nodes) > 0 {
 		// Everything is known: print without touching the cluster.
 		return o.printManifest(ctx, clients{}, cli.Metadata{})
