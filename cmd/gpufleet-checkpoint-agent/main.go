@@ -9,12 +9,15 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint/agent"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := agent.Main(ctx, os.Args[1:], os.Stderr)
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	code := cli.Run(ctx, newCmd(streams), streams)
 	stop()
 	os.Exit(code)
 }

@@ -178,7 +178,7 @@ func TestCRDMigrateConversionWebhookTimeout(t *testing.T) {
 				if objects == 0 {
 					return false, nil
 				}
-				r := f.run(t, "run", f.crdName, "--method", "client", "--dry-run")
+				r := f.run(t, "run", f.crdName, "--method", "client", "--dry-run=server")
 				if r.ExitCode != 0 {
 					t.Logf("pre-flight not passing yet: %s", r)
 				}

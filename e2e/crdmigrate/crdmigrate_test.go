@@ -53,7 +53,7 @@ func TestCRDMigrateClient(t *testing.T) {
 	}
 
 	// --dry-run: counts and estimate, nothing changed.
-	r = f.run(t, "run", f.crdName, "--dry-run", "--qps", "100", "-o", "json")
+	r = f.run(t, "run", f.crdName, "--dry-run=server", "--qps", "100", "-o", "json")
 	if r.ExitCode != 0 {
 		t.Fatalf("dry run: want exit 0\n%s", r)
 	}

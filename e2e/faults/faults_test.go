@@ -147,7 +147,7 @@ func oneLineError(t *testing.T, r plugintest.Result) {
 			t.Errorf("stderr has %q (a stack trace or crash)\n%s", bad, r.Stderr)
 		}
 	}
-	if strings.Contains(r.Stderr, "No deprecated or removed APIs found for") && !strings.Contains(r.Stderr, "in the sources that could be read") {
+	if out := r.Stdout + r.Stderr; strings.Contains(out, "No deprecated or removed APIs found for") && !strings.Contains(out, "in the sources that could be read") {
 		t.Errorf("claims a clean result although sources failed\n%s", r.Stderr)
 	}
 }

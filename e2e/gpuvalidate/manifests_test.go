@@ -117,6 +117,16 @@ func TestGPUValidateManifestsDryRun(t *testing.T) {
 					t.Errorf("dry-run create %s %s: %v", o.GetKind(), o.GetName(), err)
 				}
 			}
+			if strings.Contains(r.Stdout, "PRIVATE KEY") {
+				t.Error("the printed manifest holds a private key")
+			}
+			// The plugin's own server-side dry run sends the same objects,
+			// the SSH Secret included, and runs nothing.
+			r = runPlugin(t, cp, "nccl", "gpu-x-0", "gpu-x-1", "--image", testImage, "--gpus-per-node", "8",
+				"--launcher", launcher, "--fabric", fabric, "--dry-run=server", "-n", ns)
+			if r.ExitCode != 0 || strings.Count(r.Stdout, "created (server dry run)") < len(objs) {
+				t.Errorf("--dry-run=server: exit %d\n%s", r.ExitCode, r)
+			}
 		})
 	}
 }

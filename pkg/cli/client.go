@@ -247,3 +247,32 @@ func registerContextCompletion(cmd *cobra.Command, g *configGetter) {
 		})
 	}
 }
+
+// DefaultRequestTimeout gives one subcommand its own --request-timeout
+// default, for a plugin whose root keeps none (a drain waits on purpose)
+// but whose read-only subcommands must not stall a loop on a dead context.
+// Its --help shows that default.
+func DefaultRequestTimeout(cmd *cobra.Command, value string) {
+	prev := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if f := c.Flags().Lookup("request-timeout"); f != nil && !f.Changed {
+			if err := f.Value.Set(value); err != nil {
+				return err
+			}
+		}
+		if prev != nil {
+			return prev(c, args)
+		}
+		return nil
+	}
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		f := c.InheritedFlags().Lookup("request-timeout")
+		if f == nil || !c.HasParent() {
+			return
+		}
+		def := f.DefValue
+		f.DefValue = value
+		defer func() { f.DefValue = def }()
+		c.Parent().HelpFunc()(c, args)
+	})
+}

@@ -12,7 +12,7 @@ import (
 func Connect(ctx context.Context, cg ClientGetter) (Metadata, error) {
 	md := cg.Metadata()
 	if _, err := cg.ToRESTConfig(); err != nil {
-		return md, UsageErr(fmt.Errorf("reading kubeconfig: %w", err))
+		return md, KubeconfigErr(err)
 	}
 	dc, err := cg.Discovery()
 	if err != nil {
@@ -54,10 +54,10 @@ func ClassifyClusterErr(err error, md Metadata, what string) error {
 	if md.Context != "" {
 		where = fmt.Sprintf(" (context %s)", md.Context)
 	}
-	wrapped := fmt.Errorf("%s%s: %w", what, where, err)
 	if IsConfigError(err) {
-		return UsageErr(wrapped)
+		return KubeconfigErr(err)
 	}
+	wrapped := fmt.Errorf("%s%s: %w", what, where, err)
 	hint := "kubectl cluster-info"
 	if md.Context != "" {
 		hint += " --context " + md.Context

@@ -55,7 +55,7 @@ func (f *ContextFlags) Multi() bool { return f.AllContexts || len(f.Contexts) > 
 func (f *ContextFlags) Resolve(cg ClientGetter) ([]string, error) {
 	all, err := cg.Contexts()
 	if err != nil {
-		return nil, UsageErr(fmt.Errorf("reading kubeconfig: %w", err))
+		return nil, KubeconfigErr(err)
 	}
 	if f.AllContexts {
 		if len(all) == 0 {
@@ -69,7 +69,7 @@ func (f *ContextFlags) Resolve(cg ClientGetter) ([]string, error) {
 	}
 	for _, c := range f.Contexts {
 		if !known[c] {
-			return nil, WithHint(Usagef("context %q is not in the kubeconfig", c), "kubectl config get-contexts -o name")
+			return nil, UnknownContextErr(c)
 		}
 	}
 	return f.Contexts, nil

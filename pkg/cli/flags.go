@@ -182,3 +182,38 @@ func (f *FailOnFlag) Count(severities ...Severity) int {
 func (f *PrintFlags) Colorizer(w io.Writer) Colorizer {
 	return Colorizer{Enabled: UseColor(f.Color, nil, IsTerminal(w))}
 }
+
+// PrintSummary writes a report's summary lines the one way every plugin
+// does: on stdout (w), under the table after a blank line when a table
+// came before, and not at all with -q, --no-headers (so that the rows
+// alone reach awk) or -o json|yaml (whose summary is in the report).
+// Notes and warnings are not summaries: they go to stderr.
+func (f *PrintFlags) PrintSummary(w io.Writer, afterTable bool, lines ...string) error {
+	if f.Quiet || f.NoHeaders || f.Structured() || len(lines) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	if afterTable {
+		b.WriteByte('\n')
+	}
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// AddTargetFlag registers --target, the release a command judges or plans
+// against, in every plugin; --target-version, its older name, stays as a
+// hidden alias so that saved runbooks keep working.
+func AddTargetFlag(cmd *cobra.Command, v *string, usage string, complete []string) {
+	cmd.Flags().StringVar(v, "target", *v, usage)
+	cmd.Flags().StringVar(v, "target-version", *v, "Alias of --target.")
+	_ = cmd.Flags().MarkHidden("target-version")
+	for _, name := range []string{"target", "target-version"} {
+		_ = cmd.RegisterFlagCompletionFunc(name, func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+			return complete, cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+}

@@ -29,8 +29,9 @@ func Setup(root *cobra.Command, streams genericiooptions.IOStreams) {
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return UsageErr(err) })
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(NewVersionCmd(streams))
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return CheckKubeconfigFlags(cmd) }
 	root.CompletionOptions.HiddenDefaultCmd = true
 
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -77,15 +78,18 @@ func Run(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStr
 	defer startProfile(streams.ErrOut)()
 	// Request and response bodies can hold Secret data: -v logs requests
 	// without them.
-	err := cmd.ExecuteContext(logredact.Context(ctx))
+	failed, err := cmd.ExecuteContextC(logredact.Context(ctx))
 	if err == nil {
 		return ExitOK
+	}
+	if failed == nil {
+		failed = cmd
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// A plugin that stopped cleanly on Ctrl-C may say it is resumable.
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Code == ExitIncomplete {
-			printError(streams.ErrOut, cmd, err)
+			printError(streams.ErrOut, failed, err)
 			return ExitInterrupted
 		}
 		fmt.Fprintln(streams.ErrOut, "interrupted")
@@ -97,9 +101,18 @@ func Run(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStr
 	}
 	var fe *FindingsError
 	if !errors.As(err, &fe) {
-		printError(streams.ErrOut, cmd, err)
+		printError(streams.ErrOut, failed, err)
 	}
 	return code
+}
+
+// flagError makes a flag error a usage error (exit 2). A --dry-run given
+// to a command that only reads says so rather than only "unknown flag".
+func flagError(cmd *cobra.Command, err error) error {
+	if strings.HasPrefix(err.Error(), "unknown flag: --dry-run") {
+		err = fmt.Errorf("%w: %s only reads and changes nothing, so it has no --dry-run", err, cmd.CommandPath())
+	}
+	return UsageErr(err)
 }
 
 // isCobraUsageError recognises errors cobra returns before any RunE runs.
@@ -114,6 +127,9 @@ func isCobraUsageError(err error) bool {
 		strings.HasPrefix(msg, "required flag") || strings.HasPrefix(msg, "invalid argument")
 }
 
+// printError writes err on one line, and its hint: the one it carries, or
+// for a usage error the --help of the command that failed (a subcommand's
+// own, not the plugin's).
 func printError(w io.Writer, cmd *cobra.Command, err error) {
 	color := UseColor(colorFlag(cmd), nil, IsTerminal(w))
 	c := Colorizer{Enabled: color}
@@ -145,12 +161,7 @@ func oneLine(s string) string {
 }
 
 func colorFlag(cmd *cobra.Command) string {
-	// The failing subcommand owns the flag; find it from the root.
-	target := cmd
-	if c, _, err := cmd.Find(osArgs()); err == nil && c != nil {
-		target = c
-	}
-	if f := target.Flags().Lookup("color"); f != nil {
+	if f := cmd.Flags().Lookup("color"); f != nil {
 		return f.Value.String()
 	}
 	return ColorAuto

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
 
@@ -68,11 +67,4 @@ func NewVersionCmd(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", output, "Output format: json|yaml (default: one line).")
 	return cmd
-}
-
-func osArgs() []string {
-	if len(os.Args) > 1 {
-		return os.Args[1:]
-	}
-	return nil
 }

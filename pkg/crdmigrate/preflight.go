@@ -53,6 +53,17 @@ type Plan struct {
 // declare no side effects, so they are called on dry runs) and changes
 // nothing. It returns *PreflightError when the run would fail.
 func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.CustomResourceDefinition) (*Plan, error) {
+	return runPreflight(ctx, c, hooks, crd, true)
+}
+
+// PreflightReadOnly is Preflight without the dry-run write: it reads one
+// object instead of sending it back, so only the webhooks' endpoints and
+// the reads through the conversion webhook are checked.
+func PreflightReadOnly(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.CustomResourceDefinition) (*Plan, error) {
+	return runPreflight(ctx, c, hooks, crd, false)
+}
+
+func runPreflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.CustomResourceDefinition, write bool) (*Plan, error) {
 	st := Describe(crd)
 	h, err := hooks.Check(ctx, c.Kube, crd)
 	if err != nil {
@@ -96,6 +107,8 @@ func Preflight(ctx context.Context, c Clients, hooks *Webhooks, crd *apiextv1.Cu
 		plan.Probe = "list failed"
 	case len(l.Items) == 0:
 		plan.Probe = "no object to probe"
+	case !write:
+		plan.Probe = "read " + objectRef(l.Items[0].GetNamespace(), l.Items[0].GetName()) + "; no dry-run update sent (--dry-run=client)"
 	default:
 		obj := &l.Items[0]
 		ref := objectRef(obj.GetNamespace(), obj.GetName())

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/nodepool"
 )
 
 // Resource and label names of NVIDIA's device plugin and GPU feature
@@ -190,27 +192,22 @@ func PoolMajority(nodes []corev1.Node) (count, size int) {
 	return best, size
 }
 
-// PoolLabels are tried in order to find a node's pool.
-var PoolLabels = []string{
-	"cloud.google.com/gke-nodepool",
-	"eks.amazonaws.com/nodegroup",
-	"karpenter.sh/nodepool",
-	"kubernetes.azure.com/agentpool",
-	"node.kubernetes.io/instance-type",
-}
+// PoolLabels are tried in order to find a node's pool: the list every
+// plugin shares (package nodepool), so a pool has the same name in
+// kubectl skew and kubectl gpu-validate.
+var PoolLabels = nodepool.Labels
+
+// instanceTypeLabel groups the nodes that carry no pool label, so that
+// their GPU majority is taken among machines of one type.
+const instanceTypeLabel = "node.kubernetes.io/instance-type"
 
 // PoolOf returns a node's pool: the value of label when given, else of the
-// first PoolLabels entry the node has, else "".
+// first PoolLabels entry the node has, else its instance type, else "".
 func PoolOf(n *corev1.Node, label string) string {
-	if label != "" {
-		return n.Labels[label]
+	if name, _ := nodepool.Name(n.Labels, label); name != "" || label != "" {
+		return name
 	}
-	for _, l := range PoolLabels {
-		if v := n.Labels[l]; v != "" {
-			return v
-		}
-	}
-	return ""
+	return n.Labels[instanceTypeLabel]
 }
 
 // NodeReady reports the Ready condition's status and message.

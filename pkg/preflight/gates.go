@@ -113,7 +113,7 @@ func (r *Runner) removedAPIsGate(ctx context.Context, metrics func(context.Conte
 	sort.Strings(callers)
 	callers = dedupe(callers)
 	removed = dedupe(removed)
-	cmd := fmt.Sprintf("kubectl deprecations --target-version v%s", r.Target.MinorString())
+	cmd := fmt.Sprintf("kubectl deprecations --target v%s", r.Target.MinorString())
 	// Up to 50 uses: each is a caller to fix before the upgrade.
 	ev := removed
 	if len(ev) > 50 {

@@ -180,7 +180,7 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 	for _, c := range now.RemovedAPICallers {
 		if !callersBefore[c] {
 			out = append(out, Regression{Kind: RegRemovedAPICalls, Object: c, Message: "a new user of an API removed at the target: " + c,
-				Command: "kubectl deprecations --target-version v" + base.Target})
+				Command: "kubectl deprecations --target v" + base.Target})
 		}
 	}
 	out = append(out, verifyPolicy(base, now, opts)...)

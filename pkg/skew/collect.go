@@ -21,22 +21,12 @@ import (
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
+	"github.com/gpufleet/upgrade-plugins/pkg/nodepool"
 )
 
-// PoolLabels are the well-known node labels that name a node pool, in the
-// order they are tried: GKE, EKS managed node groups, eksctl, AKS,
-// Karpenter (v1 and the older provisioner label) and Cluster API.
-var PoolLabels = []string{
-	"cloud.google.com/gke-nodepool",
-	"eks.amazonaws.com/nodegroup",
-	"alpha.eksctl.io/nodegroup-name",
-	"kubernetes.azure.com/agentpool",
-	"agentpool",
-	"karpenter.sh/nodepool",
-	"karpenter.sh/provisioner-name",
-	"cluster.x-k8s.io/deployment-name",
-	"cluster.x-k8s.io/set-name",
-}
+// PoolLabels are the well-known node labels that name a node pool, the
+// list every plugin shares (package nodepool).
+var PoolLabels = nodepool.Labels
 
 // NoPool names the pool of nodes that carry no pool label.
 const NoPool = "(none)"
@@ -256,16 +246,11 @@ const (
 // PoolOf returns the pool name and the label that gave it for a node's
 // labels; poolLabel, when set, is the only label tried.
 func PoolOf(labels map[string]string, poolLabel string) (name, label string) {
-	if poolLabel != "" {
-		if v, ok := labels[poolLabel]; ok && v != "" {
-			return v, poolLabel
-		}
-		return NoPool, ""
+	if name, from := nodepool.Name(labels, poolLabel); name != "" {
+		return name, from
 	}
-	for _, l := range PoolLabels {
-		if v, ok := labels[l]; ok && v != "" {
-			return v, l
-		}
+	if poolLabel != "" {
+		return NoPool, ""
 	}
 	for _, l := range controlPlaneRoles {
 		if _, ok := labels[l]; ok {

@@ -1,8 +1,6 @@
 package crdmigrate
 
 import (
-	"fmt"
-
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -45,7 +43,7 @@ func buildClients(cg cli.ClientGetter, l limits) (crdmigrate.Clients, discovery.
 	}
 	base, err := cg.ToRESTConfig()
 	if err != nil {
-		return crdmigrate.Clients{}, nil, cli.UsageErr(fmt.Errorf("reading kubeconfig: %w", err))
+		return crdmigrate.Clients{}, nil, cli.KubeconfigErr(err)
 	}
 	cfg := rest.CopyConfig(base)
 	if l.qps > 0 {

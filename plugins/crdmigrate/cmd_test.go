@@ -206,7 +206,7 @@ func TestStatus_MissingCRD(t *testing.T) {
 
 func TestRunDryRun(t *testing.T) {
 	cg := fixture()
-	out, errOut, code := run(t, cg, "run", "--all", "--dry-run", "--qps", "2", "-o", "json")
+	out, errOut, code := run(t, cg, "run", "--all", "--dry-run=server", "--qps", "2", "-o", "json")
 	if code != cli.ExitFindings {
 		t.Fatalf("exit %d (jobs is blocked), stderr %s", code, errOut)
 	}
@@ -223,6 +223,27 @@ func TestRunDryRun(t *testing.T) {
 		if a.GetVerb() != "get" && a.GetVerb() != "list" {
 			t.Errorf("dry run wrote: %v", a)
 		}
+	}
+}
+
+// TestRunDryRunClient: --dry-run=client (and a bare --dry-run) only
+// reads, sending no dry-run update either; an unknown value is exit 2.
+func TestRunDryRunClient(t *testing.T) {
+	for _, flag := range []string{"--dry-run=client", "--dry-run"} {
+		cg := fixture()
+		out, errOut, code := run(t, cg, "run", "--all", flag, "-o", "json")
+		if code != cli.ExitFindings || !strings.Contains(out, "no dry-run update sent (--dry-run=client)") {
+			t.Fatalf("%s: exit %d, stderr %s\n%s", flag, code, errOut, out)
+		}
+		for _, a := range cg.DynamicClient.(*dynamicfake.FakeDynamicClient).Actions() {
+			if a.GetVerb() != "get" && a.GetVerb() != "list" {
+				t.Errorf("%s wrote: %v", flag, a)
+			}
+		}
+	}
+	_, errOut, code := run(t, fixture(), "run", "--all", "--dry-run=maybe")
+	if code != cli.ExitUsage || !strings.Contains(errOut, `unknown --dry-run value "maybe": want none, client or server`) {
+		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
 

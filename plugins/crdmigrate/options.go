@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -87,9 +85,6 @@ func (o *StatusOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(rep.Items) == 0 && !o.Print.Quiet {
-		fmt.Fprintln(o.ErrOut, "No CustomResourceDefinitions found.")
-	}
 	if err := o.print(rep); err != nil {
 		return err
 	}
@@ -106,12 +101,10 @@ func (o *StatusOptions) report(ctx context.Context, cg cli.ClientGetter) (*Statu
 	if err != nil {
 		return nil, cli.ClassifyClusterErr(err, md, "building clients")
 	}
-	in := &crdmigrate.Inspector{Clients: c, Checkpoints: &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace}}
-	items, err := in.Status(ctx, o.Names)
+	items, svm, err := crdmigrate.StatusOf(ctx, c, d, &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace}, o.Names)
 	if err != nil {
 		return nil, crdErr(err, md, "reading the storage state of CRDs")
 	}
-	svm, _ := crdmigrate.DetectInTree(d)
 	return newStatusReport(md, items, svm), nil
 }
 
@@ -135,6 +128,7 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 	})
 	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "CRDStatusReportList", Items: []cli.ContextReport{}}
 	var codes []int
+	var summary []string
 	c := o.Print.Colorizer(o.Out)
 	t := statusTable(nil, c)
 	t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
@@ -149,11 +143,15 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 			for _, cells := range row.Rows {
 				t.AddRow(append([]string{r.Context}, cells...)...)
 			}
+			summary = append(summary, r.Context+": "+r.Value.summaryLine())
 		}
 		codes = append(codes, cr.ExitCode)
 		list.Items = append(list.Items, cr)
 	}
 	if err := o.Print.PrintContexts(o.Out, list, *t); err != nil {
+		return err
+	}
+	if err := o.Print.PrintSummary(o.Out, len(t.Rows) > 0, summary...); err != nil {
 		return err
 	}
 	return cli.ContextsOutcome(codes)
@@ -166,12 +164,12 @@ func (o *StatusOptions) print(rep *StatusReport) error {
 	case o.Print.Structured():
 		return cli.PrintStructured(o.Out, o.Print.Output, rep)
 	}
-	if len(rep.Items) == 0 {
-		return nil
+	if len(rep.Items) > 0 {
+		if err := statusTable(rep.Items, o.Print.Colorizer(o.Out)).Print(o.Out, o.Print.TableOptions()); err != nil {
+			return err
+		}
 	}
-	c := o.Print.Colorizer(o.Out)
-	t := statusTable(rep.Items, c)
-	return t.Print(o.Out, o.Print.TableOptions())
+	return o.Print.PrintSummary(o.Out, len(rep.Items) > 0, rep.summaryLine())
 }
 
 func severity(v crdmigrate.Verdict) cli.Severity {
@@ -193,18 +191,13 @@ func crdErr(err error, md cli.Metadata, what string) error {
 	return cli.ClassifyClusterErr(err, md, what)
 }
 
-// Methods accepted by --method.
-const (
-	methodAuto = "auto"
-)
-
 // RunOptions holds the parsed state of `kubectl crd-migrate run`.
 type RunOptions struct {
 	Print *cli.PrintFlags
 	// All migrates every CRD whose storedVersions lists an old version.
 	All bool
 	// DryRun counts and estimates; it changes nothing.
-	DryRun bool
+	DryRun cli.DryRunFlag
 	// Method is auto, client or in-tree.
 	Method  string
 	QPS     float32
@@ -217,21 +210,19 @@ type RunOptions struct {
 	// InTreeTimeout bounds the wait for the in-tree controller to pick a
 	// migration up.
 	InTreeTimeout time.Duration
-	Names         []string
+	// Timeout stops the run after this long, resumable (0: no limit).
+	Timeout time.Duration
+	Names   []string
 
 	cg cli.ClientGetter
 	genericiooptions.IOStreams
-	// now is the clock of the break-glass record (time.Now when nil).
-	now func() time.Time
-	// who is the user the server sees, asked once per forced run.
-	who string
 }
 
 // NewRunOptions returns RunOptions with their defaults.
 func NewRunOptions(streams genericiooptions.IOStreams) *RunOptions {
 	return &RunOptions{
 		Print:               cli.NewPrintFlags(),
-		Method:              methodAuto,
+		Method:              crdmigrate.MethodAuto,
 		QPS:                 50,
 		Workers:             8,
 		Retries:             8,
@@ -246,7 +237,11 @@ func (o *RunOptions) AddFlags(cmd *cobra.Command) {
 	o.Print.AddFlags(cmd)
 	f := cmd.Flags()
 	f.BoolVar(&o.All, "all", o.All, "Migrate every CRD whose status.storedVersions lists a version other than its storage version.")
-	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Count the objects, run the pre-flight checks and estimate the time at --qps; change nothing.")
+	o.DryRun = cli.DryRunFlag{
+		Client: "count the objects, check the webhooks the writes go through and estimate the time at --qps, reading only",
+		Server: "the same, and send one object back as a server-side dry-run update (dryRun=All) through conversion and admission",
+	}
+	o.DryRun.AddFlags(cmd)
 	f.StringVar(&o.Method, "method", o.Method, "How to rewrite: auto (in-tree when served and its controller runs, else client), client or in-tree.")
 	f.Float32Var(&o.QPS, "qps", o.QPS, "Client-side loop: most requests per second to the apiserver.")
 	f.IntVar(&o.Burst, "burst", o.Burst, "Client-side loop: requests allowed above --qps in a burst (0: the same as --qps).")
@@ -255,8 +250,9 @@ func (o *RunOptions) AddFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.Force, "force", o.Force, "Rewrite every object even when storedVersions lists only the storage version (for example after rotating encryption keys). Break-glass: recorded on each CRD with who and when (annotation "+crdmigrate.AnnotationBreakGlass+").")
 	f.StringVar(&o.CheckpointNamespace, "checkpoint-namespace", o.CheckpointNamespace, "Namespace of the ConfigMap crd-migrate.<crd> that holds the checkpoint of a client-side run. Whoever can write it can make a resumed run skip objects, so keep it admin-only.")
 	f.DurationVar(&o.InTreeTimeout, "in-tree-timeout", o.InTreeTimeout, "How long the in-tree controller may take to pick a StorageVersionMigration up before it counts as not running.")
+	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a checkpoint the same command resumes from (exit 4); 0 runs to the end. An in-tree migration keeps running in the cluster; run again to keep watching it.")
 	_ = cmd.RegisterFlagCompletionFunc("method", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{methodAuto, crdmigrate.MethodClient, crdmigrate.MethodInTree}, cobra.ShellCompDirectiveNoFileComp
+		return []string{crdmigrate.MethodAuto, crdmigrate.MethodClient, crdmigrate.MethodInTree}, cobra.ShellCompDirectiveNoFileComp
 	})
 }
 
@@ -276,6 +272,9 @@ func (o *RunOptions) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
 	}
+	if err := o.DryRun.Validate(); err != nil {
+		return err
+	}
 	switch {
 	case o.All && len(o.Names) > 0:
 		return errors.New("name CRDs or give --all, not both")
@@ -283,7 +282,7 @@ func (o *RunOptions) Validate() error {
 		return errors.New("name at least one CRD, or give --all")
 	}
 	switch o.Method {
-	case methodAuto, crdmigrate.MethodClient, crdmigrate.MethodInTree:
+	case crdmigrate.MethodAuto, crdmigrate.MethodClient, crdmigrate.MethodInTree:
 	default:
 		return fmt.Errorf("unknown --method %q: want auto, client or in-tree", o.Method)
 	}
@@ -298,6 +297,9 @@ func (o *RunOptions) Validate() error {
 	}
 	if o.Retries < 0 {
 		return fmt.Errorf("--retries must not be negative, not %d", o.Retries)
+	}
+	if o.Timeout < 0 {
+		return fmt.Errorf("--timeout must not be negative, not %s", o.Timeout)
 	}
 	if o.InTreeTimeout <= 0 {
 		return fmt.Errorf("--in-tree-timeout must be positive, not %s", o.InTreeTimeout)
@@ -325,133 +327,50 @@ func (o *RunOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cli.ClassifyClusterErr(err, md, "building clients")
 	}
-	store := &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace}
-	crds, err := o.selectCRDs(ctx, c, store)
-	if err != nil {
-		return crdErr(err, md, "reading CRDs")
-	}
-	hooks, err := crdmigrate.LoadWebhooks(ctx, c.Kube)
-	if err != nil {
-		return cli.ClassifyClusterErr(err, md, "reading webhook configurations")
-	}
-	svm := ""
-	if o.Method != crdmigrate.MethodClient {
-		if svm, err = crdmigrate.DetectInTree(d); err != nil {
-			return cli.ClassifyClusterErr(err, md, "discovering the StorageVersionMigration API")
-		}
-		if svm == "" && o.Method == crdmigrate.MethodInTree {
-			return cli.WithHint(cli.ClusterErr(fmt.Errorf("--method in-tree: the server does not serve %s (feature gate StorageVersionMigrator; v1 from Kubernetes 1.37, v1beta1 from 1.35 with --runtime-config)", crdmigrate.SVMGroup)),
-				"kubectl crd-migrate run --method client ...")
-		}
-	}
-	if o.DryRun {
-		return o.plan(ctx, md, c, hooks, crds, svm)
-	}
-	if len(crds) == 0 {
-		if !o.Print.Quiet {
-			fmt.Fprintln(o.ErrOut, "No CustomResourceDefinition needs a migration.")
-		}
-		return o.printRun(newRunReport(md, nil))
-	}
 	prog := newProgressPrinter(o.ErrOut, cli.IsTerminal(o.ErrOut), o.Print.Quiet)
 	defer prog.done()
+	r := &crdmigrate.Run{
+		Clients: c, Discovery: d, Checkpoints: &crdmigrate.CheckpointStore{Client: c.Kube, Namespace: o.CheckpointNamespace},
+		Names: o.Names, All: o.All, Method: o.Method, Force: o.Force, Workers: o.Workers, Retry: o.retry(),
+		InTreeTimeout: o.InTreeTimeout, OnStart: prog.start, OnEvent: prog.event, OnProgress: prog.progress,
+	}
+	p, step, err := r.Prepare(ctx)
+	switch {
+	case errors.Is(err, crdmigrate.ErrInTreeNotServed):
+		return cli.WithHint(cli.ClusterErr(fmt.Errorf("--method in-tree: %w", err)), "kubectl crd-migrate run --method client ...")
+	case err != nil && step == crdmigrate.StepCRDs:
+		return crdErr(err, md, string(step))
+	case err != nil:
+		return cli.ClassifyClusterErr(err, md, string(step))
+	}
+	if o.DryRun.Enabled() {
+		return o.plan(ctx, md, r, p)
+	}
+	if len(p.CRDs) == 0 {
+		return o.printRun(newRunReport(md, nil))
+	}
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if o.Timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, o.Timeout)
+	}
+	defer cancel()
 	var items []RunItem
-	for _, crd := range crds {
-		item, err := o.migrate(ctx, c, hooks, store, crd, svm, prog)
-		if item != nil {
+	for _, oc := range r.Migrate(runCtx, p) {
+		if item := itemFor(oc.Result, oc.Err); item != nil {
 			items = append(items, *item)
 		}
-		if err != nil {
+		if oc.Err != nil {
 			prog.done()
 			_ = o.printRun(newRunReport(md, items))
-			return o.mapRunErr(err, crd.Name, md)
+			err := oc.Err
+			if runCtx.Err() != nil && ctx.Err() == nil {
+				err = &crdmigrate.StoppedError{CRD: oc.CRD, Err: fmt.Errorf("stopped after --timeout %s: %w", o.Timeout, oc.Err)}
+			}
+			return o.mapRunErr(err, oc.CRD, md)
 		}
 	}
 	prog.done()
 	return o.printRun(newRunReport(md, items))
-}
-
-// selectCRDs returns the named CRDs, or with --all those whose
-// storedVersions lists an old version or that have a checkpoint.
-func (o *RunOptions) selectCRDs(ctx context.Context, c crdmigrate.Clients, store *crdmigrate.CheckpointStore) ([]*apiextv1.CustomResourceDefinition, error) {
-	if !o.All {
-		return crdmigrate.GetCRDs(ctx, c.Ext, o.Names)
-	}
-	all, err := crdmigrate.GetCRDs(ctx, c.Ext, nil)
-	if err != nil {
-		return nil, err
-	}
-	withCheckpoint := map[string]bool{}
-	if cms, err := c.Kube.CoreV1().ConfigMaps(store.Namespace).List(ctx, metav1.ListOptions{LabelSelector: crdmigrate.LabelManagedBy + "=" + crdmigrate.ManagedBy}); err == nil {
-		for _, cm := range cms.Items {
-			withCheckpoint[cm.Annotations[crdmigrate.AnnotationCRD]] = true
-		}
-	}
-	var out []*apiextv1.CustomResourceDefinition
-	for _, crd := range all {
-		if o.Force || withCheckpoint[crd.Name] || crdmigrate.NeedsMigration(crd.Status.StoredVersions, crdmigrate.StorageVersion(crd)) {
-			out = append(out, crd)
-		}
-	}
-	return out, nil
-}
-
-// migrate runs pre-flight and then the migration of one CRD.
-func (o *RunOptions) migrate(ctx context.Context, c crdmigrate.Clients, hooks *crdmigrate.Webhooks, store *crdmigrate.CheckpointStore,
-	crd *apiextv1.CustomResourceDefinition, svm string, prog *progressPrinter) (*RunItem, error) {
-	sv := crdmigrate.StorageVersion(crd)
-	if o.Force || crdmigrate.NeedsMigration(crd.Status.StoredVersions, sv) {
-		prog.event(crdmigrate.Event{CRD: crd.Name, Message: fmt.Sprintf("%s: pre-flight checks", crd.Name)})
-		if _, err := crdmigrate.Preflight(ctx, c, hooks, crd); err != nil {
-			return nil, err
-		}
-	}
-	if o.Force {
-		// Break-glass: the CRD keeps who forced the rewrite and the trim,
-		// and when; a run that cannot record it does not start.
-		if o.who == "" {
-			if o.who = crdmigrate.WhoAmI(ctx, c.Kube); o.who == "" {
-				o.who = "unknown"
-			}
-		}
-		now := time.Now
-		if o.now != nil {
-			now = o.now
-		}
-		v := crdmigrate.BreakGlassValue("crd-migrate run --force", o.who, now())
-		if err := crdmigrate.RecordBreakGlass(ctx, c, crd.Name, v); err != nil {
-			return nil, err
-		}
-		prog.event(crdmigrate.Event{CRD: crd.Name, Message: fmt.Sprintf("%s: --force is break-glass; recorded %s=%q", crd.Name, crdmigrate.AnnotationBreakGlass, v)})
-	}
-	prog.start(crd.Name)
-	cp, _ := store.Load(ctx, crd.Name)
-	resumeClient := cp != nil && cp.Matches(string(crd.UID), sv)
-	useInTree := svm != "" && (o.Method == crdmigrate.MethodInTree || !resumeClient)
-	if useInTree {
-		it := &crdmigrate.InTree{
-			Clients: c, Version: svm, Force: o.Force, AckTimeout: o.InTreeTimeout, Retry: o.retry(),
-			OnEvent: prog.event, OnProgress: prog.progress,
-		}
-		res, err := it.Run(ctx, crd.Name)
-		switch {
-		case err == nil:
-			if cp != nil {
-				_ = store.Delete(ctx, cp)
-			}
-			return itemFor(res, nil), nil
-		case errors.Is(err, crdmigrate.ErrNoController) && o.Method == methodAuto:
-			prog.event(crdmigrate.Event{CRD: crd.Name, Message: fmt.Sprintf("%s: %v; using the client-side loop", crd.Name, err)})
-		default:
-			return itemFor(res, err), err
-		}
-	}
-	m := &crdmigrate.Migrator{
-		Clients: c, Checkpoints: store, Workers: o.Workers, Force: o.Force, Retry: o.retry(),
-		OnEvent: prog.event, OnProgress: prog.progress,
-	}
-	res, err := m.Run(ctx, crd.Name)
-	return itemFor(res, err), err
 }
 
 // mapRunErr gives each failure its exit code and hint.
@@ -497,47 +416,14 @@ func (o *RunOptions) mapRunErr(err error, crd string, md cli.Metadata) error {
 }
 
 // plan runs the pre-flight checks and estimates each CRD's migration.
-func (o *RunOptions) plan(ctx context.Context, md cli.Metadata, c crdmigrate.Clients, hooks *crdmigrate.Webhooks, crds []*apiextv1.CustomResourceDefinition, svm string) error {
-	rep := &PlanReport{Header: cli.NewHeader("CRDMigrationPlan", md), Items: []PlanItem{}}
-	rep.Summary.QPS, rep.Summary.Burst, rep.Summary.Workers = o.QPS, o.Burst, o.Workers
-	blocked := 0
-	for _, crd := range crds {
-		plan, err := crdmigrate.Preflight(ctx, c, hooks, crd)
-		var pre *crdmigrate.PreflightError
-		if err != nil && !errors.As(err, &pre) {
-			return cli.ClassifyClusterErr(err, md, "pre-flight checks of "+crd.Name)
-		}
-		item := PlanItem{CRD: crd.Name, Method: crdmigrate.MethodClient}
-		if plan != nil {
-			item.StorageVersion, item.StoredVersions, item.Objects = plan.Status.StorageVersion, plan.Status.StoredVersions, plan.Status.Objects
-			item.Probe = plan.Probe
-		} else {
-			st := crdmigrate.Describe(crd)
-			item.StorageVersion, item.StoredVersions, item.Objects = st.StorageVersion, st.StoredVersions, -1
-		}
-		if svm != "" {
-			item.Method = crdmigrate.MethodInTree + " (" + crdmigrate.SVMGroup + "/" + svm + ", if its controller runs)"
-		}
-		item.NeedsMigration = crdmigrate.NeedsMigration(item.StoredVersions, item.StorageVersion) || o.Force
-		if pre != nil {
-			item.Problems = pre.Problems
-			blocked++
-		}
-		if item.NeedsMigration && item.Objects >= 0 {
-			e := crdmigrate.EstimateRun(item.Objects, crdmigrate.PageSize, float64(o.QPS), o.Burst)
-			item.Estimate = &e
-			rep.Summary.Objects += item.Objects
-			rep.Summary.Requests += e.Requests
-			rep.Summary.Seconds += e.Seconds
-		}
-		rep.Items = append(rep.Items, item)
+func (o *RunOptions) plan(ctx context.Context, md cli.Metadata, r *crdmigrate.Run, p *crdmigrate.Prepared) error {
+	items, sum, err := r.DryRun(ctx, p, o.DryRun.Strategy() == cli.DryRunServer, o.QPS, o.Burst)
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "dry run")
 	}
-	rep.Summary.CRDs, rep.Summary.Blocked = len(rep.Items), blocked
-	if len(rep.Items) == 0 && !o.Print.Quiet {
-		fmt.Fprintln(o.ErrOut, "No CustomResourceDefinition needs a migration.")
-	}
+	rep := &PlanReport{Header: cli.NewHeader("CRDMigrationPlan", md), Items: items, Summary: sum}
 	if err := o.printPlan(rep); err != nil {
 		return err
 	}
-	return cli.Findings(blocked)
+	return cli.Findings(sum.Blocked)
 }

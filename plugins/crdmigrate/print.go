@@ -57,6 +57,15 @@ func newStatusReport(md cli.Metadata, items []crdmigrate.CRDStatus, svm string) 
 	return rep
 }
 
+// summaryLine counts the CRDs by verdict.
+func (rep *StatusReport) summaryLine() string {
+	s := rep.Summary
+	if s.CRDs == 0 {
+		return "No CustomResourceDefinitions found."
+	}
+	return fmt.Sprintf("%d CRD(s): %d OK, %d need a migration (MIGRATE), %d blocked by a webhook (BLOCKED).", s.CRDs, s.UpToDate, s.MigrationNeeded, s.Blocked)
+}
+
 // verdictWord is the table word for a verdict.
 func verdictWord(v crdmigrate.Verdict) string {
 	switch v {
@@ -240,7 +249,7 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 		return cli.PrintStructured(o.Out, o.Print.Output, rep)
 	}
 	if len(rep.Items) == 0 {
-		return nil
+		return o.Print.PrintSummary(o.Out, false, "No CustomResourceDefinition needs a migration.")
 	}
 	c := o.Print.Colorizer(o.Out)
 	t := &cli.Table{Columns: []cli.Column{
@@ -261,39 +270,19 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 			strconv.FormatInt(it.Unchanged, 10), strconv.FormatInt(it.Conflicts, 10), strconv.FormatInt(it.Gone, 10), orDash(run),
 			stored, (time.Duration(it.Seconds * float64(time.Second))).Round(100*time.Millisecond).String(), c.Status(outcomeWord(it.Outcome)))
 	}
-	return t.Print(o.Out, o.Print.TableOptions())
+	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
+		return err
+	}
+	sm := rep.Summary
+	return o.Print.PrintSummary(o.Out, true, fmt.Sprintf("%d CRD(s): %d migrated, %d with nothing to do, %d incomplete; %d objects, %d rewritten.",
+		sm.CRDs, sm.Migrated, sm.NothingToDo, sm.Incomplete, sm.Objects, sm.Rewritten))
 }
 
 // PlanReport is the output of `kubectl crd-migrate run --dry-run`.
 type PlanReport struct {
 	cli.Header
-	Items   []PlanItem  `json:"items"`
-	Summary PlanSummary `json:"summary"`
-}
-
-// PlanItem is what a run would do to one CRD.
-type PlanItem struct {
-	CRD            string               `json:"crd"`
-	StorageVersion string               `json:"storageVersion"`
-	StoredVersions []string             `json:"storedVersions"`
-	Objects        int64                `json:"objects"`
-	NeedsMigration bool                 `json:"needsMigration"`
-	Method         string               `json:"method"`
-	Estimate       *crdmigrate.Estimate `json:"estimate,omitempty"`
-	Probe          string               `json:"probe,omitempty"`
-	Problems       []string             `json:"problems,omitempty"`
-}
-
-// PlanSummary adds up a plan at the chosen rate.
-type PlanSummary struct {
-	CRDs     int     `json:"crds"`
-	Blocked  int     `json:"blocked"`
-	Objects  int64   `json:"objects"`
-	Requests int64   `json:"requests"`
-	Seconds  float64 `json:"seconds"`
-	QPS      float32 `json:"qps"`
-	Burst    int     `json:"burst"`
-	Workers  int     `json:"workers"`
+	Items   []crdmigrate.DryRunItem  `json:"items"`
+	Summary crdmigrate.DryRunSummary `json:"summary"`
 }
 
 func (o *RunOptions) printPlan(rep *PlanReport) error {
@@ -304,7 +293,7 @@ func (o *RunOptions) printPlan(rep *PlanReport) error {
 		return cli.PrintStructured(o.Out, o.Print.Output, rep)
 	}
 	if len(rep.Items) == 0 {
-		return nil
+		return o.Print.PrintSummary(o.Out, false, "No CustomResourceDefinition needs a migration.")
 	}
 	c := o.Print.Colorizer(o.Out)
 	t := &cli.Table{Columns: []cli.Column{
@@ -331,9 +320,8 @@ func (o *RunOptions) printPlan(rep *PlanReport) error {
 		return err
 	}
 	s := rep.Summary
-	_, err := fmt.Fprintf(o.ErrOut, "%d objects, %d requests: about %s at --qps %g --burst %d (dry run, nothing changed)\n",
-		s.Objects, s.Requests, time.Duration(s.Seconds*float64(time.Second)).Round(100*time.Millisecond), s.QPS, s.Burst)
-	return err
+	return o.Print.PrintSummary(o.Out, true, fmt.Sprintf("%d objects, %d requests: about %s at --qps %g --burst %d (dry run, nothing changed); %d of %d CRD(s) blocked.",
+		s.Objects, s.Requests, time.Duration(s.Seconds*float64(time.Second)).Round(100*time.Millisecond), s.QPS, s.Burst, s.Blocked, s.CRDs))
 }
 
 // progressPrinter turns migration events and counts into progress lines:

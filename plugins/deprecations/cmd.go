@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl deprecations`.
@@ -48,13 +49,13 @@ var example = templates.Examples(`
   kubectl deprecations
 
   # Two minors ahead, with the callers from the audit log
-  kubectl deprecations --target-version +2 --audit-log /var/log/kubernetes/audit.log
+  kubectl deprecations --target +2 --audit-log /var/log/kubernetes/audit.log
 
   # Manifests in a repository, for CI: exit 1 on anything removed within two minors
   kubectl deprecations --ci -f ./deploy
 
   # A rendered chart
-  helm template my-release ./chart | kubectl deprecations --target-version v1.36 -f -
+  helm template my-release ./chart | kubectl deprecations --target v1.36 -f -
 
   # Every context of the kubeconfig, each against its own server's next minor
   kubectl deprecations --all-contexts
@@ -136,7 +137,7 @@ func newRulesCmd(streams genericiooptions.IOStreams) *cobra.Command {
 
 // Run prints the table.
 func (o *RulesOptions) Run() error {
-	tab, err := loadTable(o.RulesFiles)
+	tab, err := dep.LoadTable(o.RulesFiles)
 	if err != nil {
 		return cli.UsageErr(err)
 	}

@@ -36,6 +36,8 @@ type FixHelmOptions struct {
 	cg        cli.ClientGetter
 	namespace string
 	table     *apilifecycle.Table
+	target    dep.TargetSpec
+	dryRun    cli.DryRunFlag
 	genericiooptions.IOStreams
 }
 
@@ -93,18 +95,16 @@ func newFixHelmCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
   kubectl deprecations fix-helm web api -n apps
 
   # Every namespace, two minors ahead, deprecated APIs too
-  kubectl deprecations fix-helm --all-namespaces --target-version +2 --include-deprecated`),
+  kubectl deprecations fix-helm --all-namespaces --target +2 --include-deprecated`),
 		RunE: cli.RunE(cg, o),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.TargetVersion, "target-version", o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor.")
+	cli.AddTargetFlag(cmd, &o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor. (--target-version is an alias.)", []string{"+1", "+2"})
 	f.BoolVar(&o.IncludeDeprecated, "include-deprecated", o.IncludeDeprecated, "Map APIs deprecated at the target too, not only removed ones.")
-	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print a unified diff of each stored manifest that would change; write nothing.")
+	o.dryRun = cli.DryRunFlag{Client: "print a unified diff of each stored manifest that would change, and write nothing", NoServer: "Helm's storage drivers write release records without a dry-run option"}
+	o.dryRun.AddFlags(cmd)
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", o.AllNamespaces, "Releases in every namespace.")
 	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules files to merge (this tool's format or pluto's versions file).")
-	_ = cmd.RegisterFlagCompletionFunc("target-version", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		return []string{"+1", "+2"}, cobra.ShellCompDirectiveNoFileComp
-	})
 	o.Print.AddFlags(cmd)
 	return cmd
 }
@@ -115,7 +115,7 @@ func (o *FixHelmOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, args []
 	cli.SetQuiet(cg, o.Print.Quiet)
 	ns, explicit, err := cg.Namespace()
 	if err != nil {
-		return cli.UsageErr(err)
+		return cli.KubeconfigErr(err)
 	}
 	if o.AllNamespaces && explicit {
 		return cli.Usagef("give -n or --all-namespaces, not both")
@@ -131,16 +131,22 @@ func (o *FixHelmOptions) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
 	}
-	if _, _, err := parseTarget(o.TargetVersion); err != nil {
+	if err := o.dryRun.Validate(); err != nil {
 		return err
 	}
+	o.DryRun = o.dryRun.Enabled()
+	t, err := dep.ParseTarget(o.TargetVersion)
+	if err != nil {
+		return err
+	}
+	o.target = t
 	if o.AllNamespaces && len(o.releases) > 0 {
 		return errors.New("name releases with -n NAMESPACE; --all-namespaces takes no release names")
 	}
 	if !o.AllNamespaces && o.namespace == "" {
 		return errors.New("no namespace: give -n NAMESPACE or --all-namespaces")
 	}
-	tab, err := loadTable(o.RulesFiles)
+	tab, err := dep.LoadTable(o.RulesFiles)
 	if err != nil {
 		return err
 	}
@@ -158,7 +164,7 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cli.ClusterErr(fmt.Errorf("cannot read the server version %q: %w", md.ServerVersion, err))
 	}
-	target, err := o.resolveTarget(sv)
+	target, err := o.target.Resolve(sv)
 	if err != nil {
 		return cli.UsageErr(err)
 	}
@@ -272,11 +278,6 @@ func (o *FixHelmOptions) namespaceArgs() string {
 	return "-n " + o.namespace
 }
 
-// resolveTarget reads --target-version relative to the server.
-func (o *FixHelmOptions) resolveTarget(server apilifecycle.Release) (apilifecycle.Release, error) {
-	return (&Options{TargetVersion: o.TargetVersion}).resolveTarget(server)
-}
-
 // print writes the report: JSON or YAML, or a table of releases with, on
 // a dry run, each diff, and the chart changes that are needed.
 func (o *FixHelmOptions) print(rep FixHelmReport) error {
@@ -290,7 +291,7 @@ func (o *FixHelmOptions) print(rep FixHelmReport) error {
 		for _, e := range rep.Errors {
 			fmt.Fprintf(o.ErrOut, "warning: %s\n", e)
 		}
-		fmt.Fprintf(o.ErrOut, "No Helm releases found in %s.\n", strings.TrimPrefix(o.namespaceArgs(), "-n "))
+		_ = o.Print.PrintSummary(o.Out, false, fmt.Sprintf("No Helm releases found in %s.", strings.TrimPrefix(o.namespaceArgs(), "-n ")))
 		return nil
 	}
 	if o.DryRun {

@@ -16,11 +16,11 @@ import (
 type Report struct {
 	cli.Header
 	// TargetVersion is the release the findings are judged against.
-	TargetVersion string         `json:"targetVersion"`
-	Items         []Item         `json:"items"`
-	NotScanned    []dep.Skipped  `json:"notScanned,omitempty"`
-	Sources       []SourceStatus `json:"sources"`
-	Summary       Summary        `json:"summary"`
+	TargetVersion string             `json:"targetVersion"`
+	Items         []Item             `json:"items"`
+	NotScanned    []dep.Skipped      `json:"notScanned,omitempty"`
+	Sources       []dep.SourceStatus `json:"sources"`
+	Summary       Summary            `json:"summary"`
 }
 
 // Item is one finding with its severity.
@@ -29,14 +29,6 @@ type Item struct {
 	// Severity: blocking for removed at the target, warning for deprecated
 	// or undeterminable.
 	Severity cli.Severity `json:"severity"`
-}
-
-// SourceStatus says what one source read, or why it could not.
-type SourceStatus struct {
-	Name    dep.Source `json:"name"`
-	Scanned string     `json:"scanned,omitempty"`
-	Note    string     `json:"note,omitempty"`
-	Error   string     `json:"error,omitempty"`
 }
 
 // Summary counts the items.
@@ -52,7 +44,7 @@ func newReport(md cli.Metadata, target apilifecycle.Release) *Report {
 	return &Report{Header: cli.NewHeader("DeprecationsReport", md), TargetVersion: "v" + target.String(), Items: []Item{}}
 }
 
-func (r *Report) addSource(st SourceStatus, err error, code *int) {
+func (r *Report) addSource(st dep.SourceStatus, err error, code *int) {
 	if err != nil {
 		st.Error = err.Error()
 		*code = cli.Worst(*code, cli.ExitCode(err))
@@ -124,16 +116,37 @@ func (o *Options) print(r *Report) error {
 		if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 			return err
 		}
-	} else {
-		// Never "nothing found" when a source could not be read.
-		if r.failed() != "" {
-			fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s in the sources that could be read.\n", r.TargetVersion)
-		} else {
-			fmt.Fprintf(o.ErrOut, "No deprecated or removed APIs found for %s.\n", r.TargetVersion)
-		}
+	}
+	if err := o.Print.PrintSummary(o.Out, len(r.Items) > 0, r.summaryLine("")); err != nil {
+		return err
 	}
 	o.printNotes(o.ErrOut, r, "")
 	return nil
+}
+
+// summaryLine says what was found against which release, and what could
+// not be scanned: never "nothing found" when a source could not be read.
+func (r *Report) summaryLine(prefix string) string {
+	s := r.Summary
+	var line string
+	if len(r.Items) == 0 {
+		line = "No deprecated or removed APIs found for " + r.TargetVersion
+		if r.failed() != "" {
+			line += " in the sources that could be read"
+		}
+	} else {
+		line = fmt.Sprintf("%d removed, %d deprecated, %d undeterminable at %s", s.Removed, s.Deprecated, s.Undeterminable, r.TargetVersion)
+	}
+	if s.NotScanned > 0 {
+		line += fmt.Sprintf("; %d not scanned (see stderr or notScanned in -o json)", s.NotScanned)
+	}
+	if s.PartlyScanned > 0 {
+		line += fmt.Sprintf("; %d scanned line by line", s.PartlyScanned)
+	}
+	if f := r.failed(); f != "" {
+		line += "; some sources could not be read"
+	}
+	return prefix + line + "."
 }
 
 // findingsTable returns the empty findings table, with a CONTEXT column first when

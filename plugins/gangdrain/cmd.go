@@ -14,6 +14,11 @@ import (
 // records and evictions of a rack set queued behind the client's limiter.
 var ConfigOptions = cli.ConfigOptions{DefaultTimeout: "0", NoNamespace: true, QPS: 50, Burst: 300}
 
+// ReadOnlyRequestTimeout is the --request-timeout default of plan and
+// status, which only read: the same 30s as every read-only command of the
+// suite, so a dead context cannot stall a loop.
+const ReadOnlyRequestTimeout = "30s"
+
 var (
 	rootLong = templates.LongDesc(`
 		Drain GPU nodes at a checkpoint boundary, stopping training gangs as a unit.
@@ -92,7 +97,6 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 		Example: templates.Examples(`
 			kubectl gang-drain plan gpu-node-0412 gpu-node-0413
 			kubectl gang-drain plan -l gpufleet.dev/rack-set=rs-14 -o yaml`),
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gang-drain plan"},
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			if err := o.validateNodeChoice(); err != nil {
 				return cli.UsageErr(err)
@@ -103,6 +107,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 	o.Print.AddFlags(cmd)
 	o.addSelectFlags(cmd)
 	o.addProtocolFlags(cmd)
+	cli.DefaultRequestTimeout(cmd, ReadOnlyRequestTimeout)
 	return cmd
 }
 
@@ -129,7 +134,6 @@ func newRunCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.C
 			kubectl gang-drain run -l gpufleet.dev/rack-set=rs-14 --checkpoint-deadline 20m --on-timeout abort
 			kubectl gang-drain run gpu-node-0412 --dry-run
 			kubectl gang-drain run -l gpufleet.dev/rack-set=rs-14 --annotation platform.example.com/checkpoint-and-yield=requested`),
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gang-drain run"},
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			if err := o.validateNodeChoice(); err != nil {
 				return cli.UsageErr(err)
@@ -156,14 +160,14 @@ func newStatusCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobr
 		Example: templates.Examples(`
 			kubectl gang-drain status
 			kubectl gang-drain status gd-20260102-030405-ab12 -o json`),
-		Args:        cobra.MaximumNArgs(1),
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gang-drain status"},
+		Args: cobra.MaximumNArgs(1),
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			return o.RunStatus(cmd.Context())
 		}),
 	}
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.ProtocolPrefix, "protocol-prefix", o.ProtocolPrefix, "Prefix of the checkpoint-and-yield annotation keys.")
+	cli.DefaultRequestTimeout(cmd, ReadOnlyRequestTimeout)
 	return cmd
 }
 
@@ -182,15 +186,15 @@ func newRestoreCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
 		Example: templates.Examples(`
 			kubectl gang-drain restore gd-20260102-030405-ab12
 			kubectl gang-drain restore gpu-node-0412 --dry-run`),
-		Args:        cobra.MinimumNArgs(1),
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl gang-drain restore"},
+		Args: cobra.MinimumNArgs(1),
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			return o.RunRestore(cmd.Context())
 		}),
 	}
 	o.Print.AddFlags(cmd)
 	f := cmd.Flags()
-	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print what would be restored without changing anything.")
+	o.dryRun = cli.DryRunFlag{Client: "print what would be uncordoned and readmitted, and change nothing", NoServer: "readmission waits on Kueue, which no server-side dry run reaches"}
+	o.dryRun.AddFlags(cmd)
 	f.DurationVar(&o.RestoreTimeout, "restore-timeout", o.RestoreTimeout, "How long to watch readmission before giving up (exit 4; run restore again to keep watching).")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a state restore resumes (exit 4); 0 waits for ever. Transient API errors (an apiserver restart, throttling, 5xx) are retried until then.")
 	f.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often states are re-read.")

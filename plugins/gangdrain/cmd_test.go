@@ -99,7 +99,7 @@ func TestRunDryRunAndStatus(t *testing.T) {
 		t.Error("dry run changed the node")
 	}
 	out, errOut, code = run(t, cg, "status")
-	if code != 0 || out != "" || !strings.Contains(errOut, "No gang-drain runs") {
+	if code != 0 || errOut != "" || out != "No gang-drain runs found.\n" {
 		t.Errorf("status exit %d: %q %q", code, out, errOut)
 	}
 	_, _, code = run(t, cg, "status", "gd-missing")

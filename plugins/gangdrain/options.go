@@ -54,6 +54,9 @@ type Options struct {
 	EvictionTimeout    time.Duration
 	RestoreTimeout     time.Duration
 
+	// dryRun is --dry-run of run and restore.
+	dryRun cli.DryRunFlag
+
 	keys   checkpoint.Keys
 	budget gang.Budget
 	onTO   gang.OnTimeout
@@ -103,7 +106,8 @@ func (o *Options) addProtocolFlags(cmd *cobra.Command) {
 func (o *Options) addRunFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.BoolVar(&o.DisableEviction, "disable-eviction", o.DisableEviction, "BREAK-GLASS: delete pods instead of evicting them, ignoring PodDisruptionBudgets. Recorded on each node with who used it.")
-	f.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Print the steps without changing anything.")
+	o.dryRun = cli.DryRunFlag{Client: "print the steps the run would take, from what it reads, and change nothing", NoServer: "the steps wait on each gang's checkpoint answer, which no server-side dry run gets"}
+	o.dryRun.AddFlags(cmd)
 	f.StringVar(&o.RunID, "run-id", o.RunID, "Resume (or name) this run instead of the one recorded on the nodes.")
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a state the same command resumes (exit 4); 0 waits for ever. Transient API errors (an apiserver restart, throttling, 5xx) are retried until then.")
 	f.DurationVar(&o.StopTimeout, "stop-timeout", o.StopTimeout, "How long a stopped gang's pods have to go away.")
@@ -124,6 +128,10 @@ func (o *Options) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
 	}
+	if err := o.dryRun.Validate(); err != nil {
+		return err
+	}
+	o.DryRun = o.dryRun.Enabled()
 	key := ""
 	if o.Annotation != "" {
 		k, err := checkpoint.ParseAnnotationFlag(o.Annotation)

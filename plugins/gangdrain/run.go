@@ -163,8 +163,7 @@ func (o *Options) RunStatus(ctx context.Context) error {
 		return cli.PrintStructured(o.Out, o.Print.Output, rep)
 	}
 	if len(runs) == 0 {
-		fmt.Fprintln(o.ErrOut, "No gang-drain runs found.")
-		return nil
+		return o.Print.PrintSummary(o.Out, false, "No gang-drain runs found.")
 	}
 	return printStatus(o.Out, rep, o.Print.TableOptions(), o.colorizer())
 }

@@ -109,6 +109,14 @@ var ncclLong = templates.LongDesc(`
 	in memory, IPC_LOCK, no retries and a deadline, deleted afterwards. The
 	image is resolved to a digest first so every node runs the same bits.
 
+	--print-manifest (or --dry-run=client) prints the manifests offline when
+	NODE arguments and --gpus-per-node are given, with --image as written
+	(--no-resolve=false looks the digest up), and with no private key: the
+	job and jobset launchers' SSH Secret is left out and a header comment
+	gives the commands that create it when the manifests are applied (the
+	mpijob launcher needs none; the MPI operator makes its own).
+	--dry-run=server creates every object with dryRun=All instead.
+
 	The bus bandwidth at one large message size (--gate-size, 8G) is compared
 	with the pool's baseline; any #wrong or out-of-bounds value fails whatever
 	the bandwidth. --save-baseline records the measured value as the pool's

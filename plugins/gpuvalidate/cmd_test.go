@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -156,9 +157,47 @@ func TestNCCL_PrintManifestOffline(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"kind: Secret", "kind: JobSet", "nvidia.com/gpu: \"8\"", "IPC_LOCK", "medium: Memory"} {
+	for _, want := range []string{"kind: JobSet", "nvidia.com/gpu: \"8\"", "IPC_LOCK", "medium: Memory", "# The SSH key of the launcher is not printed", "kubectl create secret generic gpu-validate-nccl-"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("manifest lacks %q", want)
+		}
+	}
+	// No private key in what goes into runbooks and Git.
+	for _, bad := range []string{"kind: Secret", "PRIVATE KEY", "id_ecdsa: "} {
+		if strings.Contains(out.String(), bad) {
+			t.Errorf("manifest holds %q", bad)
+		}
+	}
+}
+
+// TestNCCL_PrintManifestNoRegistry: printing looks no image up unless
+// asked with --no-resolve=false; --dry-run=client prints the same.
+func TestNCCL_PrintManifestNoRegistry(t *testing.T) {
+	old := resolveImage
+	t.Cleanup(func() { resolveImage = old })
+	lookups := 0
+	resolveImage = func(_ context.Context, ref string) (string, error) {
+		lookups++
+		return ref + "@sha256:" + strings.Repeat("d", 64), nil
+	}
+	for _, tc := range []struct {
+		args    []string
+		lookups int
+		image   string
+	}{
+		{[]string{"--print-manifest"}, 0, "image: nccl:1\n"},
+		{[]string{"--dry-run=client"}, 0, "image: nccl:1\n"},
+		{[]string{"--print-manifest", "--no-resolve=false"}, 1, "image: nccl:1@sha256:"},
+	} {
+		lookups = 0
+		streams, _, out, _ := genericiooptions.NewTestIOStreams()
+		cmd := NewCmd(&cli.TestClientGetter{Err: os.ErrNotExist}, streams)
+		cmd.SetArgs(append([]string{"nccl", "gpu-a", "gpu-b", "--image", "nccl:1", "--gpus-per-node", "8"}, tc.args...))
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if lookups != tc.lookups || !strings.Contains(out.String(), tc.image) {
+			t.Errorf("%v: %d registry lookups, want %d; image line %q missing", tc.args, lookups, tc.lookups, tc.image)
 		}
 	}
 }
@@ -231,6 +270,41 @@ func TestNodes_DCGMWarnFailsFlag(t *testing.T) {
 		}
 		if v := o.validator(clients{}, nil); v.DCGMWarnFails != want || !v.DCGM {
 			t.Errorf("%q: DCGMWarnFails %v", args, v.DCGMWarnFails)
+		}
+	}
+}
+
+// TestNCCL_ServerDryRun: --dry-run=server sends every object of the test as
+// a create with dryRun=All and runs nothing; an object the server refuses
+// is a finding.
+func TestNCCL_ServerDryRun(t *testing.T) {
+	for _, refuse := range []bool{false, true} {
+		d := dyn()
+		var created []string
+		d.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			c := a.(k8stesting.CreateActionImpl)
+			if len(c.CreateOptions.DryRun) != 1 || c.CreateOptions.DryRun[0] != metav1.DryRunAll {
+				t.Errorf("create without dryRun=All: %v", a)
+			}
+			created = append(created, a.GetResource().Resource)
+			if refuse && a.GetResource().Resource == "jobs" {
+				return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "x", errors.New(`violates PodSecurity "baseline:latest": privileged`))
+			}
+			return true, c.GetObject(), nil
+		})
+		streams, _, out, errOut := genericiooptions.NewTestIOStreams()
+		cmd := NewCmd(cli.NewTestClientGetter().WithKube(fake.NewClientset(node("gpu-a-0", "h100-a", "v1.37.2", 8, 8))).WithDynamic(d), streams)
+		cmd.SetArgs([]string{"nccl", "gpu-a-0", "--image", "nccl:1", "--no-resolve", "--dry-run=server"})
+		err := cmd.ExecuteContext(context.Background())
+		want := cli.ExitOK
+		if refuse {
+			want = cli.ExitFindings
+		}
+		if code := cli.ExitCode(err); code != want || !strings.Contains(out.String(), "job.batch/gpu-validate-nccl-") {
+			t.Errorf("refuse=%v: exit %d (%v)\n%s\n%s", refuse, code, err, out.String(), errOut.String())
+		}
+		if len(created) < 2 {
+			t.Errorf("created %v", created)
 		}
 	}
 }

@@ -68,6 +68,12 @@ type Options struct {
 
 	xidCatalog *gpucheck.XidCatalog
 
+	// dryRun is --dry-run of nccl: client prints the manifests, server
+	// creates them with dryRun=All.
+	dryRun cli.DryRunFlag
+	// noResolveSet says --no-resolve was given.
+	noResolveSet bool
+
 	// Contexts checks several kubeconfig contexts at once (nodes only).
 	Contexts *cli.ContextFlags
 
@@ -100,17 +106,15 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 // AddNodeFlags registers the node selection flags.
 func (o *Options) AddNodeFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector of the nodes to validate (instead of NODE arguments).")
-	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names the pool (default: the first of "+strings.Join(gpucheck.PoolLabels, ", ")+").")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for check pods and the NCCL job.")
+	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names the pool (default: the first of "+strings.Join(gpucheck.PoolLabels, ", ")+", the list kubectl skew uses; a node with none is grouped by its instance type).")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long: checks not finished by then are reported as not evaluated (exit 3) and their pods deleted. It also bounds each check pod and the NCCL job.")
 }
 
-// AddContextFlags registers --contexts and --all-contexts. --parallel is
-// already the number of check pods per cluster, so contexts are checked
-// with the shared default of 8 at once.
+// AddContextFlags registers --contexts, --all-contexts and --parallel,
+// which counts contexts here as in every plugin.
 func (o *Options) AddContextFlags(cmd *cobra.Command) {
 	o.Contexts = cli.NewContextFlags()
-	cmd.Flags().StringSliceVar(&o.Contexts.Contexts, "contexts", nil, "Validate in these kubeconfig contexts (comma-separated) and report them together.")
-	cmd.Flags().BoolVar(&o.Contexts.AllContexts, "all-contexts", false, "Validate in every context of the kubeconfig and report them together.")
+	o.Contexts.AddFlags(cmd)
 }
 
 // AddCheckFlags registers the per-node gate flags of `nodes`.
@@ -122,20 +126,20 @@ func (o *Options) AddCheckFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.XID, "xid", o.XID, "Read each node's kernel log in a privileged pod (the -n namespace must allow privileged pods) and fail on fatal Xid events.")
 	cmd.Flags().StringVar(&o.Since, "since", o.Since, "Kernel log window for --xid: a duration (2h) or an RFC 3339 time (default: since the node last became Ready).")
 	cmd.Flags().StringVar(&o.XidImage, "xid-image", o.XidImage, "Image of the --xid pod (needs sh, chroot and dmesg).")
-	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see `kubectl gpu-validate xid-catalog`.")
+	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see \"kubectl gpu-validate xid-catalog\".")
 	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
 	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1, with -j and as the table) in a privileged pod with all of each node's GPUs (the GPUs must be free).")
 	cmd.Flags().StringVar(&o.DCGMImage, "dcgm-image", o.DCGMImage, "Image of the --dcgm pod.")
 	cmd.Flags().BoolVar(&o.DCGMWarnFails, "dcgm-warn-fails", o.DCGMWarnFails, "Fail nodes on DCGM's own warnings (persistence mode off, CUDA environment variables, graphics processes, a GPU count mismatch), which otherwise warn and name the fix; what DCGM fails always fails.")
 	cmd.Flags().BoolVar(&o.NCCL, "nccl", o.NCCL, "Run the NCCL all-reduce smoke test across the nodes that passed the other gates.")
-	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "How many per-node check pods run at once.")
+	cmd.Flags().IntVar(&o.Parallel, "max-pods-in-flight", o.Parallel, "How many per-node check pods (--xid, --dcgm) run at once. (Before, --parallel; --parallel now counts contexts, as in every plugin.)")
 }
 
 // AddNCCLFlags registers the NCCL test flags; full adds the ones only the
 // nccl command has.
 func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 	cmd.Flags().StringVar(&o.Image, "image", o.Image, "nccl-tests image (all_reduce_perf built with MPI, Open MPI, and OpenSSH for the job and jobset launchers).")
-	cmd.Flags().BoolVar(&o.NoResolve, "no-resolve", o.NoResolve, "Use --image as given instead of resolving it to a digest.")
+	cmd.Flags().BoolVar(&o.NoResolve, "no-resolve", o.NoResolve, "Use --image as given instead of resolving it to a digest (a registry lookup). --print-manifest and --dry-run=client use it as given unless --no-resolve=false asks for the digest.")
 	cmd.Flags().StringVar(&o.Launcher, "launcher", o.Launcher, "How to start the test: job (Indexed Job and headless Service), jobset or mpijob (MPIJob v2beta1).")
 	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa or tcp (GKE GPUDirect-TCPX/TCPXO is not offered: use Google's published nccl-test manifest).")
 	cmd.Flags().StringVar(&o.RDMAResource, "rdma-resource", o.RDMAResource, "RDMA device resource for the ib and roce fabrics (default rdma/rdma_shared_device_a).")
@@ -147,7 +151,12 @@ func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 	cmd.Flags().BoolVar(&o.Keep, "keep", o.Keep, "Leave the test's objects and pods in place for debugging.")
 	if full {
 		cmd.Flags().IntVar(&o.GPUsPerNode, "gpus-per-node", o.GPUsPerNode, "GPUs per worker (default: the nodes' allocatable nvidia.com/gpu; with NODE arguments it allows --print-manifest offline).")
-		cmd.Flags().BoolVar(&o.PrintManifest, "print-manifest", o.PrintManifest, "Print the test's manifests as YAML instead of running it.")
+		cmd.Flags().BoolVar(&o.PrintManifest, "print-manifest", o.PrintManifest, "Print the test's manifests as YAML instead of running it (the same as --dry-run=client).")
+		o.dryRun = cli.DryRunFlag{
+			Client: "print the test's manifests as YAML, as --print-manifest does",
+			Server: "send each of the test's objects to the API server as a create with dryRun=All, so admission, quota and Pod Security judge them, and run nothing",
+		}
+		o.dryRun.AddFlags(cmd)
 	}
 	_ = cmd.RegisterFlagCompletionFunc("launcher", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"job", "jobset", "mpijob"}, cobra.ShellCompDirectiveNoFileComp
@@ -158,13 +167,14 @@ func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 }
 
 // Complete reads the arguments and the namespace.
-func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string) error {
+func (o *Options) Complete(cg cli.ClientGetter, cmd *cobra.Command, args []string) error {
 	o.cg = cg
+	o.noResolveSet = cmd.Flags().Changed("no-resolve")
 	o.Nodes = args
 	cli.SetQuiet(cg, o.Print.Quiet)
 	ns, _, err := cg.Namespace()
 	if err != nil {
-		return cli.UsageErr(fmt.Errorf("reading the namespace from the kubeconfig: %w", err))
+		return cli.KubeconfigErr(err)
 	}
 	if ns == "" {
 		ns = "default"
@@ -177,6 +187,20 @@ func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string)
 func (o *Options) Validate() error {
 	if err := o.Print.Validate(); err != nil {
 		return err
+	}
+	if err := o.dryRun.Validate(); err != nil {
+		return err
+	}
+	switch o.dryRun.Strategy() {
+	case cli.DryRunClient:
+		o.PrintManifest = true
+	case cli.DryRunServer:
+		if o.PrintManifest {
+			return fmt.Errorf("--print-manifest prints the manifests; --dry-run=server sends them to the server: choose one")
+		}
+		if o.SaveBaseline {
+			return fmt.Errorf("--save-baseline cannot be combined with --dry-run")
+		}
 	}
 	if err := o.FailOn.Validate(); err != nil {
 		return err
@@ -256,6 +280,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--image and --save-baseline need --nccl")
 	}
 	if o.PrintManifest {
+		// Printing works offline: no registry lookup unless asked for.
+		if !o.noResolveSet {
+			o.NoResolve = true
+		}
 		if o.SaveBaseline {
 			return fmt.Errorf("--save-baseline cannot be combined with --print-manifest")
 		}
@@ -264,7 +292,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.Parallel <= 0 {
-		return fmt.Errorf("--parallel must be positive")
+		return fmt.Errorf("--max-pods-in-flight must be positive")
 	}
 	return nil
 }

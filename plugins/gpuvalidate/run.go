@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -50,6 +53,8 @@ func (o *Options) validator(c clients, progress *cli.Progress) *gpucheck.Validat
 
 // Run validates the nodes and prints the report.
 func (o *Options) Run(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
 	if o.PrintManifest && o.GPUsPerNode > 0 && len(o.Nodes) > 0 {
 		// Everything is known: print without touching the cluster.
 		return o.printManifest(ctx, clients{}, cli.Metadata{})
@@ -63,6 +68,9 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	if o.PrintManifest {
 		return o.printManifest(ctx, c, md)
+	}
+	if o.dryRun.Strategy() == cli.DryRunServer {
+		return o.serverDryRun(ctx, c, md)
 	}
 	progress := cli.NewProgress(o.ErrOut, cli.IsTerminal(o.ErrOut), o.Print.Quiet || o.Print.Structured())
 	defer progress.Done()
@@ -210,10 +218,83 @@ func (o *Options) printManifest(ctx context.Context, c clients, md cli.Metadata)
 	if err != nil {
 		return o.classify(err, md)
 	}
+	// The job and jobset launchers authenticate over SSH with a key the
+	// run makes and keeps in a Secret. A printed manifest goes into
+	// runbooks and Git, so it carries no key: the Secret is left out and
+	// the header says how to create it when the manifest is applied (the
+	// mpijob launcher needs none: the MPI operator makes its own).
+	var head strings.Builder
+	kept := m.Objects[:0:0]
+	for _, u := range m.Objects {
+		if u.GetKind() != "Secret" {
+			kept = append(kept, u)
+			continue
+		}
+		ns := u.GetNamespace()
+		if ns == "" {
+			ns = o.namespace
+		}
+		fmt.Fprintf(&head, "# The SSH key of the launcher is not printed. Create Secret %s at apply time:\n", u.GetName())
+		fmt.Fprintf(&head, "#   d=$(mktemp -d) && ssh-keygen -q -t ecdsa -N '' -f \"$d/id_ecdsa\" && cp \"$d/id_ecdsa.pub\" \"$d/authorized_keys\" &&\n")
+		fmt.Fprintf(&head, "#   kubectl create secret generic %s -n %s --from-file=\"$d/id_ecdsa\" --from-file=\"$d/authorized_keys\" && rm -r \"$d\"\n", u.GetName(), ns)
+	}
+	m.Objects = kept
 	y, err := m.YAML()
 	if err != nil {
 		return err
 	}
+	if _, err := io.WriteString(o.Out, head.String()); err != nil {
+		return err
+	}
 	_, err = o.Out.Write(y)
 	return err
+}
+
+// serverDryRun sends each object of the NCCL test to the API server as a
+// create with dryRun=All and prints what the server answered, kubectl's
+// way ("job.batch/NAME created (server dry run)"). An object the server
+// refuses (admission, quota, Pod Security, an invalid field) is a
+// finding, exit 1: the test would not start.
+func (o *Options) serverDryRun(ctx context.Context, c clients, md cli.Metadata) error {
+	var names []string
+	if o.GPUsPerNode > 0 {
+		names = o.Nodes
+	}
+	m, err := o.validator(c, nil).NCCLManifest(ctx, names, o.GPUsPerNode)
+	if err != nil {
+		return o.classify(err, md)
+	}
+	refused := 0
+	for _, u := range m.Objects {
+		gvr, err := nccl.GVR(u)
+		if err != nil {
+			return err
+		}
+		ref := strings.ToLower(u.GetKind()) + "/" + u.GetName()
+		if g := gvr.Group; g != "" {
+			ref = strings.ToLower(u.GetKind()) + "." + g + "/" + u.GetName()
+		}
+		_, err = c.dyn.Resource(gvr).Namespace(o.namespace).Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "kubectl-gpu_validate"})
+		switch {
+		case err == nil:
+			if !o.Print.Quiet {
+				fmt.Fprintf(o.Out, "%s created (server dry run)\n", ref)
+			}
+		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || (apierrors.IsForbidden(err) && !isRBACForbidden(err)):
+			refused++
+			if !o.Print.Quiet {
+				fmt.Fprintf(o.Out, "%s refused (server dry run): %v\n", ref, err)
+			}
+		default:
+			return cli.ClassifyClusterErr(err, md, "creating "+ref+" with dryRun=All")
+		}
+	}
+	return cli.Findings(refused)
+}
+
+// isRBACForbidden tells a refusal by authorization (the user may not
+// create the object: exit 3) from one by admission (the object itself is
+// refused: a finding).
+func isRBACForbidden(err error) bool {
+	return strings.Contains(err.Error(), "cannot create resource")
 }

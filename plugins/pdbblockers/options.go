@@ -98,7 +98,7 @@ func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, args []string)
 	cli.SetQuiet(cg, o.Print.Quiet)
 	ns, explicit, err := cg.Namespace()
 	if err != nil {
-		return cli.UsageErr(fmt.Errorf("reading the namespace from the kubeconfig: %w", err))
+		return cli.KubeconfigErr(err)
 	}
 	if explicit {
 		o.namespace = ns
@@ -278,24 +278,25 @@ func (o *Options) runContexts(ctx context.Context) error {
 	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: KindReport + "List", Items: []cli.ContextReport{}}
 	t := o.table(true)
 	codes := make([]int, 0, len(results))
+	var summary []string
 	for _, r := range results {
 		cr, ok := cli.ContextEntry(r, o.ErrOut, o.Print.Quiet)
 		if ok {
 			cr.Report = r.Value.rep
 			cr.ExitCode = cli.ExitCode(o.outcome(r.Value.rep, r.Value.md))
 			o.addRows(&t, r.Value.rep, r.Context)
-			switch {
-			case o.Print.Quiet:
-			case o.Print.Structured():
+			if !o.Print.Quiet {
 				o.printWarnings(r.Value.rep, r.Context+": ")
-			default:
-				o.printSummary(r.Value.rep, r.Context+": ")
 			}
+			summary = append(summary, summaryLines(r.Value.rep, r.Context+": ")...)
 		}
 		codes = append(codes, cr.ExitCode)
 		list.Items = append(list.Items, cr)
 	}
 	if err := o.Print.PrintContexts(o.Out, list, t); err != nil {
+		return err
+	}
+	if err := o.Print.PrintSummary(o.Out, len(t.Rows) > 0, summary...); err != nil {
 		return err
 	}
 	return cli.ContextsOutcome(codes)

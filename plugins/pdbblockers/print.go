@@ -269,24 +269,27 @@ func (o *Options) print(r *Report) error {
 			return err
 		}
 	}
-	o.printSummary(r, "")
+	if err := o.Print.PrintSummary(o.Out, len(t.Rows) > 0, summaryLines(r, "")...); err != nil {
+		return err
+	}
+	o.printWarnings(r, "")
 	return nil
 }
 
-// printSummary writes the counts, the drains in progress and the warnings
-// to stderr, each line prefixed (with the context, when several are
-// reported).
-func (o *Options) printSummary(r *Report, prefix string) {
+// summaryLines are the counts and the drains in progress, each line
+// prefixed (with the context, when several are reported).
+func summaryLines(r *Report, prefix string) []string {
 	s := r.Summary
 	now := r.Time.Time
+	var out []string
 	switch {
 	case s.Nodes == 0:
-		fmt.Fprintf(o.ErrOut, "%sNo nodes to check.\n", prefix)
+		out = append(out, prefix+"No nodes to check.")
 	case s.Blocking+s.Warning == 0:
-		fmt.Fprintf(o.ErrOut, "%sNo pods block draining %d node(s): %d pod(s) evict now, %d ignored.\n", prefix, s.Nodes, s.Now, s.Ignored)
+		out = append(out, fmt.Sprintf("%sNo pods block draining %d node(s): %d pod(s) evict now, %d ignored.", prefix, s.Nodes, s.Now, s.Ignored))
 	default:
-		fmt.Fprintf(o.ErrOut, "%s%d node(s), %d pod(s): %d evict now, %d wait, %d never, %d unknown, %d ignored.\n",
-			prefix, s.Nodes, s.Pods, s.Now, s.Later, s.Never, s.Unknown, s.Ignored)
+		out = append(out, fmt.Sprintf("%s%d node(s), %d pod(s): %d evict now, %d wait, %d never, %d unknown, %d ignored.",
+			prefix, s.Nodes, s.Pods, s.Now, s.Later, s.Never, s.Unknown, s.Ignored))
 	}
 	for _, n := range r.Nodes {
 		if !n.Cordoned || n.Pods == n.Ignored {
@@ -296,9 +299,9 @@ func (o *Options) printSummary(r *Report, prefix string) {
 		if n.CordonedSince != nil {
 			since = fmt.Sprintf("%s ago", duration.HumanDuration(now.Sub(n.CordonedSince.Time)))
 		}
-		fmt.Fprintf(o.ErrOut, "%sDrain in progress on %s: cordoned %s, %d pod(s) left, %d blocked.\n", prefix, n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown)
+		out = append(out, fmt.Sprintf("%sDrain in progress on %s: cordoned %s, %d pod(s) left, %d blocked.", prefix, n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown))
 	}
-	o.printWarnings(r, prefix)
+	return out
 }
 
 // nameContext adds --context to every fix and break-glass command, for

@@ -42,7 +42,7 @@ var example = templates.Examples(`
 
 	# Save the inventory for a change ticket, then plan the hops to v1.37 from it
 	kubectl skew -o yaml > before.yaml
-	kubectl skew plan --from-file before.yaml --target v1.37
+	kubectl skew plan -f before.yaml --target v1.37
 
 	# One row per cluster, worst first, and the fleet rule N-1
 	kubectl skew --all-contexts --policy n-1

@@ -75,10 +75,12 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 // addSourceFlags registers the flags the check and the plan share.
 func addSourceFlags(cmd *cobra.Command, poolLabel, fromFile, calendar *string, chunk *int64) {
 	cmd.Flags().StringVar(poolLabel, "pool-label", *poolLabel, "Node label that names node pools (default: the well-known labels of GKE, EKS, AKS, Karpenter and Cluster API).")
-	cmd.Flags().StringVarP(fromFile, "from-file", "f", *fromFile, "Read a report saved with `kubectl skew -o yaml` (or -o json; - for stdin) instead of the cluster.")
+	cmd.Flags().StringVarP(fromFile, "filename", "f", *fromFile, "Read a report saved with \"kubectl skew -o yaml\" (or -o json; - for stdin) instead of the cluster. (--from-file is an alias.)")
+	cmd.Flags().StringVar(fromFile, "from-file", *fromFile, "Alias of --filename.")
+	_ = cmd.Flags().MarkHidden("from-file")
 	cmd.Flags().StringVar(calendar, "calendar", *calendar, "Release calendar file (YAML or JSON: dataDate, releases[minor, released, endOfLife]) instead of the embedded one.")
 	cmd.Flags().Int64Var(chunk, "chunk-size", *chunk, "Nodes per page when listing nodes.")
-	_ = cmd.MarkFlagFilename("from-file", "yaml", "yml", "json")
+	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 	_ = cmd.MarkFlagFilename("calendar", "yaml", "yml", "json")
 }
 
@@ -149,7 +151,7 @@ func (o *Options) Validate() error {
 		o.policy = &p
 	}
 	if o.FromFile != "" && o.Contexts.Multi() {
-		return fmt.Errorf("--from-file cannot be combined with --contexts or --all-contexts")
+		return fmt.Errorf("-f cannot be combined with --contexts or --all-contexts")
 	}
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)

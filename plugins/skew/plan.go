@@ -41,7 +41,7 @@ var planLong = templates.LongDesc(`
 	the table, -o json|yaml in each step's "commands", and --runbook prints a
 	Markdown runbook with one numbered step and one sh block each.
 
-	With --from-file the plan is made offline from a report saved with
+	With -f (--filename) the plan is made offline from a report saved with
 	"kubectl skew -o yaml", and gives the same answer as the live plan.`)
 
 var planExample = templates.Examples(`
@@ -50,7 +50,7 @@ var planExample = templates.Examples(`
 
 	# Save the inventory for a change ticket and plan from it offline
 	kubectl skew -o yaml > before.yaml
-	kubectl skew plan --from-file before.yaml --target v1.37 -o yaml
+	kubectl skew plan -f before.yaml --target v1.37 -o yaml
 
 	# A Markdown runbook for the change ticket, commands written for EKS
 	kubectl skew plan --target v1.37 --provider eks --runbook > upgrade.md
@@ -104,14 +104,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 	}
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
-	cmd.Flags().StringVar(&o.Target, "target", o.Target, "The minor to reach, such as v1.37.")
-	_ = cmd.RegisterFlagCompletionFunc("target", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
-		var out []string
-		for _, r := range pkgskew.DefaultCalendar().Releases {
-			out = append(out, "v"+r.Minor)
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	})
+	cli.AddTargetFlag(cmd, &o.Target, "The minor to reach, such as v1.37.", calendarMinors())
 	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
 	addRunbookFlags(cmd, o)
 	return cmd
@@ -186,7 +179,12 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return s, true
 	}})
 	if errors.Is(err, pkgskew.ErrNoAPIServer) {
-		return cli.ClusterErr(fmt.Errorf("planning to %s: %w", o.target.MinorString(), err))
+		err = fmt.Errorf("planning to %s: %w", o.target.MinorString(), err)
+		if o.saved != nil {
+			// A local file that cannot be planned is the input's fault.
+			return cli.WithHint(cli.UsageErr(fmt.Errorf("%s: %w", o.FromFile, err)), "kubectl skew -o yaml > FILE")
+		}
+		return cli.ClusterErr(err)
 	}
 	if err != nil {
 		return cli.UsageErr(fmt.Errorf("planning to %s: %w", o.target.MinorString(), err))
@@ -227,4 +225,14 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return cli.Findings(n)
 	}
 	return nil
+}
+
+// calendarMinors are the minors of the embedded calendar, for --target
+// completion.
+func calendarMinors() []string {
+	var out []string
+	for _, r := range pkgskew.DefaultCalendar().Releases {
+		out = append(out, "v"+r.Minor)
+	}
+	return out
 }

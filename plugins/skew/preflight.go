@@ -159,7 +159,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
 	o.Contexts.AddFlags(cmd)
-	cmd.Flags().StringVar(&o.Target, "target", o.Target, "The minor to reach, such as v1.37.")
+	cli.AddTargetFlag(cmd, &o.Target, "The minor to reach, such as v1.37.", calendarMinors())
 	cmd.Flags().StringVar(&o.Save, "save", o.Save, "Write the whole report with its evidence (YAML) to this file, the baseline of kubectl skew verify.")
 	cmd.Flags().StringVar(&o.CompatFile, "compat", o.CompatFile, "Addon compatibility table file (YAML or JSON, as kubectl skew compat -o yaml prints it) instead of the embedded one.")
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")

@@ -79,8 +79,10 @@ inventory:
 	if !strings.Contains(r.Out, "the apiserver version is unknown") {
 		t.Errorf("no UNKNOWN row for the missing apiserver:\n%s", r.Out)
 	}
-	p := run(t, offline, "", "plan", "--from-file", path, "--target", "v1.37")
-	if p.Code != cli.ExitUnavailable {
-		t.Errorf("plan exit %d, want 3 (could not evaluate)\n%s%s", p.Code, p.Out, p.Err)
+	// A local file that cannot be planned is the input's fault: exit 2,
+	// with the file named.
+	p := run(t, offline, "", "plan", "-f", path, "--target", "v1.37")
+	if p.Code != cli.ExitUsage || !strings.Contains(p.Err, path) {
+		t.Errorf("plan exit %d, want 2 naming the file\n%s%s", p.Code, p.Out, p.Err)
 	}
 }

@@ -3,11 +3,14 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func TestMainExitCodes(t *testing.T) {
@@ -43,10 +46,9 @@ current-context: c
 			var stderr bytes.Buffer
 			t.Setenv("POD_NAMESPACE", "")
 			t.Setenv("POD_NAME", "")
-			code := Main(context.Background(), append(append([]string{}, base...), tc.args...), &stderr)
-			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-			if code != tc.code || len(lines) != 1 || !strings.HasPrefix(lines[0], "error: ") || !strings.Contains(lines[0], tc.line) {
-				t.Errorf("exit %d, stderr %q; want %d and one error line with %q", code, stderr.String(), tc.code, tc.line)
+			code, err := runAgent(context.Background(), append(append([]string{}, base...), tc.args...), &stderr)
+			if code != tc.code || err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), tc.line) || stderr.Len() != 0 {
+				t.Errorf("exit %d, error %v, stderr %q; want %d and one error line with %q", code, err, stderr.String(), tc.code, tc.line)
 			}
 		})
 	}
@@ -54,15 +56,27 @@ current-context: c
 		var stderr bytes.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		code := Main(ctx, append(append([]string{}, base...), "--namespace", "ml", "--root", "JobSet/x"), &stderr)
-		var errs []string
-		for _, l := range strings.Split(stderr.String(), "\n") {
-			if strings.HasPrefix(l, "error: ") {
-				errs = append(errs, l)
-			}
-		}
-		if code != ExitUnavailable || len(errs) != 1 || !strings.Contains(errs[0], "127.0.0.1:1") {
-			t.Errorf("exit %d, stderr %q", code, stderr.String())
+		code, err := runAgent(ctx, append(append([]string{}, base...), "--namespace", "ml", "--root", "JobSet/x"), &stderr)
+		if code != ExitUnavailable || err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Errorf("exit %d, error %v, stderr %q", code, err, stderr.String())
 		}
 	})
+}
+
+// runAgent parses args as the command does and runs the agent, returning
+// the exit code its error maps to.
+func runAgent(ctx context.Context, args []string, stderr *bytes.Buffer) (int, error) {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("agent", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage, err
+	}
+	o.Args = fs.Args()
+	err := o.Run(ctx, stderr)
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae.Code, err
+	}
+	return 0, err
 }

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"errors"
+	"io/fs"
+	"regexp"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Kubeconfig problems are said in the same words by every plugin and
+// subcommand, whichever part of client-go found them first.
+
+// unknownContextRE matches client-go's two wordings of a context the
+// kubeconfig does not have.
+var unknownContextRE = regexp.MustCompile(`context "?([^"\s]+)"? does not exist|context was not found for specified context: (\S+)`)
+
+// ContextHint is the hint of an unknown context.
+const ContextHint = "kubectl config get-contexts -o name"
+
+// UnknownContextErr is the usage error of a context the kubeconfig does
+// not have.
+func UnknownContextErr(name string) error {
+	return WithHint(Usagef("context %q is not in the kubeconfig", name), ContextHint)
+}
+
+// KubeconfigErr turns an error from reading the kubeconfig into the
+// suite's usage error (exit 2): an unknown context in one wording with the
+// command that lists the contexts, anything else as "reading kubeconfig:
+// <cause>" with the command that shows what kubectl reads.
+func KubeconfigErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) && ee.Code == ExitUsage && ee.Hint != "" {
+		return err
+	}
+	if m := unknownContextRE.FindStringSubmatch(err.Error()); m != nil {
+		name := m[1]
+		if name == "" {
+			name = m[2]
+		}
+		return UnknownContextErr(name)
+	}
+	msg := strings.TrimPrefix(err.Error(), "reading kubeconfig: ")
+	return WithHint(Usagef("reading kubeconfig: %s", msg), "kubectl config view")
+}
+
+// CheckKubeconfigFlags reads the kubeconfig when --kubeconfig or --context
+// was given on the command line, so that a missing or unparsable file and
+// an unknown context are usage errors (exit 2) in the same words for every
+// command, including those that would not otherwise read it. `version`,
+// `help` and shell completion never read it.
+func CheckKubeconfigFlags(cmd *cobra.Command) error {
+	switch cmd.Name() {
+	case "version", "help", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd:
+		return nil
+	}
+	kf, cf := cmd.Flags().Lookup("kubeconfig"), cmd.Flags().Lookup("context")
+	if kf == nil || cf == nil || (!kf.Changed && !cf.Changed) {
+		return nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kf.Value.String()
+	cfg, err := rules.Load()
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && kf.Changed {
+			return WithHint(Usagef("reading kubeconfig %s: %v", pe.Path, pe.Err), "kubectl config view --kubeconfig "+pe.Path)
+		}
+		hint := "kubectl config view"
+		if kf.Changed {
+			hint += " --kubeconfig " + kf.Value.String()
+		}
+		return WithHint(Usagef("reading kubeconfig: %s", oneLine(err.Error())), hint)
+	}
+	if name := cf.Value.String(); cf.Changed && name != "" {
+		if _, ok := cfg.Contexts[name]; !ok {
+			hint := ContextHint
+			if kf.Changed {
+				hint += " --kubeconfig " + kf.Value.String()
+			}
+			return WithHint(Usagef("context %q is not in the kubeconfig", name), hint)
+		}
+	}
+	return nil
+}
