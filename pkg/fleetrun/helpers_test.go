@@ -38,7 +38,7 @@ func inventory(cp string, pools ...string) pkgskew.Inventory {
 	return inv
 }
 
-// infos reads every ringed cluster at 1.37 with a GPU pool at 1.35 and
+// infos reads every ringed cluster at 1.38 with a GPU pool at 1.35 and
 // the given GPUs (64 unless named).
 func infos(f *fleetfile.Fleet, gpus map[string]int) map[string]ClusterInfo {
 	out := map[string]ClusterInfo{}
@@ -47,7 +47,7 @@ func infos(f *fleetfile.Fleet, gpus map[string]int) map[string]ClusterInfo {
 		if !ok {
 			g = 64
 		}
-		out[c.Name] = ClusterInfo{Inventory: inventory("v1.37.2", "gpu-a", "v1.35.4"), GPUs: g}
+		out[c.Name] = ClusterInfo{Inventory: inventory("v1.38.1", "gpu-a", "v1.35.4"), GPUs: g}
 	}
 	return out
 }
@@ -78,3 +78,5 @@ func readFile(t testing.TB, p string) string {
 	}
 	return string(b)
 }
+
+func osWriteFile(p string, b []byte) error { return os.WriteFile(p, b, 0o600) }
