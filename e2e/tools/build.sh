@@ -2,10 +2,13 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|helm|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|helm|argo|s3|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl and kwok; helm is the helm client e2e/deprecations drives. The
+# kubectl and kwok; helm is the helm client e2e/deprecations drives; argo
+# is Argo Workflows' workflow-controller, its CRDs and validate (Argo's own
+# template validation) for e2e/fleet; s3 is the S3-compatible server the
+# fleet store runs on there. The
 # cache lives outside the work tree (E2E_BIN_DIR, default
 # $HOME/.cache/gpufleet-e2e) so fresh clones on the same machine reuse it;
 # the Go build cache makes a rebuild after a version bump a re-link for
@@ -22,6 +25,8 @@ KUEUE_VERSION=v0.17.0
 JOBSET_VERSION=v0.11.1
 KREW_VERSION=v0.4.3
 HELM_VERSION=v4.3.2
+ARGO_VERSION=v3.7.15
+GOFAKES3_VERSION=v1.2.0
 
 log() { echo "build.sh: $*" >&2; }
 
@@ -42,6 +47,8 @@ usual() {
 	kueue) echo "about 3.5 min" ;;
 	jobset) echo "about 2 min" ;;
 	krew) echo "about 1 min" ;;
+	workflow-controller) echo "about 6 min" ;;
+	validate) echo "about 2 min" ;;
 	*) echo "under a minute" ;;
 	esac
 }
@@ -123,12 +130,24 @@ helm() {
 		"-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
 }
 
+argo() {
+	local d=$cache/argo-$ARGO_VERSION
+	build argo "$d/workflow-controller" github.com/argoproj/argo-workflows/v3/cmd/workflow-controller \
+		"-X github.com/argoproj/argo-workflows/v3.version=$ARGO_VERSION"
+	build argo "$d/validate" ./validate
+	crds argo github.com/argoproj/argo-workflows/v3 manifests/base/crds/minimal "$d/crds"
+}
+
+s3() {
+	build s3 "$cache/gofakes3-$GOFAKES3_VERSION/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3
+}
+
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm) "$what" ;;
-	all) core; kueue; jobset; krew; helm ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, helm or all)" >&2; exit 2 ;;
+	core | kueue | jobset | krew | helm | argo | s3) "$what" ;;
+	all) core; kueue; jobset; krew; helm; argo; s3 ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, helm, argo, s3 or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"

@@ -165,6 +165,8 @@ func Validate(f *Fleet) field.ErrorList {
 		errs = append(errs, selector(p.Child("selector"), w.Selector)...)
 		if strings.TrimSpace(w.Schedule) == "" {
 			errs = append(errs, field.Required(p.Child("schedule"), "a five-field cron expression"))
+		} else if strings.HasPrefix(strings.TrimSpace(w.Schedule), "@every") {
+			errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "@every has no fixed opening time: give a cron expression or @daily, @weekly"))
 		} else if strings.HasPrefix(strings.TrimSpace(w.Schedule), "@") {
 			if _, err := w.parseSchedule(); err != nil {
 				errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "not a cron descriptor: "+err.Error()))
@@ -215,6 +217,14 @@ func Validate(f *Fleet) field.ErrorList {
 	}
 	if u := f.Spec.Upgrade; u != nil {
 		errs = append(errs, duration(sp.Child("upgrade", "stepDuration"), u.StepDuration, false)...)
+		if d := u.Drain; d != nil {
+			dp := sp.Child("upgrade", "drain")
+			if d.OnTimeout != "" && !onTimeouts[d.OnTimeout] {
+				errs = append(errs, field.NotSupported(dp.Child("onTimeout"), d.OnTimeout, sortedKeys(onTimeouts)))
+			}
+			errs = append(errs, duration(dp.Child("ackTimeout"), d.AckTimeout, false)...)
+			errs = append(errs, duration(dp.Child("checkpointDeadline"), d.CheckpointDeadline, false)...)
+		}
 		for i, a := range u.Actions {
 			p := sp.Child("upgrade", "actions").Index(i)
 			errs = append(errs, selector(p.Child("selector"), a.Selector)...)
@@ -281,6 +291,9 @@ var (
 	versionRE = regexp.MustCompile(`^v?[0-9]+\.[0-9]+(\.[0-9]+)?$`)
 	storeRE   = regexp.MustCompile(`^(file|s3|gs|azblob)://.+`)
 )
+
+// onTimeouts are gang-drain's --on-timeout values (pkg/gang).
+var onTimeouts = map[string]bool{"stop": true, "abort": true, "wait": true}
 
 var haltChecks = map[string]bool{
 	"verify-regressions": true,

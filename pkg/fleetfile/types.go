@@ -218,6 +218,38 @@ type Upgrade struct {
 	// MigrateCRDs adds a last step per cluster that rewrites stored custom
 	// resources to their storage version (kubectl crd-migrate run --all).
 	MigrateCRDs bool `json:"migrateCRDs,omitempty"`
+	// Drain tunes the pools' gang-aware drain (kubectl gang-drain run).
+	Drain *Drain `json:"drain,omitempty"`
+}
+
+// Drain are the gang-drain settings of a pool's drain step; empty fields
+// keep gang-drain's defaults.
+type Drain struct {
+	// OnTimeout is what happens to a gang whose checkpoint does not come:
+	// stop, abort or wait (gang-drain --on-timeout).
+	OnTimeout string `json:"onTimeout,omitempty"`
+	// AckTimeout and CheckpointDeadline are gang-drain's --ack-timeout
+	// and --checkpoint-deadline.
+	AckTimeout         Duration `json:"ackTimeout,omitempty"`
+	CheckpointDeadline Duration `json:"checkpointDeadline,omitempty"`
+}
+
+// Args are the gang-drain run flags of these settings.
+func (d *Drain) Args() []string {
+	if d == nil {
+		return nil
+	}
+	var out []string
+	if d.OnTimeout != "" {
+		out = append(out, "--on-timeout", d.OnTimeout)
+	}
+	if d.AckTimeout != "" {
+		out = append(out, "--ack-timeout", d.AckTimeout.Value().String())
+	}
+	if d.CheckpointDeadline != "" {
+		out = append(out, "--checkpoint-deadline", d.CheckpointDeadline.Value().String())
+	}
+	return out
 }
 
 // DefaultStepDuration is the expected length of a disruptive step when the
@@ -230,6 +262,14 @@ func (u *Upgrade) StepDurationValue() time.Duration {
 		return DefaultStepDuration
 	}
 	return u.StepDuration.Value()
+}
+
+// DrainArgs are the gang-drain run flags of the file's drain settings.
+func (u *Upgrade) DrainArgs() []string {
+	if u == nil {
+		return nil
+	}
+	return u.Drain.Args()
 }
 
 // ActionFor returns the first action whose selector matches the labels.

@@ -300,7 +300,13 @@ func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutco
 	prefix := EvidencePrefix(p.Plan.Run, r.cp.Name, r.step.Name, r.ss.Attempt)
 	files := map[string][]byte{}
 	if len(out.report) > 0 {
-		files["report.json"] = out.report
+		// A plugin's -o json is the report; an action's command prints
+		// what it prints.
+		if json.Valid(out.report) {
+			files["report.json"] = out.report
+		} else {
+			files["stdout.log"] = out.report
+		}
 	}
 	if len(out.stderr) > 0 {
 		files["stderr.log"] = out.stderr
@@ -399,7 +405,8 @@ func (r *stepRun) do(ctx context.Context) stepOutcome {
 	case StepPDBBlockers:
 		return r.exec(ctx, r.plugin(BinPDBBlockers, "-l", s.Selector, "--fail-on", "blocking"))
 	case StepDrain:
-		return r.exec(ctx, r.plugin(BinGangDrain, "run", "-l", s.Selector, "--run-id", r.ss.RunID))
+		args := append([]string{"run", "-l", s.Selector, "--run-id", r.ss.RunID}, p.Plan.Spec.Upgrade.DrainArgs()...)
+		return r.exec(ctx, r.plugin(BinGangDrain, args...))
 	case StepGPUValidate:
 		return r.exec(ctx, r.plugin(BinGPUValidate, "nodes", "-l", s.Selector))
 	case StepRestore:
