@@ -158,3 +158,46 @@ func (a *ArgoController) Stop() { a.proc.stop(5 * time.Second) }
 
 // Log returns the end of the controller's log.
 func (a *ArgoController) Log(n int) string { return a.proc.tail(n) }
+
+// S3Server is gofakes3's own command serving an in-memory S3 API on
+// 127.0.0.1, the object store the fleet programme's store runs on in e2e.
+type S3Server struct {
+	// Endpoint is http://127.0.0.1:<port>.
+	Endpoint string
+	proc     *process
+}
+
+// StartS3 starts the server with one bucket.
+func StartS3(ctx context.Context, b FleetBinaries, dir, bucket string) (*S3Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	s := &S3Server{Endpoint: "http://" + addr, proc: &process{name: "gofakes3", bin: b.GoFakeS3,
+		args:    []string{"-host", addr, "-backend", "memory", "-initialbucket", bucket, "-quiet"},
+		logPath: filepath.Join(dir, "gofakes3.log")}}
+	if err := s.proc.start(); err != nil {
+		return nil, err
+	}
+	err = Poll(ctx, "gofakes3 on "+addr, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+		if exited, err := s.proc.exited(); exited {
+			return false, fmt.Errorf("gofakes3 exited: %v: %s", err, s.proc.tail(2000))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/"+bucket, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return true, nil
+	})
+	if err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stop ends the server.
+func (s *S3Server) Stop() { s.proc.stop(2 * time.Second) }

@@ -47,7 +47,7 @@ usual() {
 	kueue) echo "about 3.5 min" ;;
 	jobset) echo "about 2 min" ;;
 	krew) echo "about 1 min" ;;
-	workflow-controller) echo "about 6 min" ;;
+	workflow-controller) echo "about 7 min" ;;
 	validate) echo "about 2 min" ;;
 	*) echo "under a minute" ;;
 	esac
