@@ -16,15 +16,16 @@ DIST     := dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 # Components of the local control plane the e2e suite needs (see
 # e2e/tools/build.sh). E2E_QUEUEING=0 leaves out the suites that need the
-# Kueue and JobSet managers (e2e/gangdrain, e2e/queueing, e2e/demo) and skips building
-# them (about 5.5 minutes on two cores).
+# Kueue and JobSet managers (e2e/gangdrain, e2e/queueing, e2e/demo, e2e/fleet) and skips building
+# them (about 5.5 minutes on two cores; e2e/fleet's Argo controller, Argo's
+# validation and the S3 server about 10 more).
 E2E_QUEUEING ?= 1
 export E2E_QUEUEING
 ifeq ($(E2E_QUEUEING),0)
 E2E_COMPONENTS ?= core krew helm
-E2E_PKGS = $(shell go list -tags e2e ./e2e/... | grep -v -e /e2e/gangdrain -e /e2e/queueing -e /e2e/demo)
+E2E_PKGS = $(shell go list -tags e2e ./e2e/... | grep -v -e /e2e/gangdrain -e /e2e/queueing -e /e2e/demo -e /e2e/fleet)
 else
-E2E_COMPONENTS ?= core kueue jobset krew helm
+E2E_COMPONENTS ?= core kueue jobset krew helm argo s3
 E2E_PKGS = $(shell go list -tags e2e ./e2e/...)
 endif
 # e2e packages run one at a time: each starts its own control plane, and two

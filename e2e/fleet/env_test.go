@@ -30,6 +30,9 @@ const (
 	canary   = "canary"
 	prod     = "prod"
 	training = "training"
+	// mgmt runs the workflow-controller and holds every cluster's
+	// credentials; it is no upgrade target.
+	mgmt = "mgmt"
 	argoNS   = "argo"
 	// oldKubelet is where every pool starts a scenario; the target is the
 	// control planes' own v1.37.2, so each run upgrades the pools only (a
@@ -98,13 +101,15 @@ func startFleetEnv(ctx context.Context, t *testing.T) (*fleetEnv, error) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	// The three planes start together; two cores start them in about the
-	// time of one and a half.
+	// The four planes (three clusters and the management cluster) start
+	// together. The management cluster is a plane of its own: when it is
+	// also an upgrade target, the target's pre-flight sees the running step
+	// pod (Argo's emptyDir) as a pod that blocks a drain and fails.
 	began = time.Now()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	errs := map[string]error{}
-	for _, name := range []string{canary, prod, training} {
+	for _, name := range []string{canary, prod, training, mgmt} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -116,20 +121,22 @@ func startFleetEnv(ctx context.Context, t *testing.T) (*fleetEnv, error) {
 			cp, err := harness.Start(ctx, opts)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
+			switch {
+			case err != nil:
 				errs[name] = err
-				return
+			case name == mgmt:
+				e.mgmt = cp
+			default:
+				e.planes[name] = cp
 			}
-			e.planes[name] = cp
 		}()
 	}
 	wg.Wait()
-	e.timed("three control planes", began)
+	e.timed("four control planes", began)
 	for name, err := range errs {
 		e.stop()
 		return nil, fmt.Errorf("control plane %s: %w", name, err)
 	}
-	e.mgmt = e.planes[canary]
 	e.kubectl = e.mgmt.Binaries.Kubectl
 	if e.dyn, err = dynamic.NewForConfig(e.mgmt.Config); err != nil {
 		return e, err
@@ -192,7 +199,14 @@ func (e *fleetEnv) stop() {
 		e.s3.Stop()
 	}
 	var wg sync.WaitGroup
+	planes := []*harness.ControlPlane{e.mgmt}
 	for _, cp := range e.planes {
+		planes = append(planes, cp)
+	}
+	for _, cp := range planes {
+		if cp == nil {
+			continue
+		}
 		wg.Add(1)
 		go func() { defer wg.Done(); cp.Stop() }()
 	}

@@ -1,10 +1,10 @@
 //go:build e2e
 
 // Package fleete2e runs the fleet programme (`kubectl skew fleet`) on real
-// parts: three control planes from the harness (canary, which is also the
-// management cluster; prod; a training cell with the real Kueue and JobSet
-// controllers), the real Argo Workflows workflow-controller v3.7.15 on the
-// management cluster, every rendered object checked by Argo's own
+// parts: three control planes from the harness as clusters (canary; prod;
+// a training cell with the real Kueue and JobSet controllers) and a fourth
+// as the management cluster, the real Argo Workflows workflow-controller
+// v3.7.15 on the management cluster, every rendered object checked by Argo's own
 // validation package, and the store on an S3 server (gofakes3) or a
 // directory. Workflow pods run on a harness ExecNode: it SIMULATES the
 // kubelet as KWOK simulates nodes, running each pod's `kubectl skew fleet
