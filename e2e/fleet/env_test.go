@@ -32,8 +32,8 @@ const (
 	training = "training"
 	// mgmt runs the workflow-controller and holds every cluster's
 	// credentials; it is no upgrade target.
-	mgmt = "mgmt"
-	argoNS   = "argo"
+	mgmt   = "mgmt"
+	argoNS = "argo"
 	// oldKubelet is where every pool starts a scenario; the target is the
 	// control planes' own v1.37.2, so each run upgrades the pools only (a
 	// real apiserver cannot be swapped here).
