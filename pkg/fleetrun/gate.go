@@ -170,11 +170,7 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 		return nil, cli.Usagef("cluster %s is not in run %s", cluster, p.Plan.Run)
 	}
 	g := p.newGate(cp.Ring, cluster)
-	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
-	if err != nil {
-		return nil, err
-	}
-	states, err := ReadStates(ctx, p.Store, p.Plan)
+	ds, states, err := p.readRun(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -291,11 +287,7 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 		return nil, cli.Usagef("ring %s is not in run %s", ring, p.Plan.Run)
 	}
 	g := p.newGate(ring, "")
-	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
-	if err != nil {
-		return nil, err
-	}
-	states, err := ReadStates(ctx, p.Store, p.Plan)
+	ds, states, err := p.readRun(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -338,14 +330,21 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 	return g, nil
 }
 
+// readRun reads the run's decisions and every cluster's state, which each
+// gate weighs.
+func (p *Programme) readRun(ctx context.Context) ([]Decision, map[string]*ClusterState, error) {
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return nil, nil, err
+	}
+	states, err := ReadStates(ctx, p.Store, p.Plan)
+	return ds, states, err
+}
+
 // GateRun is the run-wide view: halts of the run and each ring's budget.
 func (p *Programme) GateRun(ctx context.Context) (*GateReport, error) {
 	g := p.newGate("", "")
-	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
-	if err != nil {
-		return nil, err
-	}
-	states, err := ReadStates(ctx, p.Store, p.Plan)
+	ds, states, err := p.readRun(ctx)
 	if err != nil {
 		return nil, err
 	}
