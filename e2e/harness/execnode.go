@@ -92,13 +92,25 @@ func (cp *ControlPlane) StartExecNode(ctx context.Context, opts ExecNodeOptions)
 	if err != nil {
 		return nil, fmt.Errorf("create exec node %s: %w", opts.Name, err)
 	}
-	created.Status = corev1.NodeStatus{
-		Capacity: res, Allocatable: res.DeepCopy(), Phase: corev1.NodeRunning,
-		NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: KubeVersion, OperatingSystem: "linux", Architecture: "amd64"},
-		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
-	}
-	setNodeReady(created)
-	if _, err := cp.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// The node lifecycle controller writes the new node too (taints,
+	// conditions): read it again on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if created == nil {
+			if created, err = cp.Client.CoreV1().Nodes().Get(ctx, opts.Name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		created.Status = corev1.NodeStatus{
+			Capacity: res, Allocatable: res.DeepCopy(), Phase: corev1.NodeRunning,
+			NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: KubeVersion, OperatingSystem: "linux", Architecture: "amd64"},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
+		}
+		setNodeReady(created)
+		_, err := cp.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		created = nil
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("exec node %s status: %w", opts.Name, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
