@@ -97,9 +97,13 @@ func startFleetEnv(ctx context.Context, t *testing.T) (*fleetEnv, error) {
 		return e, err
 	}
 	e.timed("fleet binaries", began)
+	// For the package's lifetime, not the first test's: the store is read
+	// by every test of the shared environment.
 	for _, kv := range s3Env {
 		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
+		if err := os.Setenv(k, v); err != nil {
+			return e, err
+		}
 	}
 	// The four planes (three clusters and the management cluster) start
 	// together. The management cluster is a plane of its own: when it is
