@@ -7,6 +7,8 @@
 //	democluster serve [--dir .demo] [--kueue] [--jobset] run in the foreground until SIGINT/SIGTERM
 //	democluster runbook [--dir .demo] [--bin bin] [--kubeconfig K] [--evidence DIR]
 //	                                                run the upgrade runbook against a running cluster
+//	democluster upgrade-pool --kubeconfig K [--context C] --selector SEL --kubelet VERSION
+//	                                                the runbook's SIMULATED node-pool upgrade, alone
 //
 // up starts "serve" detached from the terminal, waits until the scenario is
 // in place and exits; the control plane keeps running until down. runbook
@@ -37,7 +39,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/localcluster/scenario"
 )
 
-const usage = `usage: democluster up|down|serve|status|runbook [--dir DIR] [--kueue] [--jobset] [--scenario FILE]`
+const usage = `usage: democluster up|down|serve|status|runbook|upgrade-pool [--dir DIR] [--kueue] [--jobset] [--scenario FILE]`
 
 type config struct {
 	dir      string
@@ -50,6 +52,10 @@ type config struct {
 	bin            string
 	kubectl        string
 	evidence       string
+	// upgrade-pool
+	context  string
+	selector string
+	kubelet  string
 }
 
 func main() {
@@ -69,6 +75,9 @@ func main() {
 	fs.StringVar(&c.bin, "bin", "bin", "runbook: the folder holding the plugin binaries")
 	fs.StringVar(&c.kubectl, "kubectl", "", "runbook: kubectl to run (default the one built for the local control plane)")
 	fs.StringVar(&c.evidence, "evidence", "", "runbook: where each step's -o json output goes (default DIR/evidence)")
+	fs.StringVar(&c.context, "context", "", "upgrade-pool: the kubeconfig context")
+	fs.StringVar(&c.selector, "selector", "", "upgrade-pool: label selector of the pool's nodes")
+	fs.StringVar(&c.kubelet, "kubelet", "", "upgrade-pool: the kubelet version the nodes come back with")
 	_ = fs.Parse(os.Args[2:])
 	abs, err := filepath.Abs(c.dir)
 	if err != nil {
@@ -88,6 +97,8 @@ func main() {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err = runRunbook(ctx, c)
 		stop()
+	case "upgrade-pool":
+		err = upgradePool(c)
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		os.Exit(2)
@@ -95,6 +106,31 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+}
+
+// upgradePool runs the runbook's simulated node-pool upgrade on its own:
+// the fleet programme's e2e suite puts it behind the fleet file's pool
+// command, as a real fleet puts a provider's CLI there.
+func upgradePool(c config) error {
+	if c.kubeconfigFlag == "" || c.selector == "" || c.kubelet == "" {
+		return fmt.Errorf("upgrade-pool needs --kubeconfig, --selector and --kubelet")
+	}
+	kubectl := orDefault(c.kubectl, localcluster.BinariesIn(localcluster.CacheDir()).Kubectl)
+	flags := ""
+	if c.context != "" {
+		flags = "--context " + c.context
+	}
+	env := append(os.Environ(), "KUBECONFIG="+c.kubeconfigFlag, "PATH="+filepath.Dir(kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	fmt.Println("SIMULATED node-pool upgrade (the nodes are KWOK's): on a real cluster this is the provider's upgrade")
+	for _, line := range simulatedUpgrade(c.selector, c.kubelet, flags) {
+		fmt.Println("$ " + line)
+		cmd := exec.Command("bash", "-c", line)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%s: %w", line, err)
+		}
+	}
+	return nil
 }
 
 func fail(err error) {

@@ -141,15 +141,28 @@ func simulateUpgrade(r *runner) error {
 	r.say("`gcloud container node-pools upgrade %s --cluster=CLUSTER`), which brings the nodes back", s.Upgrade.Pool)
 	r.say("on kubelet %s. The nodes here are simulated by KWOK, so the demo sets their reported", s.Upgrade.KubeletVersion)
 	r.say("kubelet version and uncordons them, as upgraded nodes come back:")
-	patch := fmt.Sprintf(`'{"status":{"nodeInfo":{"kubeletVersion":"%s"}}}'`, s.Upgrade.KubeletVersion)
-	cmd := fmt.Sprintf("for n in $(kubectl get nodes -l %s -o name); do kubectl patch \"$n\" --subresource=status --type=merge -p %s; done", s.PoolSelector(), patch)
-	if err := r.shell(cmd, 0); err != nil {
-		return err
+	for _, cmd := range simulatedUpgrade(s.PoolSelector(), s.Upgrade.KubeletVersion, "") {
+		if err := r.shell(cmd, 0); err != nil {
+			return err
+		}
 	}
-	if err := r.shell("kubectl uncordon -l "+s.PoolSelector(), 0); err != nil {
-		return err
+	return nil
+}
+
+// simulatedUpgrade are the shell commands that stand in for a provider's
+// node-pool upgrade on KWOK nodes: set the nodes' reported kubelet version
+// and uncordon them, as upgraded nodes come back. kubectlFlags (such as
+// "--context prod") go on every kubectl. The runbook prints and runs them;
+// `democluster upgrade-pool` runs them for the fleet programme's e2e suite,
+// behind the fleet file's pool command.
+func simulatedUpgrade(selector, kubelet, kubectlFlags string) []string {
+	k := strings.TrimSpace("kubectl " + kubectlFlags)
+	patch := fmt.Sprintf(`'{"status":{"nodeInfo":{"kubeletVersion":"%s"}}}'`, kubelet)
+	return []string{
+		fmt.Sprintf("for n in $(%s get nodes -l %s -o name); do %s patch \"$n\" --subresource=status --type=merge -p %s; done", k, selector, k, patch),
+		k + " uncordon -l " + selector,
+		k + " get nodes -l " + selector + " -o custom-columns=NAME:.metadata.name,KUBELET:.status.nodeInfo.kubeletVersion,UNSCHEDULABLE:.spec.unschedulable",
 	}
-	return r.shell("kubectl get nodes -l "+s.PoolSelector()+" -o custom-columns=NAME:.metadata.name,KUBELET:.status.nodeInfo.kubeletVersion,UNSCHEDULABLE:.spec.unschedulable", 0)
 }
 
 // summary ends the demo: work lost against a plain drain's estimate, the

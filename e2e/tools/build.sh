@@ -2,10 +2,13 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|argo|s3|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubectl and kwok; helm is the helm client e2e/deprecations drives. The
+# kubectl and kwok; helm is the helm client e2e/deprecations drives; argo
+# is Argo Workflows' workflow-controller, its CRDs and validate (Argo's own
+# template validation) for e2e/fleet; s3 is the S3-compatible server the
+# fleet store runs on there. The
 # cache lives outside the work tree (E2E_BIN_DIR, default
 # $HOME/.cache/gpufleet-e2e) so fresh clones on the same machine reuse it;
 # the Go build cache makes a rebuild after a version bump a re-link for
@@ -23,6 +26,8 @@ JOBSET_VERSION=v0.11.1
 KREW_VERSION=v0.4.3
 HELM_VERSION=v4.3.2
 PUSHGATEWAY_VERSION=v1.11.5
+ARGO_VERSION=v3.7.15
+GOFAKES3_VERSION=v1.2.0
 
 log() { echo "build.sh: $*" >&2; }
 
@@ -44,6 +49,8 @@ usual() {
 	jobset) echo "about 2 min" ;;
 	krew) echo "about 1 min" ;;
 	pushgateway) echo "about 1.5 min" ;;
+	workflow-controller) echo "about 7 min" ;;
+	validate) echo "about 2 min" ;;
 	*) echo "under a minute" ;;
 	esac
 }
@@ -138,13 +145,25 @@ pushgateway() {
 		"-X github.com/prometheus/common/version.Version=${PUSHGATEWAY_VERSION#v}"
 }
 
+argo() {
+	local d=$cache/argo-$ARGO_VERSION
+	build argo "$d/workflow-controller" github.com/argoproj/argo-workflows/v3/cmd/workflow-controller \
+		"-X github.com/argoproj/argo-workflows/v3.version=$ARGO_VERSION"
+	build argo "$d/validate" ./validate
+	crds argo github.com/argoproj/argo-workflows/v3 manifests/base/crds/minimal "$d/crds"
+}
+
+s3() {
+	build s3 "$cache/gofakes3-$GOFAKES3_VERSION/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3
+}
+
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm | pushgateway) "$what" ;;
+	core | kueue | jobset | krew | helm | pushgateway | argo | s3) "$what" ;;
 	krew-validate) krew_validate ;;
-	all) core; kueue; jobset; krew_validate; helm; pushgateway ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway or all)" >&2; exit 2 ;;
+	all) core; kueue; jobset; krew_validate; helm; pushgateway; argo; s3 ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, argo, s3 or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"

@@ -276,3 +276,27 @@ func DefaultRequestTimeout(cmd *cobra.Command, value string) {
 		c.Parent().HelpFunc()(c, args)
 	})
 }
+
+// ForKubeconfig returns a getter for a context of another kubeconfig file,
+// with cg's other settings (timeout, QPS, warnings): the fleet programme
+// reaches a cluster through a kubeconfig it read from a Secret. A getter
+// that is not the production one falls back to ForContext.
+func ForKubeconfig(cg ClientGetter, path, context string) ClientGetter {
+	g, ok := cg.(*configGetter)
+	if !ok {
+		return cg.ForContext(context)
+	}
+	ng := g.ForContext(context).(*configGetter)
+	p := path
+	ng.flags.KubeConfig = &p
+	return ng
+}
+
+// ExplicitKubeconfig is the kubeconfig file given with --kubeconfig ("" when
+// none), so commands a plugin runs for the user can be given the same one.
+func ExplicitKubeconfig(cg ClientGetter) string {
+	if g, ok := cg.(*configGetter); ok && g.flags.KubeConfig != nil {
+		return *g.flags.KubeConfig
+	}
+	return ""
+}

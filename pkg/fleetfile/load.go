@@ -165,8 +165,18 @@ func Validate(f *Fleet) field.ErrorList {
 		errs = append(errs, selector(p.Child("selector"), w.Selector)...)
 		if strings.TrimSpace(w.Schedule) == "" {
 			errs = append(errs, field.Required(p.Child("schedule"), "a five-field cron expression"))
+		} else if strings.HasPrefix(strings.TrimSpace(w.Schedule), "@every") {
+			errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "@every has no fixed opening time: give a cron expression or @daily, @weekly"))
+		} else if strings.HasPrefix(strings.TrimSpace(w.Schedule), "@") {
+			if _, err := w.parseSchedule(); err != nil {
+				errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "not a cron descriptor: "+err.Error()))
+			}
 		} else if len(strings.Fields(w.Schedule)) != 5 {
 			errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "want a five-field cron expression (minute hour day-of-month month day-of-week)"))
+		} else if strings.Contains(w.Schedule, "TZ=") {
+			errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "set the zone in timeZone, not in the schedule"))
+		} else if _, err := w.parseSchedule(); err != nil {
+			errs = append(errs, field.Invalid(p.Child("schedule"), w.Schedule, "not a cron expression: "+err.Error()))
 		}
 		errs = append(errs, duration(p.Child("duration"), w.Duration, true)...)
 		errs = append(errs, duration(p.Child("finishMargin"), w.FinishMargin, false)...)
@@ -206,6 +216,15 @@ func Validate(f *Fleet) field.ErrorList {
 		}
 	}
 	if u := f.Spec.Upgrade; u != nil {
+		errs = append(errs, duration(sp.Child("upgrade", "stepDuration"), u.StepDuration, false)...)
+		if d := u.Drain; d != nil {
+			dp := sp.Child("upgrade", "drain")
+			if d.OnTimeout != "" && !onTimeouts[d.OnTimeout] {
+				errs = append(errs, field.NotSupported(dp.Child("onTimeout"), d.OnTimeout, sortedKeys(onTimeouts)))
+			}
+			errs = append(errs, duration(dp.Child("ackTimeout"), d.AckTimeout, false)...)
+			errs = append(errs, duration(dp.Child("checkpointDeadline"), d.CheckpointDeadline, false)...)
+		}
 		for i, a := range u.Actions {
 			p := sp.Child("upgrade", "actions").Index(i)
 			errs = append(errs, selector(p.Child("selector"), a.Selector)...)
@@ -224,6 +243,11 @@ func Validate(f *Fleet) field.ErrorList {
 				if a.Command.ControlPlane == "" && a.Command.Pool == "" {
 					errs = append(errs, field.Required(p.Child("command"), "a controlPlane or pool command template"))
 				}
+				for _, t := range []struct{ name, v string }{{"controlPlane", a.Command.ControlPlane}, {"pool", a.Command.Pool}, {"etcdSnapshot", a.Command.EtcdSnapshot}} {
+					if err := CheckCommandTemplate(t.v); err != nil {
+						errs = append(errs, field.Invalid(p.Child("command", t.name), t.v, err.Error()))
+					}
+				}
 			}
 			if a.Manual != nil {
 				n++
@@ -232,6 +256,28 @@ func Validate(f *Fleet) field.ErrorList {
 				errs = append(errs, field.Invalid(p, "", "set exactly one of clusterAPI, command, manual"))
 			}
 		}
+	}
+	if c := f.Spec.Credentials; c != nil {
+		cp := sp.Child("credentials")
+		if c.SecretNamespace == "" {
+			errs = append(errs, field.Required(cp.Child("secretNamespace"), "the namespace of the kubeconfig Secrets"))
+		} else {
+			errs = append(errs, dnsLabel(cp.Child("secretNamespace"), c.SecretNamespace)...)
+		}
+		if c.NameTemplate != "" {
+			for _, m := range validation.IsDNS1123Subdomain(c.SecretName("x")) {
+				errs = append(errs, field.Invalid(cp.Child("nameTemplate"), c.NameTemplate, m))
+			}
+		}
+	}
+	if e := f.Spec.Engine; e != nil && e.Argo != nil {
+		ap := sp.Child("engine", "argo")
+		if e.Argo.Namespace != "" {
+			errs = append(errs, dnsLabel(ap.Child("namespace"), e.Argo.Namespace)...)
+		}
+		errs = append(errs, labels(ap.Child("nodeSelector"), e.Argo.NodeSelector)...)
+		errs = append(errs, duration(ap.Child("retryInterval"), e.Argo.RetryInterval, false)...)
+		errs = append(errs, duration(ap.Child("retryCap"), e.Argo.RetryCap, false)...)
 	}
 	if s := f.Spec.Store; s != nil {
 		if !storeRE.MatchString(s.URL) {
@@ -245,6 +291,9 @@ var (
 	versionRE = regexp.MustCompile(`^v?[0-9]+\.[0-9]+(\.[0-9]+)?$`)
 	storeRE   = regexp.MustCompile(`^(file|s3|gs|azblob)://.+`)
 )
+
+// onTimeouts are gang-drain's --on-timeout values (pkg/gang).
+var onTimeouts = map[string]bool{"stop": true, "abort": true, "wait": true}
 
 var haltChecks = map[string]bool{
 	"verify-regressions": true,
@@ -277,6 +326,9 @@ func validateClusters(p *field.Path, cs []Cluster) field.ErrorList {
 			errs = append(errs, field.NotSupported(cp.Child("provider"), c.Provider, sortedKeys(providers)))
 		}
 		errs = append(errs, labels(cp.Child("labels"), c.Labels)...)
+		if c.GPUs != nil && *c.GPUs < 0 {
+			errs = append(errs, field.Invalid(cp.Child("gpus"), strconv.Itoa(*c.GPUs), "must be 0 or more"))
+		}
 	}
 	return errs
 }

@@ -1,6 +1,7 @@
 package fleetfile
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,6 +70,11 @@ type FleetSpec struct {
 	Upgrade *Upgrade `json:"upgrade,omitempty"`
 	// Store is where state and evidence live.
 	Store *Store `json:"store,omitempty"`
+	// Credentials, when set, are where a step running in the management
+	// cluster (an engine's pod) reads each cluster's kubeconfig: a Secret
+	// per cluster, the Cluster API convention. Unset, steps use the
+	// kubeconfig contexts, as the commands run by hand do.
+	Credentials *Credentials `json:"credentials,omitempty"`
 	// Engine is what runs the programme.
 	Engine *Engine `json:"engine,omitempty"`
 }
@@ -91,6 +97,9 @@ type Cluster struct {
 	Provider string `json:"provider,omitempty"`
 	// Labels select the cluster into rings, windows and upgrade actions.
 	Labels map[string]string `json:"labels,omitempty"`
+	// GPUs is the cluster's allocatable GPU count for plans made offline
+	// (plan --from-dir); a live plan counts the nodes' nvidia.com/gpu.
+	GPUs *int `json:"gpus,omitempty"`
 }
 
 // ContextName is the kubeconfig context of the cluster.
@@ -201,6 +210,79 @@ type HaltCheck struct {
 // cluster applies to it.
 type Upgrade struct {
 	Actions []UpgradeAction `json:"actions"`
+	// StepDuration is how long one disruptive step (a control-plane hop,
+	// a pool's drain or upgrade) is expected to take: a step starts only
+	// with this much plus the window's finish margin left in its window.
+	// Empty means 1h.
+	StepDuration Duration `json:"stepDuration,omitempty"`
+	// MigrateCRDs adds a last step per cluster that rewrites stored custom
+	// resources to their storage version (kubectl crd-migrate run --all).
+	MigrateCRDs bool `json:"migrateCRDs,omitempty"`
+	// Drain tunes the pools' gang-aware drain (kubectl gang-drain run).
+	Drain *Drain `json:"drain,omitempty"`
+}
+
+// Drain are the gang-drain settings of a pool's drain step; empty fields
+// keep gang-drain's defaults.
+type Drain struct {
+	// OnTimeout is what happens to a gang whose checkpoint does not come:
+	// stop, abort or wait (gang-drain --on-timeout).
+	OnTimeout string `json:"onTimeout,omitempty"`
+	// AckTimeout and CheckpointDeadline are gang-drain's --ack-timeout
+	// and --checkpoint-deadline.
+	AckTimeout         Duration `json:"ackTimeout,omitempty"`
+	CheckpointDeadline Duration `json:"checkpointDeadline,omitempty"`
+}
+
+// Args are the gang-drain run flags of these settings.
+func (d *Drain) Args() []string {
+	if d == nil {
+		return nil
+	}
+	var out []string
+	if d.OnTimeout != "" {
+		out = append(out, "--on-timeout", d.OnTimeout)
+	}
+	if d.AckTimeout != "" {
+		out = append(out, "--ack-timeout", d.AckTimeout.Value().String())
+	}
+	if d.CheckpointDeadline != "" {
+		out = append(out, "--checkpoint-deadline", d.CheckpointDeadline.Value().String())
+	}
+	return out
+}
+
+// DefaultStepDuration is the expected length of a disruptive step when the
+// file does not say.
+const DefaultStepDuration = time.Hour
+
+// StepDurationValue is the expected length of a disruptive step.
+func (u *Upgrade) StepDurationValue() time.Duration {
+	if u == nil || u.StepDuration == "" {
+		return DefaultStepDuration
+	}
+	return u.StepDuration.Value()
+}
+
+// DrainArgs are the gang-drain run flags of the file's drain settings.
+func (u *Upgrade) DrainArgs() []string {
+	if u == nil {
+		return nil
+	}
+	return u.Drain.Args()
+}
+
+// ActionFor returns the first action whose selector matches the labels.
+func (u *Upgrade) ActionFor(ls map[string]string) (UpgradeAction, bool) {
+	if u == nil {
+		return UpgradeAction{}, false
+	}
+	for _, a := range u.Actions {
+		if Selects(a.Selector, ls) {
+			return a, true
+		}
+	}
+	return UpgradeAction{}, false
 }
 
 // UpgradeAction is how matching clusters are upgraded. Exactly one of
@@ -230,11 +312,18 @@ type ClusterAPIAction struct {
 }
 
 // CommandAction runs a command, a Go text/template over the step
-// ({{.Cluster}}, {{.Context}}, {{.Version}}, {{.Pool}}, {{.Step}}), split
-// into words like a shell without one.
+// ({{.Cluster}}, {{.Context}}, {{.Kubeconfig}}, {{.Version}},
+// {{.Minor}}, {{.Pool}}, {{.Selector}}, {{.Step}}, {{.Run}}), split into
+// words like a shell does, without running one. Its exit code counts as a
+// step's: 0 done, 4 not yet (the engine retries), anything else halts.
 type CommandAction struct {
+	// ControlPlane upgrades the control plane by one minor.
 	ControlPlane string `json:"controlPlane,omitempty"`
-	Pool         string `json:"pool,omitempty"`
+	// Pool upgrades one node pool; its nodes are drained first.
+	Pool string `json:"pool,omitempty"`
+	// EtcdSnapshot takes the etcd snapshot before each hop of a cluster
+	// whose etcd is its own (kubeadm, k3s, rke2).
+	EtcdSnapshot string `json:"etcdSnapshot,omitempty"`
 }
 
 // ManualAction waits for a person.
@@ -250,6 +339,35 @@ type Store struct {
 	URL string `json:"url"`
 }
 
+// Credentials name the Secret that holds each cluster's kubeconfig in the
+// management cluster.
+type Credentials struct {
+	// SecretNamespace is the Secrets' namespace.
+	SecretNamespace string `json:"secretNamespace"`
+	// NameTemplate is the Secret's name, {{.Cluster}} replaced; empty
+	// means "{{.Cluster}}-kubeconfig" (Cluster API's convention).
+	NameTemplate string `json:"nameTemplate,omitempty"`
+	// Key is the data key holding the kubeconfig; empty means "value".
+	Key string `json:"key,omitempty"`
+}
+
+// SecretName is the Secret of one cluster.
+func (c *Credentials) SecretName(cluster string) string {
+	t := c.NameTemplate
+	if t == "" {
+		t = "{{.Cluster}}-kubeconfig"
+	}
+	return strings.ReplaceAll(t, "{{.Cluster}}", cluster)
+}
+
+// SecretKey is the data key of the kubeconfig.
+func (c *Credentials) SecretKey() string {
+	if c.Key == "" {
+		return "value"
+	}
+	return c.Key
+}
+
 // Engine is the workflow engine that runs the programme.
 type Engine struct {
 	Argo *ArgoEngine `json:"argo,omitempty"`
@@ -257,9 +375,23 @@ type Engine struct {
 
 // ArgoEngine are the settings of rendered Argo Workflows objects.
 type ArgoEngine struct {
-	Namespace      string `json:"namespace,omitempty"`
-	Image          string `json:"image,omitempty"`
+	// Namespace of the rendered objects (default argo).
+	Namespace string `json:"namespace,omitempty"`
+	// Image is the suite's image, pinned by digest (make image prints it):
+	// REGISTRY/REPO@sha256:... or REGISTRY/REPO:TAG@sha256:...
+	Image string `json:"image,omitempty"`
+	// ServiceAccount the step pods run as (default gpufleet-upgrader).
 	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// NodeSelector places the step pods.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// StoreSecret names a Secret whose keys become the step pods'
+	// environment: the object store's credentials (AWS_ACCESS_KEY_ID, ...).
+	StoreSecret string `json:"storeSecret,omitempty"`
+	// RetryInterval is the first wait before a step that answered "not
+	// yet" (window closed, cap full, manual step pending) runs again; it
+	// doubles up to RetryCap. Defaults 1m and 10m.
+	RetryInterval Duration `json:"retryInterval,omitempty"`
+	RetryCap      Duration `json:"retryCap,omitempty"`
 }
 
 // Duration is a Go duration string ("48h", "15m"); Load checks it, so

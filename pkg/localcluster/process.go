@@ -22,6 +22,7 @@ type process struct {
 	bin     string
 	args    []string
 	logPath string
+	env     []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -50,7 +51,7 @@ func (p *process) start() error {
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout = f
 	cmd.Stderr = f
-	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
+	cmd.Env = append(append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="), p.env...)
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		_ = f.Close()

@@ -856,3 +856,8 @@ func (r *Runner) crds(ctx context.Context) ([]*apiextv1.CustomResourceDefinition
 	})
 	return r.crdList, r.crdErr
 }
+
+// MetricLines keeps the lines of a /metrics text that belong to the named
+// metrics, ready for expfmt's text parser (the fleet programme's
+// apiserver-429-rate check reads apiserver_request_total with it).
+func MetricLines(text []byte, names ...string) []byte { return metricLines(text, names) }

@@ -1,0 +1,178 @@
+package fleetrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/pager"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// version is what a step moves to, as the action's templates and Cluster
+// API want it: the target's full version on the step that reaches the
+// target minor when the target names a patch, else vMAJOR.MINOR.
+func (r *stepRun) version() string {
+	t, err := pkgskew.ParseVersion(r.p.Plan.Target)
+	if err == nil && t.MinorString() == r.step.Minor && strings.Count(strings.TrimPrefix(r.p.Plan.Target, "v"), ".") == 2 {
+		return "v" + strings.TrimPrefix(r.p.Plan.Target, "v")
+	}
+	return "v" + r.step.Minor
+}
+
+// upgrade runs the cluster's upgrade action for an etcd snapshot, a
+// control-plane hop or a pool, then checks the result: every apiserver on
+// the hop's minor, every node of the pool on its new kubelet minor. A
+// check that does not hold yet is "not yet" (exit 4): providers finish on
+// their own time and the engine asks again.
+func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
+	a, s := r.action, r.step
+	var out stepOutcome
+	switch {
+	case a.Manual != nil:
+		ds, err := ReadDecisions(ctx, r.p.Store, r.p.Plan.Run)
+		if err != nil {
+			return stepOutcome{code: cli.ExitUnavailable, message: err.Error()}
+		}
+		d, ok := StepApproved(ds, r.cp.Name, s.Name)
+		if !ok {
+			msg := fmt.Sprintf("manual step: %s; when done, `kubectl skew fleet approve --run %s --cluster %s --step %s --reason ...`",
+				s.Action, r.p.Plan.Run, r.cp.Name, s.Name)
+			if a.Manual.Instructions != "" {
+				msg = a.Manual.Instructions + " (" + msg + ")"
+			}
+			return stepOutcome{code: cli.ExitIncomplete, message: msg}
+		}
+		out.message = fmt.Sprintf("done by %s at %s", d.By, d.At.Format("2006-01-02T15:04:05Z"))
+	case a.Command != nil:
+		tmpl := map[string]string{StepEtcdSnapshot: a.Command.EtcdSnapshot, StepControlPlane: a.Command.ControlPlane, StepPoolUpgrade: a.Command.Pool}[s.Kind]
+		if tmpl == "" {
+			if s.Kind == StepEtcdSnapshot {
+				return stepOutcome{code: cli.ExitFindings, message: "the upgrade action has no etcdSnapshot command, and the cluster's etcd is its own: add spec.upgrade.actions[].command.etcdSnapshot"}
+			}
+			return stepOutcome{code: cli.ExitFindings, message: fmt.Sprintf("the upgrade action has no %s command", map[string]string{StepControlPlane: "controlPlane", StepPoolUpgrade: "pool"}[s.Kind])}
+		}
+		argv, err := fleetfile.ExpandCommand(tmpl, fleetfile.CommandVars{Run: r.p.Plan.Run, Cluster: r.cp.Name, Context: r.target.Context, Kubeconfig: r.target.Kubeconfig,
+			Step: s.Name, Version: r.version(), Minor: s.Minor, Pool: s.Pool, Selector: s.Selector})
+		if err != nil {
+			return stepOutcome{code: cli.ExitUsage, message: "the action's command: " + err.Error()}
+		}
+		var env []string
+		if r.target.Kubeconfig != "" {
+			env = append(env, "KUBECONFIG="+r.target.Kubeconfig)
+		}
+		out = r.exec(ctx, argv, env...)
+		if out.code != 0 {
+			return out
+		}
+	case a.ClusterAPI != nil:
+		if s.Kind == StepControlPlane {
+			if err := r.patchTopology(ctx, a.ClusterAPI); err != nil {
+				return stepOutcome{code: cli.ExitCode(err), message: err.Error()}
+			}
+			out.message = "Cluster.spec.topology.version set to " + r.version()
+		} else {
+			// The topology controller rolls the machine deployments
+			// after the control plane; the check below follows it.
+			out.message = "Cluster API upgrades the pool after the control plane"
+		}
+	default:
+		return stepOutcome{code: cli.ExitUsage, message: "no upgrade action selects cluster " + r.cp.Name}
+	}
+	chk, ok, err := r.check(ctx)
+	if err != nil {
+		return stepOutcome{code: cli.ExitUnavailable, message: out.message + "; checking: " + err.Error(), report: out.report, stderr: out.stderr, argv: out.argv}
+	}
+	out.message = strings.TrimPrefix(out.message+"; "+chk, "; ")
+	if !ok {
+		out.code = cli.ExitIncomplete
+	}
+	return out
+}
+
+// check says whether the step's result is there.
+func (r *stepRun) check(ctx context.Context) (string, bool, error) {
+	s := r.step
+	switch s.Kind {
+	case StepControlPlane:
+		d, err := r.target.Getter.Discovery()
+		if err != nil {
+			return "", false, err
+		}
+		v, err := d.ServerVersion()
+		if err != nil {
+			return "", false, err
+		}
+		got, err := pkgskew.ParseVersion(v.GitVersion)
+		if err != nil {
+			return "", false, fmt.Errorf("apiserver version %q: %w", v.GitVersion, err)
+		}
+		want := pkgskew.MustParseVersion(s.Minor)
+		if want.MinorsAfter(got.MinorOnly()) > 0 {
+			return fmt.Sprintf("the apiserver reports %s, not yet %s", v.GitVersion, s.Minor), false, nil
+		}
+		return "the apiserver reports " + v.GitVersion, true, nil
+	case StepPoolUpgrade:
+		kc, err := r.target.Getter.Kube()
+		if err != nil {
+			return "", false, err
+		}
+		want := pkgskew.MustParseVersion(s.Minor)
+		total, behind := 0, 0
+		pg := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return kc.CoreV1().Nodes().List(ctx, opts)
+		})
+		err = pg.EachListItem(ctx, metav1.ListOptions{LabelSelector: s.Selector}, func(o runtime.Object) error {
+			n := o.(*corev1.Node)
+			total++
+			v, err := pkgskew.ParseVersion(n.Status.NodeInfo.KubeletVersion)
+			if err != nil || want.MinorsAfter(v.MinorOnly()) > 0 {
+				behind++
+			}
+			return nil
+		})
+		if err != nil {
+			return "", false, err
+		}
+		if behind > 0 {
+			return fmt.Sprintf("%d of %d nodes of pool %s are not on kubelet %s yet", behind, total, s.Pool, s.Minor), false, nil
+		}
+		return fmt.Sprintf("all %d nodes of pool %s report kubelet %s", total, s.Pool, s.Minor), true, nil
+	}
+	return "", true, nil
+}
+
+// patchTopology sets Cluster.spec.topology.version on the management
+// cluster (Cluster API's one-touch upgrade of a managed topology).
+func (r *stepRun) patchTopology(ctx context.Context, a *fleetfile.ClusterAPIAction) error {
+	dyn, err := r.p.Access.Getter.ForContext(a.ManagementContext).Dynamic()
+	if err != nil {
+		return cli.UsageErr(err)
+	}
+	name := a.ClusterName
+	if name == "" {
+		name = r.cp.Name
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"topology": map[string]any{"version": r.version()}}})
+	var last error
+	// v1beta2 is Cluster API's storage version since v1.11; v1beta1 is
+	// still served.
+	for _, v := range []string{"v1beta2", "v1beta1"} {
+		gvr := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: v, Resource: "clusters"}
+		_, err := dyn.Resource(gvr).Namespace(a.Namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-skew-fleet"})
+		if err == nil {
+			return nil
+		}
+		last = err
+	}
+	return cli.ClusterErr(fmt.Errorf("patching Cluster %s/%s in context %s: %w", a.Namespace, name, a.ManagementContext, last))
+}

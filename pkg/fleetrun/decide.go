@@ -1,0 +1,138 @@
+package fleetrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+)
+
+// DecideOptions tune Decide.
+type DecideOptions struct {
+	// Resume releases the Workflow's suspend nodes the approval unblocks.
+	Resume bool
+	// Namespace of the Workflow (default: the file's engine namespace).
+	Namespace string
+}
+
+// DecideResult is what a decision did.
+type DecideResult struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Decision   Decision `json:"decision"`
+	// Approvals says where the ring's approvals stand.
+	Approvals string    `json:"approvals,omitempty"`
+	Resumed   []Resumed `json:"resumed,omitempty"`
+	// WorkflowNote says why the Workflow was not resumed.
+	WorkflowNote string `json:"workflowNote,omitempty"`
+}
+
+// Decide records an approval or a halt and, for an approval, releases what
+// it unblocks in the run's Workflow: the ring's approval suspend once the
+// ring has its approvers, and the steps held in its scope.
+func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) (*DecideResult, error) {
+	if d.Ring != "" {
+		if _, ok := p.Plan.Ring(d.Ring); !ok {
+			return nil, cli.Usagef("ring %s is not in run %s", d.Ring, p.Plan.Run)
+		}
+	}
+	if d.Cluster != "" {
+		c, ok := p.Plan.Cluster(d.Cluster)
+		if !ok {
+			return nil, cli.Usagef("cluster %s is not in run %s (clusters: %s)", d.Cluster, p.Plan.Run, strings.Join(p.clusterNames(), ", "))
+		}
+		if d.Ring != "" && d.Ring != c.Ring {
+			return nil, cli.Usagef("cluster %s is in ring %s, not %s", d.Cluster, c.Ring, d.Ring)
+		}
+		d.Ring = c.Ring
+		if d.Step != "" {
+			if _, _, ok := c.Step(d.Step); !ok {
+				return nil, cli.Usagef("cluster %s has no step %s", d.Cluster, d.Step)
+			}
+		}
+	}
+	if d.Decision == DecisionHalt && d.Step != "" {
+		return nil, cli.Usagef("a halt covers a run, a ring or a cluster, not a step")
+	}
+	rec, err := RecordDecision(ctx, p.Store, d)
+	if err != nil {
+		return nil, cli.ClusterErr(fmt.Errorf("recording the decision in %s: %w", p.Store.URL(), err))
+	}
+	res := &DecideResult{APIVersion: APIVersion, Kind: "FleetDecisionResult", Decision: rec}
+	if d.Decision != DecisionApprove {
+		return res, nil
+	}
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return nil, cli.ClusterErr(err)
+	}
+	var sel []SuspendSelector
+	switch {
+	case d.Step != "":
+		// A manual step is retried by the engine; nothing is suspended.
+	case d.Cluster != "":
+		sel = append(sel, SuspendSelector{Kind: SuspendHold, Ring: d.Ring, Cluster: d.Cluster})
+	case d.Ring != "":
+		r, _ := p.Plan.Ring(d.Ring)
+		sel = append(sel, SuspendSelector{Kind: SuspendHold, Ring: d.Ring})
+		if r.Approvers > 0 {
+			who := Approvers(ds, d.Ring)
+			res.Approvals = fmt.Sprintf("ring %s: %d of %d approvals (%s)", d.Ring, len(who), r.Approvers, strings.Join(who, ", "))
+			if len(who) >= r.Approvers {
+				sel = append(sel, SuspendSelector{Kind: SuspendApproval, Ring: d.Ring})
+			} else {
+				res.Approvals += ": the ring waits for more"
+			}
+		}
+	default:
+		sel = append(sel, SuspendSelector{Kind: SuspendHold})
+	}
+	if !opts.Resume || len(sel) == 0 {
+		return res, nil
+	}
+	dyn, err := p.Access.Getter.Dynamic()
+	if err != nil {
+		res.WorkflowNote = "decision recorded; the Workflow was not resumed: " + err.Error()
+		return res, nil
+	}
+	ns := opts.Namespace
+	if ns == "" {
+		ns = argoSettings(p.Plan.Spec).Namespace
+	}
+	msg := fmt.Sprintf("%s by %s: %s", d.Decision, rec.By, rec.Reason)
+	res.Resumed, err = ResumeWorkflow(ctx, dyn, ns, WorkflowName(p.Plan.Fleet, p.Plan.Run), msg, rec.At, sel...)
+	if err != nil {
+		res.WorkflowNote = "decision recorded; the Workflow was not resumed: " + err.Error()
+	}
+	return res, nil
+}
+
+// Workflow reads the run's Workflow for status; an error is kept in it.
+func (p *Programme) Workflow(ctx context.Context, namespace string) *WorkflowView {
+	if namespace == "" {
+		namespace = argoSettings(p.Plan.Spec).Namespace
+	}
+	v := &WorkflowView{Namespace: namespace, Name: WorkflowName(p.Plan.Fleet, p.Plan.Run)}
+	dyn, err := p.Access.Getter.Dynamic()
+	if err == nil {
+		v.Phase, v.Waiting, err = WorkflowPhase(ctx, dyn, namespace, v.Name)
+	}
+	if err != nil {
+		v.Error = oneLine(err.Error(), 160)
+	}
+	return v
+}
+
+// RecordRingGate keeps a ring gate's report as evidence of the run (never
+// overwritten: each evaluation has its own key).
+func (p *Programme) RecordRingGate(ctx context.Context, g *GateReport) error {
+	b, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		return err
+	}
+	key := path.Join(runKey(p.Plan.Run, "gates", g.Ring), g.At.Format("20060102T150405.000000000Z")+".json")
+	return PutEvidence(ctx, p.Store, key, append(b, '\n'))
+}

@@ -1,0 +1,471 @@
+package fleetrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+)
+
+// KindGate is a gate's report.
+const KindGate = "FleetGate"
+
+// Programme runs the commands of one run: its store, frozen plan and
+// clusters.
+type Programme struct {
+	Store  Store
+	Plan   *Plan
+	Access *Access
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Holder names who runs a step (host and pid by default).
+	Holder string
+	// RateWindow is the time between the two /metrics reads of the
+	// apiserver-429-rate check (10s when 0).
+	RateWindow time.Duration
+	// Exec runs the suite's plugins (ExecPlugins when nil).
+	Exec Executor
+	// ErrOut gets progress lines.
+	ErrOut io.Writer
+	// Heartbeat is how often an in-progress step says it still runs (10s
+	// when 0); a step whose heartbeat is three of these old is taken over.
+	Heartbeat time.Duration
+}
+
+func (p *Programme) now() time.Time {
+	if p.Now != nil {
+		return p.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (p *Programme) holder() string {
+	if p.Holder != "" {
+		return p.Holder
+	}
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", h, os.Getpid())
+}
+
+func (p *Programme) logf(format string, args ...any) {
+	if p.ErrOut != nil {
+		fmt.Fprintf(p.ErrOut, format+"\n", args...)
+	}
+}
+
+// GateReport is what a gate decided, with every check.
+type GateReport struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Run        string    `json:"run"`
+	Ring       string    `json:"ring,omitempty"`
+	Cluster    string    `json:"cluster,omitempty"`
+	At         time.Time `json:"at"`
+	// Verdict is go, halt, not-yet or unknown; ExitCode the matching
+	// exit code (0, 1, 4, 3).
+	Verdict  string  `json:"verdict"`
+	ExitCode int     `json:"exitCode"`
+	Checks   []Check `json:"checks"`
+}
+
+func (g *GateReport) add(name, cluster, result, format string, args ...any) {
+	g.Checks = append(g.Checks, Check{Name: name, Cluster: cluster, Result: result, Message: fmt.Sprintf(format, args...)})
+}
+
+func (g *GateReport) finish() {
+	g.Verdict, g.ExitCode = "go", cli.ExitOK
+	worst := 0
+	for _, c := range g.Checks {
+		r := map[string]int{CheckWait: 1, CheckUnknown: 2, CheckFail: 3}[c.Result]
+		worst = max(worst, r)
+	}
+	switch worst {
+	case 1:
+		g.Verdict, g.ExitCode = "not-yet", cli.ExitIncomplete
+	case 2:
+		g.Verdict, g.ExitCode = "unknown", cli.ExitUnavailable
+	case 3:
+		g.Verdict, g.ExitCode = "halt", cli.ExitFindings
+	}
+}
+
+// Reason is the first check that stops the gate, for one-line messages.
+func (g *GateReport) Reason() string {
+	for _, want := range []string{CheckFail, CheckUnknown, CheckWait} {
+		for _, c := range g.Checks {
+			if c.Result == want {
+				s := c.Name + ": " + c.Message
+				if c.Cluster != "" && c.Cluster != g.Cluster {
+					s = c.Cluster + ": " + s
+				}
+				return s
+			}
+		}
+	}
+	return "every check passes"
+}
+
+func (p *Programme) newGate(ring, cluster string) *GateReport {
+	return &GateReport{APIVersion: APIVersion, Kind: KindGate, Run: p.Plan.Run, Ring: ring, Cluster: cluster, At: p.now()}
+}
+
+// haltCheck adds the halt decisions that hold (ring, cluster).
+func haltCheck(g *GateReport, ds []Decision, ring, cluster string) {
+	if h, ok := ActiveHalt(ds, ring, cluster); ok {
+		g.add("halt", cluster, CheckFail, "%s; lift it with `kubectl skew fleet approve --run %s --ring %s --reason ...`", describeHalt(h), g.Run, orRing(h.Ring, ring))
+		return
+	}
+	g.add("halt", cluster, CheckPass, "no halt holds")
+}
+
+func orRing(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// budgetCheck counts the ring's failed clusters against its budget.
+func budgetCheck(g *GateReport, r *RingPlan, states map[string]*ClusterState, p *Plan, except string) {
+	var failed []string
+	for _, c := range p.Clusters {
+		if c.Ring != r.Name || c.Name == except {
+			continue
+		}
+		if step, ok := states[c.Name].Failed(); ok {
+			failed = append(failed, c.Name+" ("+step+")")
+		}
+	}
+	if len(failed) > r.MaxFailures {
+		g.add("failure-budget", "", CheckFail, "%d failed in ring %s (%s), budget %d", len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures)
+		return
+	}
+	g.add("failure-budget", "", CheckPass, "%d failed in ring %s, budget %d", len(failed), r.Name, r.MaxFailures)
+}
+
+// GateCluster is the gate before a cluster starts (its first step):
+// halts, the earlier rings done, the ring's approvals, its failure budget,
+// the window and freezes, the cluster's halt checks, and last the caps,
+// which admit it in flight.
+func (p *Programme) GateCluster(ctx context.Context, cluster string) (*GateReport, error) {
+	return p.gateCluster(ctx, cluster, true)
+}
+
+// PreviewClusterGate is GateCluster without the admission: read-only, for
+// people asking whether a cluster could start.
+func (p *Programme) PreviewClusterGate(ctx context.Context, cluster string) (*GateReport, error) {
+	return p.gateCluster(ctx, cluster, false)
+}
+
+func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool) (*GateReport, error) {
+	cp, ok := p.Plan.Cluster(cluster)
+	if !ok {
+		return nil, cli.Usagef("cluster %s is not in run %s", cluster, p.Plan.Run)
+	}
+	g := p.newGate(cp.Ring, cluster)
+	ds, states, err := p.readRun(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, _ := p.Plan.Ring(cp.Ring)
+	haltCheck(g, ds, cp.Ring, cluster)
+	// Rings run in order: every cluster of an earlier ring finished.
+	var waiting []string
+	for _, other := range p.Plan.Clusters {
+		if other.Ring == cp.Ring {
+			break
+		}
+		if s := states[other.Name]; s.FinishedAt == nil {
+			waiting = append(waiting, other.Name)
+		}
+	}
+	if len(waiting) > 0 {
+		g.add("earlier-rings", "", CheckWait, "not finished: %s", strings.Join(waiting, ", "))
+	} else {
+		g.add("earlier-rings", "", CheckPass, "every earlier ring finished")
+	}
+	if r.Approvers > 0 {
+		who := Approvers(ds, r.Name)
+		if len(who) < r.Approvers {
+			g.add("approval", "", CheckWait, "ring %s has %d of %d approvals (%s): `kubectl skew fleet approve --run %s --ring %s --reason ...`",
+				r.Name, len(who), r.Approvers, orNone(who), p.Plan.Run, r.Name)
+		} else {
+			g.add("approval", "", CheckPass, "approved by %s", strings.Join(who, ", "))
+		}
+	}
+	budgetCheck(g, r, states, p.Plan, cluster)
+	st := states[cluster]
+	if !st.InFlight() {
+		p.windowCheck(g, cp)
+	}
+	g.finish()
+	if g.ExitCode != cli.ExitOK {
+		return g, nil
+	}
+	target, err := p.Access.For(ctx, cp)
+	if err != nil {
+		g.add("access", cluster, CheckUnknown, "%v", err)
+		g.finish()
+		return g, nil
+	}
+	kc, err := target.Getter.Kube()
+	if err == nil {
+		g.Checks = append(g.Checks, haltChecks(ctx, kc, p.Plan.Spec.HaltOn, cluster, 0, p.rateWindow(), nil)...)
+	} else {
+		g.add("access", cluster, CheckUnknown, "%v", err)
+	}
+	g.finish()
+	if g.ExitCode != cli.ExitOK {
+		return g, nil
+	}
+	switch {
+	case st.InFlight():
+		g.add("caps", cluster, CheckPass, "admitted at %s", st.AdmittedAt.Format(time.RFC3339))
+	case !admit:
+		g.add("caps", cluster, CheckSkip, "decided when the step gate runs, under the run's lock")
+	default:
+		if err := p.admit(ctx, g, cp); err != nil {
+			return nil, err
+		}
+	}
+	g.finish()
+	return g, nil
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none yet"
+	}
+	return strings.Join(s, ", ")
+}
+
+func (p *Programme) rateWindow() time.Duration {
+	if p.RateWindow > 0 {
+		return p.RateWindow
+	}
+	return 10 * time.Second
+}
+
+// windowCheck says whether a disruptive step of the cluster may start now.
+func (p *Programme) windowCheck(g *GateReport, cp *ClusterPlan) {
+	now := p.now()
+	step := p.Plan.Spec.Upgrade.StepDurationValue()
+	for _, fr := range p.Plan.Spec.Freezes {
+		if fleetfile.Selects(fr.Selector, cp.Labels) && fr.Holds(now) {
+			_, end := fr.Span()
+			g.add("window", cp.Name, CheckWait, "the %s holds until %s", fr.Describe(), end.Format(time.RFC3339))
+			return
+		}
+	}
+	next, ok, windows := NextStart(&fleetfile.Fleet{Spec: p.Plan.Spec}, cp.Labels, now, step)
+	switch {
+	case len(windows) == 0:
+		g.add("window", cp.Name, CheckPass, "no window applies: always open")
+	case !ok:
+		g.add("window", cp.Name, CheckFail, "none of its windows (%s) lets a %s step start in the coming year", strings.Join(windows, "; "), step)
+	case next.After(now):
+		g.add("window", cp.Name, CheckWait, "closed: the next window that fits a %s step opens at %s", step, next.Format(time.RFC3339))
+	default:
+		g.add("window", cp.Name, CheckPass, "open now, with room for a %s step", step)
+	}
+}
+
+// GateRing is the gate after a ring's soak, before the next ring: halts,
+// every cluster of the ring finished, the failure budget, and the halt
+// checks on each of its clusters (GPU allocatable against the planned
+// count, verify and gpu-validate verdicts from the state).
+func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, error) {
+	r, ok := p.Plan.Ring(ring)
+	if !ok {
+		return nil, cli.Usagef("ring %s is not in run %s", ring, p.Plan.Run)
+	}
+	g := p.newGate(ring, "")
+	ds, states, err := p.readRun(ctx)
+	if err != nil {
+		return nil, err
+	}
+	haltCheck(g, ds, ring, "")
+	budgetCheck(g, r, states, p.Plan, "")
+	for i := range p.Plan.Clusters {
+		cp := &p.Plan.Clusters[i]
+		if cp.Ring != ring {
+			continue
+		}
+		st := states[cp.Name]
+		if st.FinishedAt == nil {
+			g.add("finished", cp.Name, CheckWait, "cluster %s has not finished its steps", cp.Name)
+			continue
+		}
+		for _, s := range cp.Steps {
+			if s.Kind == StepVerify || s.Kind == StepGPUValidate {
+				ss := st.Step(s.Name)
+				res := CheckPass
+				if ss.Phase != PhaseCompleted {
+					res = CheckFail
+				}
+				name := map[string]string{StepVerify: "verify-regressions", StepGPUValidate: "gpu-validate"}[s.Kind]
+				g.add(name, cp.Name, res, "step %s %s (attempt %d, exit %d)", s.Name, ss.Phase, ss.Attempt, ss.ExitCode)
+			}
+		}
+		target, err := p.Access.For(ctx, cp)
+		if err != nil {
+			g.add("access", cp.Name, CheckUnknown, "%v", err)
+			continue
+		}
+		kc, err := target.Getter.Kube()
+		if err != nil {
+			g.add("access", cp.Name, CheckUnknown, "%v", err)
+			continue
+		}
+		g.Checks = append(g.Checks, haltChecks(ctx, kc, p.Plan.Spec.HaltOn, cp.Name, cp.GPUs, p.rateWindow(), nil)...)
+	}
+	g.finish()
+	return g, nil
+}
+
+// readRun reads the run's decisions and every cluster's state, which each
+// gate weighs.
+func (p *Programme) readRun(ctx context.Context) ([]Decision, map[string]*ClusterState, error) {
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return nil, nil, err
+	}
+	states, err := ReadStates(ctx, p.Store, p.Plan)
+	return ds, states, err
+}
+
+// GateRun is the run-wide view: halts of the run and each ring's budget.
+func (p *Programme) GateRun(ctx context.Context) (*GateReport, error) {
+	g := p.newGate("", "")
+	ds, states, err := p.readRun(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for i := range p.Plan.Rings {
+		r := &p.Plan.Rings[i]
+		haltCheck(g, ds, r.Name, "")
+		g.Checks[len(g.Checks)-1].Name = "halt:" + r.Name
+		budgetCheck(g, r, states, p.Plan, "")
+	}
+	g.finish()
+	return g, nil
+}
+
+// lockKey serializes admissions of a run.
+func lockKey(run string) string { return runKey(run, "lock") }
+
+type lockRecord struct {
+	Holder  string    `json:"holder"`
+	Expires time.Time `json:"expires"`
+}
+
+// withLock runs f holding the run's lock: a key created only when absent
+// (a link on a directory store, a conditional put on object stores), taken
+// over when its holder let it expire.
+func (p *Programme) withLock(ctx context.Context, f func() error) error {
+	key := lockKey(p.Plan.Run)
+	me := lockRecord{Holder: p.holder() + "/" + fmt.Sprint(time.Now().UnixNano())}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		me.Expires = p.now().Add(30 * time.Second)
+		b, _ := json.Marshal(me)
+		err := p.Store.Create(ctx, key, b)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrExists) {
+			return err
+		}
+		if old, rerr := p.Store.Read(ctx, key); rerr == nil {
+			var lr lockRecord
+			if json.Unmarshal(old, &lr) == nil && p.now().After(lr.Expires) {
+				p.logf("taking over the lock of run %s that %s let expire", p.Plan.Run, lr.Holder)
+				_ = p.Store.Delete(ctx, key)
+				continue
+			}
+		}
+		if time.Now().After(deadline) {
+			return cli.Incomplete(fmt.Errorf("the lock of run %s (%s) is held by another command", p.Plan.Run, key))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	defer func() {
+		if b, err := p.Store.Read(context.WithoutCancel(ctx), key); err == nil {
+			var lr lockRecord
+			if json.Unmarshal(b, &lr) == nil && lr.Holder == me.Holder {
+				_ = p.Store.Delete(context.WithoutCancel(ctx), key)
+			}
+		}
+	}()
+	return f()
+}
+
+// admit puts the cluster in flight when the caps allow: clusters in
+// flight in the fleet and in its ring, and GPUs in flight. A cluster above
+// the GPU cap on its own is admitted when nothing else is in flight.
+// Decided and recorded under the run's lock, from the store's states, so
+// two gates can never both take the last place (Argo's semaphore is the
+// first line; argoproj/argo-workflows#10286 is why it is not the only one).
+func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) error {
+	return p.withLock(ctx, func() error {
+		states, err := ReadStates(ctx, p.Store, p.Plan)
+		if err != nil {
+			return err
+		}
+		st := states[cp.Name]
+		if st.InFlight() {
+			g.add("caps", cp.Name, CheckPass, "admitted at %s", st.AdmittedAt.Format(time.RFC3339))
+			return nil
+		}
+		r, _ := p.Plan.Ring(cp.Ring)
+		fleet, ring, gpus := 0, 0, 0
+		var names []string
+		for _, c := range p.Plan.Clusters {
+			if s := states[c.Name]; s.InFlight() {
+				fleet++
+				gpus += s.GPUs
+				names = append(names, c.Name)
+				if c.Ring == cp.Ring {
+					ring++
+				}
+			}
+		}
+		switch {
+		case p.Plan.MaxClustersInFlight > 0 && fleet >= p.Plan.MaxClustersInFlight:
+			g.add("caps", cp.Name, CheckWait, "%d clusters in flight (%s), the fleet's cap is %d", fleet, strings.Join(names, ", "), p.Plan.MaxClustersInFlight)
+			return nil
+		case r.MaxConcurrent > 0 && ring >= r.MaxConcurrent:
+			g.add("caps", cp.Name, CheckWait, "%d clusters of ring %s in flight, its cap is %d", ring, r.Name, r.MaxConcurrent)
+			return nil
+		case p.Plan.MaxGPUsInFlight > 0 && fleet > 0 && gpus+cp.GPUs > p.Plan.MaxGPUsInFlight:
+			g.add("caps", cp.Name, CheckWait, "%d GPUs in flight, %d more would pass the cap of %d", gpus, cp.GPUs, p.Plan.MaxGPUsInFlight)
+			return nil
+		}
+		now := p.now()
+		st.AdmittedAt, st.GPUs, st.Ring = &now, cp.GPUs, cp.Ring
+		if err := WriteState(ctx, p.Store, st); err != nil {
+			return err
+		}
+		g.add("caps", cp.Name, CheckPass, "admitted: %d of %s clusters, %d of %s GPUs in flight with it",
+			fleet+1, capText(p.Plan.MaxClustersInFlight), gpus+cp.GPUs, capText(p.Plan.MaxGPUsInFlight))
+		return nil
+	})
+}
+
+func capText(n int) string {
+	if n == 0 {
+		return "no cap of"
+	}
+	return fmt.Sprint(n)
+}

@@ -1,0 +1,354 @@
+package fleetrun
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// LintError is a fleet file the programme cannot run: one or more
+// problems, each a one-line error naming its field path.
+type LintError struct {
+	Problems []*fleetfile.Error
+}
+
+func (e *LintError) Error() string {
+	if len(e.Problems) == 0 {
+		return "the fleet file cannot be planned"
+	}
+	return e.Problems[0].Error()
+}
+
+// Lint checks what the programme needs beyond a loadable file, without
+// reading any cluster: a target, rings that each select a cluster, no
+// cluster in two rings, never both halves of a DR pair in one ring (seed:
+// "Never upgrade both halves of a DR pair in the same ring"), windows that
+// can fit a step, an upgrade action for every planned cluster, a store.
+// now is when the windows are evaluated.
+func Lint(f *fleetfile.Fleet, now time.Time) []*fleetfile.Error {
+	var errs []*fleetfile.Error
+	bad := func(p *field.Path, format string, args ...any) {
+		errs = append(errs, &fleetfile.Error{Field: p.String(), Msg: fmt.Sprintf(format, args...)})
+	}
+	sp := field.NewPath("spec")
+	if f.Spec.Target == nil {
+		bad(sp.Child("target", "version"), "required: the version the programme upgrades to")
+	}
+	if len(f.Spec.Rings) == 0 {
+		bad(sp.Child("rings"), "required: at least one ring")
+	}
+	if f.Spec.Store == nil {
+		bad(sp.Child("store", "url"), "required: where the run's state and evidence live (file:///path, s3://bucket/prefix, ...)")
+	}
+	ringOf := map[string]int{}
+	for i, r := range f.Spec.Rings {
+		sel := r.Selector
+		n := 0
+		for j, c := range f.Spec.Clusters {
+			if !fleetfile.Selects(&sel, c.Labels) {
+				continue
+			}
+			n++
+			if k, dup := ringOf[c.Name]; dup {
+				bad(sp.Child("clusters").Index(j), "cluster %s is in rings %s (%s) and %s (%s): a cluster belongs to one ring",
+					c.Name, f.Spec.Rings[k].Name, sp.Child("rings").Index(k), r.Name, sp.Child("rings").Index(i))
+				continue
+			}
+			ringOf[c.Name] = i
+		}
+		if n == 0 {
+			bad(sp.Child("rings").Index(i).Child("selector"), "ring %s selects no cluster", r.Name)
+		}
+	}
+	key := f.Spec.DRPairs.Key()
+	type half struct {
+		idx  int
+		name string
+	}
+	pairs := map[string][]half{}
+	for j, c := range f.Spec.Clusters {
+		if v := c.Labels[key]; v != "" {
+			pairs[v] = append(pairs[v], half{j, c.Name})
+		}
+	}
+	for _, v := range sortedKeys(pairs) {
+		hs := pairs[v]
+		for a := 0; a < len(hs); a++ {
+			for b := a + 1; b < len(hs); b++ {
+				ra, oka := ringOf[hs[a].name]
+				rb, okb := ringOf[hs[b].name]
+				if oka && okb && ra == rb {
+					bad(sp.Child("clusters").Index(hs[b].idx).Child("labels").Key(key),
+						"%q: %s and %s, the two halves of DR pair %s, are both in ring %s: move one to another ring",
+						v, hs[a].name, hs[b].name, v, f.Spec.Rings[ra].Name)
+				}
+			}
+		}
+	}
+	step := f.Spec.Upgrade.StepDurationValue()
+	for i, w := range f.Spec.Windows {
+		wp := sp.Child("windows").Index(i)
+		room := w.Duration.Value() - w.FinishMargin.Value()
+		if room < step {
+			bad(wp.Child("duration"), "%q leaves %s after the finish margin, less than a step (spec.upgrade.stepDuration %s): no step could ever start in it",
+				string(w.Duration), room, step)
+			continue
+		}
+		if _, ok := w.NextOpening(now, step); !ok {
+			bad(wp.Child("schedule"), "%q never opens in the coming year", w.Schedule)
+		}
+	}
+	for j, c := range f.Spec.Clusters {
+		if _, ok := ringOf[c.Name]; !ok {
+			continue
+		}
+		if _, ok := f.Spec.Upgrade.ActionFor(c.Labels); !ok {
+			bad(sp.Child("upgrade", "actions"), "no action selects cluster %s (%s): add one (clusterAPI, command or manual)", c.Name, sp.Child("clusters").Index(j))
+		}
+	}
+	return errs
+}
+
+// ErrUnreachable wraps the clusters planning could not read.
+var ErrUnreachable = errors.New("cannot plan clusters that cannot be read")
+
+// MakePlan plans a run: Lint, then each ring's clusters in batches, then
+// each cluster's steps from its own skew plan. infos holds what was read
+// from each cluster of a ring; a ring's cluster missing from infos is an
+// error wrapping ErrUnreachable. A lint problem returns a *LintError.
+func MakePlan(f *fleetfile.Fleet, infos map[string]ClusterInfo, now time.Time) (*Plan, error) {
+	if problems := Lint(f, now); len(problems) > 0 {
+		return nil, &LintError{Problems: problems}
+	}
+	target, err := pkgskew.ParseVersion(f.Spec.Target.Version)
+	if err != nil {
+		return nil, &LintError{Problems: []*fleetfile.Error{{Field: "spec.target.version", Msg: err.Error()}}}
+	}
+	step := f.Spec.Upgrade.StepDurationValue()
+	p := &Plan{
+		APIVersion: APIVersion, Kind: KindPlan, Fleet: f.Metadata.Name, Target: f.Spec.Target.Version,
+		CreatedAt: now.UTC().Truncate(time.Second), FleetDigest: Digest(f), StepDuration: step.String(),
+		MaxClustersInFlight: f.Spec.Caps.MaxConcurrentClusters, Spec: f.Spec,
+	}
+	var missing []string
+	ringed := map[string]bool{}
+	for _, r := range f.Spec.Rings {
+		sel := r.Selector
+		for _, c := range f.Spec.Clusters {
+			if fleetfile.Selects(&sel, c.Labels) {
+				ringed[c.Name] = true
+				if _, ok := infos[c.Name]; !ok {
+					missing = append(missing, c.Name)
+				}
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrUnreachable, strings.Join(missing, ", "))
+	}
+	for _, c := range f.Spec.Clusters {
+		if !ringed[c.Name] {
+			p.Unplanned = append(p.Unplanned, c.Name)
+		}
+		if in, ok := infos[c.Name]; ok {
+			p.GPUs += in.GPUs
+		}
+	}
+	if len(p.Unplanned) > 0 {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("no ring selects %s: this run does not upgrade them", strings.Join(p.Unplanned, ", ")))
+	}
+	if pct := f.Spec.Caps.MaxGPUPercentInFlight; pct > 0 {
+		// Rounded down with a floor of one, as Azure Fleet Manager
+		// resolves a percentage concurrency.
+		p.MaxGPUsInFlight = max(1, p.GPUs*pct/100)
+	}
+	for _, r := range f.Spec.Rings {
+		rp, cps, warns, err := planRing(f, r, infos, target, p.MaxGPUsInFlight, now, step)
+		if err != nil {
+			return nil, err
+		}
+		p.Rings = append(p.Rings, rp)
+		p.Clusters = append(p.Clusters, cps...)
+		p.Warnings = append(p.Warnings, warns...)
+	}
+	for _, fr := range f.Spec.Freezes {
+		if _, e := fr.Span(); e.After(now) {
+			p.Warnings = append(p.Warnings, "no disruptive step starts during the "+fr.Describe())
+		}
+	}
+	return p, nil
+}
+
+func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo, target pkgskew.Version, gpuCap int, now time.Time, step time.Duration) (RingPlan, []ClusterPlan, []string, error) {
+	rp := RingPlan{Name: r.Name, Soak: string(r.Soak), MaxFailures: r.MaxFailures}
+	if r.Approval != nil {
+		rp.Approvers = max(1, r.Approval.Approvers)
+	}
+	limit := r.MaxConcurrent
+	if c := f.Spec.Caps.MaxConcurrentClusters; c > 0 && (limit == 0 || c < limit) {
+		limit = c
+	}
+	rp.MaxConcurrent = limit
+	var (
+		cps   []ClusterPlan
+		warns []string
+	)
+	sel := r.Selector
+	for _, c := range f.Spec.Clusters {
+		if !fleetfile.Selects(&sel, c.Labels) {
+			continue
+		}
+		in := infos[c.Name]
+		prov := in.Provider
+		if prov == "" && c.Provider != "" {
+			prov, _ = pkgskew.ParseProvider(c.Provider)
+		}
+		sp, err := pkgskew.MakePlan(in.Inventory, target, pkgskew.PlanOptions{Provider: prov})
+		if err != nil {
+			return rp, nil, nil, fmt.Errorf("cluster %s: planning to %s: %w", c.Name, target.MinorString(), err)
+		}
+		steps, w := clusterSteps(sp, in.Inventory, target, f.Spec.Upgrade != nil && f.Spec.Upgrade.MigrateCRDs)
+		for _, s := range w {
+			warns = append(warns, "cluster "+c.Name+": "+s)
+		}
+		cp := ClusterPlan{Name: c.Name, Context: c.ContextName(), Labels: c.Labels, Ring: r.Name, GPUs: in.GPUs,
+			From: sp.Summary.From, Provider: string(sp.Provider.Provider), Steps: steps, Skew: sp,
+			DRPair: c.Labels[f.Spec.DRPairs.Key()]}
+		if a, ok := f.Spec.Upgrade.ActionFor(c.Labels); ok {
+			cp.Action = actionKind(a)
+		}
+		next, ok, desc := NextStart(f, c.Labels, now, step)
+		cp.Windows = desc
+		switch {
+		case !ok:
+			warns = append(warns, "cluster "+c.Name+": no window lets a step start in the coming year")
+		case len(desc) > 0 || next.After(now):
+			t := next.UTC()
+			cp.NextWindow = &t
+		}
+		if gpuCap > 0 && cp.GPUs > gpuCap {
+			warns = append(warns, fmt.Sprintf("cluster %s alone has %d GPUs, above the cap of %d in flight: it runs alone", c.Name, cp.GPUs, gpuCap))
+		}
+		cps = append(cps, cp)
+	}
+	// Clusters whose windows open first go first (Azure Fleet Manager
+	// orders members by window); then by name, for a stable plan.
+	sort.SliceStable(cps, func(i, j int) bool {
+		a, b := cps[i].NextWindow, cps[j].NextWindow
+		switch {
+		case a == nil && b != nil:
+			return true
+		case a != nil && b == nil:
+			return false
+		case a != nil && b != nil && !a.Equal(*b):
+			return a.Before(*b)
+		}
+		return cps[i].Name < cps[j].Name
+	})
+	// Greedy batches in that order: a new batch when the current one is
+	// full (the ring's and the fleet's cluster caps), would exceed the
+	// GPU cap, holds the other half of a DR pair, or waits for another
+	// window; a cluster above the GPU cap on its own is a batch of one.
+	var cur *Batch
+	winKey := func(cp ClusterPlan) string { return strings.Join(cp.Windows, "|") }
+	curKey, curPairs := "", map[string]bool{}
+	for i := range cps {
+		cp := &cps[i]
+		fits := cur != nil && (limit == 0 || len(cur.Clusters) < limit) &&
+			(gpuCap == 0 || cur.GPUs+cp.GPUs <= gpuCap) && winKey(*cp) == curKey &&
+			(cp.DRPair == "" || !curPairs[cp.DRPair])
+		if !fits {
+			rp.Batches = append(rp.Batches, Batch{})
+			cur = &rp.Batches[len(rp.Batches)-1]
+			curKey, curPairs = winKey(*cp), map[string]bool{}
+		}
+		cur.Clusters = append(cur.Clusters, cp.Name)
+		cur.GPUs += cp.GPUs
+		if cp.DRPair != "" {
+			curPairs[cp.DRPair] = true
+		}
+		if cp.NextWindow != nil && (cur.Opens == nil || cp.NextWindow.After(*cur.Opens)) {
+			t := *cp.NextWindow
+			cur.Opens = &t
+		}
+		cp.Batch = len(rp.Batches)
+	}
+	return rp, cps, warns, nil
+}
+
+func actionKind(a fleetfile.UpgradeAction) string {
+	switch {
+	case a.ClusterAPI != nil:
+		return "clusterAPI"
+	case a.Command != nil:
+		return "command"
+	}
+	return "manual"
+}
+
+// NextStart is when a disruptive step of a cluster with these labels may
+// next start at or after now: inside one of the windows that select it
+// with room for a step before the finish margin, outside every freeze. A
+// cluster no window selects is always open (the windows list is empty).
+// ok is false when no start exists in the coming year.
+func NextStart(f *fleetfile.Fleet, ls map[string]string, now time.Time, step time.Duration) (next time.Time, ok bool, windows []string) {
+	for _, w := range f.Spec.Windows {
+		if fleetfile.Selects(w.Selector, ls) {
+			windows = append(windows, describeWindow(w))
+		}
+	}
+	t := now
+	// A freeze can end inside a window: look again from its end.
+	for round := 0; round < 16; round++ {
+		next, ok = t, len(windows) == 0
+		for _, w := range f.Spec.Windows {
+			if !fleetfile.Selects(w.Selector, ls) {
+				continue
+			}
+			o, found := w.NextOpening(t, step)
+			if !found {
+				continue
+			}
+			start := o.Start
+			if start.Before(t) {
+				start = t
+			}
+			if !ok || start.Before(next) {
+				next, ok = start, true
+			}
+		}
+		if !ok {
+			return time.Time{}, false, windows
+		}
+		frozen := false
+		for _, fr := range f.Spec.Freezes {
+			if fleetfile.Selects(fr.Selector, ls) && fr.Holds(next) {
+				_, e := fr.Span()
+				t, frozen = e, true
+			}
+		}
+		if !frozen {
+			return next, true, windows
+		}
+	}
+	return time.Time{}, false, windows
+}
+
+func describeWindow(w fleetfile.Window) string {
+	z := w.TimeZone
+	if z == "" {
+		z = "UTC"
+	}
+	s := fmt.Sprintf("%q for %s (%s)", w.Schedule, string(w.Duration), z)
+	if w.FinishMargin != "" {
+		s += ", finish margin " + string(w.FinishMargin)
+	}
+	return s
+}

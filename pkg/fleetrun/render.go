@@ -1,0 +1,416 @@
+package fleetrun
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+)
+
+// What render writes, Argo Workflows' schema (argoproj.io/v1alpha1) as of
+// v3.7.15, the release the e2e suite runs and validates against
+// (e2e/tools/argo). Only the fields the programme uses are declared, so
+// the YAML stays the reviewable minimum.
+type (
+	argoMeta struct {
+		Name        string            `json:"name"`
+		Namespace   string            `json:"namespace,omitempty"`
+		Labels      map[string]string `json:"labels,omitempty"`
+		Annotations map[string]string `json:"annotations,omitempty"`
+	}
+	argoObject struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Metadata   argoMeta `json:"metadata"`
+		Spec       argoSpec `json:"spec"`
+	}
+	argoSpec struct {
+		Entrypoint         string            `json:"entrypoint,omitempty"`
+		ServiceAccountName string            `json:"serviceAccountName,omitempty"`
+		NodeSelector       map[string]string `json:"nodeSelector,omitempty"`
+		Arguments          *argoArguments    `json:"arguments,omitempty"`
+		Templates          []argoTemplate    `json:"templates"`
+	}
+	argoParam struct {
+		Name        string `json:"name"`
+		Value       string `json:"value,omitempty"`
+		Description string `json:"description,omitempty"`
+	}
+	argoArguments struct {
+		Parameters []argoParam `json:"parameters,omitempty"`
+	}
+	argoInputs struct {
+		Parameters []argoParam `json:"parameters,omitempty"`
+	}
+	argoTemplate struct {
+		Name            string            `json:"name"`
+		Inputs          *argoInputs       `json:"inputs,omitempty"`
+		Metadata        *argoPodMeta      `json:"metadata,omitempty"`
+		Parallelism     *int              `json:"parallelism,omitempty"`
+		Synchronization *argoSync         `json:"synchronization,omitempty"`
+		NodeSelector    map[string]string `json:"nodeSelector,omitempty"`
+		Steps           [][]argoStep      `json:"steps,omitempty"`
+		DAG             *argoDAG          `json:"dag,omitempty"`
+		Suspend         *argoSuspend      `json:"suspend,omitempty"`
+		Container       *argoContainer    `json:"container,omitempty"`
+		RetryStrategy   *argoRetry        `json:"retryStrategy,omitempty"`
+	}
+	argoPodMeta struct {
+		Labels map[string]string `json:"labels,omitempty"`
+	}
+	argoSync struct {
+		Semaphores []argoSemaphore `json:"semaphores"`
+	}
+	argoSemaphore struct {
+		ConfigMapKeyRef argoKeyRef `json:"configMapKeyRef"`
+	}
+	argoKeyRef struct {
+		Name string `json:"name"`
+		Key  string `json:"key"`
+	}
+	argoStep struct {
+		Name        string         `json:"name"`
+		Template    string         `json:"template,omitempty"`
+		TemplateRef *argoTmplRef   `json:"templateRef,omitempty"`
+		Arguments   *argoArguments `json:"arguments,omitempty"`
+		When        string         `json:"when,omitempty"`
+		ContinueOn  *argoContinue  `json:"continueOn,omitempty"`
+	}
+	argoTmplRef struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	argoContinue struct {
+		Failed bool `json:"failed,omitempty"`
+	}
+	argoDAG struct {
+		Tasks []argoTask `json:"tasks"`
+	}
+	argoTask struct {
+		Name      string         `json:"name"`
+		Template  string         `json:"template"`
+		Depends   string         `json:"depends,omitempty"`
+		Arguments *argoArguments `json:"arguments,omitempty"`
+	}
+	argoSuspend struct {
+		Duration string `json:"duration,omitempty"`
+	}
+	argoContainer struct {
+		Image   string        `json:"image"`
+		Command []string      `json:"command"`
+		Args    []string      `json:"args"`
+		EnvFrom []argoEnvFrom `json:"envFrom,omitempty"`
+	}
+	argoEnvFrom struct {
+		SecretRef argoSecretRef `json:"secretRef"`
+	}
+	argoSecretRef struct {
+		Name string `json:"name"`
+	}
+	argoRetry struct {
+		Limit       string       `json:"limit"`
+		RetryPolicy string       `json:"retryPolicy"`
+		Expression  string       `json:"expression"`
+		Backoff     argoBackoffs `json:"backoff"`
+	}
+	argoBackoffs struct {
+		Duration string `json:"duration"`
+		Factor   string `json:"factor"`
+		Cap      string `json:"cap"`
+	}
+)
+
+// Defaults of the rendered objects.
+const (
+	DefaultNamespace      = "argo"
+	DefaultServiceAccount = "gpufleet-upgrader"
+	// RetryExpression retries a step that answered "not yet" (4) or was
+	// killed (a signal: 128+n), or whose pod failed outside the command
+	// (Argo's Error); a halt (1), an unreachable cluster (3) or a usage
+	// error (2) go to a person instead. The status test comes first: an
+	// errored node may have no exit code for asInt.
+	RetryExpression = `lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 4 || asInt(lastRetry.exitCode) > 128`
+	// RetryLimit bounds the retries of one attempt chain; at the default
+	// cap of 10 minutes it covers about a week of closed windows.
+	RetryLimit = "1000"
+	// Suspend node kinds, the "kind" input parameter approve looks for.
+	SuspendApproval = "approval"
+	SuspendHold     = "hold"
+)
+
+// Rendered is what render produces: the objects in order and the YAML.
+type Rendered struct {
+	// Objects are name and kind, with the size of each object's YAML.
+	Objects []RenderedObject
+	YAML    []byte
+}
+
+// RenderedObject is one object of the output.
+type RenderedObject struct {
+	Kind, Name string
+	Bytes      int
+}
+
+// RenderOptions tune render.
+type RenderOptions struct {
+	// AllowUnpinned accepts an image without a digest (tests).
+	AllowUnpinned bool
+}
+
+// WorkflowName is the Workflow of a run.
+func WorkflowName(fleet, run string) string { return stepName(fleet, run) }
+
+// TemplateName is the WorkflowTemplate of a cluster.
+func TemplateName(fleet, cluster string) string { return stepName(fleet, cluster) }
+
+// SemaphoreName is the ConfigMap holding the cluster cap's semaphore.
+func SemaphoreName(fleet string) string { return stepName(fleet, "inflight") }
+
+// argoSettings resolves the engine settings with their defaults.
+func argoSettings(spec fleetfile.FleetSpec) fleetfile.ArgoEngine {
+	a := fleetfile.ArgoEngine{}
+	if spec.Engine != nil && spec.Engine.Argo != nil {
+		a = *spec.Engine.Argo
+	}
+	if a.Namespace == "" {
+		a.Namespace = DefaultNamespace
+	}
+	if a.ServiceAccount == "" {
+		a.ServiceAccount = DefaultServiceAccount
+	}
+	if a.RetryInterval == "" {
+		a.RetryInterval = "1m"
+	}
+	if a.RetryCap == "" {
+		a.RetryCap = "10m"
+	}
+	return a
+}
+
+// Render writes the run's Argo objects: the semaphore ConfigMap and the
+// step pods' RBAC, one WorkflowTemplate per cluster (its steps as one DAG)
+// and the run's Workflow (rings in order, batches inside a ring, soak as a
+// timed suspend, a gate after each ring, an approval suspend before a ring
+// that needs one). A step that halts waits in a "hold" suspend until
+// `kubectl skew fleet approve` releases it; it then runs again.
+func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
+	a := argoSettings(p.Spec)
+	if a.Image == "" {
+		return nil, cli.Usagef("spec.engine.argo.image: required: the suite's image by digest (make image prints it), such as ghcr.io/gpufleet/suite@sha256:...")
+	}
+	if !strings.Contains(a.Image, "@sha256:") && !opts.AllowUnpinned {
+		return nil, cli.Usagef("spec.engine.argo.image: %q: pin it by digest (REPO@sha256:..., make image prints it) so every step of the run runs the same binaries", a.Image)
+	}
+	if p.Run == "" {
+		return nil, cli.Usagef("render needs a run: --run NAME")
+	}
+	if p.Spec.Store == nil {
+		return nil, cli.Usagef("spec.store.url: required")
+	}
+	var out bytes.Buffer
+	r := &Rendered{}
+	fmt.Fprintf(&out, "# Fleet %s, run %s, to %s: rendered by kubectl skew fleet render --engine argo\n# from plan %s (fleet file %s). Apply in namespace %s; the Workflow starts the run.\n",
+		p.Fleet, p.Run, p.Target, p.CreatedAt.Format("2006-01-02T15:04:05Z"), p.FleetDigest, a.Namespace)
+	emit := func(kind, name string, v any) error {
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		out.WriteString("---\n")
+		out.Write(b)
+		r.Objects = append(r.Objects, RenderedObject{Kind: kind, Name: name, Bytes: len(b)})
+		return nil
+	}
+	for _, o := range supportObjects(p, a) {
+		if err := emit(o.kind, o.name, o.obj); err != nil {
+			return nil, err
+		}
+	}
+	for i := range p.Clusters {
+		wt := clusterTemplate(p, &p.Clusters[i], a)
+		if err := emit(wt.Kind, wt.Metadata.Name, wt); err != nil {
+			return nil, err
+		}
+	}
+	wf := runWorkflow(p, a)
+	if err := emit(wf.Kind, wf.Metadata.Name, wf); err != nil {
+		return nil, err
+	}
+	r.YAML = out.Bytes()
+	return r, nil
+}
+
+type support struct {
+	kind, name string
+	obj        any
+}
+
+// supportObjects are the semaphore ConfigMap and the RBAC of the step
+// pods: Argo's executor reports task results; steps read kubeconfig
+// Secrets when the file sets credentials.
+func supportObjects(p *Plan, a fleetfile.ArgoEngine) []support {
+	md := func(name string) map[string]any {
+		return map[string]any{"name": name, "namespace": a.Namespace, "labels": map[string]string{fleetfile.Group + "/fleet": p.Fleet}}
+	}
+	var out []support
+	if p.MaxClustersInFlight > 0 {
+		out = append(out, support{"ConfigMap", SemaphoreName(p.Fleet), map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": md(SemaphoreName(p.Fleet)),
+			"data": map[string]string{"clusters": fmt.Sprint(p.MaxClustersInFlight)},
+		}})
+	}
+	out = append(out, support{"ServiceAccount", a.ServiceAccount, map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": md(a.ServiceAccount)}})
+	rules := []map[string]any{{
+		"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflowtaskresults"}, "verbs": []string{"create", "patch"},
+	}}
+	if c := p.Spec.Credentials; c != nil && c.SecretNamespace == a.Namespace {
+		var names []string
+		for _, cl := range p.Clusters {
+			names = append(names, c.SecretName(cl.Name))
+		}
+		rules = append(rules, map[string]any{"apiGroups": []string{""}, "resources": []string{"secrets"}, "resourceNames": names, "verbs": []string{"get"}})
+	}
+	out = append(out, support{"Role", a.ServiceAccount, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": md(a.ServiceAccount), "rules": rules}})
+	out = append(out, support{"RoleBinding", a.ServiceAccount, map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": md(a.ServiceAccount),
+		"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": a.ServiceAccount},
+		"subjects": []map[string]string{{"kind": "ServiceAccount", "name": a.ServiceAccount, "namespace": a.Namespace}},
+	}})
+	return out
+}
+
+func params(kv ...string) *argoArguments {
+	a := &argoArguments{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		a.Parameters = append(a.Parameters, argoParam{Name: kv[i], Value: kv[i+1]})
+	}
+	return a
+}
+
+func inputs(names ...string) *argoInputs {
+	in := &argoInputs{}
+	for _, n := range names {
+		in.Parameters = append(in.Parameters, argoParam{Name: n})
+	}
+	return in
+}
+
+func retryStrategy(a fleetfile.ArgoEngine) *argoRetry {
+	return &argoRetry{Limit: RetryLimit, RetryPolicy: "Always", Expression: RetryExpression,
+		Backoff: argoBackoffs{Duration: string(a.RetryInterval), Factor: "2", Cap: string(a.RetryCap)}}
+}
+
+// container is a step pod running `kubectl-skew fleet ARGS --store URL`.
+func container(p *Plan, a fleetfile.ArgoEngine, args ...string) *argoContainer {
+	c := &argoContainer{Image: a.Image, Command: []string{BinSkew}, Args: append(append([]string{"fleet"}, args...), "--store", p.Spec.Store.URL)}
+	if a.StoreSecret != "" {
+		c.EnvFrom = []argoEnvFrom{{SecretRef: argoSecretRef{Name: a.StoreSecret}}}
+	}
+	return c
+}
+
+// guarded is a steps template that runs `inner` and, when it does not
+// succeed, holds in a suspend until approve releases it, then calls itself
+// again: a halt pauses the programme instead of failing it.
+func guarded(name, inner string, in []string, holdArgs ...string) argoTemplate {
+	var pass []string
+	for _, n := range in {
+		pass = append(pass, n, "{{inputs.parameters."+n+"}}")
+	}
+	failed := "{{steps.run.status}} != Succeeded"
+	return argoTemplate{Name: name, Inputs: inputs(in...), Steps: [][]argoStep{
+		{{Name: "run", Template: inner, Arguments: params(pass...), ContinueOn: &argoContinue{Failed: true}}},
+		{{Name: "hold", Template: SuspendHold, Arguments: params(holdArgs...), When: failed}},
+		{{Name: "again", Template: name, Arguments: params(pass...), When: failed}},
+	}}
+}
+
+func holdTemplate() argoTemplate {
+	return argoTemplate{Name: SuspendHold, Inputs: inputs("kind", "ring", "cluster", "step"), Suspend: &argoSuspend{}}
+}
+
+// clusterTemplate is one cluster's WorkflowTemplate.
+func clusterTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine) argoObject {
+	dag := &argoDAG{}
+	prev := ""
+	for _, s := range c.Steps {
+		t := argoTask{Name: s.Name, Template: "guarded-step", Depends: prev, Arguments: params("run", "{{inputs.parameters.run}}", "step", s.Name)}
+		dag.Tasks = append(dag.Tasks, t)
+		prev = s.Name
+	}
+	entry := argoTemplate{Name: "cluster", Inputs: inputs("run"), DAG: dag}
+	if p.MaxClustersInFlight > 0 {
+		entry.Synchronization = &argoSync{Semaphores: []argoSemaphore{{ConfigMapKeyRef: argoKeyRef{Name: SemaphoreName(p.Fleet), Key: "clusters"}}}}
+	}
+	step := argoTemplate{Name: "step", Inputs: inputs("run", "step"), NodeSelector: a.NodeSelector,
+		Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/cluster": c.Name}},
+		Container:     container(p, a, "step", "--run", "{{inputs.parameters.run}}", "--cluster", c.Name, "--step", "{{inputs.parameters.step}}"),
+		RetryStrategy: retryStrategy(a)}
+	return argoObject{APIVersion: "argoproj.io/v1alpha1", Kind: "WorkflowTemplate",
+		Metadata: argoMeta{Name: TemplateName(p.Fleet, c.Name), Namespace: a.Namespace,
+			Labels:      map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/cluster": c.Name, fleetfile.Group + "/ring": c.Ring},
+			Annotations: map[string]string{fleetfile.Group + "/steps": fmt.Sprint(len(c.Steps)), fleetfile.Group + "/plan": p.FleetDigest}},
+		Spec: argoSpec{ServiceAccountName: a.ServiceAccount, Templates: []argoTemplate{
+			entry,
+			guarded("guarded-step", "step", []string{"run", "step"}, "kind", SuspendHold, "ring", c.Ring, "cluster", c.Name, "step", "{{inputs.parameters.step}}"),
+			step,
+			holdTemplate(),
+		}}}
+}
+
+// runWorkflow is the run's Workflow.
+func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
+	var top [][]argoStep
+	tmpls := []argoTemplate{{Name: "fleet"}}
+	for i, r := range p.Rings {
+		if r.Approvers > 0 {
+			top = append(top, []argoStep{{Name: "approve-" + r.Name, Template: SuspendApproval,
+				Arguments: params("kind", SuspendApproval, "ring", r.Name, "approvers", fmt.Sprint(r.Approvers))}})
+		}
+		top = append(top, []argoStep{{Name: "ring-" + r.Name, Template: "ring-" + r.Name}})
+		rt := argoTemplate{Name: "ring-" + r.Name}
+		if r.MaxConcurrent > 0 {
+			n := r.MaxConcurrent
+			rt.Parallelism = &n
+		}
+		for _, b := range r.Batches {
+			var group []argoStep
+			for _, c := range b.Clusters {
+				group = append(group, argoStep{Name: c, TemplateRef: &argoTmplRef{Name: TemplateName(p.Fleet, c), Template: "cluster"},
+					Arguments: params("run", "{{workflow.parameters.run}}")})
+			}
+			rt.Steps = append(rt.Steps, group)
+		}
+		tmpls = append(tmpls, rt)
+		if d := fleetfile.Duration(r.Soak).Value(); d > 0 && i < len(p.Rings)-1 {
+			top = append(top, []argoStep{{Name: "soak-" + r.Name, Template: "soak-" + r.Name}})
+			// Argo reads a suspend duration as seconds or a Go duration.
+			dur := r.Soak
+			if _, err := time.ParseDuration(dur); err != nil {
+				dur = fmt.Sprint(int64(d.Seconds()))
+			}
+			tmpls = append(tmpls, argoTemplate{Name: "soak-" + r.Name, Suspend: &argoSuspend{Duration: dur}})
+		}
+		top = append(top, []argoStep{{Name: "gate-" + r.Name, Template: "guarded-gate", Arguments: params("run", "{{workflow.parameters.run}}", "ring", r.Name)}})
+	}
+	tmpls[0].Steps = top
+	tmpls = append(tmpls,
+		guarded("guarded-gate", "gate", []string{"run", "ring"}, "kind", SuspendHold, "ring", "{{inputs.parameters.ring}}", "cluster", "-", "step", "gate"),
+		argoTemplate{Name: "gate", Inputs: inputs("run", "ring"), NodeSelector: a.NodeSelector,
+			Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet}},
+			Container:     container(p, a, "gate", "--run", "{{inputs.parameters.run}}", "--ring", "{{inputs.parameters.ring}}"),
+			RetryStrategy: retryStrategy(a)},
+		argoTemplate{Name: SuspendApproval, Inputs: inputs("kind", "ring", "approvers"), Suspend: &argoSuspend{}},
+		holdTemplate(),
+	)
+	return argoObject{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow",
+		Metadata: argoMeta{Name: WorkflowName(p.Fleet, p.Run), Namespace: a.Namespace,
+			Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/run": p.Run}},
+		Spec: argoSpec{Entrypoint: "fleet", ServiceAccountName: a.ServiceAccount, NodeSelector: a.NodeSelector,
+			Arguments: params("run", p.Run), Templates: tmpls}}
+}

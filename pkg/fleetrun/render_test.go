@@ -1,0 +1,51 @@
+package fleetrun
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+)
+
+func TestRender(t *testing.T) {
+	f := loadFleet(t, nil)
+	p := mustPlan(t, f, infos(f, nil), monday0930)
+	p.Run = "r1"
+	r, err := Render(p, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Check(t, "render.yaml", string(r.YAML))
+	kinds := map[string]int{}
+	for _, o := range r.Objects {
+		kinds[o.Kind]++
+	}
+	if kinds["WorkflowTemplate"] != len(p.Clusters) || kinds["Workflow"] != 1 || kinds["ConfigMap"] != 1 {
+		t.Errorf("objects %v", kinds)
+	}
+	y := string(r.YAML)
+	for _, want := range []string{
+		"name: gpu-prod-r1",
+		"name: approve-prod", // two approvals before prod
+		"suspend:\n      duration: 2h",
+		`expression: lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 4`,
+		"configMapKeyRef:\n          key: clusters\n          name: gpu-prod-inflight",
+		"parallelism: 2",
+	} {
+		if !strings.Contains(y, want) {
+			t.Errorf("render lacks %q", want)
+		}
+	}
+}
+
+func TestRenderNeedsAPinnedImage(t *testing.T) {
+	f := loadFleet(t, func(f *fleetfile.Fleet) { f.Spec.Engine.Argo.Image = "ghcr.io/gpufleet/suite:v0.1.0" })
+	p := mustPlan(t, f, infos(f, nil), monday0930)
+	p.Run = "r1"
+	_, err := Render(p, RenderOptions{})
+	if cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "pin it by digest") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,189 @@
+package fleetrun
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
+)
+
+// WorkflowGVR is Argo's Workflow resource.
+var WorkflowGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "workflows"}
+
+// SuspendSelector chooses suspend nodes of a run's Workflow to release.
+type SuspendSelector struct {
+	// Kind is SuspendApproval or SuspendHold.
+	Kind string
+	// Ring and Cluster narrow the nodes ("" matches any).
+	Ring, Cluster string
+}
+
+func (s SuspendSelector) matches(in map[string]string) bool {
+	if in["kind"] != s.Kind {
+		return false
+	}
+	if s.Ring != "" && in["ring"] != s.Ring {
+		return false
+	}
+	if s.Cluster != "" && in["cluster"] != s.Cluster {
+		return false
+	}
+	return true
+}
+
+// Resumed is one node released.
+type Resumed struct {
+	Node    string `json:"node"`
+	Kind    string `json:"kind"`
+	Ring    string `json:"ring,omitempty"`
+	Cluster string `json:"cluster,omitempty"`
+	Step    string `json:"step,omitempty"`
+}
+
+// ResumeWorkflow releases the active suspend nodes of a Workflow that the
+// selectors match, as `argo resume --node-field-selector` does (Argo's
+// workflow/util.ResumeWorkflow marks an active suspend node Succeeded with
+// a message and its finish time; the controller then moves on). Node
+// status that Argo compressed into status.compressedNodes is read and
+// written back the same way; status offloaded to a database is not
+// reachable from here.
+func ResumeWorkflow(ctx context.Context, dyn dynamic.Interface, namespace, name, message string, now time.Time, sel ...SuspendSelector) ([]Resumed, error) {
+	var out []Resumed
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		out = nil
+		wf, err := dyn.Resource(WorkflowGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if v, _, _ := unstructured.NestedString(wf.Object, "status", "offloadNodeStatusVersion"); v != "" {
+			return fmt.Errorf("workflow %s/%s keeps its node status in Argo's database: release it with `argo resume %s -n %s`", namespace, name, name, namespace)
+		}
+		nodes, compressed, err := workflowNodes(wf)
+		if err != nil {
+			return err
+		}
+		ids := make([]string, 0, len(nodes))
+		for id := range nodes {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			n, _ := nodes[id].(map[string]any)
+			if n == nil || n["type"] != "Suspend" || n["phase"] != "Running" {
+				continue
+			}
+			in := nodeInputs(n)
+			for _, s := range sel {
+				if !s.matches(in) {
+					continue
+				}
+				n["phase"] = "Succeeded"
+				n["finishedAt"] = now.UTC().Format(time.RFC3339)
+				n["message"] = message
+				out = append(out, Resumed{Node: fmt.Sprint(n["name"]), Kind: in["kind"], Ring: in["ring"], Cluster: in["cluster"], Step: in["step"]})
+				break
+			}
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		if compressed {
+			b, err := json.Marshal(nodes)
+			if err != nil {
+				return err
+			}
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			_, _ = zw.Write(b)
+			_ = zw.Close()
+			if err := unstructured.SetNestedField(wf.Object, base64.StdEncoding.EncodeToString(buf.Bytes()), "status", "compressedNodes"); err != nil {
+				return err
+			}
+		} else if err := unstructured.SetNestedField(wf.Object, nodes, "status", "nodes"); err != nil {
+			return err
+		}
+		_, err = dyn.Resource(WorkflowGVR).Namespace(namespace).Update(ctx, wf, metav1.UpdateOptions{FieldManager: "kubectl-skew-fleet"})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("no workflow %s in namespace %s: %w", name, namespace, err)
+	}
+	return out, err
+}
+
+// workflowNodes returns status.nodes, decompressing status.compressedNodes
+// (base64 of gzip of the JSON map) when Argo compressed them.
+func workflowNodes(wf *unstructured.Unstructured) (map[string]any, bool, error) {
+	if c, ok, _ := unstructured.NestedString(wf.Object, "status", "compressedNodes"); ok && c != "" {
+		raw, err := base64.StdEncoding.DecodeString(c)
+		if err != nil {
+			return nil, true, fmt.Errorf("status.compressedNodes: %w", err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil, true, fmt.Errorf("status.compressedNodes: %w", err)
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, true, fmt.Errorf("status.compressedNodes: %w", err)
+		}
+		var nodes map[string]any
+		if err := json.Unmarshal(b, &nodes); err != nil {
+			return nil, true, fmt.Errorf("status.compressedNodes: %w", err)
+		}
+		return nodes, true, nil
+	}
+	nodes, _, err := unstructured.NestedMap(wf.Object, "status", "nodes")
+	return nodes, false, err
+}
+
+func nodeInputs(n map[string]any) map[string]string {
+	out := map[string]string{}
+	ps, _, _ := unstructured.NestedSlice(n, "inputs", "parameters")
+	for _, p := range ps {
+		m, _ := p.(map[string]any)
+		if m == nil {
+			continue
+		}
+		name, _ := m["name"].(string)
+		val, _ := m["value"].(string)
+		out[name] = val
+	}
+	return out
+}
+
+// WorkflowPhase reads a Workflow's phase and its active suspend nodes, for
+// status.
+func WorkflowPhase(ctx context.Context, dyn dynamic.Interface, namespace, name string) (phase string, waiting []Resumed, err error) {
+	wf, err := dyn.Resource(WorkflowGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", nil, err
+	}
+	phase, _, _ = unstructured.NestedString(wf.Object, "status", "phase")
+	nodes, _, err := workflowNodes(wf)
+	if err != nil {
+		return phase, nil, err
+	}
+	for _, v := range nodes {
+		n, _ := v.(map[string]any)
+		if n == nil || n["type"] != "Suspend" || n["phase"] != "Running" {
+			continue
+		}
+		in := nodeInputs(n)
+		waiting = append(waiting, Resumed{Node: fmt.Sprint(n["name"]), Kind: in["kind"], Ring: in["ring"], Cluster: in["cluster"], Step: in["step"]})
+	}
+	sort.Slice(waiting, func(i, j int) bool { return waiting[i].Node < waiting[j].Node })
+	return phase, waiting, nil
+}

@@ -1,0 +1,236 @@
+package fleetrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Step phases (seed: "a per-step state file (completed / in-progress /
+// pending)"); failed is a step that ended with a halt.
+const (
+	PhasePending    = "pending"
+	PhaseInProgress = "in-progress"
+	PhaseCompleted  = "completed"
+	PhaseFailed     = "failed"
+)
+
+// ClusterState is runs/<run>/state/<cluster>.json: what happened to one
+// cluster, step by step.
+type ClusterState struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Run        string `json:"run"`
+	Cluster    string `json:"cluster"`
+	Ring       string `json:"ring"`
+	// AdmittedAt is when the gate let the cluster in flight (under the
+	// caps); FinishedAt when its last step completed and it left.
+	AdmittedAt *time.Time `json:"admittedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// GPUs in flight while admitted.
+	GPUs int `json:"gpus,omitempty"`
+	// Baseline is the store key of the pre-flight baseline verify reads.
+	Baseline string `json:"baseline,omitempty"`
+	// Steps in plan order.
+	Steps []StepState `json:"steps"`
+}
+
+// InFlight reports whether the cluster holds a place under the caps.
+func (s *ClusterState) InFlight() bool { return s.AdmittedAt != nil && s.FinishedAt == nil }
+
+// StepState is one step's record.
+type StepState struct {
+	Name  string `json:"name"`
+	Phase string `json:"phase"`
+	// Attempt counts the times the step started (1 for the first).
+	Attempt int `json:"attempt"`
+	// InputsDigest identifies what the step ran with; a completed step
+	// with the same digest is not run again.
+	InputsDigest string `json:"inputsDigest,omitempty"`
+	// Holder is who runs an in-progress step (host and pid), and
+	// Heartbeat when it last said it still does.
+	Holder    string     `json:"holder,omitempty"`
+	Heartbeat *time.Time `json:"heartbeat,omitempty"`
+	// StartedAt and FinishedAt are the last attempt's.
+	StartedAt  *time.Time `json:"startedAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// ExitCode of the last attempt; Message says why it ended or waits.
+	ExitCode int    `json:"exitCode"`
+	Message  string `json:"message,omitempty"`
+	// RunID is the gang-drain run the step drives (drain and restore
+	// share it), so a repeated attempt resumes that run's state in the
+	// cluster.
+	RunID string `json:"runID,omitempty"`
+	// Evidence lists the store keys of every attempt's evidence.
+	Evidence []string `json:"evidence,omitempty"`
+	// History has one line per ended attempt.
+	History []Attempt `json:"history,omitempty"`
+}
+
+// Attempt is one ended attempt of a step.
+type Attempt struct {
+	Attempt    int       `json:"attempt"`
+	Phase      string    `json:"phase"`
+	ExitCode   int       `json:"exitCode"`
+	StartedAt  time.Time `json:"startedAt"`
+	FinishedAt time.Time `json:"finishedAt"`
+	Message    string    `json:"message,omitempty"`
+}
+
+// Step returns the named step's record, adding a pending one.
+func (s *ClusterState) Step(name string) *StepState {
+	for i := range s.Steps {
+		if s.Steps[i].Name == name {
+			return &s.Steps[i]
+		}
+	}
+	s.Steps = append(s.Steps, StepState{Name: name, Phase: PhasePending})
+	return &s.Steps[len(s.Steps)-1]
+}
+
+// Failed reports whether a step of the cluster is failed now.
+func (s *ClusterState) Failed() (string, bool) {
+	for _, st := range s.Steps {
+		if st.Phase == PhaseFailed {
+			return st.Name, true
+		}
+	}
+	return "", false
+}
+
+// Store keys of a run.
+func runKey(run string, parts ...string) string {
+	return path.Join(append([]string{"runs", run}, parts...)...)
+}
+
+// PlanKey is where a run's frozen plan lives.
+func PlanKey(run string) string { return runKey(run, "plan.json") }
+
+// StateKey is where a cluster's state lives.
+func StateKey(run, cluster string) string { return runKey(run, "state", cluster+".json") }
+
+// EvidencePrefix is the folder of one attempt's evidence.
+func EvidencePrefix(run, cluster, step string, attempt int) string {
+	return runKey(run, "evidence", cluster, step, fmt.Sprint(attempt))
+}
+
+// LatestPreflightKey is the latest pre-flight report of a cluster (the
+// `kubectl skew preflight -o json` report), which the fleet report reads.
+func LatestPreflightKey(cluster string) string { return path.Join("latest", cluster, "preflight.json") }
+
+// ValidRun checks a run name: a DNS label, since it names Workflows.
+func ValidRun(run string) error {
+	if run == "" {
+		return errors.New("--run is required: the run's name, such as 2026-12-v1-38")
+	}
+	if len(run) > 40 || strings.Trim(nonName.ReplaceAllString(run, "-"), "-") != run {
+		return fmt.Errorf("run %q: want lowercase letters, digits and '-', at most 40 characters", run)
+	}
+	return nil
+}
+
+// ReadPlan reads a run's frozen plan.
+func ReadPlan(ctx context.Context, st Store, run string) (*Plan, error) {
+	b, err := st.Read(ctx, PlanKey(run))
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("run %s has no plan in %s: freeze one with `kubectl skew fleet plan -f FLEET --run %s`: %w", run, st.URL(), run, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading run %s's plan from %s: %w", run, st.URL(), err)
+	}
+	var p Plan
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("run %s's plan in %s is not readable: %w", run, st.URL(), err)
+	}
+	return &p, nil
+}
+
+// FreezePlan stores a run's plan once. A plan already frozen for the run
+// with the same fleet file is kept (re-running plan is harmless);
+// another one is refused unless replace is set.
+func FreezePlan(ctx context.Context, st Store, p *Plan, replace bool) (kept bool, err error) {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return false, err
+	}
+	err = st.Create(ctx, PlanKey(p.Run), append(b, '\n'))
+	if !errors.Is(err, ErrExists) {
+		return false, err
+	}
+	old, rerr := ReadPlan(ctx, st, p.Run)
+	if rerr != nil {
+		return false, rerr
+	}
+	if old.FleetDigest == p.FleetDigest && !replace {
+		return true, nil
+	}
+	if !replace {
+		return false, fmt.Errorf("run %s already has a plan from another fleet file (%s): pick a new run name, or pass --replace to re-plan it (completed steps stay completed)", p.Run, old.CreatedAt.Format(time.RFC3339))
+	}
+	return false, st.Write(ctx, PlanKey(p.Run), append(b, '\n'))
+}
+
+// ReadState reads a cluster's state; a missing one is new.
+func ReadState(ctx context.Context, st Store, run, cluster, ring string) (*ClusterState, error) {
+	b, err := st.Read(ctx, StateKey(run, cluster))
+	if errors.Is(err, ErrNotFound) {
+		return &ClusterState{APIVersion: APIVersion, Kind: KindState, Run: run, Cluster: cluster, Ring: ring}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var s ClusterState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("state of %s in run %s is not readable: %w", cluster, run, err)
+	}
+	return &s, nil
+}
+
+// WriteState replaces a cluster's state atomically.
+func WriteState(ctx context.Context, st Store, s *ClusterState) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return st.Write(ctx, StateKey(s.Run, s.Cluster), append(b, '\n'))
+}
+
+// ReadStates reads the state of every cluster of a plan (new ones for
+// clusters not started).
+func ReadStates(ctx context.Context, st Store, p *Plan) (map[string]*ClusterState, error) {
+	out := map[string]*ClusterState{}
+	for _, c := range p.Clusters {
+		s, err := ReadState(ctx, st, p.Run, c.Name, c.Ring)
+		if err != nil {
+			return nil, err
+		}
+		out[c.Name] = s
+	}
+	return out, nil
+}
+
+// PutEvidence writes one evidence file, never over an existing one.
+func PutEvidence(ctx context.Context, st Store, key string, data []byte) error {
+	if err := st.Create(ctx, key, data); err != nil {
+		if errors.Is(err, ErrExists) {
+			return fmt.Errorf("evidence %s already exists and is never overwritten: %w", key, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// toYAML is the YAML of v, for evidence people read.
+func toYAML(v any) []byte {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return []byte(err.Error())
+	}
+	return b
+}

@@ -1,0 +1,494 @@
+package fleetrun
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+)
+
+// StepResult is what `kubectl skew fleet step` reports.
+type StepResult struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Run        string `json:"run"`
+	Cluster    string `json:"cluster"`
+	Step       string `json:"step"`
+	// Phase after the command, Attempt the attempt it ran (0: none ran).
+	Phase   string `json:"phase"`
+	Attempt int    `json:"attempt"`
+	// Skipped says why nothing ran (already completed with the same
+	// inputs).
+	Skipped string `json:"skipped,omitempty"`
+	// ExitCode is the command's own exit code: 0 done, 1 halt, 3 cannot
+	// evaluate, 4 not yet.
+	ExitCode int    `json:"exitCode"`
+	Message  string `json:"message,omitempty"`
+	// Evidence lists the store keys written by this attempt.
+	Evidence []string `json:"evidence,omitempty"`
+}
+
+// Err turns the result into the command's exit: nil for 0.
+func (r *StepResult) Err() error {
+	if r.ExitCode == 0 {
+		return nil
+	}
+	return &cli.ExitError{Code: r.ExitCode, Err: errors.New(r.Message)}
+}
+
+// KindStepResult is the kind of a StepResult.
+const KindStepResult = "FleetStepResult"
+
+// stepOutcome is how an action ended.
+type stepOutcome struct {
+	// code is the step's exit code; message why.
+	code    int
+	message string
+	// report is the -o json of the command (or the gate's report),
+	// stderr its progress lines.
+	report []byte
+	stderr []byte
+	argv   []string
+	// extra evidence files by name.
+	extra map[string][]byte
+}
+
+// stepRun is one attempt in progress.
+type stepRun struct {
+	p       *Programme
+	cp      *ClusterPlan
+	step    Step
+	mu      sync.Mutex
+	state   *ClusterState
+	ss      *StepState
+	target  Target
+	action  fleetfile.UpgradeAction
+	digests string
+}
+
+// inputsDigest identifies a step's inputs: its definition, the target, the
+// cluster's upgrade action and halt checks.
+func (p *Programme) inputsDigest(cp *ClusterPlan, s Step) string {
+	a, _ := p.Plan.Spec.Upgrade.ActionFor(cp.Labels)
+	return Digest(struct {
+		Step   Step
+		Target string
+		Action fleetfile.UpgradeAction
+		Halt   []fleetfile.HaltCheck
+	}{s, p.Plan.Target, a, p.Plan.Spec.HaltOn})
+}
+
+// RunStep runs one step of one cluster: the only thing an engine runs.
+// It is idempotent: a step completed with the same inputs is not run
+// again; an earlier step not completed, a halt, a closed window or a step
+// another process is running end it without running anything. Each attempt
+// is counted and its evidence is stored under its own number, never over
+// an earlier one.
+func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*StepResult, error) {
+	cp, ok := p.Plan.Cluster(cluster)
+	if !ok {
+		return nil, cli.Usagef("cluster %s is not in run %s (clusters: %s)", cluster, p.Plan.Run, strings.Join(p.clusterNames(), ", "))
+	}
+	s, idx, ok := cp.Step(stepName)
+	if !ok {
+		var names []string
+		for _, x := range cp.Steps {
+			names = append(names, x.Name)
+		}
+		return nil, cli.Usagef("cluster %s has no step %s in run %s (steps: %s)", cluster, stepName, p.Plan.Run, strings.Join(names, ", "))
+	}
+	res := &StepResult{APIVersion: APIVersion, Kind: KindStepResult, Run: p.Plan.Run, Cluster: cluster, Step: stepName}
+	st, err := ReadState(ctx, p.Store, p.Plan.Run, cluster, cp.Ring)
+	if err != nil {
+		return nil, err
+	}
+	ss := st.Step(stepName)
+	digest := p.inputsDigest(cp, s)
+	res.Phase, res.Attempt = ss.Phase, ss.Attempt
+	if ss.Phase == PhaseCompleted && ss.InputsDigest == digest {
+		res.Skipped = fmt.Sprintf("completed at %s (attempt %d) with the same inputs", ss.FinishedAt.Format(time.RFC3339), ss.Attempt)
+		res.Message = "nothing to do: " + res.Skipped
+		return res, nil
+	}
+	for _, before := range cp.Steps[:idx] {
+		if b := st.Step(before.Name); b.Phase != PhaseCompleted {
+			res.ExitCode = cli.ExitUsage
+			res.Message = fmt.Sprintf("step %s of cluster %s comes after %s, which is %s: run the steps in order", stepName, cluster, before.Name, b.Phase)
+			return res, nil
+		}
+	}
+	if ss.Phase == PhaseInProgress && ss.Heartbeat != nil && ss.Holder != p.holder() && p.now().Sub(*ss.Heartbeat) < 3*p.heartbeat() {
+		res.ExitCode = cli.ExitIncomplete
+		res.Message = fmt.Sprintf("step %s of cluster %s is running in %s (heartbeat %s ago): not starting a second one",
+			stepName, cluster, ss.Holder, p.now().Sub(*ss.Heartbeat).Round(time.Second))
+		return res, nil
+	}
+	if s.Kind != StepGate {
+		ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+		if err != nil {
+			return nil, err
+		}
+		if h, ok := ActiveHalt(ds, cp.Ring, cluster); ok {
+			res.ExitCode = cli.ExitFindings
+			res.Message = describeHalt(h) + "; nothing started"
+			return res, nil
+		}
+		if s.Disruptive {
+			g := p.newGate(cp.Ring, cluster)
+			p.windowCheck(g, cp)
+			g.finish()
+			if g.ExitCode != cli.ExitOK {
+				res.ExitCode = g.ExitCode
+				res.Message = "not starting " + stepName + ": " + g.Reason()
+				ss.Message = res.Message
+				return res, WriteState(ctx, p.Store, st)
+			}
+		}
+	}
+
+	// Claim the attempt.
+	now := p.now()
+	ss.Attempt++
+	ss.Phase, ss.InputsDigest, ss.Holder = PhaseInProgress, digest, p.holder()
+	ss.StartedAt, ss.FinishedAt, ss.Heartbeat, ss.Message, ss.ExitCode = &now, nil, &now, "", 0
+	if s.Kind == StepDrain || s.Kind == StepRestore {
+		ss.RunID = p.drainRunID(cp, s)
+	}
+	if err := WriteState(ctx, p.Store, st); err != nil {
+		return nil, err
+	}
+	res.Attempt, res.Phase = ss.Attempt, ss.Phase
+	p.logf("%s/%s: attempt %d of %s started", cluster, stepName, ss.Attempt, s.Kind)
+
+	r := &stepRun{p: p, cp: cp, step: s, state: st, ss: ss, digests: digest}
+	r.action, _ = p.Plan.Spec.Upgrade.ActionFor(cp.Labels)
+	var out stepOutcome
+	if s.Kind == StepGate {
+		// The gate is short and writes the admission itself: no
+		// heartbeat, and the admission is read back before the step's
+		// record is written.
+		out = r.do(ctx)
+		if fresh, err := ReadState(ctx, p.Store, p.Plan.Run, cluster, cp.Ring); err == nil {
+			st.AdmittedAt, st.GPUs = fresh.AdmittedAt, fresh.GPUs
+		}
+	} else {
+		stop := r.heartbeat(ctx)
+		out = r.do(ctx)
+		stop()
+	}
+
+	// Record the outcome and the evidence.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	end := p.now()
+	keys, err := p.storeEvidence(ctx, r, out, now, end)
+	if err != nil {
+		return nil, err
+	}
+	ss.Evidence = append(ss.Evidence, keys...)
+	ss.ExitCode, ss.Message, ss.FinishedAt, ss.Heartbeat, ss.Holder = out.code, out.message, &end, nil, ""
+	switch {
+	case out.code == 0:
+		ss.Phase = PhaseCompleted
+	case out.code == cli.ExitIncomplete || out.code == cli.ExitInterrupted || out.code > 128:
+		// Not yet, or interrupted: the next attempt resumes.
+		ss.Phase = PhasePending
+		out.code = cli.ExitIncomplete
+	default:
+		ss.Phase = PhaseFailed
+	}
+	ss.History = append(ss.History, Attempt{Attempt: ss.Attempt, Phase: ss.Phase, ExitCode: ss.ExitCode, StartedAt: now, FinishedAt: end, Message: out.message})
+	if ss.Phase == PhaseCompleted && idx == len(cp.Steps)-1 {
+		st.FinishedAt = &end
+	}
+	if err := WriteState(context.WithoutCancel(ctx), p.Store, st); err != nil {
+		return nil, err
+	}
+	if ss.Phase == PhaseFailed && out.code == cli.ExitFindings {
+		// Seed 003: "Any failure pauses the fleet until a human approves
+		// continuation". The ring holds: no further cluster of it starts.
+		if _, err := RecordDecision(context.WithoutCancel(ctx), p.Store, Decision{Run: p.Plan.Run, Decision: DecisionHalt, Ring: cp.Ring,
+			By: "step " + stepName + " of " + cluster, At: end, Reason: out.message}); err != nil {
+			return nil, err
+		}
+	}
+	res.Phase, res.ExitCode, res.Message, res.Evidence = ss.Phase, out.code, out.message, keys
+	p.logf("%s/%s: attempt %d %s (exit %d): %s", cluster, stepName, ss.Attempt, ss.Phase, out.code, out.message)
+	return res, nil
+}
+
+func (p *Programme) clusterNames() []string {
+	var out []string
+	for _, c := range p.Plan.Clusters {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func (p *Programme) heartbeat() time.Duration {
+	if p.Heartbeat > 0 {
+		return p.Heartbeat
+	}
+	return 10 * time.Second
+}
+
+// heartbeat rewrites the state while the step runs, so another process can
+// tell a running step from one whose process died.
+func (r *stepRun) heartbeat(ctx context.Context) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(r.p.heartbeat())
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.mu.Lock()
+				now := r.p.now()
+				r.ss.Heartbeat = &now
+				_ = WriteState(ctx, r.p.Store, r.state)
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// drainRunID is the gang-drain run of a pool upgrade: fixed by the run,
+// cluster, pool and version, so every attempt (and restore) names the same
+// run and resumes its state in the cluster.
+func (p *Programme) drainRunID(cp *ClusterPlan, s Step) string {
+	d := Digest([]string{p.Plan.Run, cp.Name, s.Pool, s.Minor})
+	return "gd-" + p.Plan.Run + "-" + strings.TrimPrefix(d, "sha256:")[:8]
+}
+
+// stepMeta is meta.json of an attempt.
+type stepMeta struct {
+	Run          string    `json:"run"`
+	Cluster      string    `json:"cluster"`
+	Step         string    `json:"step"`
+	Kind         string    `json:"kind"`
+	Attempt      int       `json:"attempt"`
+	InputsDigest string    `json:"inputsDigest"`
+	Holder       string    `json:"holder"`
+	Command      []string  `json:"command,omitempty"`
+	ExitCode     int       `json:"exitCode"`
+	Message      string    `json:"message,omitempty"`
+	StartedAt    time.Time `json:"startedAt"`
+	FinishedAt   time.Time `json:"finishedAt"`
+	Files        []string  `json:"files"`
+}
+
+func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutcome, start, end time.Time) ([]string, error) {
+	ctx = context.WithoutCancel(ctx)
+	prefix := EvidencePrefix(p.Plan.Run, r.cp.Name, r.step.Name, r.ss.Attempt)
+	files := map[string][]byte{}
+	if len(out.report) > 0 {
+		// A plugin's -o json is the report; an action's command prints
+		// what it prints.
+		if json.Valid(out.report) {
+			files["report.json"] = out.report
+		} else {
+			files["stdout.log"] = out.report
+		}
+	}
+	if len(out.stderr) > 0 {
+		files["stderr.log"] = out.stderr
+	}
+	for k, v := range out.extra {
+		files[k] = v
+	}
+	var keys []string
+	for _, name := range sortedKeys(files) {
+		key := path.Join(prefix, name)
+		if err := PutEvidence(ctx, p.Store, key, files[name]); err != nil {
+			return nil, err
+		}
+		keys = append(keys, key)
+	}
+	meta := stepMeta{Run: p.Plan.Run, Cluster: r.cp.Name, Step: r.step.Name, Kind: r.step.Kind, Attempt: r.ss.Attempt, InputsDigest: r.digests,
+		Holder: p.holder(), Command: out.argv, ExitCode: out.code, Message: out.message, StartedAt: start, FinishedAt: end, Files: sortedKeys(files)}
+	b, _ := json.MarshalIndent(meta, "", "  ")
+	key := path.Join(prefix, "meta.json")
+	if err := PutEvidence(ctx, p.Store, key, append(b, '\n')); err != nil {
+		return nil, err
+	}
+	return append(keys, key), nil
+}
+
+// exec runs one of the suite's plugins (or an action's command) and keeps
+// its output.
+func (r *stepRun) exec(ctx context.Context, argv []string, env ...string) stepOutcome {
+	ex := r.p.Exec
+	if ex == nil {
+		ex = ExecPlugins{}
+	}
+	var stdout, stderr bytes.Buffer
+	code, err := ex.Run(ctx, argv, env, &stdout, &stderr)
+	out := stepOutcome{code: code, report: stdout.Bytes(), stderr: stderr.Bytes(), argv: argv}
+	if err != nil {
+		out.code, out.message = cli.ExitUsage, err.Error()
+		return out
+	}
+	out.message = fmt.Sprintf("%s exited %d", strings.Join(displayArgv(argv), " "), code)
+	if code != 0 {
+		if line := lastLine(stderr.Bytes()); line != "" {
+			out.message += ": " + line
+		}
+	}
+	return out
+}
+
+// displayArgv is a command as messages show it: the binary's name, no
+// kubeconfig path.
+func displayArgv(argv []string) []string {
+	var out []string
+	for i := 0; i < len(argv); i++ {
+		switch {
+		case argv[i] == "--kubeconfig":
+			i++
+		case i == 0:
+			out = append(out, filepath.Base(argv[i]))
+		default:
+			out = append(out, argv[i])
+		}
+	}
+	return out
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// do runs the step's action.
+func (r *stepRun) do(ctx context.Context) stepOutcome {
+	p, s := r.p, r.step
+	if s.Kind == StepGate {
+		g, err := p.GateCluster(ctx, r.cp.Name)
+		if err != nil {
+			return stepOutcome{code: cli.ExitCode(err), message: err.Error()}
+		}
+		b, _ := json.MarshalIndent(g, "", "  ")
+		msg := "gate: " + g.Verdict
+		if g.ExitCode != 0 {
+			msg += ": " + g.Reason()
+		}
+		return stepOutcome{code: g.ExitCode, message: msg, report: append(b, '\n')}
+	}
+	t, err := p.Access.For(ctx, r.cp)
+	if err != nil {
+		return stepOutcome{code: cli.ExitCode(err), message: err.Error()}
+	}
+	r.target = t
+	switch s.Kind {
+	case StepPreflight:
+		return r.preflight(ctx)
+	case StepEtcdSnapshot, StepControlPlane, StepPoolUpgrade:
+		return r.upgrade(ctx)
+	case StepPDBBlockers:
+		return r.exec(ctx, r.plugin(BinPDBBlockers, "-l", s.Selector, "--fail-on", "blocking"))
+	case StepDrain:
+		args := append([]string{"run", "-l", s.Selector, "--run-id", r.ss.RunID}, p.Plan.Spec.Upgrade.DrainArgs()...)
+		return r.exec(ctx, r.plugin(BinGangDrain, args...))
+	case StepGPUValidate:
+		return r.exec(ctx, r.plugin(BinGPUValidate, "nodes", "-l", s.Selector))
+	case StepRestore:
+		return r.exec(ctx, r.plugin(BinGangDrain, "restore", r.ss.RunID))
+	case StepVerify:
+		return r.verify(ctx)
+	case StepCRDMigrate:
+		return r.exec(ctx, r.plugin(BinCRDMigrate, "run", "--all"))
+	}
+	return stepOutcome{code: cli.ExitUsage, message: "unknown step kind " + s.Kind}
+}
+
+// plugin is the argv of a plugin run against the cluster with -o json.
+func (r *stepRun) plugin(bin string, args ...string) []string {
+	argv := append([]string{bin}, args...)
+	argv = append(argv, r.target.Args()...)
+	return append(argv, "-o", "json")
+}
+
+func (r *stepRun) tempDir() (string, func(), error) {
+	d, err := os.MkdirTemp("", "gpufleet-step-")
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { _ = os.RemoveAll(d) }, nil
+}
+
+// preflight runs skew preflight; the cluster's first one saves the baseline
+// verify compares with, and every one becomes the cluster's latest
+// pre-flight report for the fleet report.
+func (r *stepRun) preflight(ctx context.Context) stepOutcome {
+	dir, done, err := r.tempDir()
+	if err != nil {
+		return stepOutcome{code: cli.ExitUsage, message: err.Error()}
+	}
+	defer done()
+	first := r.state.Baseline == ""
+	args := []string{"preflight", "--target", "v" + r.step.Minor}
+	base := filepath.Join(dir, "baseline.yaml")
+	if first {
+		args = append(args, "--save", base)
+	}
+	out := r.exec(ctx, r.plugin(BinSkew, args...))
+	if len(out.report) > 0 && json.Valid(out.report) {
+		if err := r.p.Store.Write(context.WithoutCancel(ctx), LatestPreflightKey(r.cp.Name), out.report); err != nil {
+			out.message += "; writing the latest pre-flight report: " + err.Error()
+		}
+	}
+	if first && out.code == 0 {
+		b, err := os.ReadFile(base)
+		if err != nil {
+			return stepOutcome{code: cli.ExitUnavailable, message: "preflight saved no baseline: " + err.Error(), report: out.report, stderr: out.stderr, argv: out.argv}
+		}
+		out.extra = map[string][]byte{"baseline.yaml": b}
+		r.state.Baseline = path.Join(EvidencePrefix(r.p.Plan.Run, r.cp.Name, r.step.Name, r.ss.Attempt), "baseline.yaml")
+	}
+	return out
+}
+
+// verify runs skew verify against the stored baseline, with each pool's
+// planned kubelet minor.
+func (r *stepRun) verify(ctx context.Context) stepOutcome {
+	if r.state.Baseline == "" {
+		return stepOutcome{code: cli.ExitUsage, message: "no pre-flight baseline recorded for cluster " + r.cp.Name}
+	}
+	b, err := r.p.Store.Read(ctx, r.state.Baseline)
+	if err != nil {
+		return stepOutcome{code: cli.ExitUnavailable, message: "reading the baseline: " + err.Error()}
+	}
+	dir, done, err := r.tempDir()
+	if err != nil {
+		return stepOutcome{code: cli.ExitUsage, message: err.Error()}
+	}
+	defer done()
+	base := filepath.Join(dir, "baseline.yaml")
+	if err := os.WriteFile(base, b, 0o600); err != nil {
+		return stepOutcome{code: cli.ExitUsage, message: err.Error()}
+	}
+	args := []string{"verify", "--baseline", base}
+	pools := r.cp.FinalPools()
+	for _, name := range sortedKeys(pools) {
+		args = append(args, "--pool", name+"=v"+pools[name])
+	}
+	return r.exec(ctx, r.plugin(BinSkew, args...))
+}
