@@ -44,7 +44,7 @@ endif
 E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
 FUZZTIME ?= 10s
 
-.PHONY: image all build test unit-and-fuzz unit race e2e e2e-tools e2e-deps e2e-fleet bench lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
+.PHONY: image all build test unit-and-fuzz unit race e2e e2e-tools e2e-deps e2e-fleet bench vspluto lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
 
 all: build
 
@@ -103,8 +103,13 @@ E2E_SCALE_KCM_QPS ?= 200
 bench: build e2e-tools
 	go test -run '^$$' -bench . -benchmem -count=1 ./pkg/... ./plugins/...
 	E2E_SCALE=1 E2E_SCALE_KCM_QPS=$(E2E_SCALE_KCM_QPS) PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) -run 'Scale|Bench' -bench 'Scale' -benchtime 1x -v $(E2E_PKGS)
-	# kubectl deprecations against pluto on the corpus x10 (PLUTO_BIN; skipped without it)
-	go run ./hack/vspluto -ours $(BIN)/kubectl-deprecations
+	$(MAKE) vspluto
+
+## vspluto: kubectl deprecations against pluto v5.24.0 on the corpus x10, side by side (PLUTO_SRC=<pluto checkout> or PLUTO_BIN=<binary>)
+CORPUS ?= ../shared/corpus
+vspluto: build
+	@pluto=$$(hack/vspluto/pluto.sh) || { rc=$$?; [[ $$rc == 3 ]] && exit 0; exit $$rc; }; \
+	go run ./hack/vspluto -ours $(BIN)/kubectl-deprecations -pluto "$$pluto" -corpus $(CORPUS)
 
 ## fuzz-short: every fuzz target for a short fixed time (FUZZTIME)
 fuzz-short:

@@ -7,12 +7,12 @@
 //
 //	go run ./hack/vspluto -ours bin/kubectl-deprecations -pluto "$PLUTO_BIN"
 //
-// pluto comes from -pluto or PLUTO_BIN. pluto v5.24.0 is not served by
-// the Go module proxy (github.com/fairwindsops/pluto/v5@v5.24.0 answered
-// 403 "not available" on 2026-12-04), so it cannot be built the way
-// e2e/tools/build.sh builds the control plane; without a binary the
-// command says so and exits 0 having measured nothing (exit 2 with
-// -require).
+// pluto comes from -pluto or PLUTO_BIN; `make vspluto` (and `make bench`)
+// gets it from hack/vspluto/pluto.sh, which builds pluto v5.24.0 from a
+// checkout of its repository named by PLUTO_SRC into the component cache
+// (the Go module proxy does not serve that version). Without a binary the
+// command says how to get one and exits 0 having measured nothing (exit 2
+// with -require).
 //
 // The children are started straight from this small process: Linux
 // counts the memory a parent has when it starts a child into the child's
@@ -53,7 +53,7 @@ func main() {
 		os.Exit(0)
 	}
 	if *pluto == "" {
-		skip("no pluto binary: set PLUTO_BIN (the Go module proxy does not serve pluto v5.24.0)")
+		skip("no pluto binary: make vspluto PLUTO_SRC=<checkout of github.com/FairwindsOps/pluto at v5.24.0> builds one, or set PLUTO_BIN")
 	}
 	if _, err := os.Stat(filepath.Join(*corpus, "README.md")); err != nil {
 		skip("corpus not present at " + *corpus)

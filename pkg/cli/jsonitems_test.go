@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -69,5 +70,30 @@ func TestWriteJSONItemsWriteError(t *testing.T) {
 	err := WriteJSONItems(failWriter{}, streamed{}, items)
 	if err == nil || !strings.Contains(err.Error(), "broken pipe") {
 		t.Errorf("err = %v, want the write error", err)
+	}
+}
+
+// appendIndented must write exactly what json.Indent writes for compact
+// encoding/json output, escapes and empty containers included.
+func TestAppendIndentedMatchesJSONIndent(t *testing.T) {
+	for _, v := range []any{
+		map[string]any{},
+		[]any{},
+		map[string]any{"a": []any{}, "b": map[string]any{}, "c": "x\"y\\", "d": `\\"`},
+		[]any{1, "two", nil, true, []any{[]any{}}, map[string]any{"k:,{[": "]}\"\\\\"}},
+		"plain",
+		3.5,
+	} {
+		compact, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := json.Indent(&want, compact, "    ", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got := appendIndented(nil, compact, "    ", "  "); string(got) != want.String() {
+			t.Errorf("appendIndented(%s):\n%s\nwant\n%s", compact, got, want.String())
+		}
 	}
 }

@@ -1,8 +1,8 @@
 package deprecations
 
 import (
-	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,7 +106,7 @@ type Skipped struct {
 // Location formats file:line.
 func fileLine(file string, line int) string {
 	if line > 0 {
-		return fmt.Sprintf("%s:%d", file, line)
+		return file + ":" + strconv.Itoa(line)
 	}
 	return file
 }

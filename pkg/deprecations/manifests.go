@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
 
@@ -432,6 +433,12 @@ func (s *ManifestScanner) scanYAML(name string, data []byte, lineBase int, res *
 		line      = lineBase
 		off       = 0
 		templated = false
+		// The next template action and whether the file names a Helm
+		// release record anywhere: searched for once in the whole file
+		// rather than on every line (most files have neither, and the
+		// per-line searches cost a tenth of a scan).
+		action = bytes.Index(data, []byte("{{"))
+		helm   = bytes.Contains(data, []byte(helmSecretType))
 	)
 	finish := func(end int) {
 		doc.end = end
@@ -451,17 +458,23 @@ func (s *ManifestScanner) scanYAML(name string, data []byte, lineBase int, res *
 			raw = data[off:]
 		}
 		line++
-		l := bytes.TrimRight(raw, "\r")
+		l := trimCR(raw)
 		if isDocSeparator(l) {
 			finish(off)
 			doc = yamlDoc{startLine: line + 1, start: next}
 			off = next
 			continue
 		}
-		if bytes.Contains(l, []byte("{{")) {
+		if action >= 0 && action < off {
+			// The action found last was on an earlier line.
+			if action = bytes.Index(data[off:], []byte("{{")); action >= 0 {
+				action += off
+			}
+		}
+		if action >= 0 && action < off+len(l) {
 			doc.templated = true
 		}
-		s.scanLine(&doc, l, line)
+		s.scanLine(&doc, l, line, helm)
 		off = next
 	}
 	finish(len(data))
@@ -469,6 +482,23 @@ func (s *ManifestScanner) scanYAML(name string, data []byte, lineBase int, res *
 		res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Partial: true,
 			Reason: "unrendered template syntax: scanned line by line for literal apiVersion and kind", Hint: TemplateHint})
 	}
+}
+
+// trimCR drops the carriage returns that end a line.
+func trimCR(l []byte) []byte {
+	for len(l) > 0 && l[len(l)-1] == '\r' {
+		l = l[:len(l)-1]
+	}
+	return l
+}
+
+// trimIndent drops the spaces and tabs that start a line.
+func trimIndent(l []byte) []byte {
+	i := 0
+	for i < len(l) && (l[i] == ' ' || l[i] == '\t') {
+		i++
+	}
+	return l[i:]
 }
 
 func isDocSeparator(l []byte) bool {
@@ -481,8 +511,10 @@ func isDocSeparator(l []byte) bool {
 	return false
 }
 
-func (s *ManifestScanner) scanLine(doc *yamlDoc, l []byte, line int) {
-	t := bytes.TrimLeft(l, " \t")
+// scanLine reads one line of a document; helm says whether the file names
+// a Helm release record anywhere.
+func (s *ManifestScanner) scanLine(doc *yamlDoc, l []byte, line int, helm bool) {
+	t := trimIndent(l)
 	if len(t) == 0 || t[0] == '#' {
 		return
 	}
@@ -492,7 +524,7 @@ func (s *ManifestScanner) scanLine(doc *yamlDoc, l []byte, line int) {
 	if !doc.content {
 		doc.content = true
 	}
-	if bytes.Contains(l, []byte("helm.sh/release.v1")) {
+	if helm && bytes.Contains(l, []byte(helmSecretType)) {
 		doc.helmRecord = true
 	}
 	indent := len(l) - len(t)
@@ -504,7 +536,7 @@ func (s *ManifestScanner) scanLine(doc *yamlDoc, l []byte, line int) {
 			if indent == doc.metaIndent {
 				k, v, ok := splitKey(t)
 				if ok {
-					switch k {
+					switch string(k) {
 					case "name":
 						if doc.name == "" {
 							doc.name = cleanValue(v)
@@ -534,7 +566,7 @@ func (s *ManifestScanner) scanLine(doc *yamlDoc, l []byte, line int) {
 	}
 	doc.topKey = true
 	doc.inMeta = false
-	switch k {
+	switch string(k) {
 	case "apiVersion":
 		doc.apiVersions = append(doc.apiVersions, lineVal{line, cleanValue(v)})
 	case "kind":
@@ -542,7 +574,7 @@ func (s *ManifestScanner) scanLine(doc *yamlDoc, l []byte, line int) {
 	case "metadata":
 		doc.inMeta = true
 		doc.metaIndent = 0
-		if strings.HasPrefix(strings.TrimSpace(string(v)), "{") {
+		if bytes.HasPrefix(bytes.TrimSpace(v), []byte("{")) {
 			doc.needParse = true
 		}
 	case "items":
@@ -550,36 +582,41 @@ func (s *ManifestScanner) scanLine(doc *yamlDoc, l []byte, line int) {
 	}
 }
 
-// splitKey splits "key: value" (the key may be quoted).
-func splitKey(t []byte) (string, []byte, bool) {
-	var key string
-	rest := t
+// splitKey splits "key: value" (the key may be quoted). The key is a
+// slice of t: the callers compare it without making a string of every
+// key they read.
+func splitKey(t []byte) ([]byte, []byte, bool) {
 	if t[0] == '"' || t[0] == '\'' {
 		end := bytes.IndexByte(t[1:], t[0])
 		if end < 0 {
-			return "", nil, false
+			return nil, nil, false
 		}
-		key = string(t[1 : end+1])
-		rest = t[end+2:]
+		key := t[1 : end+1]
+		rest := t[end+2:]
 		if len(rest) == 0 || rest[0] != ':' {
-			return "", nil, false
+			return nil, nil, false
 		}
 		return key, rest[1:], true
 	}
 	i := bytes.IndexByte(t, ':')
 	if i <= 0 {
-		return "", nil, false
+		return nil, nil, false
 	}
 	if i+1 < len(t) && t[i+1] != ' ' && t[i+1] != '\t' {
-		return "", nil, false
+		return nil, nil, false
 	}
-	return string(bytes.TrimRight(t[:i], " \t")), t[i+1:], true
+	return bytes.TrimRight(t[:i], " \t"), t[i+1:], true
 }
 
 // cleanValue reads a scalar value: trims it, drops a trailing comment and
 // surrounding quotes.
 // validUTF8 replaces invalid UTF-8 in s with U+FFFD.
-func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s // without the copy ToValidUTF8 makes of each
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
 
 func cleanValue(v []byte) string {
 	s := strings.TrimSpace(string(v))

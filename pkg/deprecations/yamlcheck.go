@@ -4,9 +4,9 @@ import "bytes"
 
 // plainYAML reports whether doc is certainly valid YAML because it keeps
 // to a small block-style subset that every parser reads alike: nested
-// mappings of simple keys and sequences, each value a plain scalar of safe
-// characters, a simple quoted string, [] or {}, or a literal or folded
-// block scalar; spaces for indentation, printable ASCII only, no
+// mappings of simple or simply quoted keys and sequences, each value a
+// plain scalar (see safeScalar), a simple quoted string, [] or {}, or a
+// literal or folded block scalar; spaces for indentation, printable ASCII only, no
 // duplicate keys. It answers false for anything else, which the caller
 // then hands to the full YAML parser: false means "do not know", never
 // "invalid". It exists because parsing each document with a finding in
@@ -135,8 +135,8 @@ func plainYAML(doc []byte) bool {
 		}
 		// "- item": a scalar, or the first key of a mapping.
 		rest := bytes.TrimLeft(t[1:], " ")
-		if len(rest) == 0 || rest[0] == '-' || rest[0] == '#' {
-			return false
+		if len(rest) == 0 || rest[0] == '#' || (rest[0] == '-' && (len(rest) == 1 || rest[1] == ' ')) {
+			return false // nothing, a comment, or a nested sequence: the parser decides
 		}
 		col := ind + (len(t) - len(rest))
 		if k, v, ok := plainKey(rest); ok {
@@ -153,10 +153,27 @@ func plainYAML(doc []byte) bool {
 	return len(stack) > 0
 }
 
+// maxPlainKey bounds the keys plainYAML accepts: the parser takes a key
+// only within 1,024 characters of where it starts ("could not find
+// expected ':'" past that, quotes counted), so longer ones are left to it.
+const maxPlainKey = 1000
+
 // plainKey splits "key:" or "key: value" where key is of letters, digits
-// and _ . / - (not first).
+// and _ . / - (not first), or is quoted without escapes or inner quotes
+// ("helm.sh/hook": ...).
 func plainKey(t []byte) (string, []byte, bool) {
 	i := 0
+	if len(t) > 0 && (t[0] == '"' || t[0] == '\'') {
+		end := bytes.IndexByte(t[1:], t[0])
+		if end <= 0 || (t[0] == '"' && bytes.IndexByte(t[1:end+1], '\\') >= 0) {
+			return "", nil, false
+		}
+		i = end + 2
+		if i > maxPlainKey || i >= len(t) || t[i] != ':' || (i+1 < len(t) && t[i+1] != ' ') {
+			return "", nil, false
+		}
+		return string(t[1 : end+1]), t[i+1:], true
+	}
 	for i < len(t) {
 		c := t[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '/' || (c == '-' && i > 0) {
@@ -165,7 +182,7 @@ func plainKey(t []byte) (string, []byte, bool) {
 		}
 		break
 	}
-	if i == 0 || i >= len(t) || t[i] != ':' {
+	if i == 0 || i > maxPlainKey || i >= len(t) || t[i] != ':' {
 		return "", nil, false
 	}
 	if i+1 < len(t) && t[i+1] != ' ' {
@@ -177,8 +194,10 @@ func plainKey(t []byte) (string, []byte, bool) {
 // safeScalar reports whether v (trimmed, non-empty) is a scalar that
 // parses whatever it holds: [] or {}, a double-quoted string without
 // escapes or inner quotes, a single-quoted one without inner quotes, or a
-// plain scalar that starts with a letter, digit or one of _ / . ( $ and
-// holds none of the characters that mean something to YAML.
+// plain scalar. A plain scalar starts with a letter, digit or one of
+// _ / . ( $, or with - or -- before a letter or digit (command-line flags:
+// "-f", "--v=2"); after that, in block context, only ": " and " #" (and
+// a colon at the end) mean something to YAML.
 func safeScalar(v []byte) bool {
 	if len(v) == 0 {
 		return false
@@ -191,11 +210,16 @@ func safeScalar(v []byte) bool {
 	case '\'':
 		return len(v) >= 2 && v[len(v)-1] == '\'' && bytes.IndexByte(v[1:len(v)-1], '\'') < 0
 	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 	c := v[0]
-	if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '/' || c == '.' || c == '(' || c == '$') {
+	switch {
+	case alnum(c) || c == '_' || c == '/' || c == '.' || c == '(' || c == '$':
+	case c == '-' && len(v) > 1 && alnum(v[1]):
+	case c == '-' && len(v) > 2 && v[1] == '-' && alnum(v[2]):
+	default:
 		return false
 	}
-	if bytes.IndexAny(v, "#{}[],&*!|>'\"%@`") >= 0 || bytes.Contains(v, []byte(": ")) || v[len(v)-1] == ':' {
+	if bytes.Contains(v, []byte(" #")) || bytes.Contains(v, []byte(": ")) || v[len(v)-1] == ':' {
 		return false
 	}
 	return true

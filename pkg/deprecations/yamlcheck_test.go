@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	yaml3 "sigs.k8s.io/yaml/goyaml.v3"
@@ -174,5 +175,44 @@ func TestLineScanAgreesWithFullDecode(t *testing.T) {
 	t.Logf("%d documents compared", compared)
 	if compared < 500 {
 		t.Errorf("only %d documents compared", compared)
+	}
+}
+
+// TestPlainYAMLQuotedKeysAndFlags covers what the shortcut reads beyond
+// plain keys and letter-led scalars: quoted keys, command-line flags in
+// sequences and values, and punctuation inside plain scalars; and what it
+// must still leave to the parser, such as a key longer than the parser
+// takes.
+func TestPlainYAMLQuotedKeysAndFlags(t *testing.T) {
+	long := strings.Repeat("k", 1025)
+	for _, tc := range []struct {
+		doc   string
+		plain bool
+	}{
+		{"metadata:\n  annotations:\n    \"helm.sh/hook\": crd-install\n    'a b': c\n", true},
+		{"args:\n- -f\n- --v=2\n- --config=/etc/x.yaml\nreplicas: -1\n", true},
+		{"minAvailable: 67%\nimage: k8s.gcr.io/x:v1@sha256\nq: a\"b'c,d[e]{f}\n", true},
+		{"a: b#c\nd: e :f\n", true},
+		{"\"a\": b\na: c\n", false}, // the same key twice
+		{"\"a\\\"\": b\n", false},   // an escape: the parser decides
+		{"'it''s': b\n", false},     // an escaped quote in a key
+		{"\"\": b\n", false},        // an empty key
+		{"\"a\"b: c\n", false},      // junk after a quoted key
+		{"a:\n- - b\n", false},      // a nested sequence
+		{"a:\n- -\n", false},        // an empty nested sequence
+		{"a: -\n", false},           // a sequence where a value goes
+		{"a: --\n", false},          // two dashes alone
+		{"a: -.5\n", false},         // only flags that start with a letter or digit
+		{"a: b: c\n", false},        // still invalid
+		{"a: %b\n", false},          // a directive indicator first
+		{"a: x #c\n", false},        // a comment
+		{"a: x:\n", false},          // a colon at the end
+		{"a: b\n" + long + ": v\n", false},
+		{"a: b\n\"" + long + "\": v\n", false},
+		{"a:\n- " + long + ": v\n", false},
+	} {
+		if got := checkPlainYAML(t, []byte(tc.doc)); got != tc.plain {
+			t.Errorf("plainYAML(%.80q) = %v, want %v", tc.doc, got, tc.plain)
+		}
 	}
 }
