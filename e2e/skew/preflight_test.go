@@ -110,7 +110,7 @@ func TestPreflightRemovedAPIInUse(t *testing.T) {
 	if g.Status != "FAIL" || !evidenceHas(g, "resource.k8s.io/v1beta1", name) {
 		t.Errorf("removed-apis = %s %s\n%s", g.Status, g.Message, r)
 	}
-	if r.ExitCode != 1 || !strings.Contains(g.Command, "kubectl deprecations --target-version v1.38") {
+	if r.ExitCode != 1 || !strings.Contains(g.Command, "kubectl deprecations --target v1.38") {
 		t.Errorf("exit %d command %q", r.ExitCode, g.Command)
 	}
 }

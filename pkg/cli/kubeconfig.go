@@ -63,6 +63,13 @@ func CheckKubeconfigFlags(cmd *cobra.Command) error {
 	if kf == nil || cf == nil || (!kf.Changed && !cf.Changed) {
 		return nil
 	}
+	// A command given files (-f) works from them, offline: a kubeconfig it
+	// does not read is not its error.
+	for _, name := range []string{"filename", "from-file"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
+			return nil
+		}
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kf.Value.String()
 	cfg, err := rules.Load()
