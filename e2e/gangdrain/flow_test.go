@@ -313,9 +313,10 @@ func TestGangDrainInterruptedRunConverges(t *testing.T) {
 		t.Error("workload still active")
 	}
 	// Whichever of the kills cut the stop short, the run finished it: the
-	// gang is marked stopped and its request is cleared.
+	// gang is marked stopped and its request ended as stopped (not
+	// withdrawn: a trainer in its grace period must not resume).
 	if ann := e.jobSetObj("train").Annotations; ann[gang.AnnStoppedByRun] != runID || ann[gang.AnnStopState] != gang.GangStopped ||
-		ann[checkpoint.DefaultKeys().Request] != "" {
+		ann[checkpoint.DefaultKeys().Request] != checkpoint.Stopped {
 		t.Errorf("jobset annotations %v", ann)
 	}
 	if calls.Load() != 1 {
