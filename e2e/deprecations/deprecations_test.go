@@ -339,7 +339,7 @@ func TestDeprecationsFilesAndErrors(t *testing.T) {
 		t.Errorf("stdin with a relative target: %s", res)
 	}
 	res, _ = run(t, "-f", dir)
-	if res.ExitCode != 2 || !strings.Contains(res.Stderr, "--target-version is required") {
+	if res.ExitCode != 2 || !strings.Contains(res.Stderr, "--target is required") {
 		t.Errorf("files without a target: %s", res)
 	}
 	res, _ = run(t, "--kubeconfig", cp.Kubeconfig, "--server", "https://127.0.0.1:1", "--source", "crds")
