@@ -60,6 +60,11 @@ type Cluster struct {
 	Served *Served
 	// Metrics are the apiserver instances to scrape.
 	Metrics []MetricsSource
+	// FindMetrics, when set, finds the instances in place of Metrics, as
+	// part of the metrics source: the list it makes retries while a
+	// throttled server asks it to, and run before the sources it would hold
+	// every other source back by that long.
+	FindMetrics func(ctx context.Context) []MetricsSource
 
 	KubeErr, DynamicErr, ExtErr error
 }
@@ -160,7 +165,13 @@ type sourceResult struct {
 // request timeout) per source. Results are added in the fixed source order.
 func (k *Check) readCluster(ctx context.Context, c *Cluster, res *CheckResult) ([]Finding, error) {
 	readers := map[Source]func(context.Context) sourceResult{
-		SourceMetrics: func(ctx context.Context) sourceResult { return readMetricsSource(ctx, c.Metrics) },
+		SourceMetrics: func(ctx context.Context) sourceResult {
+			srcs := c.Metrics
+			if c.FindMetrics != nil {
+				srcs = c.FindMetrics(ctx)
+			}
+			return readMetricsSource(ctx, srcs)
+		},
 		SourceObjects: func(ctx context.Context) sourceResult { return k.readObjects(ctx, c) },
 		SourceHelm:    func(ctx context.Context) sourceResult { return k.readHelm(ctx, c) },
 		SourceCRDs:    func(ctx context.Context) sourceResult { return k.readCRDs(ctx, c) },

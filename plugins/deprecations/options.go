@@ -211,7 +211,7 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 		if target, err = o.target.Resolve(sv); err != nil {
 			return nil, 0, cli.UsageErr(err)
 		}
-		cluster = clusterClients(ctx, cg)
+		cluster = clusterClients(cg)
 	} else if target, err = o.target.Resolve(dep.BuiltinRelease()); err != nil {
 		// Files alone: no cluster, no context in the report.
 		return nil, 0, cli.UsageErr(err)
@@ -255,7 +255,7 @@ func sourceErr(st dep.SourceStatus, md cli.Metadata) error {
 // clusterClients builds the clients of one context for the cluster
 // sources; a client that cannot be built fails only the sources that use
 // it.
-func clusterClients(ctx context.Context, cg cli.ClientGetter) *dep.Cluster {
+func clusterClients(cg cli.ClientGetter) *dep.Cluster {
 	c := &dep.Cluster{}
 	c.Kube, c.KubeErr = cg.Kube()
 	c.Dynamic, c.DynamicErr = cg.Dynamic()
@@ -269,7 +269,7 @@ func clusterClients(ctx context.Context, cg cli.ClientGetter) *dep.Cluster {
 	} else {
 		cfg = nil
 	}
-	c.Metrics = dep.MetricsSources(ctx, c.Kube, c.KubeErr, cfg)
+	c.FindMetrics = func(ctx context.Context) []dep.MetricsSource { return dep.MetricsSources(ctx, c.Kube, c.KubeErr, cfg) }
 	return c
 }
 
