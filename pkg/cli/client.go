@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,6 +62,15 @@ type configGetter struct {
 	opts    ConfigOptions
 	streams genericiooptions.IOStreams
 	quiet   bool
+
+	// shared is set on a getter ForContext made: its client config comes
+	// from the kubeconfig files its parent's fan-out loaded once.
+	shared *sharedKubeconfig
+	ccOnce sync.Once
+	cc     clientcmd.ClientConfig
+	// ownShared is what the contexts reached from this getter share.
+	sharedOnce sync.Once
+	ownShared  *sharedKubeconfig
 }
 
 // NewClientGetter returns the production ClientGetter for a plugin. Its
@@ -128,13 +138,22 @@ func (g *configGetter) wrap(c *rest.Config) *rest.Config {
 	return c
 }
 
-func (g *configGetter) ToRESTConfig() (*rest.Config, error) { return g.flags.ToRESTConfig() }
+func (g *configGetter) ToRESTConfig() (*rest.Config, error) {
+	if g.shared == nil {
+		return g.flags.ToRESTConfig()
+	}
+	c, err := g.clientConfig().ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	return g.wrap(c), nil
+}
 func (g *configGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
 	return g.flags.ToDiscoveryClient()
 }
 func (g *configGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.flags.ToRESTMapper() }
 func (g *configGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
-	return g.flags.ToRawKubeConfigLoader()
+	return g.clientConfig()
 }
 
 func (g *configGetter) Kube() (kubernetes.Interface, error) {
@@ -173,12 +192,12 @@ func (g *configGetter) Namespace() (string, bool, error) {
 	if g.flags.Namespace == nil {
 		return "", false, nil
 	}
-	return g.flags.ToRawKubeConfigLoader().Namespace()
+	return g.clientConfig().Namespace()
 }
 
 func (g *configGetter) Metadata() Metadata {
 	md := Metadata{}
-	raw, err := g.flags.ToRawKubeConfigLoader().RawConfig()
+	raw, err := g.clientConfig().RawConfig()
 	if err == nil {
 		md.Context = raw.CurrentContext
 		if g.flags.Context != nil && *g.flags.Context != "" {
@@ -192,7 +211,7 @@ func (g *configGetter) Metadata() Metadata {
 }
 
 func (g *configGetter) Contexts() ([]string, error) {
-	raw, err := g.flags.ToRawKubeConfigLoader().RawConfig()
+	raw, err := g.clientConfig().RawConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +232,8 @@ func (g *configGetter) ForContext(name string) ClientGetter {
 	nf.CertFile, nf.KeyFile, nf.CAFile, nf.BearerToken = f.CertFile, f.KeyFile, f.CAFile, f.BearerToken
 	nf.Impersonate, nf.ImpersonateUID, nf.ImpersonateGroup = f.Impersonate, f.ImpersonateUID, f.ImpersonateGroup
 	nf.Timeout, nf.CacheDir, nf.DisableCompression = f.Timeout, f.CacheDir, f.DisableCompression
-	ng := &configGetter{flags: nf, opts: g.opts, streams: g.streams, quiet: g.quiet}
+	nf.ImpersonateUserExtra, nf.ProxyURL = f.ImpersonateUserExtra, f.ProxyURL
+	ng := &configGetter{flags: nf, opts: g.opts, streams: g.streams, quiet: g.quiet, shared: g.sharedLoader()}
 	nf.WithWarningPrinter(g.streams)
 	nf.WrapConfigFn = ng.wrap
 	return ng
@@ -289,6 +309,7 @@ func ForKubeconfig(cg ClientGetter, path, context string) ClientGetter {
 	ng := g.ForContext(context).(*configGetter)
 	p := path
 	ng.flags.KubeConfig = &p
+	ng.shared = nil // another file: cli-runtime loads it
 	return ng
 }
 
