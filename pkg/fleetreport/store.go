@@ -6,76 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
-	"os"
-	"path"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Store reads objects of a fleet's store (spec.store.url) by key, a
-// slash-separated path under the store's root. Read returns an error
-// wrapping fs.ErrNotExist when the key has no object.
+// slash-separated path under the store's root; Read returns an error
+// wrapping fs.ErrNotExist when the key has no object. The fleet
+// programme's store (fleetrun.OpenStore: file, s3, gs, azblob) is one, so
+// the report reads every store the programme writes.
 type Store interface {
 	Read(ctx context.Context, key string) ([]byte, error)
-}
-
-// Opener opens a store from its URL.
-type Opener func(ctx context.Context, u *url.URL) (Store, error)
-
-var (
-	openersMu sync.RWMutex
-	openers   = map[string]Opener{"file": openFile}
-)
-
-// RegisterStore makes OpenStore open URLs of scheme with open; the
-// fleet programme's blob store (s3, gs, azblob) registers itself so.
-func RegisterStore(scheme string, open Opener) {
-	openersMu.Lock()
-	defer openersMu.Unlock()
-	openers[scheme] = open
-}
-
-// OpenStore opens the store at rawURL (file:///path, or a scheme
-// registered with RegisterStore).
-func OpenStore(ctx context.Context, rawURL string) (Store, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("store %q: %v", rawURL, err)
-	}
-	openersMu.RLock()
-	open, ok := openers[u.Scheme]
-	openersMu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("store %q: this build reads file:// stores only, not %s://", rawURL, u.Scheme)
-	}
-	return open(ctx, u)
-}
-
-// FileStore is a store in a local directory (file:///path).
-type FileStore struct{ Dir string }
-
-func openFile(_ context.Context, u *url.URL) (Store, error) {
-	if u.Host != "" && u.Host != "localhost" {
-		return nil, fmt.Errorf("store %q: a file:// URL needs an absolute path (file:///dir)", u.String())
-	}
-	if u.Path == "" {
-		return nil, fmt.Errorf("store %q: no path", u.String())
-	}
-	return FileStore{Dir: filepath.FromSlash(u.Path)}, nil
-}
-
-// Read reads key under the directory.
-func (s FileStore) Read(_ context.Context, key string) ([]byte, error) {
-	clean := path.Clean("/" + key)
-	if clean != "/"+key || strings.Contains(key, "\\") {
-		return nil, fmt.Errorf("store key %q: not a clean relative path", key)
-	}
-	return os.ReadFile(filepath.Join(s.Dir, filepath.FromSlash(key)))
 }
 
 // PreflightKey is where the fleet programme saves a cluster's newest

@@ -48,11 +48,17 @@ type Store interface {
 	Close() error
 }
 
-// Errors of a Store.
+// Errors of a Store. ErrNotFound is also fs.ErrNotExist, so a reader that
+// knows only io/fs (the fleet report's) tells a missing key from a failure.
 var (
-	ErrNotFound = errors.New("not found in the store")
-	ErrExists   = errors.New("already in the store")
+	ErrNotFound error = notFound{}
+	ErrExists         = errors.New("already in the store")
 )
+
+type notFound struct{}
+
+func (notFound) Error() string        { return "not found in the store" }
+func (notFound) Is(target error) bool { return target == fs.ErrNotExist }
 
 // OpenStore opens the store at a URL: file:///path (a directory on this
 // machine), s3://bucket/prefix, gs://bucket/prefix or

@@ -15,6 +15,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport"
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetrun"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -214,10 +215,11 @@ func (o *InventoryOptions) Run(ctx context.Context) error {
 		opts.Fleet = o.fleet.Metadata.Name
 	}
 	if o.Store != "" {
-		st, err := fleetreport.OpenStore(ctx, o.Store)
+		st, err := fleetrun.OpenStore(ctx, o.Store)
 		if err != nil {
 			return cli.UsageErr(err)
 		}
+		defer st.Close()
 		opts.Store = st
 	}
 	rep, err := fleetreport.Run(ctx, opts)

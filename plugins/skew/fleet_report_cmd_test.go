@@ -80,7 +80,7 @@ func TestInventoryBadInput(t *testing.T) {
 		{"both", []string{"-f", writeFleet(t, "apiVersion: gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  clusters:\n  - {name: a}\n"), "--all-contexts"},
 			"-f cannot be combined with --contexts or --all-contexts"},
 		{"bad push", []string{"--all-contexts", "--push", "pushgateway:9091"}, "want an http:// or https:// Pushgateway URL"},
-		{"bad store", []string{"--all-contexts", "--store", "ftp://x"}, "reads file:// stores only"},
+		{"bad store", []string{"--all-contexts", "--store", "ftp://x"}, "want file:///path, s3://bucket/prefix"},
 		{"bad patches", []string{"--all-contexts", "--patches", writeFleet(t, "dataDate: x\n")}, "--patches"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
