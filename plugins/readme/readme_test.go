@@ -1,0 +1,339 @@
+package readme
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/shlex"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/plugins/crdmigrate"
+	"github.com/gpufleet/upgrade-plugins/plugins/deprecations"
+	"github.com/gpufleet/upgrade-plugins/plugins/gangdrain"
+	"github.com/gpufleet/upgrade-plugins/plugins/gpuvalidate"
+	"github.com/gpufleet/upgrade-plugins/plugins/pdbblockers"
+	"github.com/gpufleet/upgrade-plugins/plugins/skew"
+)
+
+// plugins builds each plugin's command tree as its main does.
+var plugins = map[string]func(genericiooptions.IOStreams) *cobra.Command{
+	"skew": func(s genericiooptions.IOStreams) *cobra.Command {
+		return skew.NewCmd(cli.NewClientGetter(s, skew.ConfigOptions), s)
+	},
+	"deprecations": func(s genericiooptions.IOStreams) *cobra.Command {
+		return deprecations.NewCmd(cli.NewClientGetter(s, deprecations.ConfigOptions), s)
+	},
+	"gang-drain": func(s genericiooptions.IOStreams) *cobra.Command {
+		return gangdrain.NewCmd(cli.NewClientGetter(s, gangdrain.ConfigOptions), s)
+	},
+	"gpu-validate": func(s genericiooptions.IOStreams) *cobra.Command {
+		return gpuvalidate.NewCmd(cli.NewClientGetter(s, gpuvalidate.ConfigOptions), s)
+	},
+	"pdb-blockers": func(s genericiooptions.IOStreams) *cobra.Command {
+		return pdbblockers.NewCmd(cli.NewClientGetter(s, pdbblockers.ConfigOptions), s)
+	},
+	"crd-migrate": func(s genericiooptions.IOStreams) *cobra.Command {
+		return crdmigrate.NewCmd(cli.NewClientGetter(s, crdmigrate.ConfigOptions), s)
+	},
+}
+
+// example is one command of a README example: the plugin, its arguments
+// and the README line it starts on.
+type example struct {
+	line   int
+	plugin string
+	args   []string
+	// after is true for a command that runs after another in the same
+	// shell line (`a && b`, `a; b`).
+	after bool
+}
+
+func (e example) String() string {
+	return fmt.Sprintf("README.md:%d: kubectl %s %s", e.line, e.plugin, strings.Join(e.args, " "))
+}
+
+// stand-ins for the placeholders README writes, so the example runs as a
+// reader would run it after filling them in.
+var placeholders = map[string]string{
+	"<run-id>":  "gd-20261204-135819-b3ec",
+	"s3://…":    "file://STORE",
+	"<context>": "readme",
+	"$c":        "readme", // the loop over contexts
+}
+
+// examples reads README's code blocks and returns each command of the six
+// plugins, with `\` continuations joined, comments dropped, and shell
+// operators (&&, ;, |, redirections) split off.
+func examples(t *testing.T, path string) []example {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []example
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	inBlock, n, pending, start := false, 0, "", 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inBlock, pending = !inBlock, ""
+			continue
+		}
+		if !inBlock {
+			continue
+		}
+		if pending == "" {
+			s := strings.TrimPrefix(strings.TrimSpace(line), "$ ")
+			if _, piped, ok := strings.Cut(s, "| kubectl "); ok && !strings.HasPrefix(s, "kubectl ") {
+				s = "kubectl " + piped // `helm template ... | kubectl deprecations -f -`
+			}
+			if !strings.HasPrefix(s, "kubectl ") {
+				continue
+			}
+			line, start = s, n
+		}
+		if cont, ok := strings.CutSuffix(line, `\`); ok {
+			pending += cont + " "
+			continue
+		}
+		cmdline := pending + line
+		pending = ""
+		for ph, v := range placeholders {
+			cmdline = strings.ReplaceAll(cmdline, ph, v)
+		}
+		words, err := shlex.Split(cmdline)
+		if err != nil {
+			t.Errorf("README.md:%d: cannot split %q: %v", start, cmdline, err)
+			continue
+		}
+		// A shell operator written against a word ("-q;") is a word of
+		// its own.
+		var split []string
+		for _, w := range words {
+			if op, ok := strings.CutSuffix(w, ";"); ok && op != "" {
+				split = append(split, op, ";")
+				continue
+			}
+			split = append(split, w)
+		}
+		words = split
+		after := false
+		for len(words) > 0 {
+			i := slices.IndexFunc(words, func(w string) bool { return w == "&&" || w == ";" || w == "|" || w == "||" })
+			seg := words
+			if i >= 0 {
+				seg, words = words[:i], words[i+1:]
+			} else {
+				words = nil
+			}
+			if len(seg) >= 2 && seg[0] == "kubectl" && plugins[seg[1]] != nil {
+				out = append(out, example{line: start, plugin: seg[1], args: withoutRedirects(seg[2:]), after: after})
+			}
+			after = true
+		}
+	}
+	return out
+}
+
+// withoutRedirects drops `> file`, `2>&1` and the like: the test captures
+// the streams itself.
+func withoutRedirects(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == ">" || a == ">>" || a == "2>" || a == "<":
+			i++
+		case strings.HasPrefix(a, ">") || strings.HasPrefix(a, "2>") || strings.HasPrefix(a, "<"):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// fixture is a saved input an example reads.
+type fixture struct {
+	kind string // what it must hold, for the message when two differ
+	// from is a file of the repository (read in place), or "" for body.
+	from string
+	body string
+	// replace holds old, new pairs applied to the body.
+	replace []string
+}
+
+const preflightBaseline = `apiVersion: gpufleet.dev/v1alpha1
+kind: SkewPreflightReport
+target: "1.37"
+evidence:
+  collectedAt: "2026-12-04T13:57:43Z"
+`
+
+// inputFixture says what the file given to flag of plugin sub must hold;
+// ok is false for a flag that does not read a file.
+func inputFixture(plugin, sub, flag string) (fixture, bool) {
+	switch {
+	case flag == "--baseline":
+		return fixture{kind: "a pre-flight report saved with kubectl skew preflight --save", body: preflightBaseline}, true
+	case plugin == "skew" && sub == "fleet" && (flag == "-f" || flag == "--filename"):
+		// Its store, the test's directory, is where `fleet status` reads.
+		return fixture{kind: "a fleet file", from: "../../pkg/fleetrun/testdata/fleet.yaml", replace: []string{"file:///tmp/unused", "file://STORE"}}, true
+	case plugin == "skew" && (flag == "-f" || flag == "--filename" || flag == "--from-file"):
+		return fixture{kind: "a skew report (kubectl skew -o yaml)", from: "../../testdata/runbook/gke.yaml"}, true
+	case plugin == "deprecations" && (flag == "-f" || flag == "--filename"):
+		return fixture{kind: "manifests", from: "../deprecations/testdata/ci/app.yaml"}, true
+	case flag == "--probe-file":
+		return fixture{kind: "a Pod manifest", body: "apiVersion: v1\nkind: Pod\nmetadata: {name: probe}\nspec:\n  containers: [{name: c, image: registry.k8s.io/pause:3.10}]\n"}, true
+	}
+	return fixture{}, false
+}
+
+// TestREADMEExamples runs every README example of the six plugins as a
+// reader pastes it, in a shell whose kubeconfig points at a cluster that
+// refuses connections: each must get past its flags and inputs (never a
+// usage error, exit 2, and never an internal error), and one that needs
+// the cluster must say it cannot reach it (exit 3). Inputs an example
+// reads from a file (a saved report, a baseline, a fleet file) are the
+// repository's fixtures of that kind; README must not use one file name
+// for two kinds of input.
+func TestREADMEExamples(t *testing.T) {
+	exs := examples(t, "../../README.md")
+	if len(exs) < 30 {
+		t.Fatalf("found %d examples in README.md; the extraction is broken", len(exs))
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	// Every context refuses at once (127.0.0.1:1): no example waits on a
+	// timeout. The fleet fixture's clusters are contexts too.
+	var kc strings.Builder
+	kc.WriteString("apiVersion: v1\nkind: Config\ncurrent-context: readme\nclusters: [{name: refused, cluster: {server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true}}]\nusers: [{name: readme, user: {token: readme}}]\ncontexts:\n")
+	for _, c := range []string{"readme", "canary-a", "canary-b", "canary-c", "prod-use1", "prod-euw1", "prod-usw2", "train-a"} {
+		fmt.Fprintf(&kc, "- {name: %s, context: {cluster: refused, user: readme}}\n", c)
+	}
+	if err := os.WriteFile(kubeconfig, []byte(kc.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	t.Setenv("NO_COLOR", "1")
+	t.Setenv("HOME", dir)
+	wd := filepath.Join(dir, "work")
+	if err := os.MkdirAll(wd, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	repo, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(wd)
+
+	kinds := map[string]example{}
+	kindOf := map[string]string{}
+	for _, ex := range exs {
+		for i := range ex.args {
+			if strings.Contains(ex.args[i], "file://STORE") {
+				ex.args[i] = strings.ReplaceAll(ex.args[i], "file://STORE", "file://"+filepath.Join(dir, "store"))
+			}
+		}
+		sub := ""
+		if len(ex.args) > 0 && !strings.HasPrefix(ex.args[0], "-") {
+			sub = ex.args[0]
+		}
+		for i := 0; i+1 < len(ex.args); i++ {
+			flag, file := ex.args[i], ex.args[i+1]
+			if v, ok := strings.CutPrefix(flag, "--"); ok && strings.Contains(v, "=") {
+				flag, file, _ = strings.Cut(flag, "=")
+			}
+			fx, ok := inputFixture(ex.plugin, sub, flag)
+			if !ok {
+				continue
+			}
+			if prev, seen := kindOf[file]; seen && prev != fx.kind {
+				t.Errorf("%s: README uses %s as %s here and as %s at %s: give each its own name", ex, file, fx.kind, prev, kinds[file])
+				continue
+			}
+			kindOf[file], kinds[file] = fx.kind, ex
+			body := []byte(fx.body)
+			if fx.from != "" {
+				if body, err = os.ReadFile(filepath.Join(repo, fx.from)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i+1 < len(fx.replace); i += 2 {
+				body = bytes.ReplaceAll(body, []byte(fx.replace[i]), []byte(strings.ReplaceAll(fx.replace[i+1], "file://STORE", "file://"+filepath.Join(dir, "store"))))
+			}
+			p := file
+			if strings.HasPrefix(file, "./") && !strings.Contains(filepath.Base(file), ".") {
+				p = filepath.Join(file, "app.yaml") // a directory of manifests
+			}
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, body, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	for _, ex := range exs {
+		t.Run(fmt.Sprintf("L%d-%s", ex.line, ex.plugin), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr}
+			cmd := plugins[ex.plugin](streams)
+			cmd.SetArgs(ex.args)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			code := cli.Run(ctx, cmd, streams)
+			msg := fmt.Sprintf("%s\n-> exit %d\nstderr: %s", ex, code, strings.TrimSpace(stderr.String()))
+			switch {
+			case code == cli.ExitUsage && strings.Contains(stderr.String(), "has no plan in"):
+				// `fleet status` of the run README's `fleet plan` froze;
+				// that plan needs the clusters, so here there is none
+				// (e2e/fleet runs the pair on live clusters).
+			case strings.Contains(stderr.String(), "internal error"):
+				t.Errorf("internal error:\n%s", msg)
+			case code == cli.ExitUsage:
+				t.Errorf("a usage error as written:\n%s", msg)
+			case code == cli.ExitUnavailable && !unreachable(stderr.String()):
+				t.Errorf("exit 3 for another reason than the cluster it cannot reach:\n%s", msg)
+			case code != cli.ExitOK && code != cli.ExitFindings && code != cli.ExitUnavailable:
+				t.Errorf("exit %d:\n%s", code, msg)
+			}
+			if offline(ex) && (code > cli.ExitFindings || stdout.Len() == 0) {
+				t.Errorf("an offline example must answer without the cluster:\n%s", msg)
+			}
+			t.Log(msg)
+		})
+	}
+}
+
+// offline reports an example that needs no cluster: a plan of a saved
+// report, the compatibility table, the CI scan of files.
+func offline(ex example) bool {
+	has := func(a string) bool { return slices.Contains(ex.args, a) }
+	switch {
+	case ex.plugin == "skew" && len(ex.args) > 0 && ex.args[0] == "plan":
+		return has("-f") || has("--filename")
+	case ex.plugin == "skew" && len(ex.args) > 0 && ex.args[0] == "compat":
+		return true
+	case ex.plugin == "deprecations":
+		return has("--ci")
+	}
+	return false
+}
+
+// unreachable reports an error about the refused cluster.
+func unreachable(stderr string) bool {
+	return strings.Contains(stderr, "127.0.0.1:1") || strings.Contains(stderr, "connection refused") ||
+		strings.Contains(stderr, "cannot reach") || strings.Contains(stderr, "no such host") // README's example hosts
+}
