@@ -216,6 +216,10 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 		// Files alone: no cluster, no context in the report.
 		return nil, 0, cli.UsageErr(err)
 	}
+	if newest, terr := dep.CheckTarget(target, dep.BuiltinRelease()); terr != nil {
+		return nil, 0, cli.WithHint(cli.UsageErr(terr),
+			fmt.Sprintf("kubectl deprecations --target v%s (the newest the lifecycle data can judge)", newest))
+	}
 	k := &dep.Check{
 		Table: o.table, Sources: o.sources, Target: target,
 		Filenames: o.Filenames, Kustomize: o.Kustomize, Stdin: o.In, AuditLogs: o.AuditLogs,
@@ -232,6 +236,11 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 	}
 	rep.NotScanned = res.NotScanned
 	rep.setItems(res.Findings)
+	if rep.Summary.NotScanned > 0 {
+		// An input that was not read at all leaves the answer incomplete:
+		// it is listed, counted and, with exit 3, never passes as clean.
+		code = cli.Worst(code, cli.ExitUnavailable)
+	}
 	return rep, code, nil
 }
 

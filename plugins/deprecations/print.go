@@ -59,6 +59,9 @@ func (r *Report) failed() string {
 			s = append(s, string(st.Name)+": "+st.Error)
 		}
 	}
+	if n := r.Summary.NotScanned; n > 0 {
+		s = append(s, fmt.Sprintf("%d input(s) not scanned (listed on stderr and under notScanned in -o json)", n))
+	}
 	return strings.Join(s, "; ")
 }
 
