@@ -33,6 +33,8 @@ type Case struct {
 	// Flag is the flag a command must have for the case to apply; empty
 	// applies to every command.
 	Flag string
+	// Without is a flag a command must not have for the case to apply.
+	Without string
 	// Args are appended to the command's path.
 	Args func(dir string) []string
 	// Says is what the error line must name, so that the case is the
@@ -50,6 +52,8 @@ var Cases = []Case{
 	{Name: "unknown-context", Flag: "context", Says: "no-such-context", Lenient: true, Args: func(string) []string { return []string{"--context", "no-such-context"} }},
 	{Name: "missing-file", Flag: "filename", Says: "/nonexistent/gpufleet.yaml", Args: func(string) []string { return []string{"-f", "/nonexistent/gpufleet.yaml"} }},
 	{Name: "unparsable-file", Flag: "filename", Says: "broken.yaml", Args: func(dir string) []string { return []string{"-f", filepath.Join(dir, "broken.yaml")} }},
+	{Name: "dry-run-bad", Flag: "dry-run", Says: "bogus", Args: func(string) []string { return []string{"--dry-run=bogus"} }},
+	{Name: "dry-run-read-only", Without: "dry-run", Says: "has no --dry-run", Args: func(string) []string { return []string{"--dry-run=client"} }},
 	{Name: "dry-run-client", Flag: "dry-run", Lenient: true, Args: func(string) []string { return []string{"--dry-run=client", "--context", "no-such-context"} }},
 }
 
@@ -108,7 +112,7 @@ users:
 		probe := find(newRoot(genericiooptions.NewTestIOStreamsDiscard()), path)
 		name := displayName(probe)
 		for _, tc := range Cases {
-			if tc.Flag != "" && probe.Flag(tc.Flag) == nil {
+			if (tc.Flag != "" && probe.Flag(tc.Flag) == nil) || (tc.Without != "" && probe.Flag(tc.Without) != nil) {
 				continue
 			}
 			args := append(append(append([]string(nil), path...), base[name]...), tc.Args(dir)...)
