@@ -216,9 +216,8 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 		// Files alone: no cluster, no context in the report.
 		return nil, 0, cli.UsageErr(err)
 	}
-	if newest, terr := dep.CheckTarget(target, dep.BuiltinRelease()); terr != nil {
-		return nil, 0, cli.WithHint(cli.UsageErr(terr),
-			fmt.Sprintf("kubectl deprecations --target v%s (the newest the lifecycle data can judge)", newest))
+	if err := checkTarget(target, "kubectl deprecations"); err != nil {
+		return nil, 0, err
 	}
 	k := &dep.Check{
 		Table: o.table, Sources: o.sources, Target: target,
@@ -381,4 +380,14 @@ func (o *Options) runContexts(ctx context.Context) error {
 		return err
 	}
 	return cli.ContextsOutcome(codes)
+}
+
+// checkTarget refuses a target the lifecycle data cannot judge (exit 2),
+// with the command that works as the hint.
+func checkTarget(target apilifecycle.Release, command string) error {
+	newest, err := dep.CheckTarget(target, dep.BuiltinRelease())
+	if err != nil {
+		return cli.WithHint(cli.UsageErr(err), fmt.Sprintf("%s --target v%s (the newest the lifecycle data can judge)", command, newest))
+	}
+	return nil
 }
