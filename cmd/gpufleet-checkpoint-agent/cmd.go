@@ -35,11 +35,12 @@ var example = templates.Examples(`
 func newCmd(streams genericiooptions.IOStreams) *cobra.Command {
 	o := agent.NewOptions()
 	cmd := &cobra.Command{
-		Use:     "gpufleet-checkpoint-agent [flags]",
-		Short:   "Answer gang-drain checkpoint-and-yield requests for a trainer through files",
-		Long:    long,
-		Example: example,
-		Args:    cobra.ArbitraryArgs,
+		Use:         "gpufleet-checkpoint-agent [flags]",
+		Short:       "Answer gang-drain checkpoint-and-yield requests for a trainer through files",
+		Long:        long,
+		Example:     example,
+		Args:        cobra.ArbitraryArgs,
+		Annotations: map[string]string{cli.NoDryRunAnnotation: "it acts only on requests from kubectl gang-drain run, whose --dry-run=client makes none"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Args = args
 			err := o.Run(cmd.Context(), streams.ErrOut)

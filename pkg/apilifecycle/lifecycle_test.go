@@ -68,6 +68,10 @@ func checkScheme(t *testing.T, s *runtime.Scheme, prefix string) int {
 			t.Errorf("%v: missing from the table", gvk)
 			continue
 		}
+		if want.Replacement.IsZero() && strings.Contains(got.Source, "; replacement: ") {
+			// replacements.yaml adds what the markers do not carry.
+			got.Replacement = GVK{}
+		}
 		got.Resource, got.Source, got.ReplacementAvailable = "", "", Release{}
 		if d := cmp.Diff(want, got); d != "" {
 			t.Errorf("%v: table differs from the markers (-markers +table):\n%s", gvk, d)
@@ -154,6 +158,38 @@ func TestParseRelease(t *testing.T) {
 	for _, in := range []string{"1", "x.y", "v1.35.x", "1.2.3.4", "-1.2"} {
 		if _, err := ParseRelease(in); err == nil {
 			t.Errorf("ParseRelease(%q): want error", in)
+		}
+	}
+}
+
+// TestDRAReplacements: the DRA beta kinds name their GA replacement, which
+// their markers do not carry (replacements.yaml holds it, with its source).
+func TestDRAReplacements(t *testing.T) {
+	for _, v := range []string{"v1beta1", "v1beta2"} {
+		for _, kind := range []string{"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"} {
+			e, ok := Builtin().Lookup("resource.k8s.io/"+v, kind)
+			if !ok {
+				t.Errorf("resource.k8s.io/%s %s: missing", v, kind)
+				continue
+			}
+			if want := (GVK{"resource.k8s.io", "v1", kind}); e.Replacement != want || e.ReplacementAvailable != R(1, 34) {
+				t.Errorf("resource.k8s.io/%s %s: replacement %v since %v, want %v since 1.34", v, kind, e.Replacement, e.ReplacementAvailable, want)
+			}
+			if !strings.Contains(e.Source, "kubernetes.io") {
+				t.Errorf("resource.k8s.io/%s %s: source %q does not cite upstream", v, kind, e.Source)
+			}
+		}
+	}
+}
+
+func TestReplacementsFileBad(t *testing.T) {
+	for _, data := range []string{
+		"replacements: [{apiVersion: resource.k8s.io/v1beta1, kinds: [Nope], replacement: resource.k8s.io/v1, replacementAvailable: '1.34', source: x, date: d}]",
+		"replacements: [{apiVersion: resource.k8s.io/v1beta1, kinds: [ResourceClaim], replacement: resource.k8s.io/v1, replacementAvailable: '1.34'}]",
+		"replacements: [{apiVersion: resource.k8s.io/v1beta1, typo: 1}]",
+	} {
+		if _, err := withReplacements(builtin, []byte(data)); err == nil {
+			t.Errorf("accepted %s", data)
 		}
 	}
 }

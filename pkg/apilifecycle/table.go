@@ -187,7 +187,7 @@ func less(a, b Entry) bool {
 	return a.Kind < b.Kind
 }
 
-var builtinTable = NewTable(builtin)
+var builtinTable = NewTable(builtinEntries())
 
 // BuiltinSource names the module and version the built-in table follows,
 // such as "k8s.io/api@v0.37.2".

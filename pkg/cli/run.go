@@ -106,11 +106,19 @@ func Run(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStr
 	return code
 }
 
+// NoDryRunAnnotation, on a command that changes something yet has no
+// --dry-run, says why, for the error a --dry-run given to it gets.
+const NoDryRunAnnotation = "gpufleet.dev/no-dry-run"
+
 // flagError makes a flag error a usage error (exit 2). A --dry-run given
 // to a command that only reads says so rather than only "unknown flag".
 func flagError(cmd *cobra.Command, err error) error {
 	if strings.HasPrefix(err.Error(), "unknown flag: --dry-run") {
-		err = fmt.Errorf("%w: %s only reads and changes nothing, so it has no --dry-run", err, cmd.CommandPath())
+		if why := cmd.Annotations[NoDryRunAnnotation]; why != "" {
+			err = fmt.Errorf("%w: %s has no --dry-run: %s", err, cmd.CommandPath(), why)
+		} else {
+			err = fmt.Errorf("%w: %s only reads and changes nothing, so it has no --dry-run", err, cmd.CommandPath())
+		}
 	}
 	return UsageErr(err)
 }

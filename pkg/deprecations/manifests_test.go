@@ -228,9 +228,9 @@ func TestClassify(t *testing.T) {
 	want := []row{
 		{"removed", "batch/v1beta1", "CronJob", "cronjobs", "batch/v1 CronJob"},
 		{"unknown", "{{ x }}", "CronJob", "", ""},
-		{"deprecated", "resource.k8s.io/v1beta1", "ResourceSlice", "resourceslices", ""},
+		{"deprecated", "resource.k8s.io/v1beta1", "ResourceSlice", "resourceslices", "resource.k8s.io/v1 ResourceSlice"},
 		{"deprecated", "example.com/v1beta1", "", "widgets", ""},
-		{"deprecated", "resource.k8s.io/v1beta1", "ResourceClaim", "resourceclaims", ""},
+		{"deprecated", "resource.k8s.io/v1beta1", "ResourceClaim", "resourceclaims", "resource.k8s.io/v1 ResourceClaim"},
 	}
 	if d := cmp.Diff(want, rows); d != "" {
 		t.Error(d)

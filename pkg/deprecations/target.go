@@ -70,3 +70,26 @@ func BuiltinRelease() apilifecycle.Release {
 	}
 	return apilifecycle.Release{}
 }
+
+// KnownAhead is how many minors past the lifecycle data's own release a
+// target can still be judged. Under the Kubernetes deprecation policy a
+// beta API is served for at least three releases after it is deprecated
+// (https://kubernetes.io/docs/reference/using-api/deprecation-policy/, rule
+// 4b), so everything removed up to three minors after release N is already
+// deprecated, and in the data, at N; a later removal may not be.
+const KnownAhead = 3
+
+// CheckTarget refuses a Kubernetes target the lifecycle data of release
+// data cannot judge: another major, or more than KnownAhead minors after
+// data. It also returns the newest target the data can judge, for the hint.
+func CheckTarget(target, data apilifecycle.Release) (newest apilifecycle.Release, err error) {
+	newest = data.Add(KnownAhead)
+	switch {
+	case target.Major != data.Major:
+		return newest, fmt.Errorf("--target %s is outside the lifecycle data (Kubernetes %s): only %d.x releases are covered", target, data, data.Major)
+	case target.Compare(newest) > 0:
+		return newest, fmt.Errorf("--target %s is %d minors ahead of the lifecycle data (Kubernetes %s): removals are known at most %d minors ahead, to %s",
+			target, target.Minor-data.Minor, data, KnownAhead, newest)
+	}
+	return newest, nil
+}

@@ -42,7 +42,9 @@ var long = templates.LongDesc(`
 	or pluto's versions file). Removed at the target is blocking (exit 1),
 	deprecated is a warning. Files that cannot be parsed, and charts with
 	unrendered templates, are listed on stderr (and under notScanned in
-	-o json), never dropped silently.`)
+	-o json), counted in the summary and never dropped silently: a file
+	that is not scanned at all makes the exit code 3 (could not read
+	everything), unless a worse code applies.`)
 
 var example = templates.Examples(`
   # What the apiserver saw, objects, Helm releases and CRDs, for the next minor

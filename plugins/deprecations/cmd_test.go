@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
+	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
 
 func runCmd(t *testing.T, cg cli.ClientGetter, stdin string, args ...string) (string, string, int) {
@@ -324,5 +325,56 @@ func TestRulesMapKubeAPIs(t *testing.T) {
 	}
 	if !found || len(m.Mappings) < 100 {
 		t.Errorf("%d mappings, CronJob found %v", len(m.Mappings), found)
+	}
+}
+
+// TestNotScannedExit: a manifest that does not parse is listed, counted in
+// the summary and makes the exit code 3, with or without findings; it is
+// never a clean exit 0.
+func TestNotScannedExit(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("bad.yaml", "apiVersion: v1\nkind: [Pod\nmetadata: {name: \n")
+	cg := cli.NewTestClientGetter()
+	out, errOut, code := runCmd(t, cg, "", "-f", dir, "--target", "v1.37", "--color", "never")
+	if code != cli.ExitUnavailable {
+		t.Errorf("broken file alone: exit %d, want 3\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "1 not scanned") || !strings.Contains(errOut, "not scanned: bad.yaml:1: does not parse") {
+		t.Errorf("broken file not listed and counted:\n%s%s", out, errOut)
+	}
+	out, _, _ = runCmd(t, cg, "", "-f", dir, "--target", "v1.37", "-o", "json")
+	if !strings.Contains(out, `"notScanned": 1`) {
+		t.Errorf("-o json summary does not count it:\n%s", out)
+	}
+	write("ok.yaml", "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: a}\n")
+	if out, errOut, code = runCmd(t, cg, "", "-f", dir, "--target", "v1.37"); code != cli.ExitUnavailable {
+		t.Errorf("broken file beside a finding: exit %d, want 3 (the worst wins)\n%s%s", code, out, errOut)
+	}
+	if err := os.Remove(filepath.Join(dir, "bad.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code = runCmd(t, cg, "", "-f", dir, "--target", "v1.37"); code != cli.ExitFindings {
+		t.Errorf("finding alone: exit %d, want 1", code)
+	}
+}
+
+// TestTargetOutsideData: a target the lifecycle data cannot judge is a
+// usage error with a hint naming a target that works.
+func TestTargetOutsideData(t *testing.T) {
+	cg := cli.NewTestClientGetter()
+	newest := dep.BuiltinRelease().Add(dep.KnownAhead)
+	for _, target := range []string{"v" + newest.Add(1).String(), "v1.99", "v2.0"} {
+		_, errOut, code := runCmd(t, cg, "", "-f", "testdata/ci", "--target", target)
+		if code != cli.ExitUsage {
+			t.Errorf("--target %s: exit %d, want 2\n%s", target, code, errOut)
+		}
+	}
+	if _, errOut, code := runCmd(t, cg, "", "-f", "testdata/ci", "--target", "v"+newest.String()); code != cli.ExitFindings {
+		t.Errorf("--target v%s: exit %d, want 1\n%s", newest, code, errOut)
 	}
 }

@@ -168,6 +168,9 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cli.UsageErr(err)
 	}
+	if err := checkTarget(target, "kubectl deprecations fix-helm"); err != nil {
+		return err
+	}
 	kc, err := o.cg.Kube()
 	if err != nil {
 		return err

@@ -93,6 +93,9 @@ func TestFixHelmExitCodes(t *testing.T) {
 	if _, errOut, code = runCmd(t, cg, "", "fix-helm", "--target-version", "soon"); code != cli.ExitUsage {
 		t.Errorf("bad target: exit %d\n%s", code, errOut)
 	}
+	if err := runErr(cg, "fix-helm", "--target", "v1.99"); cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "ahead of the lifecycle data") {
+		t.Errorf("target past the lifecycle data: %v (exit %d)", err, cli.ExitCode(err))
+	}
 }
 
 func runErr(cg cli.ClientGetter, args ...string) error {

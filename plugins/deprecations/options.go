@@ -52,7 +52,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func (o *Options) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Sources, "source", o.Sources, "Sources to read, comma separated: metrics, audit, objects, helm, manifests, crds. Default: the cluster sources (metrics, objects, helm, crds), audit with --audit-log, and only manifests when -f or -k is given.")
-	cli.AddTargetFlag(cmd, &o.TargetVersion, "Release to check against: v1.35, or +1 / +2 minors after the server. Default: the server's next minor. Required for files alone unless --ci. (--target-version is an alias.)", []string{"+1", "+2"})
+	cli.AddTargetFlag(cmd, &o.TargetVersion, fmt.Sprintf("Release to check against: v1.35, or +1 / +2 minors after the server; at most v%s, %d minors after the lifecycle data's release. Default: the server's next minor. Required for files alone unless --ci. (--target-version is an alias.)", dep.BuiltinRelease().Add(dep.KnownAhead), dep.KnownAhead), []string{"+1", "+2"})
 	f.StringSliceVarP(&o.Filenames, "filename", "f", o.Filenames, "Manifest files or directories (recursive) to scan; - reads stdin. Repeatable.")
 	f.StringVarP(&o.Kustomize, "kustomize", "k", o.Kustomize, "Build the kustomization in this directory and scan the result.")
 	f.StringSliceVar(&o.AuditLogs, "audit-log", o.AuditLogs, "Apiserver audit log files (JSON lines, plain or gzip; rotated files in any order); - reads stdin. Repeatable.")
@@ -216,6 +216,9 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 		// Files alone: no cluster, no context in the report.
 		return nil, 0, cli.UsageErr(err)
 	}
+	if err := checkTarget(target, "kubectl deprecations"); err != nil {
+		return nil, 0, err
+	}
 	k := &dep.Check{
 		Table: o.table, Sources: o.sources, Target: target,
 		Filenames: o.Filenames, Kustomize: o.Kustomize, Stdin: o.In, AuditLogs: o.AuditLogs,
@@ -232,6 +235,11 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 	}
 	rep.NotScanned = res.NotScanned
 	rep.setItems(res.Findings)
+	if rep.Summary.NotScanned > 0 {
+		// An input that was not read at all leaves the answer incomplete:
+		// it is listed, counted and, with exit 3, never passes as clean.
+		code = cli.Worst(code, cli.ExitUnavailable)
+	}
 	return rep, code, nil
 }
 
@@ -372,4 +380,14 @@ func (o *Options) runContexts(ctx context.Context) error {
 		return err
 	}
 	return cli.ContextsOutcome(codes)
+}
+
+// checkTarget refuses a target the lifecycle data cannot judge (exit 2),
+// with the command that works as the hint.
+func checkTarget(target apilifecycle.Release, command string) error {
+	newest, err := dep.CheckTarget(target, dep.BuiltinRelease())
+	if err != nil {
+		return cli.WithHint(cli.UsageErr(err), fmt.Sprintf("%s --target v%s (the newest the lifecycle data can judge)", command, newest))
+	}
+	return nil
 }

@@ -59,6 +59,24 @@ func (r *Report) failed() string {
 			s = append(s, string(st.Name)+": "+st.Error)
 		}
 	}
+	if n := r.Summary.NotScanned; n > 0 {
+		var names []string
+		for _, ns := range r.NotScanned {
+			if ns.Partial {
+				continue
+			}
+			if len(names) == 3 {
+				names = append(names, "...")
+				break
+			}
+			where := ns.File
+			if ns.Line > 0 {
+				where += ":" + strconv.Itoa(ns.Line)
+			}
+			names = append(names, where)
+		}
+		s = append(s, fmt.Sprintf("%d input(s) not scanned: %s (each listed on stderr and under notScanned in -o json)", n, strings.Join(names, ", ")))
+	}
 	return strings.Join(s, "; ")
 }
 

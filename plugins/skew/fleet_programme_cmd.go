@@ -170,6 +170,10 @@ func newFleetPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 func (o *fleetPlanOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
+	// A bad -o is reported as itself, before what else is missing.
+	if err := o.Print.Validate(); err != nil {
+		return cli.UsageErr(err)
+	}
 	if o.File == "" {
 		return cli.Usagef("-f FLEET is required")
 	}

@@ -1,0 +1,210 @@
+// Package contracttest runs every command of a plugin through the same bad
+// inputs and checks the suite's contract for each: one "error:" line on
+// stderr, no panic or stack trace, a "hint:" that names the command that
+// failed (its own --help, not the plugin's), and the documented exit code.
+//
+// Commands run in process, built the way each binary's main builds them and
+// run through cli.Run as main runs them, against a kubeconfig with one
+// context whose server is never reached: every input here fails before a
+// request.
+package contracttest
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+)
+
+// NewRoot builds a plugin's root command on streams, as its main does.
+type NewRoot func(streams genericiooptions.IOStreams) *cobra.Command
+
+// Case is one bad input given to every command that has the flag it needs.
+type Case struct {
+	Name string
+	// Flag is the flag a command must have for the case to apply; empty
+	// applies to every command.
+	Flag string
+	// Without is a flag a command must not have for the case to apply.
+	Without string
+	// Args are appended to the command's path.
+	Args func(dir string) []string
+	// Says is what the error line must name, so that the case is the
+	// error reported and not an earlier one.
+	Says string
+	// Lenient cases may also succeed (exit 0 or 1 with no error line): a
+	// command that never reads the kubeconfig has nothing to refuse.
+	Lenient bool
+}
+
+// Cases are the shared bad inputs.
+var Cases = []Case{
+	{Name: "unknown-flag", Args: func(string) []string { return []string{"--no-such-flag"} }},
+	{Name: "bad-output", Flag: "output", Says: "bogus", Args: func(string) []string { return []string{"-o", "bogus"} }},
+	{Name: "unknown-context", Flag: "context", Says: "no-such-context", Lenient: true, Args: func(string) []string { return []string{"--context", "no-such-context"} }},
+	{Name: "missing-file", Flag: "filename", Says: "/nonexistent/gpufleet.yaml", Args: func(string) []string { return []string{"-f", "/nonexistent/gpufleet.yaml"} }},
+	{Name: "unparsable-file", Flag: "filename", Says: "broken.yaml", Args: func(dir string) []string { return []string{"-f", filepath.Join(dir, "broken.yaml")} }},
+	{Name: "dry-run-bad", Flag: "dry-run", Says: "bogus", Args: func(string) []string { return []string{"--dry-run=bogus"} }},
+	{Name: "dry-run-read-only", Without: "dry-run", Says: "has no --dry-run", Args: func(string) []string { return []string{"--dry-run=client"} }},
+	{Name: "dry-run-client", Flag: "dry-run", Lenient: true, Args: func(string) []string { return []string{"--dry-run=client", "--context", "no-such-context"} }},
+}
+
+// Want is the exit code expected for a command and case ("kubectl
+// deprecations unparsable-file"), when it is not 2 (usage or local
+// configuration error).
+type Want map[string]int
+
+// Base are arguments a command needs before a case can reach the flag under
+// test (a required argument or flag), by command ("kubectl gang-drain
+// restore").
+type Base map[string][]string
+
+// Run checks every runnable command under the root that newRoot builds.
+func Run(t *testing.T, newRoot NewRoot, want Want, base Base) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("apiVersion: v1\nkind: [Pod\nmetadata: {name: \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: only
+  cluster: {server: "https://127.0.0.1:1"}
+contexts:
+- name: only
+  context: {cluster: only, user: only}
+current-context: only
+users:
+- name: only
+  user: {token: x}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kubeconfig)
+	t.Setenv("NO_COLOR", "1")
+	t.Setenv("HOME", dir)
+
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Runnable() {
+			paths = append(paths, path)
+		}
+		for _, s := range c.Commands() {
+			walk(s, append(append([]string(nil), path...), s.Name()))
+		}
+	}
+	walk(newRoot(genericiooptions.NewTestIOStreamsDiscard()), nil)
+	for _, path := range paths {
+		probe := find(newRoot(genericiooptions.NewTestIOStreamsDiscard()), path)
+		name := displayName(probe)
+		for _, tc := range Cases {
+			if (tc.Flag != "" && probe.Flag(tc.Flag) == nil) || (tc.Without != "" && probe.Flag(tc.Without) != nil) {
+				continue
+			}
+			args := append(append(append([]string(nil), path...), base[name]...), tc.Args(dir)...)
+			code, stderr := run(newRoot, args)
+			t.Logf("%s [%s]: exit %d: %s", name, tc.Name, code, strings.ReplaceAll(strings.TrimSpace(stderr), "\n", " | "))
+			check(t, name, tc, args, code, stderr, want)
+		}
+	}
+}
+
+func find(root *cobra.Command, path []string) *cobra.Command {
+	c, _, err := root.Find(path)
+	if err != nil {
+		return root
+	}
+	return c
+}
+
+// displayName is the command as users type it: "kubectl skew plan".
+func displayName(c *cobra.Command) string {
+	return strings.TrimSpace(c.CommandPath())
+}
+
+func run(newRoot NewRoot, args []string) (int, string) {
+	in := &bytes.Buffer{}
+	var out, errOut bytes.Buffer
+	streams := genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut}
+	root := newRoot(streams)
+	root.SetArgs(args)
+	// Nothing here may wait on a server: a run that does is cut short and
+	// shows as interrupted.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	code := cli.Run(ctx, root, streams)
+	return code, errOut.String()
+}
+
+func check(t *testing.T, name string, tc Case, args []string, code int, stderr string, want Want) {
+	t.Helper()
+	where := name + " [" + tc.Name + "] " + strings.Join(args, " ")
+	var errLines, hints []string
+	for _, l := range strings.Split(stderr, "\n") {
+		switch {
+		case strings.HasPrefix(l, "error:"):
+			errLines = append(errLines, l)
+		case strings.HasPrefix(l, "hint:"):
+			hints = append(hints, l)
+		}
+	}
+	for _, bad := range []string{"panic:", "goroutine ", "internal error", "Usage:", "strconv."} {
+		if strings.Contains(stderr, bad) {
+			t.Errorf("%s: stderr has %q:\n%s", where, bad, stderr)
+		}
+	}
+	expect, ok := want[name+" "+tc.Name]
+	if !ok {
+		expect = cli.ExitUsage
+	}
+	if tc.Lenient && (code == cli.ExitOK || code == cli.ExitFindings) && len(errLines) == 0 {
+		return
+	}
+	if code != expect {
+		t.Errorf("%s: exit %d, want %d\n%s", where, code, expect, stderr)
+	}
+	if len(errLines) != 1 {
+		t.Errorf("%s: %d error lines, want 1:\n%s", where, len(errLines), stderr)
+		return
+	}
+	if tc.Says != "" && !strings.Contains(errLines[0], tc.Says) {
+		t.Errorf("%s: the error does not name %q, so another error came first:\n%s", where, tc.Says, stderr)
+	}
+	if code != cli.ExitUsage {
+		return
+	}
+	if len(hints) != 1 {
+		t.Errorf("%s: want one hint:\n%s", where, stderr)
+		return
+	}
+	// The hint is a command: this command's own (its --help, or the same
+	// command with a flag that works), or the one that fixes the case.
+	h := hints[0]
+	if strings.Contains(h, "--help") && !strings.Contains(h, name+" --help") {
+		t.Errorf("%s: hint points at another command's --help, want %s --help:\n%s", where, name, stderr)
+	}
+	if !strings.Contains(h, name) && !strings.Contains(h, caseHints[tc.Name]) {
+		t.Errorf("%s: hint names neither %q nor %q:\n%s", where, name, caseHints[tc.Name], stderr)
+	}
+}
+
+// caseHints are hints that fix a case whatever the command: an unknown
+// context is answered by the list of contexts.
+var caseHints = map[string]string{
+	"unknown-context": "kubectl config get-contexts",
+	"dry-run-client":  "kubectl config get-contexts",
+}

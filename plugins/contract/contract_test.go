@@ -1,0 +1,61 @@
+// Package contract holds the suite-wide bad-input test: every plugin and
+// subcommand through the same bad inputs (pkg/cli/contracttest).
+package contract
+
+import (
+	"testing"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli/contracttest"
+	"github.com/gpufleet/upgrade-plugins/plugins/crdmigrate"
+	"github.com/gpufleet/upgrade-plugins/plugins/deprecations"
+	"github.com/gpufleet/upgrade-plugins/plugins/gangdrain"
+	"github.com/gpufleet/upgrade-plugins/plugins/gpuvalidate"
+	"github.com/gpufleet/upgrade-plugins/plugins/pdbblockers"
+	"github.com/gpufleet/upgrade-plugins/plugins/skew"
+)
+
+// The roots as each cmd/kubectl-*/main.go builds them.
+func TestBadInput(t *testing.T) {
+	for _, p := range []struct {
+		name string
+		root contracttest.NewRoot
+	}{
+		{"skew", func(s genericiooptions.IOStreams) *cobra.Command {
+			return skew.NewCmd(cli.NewClientGetter(s, skew.ConfigOptions), s)
+		}},
+		{"deprecations", func(s genericiooptions.IOStreams) *cobra.Command {
+			return deprecations.NewCmd(cli.NewClientGetter(s, deprecations.ConfigOptions), s)
+		}},
+		{"gang-drain", func(s genericiooptions.IOStreams) *cobra.Command {
+			return gangdrain.NewCmd(cli.NewClientGetter(s, gangdrain.ConfigOptions), s)
+		}},
+		{"gpu-validate", func(s genericiooptions.IOStreams) *cobra.Command {
+			return gpuvalidate.NewCmd(cli.NewClientGetter(s, gpuvalidate.ConfigOptions), s)
+		}},
+		{"pdb-blockers", func(s genericiooptions.IOStreams) *cobra.Command {
+			return pdbblockers.NewCmd(cli.NewClientGetter(s, pdbblockers.ConfigOptions), s)
+		}},
+		{"crd-migrate", func(s genericiooptions.IOStreams) *cobra.Command {
+			return crdmigrate.NewCmd(cli.NewClientGetter(s, crdmigrate.ConfigOptions), s)
+		}},
+	} {
+		t.Run(p.name, func(t *testing.T) { contracttest.Run(t, p.root, want, base) })
+	}
+}
+
+// want are the exit codes that are not 2 (usage).
+var want = contracttest.Want{
+	// A manifest that does not parse is listed under notScanned and the
+	// run could not read everything: exit 3 (README's exit codes).
+	"kubectl deprecations unparsable-file": 3,
+}
+
+// base are the arguments a command needs before the flag under test.
+var base = contracttest.Base{
+	"kubectl deprecations":       {"--target", "v1.37"},
+	"kubectl gang-drain restore": {"node-1"},
+}
