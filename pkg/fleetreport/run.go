@@ -125,7 +125,7 @@ func fill(c *Cluster, t Target, md cli.Metadata, inv skew.Inventory, cal skew.Ca
 			c.VersionNewest = newest.String()
 		}
 		p := cal.PatchLag(oldest, now)
-		s := cal.Support(oldest, now)
+		s := cal.SupportOn(oldest, skew.Provider(c.Provider), now)
 		c.Patch, c.Support = &p, &s
 	}
 	for _, p := range inv.Pools {

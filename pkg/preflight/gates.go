@@ -742,7 +742,7 @@ func (r *Runner) crdsGate(ctx context.Context) Gate {
 	sort.Strings(need)
 	if len(need) > 0 {
 		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d of %d CRDs need a storage migration before an old version can be dropped", len(need), len(crds)),
-			Evidence: capLines(need), Command: fmt.Sprintf("kubectl crd-migrate status && kubectl crd-migrate run %s --dry-run", first)}
+			Evidence: capLines(need), Command: fmt.Sprintf("kubectl crd-migrate status; kubectl crd-migrate run %s --dry-run", first)}
 	}
 	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %d CRDs store only their storage version", len(crds)), Command: "kubectl crd-migrate status"}
 }

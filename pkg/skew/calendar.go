@@ -32,6 +32,10 @@ type Calendar struct {
 	// (patches.json, --patches), the embedded one unless WithPatches
 	// replaces it.
 	Patches PatchTable `json:"-"`
+	// Providers is the managed providers' own support windows: a data
+	// file of its own (providers.json, --provider-calendar), the
+	// embedded one unless WithProviders replaces it.
+	Providers ProviderCalendar `json:"-"`
 }
 
 // Release is one minor's support window.
@@ -60,7 +64,7 @@ func DefaultCalendar() Calendar {
 // ParseCalendar reads a calendar in JSON or YAML and checks it. It
 // carries the embedded patch table until WithPatches replaces it.
 func ParseCalendar(data []byte) (Calendar, error) {
-	c := Calendar{Patches: DefaultPatches()}
+	c := Calendar{Patches: DefaultPatches(), Providers: DefaultProviderCalendar()}
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
 		return Calendar{}, fmt.Errorf("calendar: %w", err)
 	}
@@ -138,6 +142,22 @@ type Support struct {
 	Status Status `json:"status"`
 	// Message explains the status.
 	Message string `json:"message"`
+	// Provider is whose window applies (SupportOn); Window is upstream,
+	// standard or extended.
+	Provider string `json:"provider,omitempty"`
+	Window   string `json:"window,omitempty"`
+	// EndOfStandardSupport and EndOfExtendedSupport are the provider's
+	// dates (YYYY-MM-DD, or YYYY-MM where the vendor gives a month).
+	EndOfStandardSupport string `json:"endOfStandardSupport,omitempty"`
+	EndOfExtendedSupport string `json:"endOfExtendedSupport,omitempty"`
+	// SupportEnds is when the window that applies ends, and
+	// DaysToSupportEnd how far away that is (negative after).
+	SupportEnds      string `json:"supportEnds,omitempty"`
+	DaysToSupportEnd *int   `json:"daysToSupportEnd,omitempty"`
+	// Source is the provider page the dates come from.
+	Source string `json:"source,omitempty"`
+	// Note says why the upstream date applies to a managed provider.
+	Note string `json:"note,omitempty"`
 }
 
 // Support returns v's support window at now.

@@ -29,9 +29,15 @@ var long = templates.LongDesc(`
 	Each rule of the policy gives one row: OK, EDGE (inside the policy but
 	exactly at its limit, so the next control-plane upgrade is blocked),
 	VIOLATION, UNKNOWN, or INFO for inventory-only rows. The support window
-	of the control plane's minor comes from an embedded release calendar
-	(--calendar overrides it). Violations exit 1; --fail-on=warning also
-	counts EDGE and UNKNOWN.
+	of the control plane's minor is printed in a table of its own: the
+	provider's (EKS, AKS standard and extended support) where the embedded
+	provider calendar has the minor (--provider-calendar overrides it), else
+	the upstream end of life from the embedded release calendar (--calendar
+	overrides it); "kubectl skew calendar" prints both. Extended support is
+	EDGE, past the window's end VIOLATION. Violations exit 1; --fail-on=warning
+	also counts EDGE and UNKNOWN. The summary line names every finding that
+	decides the exit code: skew violations, the support window and the fleet
+	policy.
 
 	Forbidden reads in kube-system are skipped with a note; the rest is still
 	reported. The node list is paged and no request is made per node.`)
@@ -73,7 +79,7 @@ func newCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *co
 	}
 	o.AddFlags(cmd)
 	cmd.AddCommand(newPlanCmd(cg, streams, d))
-	cmd.AddCommand(newPreflightCmd(cg, streams, d), newVerifyCmd(cg, streams, d), newCompatCmd(cg, streams, d))
+	cmd.AddCommand(newPreflightCmd(cg, streams, d), newVerifyCmd(cg, streams, d), newCompatCmd(cg, streams, d), newCalendarCmd(cg, streams))
 	cmd.AddCommand(newFleetCmd(cg, streams, d))
 	cli.BindFlags(cg, cmd)
 	cli.Setup(cmd, streams)

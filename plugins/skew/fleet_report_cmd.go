@@ -79,6 +79,8 @@ type InventoryOptions struct {
 	// CalendarFile and PatchesFile replace the embedded data.
 	CalendarFile string
 	PatchesFile  string
+	// ProviderCalendarFile replaces the embedded provider calendar.
+	ProviderCalendarFile string
 	// PoolLabel and ChunkSize as for `kubectl skew`.
 	PoolLabel string
 	ChunkSize int64
@@ -118,6 +120,7 @@ func newInventoryCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.Push, "push", o.Push, "Also push the metrics to this Prometheus Pushgateway URL (http://host:9091).")
 	cmd.Flags().StringVar(&o.PushJob, "push-job", o.PushJob, "The job label of the pushed metrics.")
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file (YAML or JSON: dataDate, releases[minor, released, endOfLife]) instead of the embedded one.")
+	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	cmd.Flags().StringVar(&o.PatchesFile, "patches", o.PatchesFile, "Newest-patch data file (YAML or JSON: dataDate, minors[minor, version, released, asOf, final]) instead of the embedded one.")
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels of GKE, EKS, AKS, Karpenter and Cluster API).")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Nodes per page when listing nodes.")
@@ -131,7 +134,7 @@ func newInventoryCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 func (o *InventoryOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	cal, err := loadCalendar(o.CalendarFile)
+	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
 		return cli.UsageErr(err)
 	}
@@ -273,7 +276,7 @@ func (o *InventoryOptions) printInventoryTable(rep *fleetreport.Report) error {
 	c := o.Print.Colorizer(o.Out)
 	t := cli.Table{Columns: []cli.Column{
 		{Name: "CLUSTER"}, {Name: "RING"}, {Name: "PROVIDER"}, {Name: "VERSION"}, {Name: "LATEST-PATCH"}, {Name: "DAYS-BEHIND"},
-		{Name: "EOL"}, {Name: "DAYS-LEFT"}, {Name: "MAX-SKEW"}, {Name: "POOLS-AT-EDGE"}, {Name: "POOLS"}, {Name: "GPUS"},
+		{Name: "SUPPORT-ENDS"}, {Name: "DAYS-LEFT"}, {Name: "MAX-SKEW"}, {Name: "POOLS-AT-EDGE"}, {Name: "POOLS"}, {Name: "GPUS"},
 		{Name: "PREFLIGHT"}, {Name: "STATUS"}, {Name: "CONTEXT", Wide: true}, {Name: "NODES", Wide: true}, {Name: "ERROR", Wide: true},
 	}}
 	for _, cl := range rep.Clusters {
@@ -299,9 +302,11 @@ func (o *InventoryOptions) printInventoryTable(rep *fleetreport.Report) error {
 		}
 		status := pkgskew.StatusOK
 		if s := cl.Support; s != nil {
-			eol = dash(s.EndOfLife)
-			if s.DaysToEndOfLife != nil {
-				left = strconv.Itoa(*s.DaysToEndOfLife)
+			// The provider's window where it publishes one
+			// (Calendar.SupportOn), else the upstream end of life.
+			eol = dash(s.SupportEnds)
+			if s.DaysToSupportEnd != nil {
+				left = strconv.Itoa(*s.DaysToSupportEnd)
 			}
 			status = s.Status
 		}

@@ -28,6 +28,8 @@ type Options struct {
 	FromFile string
 	// CalendarFile overrides the embedded release calendar.
 	CalendarFile string
+	// ProviderCalendarFile overrides the embedded provider calendar.
+	ProviderCalendarFile string
 	// Policy is the fleet rule n or n-K ("" for none).
 	Policy string
 	// CheckRegistry lists patch releases in Registry.
@@ -64,6 +66,7 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	o.FailOn.AddFlags(cmd)
 	o.Contexts.AddFlags(cmd)
 	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
+	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	cmd.Flags().StringVar(&o.Policy, "policy", o.Policy, "Also check the fleet rule \"every cluster at N or N-K of the newest supported minor\", written n or n-K (for example n-1).")
 	cmd.Flags().BoolVar(&o.CheckRegistry, "check-registry", o.CheckRegistry, "List kube-apiserver image tags in --registry and report how many patch releases behind each component is.")
 	cmd.Flags().StringVar(&o.Registry, "registry", o.Registry, "Registry (or mirror) for --check-registry; prefix http:// for a plain-HTTP mirror.")
@@ -88,7 +91,7 @@ func addSourceFlags(cmd *cobra.Command, poolLabel, fromFile, calendar *string, c
 func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	cal, err := loadCalendar(o.CalendarFile)
+	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
 		return cli.UsageErr(err)
 	}
@@ -112,6 +115,26 @@ func (o *Options) readStdin() ([]byte, error) {
 
 func loadCalendar(path string) (pkgskew.Calendar, error) {
 	return loadDataFile(path, "--calendar", pkgskew.DefaultCalendar, pkgskew.ParseCalendar)
+}
+
+// addProviderCalendarFlag registers --provider-calendar, the sibling of
+// --calendar for the managed providers' own support windows.
+func addProviderCalendarFlag(cmd *cobra.Command, file *string) {
+	cmd.Flags().StringVar(file, "provider-calendar", *file, "Provider support calendar file (YAML or JSON: dataDate, providers[provider, source, releases[minor, endOfStandardSupport, endOfExtendedSupport]]) instead of the embedded one; print it with \"kubectl skew calendar -o yaml\".")
+	_ = cmd.MarkFlagFilename("provider-calendar", "yaml", "yml", "json")
+}
+
+// loadCalendars reads --calendar and --provider-calendar.
+func loadCalendars(calendar, providers string) (pkgskew.Calendar, error) {
+	cal, err := loadCalendar(calendar)
+	if err != nil {
+		return cal, err
+	}
+	pc, err := loadDataFile(providers, "--provider-calendar", pkgskew.DefaultProviderCalendar, pkgskew.ParseProviderCalendar)
+	if err != nil {
+		return cal, err
+	}
+	return cal.WithProviders(pc), nil
 }
 
 // loadDataFile reads the data file a flag names, or returns the embedded
@@ -235,15 +258,29 @@ func (o *Options) evaluate(ctx context.Context, h cli.Header, inv pkgskew.Invent
 	rep := &SkewReport{Header: h, Inventory: inv, Summary: Summary{CheckSummary: sum}}
 	now := o.deps.now()
 	if oldest, _, ok := inv.APIServerVersions(); ok {
-		s := o.calendar.Support(oldest, now)
+		s := o.calendar.SupportOn(oldest, pkgskew.DetectProvider(inv).Provider, now)
 		rep.Support = &s
 		rep.Summary.DaysToEndOfLife = s.DaysToEndOfLife
+		rep.Summary.DaysToSupportEnd = s.DaysToSupportEnd
 		rep.Summary.MinorsBehindNewest = s.MinorsBehind
+		rep.Summary.SupportWindow = supportPhrase(s)
+		switch s.Status {
+		case pkgskew.StatusViolation:
+			rep.Summary.OutOfSupport++
+		case pkgskew.StatusEdge:
+			rep.Summary.SupportAtEdge++
+		case pkgskew.StatusUnknown:
+			rep.Summary.SupportUnknown++
+		}
 		fs = append(fs, pkgskew.Finding{Component: pkgskew.KindAPIServer, Instance: "support window", Version: oldest.String(),
 			Against: s.Newest, Skew: s.MinorsBehind, Rule: pkgskew.RuleSupport, Status: s.Status, Message: s.Message})
 		if o.policy != nil {
 			if newest, ok := o.calendar.Newest(now); ok {
-				fs = append(fs, o.policy.Check(oldest, newest))
+				pf := o.policy.Check(oldest, newest)
+				if pf.Status == pkgskew.StatusViolation {
+					rep.Summary.PolicyViolations++
+				}
+				fs = append(fs, pf)
 			} else {
 				fs = append(fs, pkgskew.Finding{Component: pkgskew.KindAPIServer, Instance: "policy " + o.policy.String(), Rule: pkgskew.RuleFleetPolicy,
 					Status: pkgskew.StatusUnknown, Message: "the release calendar has no release before today"})

@@ -72,6 +72,8 @@ type PlanOptions struct {
 	FromFile     string
 	CalendarFile string
 	ChunkSize    int64
+	// ProviderCalendarFile overrides the embedded provider calendar.
+	ProviderCalendarFile string
 	// Provider overrides the detected provider ("" detects it).
 	Provider string
 	// Runbook prints the plan as a Markdown runbook.
@@ -106,6 +108,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 	o.FailOn.AddFlags(cmd)
 	cli.AddTargetFlag(cmd, &o.Target, "The minor to reach, such as v1.37.", calendarMinors())
 	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
+	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	addRunbookFlags(cmd, o)
 	return cmd
 }
@@ -114,7 +117,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 func (o *PlanOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	cal, err := loadCalendar(o.CalendarFile)
+	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
 		return cli.UsageErr(err)
 	}
@@ -174,8 +177,12 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	}
 	h.APIVersion, h.Kind = cli.APIVersion, KindPlanReport
 	now := o.deps.now()
+	provider := o.provider
+	if provider == "" {
+		provider = pkgskew.DetectProvider(inv).Provider
+	}
 	plan, err := pkgskew.MakePlan(inv, o.target, pkgskew.PlanOptions{Provider: o.provider, Support: func(v pkgskew.Version) (pkgskew.Support, bool) {
-		s := o.calendar.Support(v, now)
+		s := o.calendar.SupportOn(v, provider, now)
 		return s, true
 	}})
 	if errors.Is(err, pkgskew.ErrNoAPIServer) {

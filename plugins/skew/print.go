@@ -38,6 +38,10 @@ func printReportTable(w io.Writer, rep *SkewReport, opts cli.TableOptions, c cli
 		{Name: "STATUS"}, {Name: "RULE", Wide: true}, {Name: "MESSAGE"},
 	}}
 	for _, it := range rep.Items {
+		if it.Rule == pkgskew.RuleSupport && rep.Support != nil {
+			// Dates and days, not minors: its own section below.
+			continue
+		}
 		ver := it.Version
 		if ver == "" && it.Rule == pkgskew.RuleInventory {
 			ver = "not visible"
@@ -51,17 +55,74 @@ func printReportTable(w io.Writer, rep *SkewReport, opts cli.TableOptions, c cli
 	if err := t.Print(w, opts); err != nil {
 		return err
 	}
+	if rep.Support != nil {
+		fmt.Fprintln(w)
+		if err := printSupportTable(w, rep.Support, opts, c); err != nil {
+			return err
+		}
+	}
 	if opts.NoHeaders {
 		return nil
 	}
-	s := rep.Summary
-	line := fmt.Sprintf("\nmax skew %s; %d violations, %d at the edge, %d unknown; apiserver %s, kubelets %s..%s on %s",
-		pkgskew.Minors(s.MaxSkew), s.Violations, s.Edge, s.Unknown, dash(s.APIServerNewest), dash(s.KubeletMin), dash(s.KubeletMax), pkgskew.Nodes(s.Nodes))
+	_, err := fmt.Fprintln(w, "\n"+summaryLine(rep.Summary))
+	return err
+}
+
+// printSupportTable prints the support window of the oldest apiserver:
+// dates and days in their own cells.
+func printSupportTable(w io.Writer, s *pkgskew.Support, opts cli.TableOptions, c cli.Colorizer) error {
+	t := cli.Table{Columns: []cli.Column{
+		{Name: "SUPPORT"}, {Name: "PROVIDER"}, {Name: "WINDOW"}, {Name: "ENDS"}, {Name: "DAYS-LEFT"}, {Name: "UPSTREAM-EOL"},
+		{Name: "STATUS"}, {Name: "SOURCE", Wide: true}, {Name: "MESSAGE"},
+	}}
+	days := "-"
+	if s.DaysToSupportEnd != nil {
+		days = strconv.Itoa(*s.DaysToSupportEnd)
+	}
+	msg := s.Message
+	if s.Note != "" {
+		msg += "; " + s.Note
+	}
+	t.AddRow(s.Minor, dash(s.Provider), dash(s.Window), dash(s.SupportEnds), days, dash(s.EndOfLife), c.Status(s.Status.Word()), dash(s.Source), msg)
+	return t.Print(w, opts)
+}
+
+// supportPhrase names the support window in a few words for the summary.
+func supportPhrase(s pkgskew.Support) string {
+	switch {
+	case s.Status == pkgskew.StatusUnknown:
+		return s.Minor + " support window unknown"
+	case s.Window == pkgskew.WindowExtended && s.Status != pkgskew.StatusViolation:
+		return fmt.Sprintf("%s in %s extended support until %s", s.Minor, pkgskew.Provider(s.Provider).Title(), s.SupportEnds)
+	case s.Status == pkgskew.StatusViolation:
+		return fmt.Sprintf("%s out of support since %s", s.Minor, s.SupportEnds)
+	default:
+		return fmt.Sprintf("%s supported until %s", s.Minor, s.SupportEnds)
+	}
+}
+
+// summaryLine totals a report: the skew counts, then the support window
+// and the fleet policy, so that every exit 1 is named.
+func summaryLine(s Summary) string {
+	line := fmt.Sprintf("max skew %s; %d violations, %d at the edge, %d unknown", pkgskew.Minors(s.MaxSkew), s.Violations, s.Edge, s.Unknown)
+	switch {
+	case s.OutOfSupport > 0:
+		line += fmt.Sprintf("; %d out of support (%s)", s.OutOfSupport, s.SupportWindow)
+	case s.SupportAtEdge > 0:
+		line += fmt.Sprintf("; support at the edge (%s)", s.SupportWindow)
+	case s.SupportUnknown > 0:
+		line += fmt.Sprintf("; support unknown (%s)", s.SupportWindow)
+	case s.SupportWindow != "":
+		line += "; " + s.SupportWindow
+	}
+	if s.PolicyViolations > 0 {
+		line += fmt.Sprintf("; %d fleet policy violation", s.PolicyViolations)
+	}
+	line += fmt.Sprintf("; apiserver %s, kubelets %s..%s on %s", dash(s.APIServerNewest), dash(s.KubeletMin), dash(s.KubeletMax), pkgskew.Nodes(s.Nodes))
 	if len(s.PoolsAtEdge) > 0 {
 		line += "; pools at the edge: " + strings.Join(s.PoolsAtEdge, ", ")
 	}
-	_, err := fmt.Fprintln(w, line)
-	return err
+	return line
 }
 
 func printPlanTable(w io.Writer, rep *PlanReport, opts cli.TableOptions, c cli.Colorizer) error {

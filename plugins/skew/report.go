@@ -35,6 +35,21 @@ type Summary struct {
 	// MinorsBehindNewest is how many minors the oldest apiserver is behind
 	// the newest released minor.
 	MinorsBehindNewest int `json:"minorsBehindNewest"`
+	// DaysToSupportEnd is how far the end of the support window that
+	// applies (the provider's where it publishes one) is.
+	DaysToSupportEnd *int `json:"daysToSupportEnd,omitempty"`
+	// OutOfSupport, SupportAtEdge and SupportUnknown count the support
+	// window finding (0 or 1 each): past its end; near its end or in the
+	// provider's extended support; not in the calendar. The skew counts
+	// (violations, edge, unknown) leave it out.
+	OutOfSupport   int `json:"outOfSupport"`
+	SupportAtEdge  int `json:"supportAtEdge"`
+	SupportUnknown int `json:"supportUnknown"`
+	// SupportWindow says in a few words which window the oldest
+	// apiserver is in ("extended support until 2026-07-23").
+	SupportWindow string `json:"supportWindow,omitempty"`
+	// PolicyViolations counts the fleet policy finding (--policy).
+	PolicyViolations int `json:"policyViolations"`
 	// Findings counts items at or above --fail-on.
 	Findings int `json:"findings"`
 }

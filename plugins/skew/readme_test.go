@@ -1,0 +1,48 @@
+package skew
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// README's examples must work as written when pasted: a command that exits
+// 1 on findings is never followed by &&, --audit-log is never given a bare
+// glob (the shell splits it into arguments the flag does not take), and a
+// file name is used for one report kind only.
+func TestREADMEExamplesAsWritten(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Skip("README.md not found")
+	}
+	readme := string(data)
+	andAfterFindings := regexp.MustCompile(`kubectl (skew|deprecations|pdb-blockers|gpu-validate|crd-migrate status)[^&|;#\n]*&&`)
+	for _, m := range andAfterFindings.FindAllString(readme, -1) {
+		t.Errorf("README: %q: the command exits 1 on findings, so && skips what follows; use ; or a separate line", m)
+	}
+	globFlag := regexp.MustCompile(`--audit-log[ =][^ '"\n]*[*?]`)
+	for _, m := range globFlag.FindAllString(readme, -1) {
+		t.Errorf("README: %q: the shell expands the glob into extra arguments; repeat --audit-log or pipe through --audit-log -", m)
+	}
+	kinds := map[string]string{}
+	use := func(file, kind string) {
+		if k, ok := kinds[file]; ok && k != kind {
+			t.Errorf("README: %s holds a %s in one example and a %s in another", file, k, kind)
+		}
+		kinds[file] = kind
+	}
+	for _, m := range regexp.MustCompile(`kubectl skew -o yaml > (\S+)`).FindAllStringSubmatch(readme, -1) {
+		use(m[1], "SkewReport")
+	}
+	for _, m := range regexp.MustCompile(`kubectl skew plan -f (\S+)`).FindAllStringSubmatch(readme, -1) {
+		use(m[1], "SkewReport")
+	}
+	for _, m := range regexp.MustCompile(`skew preflight [^\n]*--save (\S+)`).FindAllStringSubmatch(readme, -1) {
+		use(strings.TrimSuffix(m[1], "`"), "PreflightReport")
+	}
+	for _, m := range regexp.MustCompile(`skew verify --baseline (\S+)`).FindAllStringSubmatch(readme, -1) {
+		use(strings.TrimSuffix(m[1], "`"), "PreflightReport")
+	}
+}
