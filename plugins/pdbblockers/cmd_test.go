@@ -505,7 +505,7 @@ func TestRun_SkipsTheRunningWorkflow(t *testing.T) {
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: wf, Controller: ptr.To(true)}}},
 			// Argo's executor shares var-run-argo, an emptyDir, with the main
 			// container: a drain without --delete-emptydir-data refuses it.
-			Spec: corev1.PodSpec{NodeName: "mgmt-1", Volumes: []corev1.Volume{{Name: "var-run-argo", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+			Spec:   corev1.PodSpec{NodeName: "mgmt-1", Volumes: []corev1.Volume{{Name: "var-run-argo", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	}
 	objs := func(extra ...runtime.Object) []runtime.Object {
