@@ -165,6 +165,15 @@ type RenderOptions struct {
 	Image string
 }
 
+// CheckPinned is a usage error (exit 2) naming field when ref is not an
+// image reference pinned by digest.
+func CheckPinned(field, ref string) error {
+	if err := pinnedImage(ref); err != nil {
+		return cli.Usagef("%s %q: %v: pin it by digest (REPO@sha256:<64 hex>, the index digest make image prints) so every step of the run runs the same binaries", field, ref, err)
+	}
+	return nil
+}
+
 // pinnedImage says why ref is not an image reference pinned by digest.
 func pinnedImage(ref string) error {
 	r, err := name.ParseReference(ref)
@@ -223,8 +232,8 @@ func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 		return nil, cli.Usagef("the suite's image is required: --image or spec.engine.argo.image, by digest (make image prints it), such as ghcr.io/gpufleet/suite@sha256:...")
 	}
 	if !opts.AllowUnpinned {
-		if err := pinnedImage(a.Image); err != nil {
-			return nil, cli.Usagef("%s %q: %v: pin it by digest (REPO@sha256:<64 hex>, the index digest make image prints) so every step of the run runs the same binaries", field, a.Image, err)
+		if err := CheckPinned(field, a.Image); err != nil {
+			return nil, err
 		}
 	}
 	if p.Run == "" {

@@ -886,6 +886,11 @@ func (o *fleetRenderOptions) Validate() error {
 	if o.Engine != "argo" {
 		return fmt.Errorf("unknown --engine %q: want argo", o.Engine)
 	}
+	if o.Image != "" && !o.AllowUnpinned {
+		if err := fleetrun.CheckPinned("--image", o.Image); err != nil {
+			return err
+		}
+	}
 	return fleetrun.ValidRun(o.RunName)
 }
 
