@@ -130,13 +130,18 @@ verify: lint
 	go mod tidy && git diff --exit-code go.mod go.sum
 	hack/verify-patterns.sh
 
-## image: the checkpoint agent's container image, reproducible, as an OCI
-## layout in dist/image; prints its digest and pushes it to IMAGE= when set
+## image: the suite's container image (the six plugins and the checkpoint
+## agent, entrypoint the agent), reproducible, one image per arch of
+## IMAGE_ARCHS in an OCI index, as an OCI layout in dist/image; prints the
+## index digest (pin it in rendered workflows) and pushes to IMAGE= when set
 IMAGE ?=
-IMAGE_ARCH ?= amd64
+IMAGE_ARCHS ?= amd64 arm64
 image:
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -ldflags "-s -w -buildid=" -o $(DIST)/image-build/linux_$(IMAGE_ARCH)/gpufleet-checkpoint-agent ./cmd/gpufleet-checkpoint-agent
-	go run ./hack/image -binary $(DIST)/image-build/linux_$(IMAGE_ARCH)/gpufleet-checkpoint-agent -out $(DIST)/image -arch $(IMAGE_ARCH) -version $(VERSION) $(if $(IMAGE),-push $(IMAGE))
+	rm -rf $(DIST)/image-build
+	for a in $(IMAGE_ARCHS); do \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$$a go build -trimpath -ldflags "$(LDFLAGS) -buildid=" -o $(DIST)/image-build/linux_$$a/ $(addprefix ./cmd/,$(PLUGINS)) ./cmd/gpufleet-checkpoint-agent || exit 1; \
+	done
+	go run ./hack/image -bin-dir $(DIST)/image-build -arch $(shell echo $(IMAGE_ARCHS) | tr ' ' ',') -out $(DIST)/image -version $(VERSION) $(if $(IMAGE),-push $(IMAGE))
 
 ## dist: release archives for every platform into dist/
 dist:

@@ -490,7 +490,8 @@ func TestGangDrainAgentExamples(t *testing.T) {
 }
 
 // countSidecars counts the initContainers with restartPolicy Always that
-// run the agent image and mount the shared directory.
+// run the agent (the suite's image, whose entrypoint is the agent) and
+// mount the shared directory.
 func countSidecars(t *testing.T, spec any) int {
 	t.Helper()
 	m, _ := spec.(map[string]any)
@@ -499,7 +500,7 @@ func countSidecars(t *testing.T, spec any) int {
 	for _, c := range inits {
 		cm := c.(map[string]any)
 		image, _ := cm["image"].(string)
-		if cm["restartPolicy"] != "Always" || !strings.Contains(image, "checkpoint-agent") {
+		if cm["restartPolicy"] != "Always" || cm["name"] != "checkpoint-agent" || !strings.Contains(image, "gpufleet/suite") {
 			continue
 		}
 		mounts, _, _ := unstructured.NestedSlice(cm, "volumeMounts")

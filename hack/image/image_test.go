@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +22,32 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-func opts(binary string) Options {
-	return Options{Binary: []byte(binary), OS: "linux", Arch: "amd64", Created: time.Unix(0, 0).UTC(), Version: "v0.1.0"}
+// suite is fake binaries of the suite for one arch (the layering is what
+// is tested, not the binaries).
+func suite(agent string) map[string][]byte {
+	m := map[string][]byte{Agent: []byte(agent)}
+	for _, n := range []string{"kubectl-skew", "kubectl-deprecations", "kubectl-gang_drain", "kubectl-gpu_validate", "kubectl-pdb_blockers", "kubectl-crd_migrate"} {
+		m[n] = []byte("\x7fELF " + n)
+	}
+	return m
+}
+
+func index(t *testing.T, agent string) v1.ImageIndex {
+	t.Helper()
+	idx, err := BuildIndex(time.Unix(0, 0).UTC(), "v0.1.0", map[string]map[string][]byte{"amd64": suite(agent + " amd64"), "arm64": suite(agent + " arm64")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx
+}
+
+func indexDigest(t *testing.T, idx v1.ImageIndex) v1.Hash {
+	t.Helper()
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func digest(t *testing.T, img v1.Image) v1.Hash {
@@ -34,22 +60,39 @@ func digest(t *testing.T, img v1.Image) v1.Hash {
 }
 
 func TestBuildIsReproducible(t *testing.T) {
-	a, err := Build(opts("\x7fELF agent"))
+	a, b := index(t, "\x7fELF agent"), index(t, "\x7fELF agent")
+	if indexDigest(t, a) != indexDigest(t, b) {
+		t.Errorf("two builds of the same binaries: %s and %s", indexDigest(t, a), indexDigest(t, b))
+	}
+	if c := index(t, "\x7fELF other"); indexDigest(t, a) == indexDigest(t, c) {
+		t.Error("other binaries give the same digest")
+	}
+	m, err := a.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Build(opts("\x7fELF agent"))
-	if err != nil {
-		t.Fatal(err)
+	if mt, _ := a.MediaType(); mt != types.OCIImageIndex {
+		t.Errorf("index media type %s", mt)
 	}
-	if digest(t, a) != digest(t, b) {
-		t.Errorf("two builds of the same binary: %s and %s", digest(t, a), digest(t, b))
+	var plats []string
+	for _, d := range m.Manifests {
+		if d.Platform == nil || d.MediaType != types.OCIManifestSchema1 {
+			t.Fatalf("entry %+v", d)
+		}
+		plats = append(plats, d.Platform.OS+"/"+d.Platform.Architecture)
+		img, err := a.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf, err := img.ConfigFile()
+		if err != nil || cf.Architecture != d.Platform.Architecture {
+			t.Errorf("%s: config arch %v, %v", d.Digest, cf, err)
+		}
 	}
-	c, _ := Build(opts("\x7fELF other"))
-	if digest(t, a) == digest(t, c) {
-		t.Error("another binary gives the same digest")
+	if strings.Join(plats, " ") != "linux/amd64 linux/arm64" {
+		t.Errorf("platforms %v, want linux/amd64 linux/arm64", plats)
 	}
-	// The layout on disk holds the same image.
+	// The layout on disk holds the same index.
 	dir := filepath.Join(t.TempDir(), "oci")
 	for i := 0; i < 2; i++ { // writing twice replaces the layout
 		if err := WriteLayout(dir, a); err != nil {
@@ -60,16 +103,27 @@ func TestBuildIsReproducible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idx, err := p.ImageIndex()
+	li, err := p.ImageIndex()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := idx.IndexManifest()
+	lm, err := li.IndexManifest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Manifests) != 1 || m.Manifests[0].Digest != digest(t, a) || m.Manifests[0].MediaType != types.OCIManifestSchema1 {
-		t.Errorf("layout index %+v", m.Manifests)
+	if len(lm.Manifests) != 1 || lm.Manifests[0].Digest != indexDigest(t, a) || lm.Manifests[0].MediaType != types.OCIImageIndex {
+		t.Errorf("layout index %+v", lm.Manifests)
+	}
+}
+
+func TestBuildIndexRefusesMismatchedArches(t *testing.T) {
+	arm := suite("agent")
+	delete(arm, "kubectl-skew")
+	if _, err := BuildIndex(time.Unix(0, 0), "v", map[string]map[string][]byte{"amd64": suite("agent"), "arm64": arm}); err == nil || !strings.Contains(err.Error(), "same set") {
+		t.Errorf("want a mismatch error, got %v", err)
+	}
+	if _, err := Build(Options{Binaries: map[string][]byte{"kubectl-skew": nil}, Arch: "amd64"}); err == nil {
+		t.Error("an image without the agent: want an error")
 	}
 }
 
@@ -79,24 +133,33 @@ func TestPushPullBack(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
-	img, err := Build(opts("\x7fELF agent"))
+	idx := index(t, "\x7fELF agent")
+	ref, err := Push(u.Host+"/gpufleet/suite:test", idx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := Push(u.Host+"/gpufleet/checkpoint-agent:test", img)
+	pulled, err := remote.Index(ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := remote.Image(ref)
+	if indexDigest(t, pulled) != indexDigest(t, idx) {
+		t.Errorf("pulled index %s, pushed %s", indexDigest(t, pulled), indexDigest(t, idx))
+	}
+	// What a kubelet on an amd64 node pulls by the index's digest.
+	byIndex, _ := name.NewDigest(ref.Context().String() + "@" + indexDigest(t, idx).String())
+	got, err := remote.Image(byIndex, remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := Build(Options{Binaries: suite("\x7fELF agent amd64"), OS: "linux", Arch: "amd64", Created: time.Unix(0, 0).UTC(), Version: "v0.1.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	if digest(t, got) != digest(t, img) {
-		t.Errorf("pulled %s, pushed %s", digest(t, got), digest(t, img))
-	}
-	byDigest, _ := name.NewDigest(ref.Context().String() + "@" + digest(t, img).String())
-	if _, err := remote.Image(byDigest); err != nil {
-		t.Errorf("pull by digest: %v", err)
+		t.Errorf("pulled %s, built %s", digest(t, got), digest(t, img))
 	}
 	cf, err := got.ConfigFile()
 	if err != nil {
@@ -124,6 +187,7 @@ func TestPushPullBack(t *testing.T) {
 	tr := tar.NewReader(rc)
 	files := map[string]*tar.Header{}
 	var bin []byte
+	var order []string
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -133,6 +197,7 @@ func TestPushPullBack(t *testing.T) {
 			t.Fatal(err)
 		}
 		files[h.Name] = h
+		order = append(order, h.Name)
 		if !h.ModTime.Equal(time.Unix(0, 0)) {
 			t.Errorf("%s: mtime %v", h.Name, h.ModTime)
 		}
@@ -140,7 +205,15 @@ func TestPushPullBack(t *testing.T) {
 			bin, _ = io.ReadAll(tr)
 		}
 	}
-	if string(bin) != "\x7fELF agent" || files[BinaryPath[1:]].Mode != 0o755 {
+	if !sort.StringsAreSorted(order) {
+		t.Errorf("tar entries not sorted: %v", order)
+	}
+	for _, n := range []string{"kubectl-skew", "kubectl-deprecations", "kubectl-gang_drain", "kubectl-gpu_validate", "kubectl-pdb_blockers", "kubectl-crd_migrate"} {
+		if h := files[BinDir[1:]+"/"+n]; h == nil || h.Mode != 0o755 {
+			t.Errorf("%s: %+v", n, h)
+		}
+	}
+	if string(bin) != "\x7fELF agent amd64" || files[BinaryPath[1:]].Mode != 0o755 {
 		t.Errorf("binary %q mode %o", bin, files[BinaryPath[1:]].Mode)
 	}
 	for _, shell := range []string{"bin/sh", "bin/bash", "bin/busybox", "usr/bin/sh"} {

@@ -3,9 +3,9 @@ package fleetrun
 import (
 	"bytes"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -160,6 +160,30 @@ type RenderedObject struct {
 type RenderOptions struct {
 	// AllowUnpinned accepts an image without a digest (tests).
 	AllowUnpinned bool
+	// Image, when set, is the suite's image for this render (--image),
+	// in place of the fleet file's spec.engine.argo.image.
+	Image string
+}
+
+// CheckPinned is a usage error (exit 2) naming field when ref is not an
+// image reference pinned by digest.
+func CheckPinned(field, ref string) error {
+	if err := pinnedImage(ref); err != nil {
+		return cli.Usagef("%s %q: %v: pin it by digest (REPO@sha256:<64 hex>, the index digest make image prints) so every step of the run runs the same binaries", field, ref, err)
+	}
+	return nil
+}
+
+// pinnedImage says why ref is not an image reference pinned by digest.
+func pinnedImage(ref string) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("not an image reference")
+	}
+	if _, ok := r.(name.Digest); !ok {
+		return fmt.Errorf("a tag without digest")
+	}
+	return nil
 }
 
 // WorkflowName is the Workflow of a run.
@@ -200,11 +224,17 @@ func argoSettings(spec fleetfile.FleetSpec) fleetfile.ArgoEngine {
 // `kubectl skew fleet approve` releases it; it then runs again.
 func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 	a := argoSettings(p.Spec)
-	if a.Image == "" {
-		return nil, cli.Usagef("spec.engine.argo.image: required: the suite's image by digest (make image prints it), such as ghcr.io/gpufleet/suite@sha256:...")
+	field := "spec.engine.argo.image"
+	if opts.Image != "" {
+		a.Image, field = opts.Image, "--image"
 	}
-	if !strings.Contains(a.Image, "@sha256:") && !opts.AllowUnpinned {
-		return nil, cli.Usagef("spec.engine.argo.image: %q: pin it by digest (REPO@sha256:..., make image prints it) so every step of the run runs the same binaries", a.Image)
+	if a.Image == "" {
+		return nil, cli.Usagef("the suite's image is required: --image or spec.engine.argo.image, by digest (make image prints it), such as ghcr.io/gpufleet/suite@sha256:...")
+	}
+	if !opts.AllowUnpinned {
+		if err := CheckPinned(field, a.Image); err != nil {
+			return nil, err
+		}
 	}
 	if p.Run == "" {
 		return nil, cli.Usagef("render needs a run: --run NAME")

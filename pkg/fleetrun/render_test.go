@@ -45,7 +45,23 @@ func TestRenderNeedsAPinnedImage(t *testing.T) {
 	p := mustPlan(t, f, infos(f, nil), monday0930)
 	p.Run = "r1"
 	_, err := Render(p, RenderOptions{})
-	if cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "pin it by digest") {
+	if cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "pin it by digest") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v", err)
+	}
+	// --image overrides the file's image and is held to the same rule.
+	for _, bad := range []string{"ghcr.io/gpufleet/suite:v0.1.0", "ghcr.io/gpufleet/suite", "ghcr.io/gpufleet/suite@sha256:abc"} {
+		_, err = Render(p, RenderOptions{Image: bad})
+		if cli.ExitCode(err) != cli.ExitUsage || !strings.HasPrefix(err.Error(), "--image ") || !strings.Contains(err.Error(), "make image") {
+			t.Errorf("--image %s: err = %v", bad, err)
+		}
+	}
+	const pinned = "ghcr.io/gpufleet/suite:v0.1.0@sha256:5f0e3a1c2b4d6e8f0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071"
+	r, err := Render(p, RenderOptions{Image: pinned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every container (each cluster's step template, the run's gates) runs it.
+	if n, all := strings.Count(string(r.YAML), "image: "+pinned), strings.Count(string(r.YAML), "image: "); n < len(p.Clusters) || n != all {
+		t.Errorf("%d of %d images are %s, want all and at least %d", n, all, pinned, len(p.Clusters))
 	}
 }

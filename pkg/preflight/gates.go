@@ -703,6 +703,9 @@ func (r *Runner) drainsGate(ctx context.Context) Gate {
 	for ns, why := range snap.ForbiddenPDBs {
 		ev = append(ev, fmt.Sprintf("poddisruptionbudgets in %s not readable: %s", ns, why))
 	}
+	if r.skipped != "" {
+		ev = append([]string{r.skipped}, ev...)
+	}
 	msg := map[Status]string{StatusPass: "no drain will block", StatusWarn: "drains will wait for replacements", StatusFail: "drains will block",
 		StatusUnknown: "some evictions cannot be predicted"}[st]
 	return Gate{Status: st, Message: fmt.Sprintf("%s (%d pools, %d nodes, %d pods)", msg, len(names), len(snap.Nodes), len(snap.Pods)), Evidence: capLines(ev), Command: cmd}

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -435,4 +436,26 @@ func TestVerifyPlannedPools(t *testing.T) {
 
 func forbidden(res, verb string) error {
 	return apierrorsForbidden(res, verb)
+}
+
+// TestDrainsGateSkipsTheRunningWorkflow: the pre-flight a fleet step runs on
+// its own management cluster does not count its Argo step pod (an emptyDir
+// that a drain refuses) as a blocker, and the gate says it skipped it.
+func TestDrainsGateSkipsTheRunningWorkflow(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "mgmt-1", Labels: map[string]string{"pool": "system"}}}
+	step := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "argo", Name: "ring-r1-preflight-1",
+		Labels:          map[string]string{eviction.ArgoWorkflowLabel: "ring-r1"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: "ring-r1", Controller: ptr(true)}}},
+		Spec:   corev1.PodSpec{NodeName: "mgmt-1", Volumes: []corev1.Volume{{Name: "var-run-argo", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	gate := func(self eviction.Self) Gate {
+		return (&Runner{Kube: fake.NewClientset(node, step), PoolLabel: "pool", Self: &self}).drainsGate(context.Background())
+	}
+	if g := gate(eviction.Self{Namespace: "argo", Name: "elsewhere"}); g.Status != StatusFail {
+		t.Fatalf("the step pod run from elsewhere: %s %s %v", g.Status, g.Message, g.Evidence)
+	}
+	g := gate(eviction.Self{Namespace: "argo", Name: "ring-r1-preflight-1"})
+	if g.Status != StatusPass || len(g.Evidence) == 0 || !strings.HasPrefix(g.Evidence[0], "skipped 1 pod of the running workflow argo/ring-r1 (ring-r1-preflight-1)") {
+		t.Errorf("in the workflow's own pod: %s %s %v", g.Status, g.Message, g.Evidence)
+	}
 }

@@ -71,6 +71,9 @@ type Runner struct {
 	PageSize int64
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Self is the pod this runs in (eviction.SelfFromEnv when nil): the
+	// drain gate skips the pods of its Argo workflow, and says so.
+	Self *eviction.Self
 	// Kubectl returns the kubectl on PATH, for the inventory (nil skips).
 	Kubectl func(ctx context.Context) (string, error)
 	// Raw GETs a path of the apiserver (/metrics, /readyz/etcd); nil
@@ -82,6 +85,8 @@ type Runner struct {
 	snapOnce sync.Once
 	snap     *eviction.Snapshot
 	snapErr  error
+	// skipped says which pods of the running workflow the snapshot left out.
+	skipped string
 
 	crdOnce sync.Once
 	crdList []*apiextv1.CustomResourceDefinition
@@ -337,6 +342,13 @@ func (r *Runner) snapshot(ctx context.Context) (*eviction.Snapshot, error) {
 	r.snapOnce.Do(func() {
 		r.snap, r.snapErr = eviction.Load(ctx, r.Kube, eviction.LoadOptions{Stream: r.Stream, StreamTimeout: r.StreamTimeout, PageSize: r.page(),
 			NodeStatus: true, NodeAnnotations: skew.NodeAnnotations, KeepPods: metav1.NamespaceSystem})
+		if r.snapErr == nil {
+			self := eviction.SelfFromEnv()
+			if r.Self != nil {
+				self = *r.Self
+			}
+			r.skipped = r.snap.SkipRunningWorkflow(self)
+		}
 	})
 	return r.snap, r.snapErr
 }

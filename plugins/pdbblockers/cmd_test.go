@@ -492,3 +492,45 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	*c += countingWriter(len(p))
 	return len(p), nil
 }
+
+// TestRun_SkipsTheRunningWorkflow: a fleet step checks the pool its own
+// Argo workflow pod runs on (the management cluster upgraded by its own
+// run). Its pod and its siblings are not counted, and the output says so;
+// another workflow's pod still is.
+func TestRun_SkipsTheRunningWorkflow(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "mgmt-1", Labels: map[string]string{"pool": "system"}}}
+	pod := func(name, wf string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "argo", Name: name,
+			Labels:          map[string]string{eviction.ArgoWorkflowLabel: wf},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow", Name: wf, Controller: ptr.To(true)}}},
+			// Argo's executor shares var-run-argo, an emptyDir, with the main
+			// container: a drain without --delete-emptydir-data refuses it.
+			Spec:   corev1.PodSpec{NodeName: "mgmt-1", Volumes: []corev1.Volume{{Name: "var-run-argo", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	objs := func(extra ...runtime.Object) []runtime.Object {
+		return append([]runtime.Object{node, pod("ring-r1-pdb-1", "ring-r1"), pod("ring-r1-gate-2", "ring-r1")}, extra...)
+	}
+	args := []string{"-l", "pool=system", "--fail-on", "blocking", "-o", "json"}
+	// Not in a pod of the workflow: its pods are counted as they are.
+	t.Setenv("POD_NAMESPACE", "argo")
+	t.Setenv("POD_NAME", "laptop")
+	base := run(t, fake.NewClientset(objs()...), "", args...)
+	if base.code != 1 || strings.Contains(base.out, `"skipped"`) || !strings.Contains(base.out, "ring-r1-pdb-1") {
+		t.Fatalf("outside the workflow: exit %d\n%s", base.code, base.out)
+	}
+	t.Setenv("POD_NAME", "ring-r1-pdb-1")
+	r := run(t, fake.NewClientset(objs()...), "", args...)
+	if r.code != 0 || strings.Contains(r.out, `"name": "ring-r1-`) {
+		t.Errorf("exit %d, the workflow's pods listed:\n%s", r.code, r.out)
+	}
+	const note = "skipped 2 pods of the running workflow argo/ring-r1 (ring-r1-gate-2, ring-r1-pdb-1)"
+	if !strings.Contains(r.out, `"skipped": "`+note) || !strings.Contains(r.errOut, "Note: "+note) {
+		t.Errorf("the skip is not said:\nstdout %s\nstderr %s", r.out, r.errOut)
+	}
+	// Another workflow's pod on the node is still judged.
+	r = run(t, fake.NewClientset(objs(pod("other-1", "other"))...), "", args...)
+	if !strings.Contains(r.out, "other-1") {
+		t.Errorf("another workflow's pod is not judged:\n%s", r.out)
+	}
+}

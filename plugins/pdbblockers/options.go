@@ -194,6 +194,7 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter) (*Report, cli.
 	if err != nil {
 		return nil, md, cli.WithHint(cli.ClassifyClusterErr(err, md, "reading the cluster"), canIHint(md, o.namespace))
 	}
+	skipped := snap.SkipRunningWorkflow(eviction.SelfFromEnv())
 	idx := snap.Index()
 	nodes, err := o.drainOrder(snap, idx)
 	if err != nil {
@@ -202,6 +203,7 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter) (*Report, cli.
 	now := o.clock.Now()
 	sim := eviction.Evaluator{Now: now, DrainTimeout: o.DrainTimeout, DeleteEmptyDirData: o.DeleteEmptyDirData, Force: o.Force}.NewSimulation(idx)
 	rep := newReport(md, now)
+	rep.Skipped = skipped
 	// Room for every pod of the nodes up front: growing the items one
 	// doubling at a time copied 42,500 of them over and over at 50,000
 	// pods. Memory fresh from the system that no item uses is not touched.

@@ -27,6 +27,9 @@ type Report struct {
 	Items []Item `json:"items"`
 	// Forbidden lists the namespaces that could not be read.
 	Forbidden []ForbiddenNamespace `json:"forbiddenNamespaces,omitempty"`
+	// Skipped says which pods of the Argo workflow this runs in were left
+	// out (a fleet step on its own management cluster), "" when none.
+	Skipped string `json:"skipped,omitempty"`
 	// Summary counts the verdicts.
 	Summary Summary `json:"summary"`
 }
@@ -330,6 +333,9 @@ func (r *Report) nameContext(name string) {
 // printWarnings writes what the reader must not miss to stderr, whatever
 // the output format.
 func (o *Options) printWarnings(r *Report, prefix string) {
+	if r.Skipped != "" {
+		fmt.Fprintf(o.ErrOut, "%sNote: %s.\n", prefix, r.Skipped)
+	}
 	for _, f := range r.Forbidden {
 		fmt.Fprintf(o.ErrOut, "%sWarning: namespace %s not checked: cannot list %s.\n", prefix, f.Namespace, strings.Join(f.Resources, " or "))
 	}

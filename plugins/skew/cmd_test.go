@@ -380,3 +380,12 @@ func TestFleetAsksKubectlOnce(t *testing.T) {
 		t.Errorf("kubectl reported in %d of 4 contexts\n%s", got, out)
 	}
 }
+
+// TestFleetRenderRefusesATag: --image must name the suite image by digest;
+// a tag alone is a one-line usage error before anything is read.
+func TestFleetRenderRefusesATag(t *testing.T) {
+	r := run(t, cli.NewTestClientGetter(), "", "fleet", "render", "-f", "../../pkg/fleetrun/testdata/fleet.yaml", "--run", "r1", "--image", "ghcr.io/gpufleet/suite:v0.1.0")
+	if r.Code != cli.ExitUsage || !strings.HasPrefix(r.Err, `error: --image "ghcr.io/gpufleet/suite:v0.1.0": a tag without digest`) || !strings.Contains(r.Err, "make image prints") || r.Out != "" {
+		t.Errorf("exit %d\nstdout %s\nstderr %s", r.Code, r.Out, r.Err)
+	}
+}

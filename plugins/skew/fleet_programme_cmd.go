@@ -830,6 +830,7 @@ type fleetRenderOptions struct {
 	FromDir       string
 	Parallel      int
 	AllowUnpinned bool
+	Image         string
 
 	cg   cli.ClientGetter
 	deps deps
@@ -854,13 +855,17 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 			A step that answers "not yet" (exit 4) or was killed is retried with
 			backoff (spec.engine.argo.retryInterval doubling to retryCap); one that
 			halts waits in a "hold" suspend until approve releases it, then runs
-			again. The image must be pinned by digest (make image prints it).
+			again. The suite's image (--image, else spec.engine.argo.image) must be
+			pinned by digest, REPO@sha256:...: make image prints the digest of
+			its multi-arch index; a tag alone is refused (exit 2).
 
 			The run's frozen plan is used when the store has one (plan --run),
 			else the plan is made now as plan would make it.`),
 		Example: templates.Examples(`
 			kubectl skew fleet plan -f fleet.yaml --run 2026-12-v1-38
-			kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo > gitops/fleet/run.yaml`),
+			kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo > gitops/fleet/run.yaml
+			# pin the image make image built and pushed (it prints the digest)
+			kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo --image ghcr.io/gpufleet/suite@sha256:<digest>`),
 		Args: cobra.NoArgs,
 		RunE: cli.RunE(cg, o),
 	}
@@ -868,6 +873,7 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 	cmd.Flags().StringVar(&o.Engine, "engine", o.Engine, "The engine to render for: argo.")
 	cmd.Flags().StringVar(&o.FromDir, "from-dir", o.FromDir, "When the run has no frozen plan: plan offline from DIR/<cluster>.yaml.")
 	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "Clusters read at once when planning.")
+	cmd.Flags().StringVar(&o.Image, "image", o.Image, "The suite's image by digest, REPO@sha256:... (make image prints it); overrides spec.engine.argo.image.")
 	cmd.Flags().BoolVar(&o.AllowUnpinned, "allow-unpinned-image", o.AllowUnpinned, "Accept an image without a digest (for a local test, never for a real run).")
 	return cmd
 }
@@ -883,6 +889,11 @@ func (o *fleetRenderOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ [
 func (o *fleetRenderOptions) Validate() error {
 	if o.Engine != "argo" {
 		return fmt.Errorf("unknown --engine %q: want argo", o.Engine)
+	}
+	if o.Image != "" && !o.AllowUnpinned {
+		if err := fleetrun.CheckPinned("--image", o.Image); err != nil {
+			return err
+		}
 	}
 	return fleetrun.ValidRun(o.RunName)
 }
@@ -909,7 +920,7 @@ func (o *fleetRenderOptions) Run(ctx context.Context) error {
 	} else if p.FleetDigest != fleetrun.Digest(o.fleet) {
 		fmt.Fprintf(o.ErrOut, "warning: the fleet file changed since run %s was planned (%s): rendering the frozen plan\n", o.RunName, p.CreatedAt.Format(time.RFC3339))
 	}
-	r, err := fleetrun.Render(p, fleetrun.RenderOptions{AllowUnpinned: o.AllowUnpinned})
+	r, err := fleetrun.Render(p, fleetrun.RenderOptions{AllowUnpinned: o.AllowUnpinned, Image: o.Image})
 	if err != nil {
 		return err
 	}
