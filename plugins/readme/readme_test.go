@@ -69,6 +69,7 @@ var placeholders = map[string]string{
 	"s3://…":    "file://STORE",
 	"<context>": "readme",
 	"$c":        "readme", // the loop over contexts
+	"<digest>":  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 }
 
 // examples reads README's code blocks and returns each command of the six
