@@ -7,10 +7,40 @@ import (
 )
 
 // Column describes one table column. Wide columns only show with -o wide.
+//
+// A column with Shrink set may be shortened, in the default view only, when
+// the table would be wider than its width budget (TableOptions.Width, 120
+// columns unless set): the widest shrinkable column loses characters first,
+// down to Min (the header's width when unset), and a shortened cell shows
+// the mark "…" where text was left out. Elide says which part goes. -o wide
+// and the structured outputs always carry the full value.
 type Column struct {
-	Name string
-	Wide bool
+	Name   string
+	Wide   bool
+	Shrink bool
+	Min    int
+	Elide  Elision
 }
+
+// Elision says which part of a shortened cell is left out.
+type Elision int
+
+const (
+	// ElideEnd keeps the start (reasons, messages).
+	ElideEnd Elision = iota
+	// ElideMiddle keeps both ends (object names: the prefix and the
+	// distinguishing suffix).
+	ElideMiddle
+	// ElideStart keeps the end (file paths: the file name and line).
+	ElideStart
+)
+
+// DefaultTableWidth is the width budget of a default table: what fits a
+// terminal beside a runbook.
+const DefaultTableWidth = 120
+
+// ElisionMark replaces the characters a shortened cell leaves out.
+const ElisionMark = "…"
 
 // Table is a kubectl-style table: upper-case headers and columns separated
 // by spaces, padded like kubectl's tab writer (three spaces between columns,
@@ -30,6 +60,9 @@ func (t *Table) AddRow(cells ...string) {
 type TableOptions struct {
 	NoHeaders bool
 	Wide      bool
+	// Width is the budget shrinkable columns are shortened to fit in the
+	// default view: 0 means DefaultTableWidth, a negative value no limit.
+	Width int
 }
 
 const columnPadding = 3
@@ -70,6 +103,29 @@ func (t *Table) Print(w io.Writer, opts TableOptions) error {
 			}
 		}
 	}
+	if !opts.Wide {
+		budget := opts.Width
+		if budget == 0 {
+			budget = DefaultTableWidth
+		}
+		if budget > 0 {
+			cols := make([]Column, len(idx))
+			for j, i := range idx {
+				cols[j] = t.Columns[i]
+			}
+			if fitWidths(cols, widths, budget) {
+				first := 0
+				if !opts.NoHeaders {
+					first = 1
+				}
+				for _, l := range lines[first:] {
+					for j, c := range l {
+						l[j] = Shorten(c, widths[j], cols[j].Elide)
+					}
+				}
+			}
+		}
+	}
 	var b strings.Builder
 	for _, l := range lines {
 		b.Reset()
@@ -85,4 +141,96 @@ func (t *Table) Print(w io.Writer, opts TableOptions) error {
 		}
 	}
 	return nil
+}
+
+// fitWidths narrows the shrinkable columns of widths, widest first, until
+// the table fits budget or every shrinkable column is at its minimum. It
+// reports whether any column was narrowed.
+func fitWidths(cols []Column, widths []int, budget int) bool {
+	total := 0
+	for j, w := range widths {
+		total += w
+		if j < len(widths)-1 {
+			total += columnPadding
+		}
+	}
+	floor := make([]int, len(cols))
+	for j, c := range cols {
+		floor[j] = c.Min
+		if floor[j] <= 0 {
+			floor[j] = visibleWidth(c.Name)
+		}
+		if floor[j] < 2 {
+			floor[j] = 2
+		}
+	}
+	narrowed := false
+	for total > budget {
+		widest := -1
+		for j, c := range cols {
+			if c.Shrink && widths[j] > floor[j] && (widest < 0 || widths[j] > widths[widest]) {
+				widest = j
+			}
+		}
+		if widest < 0 {
+			break
+		}
+		widths[widest]--
+		total--
+		narrowed = true
+	}
+	return narrowed
+}
+
+// Shorten returns s cut to at most width visible characters, with
+// ElisionMark where text was left out, keeping the part elide names. ANSI
+// colour sequences are kept whole and do not count; a cut inside coloured
+// text ends with a colour reset.
+func Shorten(s string, width int, elide Elision) string {
+	vis := visibleWidth(s)
+	if vis <= width || width <= 0 {
+		return s
+	}
+	keep := width - 1 // the mark is one column wide
+	var head, tail int
+	switch elide {
+	case ElideStart:
+		tail = keep
+	case ElideMiddle:
+		head = (keep + 1) / 2
+		tail = keep - head
+	default:
+		head = keep
+	}
+	var b strings.Builder
+	n := 0
+	colored := false
+	inEsc := false
+	marked := false
+	for _, r := range s {
+		switch {
+		case inEsc:
+			b.WriteRune(r)
+			if (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') {
+				inEsc = false
+			}
+			continue
+		case r == '\x1b':
+			inEsc = true
+			colored = true
+			b.WriteRune(r)
+			continue
+		}
+		if n < head || n >= vis-tail {
+			b.WriteRune(r)
+		} else if !marked {
+			b.WriteString(ElisionMark)
+			marked = true
+		}
+		n++
+	}
+	if colored && !strings.HasSuffix(b.String(), "\x1b[0m") {
+		b.WriteString("\x1b[0m")
+	}
+	return b.String()
 }

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestShorten(t *testing.T) {
+	red := "\x1b[31m"
+	reset := "\x1b[0m"
+	for _, tc := range []struct {
+		in    string
+		width int
+		elide Elision
+		want  string
+	}{
+		{"short", 10, ElideEnd, "short"},
+		{"exactly10!", 10, ElideEnd, "exactly10!"},
+		{"the pod has no controller", 10, ElideEnd, "the pod h…"},
+		{"the pod has no controller", 10, ElideStart, "…ontroller"},
+		{"train-llama-worker-0-17", 11, ElideMiddle, "train…-0-17"},
+		{"charts/app/templates/deploy.yaml:12", 20, ElideStart, "…ates/deploy.yaml:12"},
+		{red + "BLOCKED-FOREVER" + reset, 8, ElideEnd, red + "BLOCKED…" + reset},
+		{"ünïcödé-wide", 5, ElideEnd, "ünïc…"},
+	} {
+		got := Shorten(tc.in, tc.width, tc.elide)
+		if got != tc.want {
+			t.Errorf("Shorten(%q, %d, %d) = %q, want %q", tc.in, tc.width, tc.elide, got, tc.want)
+		}
+		if w := visibleWidth(got); w > tc.width {
+			t.Errorf("Shorten(%q, %d) is %d wide", tc.in, tc.width, w)
+		}
+	}
+}
+
+func TestTableFitsBudget(t *testing.T) {
+	tb := Table{Columns: []Column{{Name: "NODE"}, {Name: "POD", Shrink: true, Elide: ElideMiddle}, {Name: "REASON", Shrink: true, Min: 12}, {Name: "FIX"}}}
+	long := strings.Repeat("x", 80)
+	tb.AddRow("node-1", "ns/"+long+"-0", "blocked: "+long, "kubectl delete pdb x")
+	tb.AddRow("node-2", "ns/short", "ok", "-")
+	var b strings.Builder
+	if err := tb.Print(&b, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if w := visibleWidth(l); w > DefaultTableWidth {
+			t.Errorf("line is %d wide, budget %d: %q", w, DefaultTableWidth, l)
+		}
+	}
+	if !strings.Contains(b.String(), ElisionMark) || !strings.Contains(b.String(), "kubectl delete pdb x") {
+		t.Errorf("want shortened cells with the mark and the fix whole:\n%s", b.String())
+	}
+	// -o wide and a negative budget keep every value whole.
+	for _, o := range []TableOptions{{Wide: true}, {Width: -1}} {
+		b.Reset()
+		if err := tb.Print(&b, o); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(b.String(), ElisionMark) || !strings.Contains(b.String(), "blocked: "+long) {
+			t.Errorf("%+v: want full values:\n%s", o, b.String())
+		}
+	}
+	// Columns stop at their minimum: a table of unshrinkable width stays
+	// over budget rather than cutting below Min.
+	b.Reset()
+	if err := tb.Print(&b, TableOptions{Width: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(b.String(), "\n")[1:2] {
+		if !strings.Contains(l, "blocked: xx…") {
+			t.Errorf("REASON should stop at its minimum 12: %q", l)
+		}
+	}
+}
