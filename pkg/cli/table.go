@@ -20,6 +20,11 @@ type Column struct {
 	Shrink bool
 	Min    int
 	Elide  Elision
+	// Overflow marks a last column that is never shortened (a copy-paste
+	// command): the budget counts it at Min (the header's width when
+	// unset) and a longer cell runs past the budget, after the columns
+	// before it were fitted.
+	Overflow bool
 }
 
 // Elision says which part of a shortened cell is left out.
@@ -147,13 +152,6 @@ func (t *Table) Print(w io.Writer, opts TableOptions) error {
 // the table fits budget or every shrinkable column is at its minimum. It
 // reports whether any column was narrowed.
 func fitWidths(cols []Column, widths []int, budget int) bool {
-	total := 0
-	for j, w := range widths {
-		total += w
-		if j < len(widths)-1 {
-			total += columnPadding
-		}
-	}
 	floor := make([]int, len(cols))
 	for j, c := range cols {
 		floor[j] = c.Min
@@ -164,11 +162,21 @@ func fitWidths(cols []Column, widths []int, budget int) bool {
 			floor[j] = 2
 		}
 	}
+	total := 0
+	for j, w := range widths {
+		if j == len(widths)-1 && cols[j].Overflow {
+			w = min(w, floor[j])
+		}
+		total += w
+		if j < len(widths)-1 {
+			total += columnPadding
+		}
+	}
 	narrowed := false
 	for total > budget {
 		widest := -1
 		for j, c := range cols {
-			if c.Shrink && widths[j] > floor[j] && (widest < 0 || widths[j] > widths[widest]) {
+			if c.Shrink && !c.Overflow && widths[j] > floor[j] && (widest < 0 || widths[j] > widths[widest]) {
 				widest = j
 			}
 		}

@@ -72,3 +72,29 @@ func TestTableFitsBudget(t *testing.T) {
 		}
 	}
 }
+
+// An Overflow last column (a copy-paste fix) is never cut: the budget
+// counts it at its minimum, the columns before it fit, and a longer fix
+// runs past the budget.
+func TestTableOverflowColumn(t *testing.T) {
+	fix := "kubectl -n team-a patch pdb " + strings.Repeat("y", 60) + " --type merge -p '{\"spec\":{\"maxUnavailable\":1}}'"
+	tb := Table{Columns: []Column{{Name: "POD", Shrink: true, Elide: ElideMiddle}, {Name: "REASON", Shrink: true}, {Name: "FIX", Overflow: true, Min: 20}}}
+	tb.AddRow("ns/"+strings.Repeat("p", 70), "blocked: "+strings.Repeat("r", 70), fix)
+	tb.AddRow("ns/short", "ok", "-")
+	var b strings.Builder
+	if err := tb.Print(&b, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if !strings.HasSuffix(lines[1], fix) {
+		t.Errorf("the fix is cut: %q", lines[1])
+	}
+	start := strings.Index(lines[0], "FIX")
+	// Fitted to the budget less FIX's reserve, not squeezed to minimums.
+	if start != DefaultTableWidth-20 || visibleWidth(lines[2]) > DefaultTableWidth {
+		t.Errorf("the columns before FIX do not fit with its reserve (FIX at %d):\n%s", start, b.String())
+	}
+	if !strings.Contains(lines[1], ElisionMark) {
+		t.Errorf("want the columns before FIX shortened:\n%s", b.String())
+	}
+}
