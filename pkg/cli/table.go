@@ -11,7 +11,7 @@ import (
 // A column with Shrink set may be shortened, in the default view only, when
 // the table would be wider than its width budget (TableOptions.Width, 120
 // columns unless set): the widest shrinkable column loses characters first,
-// down to Min (the header's width when unset), and a shortened cell shows
+// down to Min (never below the header's width), and a shortened cell shows
 // the mark "…" where text was left out. Elide says which part goes. -o wide
 // and the structured outputs always carry the full value.
 type Column struct {
@@ -154,10 +154,9 @@ func (t *Table) Print(w io.Writer, opts TableOptions) error {
 func fitWidths(cols []Column, widths []int, budget int) bool {
 	floor := make([]int, len(cols))
 	for j, c := range cols {
-		floor[j] = c.Min
-		if floor[j] <= 0 {
-			floor[j] = visibleWidth(c.Name)
-		}
+		// The header is never shortened: a column narrower than its
+		// header would push the columns after it out of line.
+		floor[j] = max(c.Min, visibleWidth(c.Name))
 		if floor[j] < 2 {
 			floor[j] = 2
 		}

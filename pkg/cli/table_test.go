@@ -98,3 +98,18 @@ func TestTableOverflowColumn(t *testing.T) {
 		t.Errorf("want the columns before FIX shortened:\n%s", b.String())
 	}
 }
+
+// A Min below the header's width stops at the header: the header line
+// stays inside the budget and the columns after it in line.
+func TestTableMinBelowHeader(t *testing.T) {
+	tb := Table{Columns: []Column{{Name: "REPLACEMENT", Shrink: true, Min: 2}, {Name: "X"}}}
+	tb.AddRow(strings.Repeat("r", 200), "x")
+	var b strings.Builder
+	if err := tb.Print(&b, TableOptions{Width: 5}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if strings.Index(lines[0], "X") != visibleWidth(lines[1][:strings.Index(lines[1], "x")]) || !strings.HasPrefix(lines[1], strings.Repeat("r", 10)+ElisionMark+" ") {
+		t.Errorf("columns out of line:\n%s", b.String())
+	}
+}
