@@ -175,11 +175,17 @@ func (r *Report) summaryLine(prefix string) string {
 // DETAIL, with -o wide).
 func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
 	narrow := len(reps) > 0
+	files := false
 	for _, r := range reps {
 		if len(r.Sources) != 1 || r.hasCaller() {
 			narrow = false
 		}
+		files = files || r.hasFiles()
 	}
+	// A cluster source's WHERE repeats WHO or NAME (the audit user, the
+	// Helm release, the object): only -o wide shows it unless a file is
+	// among the findings.
+	whereWide := !narrow && !files
 	// The minimum widths shortening stops at: STATUS, KIND and a concrete
 	// API stay whole in practice; a manifest scan keeps more of each other
 	// cell; a cluster scan (SOURCE, WHO) and several contexts show more
@@ -196,16 +202,26 @@ func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
 		{Name: "KIND", Shrink: true, Min: 19},
 		{Name: "API", Shrink: true, Min: lo(18, 14), Elide: cli.ElideMiddle},
 		{Name: "DEPRECATED", Wide: true}, {Name: "REMOVED"},
-		{Name: "WHO", Wide: narrow, Shrink: true, Min: 7, Elide: cli.ElideMiddle},
+		{Name: "WHO", Wide: narrow, Shrink: true, Min: 12, Elide: cli.ElideMiddle},
 		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true},
-		{Name: "WHERE", Shrink: true, Min: lo(18, 7), Elide: cli.ElideStart},
+		{Name: "WHERE", Wide: whereWide, Shrink: true, Min: lo(18, 7), Elide: cli.ElideStart},
 		{Name: "REPLACEMENT", Shrink: true, Min: lo(18, 10), Elide: cli.ElideMiddle},
 		{Name: "AVAILABLE", Wide: true}, {Name: "DETAIL", Wide: true},
 	}
 	if withContext {
-		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 10, Elide: cli.ElideMiddle}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}}, cols...)
 	}
 	return cli.Table{Columns: cols}
+}
+
+// hasFiles reports whether a finding was read from a file.
+func (r *Report) hasFiles() bool {
+	for _, it := range r.Items {
+		if it.File != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // hasCaller reports whether a finding names who called or wrote: a user,

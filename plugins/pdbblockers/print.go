@@ -374,7 +374,7 @@ func (o *Options) table(withContext bool) cli.Table {
 		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true}, {Name: "BREAK-GLASS", Wide: true},
 	}
 	if withContext {
-		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 10, Elide: cli.ElideMiddle}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}}, cols...)
 	}
 	return cli.Table{Columns: cols}
 }
