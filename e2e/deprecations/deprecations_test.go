@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -173,10 +174,20 @@ func TestDeprecationsCallerThroughMetricAuditAndManagedFields(t *testing.T) {
 		t.Errorf("at v1.36 want a deprecated warning, got %+v", a)
 	}
 
-	// The table names the caller too.
-	res, _ = run(t, "--kubeconfig", cp.Kubeconfig, "--source", "audit", "--audit-log", cp.AuditLogPath, "--color", "never")
+	// The table names the caller too: -o wide whole, the default table
+	// within 120 columns (the caller shortened with the mark when long).
+	res, _ = run(t, "--kubeconfig", cp.Kubeconfig, "--source", "audit", "--audit-log", cp.AuditLogPath, "--color", "never", "-o", "wide")
 	if res.ExitCode != 1 || !strings.Contains(res.Stdout, agent) || !strings.Contains(res.Stdout, "REMOVED") {
+		t.Errorf("wide table output:\n%s", res)
+	}
+	res, _ = run(t, "--kubeconfig", cp.Kubeconfig, "--source", "audit", "--audit-log", cp.AuditLogPath, "--color", "never")
+	if res.ExitCode != 1 || !strings.Contains(res.Stdout, "WHO") || !strings.Contains(res.Stdout, "REMOVED") {
 		t.Errorf("table output:\n%s", res)
+	}
+	for _, l := range strings.Split(strings.SplitN(res.Stdout, "\n\n", 2)[0], "\n") {
+		if n := utf8.RuneCountInString(l); n > 120 {
+			t.Errorf("table line of %d columns:\n%s", n, l)
+		}
 	}
 }
 

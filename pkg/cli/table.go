@@ -11,7 +11,7 @@ import (
 // A column with Shrink set may be shortened, in the default view only, when
 // the table would be wider than its width budget (TableOptions.Width, 120
 // columns unless set): the widest shrinkable column loses characters first,
-// down to Min (the header's width when unset), and a shortened cell shows
+// down to Min (never below the header's width), and a shortened cell shows
 // the mark "…" where text was left out. Elide says which part goes. -o wide
 // and the structured outputs always carry the full value.
 type Column struct {
@@ -20,6 +20,11 @@ type Column struct {
 	Shrink bool
 	Min    int
 	Elide  Elision
+	// Overflow marks a last column that is never shortened (a copy-paste
+	// command): the budget counts it at Min (the header's width when
+	// unset) and a longer cell runs past the budget, after the columns
+	// before it were fitted.
+	Overflow bool
 }
 
 // Elision says which part of a shortened cell is left out.
@@ -147,28 +152,30 @@ func (t *Table) Print(w io.Writer, opts TableOptions) error {
 // the table fits budget or every shrinkable column is at its minimum. It
 // reports whether any column was narrowed.
 func fitWidths(cols []Column, widths []int, budget int) bool {
+	floor := make([]int, len(cols))
+	for j, c := range cols {
+		// The header is never shortened: a column narrower than its
+		// header would push the columns after it out of line.
+		floor[j] = max(c.Min, visibleWidth(c.Name))
+		if floor[j] < 2 {
+			floor[j] = 2
+		}
+	}
 	total := 0
 	for j, w := range widths {
+		if j == len(widths)-1 && cols[j].Overflow {
+			w = min(w, floor[j])
+		}
 		total += w
 		if j < len(widths)-1 {
 			total += columnPadding
-		}
-	}
-	floor := make([]int, len(cols))
-	for j, c := range cols {
-		floor[j] = c.Min
-		if floor[j] <= 0 {
-			floor[j] = visibleWidth(c.Name)
-		}
-		if floor[j] < 2 {
-			floor[j] = 2
 		}
 	}
 	narrowed := false
 	for total > budget {
 		widest := -1
 		for j, c := range cols {
-			if c.Shrink && widths[j] > floor[j] && (widest < 0 || widths[j] > widths[widest]) {
+			if c.Shrink && !c.Overflow && widths[j] > floor[j] && (widest < 0 || widths[j] > widths[widest]) {
 				widest = j
 			}
 		}

@@ -72,3 +72,44 @@ func TestTableFitsBudget(t *testing.T) {
 		}
 	}
 }
+
+// An Overflow last column (a copy-paste fix) is never cut: the budget
+// counts it at its minimum, the columns before it fit, and a longer fix
+// runs past the budget.
+func TestTableOverflowColumn(t *testing.T) {
+	fix := "kubectl -n team-a patch pdb " + strings.Repeat("y", 60) + " --type merge -p '{\"spec\":{\"maxUnavailable\":1}}'"
+	tb := Table{Columns: []Column{{Name: "POD", Shrink: true, Elide: ElideMiddle}, {Name: "REASON", Shrink: true}, {Name: "FIX", Overflow: true, Min: 20}}}
+	tb.AddRow("ns/"+strings.Repeat("p", 70), "blocked: "+strings.Repeat("r", 70), fix)
+	tb.AddRow("ns/short", "ok", "-")
+	var b strings.Builder
+	if err := tb.Print(&b, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if !strings.HasSuffix(lines[1], fix) {
+		t.Errorf("the fix is cut: %q", lines[1])
+	}
+	start := strings.Index(lines[0], "FIX")
+	// Fitted to the budget less FIX's reserve, not squeezed to minimums.
+	if start != DefaultTableWidth-20 || visibleWidth(lines[2]) > DefaultTableWidth {
+		t.Errorf("the columns before FIX do not fit with its reserve (FIX at %d):\n%s", start, b.String())
+	}
+	if !strings.Contains(lines[1], ElisionMark) {
+		t.Errorf("want the columns before FIX shortened:\n%s", b.String())
+	}
+}
+
+// A Min below the header's width stops at the header: the header line
+// stays inside the budget and the columns after it in line.
+func TestTableMinBelowHeader(t *testing.T) {
+	tb := Table{Columns: []Column{{Name: "REPLACEMENT", Shrink: true, Min: 2}, {Name: "X"}}}
+	tb.AddRow(strings.Repeat("r", 200), "x")
+	var b strings.Builder
+	if err := tb.Print(&b, TableOptions{Width: 5}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if strings.Index(lines[0], "X") != visibleWidth(lines[1][:strings.Index(lines[1], "x")]) || !strings.HasPrefix(lines[1], strings.Repeat("r", 10)+ElisionMark+" ") {
+		t.Errorf("columns out of line:\n%s", b.String())
+	}
+}

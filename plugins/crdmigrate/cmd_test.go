@@ -59,47 +59,57 @@ func thing(group, plural, ns, name string) *unstructured.Unstructured {
 // fixture: three CRDs; queues needs a migration, jobs is blocked by a
 // conversion webhook without endpoints, flavors is up to date.
 func fixture() *cli.TestClientGetter {
+	return fixtureNamed(fixtureNames{group: "example.dev", migrate: "queues", blocked: "jobs", ok: "flavors", ns: "sys", conv: "conv", webhook: "queues.policy.dev", objectNS: "ml"})
+}
+
+// fixtureNames names fixture's group, CRDs, webhook service and namespaces.
+type fixtureNames struct {
+	group, migrate, blocked, ok, ns, conv, webhook, objectNS string
+}
+
+// fixtureNamed is fixture with the names of n.
+func fixtureNamed(n fixtureNames) *cli.TestClientGetter {
 	conv := &apiextv1.CustomResourceConversion{Strategy: apiextv1.WebhookConverter, Webhook: &apiextv1.WebhookConversion{
-		ClientConfig:             &apiextv1.WebhookClientConfig{Service: &apiextv1.ServiceReference{Namespace: "sys", Name: "conv", Port: ptr.To[int32](443)}},
+		ClientConfig:             &apiextv1.WebhookClientConfig{Service: &apiextv1.ServiceReference{Namespace: n.ns, Name: n.conv, Port: ptr.To[int32](443)}},
 		ConversionReviewVersions: []string{"v1"},
 	}}
 	ext := apiextfake.NewSimpleClientset(
-		crd("example.dev", "queues", "v1", []string{"v1beta1", "v1"}, nil),
-		crd("example.dev", "jobs", "v1", []string{"v1beta1", "v1"}, conv),
-		crd("example.dev", "flavors", "v1", []string{"v1"}, nil),
+		crd(n.group, n.migrate, "v1", []string{"v1beta1", "v1"}, nil),
+		crd(n.group, n.blocked, "v1", []string{"v1beta1", "v1"}, conv),
+		crd(n.group, n.ok, "v1", []string{"v1"}, nil),
 	)
 	vwc := &admissionv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "policy"},
 		Webhooks: []admissionv1.ValidatingWebhook{{
-			Name:         "queues.policy.dev",
-			ClientConfig: admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Namespace: "sys", Name: "policy", Port: ptr.To[int32](443)}},
+			Name:         n.webhook,
+			ClientConfig: admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Namespace: n.ns, Name: "policy", Port: ptr.To[int32](443)}},
 			Rules: []admissionv1.RuleWithOperations{{
 				Operations: []admissionv1.OperationType{admissionv1.Update},
-				Rule:       admissionv1.Rule{APIGroups: []string{"example.dev"}, APIVersions: []string{"v1beta1"}, Resources: []string{"queues"}},
+				Rule:       admissionv1.Rule{APIGroups: []string{n.group}, APIVersions: []string{"v1beta1"}, Resources: []string{n.migrate}},
 			}},
 			FailurePolicy: ptr.To(admissionv1.Ignore),
 		}},
 	}
 	kube := kubefake.NewClientset(vwc,
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "conv"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443}}}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: n.ns, Name: n.conv}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443}}}},
 	)
 	installConfigMapVersions(kube)
 	scheme := runtime.NewScheme()
 	lists := map[schema.GroupVersionResource]string{}
-	for _, p := range []string{"queues", "jobs", "flavors"} {
-		lists[schema.GroupVersionResource{Group: "example.dev", Version: "v1", Resource: p}] = "ThingList"
+	for _, p := range []string{n.migrate, n.blocked, n.ok} {
+		lists[schema.GroupVersionResource{Group: n.group, Version: "v1", Resource: p}] = "ThingList"
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, lists)
 	add := func(plural, name string) {
-		gvr := schema.GroupVersionResource{Group: "example.dev", Version: "v1", Resource: plural}
-		if err := dyn.Tracker().Create(gvr, thing("example.dev", plural, "ml", name), "ml"); err != nil {
+		gvr := schema.GroupVersionResource{Group: n.group, Version: "v1", Resource: plural}
+		if err := dyn.Tracker().Create(gvr, thing(n.group, plural, n.objectNS, name), n.objectNS); err != nil {
 			panic(err)
 		}
 	}
 	for i := range 3 {
-		add("queues", fmt.Sprintf("q-%d", i))
+		add(n.migrate, fmt.Sprintf("q-%d", i))
 	}
-	add("jobs", "j-0")
+	add(n.blocked, "j-0")
 	return cli.NewTestClientGetter().WithKube(kube).WithAPIExtensions(ext).WithDynamic(dyn)
 }
 
@@ -343,5 +353,47 @@ func TestStatus_Contexts(t *testing.T) {
 	_, errOut, code = run(t, cg, "status", "--contexts", "nope")
 	if code != cli.ExitUsage || !strings.Contains(errOut, `context "nope" is not in the kubeconfig`) {
 		t.Errorf("exit %d, stderr %s", code, errOut)
+	}
+}
+
+// TestTables_LongNames pins status, the dry-run plan and the run table for
+// CRDs named as Kueue names its own, with its webhook service: each fits
+// 120 columns, names and reasons shortened with the mark, and -o wide
+// carries every value whole.
+func TestTables_LongNames(t *testing.T) {
+	long := fixtureNames{group: "kueue.x-k8s.io", migrate: "provisioningrequestconfigs", blocked: "workloadpriorityclasses",
+		ok: "resourceflavors", ns: "kueue-system", conv: "kueue-webhook-service", webhook: "vprovisioningrequestconfig.kb.io", objectNS: "training"}
+	for _, tc := range []struct {
+		golden string
+		args   []string
+		whole  []string
+	}{
+		{"long-status", []string{"status"}, []string{"workloadpriorityclasses.kueue.x-k8s.io",
+			"conversion webhook at service kueue-system/kueue-webhook-service:443 is down: no ready endpoints"}},
+		{"long-plan", []string{"run", "--all", "--dry-run=server"}, []string{"workloadpriorityclasses.kueue.x-k8s.io",
+			"conversion webhook at service kueue-system/kueue-webhook-service:443 is down: no ready endpoints"}},
+		{"long-run", []string{"run", "provisioningrequestconfigs.kueue.x-k8s.io", "--method", "client"}, []string{"provisioningrequestconfigs.kueue.x-k8s.io"}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			out, errOut, _ := run(t, fixtureNamed(long), append(tc.args, "--color", "never")...)
+			// A run's id and duration change from run to run.
+			pin := !strings.HasSuffix(tc.golden, "-run")
+			if pin {
+				golden(t, tc.golden+".table", out)
+			}
+			goldenfile.CheckWidth(t, strings.SplitN(out, "\n\n", 2)[0], cli.DefaultTableWidth)
+			if !strings.Contains(out, cli.ElisionMark) {
+				t.Errorf("nothing is marked as shortened:\n%s\n%s", out, errOut)
+			}
+			out, _, _ = run(t, fixtureNamed(long), append(tc.args, "--color", "never", "-o", "wide")...)
+			if pin {
+				golden(t, tc.golden+".wide", out)
+			}
+			for _, w := range tc.whole {
+				if !strings.Contains(out, w) || strings.Contains(out, cli.ElisionMark) {
+					t.Errorf("-o wide lacks %q whole:\n%s", w, out)
+				}
+			}
+		})
 	}
 }

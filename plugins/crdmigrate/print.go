@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,18 +130,26 @@ func objectsCell(n int64) string {
 
 func statusTable(items []crdmigrate.CRDStatus, c cli.Colorizer) *cli.Table {
 	t := &cli.Table{Columns: []cli.Column{
-		{Name: "NAME"}, {Name: "STORAGE"}, {Name: "STORED"}, {Name: "SERVED", Wide: true}, {Name: "DEPRECATED", Wide: true},
-		{Name: "OBJECTS"}, {Name: "CONVERSION"}, {Name: "WEBHOOKS"}, {Name: "VERDICT"}, {Name: "REASON"},
+		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "STORAGE"},
+		{Name: "STORED", Shrink: true, Min: 10}, {Name: "SERVED", Wide: true}, {Name: "DEPRECATED", Wide: true},
+		{Name: "OBJECTS"}, {Name: "CONVERSION"}, {Name: "WEBHOOKS"}, {Name: "VERDICT"}, {Name: "REASON", Shrink: true, Min: 24},
 	}}
 	for _, st := range items {
-		reason := ""
-		if len(st.Reasons) > 0 {
-			reason = strings.Join(st.Reasons, "; ")
-		}
+		reason := strings.Join(reasonsFirstCause(st.Reasons), "; ")
 		t.AddRow(st.Name, st.StorageVersion, list(st.StoredVersions), list(st.ServedVersions), list(st.DeprecatedVersions),
 			objectsCell(st.Objects), conversionCell(st, c), webhooksCell(st, c), c.Status(verdictWord(st.Verdict)), orDash(reason))
 	}
 	return t
+}
+
+// reasonsFirstCause puts what blocks or endangers a migration before the
+// storedVersions reason, which STORED and STORAGE already show: a REASON
+// shortened to the table's width then still says why.
+func reasonsFirstCause(reasons []string) []string {
+	if len(reasons) < 2 || !strings.HasPrefix(reasons[0], "storedVersions still lists") {
+		return reasons
+	}
+	return append(slices.Clone(reasons[1:]), reasons[0])
 }
 
 func orDash(s string) string {
@@ -253,9 +262,9 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 	}
 	c := o.Print.Colorizer(o.Out)
 	t := &cli.Table{Columns: []cli.Column{
-		{Name: "NAME"}, {Name: "METHOD"}, {Name: "STORAGE"}, {Name: "OBJECTS"}, {Name: "REWRITTEN"}, {Name: "UNCHANGED"},
-		{Name: "CONFLICTS", Wide: true}, {Name: "GONE", Wide: true}, {Name: "RUN", Wide: true},
-		{Name: "STORED"}, {Name: "DURATION"}, {Name: "RESULT"},
+		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "METHOD"}, {Name: "STORAGE"}, {Name: "OBJECTS"},
+		{Name: "REWRITTEN"}, {Name: "UNCHANGED"}, {Name: "CONFLICTS", Wide: true}, {Name: "GONE", Wide: true}, {Name: "RUN", Wide: true},
+		{Name: "STORED", Shrink: true, Min: 16}, {Name: "DURATION"}, {Name: "RESULT"},
 	}}
 	for _, it := range rep.Items {
 		stored := list(it.StoredVersionsBefore)
@@ -297,8 +306,9 @@ func (o *RunOptions) printPlan(rep *PlanReport) error {
 	}
 	c := o.Print.Colorizer(o.Out)
 	t := &cli.Table{Columns: []cli.Column{
-		{Name: "NAME"}, {Name: "STORAGE"}, {Name: "STORED"}, {Name: "OBJECTS"}, {Name: "REQUESTS"}, {Name: "ESTIMATE"},
-		{Name: "METHOD", Wide: true}, {Name: "PROBE", Wide: true}, {Name: "VERDICT"}, {Name: "PROBLEMS"},
+		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "STORAGE"}, {Name: "STORED", Shrink: true, Min: 10},
+		{Name: "OBJECTS"}, {Name: "REQUESTS"}, {Name: "ESTIMATE"},
+		{Name: "METHOD", Wide: true}, {Name: "PROBE", Wide: true}, {Name: "VERDICT"}, {Name: "PROBLEMS", Shrink: true, Min: 24},
 	}}
 	for _, it := range rep.Items {
 		req, est := "-", "-"

@@ -153,8 +153,10 @@ func (o *RulesOptions) Run() error {
 		return cli.PrintStructured(o.Out, o.Print.Output, RulesReport{APIVersion: cli.APIVersion, Kind: apilifecycle.RulesKind,
 			Source: apilifecycle.BuiltinSource(), Items: tab.Entries()})
 	}
-	t := cli.Table{Columns: []cli.Column{{Name: "API"}, {Name: "KIND"}, {Name: "RESOURCE", Wide: true}, {Name: "INTRODUCED"},
-		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT"}, {Name: "AVAILABLE"}, {Name: "SOURCE", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "API", Shrink: true, Min: 20, Elide: cli.ElideMiddle},
+		{Name: "KIND", Shrink: true, Min: 20}, {Name: "RESOURCE", Wide: true}, {Name: "INTRODUCED", Wide: true},
+		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT", Shrink: true, Min: 20, Elide: cli.ElideMiddle},
+		{Name: "AVAILABLE"}, {Name: "SOURCE", Wide: true}}}
 	for _, e := range tab.Entries() {
 		kind := e.Kind
 		if kind == "" {
@@ -163,8 +165,16 @@ func (o *RulesOptions) Run() error {
 		if e.Component != "" {
 			kind += fmt.Sprintf(" (%s)", e.Component)
 		}
+		// The kind is said once, in KIND, when it stays the same.
+		repl := e.Replacement.String()
+		if e.Replacement.Kind == e.Kind {
+			repl = e.Replacement.APIVersion()
+		}
+		if e.Replacement.IsZero() {
+			repl = ""
+		}
 		t.AddRow(e.APIVersion(), kind, e.Resource, e.Introduced.String(), e.Deprecated.String(), e.Removed.String(),
-			e.Replacement.String(), e.ReplacementAvailable.String(), e.Source)
+			repl, e.ReplacementAvailable.String(), e.Source)
 	}
 	return t.Print(o.Out, o.Print.TableOptions())
 }

@@ -91,8 +91,22 @@ func TestCorpusTable(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	golden(t, "corpus.table", out)
+	goldenfile.CheckWidth(t, out, cli.DefaultTableWidth)
 	if strings.Contains(out, "../") {
 		t.Error("a path is not relative to the scanned folder")
+	}
+	if !strings.Contains(out, cli.ElisionMark) {
+		t.Error("no cell is marked as shortened")
+	}
+	// -o wide carries every value whole.
+	out, _, _ = runCmd(t, cli.NewTestClientGetter(), "", "-f", dir, "--target-version", "v1.37", "--color", "never", "-o", "wide")
+	golden(t, "corpus.wide", out)
+	for _, whole := range []string{"admissionregistration.k8s.io/v1beta1", "ValidatingWebhookConfiguration",
+		"discovery.k8s.io/v1 EndpointSlice", "? (apps/v1beta1, apps/v1beta2, extensions/v1beta1)",
+		"public/kubernetes-examples-3c2ef9e/staging/volumes/azure_disk/claim/blob-based-disk/account-specified-hdd/storageclass-account-hdd.yaml:1"} {
+		if !strings.Contains(out, whole) {
+			t.Errorf("-o wide lacks %q", whole)
+		}
 	}
 }
 
@@ -131,6 +145,18 @@ func TestRulesCommand(t *testing.T) {
 	}
 	if len(rep.Items) < 150 || rep.Kind != "APILifecycleTable" {
 		t.Errorf("%d items, kind %s", len(rep.Items), rep.Kind)
+	}
+	// The lifecycle list fits 120 columns, with the mark where a long
+	// group or kind is shortened; -o wide has them whole.
+	out, _, _ = runCmd(t, cg, "", "rules")
+	if !strings.HasPrefix(out, "API                          KIND                         DEPRECATED   REMOVED   REPLACEMENT                   AVAILABLE\n") ||
+		!strings.Contains(out, cli.ElisionMark) {
+		t.Errorf("rules table:\n%s", out)
+	}
+	goldenfile.CheckWidth(t, out, cli.DefaultTableWidth)
+	out, _, _ = runCmd(t, cg, "", "rules", "-o", "wide")
+	if strings.Contains(out, cli.ElisionMark) || !strings.Contains(out, "admissionregistration.k8s.io/v1alpha1") || !strings.Contains(out, "ValidatingAdmissionPolicyBinding") {
+		t.Errorf("rules -o wide is not whole:\n%s", out)
 	}
 	// The yaml output is a rules file.
 	dir := t.TempDir()
@@ -284,6 +310,23 @@ func TestContexts(t *testing.T) {
 	if code != cli.ExitFindings || !strings.HasPrefix(out, "CONTEXT") || !strings.Contains(out, "\nold ") {
 		t.Errorf("table: exit %d\n%s", code, out)
 	}
+	// Contexts named as GKE and EKS name them: the table still fits 120
+	// columns, CONTEXT keeps both ends, -o wide has every value whole.
+	gke, eks := "gke_gpufleet-prod_us-central1_training-a100-ring2", "arn:aws:eks:us-west-2:123456789012:cluster/inference-h100-ring1"
+	long := cli.NewTestClientGetter()
+	long.PerContext = map[string]*cli.TestClientGetter{gke: getter(gke, "v1.24.3", helmSecret(t)), eks: getter(eks, "v1.24.9", helmSecret(t))}
+	out, _, code = runCmd(t, long, "", "--source", "helm", "--contexts", gke+","+eks, "--color", "never")
+	if code != cli.ExitFindings {
+		t.Errorf("long contexts: exit %d\n%s", code, out)
+	}
+	golden(t, "contexts.table", out)
+	goldenfile.CheckWidth(t, strings.SplitN(out, "\n\n", 2)[0], cli.DefaultTableWidth)
+	out, _, _ = runCmd(t, long, "", "--source", "helm", "--contexts", gke+","+eks, "--color", "never", "-o", "wide")
+	golden(t, "contexts.wide", out)
+	if !strings.Contains(out, gke) || !strings.Contains(out, eks) || strings.Contains(out, cli.ElisionMark) {
+		t.Errorf("-o wide does not carry the contexts whole:\n%s", out)
+	}
+
 	// Files are not per context.
 	cmd := NewCmd(cg, genericiooptions.NewTestIOStreamsDiscard())
 	cmd.SetArgs([]string{"--contexts", "old", "-f", "testdata", "--target-version", "v1.30"})

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
 
@@ -27,7 +28,10 @@ func fixHelmCluster(t *testing.T, releases map[string]string) (*cli.TestClientGe
 	fd := kc.Discovery().(*fakediscovery.FakeDiscovery)
 	fd.FakedServerVersion = &version.Info{GitVersion: "v1.37.2"}
 	fd.Resources = []*metav1.APIResourceList{{GroupVersion: "policy/v1", APIResources: []metav1.APIResource{
-		{Name: "poddisruptionbudgets", Kind: "PodDisruptionBudget", Namespaced: true, Verbs: []string{"list"}}}}}
+		{Name: "poddisruptionbudgets", Kind: "PodDisruptionBudget", Namespaced: true, Verbs: []string{"list"}}}},
+		{GroupVersion: "batch/v1", APIResources: []metav1.APIResource{{Name: "cronjobs", Kind: "CronJob", Namespaced: true, Verbs: []string{"list"}}}},
+		{GroupVersion: "autoscaling/v2", APIResources: []metav1.APIResource{
+			{Name: "horizontalpodautoscalers", Kind: "HorizontalPodAutoscaler", Namespaced: true, Verbs: []string{"list"}}}}}
 	d := driver.NewSecrets(kc.CoreV1().Secrets("apps"))
 	for name, m := range releases {
 		rel := &rspb.Release{Name: name, Namespace: "apps", Version: 1, Manifest: m, Info: &rspb.Info{Status: common.StatusDeployed}}
@@ -103,4 +107,30 @@ func runErr(cg cli.ClientGetter, args ...string) error {
 	cmd := NewCmd(cg, streams)
 	cmd.SetArgs(args)
 	return cmd.ExecuteContext(context.Background())
+}
+
+// TestFixHelmTable pins fix-helm's table for a release whose record
+// changes several objects: the list of changes is shortened with the mark
+// to fit 120 columns, and -o wide carries it whole.
+func TestFixHelmTable(t *testing.T) {
+	m := fixHelmPDB +
+		"---\napiVersion: batch/v1beta1\nkind: CronJob\nmetadata:\n  name: dcgm-exporter-nightly-gpu-health-report\nspec:\n  schedule: '0 3 * * *'\n" +
+		"---\napiVersion: autoscaling/v2beta2\nkind: HorizontalPodAutoscaler\nmetadata:\n  name: dcgm-exporter-gpu-telemetry-prod\n" +
+		"---\napiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: dcgm-exporter-gpu-telemetry-prod\nspec:\n  minAvailable: 1\n"
+	cg, _ := fixHelmCluster(t, map[string]string{"dcgm-exporter-gpu-telemetry-prod": m, "web": fixHelmPDB})
+	out, errOut, code := runCmd(t, cg, "", "fix-helm", "--color", "never")
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	golden(t, "fixhelm.table", out)
+	goldenfile.CheckWidth(t, out, cli.DefaultTableWidth)
+	if !strings.Contains(out, cli.ElisionMark) {
+		t.Errorf("the long list of changes is not marked as shortened:\n%s", out)
+	}
+	cg, _ = fixHelmCluster(t, map[string]string{"dcgm-exporter-gpu-telemetry-prod": m, "web": fixHelmPDB})
+	out, _, _ = runCmd(t, cg, "", "fix-helm", "--color", "never", "-o", "wide")
+	golden(t, "fixhelm.wide", out)
+	if strings.Contains(out, cli.ElisionMark) || !strings.Contains(out, "PodDisruptionBudget dcgm-exporter-gpu-telemetry-prod: policy/v1beta1 -> policy/v1") {
+		t.Errorf("-o wide does not carry the changes whole:\n%s", out)
+	}
 }

@@ -175,20 +175,53 @@ func (r *Report) summaryLine(prefix string) string {
 // DETAIL, with -o wide).
 func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
 	narrow := len(reps) > 0
+	files := false
 	for _, r := range reps {
 		if len(r.Sources) != 1 || r.hasCaller() {
 			narrow = false
 		}
+		files = files || r.hasFiles()
+	}
+	// A cluster source's WHERE repeats WHO or NAME (the audit user, the
+	// Helm release, the object): only -o wide shows it unless a file is
+	// among the findings.
+	whereWide := !narrow && !files
+	// The minimum widths shortening stops at: STATUS, KIND and a concrete
+	// API stay whole in practice; a manifest scan keeps more of each other
+	// cell; a cluster scan (SOURCE, WHO) and several contexts show more
+	// columns, so each keeps less.
+	lo := func(manifests, cluster int) int {
+		if narrow && !withContext {
+			return manifests
+		}
+		return cluster
 	}
 	cols := []cli.Column{
-		{Name: "STATUS"}, {Name: "SOURCE", Wide: narrow}, {Name: "NAME"}, {Name: "KIND"}, {Name: "API"},
-		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT"}, {Name: "WHO", Wide: narrow},
-		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true}, {Name: "WHERE"}, {Name: "DETAIL", Wide: true},
+		{Name: "STATUS"}, {Name: "SOURCE", Wide: narrow},
+		{Name: "NAME", Shrink: true, Min: lo(12, 8), Elide: cli.ElideMiddle},
+		{Name: "KIND", Shrink: true, Min: 19},
+		{Name: "API", Shrink: true, Min: lo(18, 14), Elide: cli.ElideMiddle},
+		{Name: "DEPRECATED", Wide: true}, {Name: "REMOVED"},
+		{Name: "WHO", Wide: narrow, Shrink: true, Min: 12, Elide: cli.ElideMiddle},
+		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true},
+		{Name: "WHERE", Wide: whereWide, Shrink: true, Min: lo(18, 7), Elide: cli.ElideStart},
+		{Name: "REPLACEMENT", Shrink: true, Min: lo(18, 10), Elide: cli.ElideMiddle},
+		{Name: "AVAILABLE", Wide: true}, {Name: "DETAIL", Wide: true},
 	}
 	if withContext {
-		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}}, cols...)
 	}
 	return cli.Table{Columns: cols}
+}
+
+// hasFiles reports whether a finding was read from a file.
+func (r *Report) hasFiles() bool {
+	for _, it := range r.Items {
+		if it.File != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // hasCaller reports whether a finding names who called or wrote: a user,
@@ -241,7 +274,7 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 			detail = strings.TrimSpace(detail + "; hint: " + f.Hint)
 		}
 		row := []string{c.Status(status), string(f.Source), shortTemplates(f.ObjectName()), kind, shortTemplates(api),
-			f.Deprecated.String(), f.Removed.String(), replacement(f), who, cnt, last, f.DisplayLocation(base), detail}
+			f.Deprecated.String(), f.Removed.String(), who, cnt, last, f.DisplayLocation(base), replacement(f), available(f), detail}
 		if context != "" {
 			row = append([]string{context}, row...)
 		}
@@ -249,6 +282,9 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 	}
 }
 
+// replacement is the apiVersion to write instead (with the kind when it
+// changes): what a user pastes, so the table never shortens it. A
+// replacement this cluster does not serve yet says so.
 func replacement(f dep.Finding) string {
 	if f.Replacement == "" {
 		return ""
@@ -258,6 +294,15 @@ func replacement(f dep.Finding) string {
 	if f.Kind != "" && strings.HasSuffix(repl, " "+f.Kind) {
 		repl = strings.TrimSuffix(repl, " "+f.Kind)
 	}
+	if f.ReplacementServed != nil && !*f.ReplacementServed {
+		repl += " (not served now)"
+	}
+	return repl
+}
+
+// available says since when the replacement exists and whether this
+// cluster serves it (-o wide).
+func available(f dep.Finding) string {
 	var extra []string
 	if !f.ReplacementAvailable.IsZero() {
 		extra = append(extra, "since "+f.ReplacementAvailable.String())
@@ -269,10 +314,7 @@ func replacement(f dep.Finding) string {
 			extra = append(extra, "not served now")
 		}
 	}
-	if len(extra) == 0 {
-		return repl
-	}
-	return repl + " (" + strings.Join(extra, ", ") + ")"
+	return strings.Join(extra, ", ")
 }
 
 // shortTemplates shortens each unrendered template action in s ("{{

@@ -534,3 +534,47 @@ func TestRun_SkipsTheRunningWorkflow(t *testing.T) {
 		t.Errorf("another workflow's pod is not judged:\n%s", r.out)
 	}
 }
+
+// TestRun_DemoNames pins the default table for names as long as the demo
+// cluster's: node, pod, budget names and reasons are shortened with the
+// mark so that every column before FIX fits the 120-column budget with
+// FIX's reserve; FIX is never cut (a longer one runs past the budget), and
+// -o wide carries every value whole.
+func TestRun_DemoNames(t *testing.T) {
+	nodes := []string{"gke-gpufleet-prod-h100-c-8f3a2b1c-q7xk", "gke-gpufleet-prod-h100-c-8f3a2b1c-z2mp"}
+	r := run(t, fake.NewClientset(loadObjects(t, "demo")...), "", append(nodes, "--color", "never")...)
+	if r.code != cli.ExitFindings {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	golden(t, "demo.table", r.out)
+	table := strings.SplitN(r.out, "\n\n", 2)[0]
+	lines := strings.Split(table, "\n")
+	fix := strings.Index(lines[0], "FIX")
+	if fix < 0 || fix+fixReserve > cli.DefaultTableWidth {
+		t.Fatalf("FIX starts at column %d: the columns before it do not leave its reserve of %d:\n%s", fix, fixReserve, table)
+	}
+	for _, l := range lines[1:] {
+		if rs := []rune(l); len(rs) > fix && len([]rune(strings.TrimSpace(string(rs[fix:])))) <= fixReserve {
+			goldenfile.CheckWidth(t, l, cli.DefaultTableWidth)
+		}
+	}
+	if !strings.Contains(table, cli.ElisionMark) {
+		t.Errorf("nothing is marked as shortened:\n%s", table)
+	}
+	wide := run(t, fake.NewClientset(loadObjects(t, "demo")...), "", append(nodes, "--color", "never", "-o", "wide")...)
+	golden(t, "demo.wide", wide.out)
+	if strings.Contains(wide.out, cli.ElisionMark) {
+		t.Errorf("-o wide shortens a value:\n%s", wide.out)
+	}
+	// Every fix is whole in both views.
+	for _, want := range []string{
+		"kubectl get pdb llm-serve -n inference -w",
+		`kubectl patch pdb llm-serve-canary -n inference --type merge -p '{"spec":{"unhealthyPodEvictionPolicy":"AlwaysAllow"}}'`,
+		"kubectl scale statefulset/llama-pretrain-checkpoint-store -n training --replicas=3",
+		"kubectl drain gke-gpufleet-prod-h100-c-8f3a2b1c-z2mp --ignore-daemonsets --timeout=7260s",
+	} {
+		if !strings.Contains(r.out, want) || !strings.Contains(wide.out, want) {
+			t.Errorf("a fix is cut: %q", want)
+		}
+	}
+}

@@ -356,15 +356,25 @@ func writeJSON(w io.Writer, r *Report) error {
 	return cli.WriteJSONItems(w, head, r.Items)
 }
 
+// fixReserve is the width the default table keeps for FIX within its
+// budget: a longer fix runs past it, whole.
+const fixReserve = 30
+
 // table returns the empty verdict table, with a CONTEXT column first when
 // several contexts are reported together.
 func (o *Options) table(withContext bool) cli.Table {
+	// FIX is the command to paste: never shortened, it ends the default
+	// view and may run past the width budget; the columns before it are
+	// fitted to leave it fixReserve columns (VERDICT and FOR stay whole).
 	cols := []cli.Column{
-		{Name: "NODE"}, {Name: "POD"}, {Name: "PDB"}, {Name: "VERDICT"}, {Name: "REASON"}, {Name: "FOR"}, {Name: "FIX"},
+		{Name: "NODE", Shrink: true, Min: 12, Elide: cli.ElideMiddle},
+		{Name: "POD", Shrink: true, Min: 18, Elide: cli.ElideMiddle},
+		{Name: "PDB", Shrink: true, Min: 8, Elide: cli.ElideMiddle},
+		{Name: "VERDICT"}, {Name: "REASON", Shrink: true, Min: 20}, {Name: "FOR"}, {Name: "FIX", Overflow: true, Min: fixReserve},
 		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true}, {Name: "BREAK-GLASS", Wide: true},
 	}
 	if withContext {
-		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}}, cols...)
 	}
 	return cli.Table{Columns: cols}
 }
