@@ -187,7 +187,7 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 		}
 	}
 	fmt.Fprint(w, "\n\n")
-	rings := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "phase"}, {Name: "clusters"}, {Name: "completed"}, {Name: "in flight"}, {Name: "failed"}, {Name: "approvals"}}}
+	rings := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "phase"}, {Name: "clusters"}, {Name: "completed"}, {Name: "in flight"}, {Name: "failed"}, {Name: "approvals", Shrink: true, Min: 12}}}
 	for _, r := range s.Rings {
 		ap := "-"
 		if r.ApprovalsNeeded > 0 {
@@ -199,11 +199,11 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	clusters := cli.Table{Columns: []cli.Column{{Name: "cluster"}, {Name: "ring"}, {Name: "batch"}, {Name: "phase"}, {Name: "steps"}, {Name: "attempts"},
-		{Name: "admitted"}, {Name: "finished"}, {Name: "step"}, {Name: "message", Wide: true}}}
+	clusters := cli.Table{Columns: []cli.Column{{Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "ring"}, {Name: "batch"}, {Name: "phase"}, {Name: "steps"}, {Name: "attempts"},
+		{Name: "admitted"}, {Name: "finished"}, {Name: "step", Shrink: true, Min: 12}, {Name: "message", Wide: true}}}
 	for _, c := range s.Clusters {
 		clusters.AddRow(c.Name, c.Ring, fmt.Sprint(c.Batch), c.Phase, fmt.Sprintf("%d/%d", c.StepsDone, c.Steps), fmt.Sprint(c.Attempts),
-			timeOrDash(c.AdmittedAt), timeOrDash(c.FinishedAt), orDash(c.Step), orDash(oneLine(c.Message, 100)))
+			timeOrDash(c.AdmittedAt), timeOrDash(c.FinishedAt), orDash(c.Step), orDash(c.Message))
 	}
 	if err := clusters.Print(w, opts); err != nil {
 		return err

@@ -103,9 +103,14 @@ func run(t *testing.T, cg cli.ClientGetter, stdin string, args ...string) result
 	return result{Out: out.String(), Err: errOut.String(), Code: code}
 }
 
+// golden checks got against testdata/name.golden; a default table (a name
+// ending .table) must also fit the 120-column budget.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	goldenfile.Check(t, name+".golden", got)
+	if strings.HasSuffix(name, ".table") {
+		goldenfile.CheckFits(t, got, cli.DefaultTableWidth)
+	}
 }
 
 func getter(c *fake.Clientset) *cli.TestClientGetter {

@@ -301,8 +301,8 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	}
 	fmt.Fprintf(w, "Fleet %s to %s: %d clusters in %d rings, %d GPUs; %s; a disruptive step takes %s\n\n",
 		p.Fleet, p.Target, len(p.Clusters), len(p.Rings), p.GPUs, capText, p.StepDuration)
-	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster"}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
-		{Name: "action"}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
+		{Name: "action", Shrink: true, Min: 12}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
 	for _, r := range p.Rings {
 		gate := "-"
 		if r.Approvers > 0 {
@@ -577,7 +577,7 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 				return err
 			}
 		} else {
-			t := cli.Table{Columns: []cli.Column{{Name: "check"}, {Name: "cluster"}, {Name: "result"}, {Name: "message"}}}
+			t := cli.Table{Columns: []cli.Column{{Name: "check"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "result"}, {Name: "message", Shrink: true, Min: 20}}}
 			for _, c := range g.Checks {
 				t.AddRow(c.Name, orDashText(c.Cluster), strings.ToUpper(c.Result), c.Message)
 			}

@@ -439,9 +439,11 @@ func (o *PreflightOptions) runFleet(ctx context.Context) error {
 }
 
 func printPreflightTable(w io.Writer, rep *PreflightReport, opts cli.TableOptions, c cli.Colorizer, context string) error {
-	cols := []cli.Column{{Name: "GATE"}, {Name: "STATUS"}, {Name: "MESSAGE"}, {Name: "COMMAND"}, {Name: "EVIDENCE", Wide: true}}
+	// COMMAND is pasted: never shortened, the last column of the default
+	// view. MESSAGE gives way.
+	cols := []cli.Column{{Name: "GATE"}, {Name: "STATUS"}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "COMMAND"}, {Name: "EVIDENCE", Wide: true}}
 	if context != "" {
-		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 12, Elide: cli.ElideMiddle}}, cols...)
 	}
 	t := cli.Table{Columns: cols}
 	for _, g := range rep.Items {
