@@ -199,8 +199,10 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	// Two timestamps leave a long cluster name no room: the phase says a
+	// cluster finished, -o wide says when, and the message.
 	clusters := cli.Table{Columns: []cli.Column{{Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "ring"}, {Name: "batch"}, {Name: "phase"}, {Name: "steps"}, {Name: "attempts"},
-		{Name: "admitted"}, {Name: "finished"}, {Name: "step", Shrink: true, Min: 12}, {Name: "message", Wide: true}}}
+		{Name: "admitted"}, {Name: "finished", Wide: true}, {Name: "step", Shrink: true, Min: 12}, {Name: "message", Wide: true}}}
 	for _, c := range s.Clusters {
 		clusters.AddRow(c.Name, c.Ring, fmt.Sprint(c.Batch), c.Phase, fmt.Sprintf("%d/%d", c.StepsDone, c.Steps), fmt.Sprint(c.Attempts),
 			timeOrDash(c.AdmittedAt), timeOrDash(c.FinishedAt), orDash(c.Step), orDash(c.Message))
@@ -214,9 +216,11 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 			fmt.Fprintf(w, "waiting for approve: %s (%s, ring %s %s)\n", n.Node, n.Kind, n.Ring, strings.Trim(n.Cluster+" "+n.Step, " -"))
 		}
 	}
+	sep := "\n"
 	for _, r := range s.Rings {
 		if r.Halt != "" {
-			fmt.Fprintf(w, "%s\n", r.Halt)
+			fmt.Fprintf(w, "%s%s\n", sep, r.Halt)
+			sep = ""
 		}
 	}
 	return nil
