@@ -1,6 +1,7 @@
 package gangdrain
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -87,27 +88,20 @@ func demoRestore() RestoreReport {
 // value whole in -o wide.
 func TestTablesGolden(t *testing.T) {
 	c := cli.Colorizer{}
-	print := map[string]func(opts cli.TableOptions) string{
-		"plan": func(o cli.TableOptions) string {
+	printed := func(f func(io.Writer, cli.TableOptions) error) func(cli.TableOptions) string {
+		return func(o cli.TableOptions) string {
 			var b strings.Builder
-			_ = printPlan(&b, demoPlan(), o, c)
+			if err := f(&b, o); err != nil {
+				t.Fatal(err)
+			}
 			return b.String()
-		},
-		"run": func(o cli.TableOptions) string {
-			var b strings.Builder
-			_ = printRun(&b, demoRunReport(), o, c)
-			return b.String()
-		},
-		"status": func(o cli.TableOptions) string {
-			var b strings.Builder
-			_ = printStatus(&b, demoStatus(), o, c)
-			return b.String()
-		},
-		"restore": func(o cli.TableOptions) string {
-			var b strings.Builder
-			_ = printRestore(&b, demoRestore(), o, c)
-			return b.String()
-		},
+		}
+	}
+	print := map[string]func(cli.TableOptions) string{
+		"plan":    printed(func(w io.Writer, o cli.TableOptions) error { return printPlan(w, demoPlan(), o, c) }),
+		"run":     printed(func(w io.Writer, o cli.TableOptions) error { return printRun(w, demoRunReport(), o, c) }),
+		"status":  printed(func(w io.Writer, o cli.TableOptions) error { return printStatus(w, demoStatus(), o, c) }),
+		"restore": printed(func(w io.Writer, o cli.TableOptions) error { return printRestore(w, demoRestore(), o, c) }),
 	}
 	full := []string{demoGang, `kubectl patch pdb llm-serve -n inference --type merge -p '{"spec":{"minAvailable":0}}'`,
 		"blocked by PodDisruptionBudget llm-serve: minAvailable asks for every pod", "ready-to-stop at step 12000 (s3://demo-checkpoints/llama-pretrain/step-12000)",
