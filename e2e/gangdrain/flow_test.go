@@ -19,6 +19,8 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 	"github.com/gpufleet/upgrade-plugins/plugins/gangdrain"
 )
@@ -122,7 +124,10 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 		t.Fatal("plan changed a node")
 	}
 	r = e.run(append([]string{"plan"}, drained...)...)
-	wantIn(t, r.Stdout, e.ns+"/JobSet/train", "kueue-deactivate", "8/16", "16/32", "Steps of `run`")
+	wantIn(t, r.Stdout, e.ns+"/JobSet/train", "kueue-deactivate", "16/32", "Steps of `run`")
+	goldenfile.CheckFits(t, r.Stdout, cli.DefaultTableWidth)
+	r = e.run(append([]string{"plan", "-o", "wide"}, drained...)...)
+	wantIn(t, r.Stdout, "RANKS ON/ALL", "8/16")
 
 	// run, with a responder that takes a second to checkpoint.
 	var mu sync.Mutex

@@ -24,6 +24,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 )
 
 // denyLabel marks the objects the test's webhook denies; its value is the
@@ -352,12 +354,17 @@ func TestPolicyContinuity(t *testing.T) {
 	if m := got["FAIL admission-probe namespace/"+f.psaNS]; !strings.Contains(m, "admits it now") {
 		t.Errorf("Pod Security: %q", m)
 	}
-	// The table an on-call engineer reads.
+	// The table an on-call engineer reads fits 120 columns; -o wide has
+	// every message whole.
 	tbl := skew(t, cp, "verify", "--baseline", base, "--color", "never")
-	if tbl.ExitCode != 1 || !strings.Contains(tbl.Stdout, "ValidatingAdmissionPolicy "+f.policy+" (binding "+f.policy+") denied a pods probe") {
+	if tbl.ExitCode != 1 || !strings.Contains(tbl.Stdout, "admission-probe") {
 		t.Errorf("verify table: exit %d\n%s", tbl.ExitCode, tbl)
 	}
+	goldenfile.CheckFits(t, tbl.Stdout, cli.DefaultTableWidth)
 	t.Logf("verify after breaking every control:\n%s", tbl.Stdout)
+	if w := skew(t, cp, "verify", "--baseline", base, "--color", "never", "-o", "wide"); !strings.Contains(w.Stdout, "ValidatingAdmissionPolicy "+f.policy+" (binding "+f.policy+") denied a pods probe") {
+		t.Errorf("verify -o wide: exit %d\n%s", w.ExitCode, w)
+	}
 
 	// Nothing was stored, and every create the plugin sent was a dry run.
 	time.Sleep(time.Second) // the audit log is written asynchronously

@@ -24,6 +24,8 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 )
 
 // The pools of the scenario: one per kubelet minor.
@@ -238,6 +240,7 @@ func TestSkewCheckLive(t *testing.T) {
 		!strings.Contains(tbl.Stdout, "max skew 4 minors") {
 		t.Errorf("table:\n%s", tbl)
 	}
+	goldenfile.CheckFits(t, tbl.Stdout, cli.DefaultTableWidth)
 	if q := skew(t, cp, "-q"); q.ExitCode != 1 || q.Stdout != "" || q.Stderr != "" {
 		t.Errorf("-q: %s", q)
 	}

@@ -187,7 +187,7 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 		}
 	}
 	fmt.Fprint(w, "\n\n")
-	rings := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "phase"}, {Name: "clusters"}, {Name: "completed"}, {Name: "in flight"}, {Name: "failed"}, {Name: "approvals"}}}
+	rings := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "phase"}, {Name: "clusters"}, {Name: "completed"}, {Name: "in flight"}, {Name: "failed"}, {Name: "approvals", Shrink: true, Min: 12}}}
 	for _, r := range s.Rings {
 		ap := "-"
 		if r.ApprovalsNeeded > 0 {
@@ -199,11 +199,13 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	clusters := cli.Table{Columns: []cli.Column{{Name: "cluster"}, {Name: "ring"}, {Name: "batch"}, {Name: "phase"}, {Name: "steps"}, {Name: "attempts"},
-		{Name: "admitted"}, {Name: "finished"}, {Name: "step"}, {Name: "message", Wide: true}}}
+	// Two timestamps leave a long cluster name no room: the phase says a
+	// cluster finished, -o wide says when, and the message.
+	clusters := cli.Table{Columns: []cli.Column{{Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "ring"}, {Name: "batch"}, {Name: "phase"}, {Name: "steps"}, {Name: "attempts"},
+		{Name: "admitted"}, {Name: "finished", Wide: true}, {Name: "step", Shrink: true, Min: 12}, {Name: "message", Wide: true}}}
 	for _, c := range s.Clusters {
 		clusters.AddRow(c.Name, c.Ring, fmt.Sprint(c.Batch), c.Phase, fmt.Sprintf("%d/%d", c.StepsDone, c.Steps), fmt.Sprint(c.Attempts),
-			timeOrDash(c.AdmittedAt), timeOrDash(c.FinishedAt), orDash(c.Step), orDash(oneLine(c.Message, 100)))
+			timeOrDash(c.AdmittedAt), timeOrDash(c.FinishedAt), orDash(c.Step), orDash(c.Message))
 	}
 	if err := clusters.Print(w, opts); err != nil {
 		return err
@@ -214,9 +216,11 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 			fmt.Fprintf(w, "waiting for approve: %s (%s, ring %s %s)\n", n.Node, n.Kind, n.Ring, strings.Trim(n.Cluster+" "+n.Step, " -"))
 		}
 	}
+	sep := "\n"
 	for _, r := range s.Rings {
 		if r.Halt != "" {
-			fmt.Fprintf(w, "%s\n", r.Halt)
+			fmt.Fprintf(w, "%s%s\n", sep, r.Halt)
+			sep = ""
 		}
 	}
 	return nil

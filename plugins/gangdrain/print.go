@@ -129,8 +129,12 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 	}
 	fmt.Fprintln(w)
 	if len(rep.Items) > 0 {
-		gt := cli.Table{Columns: []cli.Column{{Name: "GANG"}, {Name: "STOP"}, {Name: "PROTOCOL"}, {Name: "SAVE PATH"}, {Name: "RANKS ON/ALL"}, {Name: "GPUS ON/ALL"},
-			{Name: "LAST CHECKPOINT"}, {Name: "PLAIN DRAIN LOSS"}, {Name: "WITH YIELD"}, {Name: "WORKLOAD", Wide: true}, {Name: "NODES", Wide: true}, {Name: "PROBLEM", Wide: true}}}
+		// The GPU-hours a plain drain loses against checkpoint-and-yield
+		// are the point of the table; the protocol label (SAVE PATH says
+		// what it means) and the rank count go to -o wide to fit 120
+		// columns.
+		gt := cli.Table{Columns: []cli.Column{{Name: "GANG", Shrink: true, Min: 14, Elide: cli.ElideMiddle}, {Name: "STOP"}, {Name: "PROTOCOL", Wide: true}, {Name: "SAVE PATH", Shrink: true, Min: 20}, {Name: "RANKS ON/ALL", Wide: true}, {Name: "GPUS ON/ALL"},
+			{Name: "LAST CHECKPOINT", Shrink: true, Min: 15}, {Name: "PLAIN DRAIN"}, {Name: "WITH YIELD"}, {Name: "WORKLOAD", Wide: true}, {Name: "NODES", Wide: true}, {Name: "PROBLEM", Wide: true}}}
 		for _, g := range rep.Items {
 			stop := string(g.Method)
 			if g.Method == gang.StopUnsupported {
@@ -149,23 +153,39 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 		}
 		fmt.Fprintln(w)
 	}
-	pt := cli.Table{Columns: []cli.Column{{Name: "POD"}, {Name: "NODE"}, {Name: "EVICTION"}, {Name: "WHY"}}}
+	// A fix is a command to paste, never shortened: whole in -o wide's FIX
+	// column, and on a line of its own under the default table, whose
+	// reasons give way to fit 120 columns.
+	pt := cli.Table{Columns: []cli.Column{{Name: "POD", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "NODE"}, {Name: "EVICTION"}, {Name: "WHY", Shrink: true, Min: 20}, {Name: "FIX", Wide: true}}}
+	var fixes []string
+	fixed := map[string]bool{}
 	for _, v := range rep.Pods {
 		if v.Outcome == eviction.OutcomeIgnored || v.Outcome == eviction.OutcomeNow && !opts.Wide {
 			continue
 		}
-		why := v.Eviction.Message
+		why, fix := v.Eviction.Message, "-"
 		if len(v.Blockers) > 0 {
 			why = v.Blockers[0].Message
 			if v.Blockers[0].Fix != "" {
-				why += " (fix: " + v.Blockers[0].Fix + ")"
+				fix = v.Blockers[0].Fix
 			}
 		}
-		pt.AddRow(v.Namespace+"/"+v.Name, v.Node, c.Status(outcomeWord(v.Outcome)), why)
+		pt.AddRow(v.Namespace+"/"+v.Name, v.Node, c.Status(outcomeWord(v.Outcome)), why, fix)
+		if fix != "-" && !fixed[fix] {
+			fixed[fix] = true
+			fixes = append(fixes, fmt.Sprintf("# %s/%s\n  %s", v.Namespace, v.Name, fix))
+		}
 	}
 	if len(pt.Rows) > 0 {
 		if err := pt.Print(w, opts); err != nil {
 			return err
+		}
+		fmt.Fprintln(w)
+	}
+	if len(fixes) > 0 && !opts.Wide {
+		fmt.Fprintln(w, "Fixes (paste to unblock):")
+		for _, f := range fixes {
+			fmt.Fprintln(w, "  "+f)
 		}
 		fmt.Fprintln(w)
 	}
@@ -215,7 +235,7 @@ func printRun(w io.Writer, rep RunReport, opts cli.TableOptions, c cli.Colorizer
 		}
 		return nil
 	}
-	nt := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "STATE"}, {Name: "WAS CORDONED"}, {Name: "MESSAGE"}}}
+	nt := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "STATE"}, {Name: "WAS CORDONED"}, {Name: "MESSAGE", Shrink: true, Min: 20}}}
 	for _, n := range rep.Nodes {
 		nt.AddRow(n.Node, stateWord(c, n.State), fmt.Sprint(n.WasCordoned), n.Message)
 	}
@@ -227,7 +247,7 @@ func printRun(w io.Writer, rep RunReport, opts cli.TableOptions, c cli.Colorizer
 	}
 	if len(rep.Gangs) > 0 {
 		fmt.Fprintln(w)
-		gt := cli.Table{Columns: []cli.Column{{Name: "GANG"}, {Name: "ACTION"}, {Name: "STOP"}, {Name: "CHECKPOINT"}, {Name: "PODS GONE IN"}, {Name: "MESSAGE", Wide: true}}}
+		gt := cli.Table{Columns: []cli.Column{{Name: "GANG", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "ACTION"}, {Name: "STOP"}, {Name: "CHECKPOINT", Shrink: true, Min: 20}, {Name: "PODS GONE IN"}, {Name: "MESSAGE", Wide: true}}}
 		for _, g := range rep.Gangs {
 			gone := ""
 			if !g.PodsGoneAt.IsZero() {
@@ -254,8 +274,8 @@ type StatusReport struct {
 }
 
 func printStatus(w io.Writer, rep StatusReport, opts cli.TableOptions, c cli.Colorizer) error {
-	nt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "NODE"}, {Name: "STATE"}, {Name: "WAS CORDONED"}, {Name: "UPDATED"}, {Name: "MESSAGE"}, {Name: "REQUESTER", Wide: true}, {Name: "DISABLE-EVICTION BY", Wide: true}}}
-	gt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "GANG"}, {Name: "STOP"}, {Name: "STATE"}, {Name: "CHECKPOINT"}, {Name: "STEP"}, {Name: "RESTORED"}, {Name: "URI", Wide: true}}}
+	nt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "NODE"}, {Name: "STATE"}, {Name: "WAS CORDONED", Wide: true}, {Name: "UPDATED"}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "REQUESTER", Wide: true}, {Name: "DISABLE-EVICTION BY", Wide: true}}}
+	gt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "GANG", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "STOP"}, {Name: "STATE", Shrink: true, Min: 20}, {Name: "CHECKPOINT"}, {Name: "STEP"}, {Name: "RESTORED"}, {Name: "URI", Wide: true}}}
 	for _, r := range rep.Items {
 		for _, n := range r.Nodes {
 			upd := ""
@@ -301,7 +321,7 @@ func printRestore(w io.Writer, rep RestoreReport, opts cli.TableOptions, c cli.C
 	}
 	if len(rep.Gangs) > 0 {
 		fmt.Fprintln(w)
-		gt := cli.Table{Columns: []cli.Column{{Name: "GANG"}, {Name: "ACTION"}, {Name: "REQUEUED"}, {Name: "ADMITTED"}, {Name: "READY"}, {Name: "MESSAGE"}}}
+		gt := cli.Table{Columns: []cli.Column{{Name: "GANG", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "ACTION"}, {Name: "REQUEUED"}, {Name: "ADMITTED"}, {Name: "READY"}, {Name: "MESSAGE", Shrink: true, Min: 20}}}
 		for _, g := range rep.Gangs {
 			gt.AddRow(g.Key, g.Action, fmt.Sprint(g.Requeued), fmt.Sprint(g.Admitted), fmt.Sprintf("%d/%d", g.ReadyPods, g.Ranks), g.Message)
 		}

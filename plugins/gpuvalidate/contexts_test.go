@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 )
 
 func runContexts(t *testing.T, per map[string]*fake.Clientset, args ...string) (string, string, int) {
@@ -47,6 +48,21 @@ func TestNodes_Contexts(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+
+	// EKS context names (the cluster ARN) and provider node names: the
+	// context gives way, the node stays whole, the table fits 120 columns.
+	arn := "arn:aws:eks:us-east-1:123456789012:cluster/gpu-prod-h100-training"
+	name := "ip-10-42-117-203.us-east-1.compute.internal"
+	long := map[string]*fake.Clientset{arn: fake.NewClientset(node(name, "h100-c", "v1.37.2", 7, 7))}
+	out, _, _ = runContexts(t, long, "nodes", name, "--expected-gpus", "8", "--config-drift=false", "--contexts", arn, "--color", "never")
+	goldenfile.CheckFits(t, out, cli.DefaultTableWidth)
+	if !strings.Contains(out, name+"   h100-c") || !strings.Contains(out, cli.ElisionMark) {
+		t.Errorf("want the node whole and the context shortened:\n%s", out)
+	}
+	wide, _, _ := runContexts(t, long, "nodes", name, "--expected-gpus", "8", "--config-drift=false", "--contexts", arn, "--color", "never", "-o", "wide")
+	if !strings.Contains(wide, arn) || strings.Contains(wide, cli.ElisionMark) {
+		t.Errorf("-o wide keeps the context whole:\n%s", wide)
 	}
 
 	out, _, code = runContexts(t, per, "nodes", "gpu-0", "--expected-gpus", "8", "--config-drift=false", "--all-contexts", "-o", "json")

@@ -72,9 +72,9 @@ func (o *Options) print(r *Report) error {
 // contexts.
 func (o *Options) table(withContext bool) cli.Table {
 	t := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "POOL"}, {Name: "KUBELET"}, {Name: "GPUS"}, {Name: "STATUS"},
-		{Name: "CONFIG", Wide: true}, {Name: "XID", Wide: true}, {Name: "DCGM", Wide: true}, {Name: "NCCL", Wide: true}, {Name: "REASONS"}}}
+		{Name: "CONFIG", Wide: true}, {Name: "XID", Wide: true}, {Name: "DCGM", Wide: true}, {Name: "NCCL", Wide: true}, {Name: "REASONS", Shrink: true, Min: 20}}}
 	if withContext {
-		t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
+		t.Columns = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 12, Elide: cli.ElideMiddle}}, t.Columns...)
 	}
 	return t
 }

@@ -69,8 +69,8 @@ func (o *XidCatalogOptions) Run(context.Context) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, XidCatalogReport{Header: cli.NewHeader("XidCatalog", cli.Metadata{}), XidCatalog: c})
 	}
-	t := cli.Table{Columns: []cli.Column{{Name: "XID"}, {Name: "CLASS"}, {Name: "IMMEDIATE ACTION"}, {Name: "MNEMONIC", Wide: true},
-		{Name: "INVESTIGATORY ACTION", Wide: true}, {Name: "DESCRIPTION"}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "XID"}, {Name: "CLASS"}, {Name: "IMMEDIATE ACTION", Shrink: true, Min: 20}, {Name: "MNEMONIC", Wide: true},
+		{Name: "INVESTIGATORY ACTION", Wide: true}, {Name: "DESCRIPTION", Shrink: true, Min: 20}}}
 	for _, e := range c.Entries {
 		action, class := e.ImmediateAction, e.ClassHere()
 		if action == "" {
@@ -80,11 +80,7 @@ func (o *XidCatalogOptions) Run(context.Context) error {
 		if inv == "" {
 			inv = "-"
 		}
-		desc := e.Description
-		if len(desc) > 80 && !o.Print.TableOptions().Wide {
-			desc = desc[:77] + "..."
-		}
-		t.AddRow(fmt.Sprint(e.Code), class, action, e.Mnemonic, inv, desc)
+		t.AddRow(fmt.Sprint(e.Code), class, action, e.Mnemonic, inv, e.Description)
 	}
 	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 		return err

@@ -103,9 +103,14 @@ func run(t *testing.T, cg cli.ClientGetter, stdin string, args ...string) result
 	return result{Out: out.String(), Err: errOut.String(), Code: code}
 }
 
+// golden checks got against testdata/name.golden; a default table (a name
+// ending .table) must also fit the 120-column budget.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	goldenfile.Check(t, name+".golden", got)
+	if strings.HasSuffix(name, ".table") {
+		goldenfile.CheckFits(t, got, cli.DefaultTableWidth)
+	}
 }
 
 func getter(c *fake.Clientset) *cli.TestClientGetter {
@@ -283,6 +288,8 @@ func TestCalendarOverride(t *testing.T) {
 	}
 }
 
+const eksARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu-prod-h100-training"
+
 func TestFleet(t *testing.T) {
 	healthy := fake.NewClientset(gpuNode("a-0", "a", "v1.37.2"))
 	healthy.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.37.2"}
@@ -293,12 +300,17 @@ func TestFleet(t *testing.T) {
 		"prod":    {KubeClient: healthy, Meta: cli.Metadata{Context: "prod", Server: "https://prod.invalid"}},
 		"staging": {KubeClient: old, Meta: cli.Metadata{Context: "staging", Server: "https://staging.invalid"}},
 		"dead":    {Meta: cli.Metadata{Context: "dead"}, Err: errors.New("dial tcp: connection refused")},
+		// An EKS context is the cluster's ARN: it gives way in the table.
+		eksARN: {KubeClient: old, Meta: cli.Metadata{Context: eksARN, Server: "https://eks.invalid"}},
 	}
 	r := run(t, cg, "", "--all-contexts", "--policy", "n-1", "--color", "never")
 	if r.Code != 3 {
 		t.Fatalf("exit %d\n%s%s", r.Code, r.Out, r.Err)
 	}
 	golden(t, "fleet.table", r.Out)
+	if w := run(t, cg, "", "--all-contexts", "--policy", "n-1", "--color", "never", "-o", "wide"); !strings.Contains(w.Out, eksARN) {
+		t.Errorf("-o wide lacks the whole context:\n%s", w.Out)
+	}
 	if !strings.Contains(r.Err, "error: context dead:") {
 		t.Errorf("stderr: %s", r.Err)
 	}

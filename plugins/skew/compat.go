@@ -62,7 +62,9 @@ func (o *CompatOptions) Run(context.Context) error {
 		return cli.PrintStructured(o.Out, o.Print.Output, o.compat)
 	}
 	wide := o.Print.TableOptions().Wide
-	t := cli.Table{Columns: []cli.Column{{Name: "ADDON"}, {Name: "RULE"}, {Name: "RELEASES"}, {Name: "READ"}, {Name: "SOURCE"}, {Name: "NOTE", Wide: true}, {Name: "CHECKED", Wide: true}}}
+	// Sources are URLs up to 120 characters: -o wide has them, with every
+	// release row and the notes.
+	t := cli.Table{Columns: []cli.Column{{Name: "ADDON"}, {Name: "RULE"}, {Name: "RELEASES", Shrink: true, Min: 40}, {Name: "READ"}, {Name: "SOURCE", Wide: true}, {Name: "NOTE", Wide: true}, {Name: "CHECKED", Wide: true}}}
 	for _, a := range o.compat.Addons {
 		t.AddRow(a.Name, a.Rule, compatReleases(a, wide), dash(a.Read), a.Source, dash(a.Note), dash(a.Checked))
 	}
@@ -80,8 +82,9 @@ func (o *CompatOptions) Run(context.Context) error {
 	return err
 }
 
-// compatShown is how many release rows a narrow table shows per addon.
-const compatShown = 4
+// compatShown is how many release rows a narrow table shows per addon:
+// three fit 120 columns.
+const compatShown = 3
 
 // compatReleases prints an addon's rows: release:from..to, release:from+
 // (no upper bound stated), or kubernetes:version (kubeadm) and

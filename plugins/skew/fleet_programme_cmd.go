@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"regexp"
 	"strings"
 	"time"
 
@@ -301,8 +302,8 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	}
 	fmt.Fprintf(w, "Fleet %s to %s: %d clusters in %d rings, %d GPUs; %s; a disruptive step takes %s\n\n",
 		p.Fleet, p.Target, len(p.Clusters), len(p.Rings), p.GPUs, capText, p.StepDuration)
-	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster"}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
-		{Name: "action"}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
+		{Name: "action", Shrink: true, Min: 12}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
 	for _, r := range p.Rings {
 		gate := "-"
 		if r.Approvers > 0 {
@@ -576,15 +577,8 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 			if err := cli.PrintStructured(o.Out, o.Print.Output, g); err != nil {
 				return err
 			}
-		} else {
-			t := cli.Table{Columns: []cli.Column{{Name: "check"}, {Name: "cluster"}, {Name: "result"}, {Name: "message"}}}
-			for _, c := range g.Checks {
-				t.AddRow(c.Name, orDashText(c.Cluster), strings.ToUpper(c.Result), c.Message)
-			}
-			if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
-				return err
-			}
-			fmt.Fprintf(o.Out, "\nverdict: %s\n", g.Verdict)
+		} else if err := printGateTable(o.Out, g, o.Print.TableOptions()); err != nil {
+			return err
 		}
 	}
 	if g.ExitCode == 0 {
@@ -592,6 +586,43 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 	}
 	return &cli.ExitError{Code: g.ExitCode, Err: fmt.Errorf("gate %s: %s", g.Verdict, g.Reason())}
 }
+
+// printGateTable prints a gate's checks and its verdict; messages and
+// cluster names give way to fit 120 columns, -o wide has them whole. A
+// command a message quotes (`kubectl skew fleet approve ...`) is pasted:
+// the default view repeats it whole on a line of its own.
+func printGateTable(w io.Writer, g *fleetrun.GateReport, opts cli.TableOptions) error {
+	t := cli.Table{Columns: []cli.Column{{Name: "check"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "result"}, {Name: "message", Shrink: true, Min: 20}}}
+	var cmds []string
+	seen := map[string]bool{}
+	for _, c := range g.Checks {
+		t.AddRow(c.Name, orDashText(c.Cluster), strings.ToUpper(c.Result), c.Message)
+		for _, m := range quotedCommand.FindAllStringSubmatch(c.Message, -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				cmds = append(cmds, m[1])
+			}
+		}
+	}
+	if err := t.Print(w, opts); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "\nverdict: %s\n", g.Verdict); err != nil {
+		return err
+	}
+	if opts.Wide || opts.NoHeaders {
+		return nil
+	}
+	for _, c := range cmds {
+		if _, err := fmt.Fprintln(w, "  "+c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// quotedCommand finds a kubectl command quoted in backticks.
+var quotedCommand = regexp.MustCompile("`(kubectl [^`]+)`")
 
 func orDashText(s string) string {
 	if s == "" {

@@ -274,9 +274,13 @@ func (o *InventoryOptions) print(rep *fleetreport.Report) error {
 
 func (o *InventoryOptions) printInventoryTable(rep *fleetreport.Report) error {
 	c := o.Print.Colorizer(o.Out)
+	// Fourteen headers alone are 154 columns: the default view keeps what
+	// says whether a cluster needs work (days behind, days left, skew, the
+	// pools at the edge, the verdicts) and -o wide adds the provider, the
+	// dates and versions behind them and every pool's kubelets.
 	t := cli.Table{Columns: []cli.Column{
-		{Name: "CLUSTER"}, {Name: "RING"}, {Name: "PROVIDER"}, {Name: "VERSION"}, {Name: "LATEST-PATCH"}, {Name: "DAYS-BEHIND"},
-		{Name: "SUPPORT-ENDS"}, {Name: "DAYS-LEFT"}, {Name: "MAX-SKEW"}, {Name: "POOLS-AT-EDGE"}, {Name: "POOLS"}, {Name: "GPUS"},
+		{Name: "CLUSTER", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "RING"}, {Name: "PROVIDER", Wide: true}, {Name: "VERSION"}, {Name: "LATEST-PATCH", Wide: true}, {Name: "DAYS-BEHIND"},
+		{Name: "SUPPORT-ENDS", Wide: true}, {Name: "DAYS-LEFT"}, {Name: "MAX-SKEW"}, {Name: "POOLS-AT-EDGE", Shrink: true}, {Name: "POOLS", Wide: true}, {Name: "GPUS"},
 		{Name: "PREFLIGHT"}, {Name: "STATUS"}, {Name: "CONTEXT", Wide: true}, {Name: "NODES", Wide: true}, {Name: "ERROR", Wide: true},
 	}}
 	for _, cl := range rep.Clusters {

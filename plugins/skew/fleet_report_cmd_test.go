@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport"
 )
 
@@ -54,9 +55,17 @@ spec:
 		t.Errorf("stderr does not name the lost cluster:\n%s", r.Err)
 	}
 	r = run(t, fleetGetter(), "", "fleet", "inventory", "-f", fleet)
-	for _, want := range []string{"CLUSTER", "prod-a", "v1.37.2", "h100-a=v1.37.2", "lost", "ERROR"} {
+	for _, want := range []string{"CLUSTER", "prod-a", "v1.37.2", "lost", "ERROR"} {
 		if !strings.Contains(r.Out, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.Out)
+		}
+	}
+	goldenfile.CheckFits(t, r.Out, cli.DefaultTableWidth)
+	// Each pool's kubelets and the error show in -o wide.
+	r = run(t, fleetGetter(), "", "fleet", "inventory", "-f", fleet, "-o", "wide")
+	for _, want := range []string{"PROVIDER", "LATEST-PATCH", "SUPPORT-ENDS", "h100-a=v1.37.2", `context "nowhere" is not in the kubeconfig`} {
+		if !strings.Contains(r.Out, want) {
+			t.Errorf("wide table lacks %q:\n%s", want, r.Out)
 		}
 	}
 	r = run(t, fleetGetter(), "", "fleet", "inventory", "--contexts", "prod", "-o", "prometheus")

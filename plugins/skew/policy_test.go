@@ -87,7 +87,7 @@ func TestVerifyRBACGrants(t *testing.T) {
 	if f.Code != cli.ExitFindings || rep.Summary.Regressions != 1 || rep.Summary.Warnings != 1 {
 		t.Errorf("secrets access: exit %d %+v\n%s", f.Code, rep.Summary, f.Out)
 	}
-	if a := run(t, getter(c), "", "verify", "--baseline", path, "--allow-grant", "dana"); a.Code != cli.ExitOK || !strings.Contains(a.Out, "allowed by --allow-grant dana") {
+	if a := run(t, getter(c), "", "verify", "--baseline", path, "--allow-grant", "dana", "-o", "wide"); a.Code != cli.ExitOK || !strings.Contains(a.Out, "allowed by --allow-grant dana") {
 		t.Errorf("--allow-grant: exit %d\n%s", a.Code, a.Out)
 	}
 }

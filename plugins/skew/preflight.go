@@ -439,11 +439,16 @@ func (o *PreflightOptions) runFleet(ctx context.Context) error {
 }
 
 func printPreflightTable(w io.Writer, rep *PreflightReport, opts cli.TableOptions, c cli.Colorizer, context string) error {
-	cols := []cli.Column{{Name: "GATE"}, {Name: "STATUS"}, {Name: "MESSAGE"}, {Name: "COMMAND"}, {Name: "EVIDENCE", Wide: true}}
+	// A gate's command is pasted, never shortened, and many are longer
+	// than a terminal: -o wide has every gate's in COMMAND, the default
+	// view prints those of the gates that did not pass whole, each on a
+	// line of its own under the table, and the message gets the width.
+	cols := []cli.Column{{Name: "GATE"}, {Name: "STATUS"}, {Name: "MESSAGE", Shrink: true, Min: 30}, {Name: "COMMAND", Wide: true}, {Name: "EVIDENCE", Wide: true}}
 	if context != "" {
-		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 12, Elide: cli.ElideMiddle}}, cols...)
 	}
 	t := cli.Table{Columns: cols}
+	var cmds []string
 	for _, g := range rep.Items {
 		ev := "-"
 		if len(g.Evidence) > 0 {
@@ -454,12 +459,25 @@ func printPreflightTable(w io.Writer, rep *PreflightReport, opts cli.TableOption
 			row = append([]string{context}, row...)
 		}
 		t.AddRow(row...)
+		if g.Status != preflight.StatusPass && g.Command != "" {
+			label := g.Name
+			if context != "" {
+				label = context + ": " + g.Name
+			}
+			cmds = append(cmds, "  # "+label+"\n  "+g.Command)
+		}
 	}
 	if err := t.Print(w, opts); err != nil {
 		return err
 	}
 	if opts.NoHeaders {
 		return nil
+	}
+	if len(cmds) > 0 && !opts.Wide {
+		fmt.Fprintln(w, "\nto look closer at the gates that did not pass (-o wide: every gate's command):")
+		for _, c := range cmds {
+			fmt.Fprintln(w, c)
+		}
 	}
 	s := rep.Summary
 	_, err := fmt.Fprintf(w, "\npre-flight to %s: %s; %d pass, %d warn, %d fail, %d unknown\n", rep.Target, s.Status, s.Pass, s.Warn, s.Fail, s.Unknown)

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
 )
 
@@ -171,6 +172,7 @@ func TestPreflightContexts(t *testing.T) {
 	if all.Code != cli.ExitUnavailable || !strings.Contains(all.Err, "error: context dead:") || !strings.Contains(all.Out, "CONTEXT") {
 		t.Errorf("--all-contexts with a dead context: exit %d\n%s%s", all.Code, all.Out, all.Err)
 	}
+	goldenfile.CheckFits(t, all.Out, cli.DefaultTableWidth)
 	if r := run(t, cg, "", "preflight", "--target", "v1.36"); r.Code != cli.ExitUsage || !strings.Contains(r.Err, "older than the apiserver 1.37") {
 		t.Errorf("--target older than the apiserver: exit %d\n%s", r.Code, r.Err)
 	}

@@ -33,9 +33,13 @@ func dash(s string) string {
 }
 
 func printReportTable(w io.Writer, rep *SkewReport, opts cli.TableOptions, c cli.Colorizer) error {
+	// Two provider versions (v1.30.9-eks-3025e55) leave a message no room
+	// in 120 columns: AGAINST moves to -o wide (SKEW and the message say
+	// what a row is measured against), instance names give way before the
+	// message goes under 30 columns.
 	t := cli.Table{Columns: []cli.Column{
-		{Name: "COMPONENT"}, {Name: "INSTANCE"}, {Name: "VERSION"}, {Name: "AGAINST"}, {Name: "SKEW"},
-		{Name: "STATUS"}, {Name: "RULE", Wide: true}, {Name: "MESSAGE"},
+		{Name: "COMPONENT"}, {Name: "INSTANCE", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "VERSION"}, {Name: "AGAINST", Wide: true}, {Name: "SKEW"},
+		{Name: "STATUS"}, {Name: "RULE", Wide: true}, {Name: "MESSAGE", Shrink: true, Min: 30},
 	}}
 	for _, it := range rep.Items {
 		if it.Rule == pkgskew.RuleSupport && rep.Support != nil {
@@ -73,7 +77,7 @@ func printReportTable(w io.Writer, rep *SkewReport, opts cli.TableOptions, c cli
 func printSupportTable(w io.Writer, s *pkgskew.Support, opts cli.TableOptions, c cli.Colorizer) error {
 	t := cli.Table{Columns: []cli.Column{
 		{Name: "SUPPORT"}, {Name: "PROVIDER"}, {Name: "WINDOW"}, {Name: "ENDS"}, {Name: "DAYS-LEFT"}, {Name: "UPSTREAM-EOL"},
-		{Name: "STATUS"}, {Name: "SOURCE", Wide: true}, {Name: "MESSAGE"},
+		{Name: "STATUS"}, {Name: "SOURCE", Wide: true}, {Name: "MESSAGE", Shrink: true, Min: 30},
 	}}
 	days := "-"
 	if s.DaysToSupportEnd != nil {
@@ -127,7 +131,7 @@ func summaryLine(s Summary) string {
 
 func printPlanTable(w io.Writer, rep *PlanReport, opts cli.TableOptions, c cli.Colorizer) error {
 	t := cli.Table{Columns: []cli.Column{
-		{Name: "STEP"}, {Name: "CONTROL-PLANE"}, {Name: "PHASE"}, {Name: "ACTION"}, {Name: "STATUS"}, {Name: "NOTE", Wide: true},
+		{Name: "STEP"}, {Name: "CONTROL-PLANE"}, {Name: "PHASE"}, {Name: "ACTION", Shrink: true, Min: 30}, {Name: "STATUS"}, {Name: "NOTE", Wide: true},
 	}}
 	for _, s := range rep.Steps {
 		t.AddRow(strconv.Itoa(s.Number), s.ControlPlane, s.Phase, s.Action, c.Status(s.Status.Word()), dash(s.Note))
@@ -138,7 +142,7 @@ func printPlanTable(w io.Writer, rep *PlanReport, opts cli.TableOptions, c cli.C
 	if len(rep.Pools) > 0 {
 		fmt.Fprintln(w)
 		pt := cli.Table{Columns: []cli.Column{
-			{Name: "POOL"}, {Name: "NODES"}, {Name: "KUBELET"}, {Name: "LIMIT"}, {Name: "UPGRADE-BEFORE"}, {Name: "UPGRADES"},
+			{Name: "POOL", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "NODES"}, {Name: "KUBELET"}, {Name: "LIMIT"}, {Name: "UPGRADE-BEFORE"}, {Name: "UPGRADES", Shrink: true, Min: 10},
 			{Name: "EVERY-HOP"}, {Name: "DRAINS-SAVED"}, {Name: "STATUS"}, {Name: "NOTE", Wide: true},
 		}}
 		for _, p := range rep.Pools {

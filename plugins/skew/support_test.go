@@ -56,7 +56,8 @@ func TestSupportWindowInSummary(t *testing.T) {
 	// Now is 2026-12-02. Upstream 1.33 ended 2026-06-28; EKS standard
 	// support for 1.33 ended 2026-07-29, extended runs to 2027-07-29.
 	t.Run("eks extended support is a warning named in the summary", func(t *testing.T) {
-		r := runKubectl(t, "v1.33.1", oneMinorCluster("v1.33.5-eks-3025e55"))
+		// -o wide: the default table shortens the message to fit.
+		r := runKubectl(t, "v1.33.1", oneMinorCluster("v1.33.5-eks-3025e55"), "-o", "wide")
 		if r.Code != 0 {
 			t.Fatalf("exit %d, want 0 (extended support is a warning)\n%s%s", r.Code, r.Out, r.Err)
 		}
@@ -95,7 +96,7 @@ func TestSupportWindowInSummary(t *testing.T) {
 		}
 	})
 	t.Run("eks past extended support is out of support", func(t *testing.T) {
-		r := runKubectl(t, "v1.30.1", oneMinorCluster("v1.30.9-eks-3025e55"))
+		r := runKubectl(t, "v1.30.1", oneMinorCluster("v1.30.9-eks-3025e55"), "-o", "wide")
 		if r.Code != 1 || !strings.Contains(r.Out, "EKS extended support ended on 2026-07-23") || !strings.Contains(r.Out, "1 out of support") {
 			t.Errorf("exit %d:\n%s", r.Code, r.Out)
 		}
@@ -130,7 +131,7 @@ func TestProviderCalendarFlag(t *testing.T) {
 	if err := os.WriteFile(f, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := runKubectl(t, "v1.33.1", oneMinorCluster("v1.33.5-eks-3025e55"), "--provider-calendar", f)
+	r := runKubectl(t, "v1.33.1", oneMinorCluster("v1.33.5-eks-3025e55"), "--provider-calendar", f, "-o", "wide")
 	if r.Code != 0 || !strings.Contains(r.Out, "EKS standard support ends on 2026-12-30, in 28 days") {
 		t.Errorf("exit %d:\n%s%s", r.Code, r.Out, r.Err)
 	}

@@ -212,7 +212,7 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 }
 
 func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) error {
-	t := cli.Table{Columns: []cli.Column{{Name: "STATUS"}, {Name: "KIND"}, {Name: "OBJECT"}, {Name: "MESSAGE"}, {Name: "COMMAND", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "STATUS"}, {Name: "KIND"}, {Name: "OBJECT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "COMMAND", Wide: true}}}
 	for _, r := range rep.Items {
 		t.AddRow(string(r.Status), r.Kind, r.Object, r.Message, dash(r.Command))
 	}

@@ -7,7 +7,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -33,5 +35,70 @@ func Check(t testing.TB, file, got string) {
 	}
 	if d := cmp.Diff(string(want), got); d != "" {
 		t.Errorf("%s (-want +got):\n%s", path, d)
+	}
+}
+
+// TableLines returns the lines of the tables in out: each block of
+// non-empty lines that starts with a header (upper case, columns three
+// spaces apart) up to the next empty line. Prose around the tables (titles,
+// summaries, warnings) is not a table line.
+func TableLines(out string) []string {
+	var lines []string
+	in := false
+	for _, l := range strings.Split(out, "\n") {
+		switch {
+		case l == "":
+			in = false
+		case !in && isHeader(l):
+			in = true
+		}
+		if in {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func isHeader(l string) bool {
+	return strings.Contains(l, "   ") && l == strings.ToUpper(l) && strings.IndexFunc(l, unicode.IsLetter) == 0
+}
+
+// Width is the number of columns s takes in a terminal: runes, less ANSI
+// colour sequences.
+func Width(s string) int {
+	n, inEsc := 0, false
+	for _, r := range s {
+		switch {
+		case inEsc:
+			inEsc = !unicode.IsLetter(r)
+		case r == '\x1b':
+			inEsc = true
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// Overwide returns the table lines of out wider than width columns.
+func Overwide(out string, width int) []string {
+	var over []string
+	for _, l := range TableLines(out) {
+		if Width(l) > width {
+			over = append(over, l)
+		}
+	}
+	return over
+}
+
+// CheckFits fails t unless out has a table and every table line fits
+// width columns (a default table's budget, cli.DefaultTableWidth).
+func CheckFits(t testing.TB, out string, width int) {
+	t.Helper()
+	if len(TableLines(out)) == 0 {
+		t.Errorf("no table in the output:\n%s", out)
+	}
+	for _, l := range Overwide(out, width) {
+		t.Errorf("table line is %d columns, over %d:\n%s", Width(l), width, l)
 	}
 }

@@ -1,0 +1,46 @@
+package fleetrun
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
+)
+
+// The status of a run of the fleet fixture (testdata/fleet.yaml), one
+// cluster named as long as a provider's: the default tables fit 120
+// columns, -o wide keeps every value (the message too) whole.
+func TestStatusTableFits(t *testing.T) {
+	at := func(h, m int) *time.Time { v := time.Date(2026, 11, 3, h, m, 0, 0, time.UTC); return &v }
+	msg := "step pool-h100-c failed: upgrade-pool --context prod-use1-gpu-h100-training-east --pool h100-c --version v1.38.1 exited 1:\nnode pool h100-c: 2 of 4 nodes did not become Ready within 30m"
+	s := &Status{Fleet: "gpu-prod", Run: "gpu-prod-20261102-0930", Target: "v1.38", Phase: "halted",
+		Workflow: &WorkflowView{Namespace: "gpufleet-system", Name: "gpu-prod-20261102-0930", Phase: "Running"},
+		Rings: []RingStatus{
+			{Name: "canary", Phase: "done", Clusters: 3, Completed: 3},
+			{Name: "prod", Phase: "halted", Clusters: 2, Completed: 1, Failed: 1, MaxFailures: 0, ApprovalsNeeded: 2,
+				Approvers: []string{"oncall-primary@example.com", "platform-lead@example.com"}, Halt: "ring prod halted: prod-use1-gpu-h100-training-east failed"},
+			{Name: "training", Phase: "pending", Clusters: 1, ApprovalsNeeded: 1},
+		},
+		Clusters: []ClusterStatus{
+			{Name: "canary-a", Ring: "canary", Batch: 1, Phase: "done", StepsDone: 15, Steps: 15, Attempts: 1, AdmittedAt: at(9, 0), FinishedAt: at(10, 2)},
+			{Name: "prod-use1-gpu-h100-training-east", Ring: "prod", Batch: 2, Phase: "failed", Step: "pool-h100-c-drain-and-upgrade", StepsDone: 9, Steps: 15,
+				Attempts: 2, AdmittedAt: at(9, 5), Message: msg},
+			{Name: "train-a", Ring: "training", Batch: 1, Phase: "pending", Steps: 15},
+		}}
+	var b strings.Builder
+	if err := PrintStatusTable(&b, s, cli.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	goldenfile.Check(t, "status.table.golden", b.String())
+	goldenfile.CheckFits(t, b.String(), cli.DefaultTableWidth)
+	b.Reset()
+	if err := PrintStatusTable(&b, s, cli.TableOptions{Wide: true}); err != nil {
+		t.Fatal(err)
+	}
+	goldenfile.Check(t, "status.wide.golden", b.String())
+	if strings.Contains(b.String(), cli.ElisionMark) || !strings.Contains(b.String(), "did not become Ready within 30m") {
+		t.Errorf("-o wide must keep every value whole:\n%s", b.String())
+	}
+}
