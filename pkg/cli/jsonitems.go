@@ -63,7 +63,11 @@ func marshalIndent(v any, prefix string) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return appendIndented(nil, bytes.TrimSuffix(buf.Bytes(), []byte("\n")), prefix, "  "), nil
+	src := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	// Sized once with room for the indentation (a third more on a report
+	// of short fields): growing the slice from nothing copied a report
+	// with thousands of notScanned entries over and over.
+	return appendIndented(make([]byte, 0, len(src)+len(src)/2), src, prefix, "  "), nil
 }
 
 // appendIndented appends src, one JSON value as encoding/json writes it
