@@ -2,6 +2,7 @@ package deprecations
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -59,13 +61,6 @@ type ManifestResult struct {
 	// Files and Objects count what was read.
 	Files   int
 	Objects int
-}
-
-func (r *ManifestResult) add(o ManifestResult) {
-	r.Findings = append(r.Findings, o.Findings...)
-	r.Skipped = append(r.Skipped, o.Skipped...)
-	r.Files += o.Files
-	r.Objects += o.Objects
 }
 
 func (s *ManifestScanner) init() {
@@ -169,21 +164,28 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 		i   int
 		res ManifestResult
 	}
+	type tally struct {
+		files, objects int
+		// Only the files with something to report: most hold nothing,
+		// and an entry for each of thousands of files (and a slice of
+		// results as long) was a megabyte on the heap at its peak.
+		reported []done
+	}
 	jobs := make(chan job, 256)
-	perWorker := make([][]done, workers)
+	perWorker := make([]tally, workers)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var buf []byte
+			t := &perWorker[w]
 			for j := range jobs {
 				r := s.scanFile(j.path, stdin, &buf)
-				// Most files hold nothing to report: keep only those that do.
+				t.files += r.Files
+				t.objects += r.Objects
 				if len(r.Findings) > 0 || len(r.Skipped) > 0 {
-					perWorker[w] = append(perWorker[w], done{j.i, r})
-				} else {
-					perWorker[w] = append(perWorker[w], done{j.i, ManifestResult{Files: r.Files, Objects: r.Objects}})
+					t.reported = append(t.reported, done{j.i, ManifestResult{Findings: r.Findings, Skipped: r.Skipped}})
 				}
 			}
 		}()
@@ -203,20 +205,26 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 	if walkErr != nil && ctxErr == nil {
 		return ManifestResult{}, walkErr
 	}
-	results := make([]ManifestResult, n)
+	var reported []done
+	var res ManifestResult
 	var findings, skipped int
-	for _, ds := range perWorker {
-		for _, d := range ds {
-			results[d.i] = d.res
+	for _, t := range perWorker {
+		res.Files += t.files
+		res.Objects += t.objects
+		reported = append(reported, t.reported...)
+		for _, d := range t.reported {
 			findings += len(d.res.Findings)
 			skipped += len(d.res.Skipped)
 		}
 	}
+	// In the order of Expand, whatever order the files were read in.
+	slices.SortFunc(reported, func(a, b done) int { return cmp.Compare(a.i, b.i) })
 	// Sized once: appending thousands of findings one file at a time
 	// copied them over and over as the slices grew.
-	res := ManifestResult{Findings: make([]Finding, 0, findings), Skipped: make([]Skipped, 0, skipped)}
-	for _, r := range results {
-		res.add(r)
+	res.Findings, res.Skipped = make([]Finding, 0, findings), make([]Skipped, 0, skipped)
+	for _, d := range reported {
+		res.Findings = append(res.Findings, d.res.Findings...)
+		res.Skipped = append(res.Skipped, d.res.Skipped...)
 	}
 	return res, ctxErr
 }
