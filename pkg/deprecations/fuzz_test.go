@@ -28,6 +28,7 @@ func FuzzManifestScan(f *testing.F) {
 		s := &ManifestScanner{MaxRelease: 1 << 20}
 		res := s.Scan("fuzz", data)
 		checkJSONWalkers(t, data)
+		checkJSONOneValue(t, s, bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")))
 		for _, fd := range res.Findings {
 			if fd.File != "fuzz" {
 				t.Fatalf("finding without its file: %+v", fd)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -140,5 +141,51 @@ func TestJSONWalkersAgreeWithDecoder(t *testing.T) {
 	t.Logf("%d JSON values compared", compared)
 	if compared < 100 {
 		t.Errorf("only %d JSON values compared", compared)
+	}
+}
+
+// checkJSONOneValue fails where scanJSON, which reads a file of one valid
+// value without a decoder, reports otherwise than the decoder's stream
+// reader.
+func checkJSONOneValue(t *testing.T, s *ManifestScanner, data []byte) bool {
+	t.Helper()
+	if c := firstNonSpace(data); c != '{' && c != '[' {
+		return false
+	}
+	var got, want ManifestResult
+	gotOK, wantOK := s.scanJSON("f", data, 0, &got), s.scanJSONStream("f", data, 0, &want)
+	if gotOK != wantOK || !reflect.DeepEqual(got, want) {
+		t.Fatalf("scanJSON(%.200q) = %v %+v, the stream reader %v %+v", data, gotOK, got, wantOK, want)
+	}
+	return true
+}
+
+// TestJSONOneValueAgreesWithStream holds scanJSON's path for one valid
+// value to the decoder's stream reader on every JSON file of the corpus.
+func TestJSONOneValueAgreesWithStream(t *testing.T) {
+	s := &ManifestScanner{}
+	s.init()
+	for _, d := range []string{"{}", " [ ] \n", "{\"kind\":\"List\",\"items\":[{\"apiVersion\":\"batch/v1beta1\",\"kind\":\"CronJob\"}]}\n\n", "{}{}", "{\"a\":1} x", "[1,"} {
+		checkJSONOneValue(t, s, []byte(d))
+	}
+	files := 0
+	err := filepath.WalkDir(corpus(t), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(p) != ".json" {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if checkJSONOneValue(t, s, bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))) {
+			files++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 30 {
+		t.Errorf("only %d JSON files compared", files)
 	}
 }

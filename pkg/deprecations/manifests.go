@@ -871,8 +871,27 @@ type jsonObject struct {
 // stream of concatenated objects). It returns false, having reported
 // nothing, when the first value is not JSON.
 func (s *ManifestScanner) scanJSON(name string, data []byte, base int, res *ManifestResult) bool {
-	dec := json.NewDecoder(bytes.NewReader(data))
 	lines := lineCounter{data: data}
+	if json.Valid(data) {
+		// One value, as most files hold: what the decoder below would
+		// read, without copying the file into its buffers as it goes
+		// (a tenth of a scan's allocations on the corpus).
+		start := leadingSpace(data)
+		end := len(data)
+		for end > start && isJSONSpace(data[end-1]) {
+			end--
+		}
+		s.jsonValue(name, data[start:end], base+lines.at(start)-1, 0, res)
+		return true
+	}
+	return s.scanJSONStream(name, data, base, res)
+}
+
+// scanJSONStream is scanJSON for anything but one valid value: a stream
+// of values, or input that is not JSON (false at the first value).
+func (s *ManifestScanner) scanJSONStream(name string, data []byte, base int, res *ManifestResult) bool {
+	lines := lineCounter{data: data}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	for n := 0; ; n++ {
 		if firstNonSpace(data[dec.InputOffset():]) == 0 {
 			return true
@@ -895,6 +914,8 @@ func (s *ManifestScanner) scanJSON(name string, data []byte, base int, res *Mani
 		s.jsonValue(name, raw, base+lines.at(start)-1, 0, res)
 	}
 }
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 func leadingSpace(b []byte) int {
 	for i, c := range b {
