@@ -27,6 +27,8 @@ func FuzzManifestScan(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := &ManifestScanner{MaxRelease: 1 << 20}
 		res := s.Scan("fuzz", data)
+		checkJSONWalkers(t, data)
+		checkJSONOneValue(t, s, bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")))
 		for _, fd := range res.Findings {
 			if fd.File != "fuzz" {
 				t.Fatalf("finding without its file: %+v", fd)

@@ -15,7 +15,9 @@ import (
 // regular file (a FIFO from process substitution, a device) goes through
 // the os package (ok false). The buffer is reused for the next file, so
 // nothing may keep a slice of what it returns. size is the file's size;
-// a file over limit is not read (data nil, size > limit).
+// a file over limit is not read (data nil, size > limit). A file is read
+// as long as fstat said it was: one that grows meanwhile is read as it
+// was then.
 func readFile(path string, buf []byte, limit int64) (data []byte, size int64, ok bool, err error) {
 	var fd int
 	for {
@@ -39,7 +41,8 @@ func readFile(path string, buf []byte, limit int64) (data []byte, size int64, ok
 	if size > limit {
 		return nil, size, true, nil
 	}
-	// One byte more than the size, to see the end (or a file that grew).
+	// Room for the size and more: a file of size 0 (as in /proc) is read
+	// to its end.
 	if int64(cap(buf)) < size+1 {
 		buf = make([]byte, 0, size+512)
 	}
@@ -63,6 +66,12 @@ func readFile(path string, buf []byte, limit int64) (data []byte, size int64, ok
 			break
 		}
 		buf = buf[:len(buf)+n]
+		if size > 0 && int64(len(buf)) == size {
+			// All that fstat counted: the read that would see the end
+			// is one system call more per file (a sixth of them) for
+			// nothing. A file of size 0 (as in /proc) is read to its end.
+			break
+		}
 	}
 	return buf, int64(len(buf)), true, nil
 }

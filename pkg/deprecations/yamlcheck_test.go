@@ -82,11 +82,11 @@ func TestPlainYAMLCases(t *testing.T) {
 		doc   string
 		plain bool
 	}{
-		{"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {}\nspec:\n  containers:\n  - name: c\n    args: [\"a\"]\n", false},
+		{"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {}\nspec:\n  containers:\n  - name: c\n    args: [\"a\"]\n", true},
 		{"apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: {}\nspec:\n  containers:\n  - name: c\n    image: \"x:1\"\n    args:\n      - run\n", true},
 		{"a: |\n  line one\n  line: two\nb: c\n", true},
 		{"a: b\n  c: d\n", false},         // invalid: mapping in a scalar
-		{"a: b\na: c\n", false},           // duplicate key
+		{"a: b\na: c\n", true},            // duplicate key: the parser takes it too
 		{"a:\n    b: 1\n  c: 2\n", false}, // dedent to no level
 		{"a: b: c\n", false},              // invalid
 		{"a:\n- x\n- y\nb: z\n", true},    // indentless sequence
@@ -97,8 +97,41 @@ func TestPlainYAMLCases(t *testing.T) {
 		{"a: &x b\n", false},              // an anchor
 		{"a: |\n  x\n y\n", false},        // a block scalar dedented into nothing
 		{"a:\r\n  b: c\r\n", true},        // CRLF
-		{"a: b # comment\n", false},       // comments after values: the parser decides
+		{"a: b # comment\n", true},        // a comment after a value
 		{"kind: X\nspec:\n  - a: 1\n    b: 2\n  - a: 3\n", true},
+	} {
+		if got := checkPlainYAML(t, []byte(tc.doc)); got != tc.plain {
+			t.Errorf("plainYAML(%q) = %v, want %v", tc.doc, got, tc.plain)
+		}
+	}
+}
+
+// TestPlainYAMLFlowSequencesAndComments covers one-line flow sequences
+// and comments after values, and what stays with the parser.
+func TestPlainYAMLFlowSequencesAndComments(t *testing.T) {
+	for _, tc := range []struct {
+		doc   string
+		plain bool
+	}{
+		{"command: [ \"/bin/sh\", \"-c\", \"a && b; c # d, [e]\" ]\n", true},
+		{"a: ['x, y', \"z]\", v1, k8s.io/x-y_z] # c\n", true},
+		{"a:\n- [a, b] # c\n- \"x\" # c\n- y # c\n", true},
+		{"a: [ ]\nb: '' # c\nc: {} # c\n", true},
+		{"image: k8s.gcr.io/redis:e2e  # or just image: redis\n", true},
+		{"a: [\"x\",]\n", false},      // a trailing comma
+		{"a: [\"x\"]#c\n", false},     // no space before the comment
+		{"a: \"x\"#c\n", false},       // no space before the comment
+		{"a: [x] y\n", false},         // junk after the sequence
+		{"a: ['it''s']\n", false},     // an escaped quote
+		{"a: [\"a\\\"\"]\n", false},   // an escape
+		{"a: [a, [b]]\n", false},      // a nested sequence
+		{"a: [a: b]\n", false},        // a mapping in the sequence
+		{"a: [a,\n  b]\n", false},     // over two lines
+		{"a: [-a]\n", false},          // a plain item with an indicator first
+		{"a: [a b]\n", false},         // a space in a plain item
+		{"a: # c\n  b: d\n", false},   // a comment where the value goes
+		{"a: | # c\n  x\n", false},    // a comment after a block scalar header
+		{"a: b\n  # c\n  d\n", false}, // a continued scalar
 	} {
 		if got := checkPlainYAML(t, []byte(tc.doc)); got != tc.plain {
 			t.Errorf("plainYAML(%q) = %v, want %v", tc.doc, got, tc.plain)
@@ -108,7 +141,7 @@ func TestPlainYAMLCases(t *testing.T) {
 
 // FuzzPlainYAML: plainYAML never passes a document the parser rejects.
 func FuzzPlainYAML(f *testing.F) {
-	for _, s := range []string{"a: b\n", "a:\n- x\n", "a: |\n  x\nb: c\n", "a:\n  b: c\n  d:\n  - e: f\n", "a: b\n  c: d\n"} {
+	for _, s := range []string{"a: b\n", "a:\n- x\n", "a: |\n  x\nb: c\n", "a:\n  b: c\n  d:\n  - e: f\n", "a: b\n  c: d\n", "a: [\"b\", 'c', d] # e\n", "a: \"b\" # c\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -193,20 +226,20 @@ func TestPlainYAMLQuotedKeysAndFlags(t *testing.T) {
 		{"args:\n- -f\n- --v=2\n- --config=/etc/x.yaml\nreplicas: -1\n", true},
 		{"minAvailable: 67%\nimage: k8s.gcr.io/x:v1@sha256\nq: a\"b'c,d[e]{f}\n", true},
 		{"a: b#c\nd: e :f\n", true},
-		{"\"a\": b\na: c\n", false}, // the same key twice
-		{"\"a\\\"\": b\n", false},   // an escape: the parser decides
-		{"'it''s': b\n", false},     // an escaped quote in a key
-		{"\"\": b\n", false},        // an empty key
-		{"\"a\"b: c\n", false},      // junk after a quoted key
-		{"a:\n- - b\n", false},      // a nested sequence
-		{"a:\n- -\n", false},        // an empty nested sequence
-		{"a: -\n", false},           // a sequence where a value goes
-		{"a: --\n", false},          // two dashes alone
-		{"a: -.5\n", false},         // only flags that start with a letter or digit
-		{"a: b: c\n", false},        // still invalid
-		{"a: %b\n", false},          // a directive indicator first
-		{"a: x #c\n", false},        // a comment
-		{"a: x:\n", false},          // a colon at the end
+		{"\"a\": b\na: c\n", true}, // the same key twice: the parser takes it too
+		{"\"a\\\"\": b\n", false},  // an escape: the parser decides
+		{"'it''s': b\n", false},    // an escaped quote in a key
+		{"\"\": b\n", false},       // an empty key
+		{"\"a\"b: c\n", false},     // junk after a quoted key
+		{"a:\n- - b\n", false},     // a nested sequence
+		{"a:\n- -\n", false},       // an empty nested sequence
+		{"a: -\n", false},          // a sequence where a value goes
+		{"a: --\n", false},         // two dashes alone
+		{"a: -.5\n", false},        // only flags that start with a letter or digit
+		{"a: b: c\n", false},       // still invalid
+		{"a: %b\n", false},         // a directive indicator first
+		{"a: x #c\n", true},        // a comment
+		{"a: x:\n", false},         // a colon at the end
 		{"a: b\n" + long + ": v\n", false},
 		{"a: b\n\"" + long + "\": v\n", false},
 		{"a:\n- " + long + ": v\n", false},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -16,6 +18,15 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
+
+// gcPercent is the GC target Run sets unless GOGC is set. The heap of a
+// scan is small and short-lived (about 5 MB live on the corpus x10, most
+// of the process's peak RSS being the binary), so Go's default of 100
+// let the heap reach twice that before collecting: at 50 the peak RSS
+// of a scan of the corpus x10 was about 4 MB lower (41 against 45 MB
+// median, 43 against 48 MB at most, 9 alternating runs, busy machine),
+// its CPU time unchanged within the noise.
+const gcPercent = 50
 
 // Options holds the parsed state of `kubectl deprecations`.
 type Options struct {
@@ -176,6 +187,9 @@ func (o *Options) manifestsOnly() bool {
 
 // Run reads the sources, classifies, prints the report and returns the exit error.
 func (o *Options) Run(ctx context.Context) error {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	if o.Contexts.Multi() {
 		return o.runContexts(ctx)
 	}
