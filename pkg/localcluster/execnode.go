@@ -231,8 +231,13 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 	}
 	env := append(os.Environ(), n.opts.Env...)
 	for _, e := range mc.Env {
-		if e.ValueFrom == nil {
+		switch {
+		case e.ValueFrom == nil:
 			env = append(env, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil:
+			if v, ok := podField(p, e.ValueFrom.FieldRef.FieldPath); ok {
+				env = append(env, e.Name+"="+v)
+			}
 		}
 	}
 	code := 127
@@ -262,6 +267,33 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 	n.ran = append(n.ran, Execution{Pod: p.Name, Argv: argv, ExitCode: code, Started: started, Finished: time.Now()})
 	n.mu.Unlock()
 	_ = n.setStatus(ctx, p, started, &code)
+}
+
+// podField is the downward API's value of a pod field for an environment
+// variable, as the kubelet resolves it (the field paths the API server
+// accepts for env; labels and annotations by key).
+func podField(p *corev1.Pod, path string) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return p.Name, true
+	case "metadata.namespace":
+		return p.Namespace, true
+	case "metadata.uid":
+		return string(p.UID), true
+	case "spec.nodeName":
+		return p.Spec.NodeName, true
+	case "spec.serviceAccountName":
+		return p.Spec.ServiceAccountName, true
+	case "status.hostIP", "status.podIP":
+		return "127.0.0.1", true
+	}
+	for prefix, m := range map[string]map[string]string{"metadata.labels": p.Labels, "metadata.annotations": p.Annotations} {
+		if k, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(k, "']") {
+			v, ok := m[strings.TrimSuffix(k, "']")]
+			return v, ok
+		}
+	}
+	return "", false
 }
 
 // lookPathIn finds name in the PATH of env (the last PATH wins, as for
