@@ -65,8 +65,12 @@ type ExecNodeOptions struct {
 
 // Execution is one pod the node ran.
 type Execution struct {
-	Pod      string
-	Argv     []string
+	Pod       string
+	Namespace string
+	Argv      []string
+	// Env is the main container's own environment as the command got it
+	// (values and resolved downward-API fields), NAME=value.
+	Env      []string
 	ExitCode int
 	Started  time.Time
 	Finished time.Time
@@ -229,17 +233,18 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 	if err := n.setStatus(ctx, p, started, nil); err != nil {
 		return
 	}
-	env := append(os.Environ(), n.opts.Env...)
+	var own []string
 	for _, e := range mc.Env {
 		switch {
 		case e.ValueFrom == nil:
-			env = append(env, e.Name+"="+e.Value)
+			own = append(own, e.Name+"="+e.Value)
 		case e.ValueFrom.FieldRef != nil:
 			if v, ok := podField(p, e.ValueFrom.FieldRef.FieldPath); ok {
-				env = append(env, e.Name+"="+v)
+				own = append(own, e.Name+"="+v)
 			}
 		}
 	}
+	env := append(append(os.Environ(), n.opts.Env...), own...)
 	code := 127
 	log, err := os.OpenFile(filepath.Join(n.opts.Dir, p.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err == nil {
@@ -264,7 +269,7 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 		_ = log.Close()
 	}
 	n.mu.Lock()
-	n.ran = append(n.ran, Execution{Pod: p.Name, Argv: argv, ExitCode: code, Started: started, Finished: time.Now()})
+	n.ran = append(n.ran, Execution{Pod: p.Name, Namespace: p.Namespace, Argv: argv, Env: own, ExitCode: code, Started: started, Finished: time.Now()})
 	n.mu.Unlock()
 	_ = n.setStatus(ctx, p, started, &code)
 }
