@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
@@ -174,10 +175,14 @@ func startFleetEnv(ctx context.Context, t *testing.T) (*fleetEnv, error) {
 		e.stop()
 		return nil, err
 	}
+	// The provider's simulated pool upgrade: make build's democluster in
+	// the plugins' directory, built here only when it is missing there (a
+	// build here, even from a warm cache, is a link of about half a minute
+	// on a busy machine).
 	bin := plugintest.BinDir(t)
-	demo := filepath.Dir(plugintest.Tool(t, "./cmd/democluster"))
-	if _, err := os.Stat(filepath.Join(bin, "democluster")); err == nil {
-		demo = bin
+	demo := bin
+	if _, err := os.Stat(filepath.Join(bin, "democluster")); err != nil {
+		demo = filepath.Dir(plugintest.Tool(t, "./cmd/democluster"))
 	}
 	path := strings.Join([]string{bin, demo, filepath.Dir(e.kubectl), os.Getenv("PATH")}, string(os.PathListSeparator))
 	e.env = append([]string{"PATH=" + path, "KUBECONFIG=" + e.mgmt.Kubeconfig}, s3Env...)
@@ -246,12 +251,17 @@ func (e *fleetEnv) skew(t *testing.T, args ...string) string {
 	return r.Stdout
 }
 
-// resetPools puts every cluster's pool back on the old kubelet, uncordoned,
-// as a fresh fleet would be.
-func (e *fleetEnv) resetPools(t *testing.T) {
+// resetPools puts the named clusters' pools (every cluster's when none is
+// named) back on the old kubelet, uncordoned, as a fresh fleet would be.
+// A test that runs beside another names only the clusters its run touches.
+func (e *fleetEnv) resetPools(t *testing.T, clusters ...string) {
 	t.Helper()
 	ctx := context.Background()
-	for name, cp := range e.planes {
+	if len(clusters) == 0 {
+		clusters = []string{canary, prod, training}
+	}
+	for _, name := range clusters {
+		cp := e.planes[name]
 		nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: harness.PoolLabel + "=" + pools[name]})
 		if err != nil {
 			t.Fatal(err)
@@ -361,17 +371,33 @@ func (s *scenario) workflow(t *testing.T) (string, []fleetrun.Resumed) {
 	return phase, waiting
 }
 
-// waitFor polls cond until it holds, failing with the run's status and the
-// controller's log after timeout.
+// waitFor evaluates cond whenever the run's Workflow changes (a watch:
+// every step's start and end, every suspend, moves it) and at least once a
+// second for what only the store shows, until cond holds; after timeout it
+// fails with the run's status and the controller's log.
 func (s *scenario) waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var changed <-chan watch.Event
+	w, err := s.e.dyn.Resource(fleetrun.WorkflowGVR).Namespace(argoNS).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + s.workflowName()})
+	if err == nil {
+		defer w.Stop()
+		changed = w.ResultChan()
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-ctx.Done():
 			st := s.e.run(t, "kubectl-skew", "fleet", "status", "--store", s.store, "--run", s.run, "-o", "wide")
 			t.Fatalf("waiting for %s: not after %s\n%s\n--- workflow-controller log\n%s", what, timeout, st.Stdout+st.Stderr, s.e.argo.Log(4000))
+		case _, ok := <-changed:
+			if !ok { // the watch ended (it times out server-side): the ticker goes on
+				changed = nil
+			}
+		case <-tick.C:
 		}
-		time.Sleep(time.Second)
 	}
 }
 

@@ -22,10 +22,14 @@ var jobsetGVR = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "
 // ready to stop). The controller comes back, Argo retries the killed step,
 // the new attempt resumes the same gang-drain run, and the run ends where a
 // run without kills ends: every step completed, the pool on the target,
-// the gang readmitted.
+// the gang readmitted. It runs beside TestFleetClosedWindowWaits (the
+// training cell here, the canary there), so the controller is killed under
+// two runs, and each test's wait (a stale heartbeat here, a window there)
+// overlaps the other's.
 func TestFleetResumesAfterKills(t *testing.T) {
+	t.Parallel()
 	e := env(t)
-	e.resetPools(t)
+	e.resetPools(t, training)
 	ctx := context.Background()
 	g := e.trainingGang(t, "resume-gang", nil)
 	// The gang speaks checkpoint-and-yield and takes its time: its

@@ -4,6 +4,7 @@ package fleete2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -115,6 +116,21 @@ func TestFleetRingByRing(t *testing.T) {
 	}
 	if !strings.Contains(r.status, "completed") {
 		t.Errorf("status:\n%s", r.status)
+	}
+	// Every step process was told its own pod by the downward API, as
+	// rendered (POD_NAME, POD_NAMESPACE: what the drain checks read).
+	steps := 0
+	for _, x := range e.node.Ran() {
+		if !strings.HasPrefix(x.Pod, r.s.workflowName()+"-") {
+			continue
+		}
+		steps++
+		if want := []string{"POD_NAME=" + x.Pod, "POD_NAMESPACE=" + x.Namespace}; !slices.Contains(x.Env, want[0]) || !slices.Contains(x.Env, want[1]) {
+			t.Errorf("pod %s ran with env %v, want %v", x.Pod, x.Env, want)
+		}
+	}
+	if steps < len(p.Clusters) {
+		t.Errorf("the exec node ran %d pods of %s", steps, r.s.workflowName())
 	}
 }
 

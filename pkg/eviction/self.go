@@ -20,12 +20,18 @@ type Self struct {
 // token has, naming its namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
+// The downward-API variables that name a process's own pod.
+const (
+	EnvPodName      = "POD_NAME"
+	EnvPodNamespace = "POD_NAMESPACE"
+)
+
 // SelfFromEnv names this process's pod: POD_NAMESPACE and POD_NAME (the
 // downward API, as rendered workflow steps set them), else the service
 // account's namespace file and HOSTNAME (a pod's hostname is its name).
 // Outside a pod it names nothing that a cluster's pods match.
 func SelfFromEnv() Self {
-	s := Self{Namespace: os.Getenv("POD_NAMESPACE"), Name: os.Getenv("POD_NAME")}
+	s := Self{Namespace: os.Getenv(EnvPodNamespace), Name: os.Getenv(EnvPodName)}
 	if s.Namespace == "" {
 		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
 			s.Namespace = strings.TrimSpace(string(b))

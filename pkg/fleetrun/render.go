@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 )
 
@@ -104,7 +105,18 @@ type (
 		Image   string        `json:"image"`
 		Command []string      `json:"command"`
 		Args    []string      `json:"args"`
+		Env     []argoEnv     `json:"env"`
 		EnvFrom []argoEnvFrom `json:"envFrom,omitempty"`
+	}
+	argoEnv struct {
+		Name      string        `json:"name"`
+		ValueFrom argoValueFrom `json:"valueFrom"`
+	}
+	argoValueFrom struct {
+		FieldRef argoFieldRef `json:"fieldRef"`
+	}
+	argoFieldRef struct {
+		FieldPath string `json:"fieldPath"`
 	}
 	argoEnvFrom struct {
 		SecretRef argoSecretRef `json:"secretRef"`
@@ -335,9 +347,22 @@ func retryStrategy(a fleetfile.ArgoEngine) *argoRetry {
 		Backoff: argoBackoffs{Duration: string(a.RetryInterval), Factor: "2", Cap: string(a.RetryCap)}}
 }
 
+// podIdentity names the step's own pod to the command through the
+// downward API (POD_NAME, POD_NAMESPACE: what eviction.SelfFromEnv reads),
+// so a drain check run on its own management cluster can leave the
+// running workflow's pods out; HOSTNAME, its fallback, is the pod's name
+// only while the pod sets no hostname of its own.
+func podIdentity() []argoEnv {
+	return []argoEnv{
+		{Name: eviction.EnvPodName, ValueFrom: argoValueFrom{FieldRef: argoFieldRef{FieldPath: "metadata.name"}}},
+		{Name: eviction.EnvPodNamespace, ValueFrom: argoValueFrom{FieldRef: argoFieldRef{FieldPath: "metadata.namespace"}}},
+	}
+}
+
 // container is a step pod running `kubectl-skew fleet ARGS --store URL`.
 func container(p *Plan, a fleetfile.ArgoEngine, args ...string) *argoContainer {
-	c := &argoContainer{Image: a.Image, Command: []string{BinSkew}, Args: append(append([]string{"fleet"}, args...), "--store", p.Spec.Store.URL)}
+	c := &argoContainer{Image: a.Image, Command: []string{BinSkew}, Args: append(append([]string{"fleet"}, args...), "--store", p.Spec.Store.URL),
+		Env: podIdentity()}
 	if a.StoreSecret != "" {
 		c.EnvFrom = []argoEnvFrom{{SecretRef: argoSecretRef{Name: a.StoreSecret}}}
 	}

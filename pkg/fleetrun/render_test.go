@@ -38,6 +38,20 @@ func TestRender(t *testing.T) {
 			t.Errorf("render lacks %q", want)
 		}
 	}
+	// Every step container names its own pod through the downward API,
+	// which eviction.SelfFromEnv reads.
+	const identity = `env:
+      - name: POD_NAME
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.name
+      - name: POD_NAMESPACE
+        valueFrom:
+          fieldRef:
+            fieldPath: metadata.namespace`
+	if n, all := strings.Count(y, identity), strings.Count(y, "container:"); n != all || n < len(p.Clusters) {
+		t.Errorf("%d of %d containers set POD_NAME and POD_NAMESPACE from the downward API", n, all)
+	}
 }
 
 func TestRenderNeedsAPinnedImage(t *testing.T) {

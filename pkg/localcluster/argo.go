@@ -125,7 +125,15 @@ func (cp *Cluster) StartArgo(ctx context.Context, b FleetBinaries, namespace str
 		logPath: cp.logPath("workflow-controller"),
 		// Leader election off: one controller, and a restart takes over
 		// at once instead of waiting for a lease to expire.
-		env: []string{"LEADER_ELECTION_DISABLE=true"},
+		// DEFAULT_REQUEUE_TIME is the controller's delay before it looks
+		// at a workflow again after any change to it or its pods
+		// (workflow/controller/rate_limiters.go, 10s by default): every
+		// step of a run waited up to 10s for it, so a three-cluster run
+		// of 27 steps spent most of its time there. 1s is the floor that
+		// file names and the value Argo's own e2e suite runs with
+		// (Makefile, "by keeping this short we speed up tests"; both at
+		// v3.7.15).
+		env: []string{"LEADER_ELECTION_DISABLE=true", "DEFAULT_REQUEUE_TIME=1s"},
 	}}
 	return a, a.Start(ctx)
 }

@@ -65,8 +65,12 @@ type ExecNodeOptions struct {
 
 // Execution is one pod the node ran.
 type Execution struct {
-	Pod      string
-	Argv     []string
+	Pod       string
+	Namespace string
+	Argv      []string
+	// Env is the main container's own environment as the command got it
+	// (values and resolved downward-API fields), NAME=value.
+	Env      []string
 	ExitCode int
 	Started  time.Time
 	Finished time.Time
@@ -229,12 +233,18 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 	if err := n.setStatus(ctx, p, started, nil); err != nil {
 		return
 	}
-	env := append(os.Environ(), n.opts.Env...)
+	var own []string
 	for _, e := range mc.Env {
-		if e.ValueFrom == nil {
-			env = append(env, e.Name+"="+e.Value)
+		switch {
+		case e.ValueFrom == nil:
+			own = append(own, e.Name+"="+e.Value)
+		case e.ValueFrom.FieldRef != nil:
+			if v, ok := podField(p, e.ValueFrom.FieldRef.FieldPath); ok {
+				own = append(own, e.Name+"="+v)
+			}
 		}
 	}
+	env := append(append(os.Environ(), n.opts.Env...), own...)
 	code := 127
 	log, err := os.OpenFile(filepath.Join(n.opts.Dir, p.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err == nil {
@@ -259,9 +269,36 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 		_ = log.Close()
 	}
 	n.mu.Lock()
-	n.ran = append(n.ran, Execution{Pod: p.Name, Argv: argv, ExitCode: code, Started: started, Finished: time.Now()})
+	n.ran = append(n.ran, Execution{Pod: p.Name, Namespace: p.Namespace, Argv: argv, Env: own, ExitCode: code, Started: started, Finished: time.Now()})
 	n.mu.Unlock()
 	_ = n.setStatus(ctx, p, started, &code)
+}
+
+// podField is the downward API's value of a pod field for an environment
+// variable, as the kubelet resolves it (the field paths the API server
+// accepts for env; labels and annotations by key).
+func podField(p *corev1.Pod, path string) (string, bool) {
+	switch path {
+	case "metadata.name":
+		return p.Name, true
+	case "metadata.namespace":
+		return p.Namespace, true
+	case "metadata.uid":
+		return string(p.UID), true
+	case "spec.nodeName":
+		return p.Spec.NodeName, true
+	case "spec.serviceAccountName":
+		return p.Spec.ServiceAccountName, true
+	case "status.hostIP", "status.podIP":
+		return "127.0.0.1", true
+	}
+	for prefix, m := range map[string]map[string]string{"metadata.labels": p.Labels, "metadata.annotations": p.Annotations} {
+		if k, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(k, "']") {
+			v, ok := m[strings.TrimSuffix(k, "']")]
+			return v, ok
+		}
+	}
+	return "", false
 }
 
 // lookPathIn finds name in the PATH of env (the last PATH wins, as for
