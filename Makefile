@@ -27,9 +27,9 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 # Kueue and JobSet managers (e2e/gangdrain, e2e/queueing, e2e/demo) and skips
 # building them (about 5.5 minutes on two cores). The fleet programme's e2e
 # (e2e/fleet: the Argo workflow-controller, Argo's validation and an S3
-# server, about 10 minutes to build cold and 13 to run on two cores) runs
-# with `make e2e-fleet`, not in `make test`, which it would push past CI's
-# 90 minutes on a fresh machine.
+# server, an estimated 6 minutes to build cold and about 4 to run on two
+# cores) runs with `make e2e-fleet`, not yet in `make test`: a cold `make
+# test` already takes 76-90 minutes against CI's 90 on a fresh machine.
 E2E_QUEUEING ?= 1
 export E2E_QUEUEING
 ifeq ($(E2E_QUEUEING),0)
