@@ -97,7 +97,7 @@ func TestCRDMigrateRole(t *testing.T) {
 	const bin = "kubectl-crd_migrate"
 	reset := func(t *testing.T) { resetStoredVersions(t, cp, crdName) }
 	flows := map[string]flow{
-		"status":     {args: []string{"status", crdName}, code: 1},
+		"status":     {args: []string{"status", crdName, "-o", "wide"}, code: 1},
 		"run-client": {args: []string{"run", crdName, "--method", "client"}, code: 0, after: reset},
 		"run-intree": {args: []string{"run", crdName, "--method", "in-tree", "--in-tree-timeout", "60s"}, code: 0, after: reset},
 	}
@@ -193,7 +193,7 @@ func TestGangDrainRole(t *testing.T) {
 		ready(t)
 	}
 	flows := map[string]flow{
-		"plan":     {args: []string{"plan", node}, code: 0},
+		"plan":     {args: []string{"plan", node, "-o", "wide"}, code: 0},
 		"run":      {args: []string{"run", node, "--on-timeout=stop", "--ack-timeout=2s", "--poll-interval=250ms"}, code: 0},
 		"status":   {args: []string{"status"}, code: 0},
 		"restore":  {args: []string{"restore", node, "--poll-interval=250ms", "--restore-timeout=2m"}, code: 0},
