@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
+	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
 
 const binary = "kubectl-deprecations"
@@ -358,4 +359,33 @@ func TestDeprecationsFilesAndErrors(t *testing.T) {
 	if res.ExitCode != 3 {
 		t.Errorf("unreachable server: %s", res)
 	}
+}
+
+// The metrics source asks the apiserver for its one metric family
+// (deprecations.MetricsPath): this kube-apiserver filters /metrics by
+// name[] parameters, so the answer holds that family alone, not the
+// megabytes of the whole exposition. An apiserver that ignores the
+// parameters would fail here, and the plugin would still filter itself.
+func TestDeprecationsMetricsScrapeFiltered(t *testing.T) {
+	cp := harness.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rc := cp.Client.Discovery().RESTClient()
+	whole, err := rc.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := rc.Get().AbsPath("/metrics").Param("name[]", dep.DeprecatedAPIsMetric).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(one)), "\n") {
+		if l != "" && !strings.HasPrefix(l, dep.DeprecatedAPIsMetric) && !strings.HasPrefix(l, "# HELP "+dep.DeprecatedAPIsMetric+" ") && !strings.HasPrefix(l, "# TYPE "+dep.DeprecatedAPIsMetric+" ") {
+			t.Fatalf("filtered /metrics has a line of another family: %q", l)
+		}
+	}
+	if len(one)*100 > len(whole) {
+		t.Errorf("filtered /metrics is %d bytes of the whole %d", len(one), len(whole))
+	}
+	t.Logf("/metrics: %d bytes whole, %d bytes for %s alone", len(whole), len(one), dep.DeprecatedAPIsMetric)
 }

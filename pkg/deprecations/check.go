@@ -226,14 +226,14 @@ func readMetricsSource(ctx context.Context, srcs []MetricsSource) sourceResult {
 func (k *Check) readObjects(ctx context.Context, c *Cluster) sourceResult {
 	res := sourceResult{status: SourceStatus{Name: SourceObjects}}
 	switch {
-	case c.Dynamic == nil:
+	case c.Dynamic == nil && c.Metadata == nil:
 		res.err = orErr(c.DynamicErr, "no dynamic client")
 		return res
 	case c.Served == nil:
 		res.err = errors.New("discovery failed")
 		return res
 	}
-	r := &ObjectsReader{Dynamic: c.Dynamic, Table: k.Table, Served: c.Served, Namespace: k.Namespace, Retry: k.Retry}
+	r := &ObjectsReader{Metadata: c.Metadata, Dynamic: c.Dynamic, Table: k.Table, Served: c.Served, Namespace: k.Namespace, Retry: k.Retry}
 	or, err := r.Read(ctx, k.Target)
 	res.status.Scanned = fmt.Sprintf("%d objects of %d resources", or.Scanned, len(or.Resources))
 	if or.StaleAnnotations > 0 {
@@ -301,7 +301,7 @@ func MetricsSources(ctx context.Context, kube kubernetes.Interface, kubeErr erro
 			if !ok || rc == nil {
 				return nil, errors.New("no REST client for /metrics")
 			}
-			return rc.Get().AbsPath("/metrics").Stream(ctx)
+			return rc.Get().AbsPath("/metrics").Param("name[]", DeprecatedAPIsMetric).Stream(ctx)
 		}
 	}
 	def := []MetricsSource{{Instance: instance, Fetch: fetch(nil)}}

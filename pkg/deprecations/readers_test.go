@@ -304,6 +304,64 @@ func TestObjectsReader(t *testing.T) {
 	}
 }
 
+// With a metadata client the objects reader lists metadata only, in pages,
+// and reports exactly what listing whole objects reports, namespace rule
+// included; the dynamic client is not called.
+func TestObjectsReaderMetadata(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	obj := func(name, lastApplied string, mf ...metav1.ManagedFieldsEntry) *metav1.PartialObjectMetadata {
+		m := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "DeviceClass"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, ManagedFields: mf}}
+		if lastApplied != "" {
+			m.Annotations = map[string]string{LastAppliedAnnotation: lastApplied}
+		}
+		return m
+	}
+	objs := []runtime.Object{
+		obj("writer", "", metav1.ManagedFieldsEntry{Manager: "legacy", APIVersion: "resource.k8s.io/v1beta1", Operation: metav1.ManagedFieldsOperationApply, Time: &at},
+			metav1.ManagedFieldsEntry{Manager: "new", APIVersion: "resource.k8s.io/v1", Operation: metav1.ManagedFieldsOperationUpdate}),
+		obj("stale", `{"apiVersion":"resource.k8s.io/v1beta1","kind":"DeviceClass"}`,
+			metav1.ManagedFieldsEntry{Manager: "kubectl-client-side-apply", APIVersion: "resource.k8s.io/v1", Operation: metav1.ManagedFieldsOperationUpdate}),
+		obj("annotation-only", `{"apiVersion":"resource.k8s.io/v1beta1","kind":"DeviceClass"}`),
+		obj("clean", ""),
+	}
+	scheme := runtime.NewScheme()
+	metav1.AddMetaToScheme(scheme)
+	md := metadatafake.NewSimpleMetadataClient(scheme, objs...)
+	var lists []string
+	md.PrependReactor("list", "deviceclasses", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		lists = append(lists, a.GetNamespace())
+		return false, nil, nil
+	})
+	dyn := dynfake.NewSimpleDynamicClient(runtime.NewScheme())
+	dyn.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		t.Errorf("dynamic client called: %s %s", a.GetVerb(), a.GetResource())
+		return true, nil, nil
+	})
+	served := &Served{preferred: map[string]string{"resource.k8s.io": "v1"},
+		kinds:         map[string]map[string]string{"resource.k8s.io/v1": {"DeviceClass": "deviceclasses"}, "resource.k8s.io/v1beta1": {"DeviceClass": "deviceclasses"}},
+		clusterScoped: map[string]map[string]bool{"resource.k8s.io/v1": {"deviceclasses": true}}}
+	for _, ns := range []string{"", "team-a"} {
+		lists = nil
+		r := &ObjectsReader{Metadata: md, Dynamic: dyn, Table: apilifecycle.Builtin(), Served: served, PageSize: 2, Namespace: ns}
+		res, err := r.Read(context.Background(), apilifecycle.R(1, 38))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range res.Findings {
+			got = append(got, f.Name+" "+f.Who+" "+f.APIVersion+" "+f.LastSeen.Format(time.RFC3339))
+		}
+		want := []string{"annotation-only kubectl apply resource.k8s.io/v1beta1 0001-01-01T00:00:00Z", "writer legacy resource.k8s.io/v1beta1 2026-01-01T00:00:00Z"}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("-n %q: %s", ns, d)
+		}
+		if res.StaleAnnotations != 1 || res.Scanned != 4 || len(lists) == 0 || slices.ContainsFunc(lists, func(l string) bool { return l != "" }) {
+			t.Errorf("-n %q: stale %d scanned %d, listed in namespaces %q", ns, res.StaleAnnotations, res.Scanned, lists)
+		}
+	}
+}
+
 // With a metadata client, the first pass (which revision to decode) reads
 // labels only and the typed client lists the records once: the findings
 // are the same, and no record's data is fetched twice.
@@ -347,5 +405,20 @@ func TestHelmReaderMetadataFirstPass(t *testing.T) {
 	res, err = h.Read(context.Background())
 	if err != nil || len(res.Findings) != 2 || res.Records != 2 || res.Releases != 1 {
 		t.Errorf("history: %v %+v records %d releases %d", err, res.Findings, res.Records, res.Releases)
+	}
+}
+
+func TestMetricsPath(t *testing.T) {
+	for _, c := range []struct {
+		families []string
+		want     string
+	}{
+		{nil, "/metrics"},
+		{[]string{DeprecatedAPIsMetric}, "/metrics?name%5B%5D=apiserver_requested_deprecated_apis"},
+		{[]string{"a", "b_total"}, "/metrics?name%5B%5D=a&name%5B%5D=b_total"},
+	} {
+		if got := MetricsPath(c.families...); got != c.want {
+			t.Errorf("MetricsPath(%q) = %q, want %q", c.families, got, c.want)
+		}
 	}
 }

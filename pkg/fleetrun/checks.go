@@ -158,7 +158,8 @@ func haltChecks(ctx context.Context, kc kubernetes.Interface, checks []fleetfile
 				limit = *h.PerSecondAbove
 			}
 			read := func() (float64, time.Time, error) {
-				b, err := kc.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+				// That family only (see deprecations.MetricsPath).
+				b, err := kc.CoreV1().RESTClient().Get().AbsPath("/metrics").Param("name[]", "apiserver_request_total").DoRaw(ctx)
 				if err != nil {
 					return 0, time.Time{}, err
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -271,7 +272,19 @@ func runnerFor(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel strin
 		if !ok || rc == nil {
 			return nil, errors.New("no REST client")
 		}
-		return rc.Get().AbsPath(path).Stream(ctx)
+		// path may carry a query (/metrics?name[]=...): AbsPath keeps the
+		// kubeconfig server's own path prefix, Param the query.
+		u, err := url.Parse(path)
+		if err != nil {
+			return nil, err
+		}
+		req := rc.Get().AbsPath(u.Path)
+		for k, vs := range u.Query() {
+			for _, v := range vs {
+				req = req.Param(k, v)
+			}
+		}
+		return req.Stream(ctx)
 	})
 	return r, md, nil
 }
