@@ -19,32 +19,43 @@ LDFLAGS  := -s -w -X $(MODULE)/pkg/cli.version=$(VERSION) -X $(MODULE)/pkg/cli.c
 export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -ldflags "$(LDFLAGS)"
 GOFLAGS_RELEASE := -trimpath -ldflags "$(LDFLAGS)"
+# Test binaries link without the symbol table and DWARF (stack traces keep
+# file and line): a third less linking for each of the seventy-odd test
+# binaries a `make test` links. Link-only, so the build cache is shared.
+GOFLAGS_TEST := -ldflags "-s -w"
 BIN      := bin
 DIST     := dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 # Components of the local control plane the e2e suite needs (see
-# e2e/tools/build.sh). E2E_QUEUEING=0 leaves out the suites that need the
-# Kueue and JobSet managers (e2e/gangdrain, e2e/queueing, e2e/demo) and skips
-# building them (about 5.5 minutes on two cores). The fleet programme's e2e
-# (e2e/fleet: the Argo workflow-controller, Argo's validation and an S3
-# server, an estimated 6 minutes to build cold and about 4 to run on two
-# cores) runs with `make e2e-fleet`, not yet in `make test`: a cold `make
-# test` already takes 76-90 minutes against CI's 90 on a fresh machine.
+# e2e/tools/build.sh): the core (etcd, the kube binaries, KWOK) that every
+# e2e package needs, then the rest: helm, the Pushgateway, krew, the Kueue
+# and JobSet managers, and for the fleet programme's e2e (e2e/fleet) Argo's
+# workflow-controller and validation and an S3 server. E2E_QUEUEING=0 leaves
+# out the suites that need the Kueue and JobSet managers (e2e/gangdrain,
+# e2e/queueing, e2e/demo, e2e/fleet) and skips building them.
 E2E_QUEUEING ?= 1
 export E2E_QUEUEING
 ifeq ($(E2E_QUEUEING),0)
-E2E_COMPONENTS ?= core krew helm pushgateway
-E2E_PKGS = $(shell go list -tags e2e ./e2e/... | grep -v -e /e2e/gangdrain -e /e2e/queueing -e /e2e/demo -e '/e2e/fleet$$')
+E2E_LATE_COMPONENTS ?= helm pushgateway krew
+E2E_EXCLUDE := gangdrain queueing demo fleet
 else
-E2E_COMPONENTS ?= core kueue jobset krew helm pushgateway
-E2E_PKGS = $(shell go list -tags e2e ./e2e/... | grep -v -e '/e2e/fleet$$')
+E2E_LATE_COMPONENTS ?= helm pushgateway krew kueue jobset argo s3
+E2E_EXCLUDE :=
 endif
+E2E_COMPONENTS ?= core $(E2E_LATE_COMPONENTS)
+# The e2e packages that need a component beyond the core run last, in this
+# order (each needs what the one before needed, or what builds next), so
+# that `make test` starts the suite once the core is built and builds the
+# rest meanwhile (hack/test.sh).
+E2E_LATE_ORDER := deprecations fleetreport suite queueing gangdrain rbac demo fleet
+E2E_LATE_PKGS = $(addprefix $(MODULE)/e2e/,$(filter-out $(E2E_EXCLUDE),$(E2E_LATE_ORDER)))
+E2E_PKGS = $(filter-out $(addprefix $(MODULE)/e2e/,$(E2E_LATE_ORDER)),$(shell go list -tags e2e ./e2e/...)) $(E2E_LATE_PKGS)
 # e2e packages run one at a time: each starts its own control plane, and two
 # cores do not hold two apiservers starting at once well.
 E2E_FLAGS ?= -tags e2e -count=1 -p 1 -timeout 40m
 FUZZTIME ?= 10s
 
-.PHONY: image all build test unit-and-fuzz unit race e2e e2e-tools e2e-deps e2e-fleet bench vspluto lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
+.PHONY: image all build test unit-and-fuzz unit race e2e e2e-run print-late-components e2e-tools e2e-deps e2e-fleet bench vspluto lint verify fuzz fuzz-short dist krew krew-validate demo demo-down clean
 
 all: build
 
@@ -55,13 +66,12 @@ build:
 	cp hack/completion/kubectl_complete-* $(BIN)/
 
 ## test: unit tests, short fuzzing, then the e2e suite against a real control plane (README's test command)
-# The control-plane build (its own modules under e2e/tools, mostly module
-# downloads, compiles and single-threaded links) runs beside the unit tests
-# and the fuzzing, which leave cores idle while tests wait; the e2e suite
-# starts when both are done.
+# hack/test.sh orders the work for two cores: bin/ beside the control plane's
+# core, then the e2e suite as soon as the core is built, while the other
+# components, the unit tests and the fuzzing fill the idle cores at lower
+# priority.
 test:
-	$(MAKE) -j2 unit-and-fuzz e2e-tools
-	$(MAKE) e2e
+	hack/test.sh
 
 unit-and-fuzz: unit
 	$(MAKE) fuzz-short
@@ -69,7 +79,7 @@ unit-and-fuzz: unit
 ## unit: go vet and the unit tests
 unit:
 	go vet ./...
-	go test -count=1 ./...
+	go test $(GOFLAGS_TEST) -count=1 ./...
 
 ## race: the unit tests with the race detector (a race build of the Kubernetes
 ## libraries costs CI minutes a fresh machine does not have, so `test` skips it)
@@ -80,6 +90,9 @@ race:
 e2e-tools:
 	e2e/tools/build.sh $(E2E_COMPONENTS)
 
+print-late-components:
+	@echo $(E2E_LATE_COMPONENTS)
+
 ## e2e-deps: Debian's Chromium, which e2e/fleetreport opens the fleet page in
 ## (installed only when absent; CI runs as root)
 e2e-deps:
@@ -87,13 +100,17 @@ e2e-deps:
 
 ## e2e: the e2e suite (builds the plugins and the control plane first)
 e2e: build e2e-tools e2e-deps
-	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) $(E2E_PKGS)
+	$(MAKE) e2e-run
 
-## e2e-fleet: the fleet programme on the real Argo workflow-controller, four
-## local control planes and an S3 store (e2e/fleet)
+# e2e-run: the e2e suite alone, building any component it finds missing
+e2e-run:
+	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(GOFLAGS_TEST) $(E2E_FLAGS) $(E2E_PKGS)
+
+## e2e-fleet: the fleet programme alone, on the real Argo workflow-controller,
+## four local control planes and an S3 store (e2e/fleet; part of `make test`)
 e2e-fleet: build
 	e2e/tools/build.sh core kueue jobset argo s3
-	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) ./e2e/fleet/
+	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(GOFLAGS_TEST) $(E2E_FLAGS) ./e2e/fleet/
 
 ## bench: Go benchmarks, then the scale runs against the local control plane
 # The controller manager's client rate for the scale runs: TestGangDrainCellScale

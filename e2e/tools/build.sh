@@ -157,12 +157,26 @@ s3() {
 	build s3 "$cache/gofakes3-$GOFAKES3_VERSION/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3
 }
 
+# locked NAME: runs component NAME holding a lock on it in the cache, so
+# that two build.sh runs at once (`make test` builds the components its
+# later e2e packages need while the first ones already run, and the e2e
+# harness runs build.sh for whatever it finds missing) never build one
+# binary twice or into one another's files: the second waits, then finds
+# the binaries there.
+locked() {
+	mkdir -p "$cache"
+	(
+		flock 9
+		"$@"
+	) 9>"$cache/.build-$1.lock"
+}
+
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm | pushgateway | argo | s3) "$what" ;;
-	krew-validate) krew_validate ;;
-	all) core; kueue; jobset; krew_validate; helm; pushgateway; argo; s3 ;;
+	core | kueue | jobset | krew | helm | pushgateway | argo | s3) locked "$what" ;;
+	krew-validate) locked krew_validate ;;
+	all) for c in core kueue jobset krew_validate helm pushgateway argo s3; do locked "$c"; done ;;
 	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, argo, s3 or all)" >&2; exit 2 ;;
 	esac
 done
