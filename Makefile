@@ -20,8 +20,9 @@ export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -ldflags "$(LDFLAGS)"
 GOFLAGS_RELEASE := -trimpath -ldflags "$(LDFLAGS)"
 # Test binaries link without the symbol table and DWARF (stack traces keep
-# file and line): a third less linking for each of the seventy-odd test
-# binaries a `make test` links. Link-only, so the build cache is shared.
+# file and line): each of the seventy-odd test binaries a `make test` links
+# takes a quarter to a third less CPU (pkg/deprecations 14.0 s to 10.5 s,
+# e2e/gangdrain 17.5 s to 10.8 s). Link-only, so the build cache is shared.
 GOFLAGS_TEST := -ldflags "-s -w"
 BIN      := bin
 DIST     := dist
