@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -95,8 +94,9 @@ func manifestExt(name string) bool {
 // skipped), "-" kept as is for stdin. A path that does not exist is an error.
 func Expand(paths []string) ([]string, error) {
 	var out []string
-	err := walkPaths(paths, func(p string) error {
-		out = append(out, p)
+	err := walkPaths(paths, func(e walkEntry) error {
+		out = append(out, e.path)
+		e.done()
 		return nil
 	})
 	return out, err
@@ -104,8 +104,10 @@ func Expand(paths []string) ([]string, error) {
 
 // walkPaths calls fn for each file Expand lists, in the same order, as the
 // walk finds it. Every path is checked before the first call, so a path
-// that does not exist fails before anything is read.
-func walkPaths(paths []string, fn func(string) error) error {
+// that does not exist fails before anything is read. fn owns the entry it
+// is given and calls its done method once it has read the file (or will
+// not), also when it returns an error.
+func walkPaths(paths []string, fn func(walkEntry) error) error {
 	dirs := make([]bool, len(paths))
 	for i, p := range paths {
 		if p == "-" {
@@ -119,27 +121,12 @@ func walkPaths(paths []string, fn func(string) error) error {
 	}
 	for i, p := range paths {
 		if !dirs[i] {
-			if err := fn(p); err != nil {
+			if err := fn(walkEntry{path: p}); err != nil {
 				return err
 			}
 			continue
 		}
-		err := filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if path != p && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if d.Type().IsRegular() && manifestExt(d.Name()) {
-				return fn(path)
-			}
-			return nil
-		})
-		if err != nil {
+		if err := walkDir(p, fn); err != nil {
 			return err
 		}
 	}
@@ -157,8 +144,8 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 		workers = runtime.GOMAXPROCS(0)
 	}
 	type job struct {
-		i    int
-		path string
+		i int
+		e walkEntry
 	}
 	type done struct {
 		i   int
@@ -181,7 +168,8 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 			var buf []byte
 			t := &perWorker[w]
 			for j := range jobs {
-				r := s.scanFile(j.path, stdin, &buf)
+				r := s.scanFile(j.e, stdin, &buf)
+				j.e.done()
 				t.files += r.Files
 				t.objects += r.Objects
 				if len(r.Findings) > 0 || len(r.Skipped) > 0 {
@@ -192,11 +180,12 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 	}
 	n := 0
 	var ctxErr error
-	walkErr := walkPaths(paths, func(p string) error {
+	walkErr := walkPaths(paths, func(e walkEntry) error {
 		if ctxErr = ctx.Err(); ctxErr != nil {
+			e.done()
 			return ctxErr
 		}
-		jobs <- job{n, p}
+		jobs <- job{n, e}
 		n++
 		return nil
 	})
@@ -237,7 +226,8 @@ func (s *ManifestScanner) maxFile() int64 {
 }
 
 // scanFile reads and scans one file; buf is the worker's read buffer.
-func (s *ManifestScanner) scanFile(path string, stdin io.Reader, buf *[]byte) ManifestResult {
+func (s *ManifestScanner) scanFile(e walkEntry, stdin io.Reader, buf *[]byte) ManifestResult {
+	path := e.path
 	tooLarge := func(name string) ManifestResult {
 		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name,
 			Reason: fmt.Sprintf("file is larger than %d bytes", s.maxFile())}}}
@@ -246,7 +236,7 @@ func (s *ManifestScanner) scanFile(path string, stdin io.Reader, buf *[]byte) Ma
 		return ManifestResult{Files: 1, Skipped: []Skipped{{Source: SourceManifests, File: name, Reason: "cannot read: " + err.Error()}}}
 	}
 	if path != "-" {
-		data, size, ok, err := readFile(path, *buf, s.maxFile())
+		data, size, ok, err := e.read(*buf, s.maxFile())
 		if ok {
 			if cap(data) > cap(*buf) {
 				*buf = data[:0]

@@ -19,9 +19,17 @@ import (
 // as long as fstat said it was: one that grows meanwhile is read as it
 // was then.
 func readFile(path string, buf []byte, limit int64) (data []byte, size int64, ok bool, err error) {
+	return readOpen(func() (int, error) {
+		return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	}, path, buf, limit)
+}
+
+// readOpen is readFile with the file opened by open (retried on EINTR);
+// path names it in errors.
+func readOpen(open func() (int, error), path string, buf []byte, limit int64) (data []byte, size int64, ok bool, err error) {
 	var fd int
 	for {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		fd, err = open()
 		if err != syscall.EINTR {
 			break
 		}
