@@ -105,8 +105,11 @@ func parseRules(data []byte, name string) ([]Entry, map[string]Release, error) {
 		if e.Component == "k8s" || e.Component == "kubernetes" {
 			e.Component = ""
 		}
-		if strings.Contains(e.Version, "/") {
-			e.Group, e.Version = SplitAPIVersion(e.Version)
+		if v := e.Version; strings.Contains(v, "/") {
+			e.Group, e.Version = SplitAPIVersion(v)
+			if e.Version == "" {
+				return nil, nil, fmt.Errorf("rules file %s: entry %d: version %q names no version after its group", name, i, v)
+			}
 		}
 		if e.Source == "" {
 			e.Source = name
@@ -120,6 +123,9 @@ func (r plutoRow) entry() (Entry, error) {
 		return Entry{}, fmt.Errorf("version is required")
 	}
 	g, v := SplitAPIVersion(r.Version)
+	if v == "" {
+		return Entry{}, fmt.Errorf("version %q names no version after its group", r.Version)
+	}
 	e := Entry{Group: g, Version: v, Kind: r.Kind, Component: r.Component}
 	var err error
 	if e.Deprecated, err = ParseRelease(r.DeprecatedIn); err != nil {

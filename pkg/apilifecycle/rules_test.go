@@ -63,6 +63,9 @@ func TestParseRulesBad(t *testing.T) {
 		"no ver":    `[{"kind":"X"}]`,
 		"bad ver":   "deprecated-versions:\n- version: a/v1\n  kind: X\n  removed-in: vx\n",
 		"other doc": "foo: bar\n",
+		// Found by fuzzing: a group with nothing after its slash.
+		"group only":       `[{"version":"example.com/","kind":"X"}]`,
+		"pluto group only": "deprecated-versions:\n- version: /\n",
 	} {
 		if _, err := ParseRules([]byte(in), name); err == nil {
 			t.Errorf("%s: want error", name)
