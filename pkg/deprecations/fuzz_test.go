@@ -21,6 +21,7 @@ func FuzzManifestScan(f *testing.F) {
 		"\xef\xbb\xbfapiVersion: v1\r\nkind: Secret\r\ntype: helm.sh/release.v1\r\ndata:\r\n  release: SDRzSQ==\r\n",
 		"[[[[{\"items\":[[]]}]]]]",
 		"--- |\n  x\n...\n",
+		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: extensions/v1beta1\n  kind: Ingress\n  metadata:\n    name: a\n    namespace: n\n- kind: CronJob\n  apiVersion: batch/v1beta1\n  spec:\n    x:\n    - name: b\nmetadata:\n  resourceVersion: \"\"\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -29,6 +30,9 @@ func FuzzManifestScan(f *testing.F) {
 		res := s.Scan("fuzz", data)
 		checkJSONWalkers(t, data)
 		checkJSONOneValue(t, s, bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")))
+		for _, doc := range splitDocs(data) {
+			checkListItems(t, doc)
+		}
 		for _, fd := range res.Findings {
 			if fd.File != "fuzz" {
 				t.Fatalf("finding without its file: %+v", fd)

@@ -51,6 +51,9 @@ type ManifestScanner struct {
 
 	once  sync.Once
 	kinds map[string][]string
+	// observe, when set, sees every object emit sees: tests compare the
+	// readers with it.
+	observe func(object)
 }
 
 // ManifestResult is what a scan found.
@@ -360,6 +363,9 @@ type object struct {
 
 func (s *ManifestScanner) emit(name string, o object, res *ManifestResult) {
 	res.Objects++
+	if s.observe != nil {
+		s.observe(o)
+	}
 	// A document that is not valid UTF-8 is read line by line, and its
 	// bytes would reach the table and -o yaml as they are.
 	name, o.name, o.namespace = validUTF8(name), validUTF8(o.name), validUTF8(o.namespace)
@@ -651,7 +657,12 @@ func (s *ManifestScanner) finishDoc(name string, data []byte, doc *yamlDoc, res 
 	full := doc.needParse || (doc.hasItems && listKind) || doc.helmRecord ||
 		(!doc.topKey && len(doc.apiVersions) == 0)
 	if full && !doc.templated {
-		s.parseYAMLDoc(name, data[doc.start:doc.end], doc.startLine-1, res)
+		d := data[doc.start:doc.end]
+		if listKind && doc.hasItems && doc.topKey && !doc.needParse && !doc.helmRecord &&
+			plainYAML(d) && s.listItems(name, d, doc.startLine-1, res) {
+			return
+		}
+		s.parseYAMLDoc(name, d, doc.startLine-1, res)
 		return
 	}
 	if len(doc.apiVersions) == 0 || len(doc.kinds) == 0 {
