@@ -7,7 +7,7 @@ import "bytes"
 // mappings of simple or simply quoted keys and sequences, each value a
 // plain scalar (see safeScalar), a simple quoted string, [] or {}, a
 // one-line flow sequence of such scalars (see flowSeq), or a literal or
-// folded block scalar, optionally followed by a comment; spaces for
+// folded block scalar (after a key or as a sequence item), optionally followed by a comment; spaces for
 // indentation, printable ASCII only. It answers false for anything else,
 // which the caller then hands to the full YAML parser: false means "do
 // not know", never "invalid". It exists because parsing each document
@@ -130,6 +130,12 @@ func plainYAML(doc []byte) bool {
 		rest := bytes.TrimLeft(t[1:], " ")
 		if len(rest) == 0 || rest[0] == '#' || (rest[0] == '-' && (len(rest) == 1 || rest[1] == ' ')) {
 			return false // nothing, a comment, or a nested sequence: the parser decides
+		}
+		if r := bytes.TrimRight(rest, " "); len(r) <= 2 && (r[0] == '|' || r[0] == '>') && (len(r) == 1 || r[1] == '-' || r[1] == '+') {
+			// "- |": a block scalar as the item, its content indented
+			// past the dash as past a key.
+			block, blockIn = ind, -1
+			continue
 		}
 		col := ind + (len(t) - len(rest))
 		if v, ok := plainKey(rest); ok {

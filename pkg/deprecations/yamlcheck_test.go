@@ -99,6 +99,15 @@ func TestPlainYAMLCases(t *testing.T) {
 		{"a:\r\n  b: c\r\n", true},        // CRLF
 		{"a: b # comment\n", true},        // a comment after a value
 		{"kind: X\nspec:\n  - a: 1\n    b: 2\n  - a: 3\n", true},
+		// Block scalars as sequence items (command: ["/bin/sh", "-c", |...]).
+		{"a:\n- /bin/bash\n- |\n  set -e\n  b: c\n- d\ne: f\n", true},
+		{"a:\n  - >-\n    x\n    y\n  - z\n", true},
+		{"a:\n- |\n- b\n", true},        // an empty block scalar
+		{"a:\n- |\nb\n", false},         // content not past the dash
+		{"a:\n  - |\n  x\n", false},     // content at the dash's column
+		{"a:\n- |2\n   x\n", false},     // an indentation indicator: the parser decides
+		{"a:\n- | # c\n  x\n", false},   // a comment after the indicator
+		{"a:\n- |\n   x\n  y\n", false}, // dedented below its first line
 	} {
 		if got := checkPlainYAML(t, []byte(tc.doc)); got != tc.plain {
 			t.Errorf("plainYAML(%q) = %v, want %v", tc.doc, got, tc.plain)
