@@ -22,6 +22,7 @@ func FuzzManifestScan(f *testing.F) {
 		"[[[[{\"items\":[[]]}]]]]",
 		"--- |\n  x\n...\n",
 		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: extensions/v1beta1\n  kind: Ingress\n  metadata:\n    name: a\n    namespace: n\n- kind: CronJob\n  apiVersion: batch/v1beta1\n  spec:\n    x:\n    - name: b\nmetadata:\n  resourceVersion: \"\"\n",
+		"kind: List\nitems:\n- apiVersion: extensions/v1beta1\n  kind: Ingress\n  metadata:\n    name: 'a\n      b'\n    annotations:\n      d: e\n        f\n",
 	} {
 		f.Add([]byte(s))
 	}

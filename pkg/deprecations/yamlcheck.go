@@ -28,6 +28,12 @@ func plainYAML(doc []byte) bool {
 		pending = -1 // column of the mapping whose last key has no value yet
 		block   = -1 // column of the mapping holding a block scalar being read
 		blockIn = -1 // the block scalar's content indentation, once known
+		// Multi-line scalars, as YAML writers wrap long descriptions:
+		// plain is the column of the mapping whose last value is a plain
+		// scalar that lines indented past it continue; quoted that of the
+		// mapping whose single-quoted value has not closed yet.
+		plain  = -1
+		quoted = -1
 	)
 	top := func() *level { return &stack[len(stack)-1] }
 	// value checks what follows "key:" on a line of the mapping at col.
@@ -40,8 +46,17 @@ func plainYAML(doc []byte) bool {
 		case len(v) <= 2 && (v[0] == '|' || v[0] == '>') && (len(v) == 1 || v[1] == '-' || v[1] == '+'):
 			block, blockIn = col, -1
 			return true
+		case v[0] == '\'' && bytes.IndexByte(v[1:], '\'') < 0:
+			quoted = col // closes on a later line
+			return true
 		}
-		return safeValue(v)
+		if !safeValue(v) {
+			return false
+		}
+		if v[0] != '[' && v[0] != '{' && v[0] != '"' && v[0] != '\'' && !bytes.Contains(v, []byte(" #")) {
+			plain = col
+		}
+		return true
 	}
 	for off := 0; off < len(doc); {
 		end := bytes.IndexByte(doc[off:], '\n')
@@ -81,6 +96,36 @@ func plainYAML(doc []byte) bool {
 				return false
 			} else {
 				block = -1
+			}
+		}
+		if quoted >= 0 {
+			// Inside a single-quoted scalar: any text, up to the quote that
+			// closes it, then nothing or a comment. '' (an escaped quote)
+			// and lines not indented past the mapping go to the parser.
+			if len(t) == 0 {
+				continue
+			}
+			if ind <= quoted {
+				return false
+			}
+			if q := bytes.IndexByte(t, '\''); q >= 0 {
+				if !comment(t[q+1:]) {
+					return false
+				}
+				quoted = -1
+			}
+			continue
+		}
+		if plain >= 0 && len(t) > 0 {
+			if t[0] == '#' || ind <= plain {
+				plain = -1 // a comment or the next key ends the scalar
+			} else {
+				// A continuation line: text that could start a plain
+				// scalar, with no ": " or " #" in it.
+				if r := bytes.TrimRight(t, " "); r[0] == '[' || r[0] == '{' || r[0] == '"' || r[0] == '\'' || !safeScalar(r) {
+					return false
+				}
+				continue
 			}
 		}
 		if len(t) == 0 || t[0] == '#' {
@@ -149,7 +194,7 @@ func plainYAML(doc []byte) bool {
 			return false
 		}
 	}
-	return len(stack) > 0
+	return len(stack) > 0 && quoted < 0
 }
 
 // maxPlainKey bounds the keys plainYAML accepts: the parser takes a key

@@ -108,6 +108,28 @@ func TestPlainYAMLCases(t *testing.T) {
 		{"a:\n- |2\n   x\n", false},     // an indentation indicator: the parser decides
 		{"a:\n- | # c\n  x\n", false},   // a comment after the indicator
 		{"a:\n- |\n   x\n  y\n", false}, // dedented below its first line
+		// Multi-line scalars, as writers wrap long descriptions.
+		{"a:\n  description: 'APIVersion defines\n    of an object: https://x#y'\n  type: string\n", true},
+		{"a:\n  description: ServiceMonitorSpec contains\n    ServiceMonitor.\n\n    More.\n  b: c\n", true},
+		{"a: b\n c\nd: e\n", true},
+		{"a: 'b\n\n  c' # d\ne: f\n", true},
+		{"a: 'b\nc'\n", false},            // not indented past the mapping
+		{"a:\n  b: 'c\n  d: e'\n", false}, // a key-like line inside the quotes at the mapping's column
+		{"a: 'b\n  it''s'\n", false},      // an escaped quote
+		{"a: 'b\n  c' d\n", false},        // junk after the closing quote
+		{"a: 'b\n  c\n", false},           // never closed
+		{"a: b\n  c: d\n", false},         // a mapping in a scalar
+		{"a: b\n  c:\n", false},
+		{"a: b\n  - c\n", false},      // a dash: the parser decides
+		{"a: b\n  # c\n  d\n", false}, // a comment ends the scalar
+		{"a: b # c\n  d\n", false},
+		{"a: b\n  c #d\n", false},
+		{"a: [b]\n  c\n", false},
+		{"a: \"b\"\n  c\n", false},
+		{"- a: b\n    c\n", false}, // a top-level sequence
+		{"x:\n- a: b\n   c\n- d\n", true},
+		{"x:\n- a: b\n  c\n", false}, // at the item mapping's column
+		{"x:\n- b\n  c\n", false},    // a sequence item's scalar continued: the parser decides
 	} {
 		if got := checkPlainYAML(t, []byte(tc.doc)); got != tc.plain {
 			t.Errorf("plainYAML(%q) = %v, want %v", tc.doc, got, tc.plain)
@@ -150,7 +172,8 @@ func TestPlainYAMLFlowSequencesAndComments(t *testing.T) {
 
 // FuzzPlainYAML: plainYAML never passes a document the parser rejects.
 func FuzzPlainYAML(f *testing.F) {
-	for _, s := range []string{"a: b\n", "a:\n- x\n", "a: |\n  x\nb: c\n", "a:\n  b: c\n  d:\n  - e: f\n", "a: b\n  c: d\n", "a: [\"b\", 'c', d] # e\n", "a: \"b\" # c\n"} {
+	for _, s := range []string{"a: b\n", "a:\n- x\n", "a: |\n  x\nb: c\n", "a:\n  b: c\n  d:\n  - e: f\n", "a: b\n  c: d\n", "a: [\"b\", 'c', d] # e\n", "a: \"b\" # c\n",
+		"a:\n  d: 'x y\n    z: w#'\n  e: f g\n    h\n\n    i\nj:\n- |\n  k\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {

@@ -47,6 +47,11 @@ func (s *ManifestScanner) listItems(name string, doc []byte, base int, res *Mani
 		seqCol   = -1 // the column of its dashes, once known
 		line     = base
 		itemsEnd bool // the sequence has ended
+		// read is the column of the last key whose value was read: a
+		// line indented past it continues that value on another line
+		// (plainYAML admits multi-line scalars), which is left to the
+		// decode.
+		read = -1
 	)
 	// itemKey reads a key of the item's mapping.
 	itemKey := func(it *item, t []byte, line int) bool {
@@ -76,6 +81,9 @@ func (s *ManifestScanner) listItems(name string, doc []byte, base int, res *Mani
 		if !ok {
 			return false
 		}
+		if val != "" {
+			read = it.col
+		}
 		switch bit {
 		case seenAPIVersion:
 			it.o.apiVersion, it.avLine = val, line
@@ -104,6 +112,10 @@ func (s *ManifestScanner) listItems(name string, doc []byte, base int, res *Mani
 			continue
 		}
 		ind := len(l) - len(t)
+		if read >= 0 && ind > read {
+			return false
+		}
+		read = -1
 		dash := t[0] == '-' && (len(t) == 1 || t[1] == ' ')
 		if inItems && !itemsEnd {
 			switch {
@@ -182,6 +194,9 @@ func (s *ManifestScanner) listItems(name string, doc []byte, base int, res *Mani
 					} else {
 						cur.o.namespace = val
 					}
+					if val != "" {
+						read = ind
+					}
 				}
 				continue
 			}
@@ -206,6 +221,7 @@ func (s *ManifestScanner) listItems(name string, doc []byte, base int, res *Mani
 			if topKind, ok = listScalar(v); !ok {
 				return false
 			}
+			read = 0
 		case "items":
 			if topSeen&seenItems != 0 {
 				return false

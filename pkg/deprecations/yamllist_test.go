@@ -100,6 +100,12 @@ func TestListItemsAgreesWithFullDecode(t *testing.T) {
 		{"kind: Deployment\nitems:\n" + item, false},
 		{"kind: List\nkind: List\nitems:\n" + item, false},
 		{"kind: List\nitems:\n" + item + "  data:\n    release: x\n", false},
+		// Values continued on the next line (multi-line scalars).
+		{"kind: List\nitems:\n- apiVersion: extensions/v1beta1\n  kind: Ingress\n  metadata:\n    name: a\n      b\n", false},
+		{"kind: List\nitems:\n- apiVersion: extensions/v1beta1\n  kind: Ingress\n    x\n", false},
+		{"kind: List\nitems:\n- apiVersion: extensions/v1beta1\n  kind: 'Ingress\n    x'\n", false},
+		{"kind: List\nitems:\n- apiVersion: extensions/v1beta1\n  kind: Ingress\n  metadata:\n    name: a\n    description: a long\n      text\n", true},
+		{"kind: List\n  x\nitems:\n" + item, false},
 	} {
 		if got := checkListItems(t, []byte(tc.doc)); got != tc.read {
 			t.Errorf("listItems read=%v, want %v:\n%s", got, tc.read, tc.doc)
