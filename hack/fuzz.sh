@@ -7,16 +7,41 @@
 # coverage-instrumented test binary every time. So the targets are read
 # from the source (func FuzzXxx in the package's test files, not by linking
 # each package's test binary to ask it with -list), each package's
-# instrumented binary is built once (`go test -c -fuzz=.`, which Go 1.26
-# allows: the instrumentation comes with -fuzz, the one-target rule is
-# checked when the binary runs), and that binary runs once per target, in
-# the package's directory and with the fuzz cache `go test` itself would
+# instrumented binary is built once, and that binary runs once per target,
+# in the package's directory and with the fuzz cache `go test` itself would
 # pass (-test.fuzzcachedir=$GOCACHE/fuzz/<import path>). Failing inputs go
 # to the package's testdata/fuzz as with `go test -fuzz`.
+#
+# What is instrumented: `go test -fuzz` compiles every package the test
+# binary holds, the standard library and client-go, Helm and the rest
+# included, a second time with coverage counters (-d=libfuzzer, the one
+# flag it adds). On a cold cache that second build of the dependency tree
+# cost more CPU than the fuzzing itself. The counters that guide the
+# fuzzing are wanted in the code under test: this module's packages and
+# yaml.v3, the parser plainYAML and the List reader are held to. So only
+# those are compiled with -d=libfuzzer, through -gcflags patterns, and
+# every other package is the one the unit tests already built. The
+# binary fuzzes as `go test -fuzz` would, guided by those counters.
+#
+# FUZZ_WORKERS sets how many workers fuzz each target (-test.parallel;
+# default: one per CPU, as `go test -fuzz`). `make fuzz-short`, the smoke
+# run inside `make test`, uses one: on two cores the fuzzing was the last
+# four minutes of a cold run with both cores busy, and one worker still
+# runs several times the executions the fully instrumented binaries did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 time=${1:-10s}
+workers=()
+if [[ -n ${FUZZ_WORKERS:-} ]]; then
+	workers=(-test.parallel "$FUZZ_WORKERS")
+fi
 fuzzcache=$(go env GOCACHE)/fuzz
+instrument=()
+case $(go env GOARCH) in
+amd64 | arm64) # where cmd/go instruments for fuzzing (internal/platform.FuzzInstrumented)
+	instrument=(-gcflags="$(go list -m)/...=-d=libfuzzer" -gcflags="go.yaml.in/yaml/v3=-d=libfuzzer")
+	;;
+esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 total=0
@@ -30,7 +55,7 @@ while read -r pkg dir files; do
 	# Linked without the symbol table and DWARF, as `make test` links every
 	# test binary: fuzzing needs neither, and the link takes a quarter to a
 	# third less CPU (see GOFLAGS_TEST in the Makefile).
-	go test -c -fuzz=. -ldflags "-s -w" -o "$bin" "$pkg"
+	go test -c "${instrument[@]}" -ldflags "-s -w" -o "$bin" "$pkg"
 	for t in $targets; do
 		total=$((total + 1))
 		echo "fuzz: $pkg $t for $time" >&2
@@ -42,7 +67,7 @@ while read -r pkg dir files; do
 		# failing input. Such a run is tried again, twice at most. Anything
 		# else that fails, or a failing input written, counts at once.
 		for try in 1 2 3; do
-			if (cd "$dir" && "$bin" -test.run '^$' -test.fuzz "^${t}\$" -test.fuzztime "$time" -test.fuzzcachedir "$fuzzcache/$pkg" -test.paniconexit0) >"$log" 2>&1; then
+			if (cd "$dir" && "$bin" -test.run '^$' -test.fuzz "^${t}\$" -test.fuzztime "$time" -test.fuzzcachedir "$fuzzcache/$pkg" "${workers[@]}" -test.paniconexit0) >"$log" 2>&1; then
 				ok=1
 				break
 			fi
