@@ -181,13 +181,40 @@ func FuzzPlainYAML(f *testing.F) {
 	})
 }
 
+// eachCorpusYAMLDoc calls fn with each document of the shared corpus's
+// .yaml and .yml files that has no unrendered template syntax (which
+// does not decode).
+func eachCorpusYAMLDoc(t *testing.T, fn func(path string, doc []byte)) {
+	t.Helper()
+	err := filepath.WalkDir(corpus(t), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := filepath.Ext(p); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, doc := range splitDocs(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))) {
+			if !bytes.Contains(doc, []byte("{{")) {
+				fn(p, doc)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestLineScanAgreesWithFullDecode holds the line scanner (the fast path
 // that reads apiVersion, kind and metadata without decoding) to a full
 // YAML decode of each document of the shared corpus: the same objects,
 // names and lines. Documents with unrendered templates (which do not
 // decode) and documents that do not parse are left out.
 func TestLineScanAgreesWithFullDecode(t *testing.T) {
-	dir := corpus(t)
 	s := &ManifestScanner{}
 	s.init()
 	type key struct {
@@ -202,41 +229,21 @@ func TestLineScanAgreesWithFullDecode(t *testing.T) {
 		return out
 	}
 	compared := 0
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
+	eachCorpusYAMLDoc(t, func(p string, doc []byte) {
+		var fast, full ManifestResult
+		s.scanYAML(p, doc, 0, &fast)
+		s.parseYAMLDoc(p, doc, 0, &full)
+		if len(full.Skipped) > 0 {
+			return
 		}
-		if ext := filepath.Ext(p); ext != ".yaml" && ext != ".yml" {
-			return nil
+		compared++
+		if a, b := keysOf(fast), keysOf(full); !slices.Equal(a, b) {
+			t.Errorf("%s: the line scanner read %v, the full decode %v", p, a, b)
 		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
+		if fast.Objects != full.Objects {
+			t.Errorf("%s: the line scanner counted %d objects, the full decode %d", p, fast.Objects, full.Objects)
 		}
-		b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
-		for _, doc := range splitDocs(b) {
-			if bytes.Contains(doc, []byte("{{")) {
-				continue
-			}
-			var fast, full ManifestResult
-			s.scanYAML(p, doc, 0, &fast)
-			s.parseYAMLDoc(p, doc, 0, &full)
-			if len(full.Skipped) > 0 {
-				continue
-			}
-			compared++
-			if a, b := keysOf(fast), keysOf(full); !slices.Equal(a, b) {
-				t.Errorf("%s: the line scanner read %v, the full decode %v", p, a, b)
-			}
-			if fast.Objects != full.Objects {
-				t.Errorf("%s: the line scanner counted %d objects, the full decode %d", p, fast.Objects, full.Objects)
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("%d documents compared", compared)
 	if compared < 500 {
 		t.Errorf("only %d documents compared", compared)
