@@ -25,4 +25,12 @@ check "unimplemented stubs" 'panic\("not implemented|TODO: ?implement' '*.go'
 # Product code never depends on the tests: nothing outside e2e/ imports e2e/
 # (the local control plane the demo ships is pkg/localcluster).
 check "an import of e2e/ outside e2e/" '"github\.com/gpufleet/upgrade-plugins/e2e(/[^"]*)?"' '*.go' ':!e2e/**'
+# No build output or other large file is committed: a tracked file over 1 MB
+# outside testdata/ fails (every clone downloads it).
+big=$(git ls-files -z | { grep -zv -e '^testdata/' -e '/testdata/' || true; } | xargs -0 -r stat -c '%s %n' -- 2>/dev/null | awk '$1 > 1048576 {print "  " $2 " (" $1 " bytes)"}')
+if [[ -n $big ]]; then
+	echo "verify-patterns: committed files over 1 MB outside testdata/ (build outputs belong in .gitignore):" >&2
+	echo "$big" >&2
+	fail=1
+fi
 exit $fail
