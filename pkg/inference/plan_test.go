@@ -244,4 +244,3 @@ func TestParseWeightsAndBandwidth(t *testing.T) {
 		t.Errorf("FormatBytes: %s", got)
 	}
 }
-

@@ -79,8 +79,8 @@ type RunResult struct {
 	ScaledBack []SurgeOutcome `json:"scaledBack"`
 	// MinServing is the fewest Ready replicas each model had at any poll
 	// of the run, beside its Floor.
-	MinServing map[string]int32 `json:"minServing"`
-	Floor      map[string]int32 `json:"floor"`
+	MinServing map[string]int32  `json:"minServing"`
+	Floor      map[string]int32  `json:"floor"`
 	Nodes      []gang.NodeRecord `json:"nodes"`
 	// Steps are what a dry run would do.
 	Steps      []string  `json:"steps,omitempty"`
