@@ -56,6 +56,8 @@ type Options struct {
 
 	// dryRun is --dry-run of run and restore.
 	dryRun cli.DryRunFlag
+	// inf are the --inference flags of plan, run and restore.
+	inf inferenceFlags
 
 	keys   checkpoint.Keys
 	budget gang.Budget
@@ -79,6 +81,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		PollInterval:       time.Second,
 		StopTimeout:        15 * time.Minute,
 		RestoreTimeout:     15 * time.Minute,
+		inf:                inferenceFlags{Surge: true, MaxColdStart: 15 * time.Minute},
 		IOStreams:          streams,
 		clock:              clock.RealClock{},
 	}
