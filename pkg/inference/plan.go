@@ -176,6 +176,17 @@ func Compute(pool *Pool, o Options) *Plan {
 		plan.Headroom += h.FreeGPUs
 		free = append(free, h)
 	}
+	active := map[string]bool{}
+	for _, n := range pool.Nodes {
+		if n.RunID != "" && n.State.Active() {
+			active[n.RunID] = true
+		}
+	}
+	for _, m := range pool.Models {
+		if m.SurgedBy != "" && !active[m.SurgedBy] {
+			plan.Refusals = append(plan.Refusals, fmt.Sprintf("deployment %s carries the surge of run %s, which runs on none of these nodes: undo it first with `kubectl gang-drain restore %s --inference`", m.Key, m.SurgedBy, m.SurgedBy))
+		}
+	}
 	for _, g := range pool.Gangs {
 		plan.Refusals = append(plan.Refusals, fmt.Sprintf("training gang %s has ranks on the pool: drain it with `kubectl gang-drain run` (checkpoint-and-yield), not --inference", g))
 	}
@@ -245,7 +256,7 @@ func Compute(pool *Pool, o Options) *Plan {
 						ph.HydrateBytes[mp.Weights.Source] += int64(n) * mp.Weights.Bytes
 					}
 				}
-				ph.ServingAfter[mp.Key] = mp.Ready + added[mp.Key]
+				ph.ServingAfter[mp.Key] = mp.Ready + mp.Loading + added[mp.Key]
 			}
 			ph.ColdStart = coldStart(ph.HydrateBytes, o.Bandwidth)
 			ph.ColdStartSeconds = ph.ColdStart.Seconds()
@@ -275,12 +286,17 @@ func Compute(pool *Pool, o Options) *Plan {
 		default:
 			mp.FloorFrom = fmt.Sprintf("--min-serving %g of %d", o.MinServing, mp.Replicas)
 		}
-		serving[mp.Key] = mp.Ready
+		// Replicas still loading their weights outside the pool count as
+		// serving from the first wave on: the run waits for them first.
+		serving[mp.Key] = mp.Ready + mp.Loading
 		if plan.Surge != nil {
 			serving[mp.Key] = plan.Surge.ServingAfter[mp.Key]
 		}
-		if mp.Ready < mp.Floor && len(undrained) > 0 {
-			plan.Refusals = append(plan.Refusals, fmt.Sprintf("model %s serves %d Ready replicas now, below its floor of %d (%s), before any drain", mp.Key, mp.Ready, mp.Floor, mp.FloorFrom))
+		if mp.Loading > 0 {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: %d replica(s) outside the pool are still loading their weights: the first wave waits for them", mp.Key, mp.Loading))
+		}
+		if mp.Ready+mp.Loading < mp.Floor && len(undrained) > 0 {
+			plan.Refusals = append(plan.Refusals, fmt.Sprintf("model %s serves %d Ready replicas now, below its floor of %d (%s), before any drain", mp.Key, mp.Ready+mp.Loading, mp.Floor, mp.FloorFrom))
 		}
 	}
 

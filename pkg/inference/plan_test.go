@@ -9,6 +9,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 )
 
 const h100 = "NVIDIA-H100-80GB-HBM3"
@@ -200,17 +202,27 @@ func TestComputeRefusesMissingInputs(t *testing.T) {
 // no surge and plans the rest.
 func TestComputeResume(t *testing.T) {
 	a := model("llama", 4, 8_000_000, pdbMin(intstr.FromInt32(2)), map[string]int32{"p1": 1})
-	a.Replicas, a.Desired, a.Surged, a.SurgedBy, a.Ready = 2, 3, 1, "gd-1", 3
+	// One replica moved off p0 is still loading: it counts from the
+	// first wave on, which the run starts only once it is Ready.
+	a.Replicas, a.Desired, a.Surged, a.SurgedBy, a.Ready, a.Loading = 2, 3, 1, "gd-1", 2, 1
 	p := pool([]string{"p0", "p1"}, []int64{8}, a)
 	p.Nodes[0].Drained = true
+	p.Nodes[0].RunID, p.Nodes[0].State = "gd-1", gang.NodeDrained
+	p.Nodes[1].RunID, p.Nodes[1].State = "gd-1", gang.NodeCordoned
 	plan := Compute(p, Options{Bandwidth: bw})
+	if plan.Refused() {
+		t.Fatalf("refused: %v", plan.Refusals)
+	}
 	if plan.Surge != nil {
 		t.Errorf("surge planned again: %+v", plan.Surge)
 	}
 	if diff := cmp.Diff([]string{"p0"}, plan.Drained); diff != "" {
 		t.Errorf("drained: %s", diff)
 	}
-	if len(plan.Waves) != 1 || plan.Waves[0].Nodes[0] != "p1" || plan.Model("serving/llama").Surge != 1 {
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), "1 replica(s) outside the pool are still loading") {
+		t.Errorf("notes: %v", plan.Notes)
+	}
+	if len(plan.Waves) != 1 || plan.Waves[0].Nodes[0] != "p1" || plan.Model("serving/llama").Surge != 1 || plan.Waves[0].ServingDuring["serving/llama"] != 2 {
 		t.Errorf("plan: %+v", plan)
 	}
 }
@@ -242,5 +254,16 @@ func TestParseWeightsAndBandwidth(t *testing.T) {
 	}
 	if got := FormatBytes(150_300_000_000); got != "150.3 GB" {
 		t.Errorf("FormatBytes: %s", got)
+	}
+}
+
+// A surge left by a run that holds none of the nodes is refused: the new
+// run would neither count it nor undo it.
+func TestComputeRefusesForeignSurge(t *testing.T) {
+	a := model("llama", 4, 8_000_000, nil, map[string]int32{"p0": 1})
+	a.Surged, a.SurgedBy = 1, "gd-old"
+	plan := Compute(pool([]string{"p0"}, []int64{8}, a), Options{Bandwidth: bw})
+	if !strings.Contains(strings.Join(plan.Refusals, "\n"), "kubectl gang-drain restore gd-old --inference") {
+		t.Errorf("refusals: %v", plan.Refusals)
 	}
 }

@@ -41,9 +41,12 @@ type Model struct {
 	// that run.
 	Surged   int32  `json:"surged,omitempty"`
 	SurgedBy string `json:"surgedBy,omitempty"`
-	// Ready counts the model's Ready pods (serving), Pending those no node
+	// Ready counts the model's Ready pods (serving), Loading those on a
+	// node outside the pool that are not Ready yet (loading their weights:
+	// a run waits for them before its next wave), Pending those no node
 	// has taken.
 	Ready   int32 `json:"ready"`
+	Loading int32 `json:"loading"`
 	Pending int32 `json:"pending"`
 	// GPUsPerReplica are the GPUs one pod asks for.
 	GPUsPerReplica int64 `json:"gpusPerReplica"`
@@ -261,6 +264,8 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 			if podReady(p) {
 				m.OnPoolReady[p.Spec.NodeName]++
 			}
+		case !inPool[p.Spec.NodeName] && !podReady(p):
+			m.Loading++
 		}
 		if podReady(p) {
 			m.Ready++

@@ -203,6 +203,10 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 
 	// 1. Surge.
 	for _, mp := range plan.Models {
+		if mp.Surged > 0 && mp.SurgedBy == runID {
+			res.Surges = append(res.Surges, SurgeOutcome{Deployment: mp.Key, Run: runID, Surge: mp.Surged, ReplicasBefore: mp.Replicas, ReplicasSet: mp.Desired,
+				ReplicasNow: mp.Desired, ReplicasAfter: mp.Desired, Action: ActionSurged, Message: "surged earlier by this run"})
+		}
 		add := mp.Surge - mp.Surged
 		if add <= 0 {
 			continue
@@ -378,7 +382,10 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave) error {
 			}
 			r.note(mp.Key, st.ready)
 			switch {
-			case !st.observed || st.pods < st.desired:
+			case !st.observed:
+				waiting = append(waiting, fmt.Sprintf("model %s: the Deployment controller has not yet acted on its change", mp.Key))
+				continue
+			case st.pods < st.desired:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d of %d replicas created", mp.Key, st.pods, st.desired))
 				continue
 			case len(st.hydrating) > 0:
