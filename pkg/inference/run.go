@@ -16,7 +16,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -404,9 +406,9 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave) error {
 			// become Ready); the plan counted on at least w.AtOnce.
 			atOnce := leaving
 			if mp.pdb != nil {
-				pdb, err := r.Kube.PolicyV1().PodDisruptionBudgets(mp.Namespace).Get(ctx, mp.pdb.Name, metav1.GetOptions{})
+				pdb, err := r.readPDB(ctx, mp.Namespace, mp.pdb.Name)
 				if err != nil {
-					return fmt.Errorf("reading PodDisruptionBudget %s/%s: %w", mp.Namespace, mp.pdb.Name, err)
+					return err
 				}
 				want := min(leaving, w.AtOnce[mp.Key])
 				if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed < want {
@@ -434,6 +436,21 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave) error {
 			return fmt.Errorf("waiting for the models before %s: %s: %w", waveWord(w), last, err)
 		}
 	}
+}
+
+// readPDB reads one PodDisruptionBudget with the list the plan already
+// needs (a field selector on its name), so that no get is asked for.
+func (r *Runner) readPDB(ctx context.Context, ns, name string) (*policyv1.PodDisruptionBudget, error) {
+	list, err := r.Kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return nil, fmt.Errorf("reading PodDisruptionBudget %s/%s: %w", ns, name, err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == name { // fakes ignore field selectors
+			return &list.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("PodDisruptionBudget %s/%s is gone", ns, name)
 }
 
 func waveWord(w *Wave) string {
