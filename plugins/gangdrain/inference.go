@@ -140,11 +140,7 @@ func newInferencePlanReport(md cli.Metadata, pool *inference.Pool, p *inference.
 
 // RunInferencePlan prints the plan of an inference pool's drain.
 func (o *Options) RunInferencePlan(ctx context.Context) error {
-	md, err := cli.Connect(ctx, o.cg)
-	if err != nil {
-		return err
-	}
-	nodes, err := o.resolveNodes(ctx, md)
+	md, nodes, err := o.connectNodes(ctx)
 	if err != nil {
 		return err
 	}
@@ -282,11 +278,7 @@ type InferenceRunReport struct {
 
 // RunInference drains an inference pool by its plan.
 func (o *Options) RunInference(ctx context.Context) error {
-	md, err := cli.Connect(ctx, o.cg)
-	if err != nil {
-		return err
-	}
-	nodes, err := o.resolveNodes(ctx, md)
+	md, nodes, err := o.connectNodes(ctx)
 	if err != nil {
 		return err
 	}

@@ -272,6 +272,17 @@ func (o *Options) requester(ctx context.Context) string {
 	return tool
 }
 
+// connectNodes connects to the cluster and resolves the node choice, the
+// start of plan and run.
+func (o *Options) connectNodes(ctx context.Context) (cli.Metadata, []string, error) {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return md, nil, err
+	}
+	nodes, err := o.resolveNodes(ctx, md)
+	return md, nodes, err
+}
+
 // resolveNodes returns the NODE arguments plus the nodes matching -l.
 func (o *Options) resolveNodes(ctx context.Context, md cli.Metadata) ([]string, error) {
 	kube, err := o.cg.Kube()

@@ -36,11 +36,7 @@ func (o *Options) colorizer() cli.Colorizer {
 
 // RunPlan prints what a drain of the nodes would do.
 func (o *Options) RunPlan(ctx context.Context) error {
-	md, err := cli.Connect(ctx, o.cg)
-	if err != nil {
-		return err
-	}
-	nodes, err := o.resolveNodes(ctx, md)
+	md, nodes, err := o.connectNodes(ctx)
 	if err != nil {
 		return err
 	}
@@ -68,11 +64,7 @@ func (o *Options) RunPlan(ctx context.Context) error {
 
 // RunDrain drains the nodes.
 func (o *Options) RunDrain(ctx context.Context) error {
-	md, err := cli.Connect(ctx, o.cg)
-	if err != nil {
-		return err
-	}
-	nodes, err := o.resolveNodes(ctx, md)
+	md, nodes, err := o.connectNodes(ctx)
 	if err != nil {
 		return err
 	}
