@@ -373,7 +373,8 @@ func TestVerify(t *testing.T) {
 		Nodes:             []NodeFact{{Name: "a-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8}, {Name: "b-0", Pool: "gpu-b", Kubelet: "v1.36.2", Ready: false}},
 		SystemPods:        []PodFact{{Name: "coredns-x", Phase: "Running"}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
 		Addons:            []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
-		RemovedAPICallers: []string{"metrics old"}, LastSystemWarning: &t0}
+		RemovedAPICallers: []string{"metrics old"},
+		SystemWarnings:    []WarningFact{{Reason: "BackOff", Object: "daemonset/kube-proxy", First: t0.Add(-time.Hour), Last: t0, Count: 3}}}
 	same := base
 	same.CollectedAt = now
 	if regs := Verify(base, same, VerifyOptions{}); len(regs) != 0 {
@@ -384,7 +385,9 @@ func TestVerify(t *testing.T) {
 		Nodes:             []NodeFact{{Name: "a-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 7}, {Name: "b-0", Pool: "gpu-b", Kubelet: "v1.37.0", Ready: false}},
 		SystemPods:        []PodFact{{Name: "coredns-x", Phase: "Running", Problem: "CrashLoopBackOff", Restarts: 4}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
 		Addons:            []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
-		RemovedAPICallers: []string{"metrics old", "objects new"}, LastSystemWarning: &later}
+		RemovedAPICallers: []string{"metrics old", "objects new"},
+		SystemWarnings: []WarningFact{{Reason: "BackOff", Object: "daemonset/kube-proxy", First: t0, Last: later, Count: 9},
+			{Reason: "FailedCreate", Object: "daemonset/kube-proxy", First: later, Last: later, Count: 1}}}
 	regs := Verify(base, cur, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-a": mustVersion("v1.37")}, Addons: []string{"cluster-autoscaler"}})
 	kinds := map[string]int{}
 	for _, r := range regs {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,9 +38,14 @@ var verifyLong = templates.LongDesc(`
 	nodes), when the pool must still have a node, as many nodes and as many
 	GPUs as in the baseline; a
 	kube-system pod unhealthy that was healthy; an addon named in --addon
-	that still runs its baseline version; Warning events in kube-system
-	newer than the baseline; a node whose nvidia.com/gpu allocatable
-	dropped; a user of an API removed at the target that was not there
+	that still runs its baseline version; a Warning event in kube-system
+	for a reason and object (a pod counts as its DaemonSet or Deployment)
+	that did not fire at the baseline, except the events an upgrade causes
+	while its pods restart (BackOff, Unhealthy, FailedCreatePodSandBox,
+	NetworkNotReady, FailedMount, FailedKillPod, NodeNotReady,
+	FailedScheduling), which are a regression only when they keep firing
+	longer than --settle-time (listed as WARN while they may still settle);
+	a node whose nvidia.com/gpu allocatable dropped; a user of an API removed at the target that was not there
 	before.
 
 	Security controls: every admission probe that Pod Security, a webhook,
@@ -73,6 +79,8 @@ type VerifyOptions struct {
 	ChunkSize int64
 	// AllowGrants are the --allow-grant patterns.
 	AllowGrants []string
+	// Settle is --settle-time.
+	Settle time.Duration
 
 	cg    cli.ClientGetter
 	deps  deps
@@ -97,7 +105,7 @@ type VerifyReport struct {
 }
 
 func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
-	o := &VerifyOptions{Print: cli.NewPrintFlags(), ChunkSize: 500, IOStreams: streams, deps: d}
+	o := &VerifyOptions{Print: cli.NewPrintFlags(), ChunkSize: 500, Settle: preflight.DefaultSettle, IOStreams: streams, deps: d}
 	cmd := &cobra.Command{
 		Use:     "verify --baseline FILE [flags]",
 		Short:   "Report what got worse since the saved pre-flight evidence",
@@ -113,6 +121,7 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
 	cmd.Flags().StringArrayVar(&o.AllowGrants, "allow-grant", o.AllowGrants, "A subject (user, group, namespace/serviceaccount), role or binding name, glob allowed, whose new escalate, bind, impersonate or secrets grants are expected: WARN instead of FAIL (repeatable).")
+	cmd.Flags().DurationVar(&o.Settle, "settle-time", o.Settle, "How long the Warning events an upgrade causes in kube-system (BackOff, Unhealthy, FailedCreatePodSandBox, NetworkNotReady ...) may keep firing before they are a regression.")
 	_ = cmd.MarkFlagFilename("baseline", "yaml", "yml", "json")
 	return cmd
 }
@@ -159,6 +168,9 @@ func (o *VerifyOptions) Validate() error {
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
+	if o.Settle <= 0 {
+		return fmt.Errorf("--settle-time must be positive, got %s", o.Settle)
+	}
 	return nil
 }
 
@@ -184,7 +196,7 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cli.ClassifyClusterErr(err, md, "reading the cluster")
 	}
-	regs := preflight.Verify(o.base.Evidence, res.Evidence, preflight.VerifyOptions{PoolVersions: o.pools, Target: r.Target, Addons: o.Addons, AllowGrants: o.AllowGrants})
+	regs := preflight.Verify(o.base.Evidence, res.Evidence, preflight.VerifyOptions{PoolVersions: o.pools, Target: r.Target, Addons: o.Addons, AllowGrants: o.AllowGrants, Settle: o.Settle})
 	rep := &VerifyReport{Header: cli.NewHeader(KindVerifyReport, md), Baseline: o.base.Evidence.CollectedAt.UTC().Format("2006-01-02T15:04:05Z"), Target: target, Items: regs}
 	if rep.Items == nil {
 		rep.Items = []preflight.Regression{}
