@@ -21,8 +21,8 @@ func TestWarningFactsGroupPerController(t *testing.T) {
 	live := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns-7db6d8ff4d-x2b4n", Labels: map[string]string{"pod-template-hash": "7db6d8ff4d"},
 		OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "coredns-7db6d8ff4d", Controller: ptr(true)}}}}
 	evs := []corev1.Event{
-		ev("BackOff", "kube-proxy-4xq2z", 1, 3, 4),  // gone: its DaemonSet from the name
-		ev("BackOff", "kube-proxy-9vwpt", 2, 6, 2),  // the same DaemonSet's pod on another node
+		ev("BackOff", "kube-proxy-4xq2z", 1, 3, 4), // gone: its DaemonSet from the name
+		ev("BackOff", "kube-proxy-9vwpt", 2, 6, 2), // the same DaemonSet's pod on another node
 		ev("Unhealthy", "coredns-7db6d8ff4d-x2b4n", 0, 1, 1),
 		ev("Unhealthy", "coredns-5d78c9869d-q8vzb", 0, 2, 1), // an older ReplicaSet's pod, gone
 		ev("BackOff", "etcd-cp-1", 0, 1, 1),                  // a static pod: itself
