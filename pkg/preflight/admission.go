@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -11,16 +12,20 @@ import (
 // controls deny what: Pod Security in every namespace that enforces it,
 // every webhook safe to call on a dry run, every ValidatingAdmissionPolicy
 // binding that denies, and the user's probe files. Preflight records the
-// probes each control denied; verify (Policy.Baseline set) sends exactly
-// those again and Verify reports each that is no longer denied by it.
+// probes that were denied, by their control or first by another, and the
+// controls that denied each object; verify (Policy.Baseline set) sends
+// exactly those again, and Verify reports each that is admitted now or
+// denied only by a control that did not deny it at the baseline.
 func (r *Runner) admissionGate(ctx context.Context) (Gate, []Probe) {
 	var ps probeSet
 	if base := r.Policy.Baseline; base != nil {
 		for _, p := range base.Probes {
-			if p.Result != ProbeDenied || p.Object == nil {
+			if !replayed(p) {
 				continue
 			}
-			p.Expect = p.DeniedBy
+			if p.Expect == "" {
+				p.Expect = p.DeniedBy // a probe file: whoever denied it
+			}
 			p.Result, p.DeniedBy, p.Message = "", "", ""
 			ps.probes = append(ps.probes, p)
 		}
@@ -32,8 +37,11 @@ func (r *Runner) admissionGate(ctx context.Context) (Gate, []Probe) {
 	if err := ctx.Err(); err != nil {
 		return unknown("send the admission probes", err), nil
 	}
+	if r.Policy.Baseline == nil {
+		acceptSameObject(ps.probes)
+	}
 	for i := range ps.probes {
-		if ps.probes[i].Result != ProbeDenied {
+		if !replayed(ps.probes[i]) {
 			// Only what a control denied is replayed: keep the rest small.
 			ps.probes[i].Object = nil
 		}
@@ -94,7 +102,7 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 		case c.admitted > 0 && c.masked == 0 && c.admitted == c.sent:
 			lines = append(lines, fmt.Sprintf("%s: admitted all %d probes, so verify cannot prove it; add a --probe-file it denies", c.control, c.sent))
 		case c.masked > 0:
-			lines = append(lines, fmt.Sprintf("%s: %d of %d probes denied first by another control, %d admitted", c.control, c.masked, c.sent, c.admitted))
+			lines = append(lines, fmt.Sprintf("%s: %d of %d probes denied first by another control (recorded: verify accepts a denial by any control that denied the same object), %d admitted", c.control, c.masked, c.sent, c.admitted))
 		}
 	}
 	for _, e := range r.Policy.ProbeErrors {
@@ -127,6 +135,56 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 	return g
 }
 
+// replayed reports a probe verify sends again: one denied, by its own
+// control or first by another, with the object that was sent.
+func replayed(p Probe) bool {
+	return (p.Result == ProbeDenied || p.Result == ProbeMasked) && p.Object != nil
+}
+
+// acceptSameObject records, on every probe denied at the baseline, the
+// other controls that denied the very same object (same resource,
+// namespace and content) or whose own probe of it was denied first by
+// another: the apiserver may name any of them next time (Probe.Accept).
+// A generic denial ("another admission plugin") is never accepted.
+func acceptSameObject(probes []Probe) {
+	groups := map[string][]int{}
+	for i, p := range probes {
+		if p.Result != ProbeDenied && p.Result != ProbeMasked || p.Object == nil {
+			continue
+		}
+		b, err := json.Marshal(p.Object) // map keys sorted: the same object, the same text
+		if err != nil {
+			continue
+		}
+		k := p.Resource + "\x00" + p.Namespace + "\x00" + string(b)
+		groups[k] = append(groups[k], i)
+	}
+	for _, idx := range groups {
+		var deniers []string
+		for _, i := range idx {
+			for _, d := range []string{probes[i].DeniedBy, probes[i].Expect} {
+				if d != "" && d != deniedByOther {
+					deniers = append(deniers, d)
+				}
+			}
+		}
+		deniers = dedupe(deniers)
+		for _, i := range idx {
+			own := probes[i].Expect
+			if own == "" {
+				own = probes[i].DeniedBy
+			}
+			var acc []string
+			for _, d := range deniers {
+				if d != own {
+					acc = append(acc, d)
+				}
+			}
+			probes[i].Accept = acc
+		}
+	}
+}
+
 // probeCommand is the command that investigates an UNKNOWN probe.
 func probeCommand(p Probe) string {
 	if strings.Contains(p.Message, "forbidden: cannot create") {
@@ -139,21 +197,32 @@ func probeCommand(p Probe) string {
 	return p.Check
 }
 
-// verifyProbes reports every probe its control denied at the baseline and
-// that it does not deny now.
-func verifyProbes(base, now *PolicyEvidence) []Regression {
+// verifyProbes reports every probe denied at the baseline (by its control,
+// or first by another) that is not denied now: admitted is a FAIL; denied
+// only by a control that did not deny that object at the baseline is
+// UNKNOWN, unless unchanged says the probe's own control is configured as
+// at the baseline (then WARN: the object is still denied, and the control
+// that denied it then is still there as it was).
+func verifyProbes(base, now *PolicyEvidence, unchanged func(ref string) bool) []Regression {
 	cur := map[string]Probe{}
 	for _, p := range now.Probes {
 		cur[p.ID] = p
 	}
 	var out []Regression
 	for _, b := range base.Probes {
-		if b.Result != ProbeDenied {
+		if b.Result != ProbeDenied && b.Result != ProbeMasked {
 			continue
 		}
 		what := fmt.Sprintf("%s denied a %s probe", b.Control, b.Resource)
 		if b.Variant != "" && b.Variant != VariantPlain {
 			what = fmt.Sprintf("%s denied a %s probe (%s)", b.Control, b.Resource, b.Variant)
+		}
+		if b.Result == ProbeMasked {
+			what = fmt.Sprintf("a %s probe of %s", b.Resource, b.Control)
+			if b.Variant != "" && b.Variant != VariantPlain {
+				what = fmt.Sprintf("a %s probe (%s) of %s", b.Resource, b.Variant, b.Control)
+			}
+			what += fmt.Sprintf(" was denied (first by %s)", b.DeniedBy)
 		}
 		if b.Namespace != "" {
 			what += " in namespace " + b.Namespace
@@ -162,7 +231,7 @@ func verifyProbes(base, now *PolicyEvidence) []Regression {
 		n, ok := cur[b.ID]
 		switch {
 		case !ok:
-			if now.Unread[GateAdmission] == "" {
+			if b.Object == nil || now.Unread[GateAdmission] == "" {
 				continue
 			}
 			reg.Status, reg.Message = StatusUnknown, fmt.Sprintf("%s at the baseline; not proven now: %s", what, now.Unread[GateAdmission])
@@ -170,8 +239,12 @@ func verifyProbes(base, now *PolicyEvidence) []Regression {
 			continue
 		case n.Result == ProbeAdmitted:
 			reg.Status, reg.Message = StatusFail, what+" at the baseline and admits it now"
+		case n.Result == ProbeMasked && b.Result == ProbeMasked:
+			continue // still denied; its own control was never proven
+		case n.Result == ProbeMasked && unchanged != nil && unchanged(b.Ref):
+			reg.Status, reg.Message = StatusWarn, fmt.Sprintf("%s at the baseline; now %s, which did not deny it then, denies it first; %s is configured as at the baseline", what, n.DeniedBy, b.Control)
 		case n.Result == ProbeMasked:
-			reg.Status, reg.Message = StatusUnknown, fmt.Sprintf("%s at the baseline; now %s denies it first, so %s is not proven: %s", what, n.DeniedBy, n.Expect, n.Message)
+			reg.Status, reg.Message = StatusUnknown, fmt.Sprintf("%s at the baseline; now %s, which did not deny it then, denies it first, so %s is not proven: %s", what, n.DeniedBy, n.Expect, n.Message)
 		case n.Result == ProbeGone:
 			reg.Status, reg.Message = StatusWarn, fmt.Sprintf("%s at the baseline; namespace %s is gone", what, b.Namespace)
 		default:

@@ -271,7 +271,7 @@ func TestAdmissionProbesPreflightThenVerify(t *testing.T) {
 	if g2.Status != StatusUnknown {
 		t.Errorf("verify's gate: %s %s", g2.Status, g2.Message)
 	}
-	regs := verifyProbes(&pe, &PolicyEvidence{Probes: now})
+	regs := verifyProbes(&pe, &PolicyEvidence{Probes: now}, nil)
 	got := map[string]Status{}
 	for _, r := range regs {
 		got[r.Object+" "+string(r.Status)] = r.Status
@@ -356,5 +356,82 @@ func TestAdmissionGateProbeFileError(t *testing.T) {
 	g, probes := r.admissionGate(context.Background())
 	if g.Status != StatusUnknown || !strings.Contains(strings.Join(g.Evidence, "\n"), "UNKNOWN probe file bad.yaml") || len(probes) != 1 || probes[0].Result != ProbeDenied {
 		t.Errorf("%s %s %v %+v", g.Status, g.Message, g.Evidence, probes)
+	}
+}
+
+// Two policies deny the same probe pods. Which one the apiserver names is
+// not fixed (it ranges a map to list the policies, and reports the first
+// denial), so the baseline hears one name and verify the other: verify
+// accepts a denial by any control that denied that object at the
+// baseline, and replays the probes another control denied first.
+func TestAdmissionProbesEitherDenierCounts(t *testing.T) {
+	pol := func(name string) *admissionv1.ValidatingAdmissionPolicy {
+		return &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+				Operations: []admissionv1.OperationType{admissionv1.Create}, Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}}},
+			Validations: []admissionv1.Validation{{Expression: "false"}}}}
+	}
+	bind := func(name string) *admissionv1.ValidatingAdmissionPolicyBinding {
+		return &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: name, ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}}
+	}
+	kc := fake.NewClientset(ns("default", nil), pol("a"), bind("a"), pol("b"), bind("b"))
+	srv := &apiserver{t: t}
+	denier := "a"
+	srv.answer = func(res, _ string, _ *unstructured.Unstructured) error {
+		if res == "pods" {
+			return policyDenied(denier, denier)
+		}
+		return nil
+	}
+	g, probes := (&Runner{Kube: kc, Dynamic: srv.client()}).admissionGate(context.Background())
+	masked := 0
+	for _, p := range probes {
+		if p.Result == ProbeMasked {
+			masked++
+			if p.Object == nil || len(p.Accept) != 1 || p.Accept[0] != PolicyDenier("a") {
+				t.Errorf("masked probe %s: accept %v, object kept %v", p.ID, p.Accept, p.Object != nil)
+			}
+		}
+	}
+	if masked != 3 || !strings.Contains(strings.Join(g.Evidence, "\n"), "ValidatingAdmissionPolicy b (binding b): 3 of 3 probes denied first by another control (recorded") {
+		t.Fatalf("baseline: %d masked\n%s", masked, strings.Join(g.Evidence, "\n"))
+	}
+	pe := &PolicyEvidence{Probes: probes}
+
+	// The policy cache was rebuilt: b comes first now.
+	denier = "b"
+	_, now := (&Runner{Kube: kc, Dynamic: srv.client(), Policy: PolicyOptions{Baseline: pe}}).admissionGate(context.Background())
+	if len(now) != 6 {
+		t.Errorf("verify replayed %d probes, want the 6 denied at the baseline", len(now))
+	}
+	if regs := verifyProbes(pe, &PolicyEvidence{Probes: now}, nil); len(regs) != 0 {
+		t.Errorf("the other policy named: %+v", regs)
+	}
+
+	// A policy that did not deny the pods at the baseline is no proof for
+	// a: UNKNOWN, or WARN when a's configuration is as it was.
+	denier = "c"
+	_, now = (&Runner{Kube: kc, Dynamic: srv.client(), Policy: PolicyOptions{Baseline: pe}}).admissionGate(context.Background())
+	regs := verifyProbes(pe, &PolicyEvidence{Probes: now}, nil)
+	if len(regs) != 3 || regs[0].Status != StatusUnknown || regs[0].Object != "validatingadmissionpolicy/a" {
+		t.Errorf("a new policy first: %+v", regs)
+	}
+	regs = verifyProbes(pe, &PolicyEvidence{Probes: now}, func(ref string) bool { return ref == "validatingadmissionpolicy/a" })
+	if len(regs) != 3 || regs[0].Status != StatusWarn {
+		t.Errorf("a new policy first, a unchanged: %+v", regs)
+	}
+
+	// Nothing denies the pods any more: every probe of both is a FAIL.
+	srv.answer = func(string, string, *unstructured.Unstructured) error { return nil }
+	_, now = (&Runner{Kube: kc, Dynamic: srv.client(), Policy: PolicyOptions{Baseline: pe}}).admissionGate(context.Background())
+	failed := map[string]int{}
+	for _, r := range verifyProbes(pe, &PolicyEvidence{Probes: now}, nil) {
+		if r.Status == StatusFail {
+			failed[r.Object]++
+		}
+	}
+	if failed["validatingadmissionpolicy/a"] != 3 || failed["validatingadmissionpolicy/b"] != 3 {
+		t.Errorf("both policies gone: %v", failed)
 	}
 }

@@ -143,7 +143,7 @@ func verifyPolicy(base, now Evidence, opts VerifyOptions) []Regression {
 	if b == nil || n == nil {
 		return out
 	}
-	out = append(out, verifyProbes(b, n)...)
+	out = append(out, verifyProbes(b, n, nil)...)
 	switch {
 	case b.RBAC != nil && n.RBAC == nil:
 		out = append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: GateRBAC,
