@@ -108,6 +108,9 @@ type Runner struct {
 	helmRes  dep.HelmResult
 	helmErr  error
 	pol      policyState
+
+	// inventory waits for Run's inventory (nil when it failed).
+	inventory func() *skew.Inventory
 }
 
 func (r *Runner) now() time.Time {
@@ -185,6 +188,13 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		return metricsText, metricsErr
 	}
 
+	r.inventory = func() *skew.Inventory {
+		invWG.Wait()
+		if invErr != nil {
+			return nil
+		}
+		return &inv
+	}
 	type gateFn func(ctx context.Context) Gate
 	var mu sync.Mutex
 	gates := map[string]gateFn{
@@ -207,13 +217,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		GateEtcd: func(ctx context.Context) Gate {
 			// The quota and commands depend on where etcd runs, which the
 			// inventory tells: judged once it is read.
-			return r.etcdGate(ctx, readMetrics, func() *skew.Inventory {
-				invWG.Wait()
-				if invErr != nil {
-					return nil
-				}
-				return &inv
-			})
+			return r.etcdGate(ctx, readMetrics, r.inventory)
 		},
 		GateNodes: func(ctx context.Context) Gate {
 			g, nodes := r.nodesGate(ctx)

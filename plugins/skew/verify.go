@@ -81,6 +81,10 @@ type VerifyOptions struct {
 	AllowGrants []string
 	// Settle is --settle-time.
 	Settle time.Duration
+	// CalendarFile and ProviderCalendarFile are --calendar and
+	// --provider-calendar.
+	CalendarFile, ProviderCalendarFile string
+	calendar                           pkgskew.Calendar
 
 	cg    cli.ClientGetter
 	deps  deps
@@ -121,6 +125,8 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
 	cmd.Flags().StringArrayVar(&o.AllowGrants, "allow-grant", o.AllowGrants, "A subject (user, group, namespace/serviceaccount), role or binding name, glob allowed, whose new escalate, bind, impersonate or secrets grants are expected: WARN instead of FAIL (repeatable).")
+	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
+	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	cmd.Flags().DurationVar(&o.Settle, "settle-time", o.Settle, "How long the Warning events an upgrade causes in kube-system (BackOff, Unhealthy, FailedCreatePodSandBox, NetworkNotReady ...) may keep firing before they are a regression.")
 	_ = cmd.MarkFlagFilename("baseline", "yaml", "yml", "json")
 	return cmd
@@ -130,6 +136,11 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 func (o *VerifyOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
+	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
+	if err != nil {
+		return cli.UsageErr(err)
+	}
+	o.calendar = cal
 	if o.Baseline == "" {
 		return nil
 	}
@@ -184,7 +195,7 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 	if v, err := pkgskew.ParseVersion(target); err == nil {
 		r.Target = v
 	}
-	r.Compat, r.Calendar = preflight.DefaultCompat(), pkgskew.DefaultCalendar()
+	r.Compat, r.Calendar = preflight.DefaultCompat(), o.calendar
 	r.Policy.Baseline = o.base.Evidence.Policy
 	if r.Policy.Baseline != nil {
 		r.Policy.CertWarnDays, r.Policy.CertFailDays = r.Policy.Baseline.CertWarnDays, r.Policy.Baseline.CertFailDays
