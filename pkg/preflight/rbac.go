@@ -330,8 +330,9 @@ func allowed(patterns []string, g grant) (string, bool) {
 // baseline: per subject and binding, the rules its baseline grants do not
 // cover (the apiserver's own escalation check,
 // k8s.io/component-helpers/auth/rbac/validation.Covers), and the new rules
-// of aggregated ClusterRoles. Escalate, bind, impersonate or secrets newly
-// granted is a FAIL unless --allow-grant names the subject, role or
+// of aggregated ClusterRoles. The release's own grants (releaseGrant) are
+// left out, as preflight's gate leaves them out. Escalate, bind,
+// impersonate or secrets newly granted is a FAIL unless --allow-grant names the subject, role or
 // binding; other new grants are WARN for subjects outside system: and for
 // the release's default roles, and not listed for system: users and groups.
 func verifyRBAC(base, now *RBACEvidence, allow []string) []Regression {
@@ -349,7 +350,7 @@ func verifyRBAC(base, now *RBACEvidence, allow []string) []Regression {
 	}
 	var out []Regression
 	for _, g := range now.grants() {
-		if g.role == nil {
+		if g.role == nil || releaseGrant(g) {
 			continue
 		}
 		if old := held[bindingRef(*g.binding)+"\x00"+g.binding.RoleKind+"/"+g.binding.RoleName+"\x00"+subjectKey(g.subject)]; old != nil && equality.Semantic.DeepEqual(old.Rules, g.role.Rules) {
@@ -388,6 +389,16 @@ func verifyRBAC(base, now *RBACEvidence, allow []string) []Regression {
 		out = append(out, reg)
 	}
 	return append(out, verifyAggregation(base, now, allow)...)
+}
+
+// releaseGrant: a grant the release makes itself, through one of its own
+// bindings (kubernetes.io/bootstrapping=rbac-defaults) of one of its own
+// roles, to a subject other than a group every user or service account
+// belongs to: each new release adds and widens these for its controllers
+// (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings),
+// and preflight's gate leaves them out too.
+func releaseGrant(g grant) bool {
+	return g.binding.Default && g.role != nil && g.role.Default && !broadGroup(g.subject)
 }
 
 func bindingKindName(b BindingFact) string {

@@ -37,6 +37,11 @@ func sa(ns, n string) rbacv1.Subject {
 
 var defaults = map[string]string{bootstrapLabel: bootstrapDefaults}
 
+func defaultBinding(b *rbacv1.ClusterRoleBinding) *rbacv1.ClusterRoleBinding {
+	b.Labels = defaults
+	return b
+}
+
 func baseRBAC() []runtime.Object {
 	view := clusterRole("view", defaults, grantRule("", "pods,configmaps", "get,list,watch"))
 	view.AggregationRule = &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}}}}
@@ -89,6 +94,10 @@ func TestVerifyRBAC(t *testing.T) {
 		// The release adds a controller role granting secrets.
 		clusterRole("system:controller:bar", defaults, grantRule("", "secrets", "get")),
 		crb("system:controller:bar", "system:controller:bar", sa("kube-system", "bar")),
+		// The new release's own binding of its own role: not listed, even
+		// with secrets.
+		defaultBinding(crb("system:controller:baz", "system:controller:baz", sa("kube-system", "baz"))),
+		clusterRole("system:controller:baz", defaults, grantRule("", "secrets", "get,list,watch")),
 		// A system: user gains a plain read through a role of the cluster's.
 		crb("scheduler-extra", "reader", user("system:kube-scheduler")),
 		// cluster-admin to another group of masters: covered? No: new subject.
@@ -119,7 +128,7 @@ func TestVerifyRBAC(t *testing.T) {
 			t.Errorf("%s: %s %q, want %s %q", obj, r.Status, r.Message, want.st, want.sub)
 		}
 	}
-	for _, quiet := range []string{"clusterrolebinding/scheduler-extra", "clusterrolebinding/ops-admin", "clusterrolebinding/readers"} {
+	for _, quiet := range []string{"clusterrolebinding/system:controller:baz", "clusterrolebinding/scheduler-extra", "clusterrolebinding/ops-admin", "clusterrolebinding/readers"} {
 		if r, ok := got[quiet]; ok {
 			t.Errorf("%s listed: %+v", quiet, r)
 		}
