@@ -317,3 +317,32 @@ func mustRead(p string) []byte {
 	b, _ := os.ReadFile(p)
 	return b
 }
+
+// A feature gate a release between the two kubelets removed had to go
+// from the newer kubelet's configuration, which refuses it: expected, not
+// GPU-relevant drift. Dropped where the newer kubelet still knows it, it
+// is drift. DevicePluginCDIDevices is GA from 1.31 and declared through
+// v1.33.0, not at v1.34.0 (featuregates-removed.yaml of pkg/apilifecycle).
+func TestDiffKubeletConfig_RemovedFeatureGate(t *testing.T) {
+	old := loadConfigz(t, "configz-1.36.json")
+	old["featureGates"].(map[string]any)["DevicePluginCDIDevices"] = true
+	nw := loadConfigz(t, "configz-1.37-clean.json")
+	delete(nw, "someNew137Field")
+	diffs := DiffKubeletConfig(old, nw, "v1.33.4", "v1.34.1")
+	if len(diffs) != 1 || diffs[0].Field != "featureGates.DevicePluginCDIDevices" || diffs[0].Class != DriftExpected ||
+		!strings.Contains(diffs[0].Note, "removed in 1.34") {
+		t.Errorf("removed in 1.34, node moved 1.33 -> 1.34: %+v", diffs)
+	}
+	if fs := ConfigFindings("gpu-old-0", diffs); StatusOf(fs) == StatusFail {
+		t.Errorf("findings %+v", fs)
+	}
+	diffs = DiffKubeletConfig(old, nw, "v1.32.4", "v1.33.1")
+	if len(diffs) != 1 || diffs[0].Class != DriftGPU {
+		t.Errorf("still known to 1.33: %+v", diffs)
+	}
+	// Set on the newer node too (an older kubelet there): drift as any value.
+	nw["featureGates"].(map[string]any)["DevicePluginCDIDevices"] = false
+	if diffs = DiffKubeletConfig(old, nw, "v1.33.4", "v1.34.1"); len(diffs) != 1 || diffs[0].Class != DriftGPU {
+		t.Errorf("set differently on both: %+v", diffs)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
 )
 
@@ -47,6 +48,9 @@ type Validator struct {
 
 	ConfigDrift  bool
 	BaselineNode string
+	// FeatureGates is the removed-gate data drift is judged with (the
+	// embedded apilifecycle.DefaultFeatureGates when nil).
+	FeatureGates *apilifecycle.FeatureGates
 
 	XID bool
 	// Since (or SinceAgo before now) bounds the kernel log; zero means
@@ -393,7 +397,7 @@ func (v *Validator) configGate(ctx context.Context, nodes []*corev1.Node, all []
 		if err == nil {
 			var ncfg map[string]any
 			if ncfg, err = fetch(n.Name); err == nil {
-				diffs := DiffKubeletConfig(bcfg, ncfg, base.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.KubeletVersion)
+				diffs := DiffKubeletConfigGates(bcfg, ncfg, base.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.KubeletVersion, v.FeatureGates)
 				it.ConfigDiffs = diffs
 				it.Findings = append(it.Findings, ConfigFindings(base.Name, diffs)...)
 				continue

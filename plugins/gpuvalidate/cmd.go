@@ -43,7 +43,7 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newNodesCmd(cg, streams), newNCCLCmd(cg, streams), newXidCatalogCmd(cg, streams))
+	cmd.AddCommand(newNodesCmd(cg, streams), newNCCLCmd(cg, streams), newXidCatalogCmd(cg, streams), newFeatureGatesCmd(cg, streams))
 	cli.BindFlags(cg, cmd)
 	cli.Setup(cmd, streams)
 	return cmd

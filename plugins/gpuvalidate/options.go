@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
@@ -35,6 +36,8 @@ type Options struct {
 	XidImage string
 	// XidCatalogFile replaces the embedded Xid catalog.
 	XidCatalogFile string
+	// RemovedGatesFile replaces the embedded removed feature gates.
+	RemovedGatesFile string
 
 	DCGM          bool
 	DCGMImage     string
@@ -67,6 +70,7 @@ type Options struct {
 	fabric    nccl.Fabric
 
 	xidCatalog *gpucheck.XidCatalog
+	gates      *apilifecycle.FeatureGates
 
 	// dryRun is --dry-run of nccl: client prints the manifests, server
 	// creates them with dryRun=All.
@@ -128,6 +132,8 @@ func (o *Options) AddCheckFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.XidImage, "xid-image", o.XidImage, "Image of the --xid pod (needs sh, chroot and dmesg).")
 	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see \"kubectl gpu-validate xid-catalog\".")
 	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
+	cmd.Flags().StringVar(&o.RemovedGatesFile, "removed-gates", o.RemovedGatesFile, "Removed feature gate file (YAML: dataDate, source, gates[name, removedIn, lastStage]) instead of the embedded one; see \"kubectl gpu-validate feature-gates\".")
+	_ = cmd.MarkFlagFilename("removed-gates", "yaml", "yml", "json")
 	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1, with -j and as the table) in a privileged pod with all of each node's GPUs (the GPUs must be free).")
 	cmd.Flags().StringVar(&o.DCGMImage, "dcgm-image", o.DCGMImage, "Image of the --dcgm pod.")
 	cmd.Flags().BoolVar(&o.DCGMWarnFails, "dcgm-warn-fails", o.DCGMWarnFails, "Fail nodes on DCGM's own warnings (persistence mode off, CUDA environment variables, graphics processes, a GPU count mismatch), which otherwise warn and name the fix; what DCGM fails always fails.")
@@ -246,6 +252,16 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--xid-catalog: %w", err)
 		}
 		o.xidCatalog = c
+	}
+	if o.RemovedGatesFile != "" {
+		if !o.ConfigDrift {
+			return fmt.Errorf("--removed-gates only applies with --config-drift")
+		}
+		fg, err := readRemovedGates(o.RemovedGatesFile)
+		if err != nil {
+			return fmt.Errorf("--removed-gates: %w", err)
+		}
+		o.gates = fg
 	}
 	if o.Since != "" && !o.XID {
 		return fmt.Errorf("--since only applies with --xid")

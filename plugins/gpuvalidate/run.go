@@ -38,7 +38,7 @@ func (o *Options) validator(c clients, progress *cli.Progress) *gpucheck.Validat
 		Selector:     o.Selector, Nodes: o.Nodes,
 		PoolLabel: o.PoolLabel, ExpectedGPUs: o.ExpectedGPUs, KubeletVersion: o.KubeletVersion,
 		ConfigDrift: o.ConfigDrift, BaselineNode: o.BaselineNode,
-		XID: o.XID, Since: o.since, SinceAgo: o.sinceAgo, XidImage: o.XidImage, XidCatalog: o.xidCatalog,
+		XID: o.XID, Since: o.since, SinceAgo: o.sinceAgo, XidImage: o.XidImage, XidCatalog: o.xidCatalog, FeatureGates: o.gates,
 		DCGM: o.DCGM, DCGMImage: o.DCGMImage, DCGMWarnFails: o.DCGMWarnFails,
 		NCCL: o.NCCL, NCCLOnly: o.ncclOnly, Image: o.Image, NoResolve: o.NoResolve, Launcher: o.launcher, Fabric: o.fabric,
 		RDMAResource: o.RDMAResource, EFADevices: o.EFADevices, GPUsPerNode: o.GPUsPerNode,

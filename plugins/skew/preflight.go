@@ -101,9 +101,9 @@ type PreflightOptions struct {
 	// ProviderCalendarFile is --provider-calendar.
 	ProviderCalendarFile string
 	PoolLabel            string
-	EtcdQuota    string
-	ChunkSize    int64
-	policy       policyFlags
+	EtcdQuota            string
+	ChunkSize            int64
+	policy               policyFlags
 
 	cg       cli.ClientGetter
 	deps     deps
