@@ -16,7 +16,7 @@ import (
 // controls that denied each object; verify (Policy.Baseline set) sends
 // exactly those again, and Verify reports each that is admitted now or
 // denied only by a control that did not deny it at the baseline.
-func (r *Runner) admissionGate(ctx context.Context) (Gate, []Probe) {
+func (r *Runner) admissionGate(ctx context.Context) (Gate, admissionRead) {
 	var ps probeSet
 	if base := r.Policy.Baseline; base != nil {
 		for _, p := range base.Probes {
@@ -29,13 +29,35 @@ func (r *Runner) admissionGate(ctx context.Context) (Gate, []Probe) {
 			p.Result, p.DeniedBy, p.Message = "", "", ""
 			ps.probes = append(ps.probes, p)
 		}
+		// RuntimeClasses new since the baseline: Pod Security may exempt them.
+		if nss, err := r.namespaces(ctx); err == nil {
+			seen := map[string]bool{}
+			for _, p := range base.Probes {
+				seen[p.ID] = true
+			}
+			r.runtimeClassProbes(ctx, nss, &ps, seen)
+		}
 	} else {
 		ps = r.deriveProbes(ctx)
 		ps.probes = append(ps.probes, r.fileProbes(ctx)...)
 	}
+	var read admissionRead
+	cfg, err := r.admissionConfig(ctx)
+	if err != nil {
+		read.configErr = unknown("read the admission configuration", err).Message
+	} else {
+		read.config = cfg
+	}
 	r.runProbes(ctx, ps.probes)
+	if r.Policy.Baseline == nil {
+		if nss, err := r.namespaces(ctx); err == nil {
+			more := ps.spreadProbes(nss)
+			r.runProbes(ctx, more)
+			ps.probes = append(ps.probes, more...)
+		}
+	}
 	if err := ctx.Err(); err != nil {
-		return unknown("send the admission probes", err), nil
+		return unknown("send the admission probes", err), read
 	}
 	if r.Policy.Baseline == nil {
 		acceptSameObject(ps.probes)
@@ -47,7 +69,18 @@ func (r *Runner) admissionGate(ctx context.Context) (Gate, []Probe) {
 		}
 	}
 	sort.Slice(ps.probes, func(i, j int) bool { return ps.probes[i].ID < ps.probes[j].ID })
-	return r.admissionVerdict(ps), ps.probes
+	read.probes = ps.probes
+	if read.configErr != "" {
+		ps.unread = append(ps.unread, read.configErr+" (verify cannot diff it)")
+	}
+	return r.admissionVerdict(ps), read
+}
+
+// admissionRead is what the admission gate records.
+type admissionRead struct {
+	probes    []Probe
+	config    *AdmissionConfig
+	configErr string
 }
 
 // admissionVerdict sums the probes up per control.
@@ -60,7 +93,7 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 	}
 	var order []string
 	ctls := map[string]*ctl{}
-	var unknowns, warns []string
+	var unknowns, warns, lines []string
 	count := map[ProbeResult]int{}
 	cmd := ""
 	for _, p := range ps.probes {
@@ -72,6 +105,11 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 		}
 		c.sent++
 		count[p.Result]++
+		if strings.HasPrefix(p.ID, idUnlabelled) && p.Result == ProbeAdmitted {
+			lines = append(lines, fmt.Sprintf("%s: admitted a privileged pod, so no cluster default level is enforced (nothing to record)", p.Control))
+			c.psa = false
+			continue
+		}
 		switch p.Result {
 		case ProbeDenied:
 			c.denied++
@@ -88,7 +126,6 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 			}
 		}
 	}
-	var lines []string
 	for _, name := range order {
 		c := ctls[name]
 		switch {
@@ -101,6 +138,8 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 			}
 		case c.admitted > 0 && c.masked == 0 && c.admitted == c.sent:
 			lines = append(lines, fmt.Sprintf("%s: admitted all %d probes, so verify cannot prove it; add a --probe-file it denies", c.control, c.sent))
+		case c.masked > 0 && c.psa:
+			lines = append(lines, fmt.Sprintf("%s: %d of %d probes denied first by another control, so Pod Security is not proven there (not recorded)", c.control, c.masked, c.sent))
 		case c.masked > 0:
 			lines = append(lines, fmt.Sprintf("%s: %d of %d probes denied first by another control (recorded: verify accepts a denial by any control that denied the same object), %d admitted", c.control, c.masked, c.sent, c.admitted))
 		}
@@ -137,8 +176,10 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 
 // replayed reports a probe verify sends again: one denied, by its own
 // control or first by another, with the object that was sent.
+// A probe of Pod Security's own exemptions or default that another
+// control denied proves nothing of Pod Security and is not kept.
 func replayed(p Probe) bool {
-	return (p.Result == ProbeDenied || p.Result == ProbeMasked) && p.Object != nil
+	return (p.Result == ProbeDenied || p.Result == ProbeMasked && p.Expect != DeniedByPodSecurity) && p.Object != nil
 }
 
 // acceptSameObject records, on every probe denied at the baseline, the
@@ -149,7 +190,7 @@ func replayed(p Probe) bool {
 func acceptSameObject(probes []Probe) {
 	groups := map[string][]int{}
 	for i, p := range probes {
-		if p.Result != ProbeDenied && p.Result != ProbeMasked || p.Object == nil {
+		if !replayed(p) {
 			continue
 		}
 		b, err := json.Marshal(p.Object) // map keys sorted: the same object, the same text
@@ -249,6 +290,26 @@ func verifyProbes(base, now *PolicyEvidence, unchanged func(ref string) bool) []
 			reg.Status, reg.Message = StatusWarn, fmt.Sprintf("%s at the baseline; namespace %s is gone", what, b.Namespace)
 		default:
 			reg.Status, reg.Message = StatusUnknown, fmt.Sprintf("%s at the baseline; not proven now: %s", what, n.Message)
+			reg.Command = probeCommand(n)
+		}
+		out = append(out, reg)
+	}
+	base0 := map[string]bool{}
+	for _, b := range base.Probes {
+		base0[b.ID] = true
+	}
+	for _, n := range now.Probes {
+		if base0[n.ID] || !strings.HasPrefix(n.ID, idRuntimeClass) {
+			continue
+		}
+		reg := Regression{Kind: RegAdmission, Object: n.Ref, Command: n.Check}
+		switch n.Result {
+		case ProbeDenied, ProbeMasked:
+			continue
+		case ProbeAdmitted:
+			reg.Status, reg.Message = StatusFail, fmt.Sprintf("%s: a privileged pod of RuntimeClass %s, new since the baseline, is admitted where Pod Security enforces a level: the apiserver's PodSecurity configuration exempts it (exemptions.runtimeClasses)", n.Control, strings.TrimPrefix(n.ID, idRuntimeClass))
+		default:
+			reg.Status, reg.Message = StatusUnknown, fmt.Sprintf("%s, new since the baseline: not proven: %s", n.Control, n.Message)
 			reg.Command = probeCommand(n)
 		}
 		out = append(out, reg)

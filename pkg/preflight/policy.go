@@ -52,6 +52,9 @@ type PolicyEvidence struct {
 	// Probes are the admission probes and their outcomes; the object of
 	// each probe denied by its control is kept, for verify to replay.
 	Probes []Probe `json:"probes,omitempty"`
+	// Admission is the admission webhooks', policies' and bindings'
+	// configuration (admissionconfig.go), which verify diffs.
+	Admission *AdmissionConfig `json:"admission,omitempty"`
 	// PodSecurity are the namespaces with Pod Security enforce labels.
 	PodSecurity []NamespacePodSecurity `json:"podSecurity,omitempty"`
 	// RBAC is every role and binding (nil when not readable).
@@ -81,10 +84,18 @@ func (r *Runner) policyGates(ev *Evidence, mu *sync.Mutex) map[string]func(conte
 	pe := &PolicyEvidence{}
 	ev.Policy = pe
 	return map[string]func(context.Context) Gate{
-		GatePSAPins:   recorded(mu, pe, GatePSAPins, r.podSecurityPinsGate, func(v []NamespacePodSecurity) { pe.PodSecurity = v }),
-		GateAdmission: recorded(mu, pe, GateAdmission, r.admissionGate, func(v []Probe) { pe.Probes = v }),
-		GateRBAC:      recorded(mu, pe, GateRBAC, r.rbacGate, func(v *RBACEvidence) { pe.RBAC = v }),
-		GatePatch:     recorded(mu, pe, GatePatch, r.patchGate, func(v *PatchFact) { pe.Patch = v }),
+		GatePSAPins: recorded(mu, pe, GatePSAPins, r.podSecurityPinsGate, func(v []NamespacePodSecurity) { pe.PodSecurity = v }),
+		GateAdmission: recorded(mu, pe, GateAdmission, r.admissionGate, func(v admissionRead) {
+			pe.Probes, pe.Admission = v.probes, v.config
+			if v.configErr != "" {
+				if pe.Unread == nil {
+					pe.Unread = map[string]string{}
+				}
+				pe.Unread[unreadAdmissionConfig] = v.configErr
+			}
+		}),
+		GateRBAC:  recorded(mu, pe, GateRBAC, r.rbacGate, func(v *RBACEvidence) { pe.RBAC = v }),
+		GatePatch: recorded(mu, pe, GatePatch, r.patchGate, func(v *PatchFact) { pe.Patch = v }),
 		GateCerts: recorded(mu, pe, GateCerts, r.certsGate, func(v []CertFact) {
 			pe.Certificates, pe.CertWarnDays, pe.CertFailDays = v, r.certWarnDays(), r.certFailDays()
 		}),
@@ -134,16 +145,47 @@ const (
 	RegImagePin       = "image-pin"
 	RegPolicyUnread   = "policy-unread"
 	RegPatch          = "patch-level"
+	// RegAdmissionConfig: an admission control configured weaker than at
+	// the baseline (admissionconfig.go).
+	RegAdmissionConfig = "admission-config"
 )
 
+// unreadAdmissionConfig keys PolicyEvidence.Unread when the admission
+// configuration could not be read.
+const unreadAdmissionConfig = "admission-config"
+
 // verifyPolicy compares the policy evidence of the baseline with now's.
+// A baseline without policy evidence (saved by a preflight that did not
+// record it, or edited) cannot show that a control still holds: UNKNOWN.
 func verifyPolicy(base, now Evidence, opts VerifyOptions) []Regression {
 	out := verifyPodSecurityPins(base, now)
 	b, n := base.Policy, now.Policy
-	if b == nil || n == nil {
-		return out
+	if b == nil {
+		return append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: "baseline",
+			Message: "the baseline has no policy evidence (admission probes and configuration, RBAC, certificates), so no security control can be compared: save a new one with kubectl skew preflight --save",
+			Command: "kubectl skew preflight --target v" + base.Target + " --save FILE"})
 	}
-	out = append(out, verifyProbes(b, n, nil)...)
+	if n == nil {
+		return append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: "policy", Message: "the policy gates did not run now, so no security control can be compared"})
+	}
+	var unchanged map[string]bool
+	switch {
+	case b.Admission != nil && n.Admission == nil:
+		out = append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: unreadAdmissionConfig,
+			Message: "the admission configuration was recorded at the baseline and cannot be read now, so a weakened webhook or policy cannot be ruled out: " + n.Unread[unreadAdmissionConfig]})
+	case b.Admission != nil:
+		var regs []Regression
+		regs, unchanged = verifyAdmissionConfig(b.Admission, n.Admission)
+		out = append(out, regs...)
+		for _, p := range b.PodSecurity {
+			for _, q := range n.PodSecurity {
+				if p == q {
+					unchanged["namespace/"+p.Namespace] = true
+				}
+			}
+		}
+	}
+	out = append(out, verifyProbes(b, n, func(ref string) bool { return unchanged[ref] })...)
 	switch {
 	case b.RBAC != nil && n.RBAC == nil:
 		out = append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: GateRBAC,

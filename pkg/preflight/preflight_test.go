@@ -374,7 +374,8 @@ func TestVerify(t *testing.T) {
 		SystemPods:        []PodFact{{Name: "coredns-x", Phase: "Running"}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
 		Addons:            []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
 		RemovedAPICallers: []string{"metrics old"},
-		SystemWarnings:    []WarningFact{{Reason: "BackOff", Object: "daemonset/kube-proxy", First: t0.Add(-time.Hour), Last: t0, Count: 3}}}
+		SystemWarnings:    []WarningFact{{Reason: "BackOff", Object: "daemonset/kube-proxy", First: t0.Add(-time.Hour), Last: t0, Count: 3}},
+		Policy:            &PolicyEvidence{}}
 	same := base
 	same.CollectedAt = now
 	if regs := Verify(base, same, VerifyOptions{}); len(regs) != 0 {
@@ -387,7 +388,8 @@ func TestVerify(t *testing.T) {
 		Addons:            []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
 		RemovedAPICallers: []string{"metrics old", "objects new"},
 		SystemWarnings: []WarningFact{{Reason: "BackOff", Object: "daemonset/kube-proxy", First: t0, Last: later, Count: 9},
-			{Reason: "FailedCreate", Object: "daemonset/kube-proxy", First: later, Last: later, Count: 1}}}
+			{Reason: "FailedCreate", Object: "daemonset/kube-proxy", First: later, Last: later, Count: 1}},
+		Policy: &PolicyEvidence{}}
 	regs := Verify(base, cur, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-a": mustVersion("v1.37")}, Addons: []string{"cluster-autoscaler"}})
 	kinds := map[string]int{}
 	for _, r := range regs {
@@ -403,6 +405,13 @@ func TestVerify(t *testing.T) {
 	if kinds[RegNodeNotReady] != 0 || len(regs) != 6 {
 		t.Errorf("regressions: %+v", regs)
 	}
+	// A baseline without policy evidence proves no control: UNKNOWN, never
+	// a silent pass.
+	base.Policy = nil
+	regs = Verify(base, same, VerifyOptions{})
+	if len(regs) != 1 || regs[0].Kind != RegPolicyUnread || regs[0].Status != StatusUnknown {
+		t.Errorf("no policy evidence in the baseline: %+v", regs)
+	}
 }
 
 // A planned pool whose nodes were replaced is no regression as long as it
@@ -412,8 +421,8 @@ func TestVerifyPlannedPools(t *testing.T) {
 	base := Evidence{CollectedAt: now.Add(-time.Hour), Target: "1.37", Nodes: []NodeFact{
 		{Name: "old-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8},
 		{Name: "old-1", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8},
-		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}}
-	replaced := Evidence{CollectedAt: now, Nodes: []NodeFact{
+		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}, Policy: &PolicyEvidence{}}
+	replaced := Evidence{CollectedAt: now, Policy: &PolicyEvidence{}, Nodes: []NodeFact{
 		{Name: "new-0", Pool: "gpu-a", Kubelet: "v1.37.1", Ready: true, GPUAllocatable: 8},
 		{Name: "new-1", Pool: "gpu-a", Kubelet: "v1.37.1", Ready: true, GPUAllocatable: 8},
 		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -108,6 +109,13 @@ type Runner struct {
 	helmRes  dep.HelmResult
 	helmErr  error
 	pol      policyState
+
+	vapOnce     sync.Once
+	vapPolicies []admissionregv1.ValidatingAdmissionPolicy
+	vapBindings []admissionregv1.ValidatingAdmissionPolicyBinding
+	vapServed   bool
+	vapErr      error
+	vapWhat     string
 
 	// inventory waits for Run's inventory (nil when it failed).
 	inventory func() *skew.Inventory

@@ -49,10 +49,19 @@ var verifyLong = templates.LongDesc(`
 	before.
 
 	Security controls: every admission probe that Pod Security, a webhook,
-	a ValidatingAdmissionPolicy or a --probe-file denied at the baseline is
-	sent again (a server-side dry run): admitted now is a FAIL naming the
-	namespace or policy, no verdict (a forbidden create, a webhook that
-	fails or hangs past --request-timeout) is UNKNOWN. RBAC grants that are
+	a ValidatingAdmissionPolicy or a --probe-file denied at the baseline
+	(by its own control or first by another) is sent again (a server-side
+	dry run): admitted now is a FAIL naming the namespace or policy; a
+	denial by any control that denied the same object at the baseline
+	counts; no verdict (a forbidden create, a webhook that fails or hangs
+	past --request-timeout) is UNKNOWN. A privileged pod of every
+	RuntimeClass new since the baseline is sent where Pod Security enforces
+	a level: admitted, its class is exempt (FAIL). The admission
+	configuration is diffed: a webhook, policy or denying binding gone,
+	failurePolicy Fail turned Ignore, operations, resources or kinds no
+	longer matched, a namespace no longer selected (by a new selector or
+	new namespace labels), an object selector or matchCondition added or
+	changed, a validation dropped, a binding that no longer denies: FAIL. RBAC grants that are
 	new since the baseline: escalate, bind, impersonate or secrets access is
 	a FAIL unless --allow-grant names the subject, role or binding, other new
 	grants are WARN. A Pod Security enforce-version pin now more than one
