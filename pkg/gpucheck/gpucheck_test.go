@@ -59,6 +59,10 @@ func TestCheckCount(t *testing.T) {
 		{"not advertised", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8}, CountNotAdvertised, LevelFail, 0, SourceFlag, "not advertised (expected 8, flag)"},
 		{"label", CountInput{Node: gpuNode("a", 8, 8, map[string]string{GPUCountLabel: "8"})}, CountOK, LevelInfo, 8, SourceLabel, ""},
 		{"pool majority", CountInput{Node: gpuNode("a", 7, 7, nil), PoolMajority: 8, PoolSize: 5}, CountMissing, LevelFail, 7, SourcePool, "pool-majority"},
+		// GFD counts the GPUs NVML still sees: one lost at reboot gives a
+		// label of 7 on a node of a pool of 8-GPU nodes.
+		{"label lowered by a lost GPU", CountInput{Node: gpuNode("a", 7, 7, map[string]string{GPUCountLabel: "7"}), PoolMajority: 8, PoolSize: 5}, CountMissing, LevelFail, 7, SourcePool, "capacity 7 of 8 expected (pool-majority)"},
+		{"label above the majority", CountInput{Node: gpuNode("a", 7, 7, map[string]string{GPUCountLabel: "8"}), PoolMajority: 7, PoolSize: 5}, CountMissing, LevelFail, 7, SourceLabel, "capacity 7 of 8 expected (label)"},
 		{"no expectation", CountInput{Node: gpuNode("a", 8, 8, nil)}, CountUnknown, LevelWarning, 8, SourceNone, "no expected count"},
 		{"extra", CountInput{Node: gpuNode("a", 8, 8, nil), ExpectedFlag: 4}, CountExtra, LevelWarning, 8, SourceFlag, "more than"},
 		{"dra ok", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8, DRADevices: &eight}, CountOK, LevelInfo, 8, SourceFlag, "DRA driver"},

@@ -54,9 +54,9 @@ var nodesLong = templates.LongDesc(`
 	FAIL) with its reasons, and a summary of the wave.
 
 	Always checked: the Ready condition and kubelet version; the GPU count
-	(allocatable nvidia.com/gpu against --expected-gpus, else the node's
-	nvidia.com/gpu.count label, else the pool's majority), telling missing
-	GPUs (capacity short), unhealthy GPUs (allocatable short) and a device
+	(allocatable nvidia.com/gpu against --expected-gpus, else the larger
+	of the node's nvidia.com/gpu.count label and the pool's majority: the
+	label counts the GPUs the driver still sees), telling missing GPUs (capacity short), unhealthy GPUs (allocatable short) and a device
 	plugin that advertises nothing apart, counting DRA devices of driver
 	gpu.nvidia.com in ResourceSlices and reporting MIG layouts without failing
 	them; and kubelet configuration drift against a node of the same pool on
