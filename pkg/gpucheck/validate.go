@@ -54,7 +54,7 @@ type Validator struct {
 
 	XID bool
 	// Since (or SinceAgo before now) bounds the kernel log; zero means
-	// since the node last became Ready.
+	// from the earlier of the node's boot and its last Ready.
 	Since      time.Time
 	SinceAgo   time.Duration
 	XidImage   string
@@ -437,28 +437,35 @@ func (v *Validator) podRunner() *NodePodRunner {
 		OnEvent: func(m string) { v.event("%s", m) }}
 }
 
-func (v *Validator) xidSince(n *corev1.Node) time.Time {
+// xidWindow returns the command that reads a node's kernel log and the
+// time before which the parser drops events: --since when given; else the
+// earlier of the node's boot and its last Ready, which the command works
+// out on the node (the parser then keeps everything it prints).
+func (v *Validator) xidWindow(n *corev1.Node) ([]string, time.Time) {
 	switch {
 	case !v.Since.IsZero():
-		return v.Since
+		return XidCommand(v.Since), v.Since
 	case v.SinceAgo > 0:
-		return v.Clock.Now().Add(-v.SinceAgo)
+		t := v.Clock.Now().Add(-v.SinceAgo)
+		return XidCommand(t), t
 	}
+	ready := v.Clock.Now()
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time
+			ready = c.LastTransitionTime.Time
 		}
 	}
-	return v.Clock.Now().Add(-24 * time.Hour)
+	return XidCommandFromBoot(ready), time.Time{}
 }
 
 func (v *Validator) xidGate(ctx context.Context, nodes []*corev1.Node, items map[string]*NodeReport) []string {
 	since := map[string]time.Time{}
+	cmds := map[string][]string{}
 	for _, n := range nodes {
-		since[n.Name] = v.xidSince(n)
+		cmds[n.Name], since[n.Name] = v.xidWindow(n)
 	}
 	spec := NodePodSpec{Check: CheckXid, Namespace: v.Namespace, RunID: newRunID(), Image: v.XidImage, HostRoot: true,
-		CommandFor: func(node string) []string { return XidCommand(since[node]) }}
+		CommandFor: func(node string) []string { return cmds[node] }}
 	var unavailable []string
 	for _, r := range v.podRunner().Run(ctx, spec, readyNames(nodes, items)) {
 		it := items[r.Node]

@@ -64,7 +64,7 @@ var nodesLong = templates.LongDesc(`
 	/api/v1/nodes/NAME/proxy/configz (needs get on nodes/proxy).
 
 	Opt-in: --xid runs a privileged pod per node that reads the kernel log
-	since the upgrade and fails on fatal Xid codes; --dcgm runs
+	from the node's boot (or its last Ready, when earlier) and fails on fatal Xid codes; --dcgm runs
 	"dcgmi diag -r 1" (with -j and as the table) with all the node's GPUs
 	and fails every test DCGM itself failed, whatever the severity, while
 	DCGM's own warnings warn and name the fix (--dcgm-warn-fails fails

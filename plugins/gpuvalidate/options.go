@@ -128,7 +128,7 @@ func (o *Options) AddCheckFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.ConfigDrift, "config-drift", o.ConfigDrift, "Compare each node's kubelet configuration (configz) with a baseline node; needs get on nodes/proxy.")
 	cmd.Flags().StringVar(&o.BaselineNode, "baseline-node", o.BaselineNode, "Node whose kubelet configuration is the reference (default: a node of the same pool on an older kubelet).")
 	cmd.Flags().BoolVar(&o.XID, "xid", o.XID, "Read each node's kernel log in a privileged pod (the -n namespace must allow privileged pods) and fail on fatal Xid events.")
-	cmd.Flags().StringVar(&o.Since, "since", o.Since, "Kernel log window for --xid: a duration (2h) or an RFC 3339 time (default: since the node last became Ready).")
+	cmd.Flags().StringVar(&o.Since, "since", o.Since, "Kernel log window for --xid: a duration (2h) or an RFC 3339 time (default: from the earlier of the node's boot and its last Ready, so the Xids logged while the driver loads count).")
 	cmd.Flags().StringVar(&o.XidImage, "xid-image", o.XidImage, "Image of the --xid pod (needs sh, chroot and dmesg).")
 	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see \"kubectl gpu-validate xid-catalog\".")
 	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
