@@ -44,8 +44,8 @@ type VerifyOptions struct {
 	// Addons names the addons planned to move; each must have a version
 	// other than the baseline's.
 	Addons []string
-	// AllowGrants name subjects, roles or bindings whose new escalate,
-	// bind, impersonate or secrets grants are expected (WARN, not FAIL).
+	// AllowGrants name subjects, roles or bindings whose new grants of a
+	// privilege escalation path are expected (WARN, not FAIL).
 	AllowGrants []string
 	// Settle is how long the Warning events an upgrade is expected to
 	// cause may fire before they are a regression (DefaultSettle when 0).

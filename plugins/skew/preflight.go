@@ -58,7 +58,10 @@ var preflightLong = templates.LongDesc(`
 	shown, and of the manifests in --probe-file (for policies no probe can
 	be built for, such as an image signature policy: give a pod running an
 	unsigned image); every role and binding, and who outside system: holds
-	escalate, bind, impersonate or secrets access; the cluster's days behind
+	a privilege escalation path of the Kubernetes RBAC good practices
+	(secrets, workload or persistent volume creation, nodes/proxy,
+	escalate, bind, impersonate, certificate approval, token requests,
+	admission control writes, namespace patch); the cluster's days behind
 	the newest patch of its minor (--patch-max-days, the patch data of
 	--patches) and its minor's support, on the provider's own calendar
 	where it has one (EKS extended support, AKS LTS; --provider-calendar),

@@ -61,10 +61,16 @@ var verifyLong = templates.LongDesc(`
 	failurePolicy Fail turned Ignore, operations, resources or kinds no
 	longer matched, a namespace no longer selected (by a new selector or
 	new namespace labels), an object selector or matchCondition added or
-	changed, a validation dropped, a binding that no longer denies: FAIL. RBAC grants that are
-	new since the baseline: escalate, bind, impersonate or secrets access is
-	a FAIL unless --allow-grant names the subject, role or binding, other new
-	grants are WARN. A Pod Security enforce-version pin now more than one
+		changed, a validation dropped, a binding that no longer denies: FAIL.
+	RBAC grants that are new since the baseline, except the release's own
+	bindings of its own roles: a privilege escalation path of the
+	Kubernetes RBAC good practices (listing secrets, workload creation,
+	persistent volume creation, nodes/proxy, escalate, bind, impersonate,
+	CSR approval and signers, serviceaccounts/token create, admission
+	webhook, policy and binding writes, namespace patch), or anything
+	granted to system:anonymous or system:unauthenticated, is a FAIL unless
+	--allow-grant names the subject, role or binding; other new grants are
+	WARN. A Pod Security enforce-version pin now more than one
 	minor behind the apiserver, a certificate now within the baseline's
 	thresholds, an image pinned by digest that now runs by tag: WARN (or
 	FAIL for a certificate within --cert-fail-days).
@@ -133,7 +139,7 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 	cmd.Flags().StringArrayVar(&o.Addons, "addon", o.Addons, "An addon planned to move in this wave (repeatable): it must no longer run its baseline version.")
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
-	cmd.Flags().StringArrayVar(&o.AllowGrants, "allow-grant", o.AllowGrants, "A subject (user, group, namespace/serviceaccount), role or binding name, glob allowed, whose new escalate, bind, impersonate or secrets grants are expected: WARN instead of FAIL (repeatable).")
+	cmd.Flags().StringArrayVar(&o.AllowGrants, "allow-grant", o.AllowGrants, "A subject (user, group, namespace/serviceaccount), role or binding name, glob allowed, whose new grants of a privilege escalation path are expected: WARN instead of FAIL (repeatable).")
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
 	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	cmd.Flags().DurationVar(&o.Settle, "settle-time", o.Settle, "How long the Warning events an upgrade causes in kube-system (BackOff, Unhealthy, FailedCreatePodSandBox, NetworkNotReady ...) may keep firing before they are a regression.")
