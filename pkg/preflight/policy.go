@@ -61,8 +61,10 @@ type PolicyEvidence struct {
 	RBAC *RBACEvidence `json:"rbac,omitempty"`
 	// Certificates are the certificates read and the thresholds used.
 	Certificates []CertFact `json:"certificates,omitempty"`
-	CertWarnDays int        `json:"certWarnDays,omitempty"`
-	CertFailDays int        `json:"certFailDays,omitempty"`
+	// CSRs are the kubelet serving certificate requests nobody answered.
+	CSRs         *CSREvidence `json:"csrs,omitempty"`
+	CertWarnDays int          `json:"certWarnDays,omitempty"`
+	CertFailDays int          `json:"certFailDays,omitempty"`
 	// Images are the containers the image-pinning gate looked at.
 	Images []ImageFact `json:"images,omitempty"`
 	// Patch is the cluster's patch level and support.
@@ -96,8 +98,14 @@ func (r *Runner) policyGates(ev *Evidence, mu *sync.Mutex) map[string]func(conte
 		}),
 		GateRBAC:  recorded(mu, pe, GateRBAC, r.rbacGate, func(v *RBACEvidence) { pe.RBAC = v }),
 		GatePatch: recorded(mu, pe, GatePatch, r.patchGate, func(v *PatchFact) { pe.Patch = v }),
-		GateCerts: recorded(mu, pe, GateCerts, r.certsGate, func(v []CertFact) {
-			pe.Certificates, pe.CertWarnDays, pe.CertFailDays = v, r.certWarnDays(), r.certFailDays()
+		GateCerts: recorded(mu, pe, GateCerts, r.certsGate, func(v certsRead) {
+			pe.Certificates, pe.CertWarnDays, pe.CertFailDays, pe.CSRs = v.certs, r.certWarnDays(), r.certFailDays(), v.csrs
+			if v.csrErr != "" {
+				if pe.Unread == nil {
+					pe.Unread = map[string]string{}
+				}
+				pe.Unread[unreadCSRs] = v.csrErr
+			}
 		}),
 		GateImages: recorded(mu, pe, GateImages, r.imagesGate, func(v []ImageFact) { pe.Images = v }),
 	}
@@ -154,6 +162,9 @@ const (
 // configuration could not be read.
 const unreadAdmissionConfig = "admission-config"
 
+// unreadCSRs keys PolicyEvidence.Unread when the CSRs could not be listed.
+const unreadCSRs = "certificatesigningrequests"
+
 // verifyPolicy compares the policy evidence of the baseline with now's.
 // A baseline without policy evidence (saved by a preflight that did not
 // record it, or edited) cannot show that a control still holds: UNKNOWN.
@@ -194,6 +205,7 @@ func verifyPolicy(base, now Evidence, opts VerifyOptions) []Regression {
 		out = append(out, verifyRBAC(b.RBAC, n.RBAC, opts.AllowGrants)...)
 	}
 	out = append(out, verifyCerts(b, n, base.CollectedAt, now.CollectedAt)...)
+	out = append(out, verifyCSRs(b, n, now.CollectedAt, opts.Settle)...)
 	out = append(out, verifyPatch(b, n)...)
 	return append(out, verifyImages(b, n)...)
 }

@@ -70,10 +70,13 @@ var verifyLong = templates.LongDesc(`
 	webhook, policy and binding writes, namespace patch), or anything
 	granted to system:anonymous or system:unauthenticated, is a FAIL unless
 	--allow-grant names the subject, role or binding; other new grants are
-	WARN. A Pod Security enforce-version pin now more than one
-	minor behind the apiserver, a certificate now within the baseline's
-	thresholds, an image pinned by digest that now runs by tag: WARN (or
-	FAIL for a certificate within --cert-fail-days).
+	WARN. A Pod Security enforce-version pin now more than one minor behind
+	the apiserver, a certificate further into the baseline's thresholds
+	than it was (warn window, fail window, expired), an image pinned by
+	digest that now runs by tag: WARN (or FAIL for a certificate within
+	--cert-fail-days or expired). A kubelet serving certificate request
+	new since the baseline and pending longer than --settle-time (core
+	Kubernetes never approves them): FAIL.
 
 	FAIL and UNKNOWN items are regressions and exit 1; WARN items are listed
 	and exit 0.`)
