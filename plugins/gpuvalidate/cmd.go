@@ -118,9 +118,17 @@ var ncclLong = templates.LongDesc(`
 	--dry-run=server creates every object with dryRun=All instead.
 
 	The bus bandwidth at one large message size (--gate-size, 8G) is compared
-	with the pool's baseline; any #wrong or out-of-bounds value fails whatever
-	the bandwidth. --save-baseline records the measured value as the pool's
-	baseline when the run is clean.`)
+	with the pool's baseline, and fails when the run's nodes, GPUs per node
+	or fabric are not the baseline's (another shape measures something
+	else); --min-busbw sets an absolute floor, with or without a baseline
+	(without either the result only warns). Any #wrong or out-of-bounds
+	value fails whatever the bandwidth. --save-baseline records the measured
+	value as the pool's baseline when the run is clean. Without --fabric
+	the test runs over the baseline's fabric, else efa or ib where every
+	node advertises vpc.amazonaws.com/efa or an rdma/ device, else tcp
+	(which cannot see a broken IB or EFA fabric); efa forces NCCL onto the
+	OFI plugin (NCCL_NET), so a plugin that does not load fails the run
+	instead of falling back to sockets.`)
 
 var ncclExample = templates.Examples(`
 	# Print the manifests for a runbook or GitOps (JobSet launcher, InfiniBand)

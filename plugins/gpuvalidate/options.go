@@ -53,6 +53,7 @@ type Options struct {
 	GPUsPerNode   int
 	GateSize      string
 	Tolerance     string
+	MinBusBW      float64
 	SaveBaseline  bool
 	PrintManifest bool
 	Deadline      time.Duration
@@ -96,7 +97,6 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		XidImage:    gpucheck.DefaultXidImage,
 		DCGMImage:   gpucheck.DefaultDCGMImage,
 		Launcher:    string(nccl.LauncherJob),
-		Fabric:      string(nccl.FabricTCP),
 		GateSize:    "8G",
 		Tolerance:   "10%",
 		Deadline:    15 * time.Minute,
@@ -147,7 +147,8 @@ func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 	cmd.Flags().StringVar(&o.Image, "image", o.Image, "nccl-tests image (all_reduce_perf built with MPI, Open MPI, and OpenSSH for the job and jobset launchers).")
 	cmd.Flags().BoolVar(&o.NoResolve, "no-resolve", o.NoResolve, "Use --image as given instead of resolving it to a digest (a registry lookup). --print-manifest and --dry-run=client use it as given unless --no-resolve=false asks for the digest.")
 	cmd.Flags().StringVar(&o.Launcher, "launcher", o.Launcher, "How to start the test: job (Indexed Job and headless Service), jobset or mpijob (MPIJob v2beta1).")
-	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa or tcp (GKE GPUDirect-TCPX/TCPXO is not offered: use Google's published nccl-test manifest).")
+	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa or tcp (GKE GPUDirect-TCPX/TCPXO is not offered: use Google's published nccl-test manifest). Default: the pool baseline's fabric, else efa where every node advertises vpc.amazonaws.com/efa, ib where every node advertises an rdma/ device, else tcp.")
+	cmd.Flags().Float64Var(&o.MinBusBW, "min-busbw", o.MinBusBW, "Absolute floor of the gated bus bandwidth in GB/s: below it fails, with or without a baseline (0: none; without a baseline and a floor the result only warns).")
 	cmd.Flags().StringVar(&o.RDMAResource, "rdma-resource", o.RDMAResource, "RDMA device resource for the ib and roce fabrics (default rdma/rdma_shared_device_a).")
 	cmd.Flags().IntVar(&o.EFADevices, "efa-devices", o.EFADevices, "vpc.amazonaws.com/efa devices per worker for the efa fabric (default 32).")
 	cmd.Flags().StringVar(&o.GateSize, "gate-size", o.GateSize, "Message size whose bus bandwidth is gated (also the top of the sweep).")
@@ -277,8 +278,13 @@ func (o *Options) Validate() error {
 		if o.launcher, err = nccl.ParseLauncher(o.Launcher); err != nil {
 			return err
 		}
-		if o.fabric, err = nccl.ParseFabric(o.Fabric); err != nil {
-			return err
+		if o.Fabric != "" {
+			if o.fabric, err = nccl.ParseFabric(o.Fabric); err != nil {
+				return err
+			}
+		}
+		if o.MinBusBW < 0 {
+			return fmt.Errorf("--min-busbw must not be negative")
 		}
 		if o.gateSize, err = nccl.ParseBytes(o.GateSize); err != nil {
 			return fmt.Errorf("--gate-size: %w", err)

@@ -40,7 +40,7 @@ func (o *Options) validator(c clients, progress *cli.Progress) *gpucheck.Validat
 		ConfigDrift: o.ConfigDrift, BaselineNode: o.BaselineNode,
 		XID: o.XID, Since: o.since, SinceAgo: o.sinceAgo, XidImage: o.XidImage, XidCatalog: o.xidCatalog, FeatureGates: o.gates,
 		DCGM: o.DCGM, DCGMImage: o.DCGMImage, DCGMWarnFails: o.DCGMWarnFails,
-		NCCL: o.NCCL, NCCLOnly: o.ncclOnly, Image: o.Image, NoResolve: o.NoResolve, Launcher: o.launcher, Fabric: o.fabric,
+		NCCL: o.NCCL, NCCLOnly: o.ncclOnly, Image: o.Image, NoResolve: o.NoResolve, Launcher: o.launcher, Fabric: o.fabric, MinBusBW: o.MinBusBW,
 		RDMAResource: o.RDMAResource, EFADevices: o.EFADevices, GPUsPerNode: o.GPUsPerNode,
 		GateSize: o.gateSize, Tolerance: o.tolerance, SaveBaseline: o.SaveBaseline, Deadline: o.Deadline, Keep: o.Keep,
 		Timeout: o.Timeout, Parallel: o.Parallel,
