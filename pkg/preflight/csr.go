@@ -30,8 +30,10 @@ type CSRFact struct {
 
 // CSREvidence is what the certificates gate read of the CSR API.
 type CSREvidence struct {
-	// Read is false when the CSRs could not be listed.
+	// Read is false when the CSRs could not be listed; ReadAt is when
+	// they were.
 	Read    bool      `json:"read"`
+	ReadAt  time.Time `json:"readAt,omitempty"`
 	Pending []CSRFact `json:"pending,omitempty"`
 }
 
@@ -42,7 +44,7 @@ func (r *Runner) pendingServingCSRs(ctx context.Context) (*CSREvidence, error) {
 	if err != nil {
 		return &CSREvidence{}, err
 	}
-	ev := &CSREvidence{Read: true}
+	ev := &CSREvidence{Read: true, ReadAt: r.now().UTC()}
 	for _, c := range l.Items {
 		if c.Spec.SignerName != KubeletServingSigner || len(c.Status.Certificate) > 0 {
 			continue
@@ -93,6 +95,9 @@ func verifyCSRs(base, now *PolicyEvidence, at time.Time, settle time.Duration) [
 		for _, c := range base.CSRs.Pending {
 			was[c.Name] = true
 		}
+	}
+	if !now.CSRs.ReadAt.IsZero() {
+		at = now.CSRs.ReadAt
 	}
 	var out []Regression
 	for _, c := range now.CSRs.Pending {

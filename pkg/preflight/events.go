@@ -180,7 +180,9 @@ func verifyWarnings(base, now Evidence, settle time.Duration) []Regression {
 	at := now.CollectedAt
 	var out []Regression
 	for _, f := range now.SystemWarnings {
-		if !f.Last.After(base.CollectedAt) || before[f.key()] {
+		// Event times and CollectedAt have second precision: an event of the
+		// baseline's second that the baseline did not record is new.
+		if f.Last.Before(base.CollectedAt) || before[f.key()] {
 			continue
 		}
 		start := f.First
