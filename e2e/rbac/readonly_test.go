@@ -90,7 +90,9 @@ func TestSkewRole(t *testing.T) {
 	if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, probes, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), probes.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), probes.Name, metav1.DeleteOptions{})
+	})
 	if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: probes.Name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: probes.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{}); err != nil {

@@ -11,4 +11,4 @@
 package apilifecycle
 
 //go:generate go run ./internal/gen -o zz_generated.lifecycle.go
-//go:generate go run ./internal/gengates -o featuregates-removed.yaml
+//go:generate go run ./internal/gen/gates -o featuregates-removed.yaml

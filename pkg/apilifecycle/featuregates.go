@@ -12,7 +12,7 @@ import (
 
 // featuregates-removed.yaml is the Kubernetes feature gates each minor
 // release removed, generated from the release tags of kubernetes/kubernetes
-// (internal/gengates; the file's header says how).
+// (internal/gen/gates; the file's header says how).
 //
 //go:embed featuregates-removed.yaml
 var embeddedFeatureGates []byte
