@@ -9,17 +9,12 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,47 +25,6 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 )
-
-// delayedDenier is a validating webhook that denies every object carrying
-// denyLabel after a delay the test sets: the apiserver calls validating
-// webhooks in parallel and reports the first denial to arrive, so the
-// delays decide which of two webhooks it names.
-type delayedDenier struct {
-	url   string
-	ca    []byte
-	delay atomic.Int64 // milliseconds
-}
-
-func startDelayedDenier(t *testing.T) *delayedDenier {
-	t.Helper()
-	d := &delayedDenier{}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
-		var review admissionv1.AdmissionReview
-		if err := json.NewDecoder(req.Body).Decode(&review); err != nil || review.Request == nil {
-			http.Error(rw, "bad review", http.StatusBadRequest)
-			return
-		}
-		select {
-		case <-time.After(time.Duration(d.delay.Load()) * time.Millisecond):
-		case <-req.Context().Done():
-			return
-		}
-		var obj metav1.PartialObjectMetadata
-		_ = json.Unmarshal(review.Request.Object.Raw, &obj)
-		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		if _, ok := obj.Labels[denyLabel]; ok {
-			resp.Allowed = false
-			resp.Result = &metav1.Status{Code: http.StatusForbidden, Message: "denied by the test"}
-		}
-		review.Response, review.Request = resp, nil
-		_ = json.NewEncoder(rw).Encode(review)
-	}))
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	d.url = srv.URL + "/validate"
-	d.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	return d
-}
 
 // registerHook registers a validating webhook for CREATEs of configmaps in
 // ns labelled denyLabel=ns, and removes it when the test ends.
@@ -134,7 +88,7 @@ func TestVerifyRoutineUpgradeNoise(t *testing.T) {
 	cp := scenario(t)
 	ctx := ctxT(t)
 	ns := cp.Namespace(t)
-	a, b := startDelayedDenier(t), startDelayedDenier(t)
+	a, b := startPolicyWebhook(t, false), startPolicyWebhook(t, false)
 	a.delay.Store(400) // b answers first at the baseline
 	registerHook(t, cp, "e2e-noise-a-"+ns, "a.noise.e2e.gpufleet.dev", ns, a.url, a.ca)
 	registerHook(t, cp, "e2e-noise-b-"+ns, "b.noise.e2e.gpufleet.dev", ns, b.url, b.ca)
@@ -237,7 +191,7 @@ func TestVerifyCatchesWeakenedControls(t *testing.T) {
 	cp := scenario(t)
 	ctx := ctxT(t)
 	f := newPolicyFixture(t, cp)
-	hook := startDelayedDenier(t)
+	hook := startPolicyWebhook(t, false)
 	cfg := "e2e-weak-" + f.ns
 	registerHook(t, cp, cfg, "weak.e2e.gpufleet.dev", f.ns, hook.url, hook.ca, admissionregv1.Create, admissionregv1.Update)
 	waitDenied(t, cp, "the webhook denies", f.ns, false, true)

@@ -17,16 +17,16 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle/internal/gen/modproxy"
 )
 
 // minors are the releases compared, oldest first: removals in 1.28 to 1.37.
@@ -103,7 +103,7 @@ func orUnknown(s string) string {
 
 func read(minor int) (release, error) {
 	tag := fmt.Sprintf("v1.%d.0", minor)
-	dir, err := download("k8s.io/kubernetes", tag)
+	dir, err := modproxy.Download("k8s.io/kubernetes", tag)
 	if err != nil {
 		return release{}, err
 	}
@@ -112,7 +112,7 @@ func read(minor int) (release, error) {
 	// generated lists; the flag and the kubelet configuration take the
 	// constant's value, which differs for a few
 	// (CPUCFSQuotaPeriod = "CustomCPUCFSQuotaPeriod").
-	apiDir, err := download("k8s.io/apiserver", fmt.Sprintf("v0.%d.0", minor))
+	apiDir, err := modproxy.Download("k8s.io/apiserver", fmt.Sprintf("v0.%d.0", minor))
 	if err != nil {
 		return r, err
 	}
@@ -211,17 +211,4 @@ func readDefaults(path string, names map[string]string, gates map[string]gate) e
 		}
 	}
 	return nil
-}
-
-func download(module, version string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
-	cmd.Dir = os.TempDir()
-	cmd.Env = append(os.Environ(), "GO111MODULE=on", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	var m struct{ Dir, Error string }
-	_ = json.Unmarshal(out, &m)
-	if err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go mod download %s@%s: %v %s", module, version, err, m.Error)
-	}
-	return m.Dir, nil
 }
