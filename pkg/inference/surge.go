@@ -76,7 +76,7 @@ func ApplySurge(ctx context.Context, c kubernetes.Interface, d *appsv1.Deploymen
 				return SurgeOutcome{Deployment: d.Namespace + "/" + d.Name, Run: run, Surge: rec.Surge, ReplicasBefore: rec.ReplicasBefore, ReplicasSet: rec.ReplicasSet,
 					ReplicasNow: replicasOf(d), ReplicasAfter: replicasOf(d), Action: ActionSurged, Message: "surged earlier by this run"}, nil
 			}
-			return SurgeOutcome{}, fmt.Errorf("deployment %s/%s carries the surge of run %s: finish it with `kubectl gang-drain restore %s` first", d.Namespace, d.Name, rec.Run, rec.Run)
+			return SurgeOutcome{}, fmt.Errorf("deployment %s/%s carries the surge of run %s: undo it first with `kubectl gang-drain restore %s --inference`", d.Namespace, d.Name, rec.Run, rec.Run)
 		}
 		before := replicasOf(d)
 		rec := SurgeRecord{Run: run, ReplicasBefore: before, ReplicasSet: before + surge, Surge: surge, At: now.UTC().Format(time.RFC3339)}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -400,26 +401,35 @@ func printInferenceRun(w io.Writer, rep InferenceRunReport, pf *cli.PrintFlags, 
 	return pf.PrintSummary(w, true, fmt.Sprintf("Run %s %s%s. Restore after the upgrade: kubectl gang-drain restore %s", rep.RunID, state, took, rep.RunID))
 }
 
-// inferenceRuns returns the runs of nodes recorded as inference runs.
-func inferenceRuns(ctx context.Context, o *Options, nodes []string) ([]string, error) {
+// inferenceRuns returns the runs of nodes recorded as inference runs
+// (activeOnly: those not yet restored).
+func inferenceRuns(ctx context.Context, o *Options, nodes []string, activeOnly bool) ([]string, error) {
 	kube, err := o.cg.Kube()
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
+	var ns []*corev1.Node
 	for _, n := range nodes {
 		node, err := kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		if id := node.Annotations[inference.AnnInferenceRun]; id != "" && id == node.Annotations[gang.AnnRunID] {
-			seen[id] = true
-		}
+		ns = append(ns, node)
 	}
-	out := make([]string, 0, len(seen))
-	for id := range seen {
-		out = append(out, id)
+	return inference.Runs(ns, activeOnly), nil
+}
+
+// refuseInferenceResume stops a plain run that would resume an --inference
+// run under way on the nodes: it would drain the rest of the pool at once,
+// unpaced, and leave the run's surge in place.
+func (o *Options) refuseInferenceResume(ctx context.Context, md cli.Metadata, nodes []string) error {
+	runs, err := inferenceRuns(ctx, o, nodes, true)
+	if err != nil {
+		return cli.ClassifyClusterErr(err, md, "reading the nodes' run records")
 	}
-	sort.Strings(out)
-	return out, nil
+	if len(runs) == 0 {
+		return nil
+	}
+	return cli.WithHint(cli.UsageErr(fmt.Errorf("run %s on these nodes is an --inference run: without --inference the rest of the pool would drain at once, unpaced, and its surge stay in place; resume it with the same `kubectl gang-drain run --inference` command, or undo it with `kubectl gang-drain restore %s`", strings.Join(runs, ", "), runs[0])),
+		"kubectl gang-drain status "+runs[0])
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
+	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 )
 
@@ -168,5 +169,39 @@ func TestInferenceRunDryRun(t *testing.T) {
 	n, _ := kube.CoreV1().Nodes().Get(context.Background(), "serve-0", metav1.GetOptions{})
 	if *d.Spec.Replicas != 2 || n.Spec.Unschedulable {
 		t.Errorf("the dry run changed the cluster: replicas %d, cordoned %v", *d.Spec.Replicas, n.Spec.Unschedulable)
+	}
+}
+
+// A plain run on a pool where an --inference run is under way is refused
+// (exit 2, nothing changed): it would drain the rest at once, unpaced.
+// Once the run is restored, a plain run may drain the nodes again.
+func TestPlainRunRefusesToResumeInferenceRun(t *testing.T) {
+	kube := servingCluster(16)
+	ctx := context.Background()
+	mark := func(state string) {
+		for _, name := range []string{"serve-0", "serve-1"} {
+			n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Annotations = map[string]string{gang.AnnRunID: "gd-inf", gang.AnnState: state, inference.AnnInferenceRun: "gd-inf"}
+			n.Spec.Unschedulable = state != string(gang.NodeDone)
+			if _, err := kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mark(string(gang.NodeDrained))
+	out, errOut, code := runCLI(t, servingGetter(kube), "run", "-l", "pool=serve")
+	if code != cli.ExitUsage || !strings.Contains(errOut, "run gd-inf on these nodes is an --inference run") || !strings.Contains(errOut, "kubectl gang-drain restore gd-inf") {
+		t.Errorf("plain run on an inference run: exit %d\n%s%s", code, out, errOut)
+	}
+	pods, _ := kube.CoreV1().Pods("serving").List(ctx, metav1.ListOptions{})
+	if len(pods.Items) != 4 {
+		t.Errorf("the refused run evicted pods: %d left", len(pods.Items))
+	}
+	mark(string(gang.NodeDone))
+	if out, errOut, code := runCLI(t, servingGetter(kube), "run", "-l", "pool=serve", "--dry-run"); code != 0 {
+		t.Errorf("plain dry run after restore: exit %d\n%s%s", code, out, errOut)
 	}
 }

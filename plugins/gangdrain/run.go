@@ -68,6 +68,9 @@ func (o *Options) RunDrain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := o.refuseInferenceResume(ctx, md, nodes); err != nil {
+		return err
+	}
 	d, err := o.drainer(ctx, o.requester(ctx))
 	if err != nil {
 		return err
@@ -229,7 +232,7 @@ func (o *Options) undoSurges(ctx context.Context, nodes, runIDs []string) ([]inf
 	runs := runIDs
 	if !o.inf.Inference {
 		var err error
-		if runs, err = inferenceRuns(ctx, o, nodes); err != nil {
+		if runs, err = inferenceRuns(ctx, o, nodes, false); err != nil {
 			return nil, fmt.Errorf("reading the nodes' inference runs: %w", err)
 		}
 	}
