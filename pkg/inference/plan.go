@@ -295,7 +295,10 @@ func Compute(pool *Pool, o Options) *Plan {
 		if mp.Loading > 0 {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: %d replica(s) outside the pool are still loading their weights: the first wave waits for them", mp.Key, mp.Loading))
 		}
-		if mp.Ready+mp.Loading < mp.Floor && len(undrained) > 0 {
+		// A model with nothing left on the pool (its replicas displaced
+		// by an interrupted run) loses nothing more: the run only waits
+		// for its replacements.
+		if mp.Ready+mp.Loading < mp.Floor && len(undrained) > 0 && mp.OnPoolTotal() > 0 {
 			plan.Refusals = append(plan.Refusals, fmt.Sprintf("model %s serves %d Ready replicas now, below its floor of %d (%s), before any drain", mp.Key, mp.Ready+mp.Loading, mp.Floor, mp.FloorFrom))
 		}
 	}

@@ -153,6 +153,9 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 	}
 	pool := &Pool{}
 	drained := map[string]bool{}
+	// The models a drained node held (recorded by the run), so that a
+	// resumed run still counts and waits for the replicas it displaced.
+	displacedFrom := map[string]string{} // model -> drained node
 	for _, n := range nodes {
 		node := byName[n]
 		if node == nil {
@@ -164,6 +167,13 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 		// drained and restored by another run is drained again.
 		pn.Drained = rec.State == gang.NodeDrained || rec.State == gang.NodeRestoring
 		drained[n] = pn.Drained
+		if pn.Drained {
+			for _, k := range recordedModels(node, rec.RunID) {
+				if _, ok := displacedFrom[k]; !ok {
+					displacedFrom[k] = n
+				}
+			}
+		}
 		pool.Nodes = append(pool.Nodes, pn)
 	}
 	sort.Slice(pool.Nodes, func(i, j int) bool { return pool.Nodes[i].Name < pool.Nodes[j].Name })
@@ -188,6 +198,10 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 			poolPods = append(poolPods, p)
 			namespaces[p.Namespace] = true
 		}
+	}
+	for k := range displacedFrom {
+		ns, _, _ := strings.Cut(k, "/")
+		namespaces[ns] = true
 	}
 
 	// The Deployments behind the pool's pods, through their ReplicaSets.
@@ -249,6 +263,18 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 			m.Product = skew.GPUProduct(byName[p.Spec.NodeName].Labels)
 			models[key] = m
 		}
+	}
+	for _, key := range sortedKeys(displacedFrom) {
+		d := deploys[key]
+		if models[key] != nil || d == nil {
+			continue
+		}
+		m, err := r.newModel(d, idx)
+		if err != nil {
+			return nil, err
+		}
+		m.Product = skew.GPUProduct(byName[displacedFrom[key]].Labels)
+		models[key] = m
 	}
 	// Count every pod of each model, wherever it runs.
 	for i := range podList.Items {

@@ -211,3 +211,80 @@ func TestDetectAndRunArgs(t *testing.T) {
 		t.Errorf("args (-want +got):\n%s", diff)
 	}
 }
+
+// A run interrupted after draining p0 and resumed: the models p0 held
+// (recorded on it) stay in the plan although nothing of them is left on
+// the pool, so that the next wave waits for their replacements still
+// loading their weights outside the pool.
+func TestResumeWaitsForReplicasOfDrainedNode(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	mistral, mistralRS := servingDeployment("mistral", 2, 2, map[string]string{AnnWeightsBytes: "4M"})
+	drainedAnn := map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeDrained), AnnInferenceRun: "gd-1", AnnInferenceModels: "serving/llama"}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, drainedAnn),
+		gpuNode("p1", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned), AnnInferenceRun: "gd-1"}),
+		gpuNode("spare-0", h100, 8, false, nil),
+		gpuNode("spare-1", h100, 8, false, nil),
+		llama, llamaRS, mistral, mistralRS,
+		servingPod(llamaRS, "llama-0", "spare-0", 4, true),
+		servingPod(llamaRS, "llama-1", "spare-1", 4, false), // loading
+		servingPod(mistralRS, "mistral-0", "p1", 2, true),
+		servingPod(mistralRS, "mistral-1", "spare-0", 2, true),
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	pool, err := r.Reader().Read(ctx, []string{"p0", "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := Compute(pool, r.Options.Plan)
+	if plan.Refused() {
+		t.Fatalf("refused: %v", plan.Refusals)
+	}
+	mp := plan.Model("serving/llama")
+	if mp == nil || mp.Loading != 1 || mp.OnPoolTotal() != 0 {
+		t.Fatalf("llama, displaced from the drained p0, not planned: %+v", plan.Models)
+	}
+	if len(plan.Waves) != 1 || plan.Waves[0].Nodes[0] != "p1" {
+		t.Fatalf("waves: %+v", plan.Waves)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	err = r.gate(gctx, plan, &plan.Waves[0])
+	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica(s) loading weights (llama-1 on spare-1)") {
+		t.Errorf("gate before wave 1: %v; want it waiting for llama-1", err)
+	}
+}
+
+// markNode adds the models on a node to those recorded there by the same
+// run, and starts afresh for another run.
+func TestMarkNodeMergesModels(t *testing.T) {
+	c := fake.NewClientset(gpuNode("p0", h100, 8, true, nil))
+	ctx := context.Background()
+	r := &Runner{Kube: c}
+	get := func() map[string]string {
+		n, err := c.CoreV1().Nodes().Get(ctx, "p0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Annotations
+	}
+	for _, step := range []struct {
+		run    string
+		models []string
+		want   string
+	}{
+		{"gd-1", []string{"serving/llama", "serving/mistral"}, "serving/llama,serving/mistral"},
+		{"gd-1", []string{"serving/mistral"}, "serving/llama,serving/mistral"}, // resumed, llama evicted already
+		{"gd-2", []string{"serving/qwen"}, "serving/qwen"},
+		{"gd-3", nil, ""},
+	} {
+		if err := r.markNode(ctx, "p0", step.run, step.models); err != nil {
+			t.Fatal(err)
+		}
+		a := get()
+		if a[AnnInferenceRun] != step.run || a[AnnInferenceModels] != step.want {
+			t.Errorf("after %s %v: run %q models %q, want %q", step.run, step.models, a[AnnInferenceRun], a[AnnInferenceModels], step.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ package inference
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -182,7 +183,13 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		return res, nil
 	}
 	for _, n := range nodes {
-		if err := r.markNode(ctx, n, runID); err != nil {
+		var held []string
+		for _, mp := range plan.Models {
+			if mp.OnPool[n] > 0 {
+				held = append(held, mp.Key)
+			}
+		}
+		if err := r.markNode(ctx, n, runID, held); err != nil {
 			return res, incomplete(err)
 		}
 	}
@@ -275,17 +282,28 @@ func incomplete(err error) error {
 	return fmt.Errorf("%w: %w", gang.ErrIncomplete, err)
 }
 
-// markNode records on a node that the run is an inference run.
-func (r *Runner) markNode(ctx context.Context, node, runID string) error {
+// markNode records on a node that the run is an inference run, and adds
+// the models with replicas on it to those it records there (a resumed run
+// keeps what the first one saw on a node it drained in part).
+func (r *Runner) markNode(ctx context.Context, node, runID string, models []string) error {
 	n, err := r.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("reading node %s: %w", node, err)
 	}
+	recorded := ""
 	if n.Annotations[AnnInferenceRun] == runID {
+		recorded = n.Annotations[AnnInferenceModels]
+	}
+	merged := mergeModels(recorded, models)
+	if n.Annotations[AnnInferenceRun] == runID && n.Annotations[AnnInferenceModels] == merged {
 		return nil
 	}
-	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnInferenceRun, runID)
-	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+	ann := map[string]any{AnnInferenceRun: runID, AnnInferenceModels: merged}
+	if merged == "" {
+		ann[AnnInferenceModels] = nil
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("updating node %s: %w", node, err)
 	}
 	return nil

@@ -34,6 +34,10 @@ const (
 	// AnnInferenceRun on a node names the inference run that cordoned it,
 	// so that restore knows to undo that run's surges too.
 	AnnInferenceRun = gang.StatePrefix + "inference-run"
+	// AnnInferenceModels on a node lists the models (namespace/name,
+	// comma-separated) that had replicas on it when the run began, so that
+	// a resumed run still waits for the replicas a drained node displaced.
+	AnnInferenceModels = gang.StatePrefix + "inference-models"
 )
 
 // SurgeOutcome is what a run or restore did with one surged Deployment.
