@@ -197,7 +197,9 @@ func bytesWord(b map[inference.Source]int64) string {
 func printInferencePlan(w io.Writer, rep InferencePlanReport, pf *cli.PrintFlags, c cli.Colorizer) error {
 	opts := pf.TableOptions()
 	p := rep.Plan
-	mt := cli.Table{Columns: []cli.Column{{Name: "MODEL", Shrink: true, Min: 14, Elide: cli.ElideMiddle}, {Name: "REPLICAS"}, {Name: "READY"}, {Name: "ON POOL"}, {Name: "GPUS/REPLICA"},
+	// The model's name is never cut: the step table below heads a column
+	// with it. Its namespace may be.
+	mt := cli.Table{Columns: []cli.Column{{Name: "NAMESPACE", Shrink: true, Min: 9, Elide: cli.ElideMiddle}, {Name: "MODEL"}, {Name: "REPLICAS"}, {Name: "READY"}, {Name: "ON POOL"}, {Name: "GPUS/REPLICA"},
 		{Name: "WEIGHTS"}, {Name: "PDB", Shrink: true, Min: 12}, {Name: "FLOOR"}, {Name: "SURGE"}, {Name: "FLOOR FROM", Wide: true}}}
 	for _, m := range p.Models {
 		weights := "unknown"
@@ -212,7 +214,7 @@ func printInferencePlan(w io.Writer, rep InferencePlanReport, pf *cli.PrintFlags
 		if m.Surge > 0 {
 			surge = fmt.Sprintf("+%d", m.Surge)
 		}
-		mt.AddRow(m.Key, fmt.Sprint(m.Replicas), fmt.Sprint(m.Ready), fmt.Sprint(m.OnPoolTotal()), fmt.Sprint(m.GPUsPerReplica), weights, pdb, fmt.Sprint(m.Floor), surge, m.FloorFrom)
+		mt.AddRow(m.Namespace, m.Name, fmt.Sprint(m.Replicas), fmt.Sprint(m.Ready), fmt.Sprint(m.OnPoolTotal()), fmt.Sprint(m.GPUsPerReplica), weights, pdb, fmt.Sprint(m.Floor), surge, m.FloorFrom)
 	}
 	if len(mt.Rows) > 0 {
 		if err := mt.Print(w, opts); err != nil {
@@ -223,8 +225,8 @@ func printInferencePlan(w io.Writer, rep InferencePlanReport, pf *cli.PrintFlags
 	// One column per model: its Ready replicas while the wave's
 	// replacements hydrate -> once they are Ready.
 	cols := []cli.Column{{Name: "STEP"}, {Name: "NODES", Shrink: true, Min: 12}, {Name: "HYDRATE", Shrink: true, Min: 12}, {Name: "COLD START"}}
-	for _, m := range p.Models {
-		cols = append(cols, cli.Column{Name: strings.ToUpper(m.Name), Shrink: true, Min: 8})
+	for _, h := range modelHeads(p.Models) {
+		cols = append(cols, cli.Column{Name: h})
 	}
 	st := cli.Table{Columns: cols}
 	row := func(step, nodes, hydrate, cold string, cell func(key string) string) {
@@ -268,6 +270,24 @@ func printInferencePlan(w io.Writer, rep InferencePlanReport, pf *cli.PrintFlags
 	}
 	return pf.PrintSummary(w, true, fmt.Sprintf("ETA %s: surge %s + %d wave(s) over %d node(s), %d free GPU(s) outside the pool; %s",
 		p.ETA.Round(time.Second), surge.Round(time.Second), len(p.Waves), rep.Summary.Nodes, p.Headroom, verdict))
+}
+
+// modelHeads are the step table's column heads, one per model: its name,
+// or namespace/name where two models share a name.
+func modelHeads(models []inference.ModelPlan) []string {
+	n := map[string]int{}
+	for _, m := range models {
+		n[m.Name]++
+	}
+	out := make([]string, 0, len(models))
+	for _, m := range models {
+		h := m.Name
+		if n[m.Name] > 1 {
+			h = m.Key
+		}
+		out = append(out, strings.ToUpper(h))
+	}
+	return out
 }
 
 // InferenceRunReport is the output of `run --inference` (kind
@@ -361,7 +381,7 @@ func printInferenceRun(w io.Writer, rep InferenceRunReport, pf *cli.PrintFlags, 
 	if err := wt.Print(w, opts); err != nil {
 		return err
 	}
-	mt := cli.Table{Columns: []cli.Column{{Name: "MODEL", Shrink: true, Min: 14, Elide: cli.ElideMiddle}, {Name: "FLOOR"}, {Name: "MIN READY SEEN"}, {Name: "SURGE"}}}
+	mt := cli.Table{Columns: []cli.Column{{Name: "NAMESPACE", Shrink: true, Min: 9, Elide: cli.ElideMiddle}, {Name: "MODEL"}, {Name: "FLOOR"}, {Name: "MIN READY SEEN"}, {Name: "SURGE"}}}
 	surge := map[string]string{}
 	for _, s := range rep.Surges {
 		surge[s.Deployment] = fmt.Sprintf("+%d", s.Surge)
@@ -382,7 +402,8 @@ func printInferenceRun(w io.Writer, rep InferenceRunReport, pf *cli.PrintFlags, 
 				seen += " " + c.Status("BLOCKED")
 			}
 		}
-		mt.AddRow(k, fmt.Sprint(rep.Floor[k]), seen, strings.TrimSpace(surge[k]))
+		ns, name, _ := strings.Cut(k, "/")
+		mt.AddRow(ns, name, fmt.Sprint(rep.Floor[k]), seen, strings.TrimSpace(surge[k]))
 	}
 	if len(mt.Rows) > 0 {
 		fmt.Fprintln(w)

@@ -205,3 +205,39 @@ func TestPlainRunRefusesToResumeInferenceRun(t *testing.T) {
 		t.Errorf("plain dry run after restore: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// Long model names are printed whole, in the model table and as the step
+// table's column heads; two models of one name are told apart by their
+// namespace.
+func TestInferencePlanLongModelNames(t *testing.T) {
+	long := "llama-3-1-405b-instruct-fp8-with-a-long-suffix"
+	var models []inference.ModelPlan
+	start := map[string]int32{}
+	for _, ns := range []string{"inference-prod-eu-west-1", "inference-prod-us-east-1"} {
+		m := &inference.Model{Key: ns + "/" + long, Namespace: ns, Name: long, Replicas: 4, Ready: 4}
+		models = append(models, inference.ModelPlan{Model: m})
+		start[m.Key] = 4
+	}
+	short := &inference.Model{Key: "serving/mistral", Namespace: "serving", Name: "mistral", Replicas: 2, Ready: 2}
+	models = append(models, inference.ModelPlan{Model: short})
+	start[short.Key] = 2
+	rep := InferencePlanReport{Plan: &inference.Plan{Models: models, Start: start}}
+	var out strings.Builder
+	if err := printInferencePlan(&out, rep, cli.NewPrintFlags(), cli.Colorizer{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	for _, want := range []string{"inference-prod-eu-west-1/" + long, "inference-prod-us-east-1/" + long} {
+		if !strings.Contains(out.String(), strings.ToUpper(want)) {
+			t.Errorf("step table lacks the head %q:\n%s", strings.ToUpper(want), out.String())
+		}
+	}
+	if !strings.Contains(out.String(), " MISTRAL") {
+		t.Errorf("step table lacks the head MISTRAL:\n%s", out.String())
+	}
+	for _, l := range lines[1:3] {
+		if !strings.Contains(l, " "+long+" ") {
+			t.Errorf("model table row cuts the name %q: %q", long, l)
+		}
+	}
+}
