@@ -268,6 +268,8 @@ func TestGangDrainRole(t *testing.T) {
 		}},
 		{flow: "plan-inference", code: 3, line: denied("list", "replicasets")},
 		{flow: "restore-surge", code: 3, line: denied("patch", "deployments")},
+		// Degrades: the plan notes that it cannot tell which models an autoscaler scales.
+		{flow: "plan-inference", code: 1, also: []string{"note: cannot list horizontalpodautoscalers", denied("list", "horizontalpodautoscalers")}},
 	})
 	_ = rbacv1.GroupName
 }

@@ -190,6 +190,7 @@ func Compute(pool *Pool, o Options) *Plan {
 	for _, g := range pool.Gangs {
 		plan.Refusals = append(plan.Refusals, fmt.Sprintf("training gang %s has ranks on the pool: drain it with `kubectl gang-drain run` (checkpoint-and-yield), not --inference", g))
 	}
+	plan.Notes = append(plan.Notes, pool.Notes...)
 	if len(pool.Models) == 0 && len(undrained) > 0 {
 		plan.Notes = append(plan.Notes, "no model Deployment (pods asking for GPUs) runs on the pool: it drains as any pool does")
 	}
@@ -229,6 +230,17 @@ func Compute(pool *Pool, o Options) *Plan {
 		for _, m := range models {
 			if m.Surged > 0 {
 				continue // applied earlier by this run
+			}
+			if m.Autoscaler != "" {
+				// The autoscaler sets spec.replicas: back to maxReplicas at
+				// once when above it ("Current number of replicas above
+				// Spec.MaxReplicas"), else to what its metrics want once
+				// the downscale stabilization window (5m by default) has
+				// passed (kubernetes/kubernetes@v1.37.2
+				// pkg/controller/podautoscaler/horizontal.go and
+				// config/v1alpha1/defaults.go), so a surge would not stay.
+				plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: no surge: HorizontalPodAutoscaler %s sets its replicas and would scale a surge away; to surge it, raise the autoscaler's minReplicas for the drain and plan again", m.Key, m.Autoscaler))
+				continue
 			}
 			for _, n := range undrained {
 				target[m.Key] = max(target[m.Key], m.OnPool[n])

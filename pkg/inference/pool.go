@@ -16,7 +16,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
@@ -72,6 +74,10 @@ type Model struct {
 	OnPoolReady map[string]int32 `json:"-"`
 	// Selector selects the model's pods.
 	Selector string `json:"selector"`
+	// Autoscaler names the HorizontalPodAutoscaler whose scaleTargetRef is
+	// the Deployment: it sets spec.replicas itself, so the plan does not
+	// surge the model.
+	Autoscaler string `json:"autoscaler,omitempty"`
 
 	pdb      *policyv1.PodDisruptionBudget
 	template *corev1.Pod
@@ -118,6 +124,8 @@ type Pool struct {
 	// discovery): a pool that holds them is drained by gang-drain's
 	// checkpoint flow, not as an inference pool.
 	Gangs []string `json:"gangs,omitempty"`
+	// Notes are what the reader could not read, with what it means.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Reader reads a pool. Kube is required; Discoverer, when set, finds
@@ -205,7 +213,8 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 	}
 
 	// The Deployments behind the pool's pods, through their ReplicaSets.
-	rsOwner := map[rsRef]string{} // ReplicaSet -> Deployment name
+	rsOwner := map[rsRef]string{}     // ReplicaSet -> Deployment name
+	autoscaler := map[string]string{} // Deployment -> its HorizontalPodAutoscaler
 	deploys := map[string]*appsv1.Deployment{}
 	var pdbs []*policyv1.PodDisruptionBudget
 	for _, ns := range sortedKeys(namespaces) {
@@ -225,6 +234,20 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 		for i := range dl.Items {
 			d := &dl.Items[i]
 			deploys[ns+"/"+d.Name] = d
+		}
+		hl, err := r.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{})
+		switch {
+		case apierrors.IsForbidden(err):
+			pool.Notes = append(pool.Notes, fmt.Sprintf("cannot list horizontalpodautoscalers in namespace %s (%v): a model whose replicas an autoscaler sets would be surged, and the autoscaler would scale the surge away", ns, err))
+		case err != nil:
+			return nil, fmt.Errorf("listing horizontalpodautoscalers in namespace %s: %w", ns, err)
+		default:
+			for _, h := range hl.Items {
+				ref := h.Spec.ScaleTargetRef
+				if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.Group == appsv1.GroupName && ref.Kind == "Deployment" {
+					autoscaler[ns+"/"+ref.Name] = h.Name
+				}
+			}
 		}
 		pl, err := r.Kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -275,6 +298,9 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 		}
 		m.Product = skew.GPUProduct(byName[displacedFrom[key]].Labels)
 		models[key] = m
+	}
+	for k, m := range models {
+		m.Autoscaler = autoscaler[k]
 	}
 	// Count every pod of each model, wherever it runs.
 	for i := range podList.Items {

@@ -2,20 +2,25 @@ package inference
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
@@ -286,5 +291,45 @@ func TestMarkNodeMergesModels(t *testing.T) {
 		if a[AnnInferenceRun] != step.run || a[AnnInferenceModels] != step.want {
 			t.Errorf("after %s %v: run %q models %q, want %q", step.run, step.models, a[AnnInferenceRun], a[AnnInferenceModels], step.want)
 		}
+	}
+}
+
+// A model whose replicas a HorizontalPodAutoscaler sets is not surged (the
+// autoscaler would scale the surge away); the other model is. A namespace
+// whose autoscalers may not be listed is a note, not a failure.
+func TestAutoscaledModelIsNotSurged(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	mistral, mistralRS := servingDeployment("mistral", 2, 2, map[string]string{AnnWeightsBytes: "4M"})
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "llama-hpa"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "llama"}, MaxReplicas: 2}}
+	objs := []runtime.Object{
+		gpuNode("p0", h100, 8, false, nil), gpuNode("p1", h100, 8, false, nil), gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS, mistral, mistralRS, hpa,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "p1", 4, true),
+		servingPod(mistralRS, "mistral-0", "p0", 2, true), servingPod(mistralRS, "mistral-1", "p1", 2, true),
+	}
+	c := fake.NewClientset(objs...)
+	p, err := (&Reader{Kube: c}).Read(context.Background(), []string{"p0", "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := Compute(p, Options{Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}})
+	if plan.Surge == nil || plan.Surge.Added["serving/llama"] != 0 || plan.Surge.Added["serving/mistral"] != 1 {
+		t.Fatalf("surge: %+v, want mistral +1 and no llama", plan.Surge)
+	}
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), "model serving/llama: no surge: HorizontalPodAutoscaler llama-hpa sets its replicas") {
+		t.Errorf("notes: %v", plan.Notes)
+	}
+
+	c = fake.NewClientset(objs...)
+	c.PrependReactor("list", "horizontalpodautoscalers", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "autoscaling", Resource: "horizontalpodautoscalers"}, "", errors.New("denied"))
+	})
+	p, err = (&Reader{Kube: c}).Read(context.Background(), []string{"p0", "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(Compute(p, Options{Bandwidth: Bandwidth{SourceObjectStore: 1}}).Notes, "\n"), "cannot list horizontalpodautoscalers in namespace serving") {
+		t.Errorf("no note for the forbidden list: %v", p.Notes)
 	}
 }
