@@ -18,9 +18,11 @@ type Detection struct {
 }
 
 // Detect classifies a pool read by Reader.Read (with a Discoverer, so that
-// gangs are seen). The runbook and the fleet programme call it per GPU
-// pool to choose `kubectl gang-drain run --inference` (RunArgs) over the
-// gang drain, and add Plan.ETA to the pool step's expected duration.
+// gangs are seen), for a caller that chooses per GPU pool between
+// `kubectl gang-drain run --inference` (RunArgs) and the gang drain and
+// adds Plan.ETA to the pool step's expected duration. Neither the runbook
+// (pkg/skew, which this package imports for GPUProduct, so it cannot
+// import this one back) nor the fleet programme calls it yet.
 func Detect(pool *Pool) Detection {
 	d := Detection{Models: len(pool.Models), Gangs: len(pool.Gangs)}
 	for _, m := range pool.Models {
