@@ -330,6 +330,11 @@ func (o *Options) RunInference(ctx context.Context) error {
 	}
 	if errors.Is(err, inference.ErrRefused) {
 		hint := "kubectl gang-drain plan --inference " + strings.Join(o.nodeArgs(), " ")
+		// A resumed run refused: its nodes stay cordoned and its surge in
+		// place until the plan allows it again or restore undoes it.
+		if runs, rerr := inferenceRuns(ctx, o, nodes, true); rerr == nil && len(runs) > 0 {
+			hint += fmt.Sprintf("; run %s stays as it is (nodes cordoned, surge in place): resume it once the plan allows, or undo it with kubectl gang-drain restore %s", strings.Join(runs, ", "), runs[0])
+		}
 		return cli.WithHint(&cli.ExitError{Code: cli.ExitFindings, Err: err}, hint)
 	}
 	hint := "kubectl gang-drain status"

@@ -241,3 +241,25 @@ func TestInferencePlanLongModelNames(t *testing.T) {
 		}
 	}
 }
+
+// A resumed run whose plan is refused leaves its run as it is and says
+// how to undo it.
+func TestInferenceRefusedResumeNamesRestore(t *testing.T) {
+	kube := servingCluster(0)
+	ctx := context.Background()
+	for _, name := range []string{"serve-0", "serve-1"} {
+		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Annotations = map[string]string{gang.AnnRunID: "gd-inf", gang.AnnState: string(gang.NodeCordoned), inference.AnnInferenceRun: "gd-inf"}
+		n.Spec.Unschedulable = true
+		if _, err := kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := runCLI(t, servingGetter(kube), "run", "-l", "pool=serve", "--inference", "--hydrate-bandwidth", "object-store=1M/s", "--min-serving", "0.5")
+	if code != cli.ExitFindings || !strings.Contains(errOut, "run gd-inf stays as it is (nodes cordoned, surge in place)") || !strings.Contains(errOut, "kubectl gang-drain restore gd-inf") {
+		t.Errorf("refused resume: exit %d\n%s%s", code, out, errOut)
+	}
+}
