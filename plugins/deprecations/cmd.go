@@ -44,7 +44,10 @@ var long = templates.LongDesc(`
 	unrendered templates, are listed on stderr (and under notScanned in
 	-o json), counted in the summary and never dropped silently: a file
 	that is not scanned at all makes the exit code 3 (could not read
-	everything), unless a worse code applies.`)
+	everything), unless a worse code applies. A -f, -k or --audit-log path
+	that does not exist, and a file, directory or stdin that holds no
+	object (an audit log no event), are refused with exit 3 before
+	anything is printed.`)
 
 var example = templates.Examples(`
   # What the apiserver saw, objects, Helm releases and CRDs, for the next minor

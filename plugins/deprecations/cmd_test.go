@@ -123,7 +123,6 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--source", "audit", "--target-version", "v1.30"}, "needs --audit-log"},
 		{[]string{"-f", "-", "--audit-log", "-", "--target-version", "v1.30"}, "stdin"},
 		{[]string{"-o", "json", "--no-headers", "-f", "x", "--target-version", "v1.3"}, "--no-headers"},
-		{[]string{"-f", "does-not-exist", "--target-version", "v1.30"}, "does-not-exist"},
 		{[]string{"--rules", "testdata/ci/broken.yaml", "-f", "x", "--target-version", "v1.30"}, "rules file"},
 	} {
 		out, errOut, code := runCmd(t, cg, "", tc.args...)
@@ -247,8 +246,8 @@ func TestKustomize(t *testing.T) {
 	if len(rep.Items) != 1 || rep.Items[0].Name != "team-nightly" || rep.Items[0].Location != "kustomize testdata/kustomize:1" {
 		t.Errorf("items %+v", rep.Items)
 	}
-	if _, _, code := runCmd(t, cli.NewTestClientGetter(), "", "-k", "testdata/ci", "--target-version", "v1.30"); code != cli.ExitUsage {
-		t.Errorf("not a kustomization: exit %d", code)
+	if _, _, code := runCmd(t, cli.NewTestClientGetter(), "", "-k", "testdata/ci", "--target-version", "v1.30"); code != cli.ExitUnavailable {
+		t.Errorf("not a kustomization: exit %d, want 3 (input unreadable)", code)
 	}
 }
 
