@@ -55,7 +55,9 @@ var Cases = []Case{
 	{Name: "unknown-context", Flag: "context", Says: "no-such-context", Lenient: true, Args: func(string) []string { return []string{"--context", "no-such-context"} }},
 	{Name: "missing-file", Flag: "filename", Says: "/nonexistent/gpufleet.yaml", Refused: true, Args: func(string) []string { return []string{"-f", "/nonexistent/gpufleet.yaml"} }},
 	{Name: "empty-file", Flag: "filename", Says: "empty.yaml", Refused: true, Args: func(dir string) []string { return []string{"-f", filepath.Join(dir, "empty.yaml")} }},
-	{Name: "empty-audit-log", Flag: "audit-log", Says: "empty.yaml", Refused: true, Args: func(dir string) []string { return []string{"--source", "audit", "--audit-log", filepath.Join(dir, "empty.yaml")} }},
+	{Name: "empty-audit-log", Flag: "audit-log", Says: "empty.yaml", Refused: true, Args: func(dir string) []string {
+		return []string{"--source", "audit", "--audit-log", filepath.Join(dir, "empty.yaml")}
+	}},
 	{Name: "unparsable-file", Flag: "filename", Says: "broken.yaml", Args: func(dir string) []string { return []string{"-f", filepath.Join(dir, "broken.yaml")} }},
 	{Name: "dry-run-bad", Flag: "dry-run", Says: "bogus", Args: func(string) []string { return []string{"--dry-run=bogus"} }},
 	{Name: "dry-run-read-only", Without: "dry-run", Says: "has no --dry-run", Args: func(string) []string { return []string{"--dry-run=client"} }},
