@@ -70,6 +70,10 @@ type GangOutcome struct {
 	StopStartedAt time.Time `json:"stopStartedAt,omitzero"`
 	// PodsGoneAt is when the last pod of the gang was gone.
 	PodsGoneAt time.Time `json:"podsGoneAt,omitzero"`
+	// DeletedPods are the pods the run deleted itself once the gang's Jobs
+	// were suspended (also recorded on the gang's stop object); the other
+	// pods of the gang were deleted by their Job controller.
+	DeletedPods *DeletedPods `json:"deletedPods,omitempty"`
 
 	// cause is the error behind a failed action, kept so that callers can
 	// tell a refused request (exit 3) from the rest.
@@ -110,6 +114,11 @@ type Drainer struct {
 	OnEvent func(Event)
 	// GPUResources are counted as GPUs (default DefaultGPUResources).
 	GPUResources []corev1.ResourceName
+	// PodClient returns the client that deletes one stopped gang's pods
+	// (Options.DeleteStoppedPods). Each call returns a client with a rate
+	// limiter of its own, so that one gang's deletes never wait behind
+	// another's; nil uses Kube.
+	PodClient func() (kubernetes.Interface, error)
 
 	mu      sync.Mutex
 	nodeMu  sync.Map // node name -> *sync.Mutex: one read-merge-write of a node's gang record at a time

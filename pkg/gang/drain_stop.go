@@ -142,15 +142,16 @@ func (d *Drainer) followGangPods(g *Gang) *gangPods {
 	return gp
 }
 
-// list reads the gang's pods that still exist (by UID, not done).
-func (gp *gangPods) list(ctx context.Context) error {
+// list reads the gang's pods that still exist (by UID, not done); it
+// returns the namespace's pods.
+func (gp *gangPods) list(ctx context.Context) (*corev1.PodList, error) {
 	var list *corev1.PodList
 	err := gp.d.retry(ctx, func() (err error) {
 		list, err = gp.d.Kube.CoreV1().Pods(gp.g.Namespace).List(ctx, metav1.ListOptions{})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("listing pods in namespace %s: %w", gp.g.Namespace, err)
+		return nil, fmt.Errorf("listing pods in namespace %s: %w", gp.g.Namespace, err)
 	}
 	gp.left = map[types.UID]bool{}
 	for _, p := range list.Items {
@@ -159,7 +160,17 @@ func (gp *gangPods) list(ctx context.Context) error {
 		}
 	}
 	gp.wt.read(ctx, list.ResourceVersion)
-	return nil
+	return list, nil
+}
+
+// follow adds pods to wait for (present and not done).
+func (gp *gangPods) follow(uids []types.UID) {
+	for _, uid := range uids {
+		if !gp.uids[uid] {
+			gp.uids[uid] = true
+			gp.left[uid] = true
+		}
+	}
 }
 
 // wait returns after a change or a poll interval, with the count left.
@@ -169,7 +180,7 @@ func (gp *gangPods) wait(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if reread {
-		if err := gp.list(ctx); err != nil {
+		if _, err := gp.list(ctx); err != nil {
 			return 0, err
 		}
 	} else if ev != nil {
@@ -205,7 +216,7 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 		ann := map[string]any{AnnStoppedByRun: d.runID, AnnStopMethod: string(g.Method), AnnStopState: GangStopping, AnnGangRecord: string(rec)}
 		if g.Annotations[AnnStoppedByRun] != d.runID {
 			ann[AnnStoppedAt] = timeString(now)
-			ann[AnnRestoredBy], ann[AnnRestoredAt] = nil, nil
+			ann[AnnRestoredBy], ann[AnnRestoredAt], ann[AnnDeletedPods] = nil, nil, nil
 		}
 		if g.Method == StopScaleToZero && g.Annotations[AnnReplicas] == "" {
 			var u *unstructured.Unstructured
@@ -227,12 +238,16 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 	if err := d.retry(ctx, func() error { return d.applyStop(ctx, g) }); err != nil {
 		return fail(err)
 	}
-	if err := d.waitGone(ctx, g); err != nil {
+	deleted, err := d.waitGone(ctx, g)
+	if err != nil {
 		return fail(err)
 	}
-	o.PodsGoneAt = d.clock().Now()
+	o.PodsGoneAt, o.DeletedPods = d.clock().Now(), deleted
 	if t := stopTarget(g); t != nil {
 		ann := map[string]any{AnnStopState: GangStopped}
+		if deleted != nil {
+			ann[AnnDeletedPods] = deleted.encode()
+		}
 		// End the request as stopped, not withdrawn: a trainer still in
 		// its grace period must not resume stepping, and the gang does not
 		// yield to it again when it is readmitted. Request and answer stay
@@ -247,7 +262,11 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 		}
 	}
 	o.Action = ActionStopped
-	d.gangEvent(g, "stopped: %d pods gone in %s", g.Ranks, o.PodsGoneAt.Sub(o.StopStartedAt).Round(10*time.Millisecond))
+	by := ""
+	if deleted != nil && deleted.Count > 0 {
+		by = fmt.Sprintf(" (%d deleted by gang-drain once their Jobs were suspended)", deleted.Count)
+	}
+	d.gangEvent(g, "stopped: %d pods gone in %s%s", g.Ranks, o.PodsGoneAt.Sub(o.StopStartedAt).Round(10*time.Millisecond), by)
 	return o
 }
 
@@ -410,14 +429,47 @@ func (d *Drainer) applyStop(ctx context.Context, g *Gang) error {
 }
 
 // waitGone waits until every pod of the gang is gone (and, under Kueue,
-// the workload is no longer admitted).
-func (d *Drainer) waitGone(ctx context.Context, g *Gang) error {
+// the workload is no longer admitted). Meanwhile it deletes the pods of
+// the gang's suspended Jobs itself (drain_delete.go) and returns the
+// record of what it deleted, nil when it deleted nothing.
+func (d *Drainer) waitGone(ctx context.Context, g *Gang) (*DeletedPods, error) {
 	deadline := d.clock().Now().Add(d.Options.stopTimeout())
 	gp := d.followGangPods(g)
 	defer gp.stop()
-	if err := gp.list(ctx); err != nil {
-		return err
+	list, err := gp.list(ctx)
+	if err != nil {
+		return nil, err
 	}
+	x, err := d.newPodDeleter(g, list)
+	if err != nil {
+		return nil, err
+	}
+	if x != nil {
+		gp.follow(x.candidates())
+		quit, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			x.run(ctx, quit)
+		}()
+		ended := false
+		end := func() {
+			if !ended {
+				ended = true
+				close(quit)
+				<-done
+			}
+		}
+		defer end()
+		if err := d.waitPodsGone(ctx, g, gp, deadline); err != nil {
+			return nil, err
+		}
+		end()
+		return x.result(), nil
+	}
+	return nil, d.waitPodsGone(ctx, g, gp, deadline)
+}
+
+func (d *Drainer) waitPodsGone(ctx context.Context, g *Gang, gp *gangPods, deadline time.Time) error {
 	left := len(gp.left)
 	for {
 		// The workload is read once the pods are gone: Kueue takes the
