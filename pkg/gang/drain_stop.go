@@ -238,11 +238,11 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 	if err := d.retry(ctx, func() error { return d.applyStop(ctx, g) }); err != nil {
 		return fail(err)
 	}
-	deleted, err := d.waitGone(ctx, g)
+	deleted, goneAt, err := d.waitGone(ctx, g)
 	if err != nil {
 		return fail(err)
 	}
-	o.PodsGoneAt, o.DeletedPods = d.clock().Now(), deleted
+	o.PodsGoneAt, o.DeletedPods = goneAt, deleted
 	if t := stopTarget(g); t != nil {
 		ann := map[string]any{AnnStopState: GangStopped}
 		if deleted != nil {
@@ -429,20 +429,20 @@ func (d *Drainer) applyStop(ctx context.Context, g *Gang) error {
 }
 
 // waitGone waits until every pod of the gang is gone (and, under Kueue,
-// the workload is no longer admitted). Meanwhile it deletes the pods of
-// the gang's suspended Jobs itself (drain_delete.go) and returns the
-// record of what it deleted, nil when it deleted nothing.
-func (d *Drainer) waitGone(ctx context.Context, g *Gang) (*DeletedPods, error) {
+// the workload is evicted). Meanwhile it deletes the pods of the gang's
+// suspended Jobs itself (drain_delete.go). It returns the record of what
+// it deleted (nil when it deleted nothing) and when the last pod went.
+func (d *Drainer) waitGone(ctx context.Context, g *Gang) (*DeletedPods, time.Time, error) {
 	deadline := d.clock().Now().Add(d.Options.stopTimeout())
 	gp := d.followGangPods(g)
 	defer gp.stop()
 	list, err := gp.list(ctx)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	x, err := d.newPodDeleter(g, list)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if x != nil {
 		gp.follow(x.candidates())
@@ -460,22 +460,37 @@ func (d *Drainer) waitGone(ctx context.Context, g *Gang) (*DeletedPods, error) {
 			}
 		}
 		defer end()
-		if err := d.waitPodsGone(ctx, g, gp, deadline); err != nil {
-			return nil, err
+		goneAt, err := d.waitPodsGone(ctx, g, gp, deadline)
+		if err != nil {
+			return nil, goneAt, err
 		}
 		end()
-		return x.result(), nil
+		return x.result(), goneAt, nil
 	}
-	return nil, d.waitPodsGone(ctx, g, gp, deadline)
+	goneAt, err := d.waitPodsGone(ctx, g, gp, deadline)
+	return nil, goneAt, err
 }
 
-func (d *Drainer) waitPodsGone(ctx context.Context, g *Gang, gp *gangPods, deadline time.Time) error {
+// waitPodsGone waits until the gang's pods are gone and, under Kueue, the
+// workload is evicted, and returns when the last pod was seen gone.
+//
+// Kueue marks a deactivated workload Evicted at once (the workload
+// controller's Reconcile, sigs.k8s.io/kueue@v0.17.0
+// pkg/controller/core/workload_controller.go); it takes the quota
+// reservation back, and Admitted with it, only once the job reports no
+// active pods (the eviction branch of the jobframework's Reconcile). For
+// a Job that count is the Job controller's status, which it writes after
+// its own pass over the suspended Job's pods: two requests per pod at
+// kube-controller-manager's rate, whoever deleted them. So the stop waits
+// for Evicted (or no Admitted), never for the quota.
+func (d *Drainer) waitPodsGone(ctx context.Context, g *Gang, gp *gangPods, deadline time.Time) (time.Time, error) {
 	left := len(gp.left)
+	var goneAt time.Time
 	for {
-		// The workload is read once the pods are gone: Kueue takes the
-		// admission back before the pods go, so this is rarely more
-		// than one read.
-		admitted := false
+		if left == 0 && goneAt.IsZero() {
+			goneAt = d.clock().Now()
+		}
+		stopping := false
 		if left == 0 && g.Method == StopKueue && d.Kueue != nil {
 			var wl *kueuev1beta2.Workload
 			err := d.retry(ctx, func() (err error) {
@@ -483,21 +498,24 @@ func (d *Drainer) waitPodsGone(ctx context.Context, g *Gang, gp *gangPods, deadl
 				return err
 			})
 			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("reading Kueue workload %s/%s: %w", g.Namespace, g.Workload.Name, err)
+				return goneAt, fmt.Errorf("reading Kueue workload %s/%s: %w", g.Namespace, g.Workload.Name, err)
 			}
 			if err == nil {
-				admitted = conditionTrue(wl.Status.Conditions, "Admitted")
+				stopping = conditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted) && !conditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadEvicted)
 			}
 		}
-		if left == 0 && !admitted {
-			return nil
+		if left == 0 && !stopping {
+			return goneAt, nil
 		}
 		if d.clock().Now().After(deadline) {
-			return fmt.Errorf("%d pod(s) of gang %s still exist after %s", left, g.Key, d.Options.stopTimeout())
+			if left == 0 {
+				return goneAt, fmt.Errorf("Kueue has not evicted workload %s/%s of gang %s after %s", g.Namespace, g.Workload.Name, g.Key, d.Options.stopTimeout())
+			}
+			return goneAt, fmt.Errorf("%d pod(s) of gang %s still exist after %s", left, g.Key, d.Options.stopTimeout())
 		}
 		var err error
 		if left, err = gp.wait(ctx); err != nil {
-			return err
+			return goneAt, err
 		}
 	}
 }

@@ -263,6 +263,10 @@ func (o *Options) podClient() func() (kubernetes.Interface, error) {
 			}
 			cfg = rest.CopyConfig(c)
 			cfg.QPS, cfg.Burst, cfg.RateLimiter = o.PodDeleteQPS, max(1, int(2*o.PodDeleteQPS)), nil
+			if cfg.UserAgent == "" {
+				// As the other clients of the plugin name themselves.
+				cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+			}
 			hc, err = rest.HTTPClientFor(cfg)
 		})
 		if err != nil {
