@@ -80,8 +80,9 @@ type DeletedPods struct {
 	// or going when the run looked again: the run or their Job controller
 	// deleted them, which the record cannot tell.
 	Unconfirmed PodsByJob `json:"unconfirmed,omitempty"`
-	// Unfinalized counts the pods whose Job tracking finalizer the run
-	// removed before deleting them.
+	// Unfinalized counts the patches removing a pod's Job tracking
+	// finalizer that the API server accepted from the run (one whose Job
+	// controller had removed it first answers the pod unchanged).
 	Unfinalized int `json:"unfinalized"`
 }
 

@@ -47,10 +47,15 @@ package gang
 // another finalizer holds stays until that finalizer's owner releases it;
 // the stop counts it gone once it has stopped running.
 //
-// Each request carries the resourceVersion the run read (a precondition
-// of the delete, a field of the patch), so a pod that its Job controller
-// deleted or unfinalized first answers 409 and is left to it: the record
-// lists exactly the pods whose deletion the API server took from the run.
+// The finalizer patch is the Job controller's own, unconditional (it only
+// removes a list entry, so sent twice it changes nothing), and answers
+// with the pod as it is; the delete then carries that resourceVersion and
+// the pod's UID as preconditions, so a pod that its Job controller deleted
+// first answers 409 and is left to it: the record lists exactly the pods
+// whose deletion the API server took from the run. Like the Job
+// controller, the run removes the finalizer of a pod it last saw running;
+// a rank that finished in between goes uncounted by its Job, as it would
+// under the Job controller's own pass.
 
 import (
 	"context"
@@ -90,16 +95,11 @@ const maxDeletedRecord = 128 << 10
 // run's read and its write.
 const conflictRetries = 3
 
-// removeTrackingFinalizer is the Job controller's patch
-// (removeTrackingFinalizerPatch), with the resourceVersion read by the run
-// as a precondition.
-func removeTrackingFinalizer(rv string) []byte {
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion":                     rv,
-		"$deleteFromPrimitiveList/finalizers": []string{batchv1.JobTrackingFinalizer},
-	}})
-	return b
-}
+// removeTrackingFinalizer is the Job controller's strategic-merge patch
+// (removeTrackingFinalizerPatch).
+var removeTrackingFinalizer, _ = json.Marshal(map[string]any{"metadata": map[string]any{
+	"$deleteFromPrimitiveList/finalizers": []string{batchv1.JobTrackingFinalizer},
+}})
 
 func hasTrackingFinalizer(p *corev1.Pod) bool {
 	return slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer)
@@ -376,9 +376,9 @@ func (x *podDeleter) announce(ctx context.Context) bool {
 }
 
 // deleteOne removes the Job's tracking finalizer from a running pod and
-// deletes it, each write preconditioned on what the run read; a pod that
-// another client changed is read again, and left alone once it is going.
-// quit set, it sends nothing more.
+// deletes it, preconditioned on the pod the patch answered with; a pod
+// that another client changed in between is read again, and left alone
+// once it is going. quit set, it sends nothing more.
 func (x *podDeleter) deleteOne(ctx, quit context.Context, job string, p *corev1.Pod) {
 	pods := x.kube.CoreV1().Pods(p.Namespace)
 	cur := p
@@ -387,7 +387,7 @@ func (x *podDeleter) deleteOne(ctx, quit context.Context, job string, p *corev1.
 			return
 		}
 		if hasTrackingFinalizer(cur) {
-			got, err := pods.Patch(ctx, cur.Name, types.StrategicMergePatchType, removeTrackingFinalizer(cur.ResourceVersion), metav1.PatchOptions{})
+			got, err := pods.Patch(ctx, cur.Name, types.StrategicMergePatchType, removeTrackingFinalizer, metav1.PatchOptions{})
 			if err != nil {
 				if cur = x.after(ctx, cur, job, try, "removing the Job tracking finalizer of pod", err, false); cur == nil {
 					return
