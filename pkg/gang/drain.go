@@ -120,10 +120,17 @@ type Drainer struct {
 	// another's; nil uses Kube.
 	PodClient func() (kubernetes.Interface, error)
 
-	mu      sync.Mutex
-	nodeMu  sync.Map // node name -> *sync.Mutex: one read-merge-write of a node's gang record at a time
-	records map[string]*NodeRecord
-	runID   string
+	mu       sync.Mutex
+	gateOnce sync.Once
+	gate     *fairGate // the pod writes of stopped gangs in flight
+	nodeMu   sync.Map  // node name -> *sync.Mutex: one read-merge-write of a node's gang record at a time
+	records  map[string]*NodeRecord
+	runID    string
+}
+
+func (d *Drainer) podGate() *fairGate {
+	d.gateOnce.Do(func() { d.gate = newFairGate(podWritesInFlight) })
+	return d.gate
 }
 
 func (d *Drainer) clock() clock.WithTicker {

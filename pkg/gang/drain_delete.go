@@ -78,11 +78,10 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/transient"
 )
 
-// podDeleteWorkers bounds the requests of one gang's deletes in flight;
-// the rate limiter of the gang's client sets their pace. At 200 requests
-// a second and an API server answering in half a second, as on a busy
-// two-core control plane, a hundred are in flight.
-const podDeleteWorkers = 256
+// podDeleteWorkers bounds one gang's deletes under way; the rate
+// limiter of the gang's client sets their pace, and the run's fair gate
+// (fairgate.go) their share of the requests in flight.
+const podDeleteWorkers = podWritesInFlight
 
 // maxDeletedRecord bounds the encoded DeletedPods record: an object's
 // annotations may hold 256 KiB in all (TotalAnnotationSizeLimitB,
@@ -387,7 +386,11 @@ func (x *podDeleter) deleteOne(ctx, quit context.Context, job string, p *corev1.
 			return
 		}
 		if hasTrackingFinalizer(cur) {
-			got, err := pods.Patch(ctx, cur.Name, types.StrategicMergePatchType, removeTrackingFinalizer, metav1.PatchOptions{})
+			var got *corev1.Pod
+			err := x.send(ctx, func() (err error) {
+				got, err = pods.Patch(ctx, cur.Name, types.StrategicMergePatchType, removeTrackingFinalizer, metav1.PatchOptions{})
+				return err
+			})
 			if err != nil {
 				if cur = x.after(ctx, cur, job, try, "removing the Job tracking finalizer of pod", err, false); cur == nil {
 					return
@@ -403,9 +406,11 @@ func (x *podDeleter) deleteOne(ctx, quit context.Context, job string, p *corev1.
 			}
 		}
 		uid, rv := cur.UID, cur.ResourceVersion
-		err := pods.Delete(ctx, cur.Name, metav1.DeleteOptions{
-			Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
-			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+		err := x.send(ctx, func() error {
+			return pods.Delete(ctx, cur.Name, metav1.DeleteOptions{
+				Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
+				PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+			})
 		})
 		if err == nil {
 			x.mu.Lock()
@@ -443,8 +448,10 @@ func (x *podDeleter) after(ctx context.Context, p *corev1.Pod, job string, try i
 	lost := deleting && transient.Is(err) && !apierrors.IsTooManyRequests(err)
 	var cur *corev1.Pod
 	rerr := x.d.retry(ctx, func() (err error) {
-		cur, err = x.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-		return err
+		return x.send(ctx, func() (err error) {
+			cur, err = x.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			return err
+		})
 	})
 	switch {
 	case rerr != nil && !apierrors.IsNotFound(rerr):
@@ -461,6 +468,16 @@ func (x *podDeleter) after(ctx context.Context, p *corev1.Pod, job string, try i
 		x.mu.Unlock()
 	}
 	return nil
+}
+
+// send makes one request through the run's fair gate.
+func (x *podDeleter) send(ctx context.Context, req func() error) error {
+	gate := x.d.podGate()
+	if err := gate.acquire(ctx, x.g.Key); err != nil {
+		return err
+	}
+	defer gate.release(x.g.Key)
+	return req()
 }
 
 // result is the record once the deletes have ended: nil when the run
