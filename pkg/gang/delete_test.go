@@ -188,6 +188,17 @@ func TestStopDeletesPodsOfSuspendedJobs(t *testing.T) {
 	if count(c.kube.Actions(), "list", "jobs") == 0 {
 		t.Error("the drain did not read the Jobs")
 	}
+	// The stop watches only the pods that carry the labels the gang's
+	// pods share, not the whole namespace.
+	var sels []string
+	for _, a := range c.kube.Actions() {
+		if w, ok := a.(clienttesting.WatchAction); ok && a.GetResource().Resource == "pods" {
+			sels = append(sels, w.GetWatchRestrictions().Labels.String())
+		}
+	}
+	if len(sels) == 0 || sels[len(sels)-1] != LabelJobSetName+"=train" {
+		t.Errorf("pod watches with selectors %q, want the last on %s=train", sels, LabelJobSetName)
+	}
 }
 
 // A pod that its Job controller deleted first (the drain's delete meets a

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -129,6 +131,9 @@ type gangPods struct {
 	uids map[types.UID]bool
 	left map[types.UID]bool
 	wt   *waiter
+	// sel narrows the reads to labels every pod followed carries (empty:
+	// the whole namespace).
+	sel string
 }
 
 func (d *Drainer) followGangPods(g *Gang) *gangPods {
@@ -137,9 +142,38 @@ func (d *Drainer) followGangPods(g *Gang) *gangPods {
 		gp.uids[p.UID] = true
 	}
 	gp.wt = d.newWaiter(g.Key, "pods in namespace "+g.Namespace, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return d.Kube.CoreV1().Pods(g.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		return d.Kube.CoreV1().Pods(g.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, LabelSelector: gp.sel})
 	})
 	return gp
+}
+
+// narrow watches, from the read of list, only the pods that carry every
+// label the followed pods share, when they share any: a large gang's
+// events then no longer pass through the watch of a small gang beside it
+// in the namespace, nor through this process.
+func (gp *gangPods) narrow(ctx context.Context, list *corev1.PodList) {
+	var common map[string]string
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !gp.uids[p.UID] {
+			continue
+		}
+		if common == nil {
+			common = maps.Clone(p.Labels)
+			continue
+		}
+		for k, v := range common {
+			if p.Labels[k] != v {
+				delete(common, k)
+			}
+		}
+	}
+	if len(common) == 0 || gp.wt.polling {
+		return
+	}
+	gp.sel = labels.SelectorFromSet(common).String()
+	gp.wt.stop()
+	gp.wt.read(ctx, list.ResourceVersion)
 }
 
 // list reads the gang's pods that still exist (by UID, not done); it
@@ -147,7 +181,7 @@ func (d *Drainer) followGangPods(g *Gang) *gangPods {
 func (gp *gangPods) list(ctx context.Context) (*corev1.PodList, error) {
 	var list *corev1.PodList
 	err := gp.d.retry(ctx, func() (err error) {
-		list, err = gp.d.Kube.CoreV1().Pods(gp.g.Namespace).List(ctx, metav1.ListOptions{})
+		list, err = gp.d.Kube.CoreV1().Pods(gp.g.Namespace).List(ctx, metav1.ListOptions{LabelSelector: gp.sel})
 		return err
 	})
 	if err != nil {
@@ -446,6 +480,9 @@ func (d *Drainer) waitGone(ctx context.Context, g *Gang) (*DeletedPods, time.Tim
 	}
 	if x != nil {
 		gp.follow(x.candidates())
+	}
+	gp.narrow(ctx, list)
+	if x != nil {
 		quit, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
