@@ -80,9 +80,11 @@ func envInt(name string, def int) int {
 // JobSet of 512 one-GPU ranks admitted by the real Kueue, a second JobSet
 // gang sharing two of the drained nodes, 200 Deployment pods under PDBs.
 // Both gangs answer checkpoint-and-yield through an in-process Responder.
-// It checks that every gang stops within 10 s of its ready-to-stop, that
-// the plugin sends no request per pod beyond the evictions (audit log),
-// that restore readmits both gangs within 60 s, and that no work is lost.
+// It checks that every gang's pods are gone within 10 s of its
+// ready-to-stop, that the plugin's only requests per pod are the
+// evictions and the finalizer patches and deletes it recorded (audit
+// log), that restore readmits both gangs within 60 s, and that no work is
+// lost.
 //
 // The floor is a plain `kubectl drain` of the same nodes on the same
 // state: it does the cordons and evictions without the gang protocol.

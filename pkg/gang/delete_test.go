@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -334,5 +335,26 @@ func TestStopLeavesPodsWhenTheRecordWouldNotFit(t *testing.T) {
 	}
 	if n := count(c.kube.Actions(), "delete", "pods"); n != 0 {
 		t.Errorf("%d deletes without a record", n)
+	}
+}
+
+// Once its deletes are answered the stop reads the gang's pods again at
+// once: it does not wait for their events, which a busy API server
+// delivers late (here never), nor for the next poll interval.
+func TestStopRereadsOnceItsDeletesAreDone(t *testing.T) {
+	c := newJobCluster(t, 20*time.Millisecond, 0)
+	c.kube.PrependWatchReactor("pods", func(clienttesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil
+	})
+	g := jobsetGang(t, c)
+	ev := &events{}
+	d := stopDrainer(c, Options{PollInterval: time.Minute}, ev)
+	began := time.Now()
+	o := d.stop(context.Background(), g, d.outcome(g, ActionFailed, ""))
+	if o.Action != ActionStopped || o.DeletedPods == nil || o.DeletedPods.Count != 3 {
+		t.Fatalf("outcome %+v %+v\n%v", o, o.DeletedPods, ev.lines)
+	}
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("the stop took %s with a silent watch and a 1m poll interval", took)
 	}
 }

@@ -488,6 +488,10 @@ func (d *Drainer) waitGone(ctx context.Context, g *Gang) (*DeletedPods, time.Tim
 			defer close(done)
 			x.run(ctx, quit)
 		}()
+		// Once its deletes are answered, read the gang's pods again
+		// rather than wait for their events: on a busy API server the
+		// watch delivers them seconds after the deletes.
+		gp.wt.kick = done
 		ended := false
 		end := func() {
 			if !ended {
