@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -247,8 +248,8 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	outcomes := d.stopGangs(ctx, append(unfinished, found.Gangs...))
 	res.Gangs = outcomes
 	failedGang := map[string]GangOutcome{}
-	// firstErr is the first error of a node's drain; cause the first error
-	// behind a gang that kept its nodes from draining.
+	// firstErr is the first error of a node's drain; cause the error
+	// behind a gang that kept its nodes from draining, a refusal first.
 	var firstErr, cause error
 	for _, o := range outcomes {
 		if o.Action != ActionStopped {
@@ -265,7 +266,7 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		for _, g := range nodeGangs[n] {
 			if o, bad := failedGang[g.Key]; bad {
 				blocking = append(blocking, fmt.Sprintf("gang %s %s (%s)", g.Key, o.Action, o.Message))
-				if cause == nil && o.cause != nil {
+				if o.cause != nil && (cause == nil || refused(o.cause) && !refused(cause)) {
 					cause = o.cause
 				}
 			}
@@ -350,6 +351,13 @@ func (d *Drainer) unfinishedStops(ctx context.Context, nodes []string, found map
 			Method: r.Method, GPUs: r.GPUs, Ranks: r.Ranks, Nodes: nodesOf[k], Labels: u.GetLabels(), Annotations: u.GetAnnotations()})
 	}
 	return out, nil
+}
+
+// refused reports a request the API server refused for the caller's
+// credentials or role: what blocked the run when several gangs failed
+// (the worst exit code wins, and a refusal names what to grant).
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 }
 
 // causedError reads as msg and unwraps to the error behind it, so that
