@@ -47,6 +47,20 @@ func (m PodsByJob) Names() []string {
 	return out
 }
 
+// rename maps every pod name through f (nil for an empty map).
+func (m PodsByJob) rename(f func(job, pod string) string) PodsByJob {
+	if len(m) == 0 {
+		return nil
+	}
+	out := PodsByJob{}
+	for job, ps := range m {
+		for _, p := range ps {
+			out = out.add(job, f(job, p))
+		}
+	}
+	return out
+}
+
 func (m PodsByJob) add(job, pod string) PodsByJob {
 	if m == nil {
 		m = PodsByJob{}
@@ -92,25 +106,15 @@ type DeletedPods struct {
 // in tens of kilobytes. A name without that prefix is kept whole, marked
 // by a leading "=" (which no pod name contains).
 func (r *DeletedPods) encode() string {
-	short := func(m PodsByJob) PodsByJob {
-		if len(m) == 0 {
-			return nil
+	short := func(job, p string) string {
+		if s, ok := strings.CutPrefix(p, job+"-"); ok && s != "" {
+			return s
 		}
-		out := PodsByJob{}
-		for job, ps := range m {
-			for _, p := range ps {
-				if s, ok := strings.CutPrefix(p, job+"-"); ok && s != "" {
-					out[job] = append(out[job], s)
-				} else {
-					out[job] = append(out[job], "="+p)
-				}
-			}
-		}
-		return out
+		return "=" + p
 	}
 	w := *r
 	w.Count = r.Deleted.Len()
-	w.Deleted, w.Deleting, w.Unconfirmed = short(r.Deleted), short(r.Deleting), short(r.Unconfirmed)
+	w.Deleted, w.Deleting, w.Unconfirmed = r.Deleted.rename(short), r.Deleting.rename(short), r.Unconfirmed.rename(short)
 	if w.Deleted == nil {
 		w.Deleted = PodsByJob{}
 	}
@@ -128,23 +132,13 @@ func ParseDeletedPods(s string) (*DeletedPods, error) {
 	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return nil, fmt.Errorf("reading the %s record: %w", AnnDeletedPods, err)
 	}
-	long := func(m PodsByJob) PodsByJob {
-		if len(m) == 0 {
-			return nil
+	long := func(job, p string) string {
+		if whole, ok := strings.CutPrefix(p, "="); ok {
+			return whole
 		}
-		out := PodsByJob{}
-		for job, ps := range m {
-			for _, p := range ps {
-				if whole, ok := strings.CutPrefix(p, "="); ok {
-					out = out.add(job, whole)
-				} else {
-					out = out.add(job, job+"-"+p)
-				}
-			}
-		}
-		return out
+		return job + "-" + p
 	}
-	r.Deleted, r.Deleting, r.Unconfirmed = long(r.Deleted), long(r.Deleting), long(r.Unconfirmed)
+	r.Deleted, r.Deleting, r.Unconfirmed = r.Deleted.rename(long), r.Deleting.rename(long), r.Unconfirmed.rename(long)
 	if r.Deleted == nil {
 		r.Deleted = PodsByJob{}
 	}
