@@ -22,6 +22,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 )
 
 // crdFixture is a two-version CRD whose objects were stored at v1 before
@@ -238,9 +239,45 @@ func TestGangDrainRole(t *testing.T) {
 		// pods to their Job's controller, which for "ext" is nobody: the
 		// stop ends at --stop-timeout.
 		"run+undo, ext kept": {args: append(runArgs[:len(runArgs):len(runArgs)], "--stop-timeout=5s"), code: 0, after: undo},
+		// The pool holds a gang, so the inference plan is refused (exit
+		// 1) after reading the model Deployments.
+		"plan-inference": {args: []string{"plan", node, "--inference", "--hydrate-bandwidth", "object-store=1G/s"}, code: 1},
+		// A run on the node (the admin's), a surge of web recorded for it
+		// as run --inference records one, then restore --inference.
+		"restore-surge": {args: []string{"restore", node, "--inference", "--poll-interval=250ms", "--restore-timeout=2m"}, code: 0,
+			before: func(t *testing.T) {
+				t.Helper()
+				if r := run(t, cp, bin, admin, runArgs...); r.ExitCode != 0 {
+					t.Fatalf("run as admin: %s", r)
+				}
+				extPod(t)
+				n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				dep, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := inference.ApplySurge(ctx, cp.Client, dep, n.Annotations[gang.AnnRunID], 1, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			},
+			after: func(t *testing.T) {
+				t.Helper()
+				if r := run(t, cp, bin, admin, "restore", node, "--inference", "--poll-interval=250ms", "--restore-timeout=2m"); r.ExitCode != 0 {
+					t.Fatalf("restore as admin: %s", r)
+				}
+				dep, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+				if err != nil || *dep.Spec.Replicas != 1 || dep.Labels[inference.LabelSurgedByRun] != "" {
+					t.Fatalf("web after restore --inference: %v %v", dep, err)
+				}
+				podGroup(t)
+				ready(t)
+			}},
 	}
 	user := grant(t, cp, "gang-drain", "full", rs, ns, nil)
-	checkFlows(t, cp, bin, user, []string{"plan", "run", "status", "restore"}, flows)
+	checkFlows(t, cp, bin, user, []string{"plan", "run", "status", "restore", "plan-inference", "restore-surge"}, flows)
 	podGroup(t)
 	ready(t)
 	dyn := dynamic.NewForConfigOrDie(cp.Config)
@@ -278,6 +315,8 @@ func TestGangDrainRole(t *testing.T) {
 				}
 			}
 		}},
+		{flow: "plan-inference", code: 3, line: denied("list", "replicasets")},
+		{flow: "restore-surge", code: 3, line: denied("patch", "deployments")},
 	})
 	_ = rbacv1.GroupName
 }

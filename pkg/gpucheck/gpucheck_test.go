@@ -3,7 +3,9 @@ package gpucheck
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,6 +61,10 @@ func TestCheckCount(t *testing.T) {
 		{"not advertised", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8}, CountNotAdvertised, LevelFail, 0, SourceFlag, "not advertised (expected 8, flag)"},
 		{"label", CountInput{Node: gpuNode("a", 8, 8, map[string]string{GPUCountLabel: "8"})}, CountOK, LevelInfo, 8, SourceLabel, ""},
 		{"pool majority", CountInput{Node: gpuNode("a", 7, 7, nil), PoolMajority: 8, PoolSize: 5}, CountMissing, LevelFail, 7, SourcePool, "pool-majority"},
+		// GFD counts the GPUs NVML still sees: one lost at reboot gives a
+		// label of 7 on a node of a pool of 8-GPU nodes.
+		{"label lowered by a lost GPU", CountInput{Node: gpuNode("a", 7, 7, map[string]string{GPUCountLabel: "7"}), PoolMajority: 8, PoolSize: 5}, CountMissing, LevelFail, 7, SourcePool, "capacity 7 of 8 expected (pool-majority)"},
+		{"label above the majority", CountInput{Node: gpuNode("a", 7, 7, map[string]string{GPUCountLabel: "8"}), PoolMajority: 7, PoolSize: 5}, CountMissing, LevelFail, 7, SourceLabel, "capacity 7 of 8 expected (label)"},
 		{"no expectation", CountInput{Node: gpuNode("a", 8, 8, nil)}, CountUnknown, LevelWarning, 8, SourceNone, "no expected count"},
 		{"extra", CountInput{Node: gpuNode("a", 8, 8, nil), ExpectedFlag: 4}, CountExtra, LevelWarning, 8, SourceFlag, "more than"},
 		{"dra ok", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8, DRADevices: &eight}, CountOK, LevelInfo, 8, SourceFlag, "DRA driver"},
@@ -316,4 +322,74 @@ func FuzzParseConfigz(f *testing.F) {
 func mustRead(p string) []byte {
 	b, _ := os.ReadFile(p)
 	return b
+}
+
+// A feature gate a release between the two kubelets removed had to go
+// from the newer kubelet's configuration, which refuses it: expected, not
+// GPU-relevant drift. Dropped where the newer kubelet still knows it, it
+// is drift. DevicePluginCDIDevices is GA from 1.31 and declared through
+// v1.33.0, not at v1.34.0 (featuregates-removed.yaml of pkg/apilifecycle).
+func TestDiffKubeletConfig_RemovedFeatureGate(t *testing.T) {
+	old := loadConfigz(t, "configz-1.36.json")
+	old["featureGates"].(map[string]any)["DevicePluginCDIDevices"] = true
+	nw := loadConfigz(t, "configz-1.37-clean.json")
+	delete(nw, "someNew137Field")
+	diffs := DiffKubeletConfig(old, nw, "v1.33.4", "v1.34.1")
+	if len(diffs) != 1 || diffs[0].Field != "featureGates.DevicePluginCDIDevices" || diffs[0].Class != DriftExpected ||
+		!strings.Contains(diffs[0].Note, "removed in 1.34") {
+		t.Errorf("removed in 1.34, node moved 1.33 -> 1.34: %+v", diffs)
+	}
+	if fs := ConfigFindings("gpu-old-0", diffs); StatusOf(fs) == StatusFail {
+		t.Errorf("findings %+v", fs)
+	}
+	diffs = DiffKubeletConfig(old, nw, "v1.32.4", "v1.33.1")
+	if len(diffs) != 1 || diffs[0].Class != DriftGPU {
+		t.Errorf("still known to 1.33: %+v", diffs)
+	}
+	// Set on the newer node too (an older kubelet there): drift as any value.
+	nw["featureGates"].(map[string]any)["DevicePluginCDIDevices"] = false
+	if diffs = DiffKubeletConfig(old, nw, "v1.33.4", "v1.34.1"); len(diffs) != 1 || diffs[0].Class != DriftGPU {
+		t.Errorf("set differently on both: %+v", diffs)
+	}
+}
+
+// The default Xid window starts at the earlier of the node's boot and its
+// last Ready: the command works it out on the node from /proc/stat's
+// btime, and the parser keeps what it prints, so an Xid logged while the
+// driver loaded at boot, before the node became Ready, is read.
+func TestXidWindowFromBoot(t *testing.T) {
+	ready := time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC)
+	n := gpuNode("a", 8, 8, nil)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(ready)}}
+	v := &Validator{Clock: clocktesting.NewFakeClock(ready.Add(time.Hour))}
+	cmd, since := v.xidWindow(n)
+	if !since.IsZero() || len(cmd) != 3 || !strings.Contains(cmd[2], fmt.Sprintf("s=%d;", ready.Unix())) ||
+		!strings.Contains(cmd[2], "btime") || !strings.Contains(cmd[2], `--since "@$s"`) {
+		t.Errorf("default window: %q since %s", cmd, since)
+	}
+	// Run the window's shell logic against a /proc/stat of a boot five
+	// minutes before Ready: the start is the boot.
+	dir := t.TempDir()
+	stat := filepath.Join(dir, "stat")
+	boot := ready.Add(-5 * time.Minute)
+	if err := os.WriteFile(stat, []byte(fmt.Sprintf("cpu  1 2 3\nbtime %d\nprocesses 9\n", boot.Unix())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.SplitN(cmd[2], "chroot", 2)[0]
+	script = strings.ReplaceAll(script, "/proc/stat", stat) + `echo "$s"`
+	out, err := exec.Command("/bin/sh", "-c", script).Output()
+	if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(boot.Unix()) {
+		t.Errorf("window start %q (%v), want the boot %d", out, err, boot.Unix())
+	}
+	// The parser keeps a boot-time Xid the old window dropped.
+	log := boot.Add(time.Minute).Format("2006-01-02T15:04:05-0700") + " gpu-a kernel: NVRM: Xid (PCI:0000:04:00): 79, pid=0, name=, GPU has fallen off the bus.\n"
+	evs, err := ParseKernelLog(strings.NewReader(log), since)
+	if err != nil || len(evs) != 1 || StatusOf(XidFindings(evs)) != StatusFail {
+		t.Errorf("boot-time Xid: %+v %v", evs, err)
+	}
+	// --since still bounds both.
+	v.Since = ready
+	if cmd, since := v.xidWindow(n); !since.Equal(ready) || !strings.Contains(cmd[2], "2026-12-01 10:05:00 UTC") {
+		t.Errorf("--since: %q %s", cmd, since)
+	}
 }

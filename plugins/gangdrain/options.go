@@ -60,6 +60,8 @@ type Options struct {
 
 	// dryRun is --dry-run of run and restore.
 	dryRun cli.DryRunFlag
+	// inf are the --inference flags of plan, run and restore.
+	inf inferenceFlags
 
 	keys   checkpoint.Keys
 	budget gang.Budget
@@ -84,6 +86,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		PollInterval:       time.Second,
 		StopTimeout:        15 * time.Minute,
 		RestoreTimeout:     15 * time.Minute,
+		inf:                inferenceFlags{Surge: true, MaxColdStart: 15 * time.Minute},
 		IOStreams:          streams,
 		clock:              clock.RealClock{},
 	}
@@ -318,6 +321,17 @@ func (o *Options) requester(ctx context.Context) string {
 		return u + " (" + tool + ")"
 	}
 	return tool
+}
+
+// connectNodes connects to the cluster and resolves the node choice, the
+// start of plan and run.
+func (o *Options) connectNodes(ctx context.Context) (cli.Metadata, []string, error) {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return md, nil, err
+	}
+	nodes, err := o.resolveNodes(ctx, md)
+	return md, nodes, err
 }
 
 // resolveNodes returns the NODE arguments plus the nodes matching -l.

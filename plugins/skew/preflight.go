@@ -58,9 +58,14 @@ var preflightLong = templates.LongDesc(`
 	shown, and of the manifests in --probe-file (for policies no probe can
 	be built for, such as an image signature policy: give a pod running an
 	unsigned image); every role and binding, and who outside system: holds
-	escalate, bind, impersonate or secrets access; the cluster's days behind
+	a privilege escalation path of the Kubernetes RBAC good practices
+	(secrets, workload or persistent volume creation, nodes/proxy,
+	escalate, bind, impersonate, certificate approval, token requests,
+	admission control writes, namespace patch); the cluster's days behind
 	the newest patch of its minor (--patch-max-days, the patch data of
-	--patches) and its minor's support; the apiserver's serving
+	--patches) and its minor's support, on the provider's own calendar
+	where it has one (EKS extended support, AKS LTS; --provider-calendar),
+	out of support being a warning that points at the plan; the apiserver's serving
 	certificate and the cluster CA (--cert-warn-days, --cert-fail-days), and
 	on kubeadm the command that checks the rest; images of control-plane
 	static pods, kube-system and the GPU stack run by tag, not digest. The
@@ -96,10 +101,12 @@ type PreflightOptions struct {
 	Save         string
 	CompatFile   string
 	CalendarFile string
-	PoolLabel    string
-	EtcdQuota    string
-	ChunkSize    int64
-	policy       policyFlags
+	// ProviderCalendarFile is --provider-calendar.
+	ProviderCalendarFile string
+	PoolLabel            string
+	EtcdQuota            string
+	ChunkSize            int64
+	policy               policyFlags
 
 	cg       cli.ClientGetter
 	deps     deps
@@ -164,6 +171,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.Save, "save", o.Save, "Write the whole report with its evidence (YAML) to this file, the baseline of kubectl skew verify.")
 	cmd.Flags().StringVar(&o.CompatFile, "compat", o.CompatFile, "Addon compatibility table file (YAML or JSON, as kubectl skew compat -o yaml prints it) instead of the embedded one.")
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
+	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().StringVar(&o.EtcdQuota, "etcd-quota", o.EtcdQuota, "etcd's backend quota (--quota-backend-bytes); default: EKS's 8Gi, etcd's 2Gi on a control plane of the cluster's own. The etcd gate fails above 60% of it.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
@@ -177,7 +185,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 func (o *PreflightOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	cal, err := loadCalendar(o.CalendarFile)
+	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
 		return cli.UsageErr(err)
 	}
