@@ -6,6 +6,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -216,6 +217,8 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 	if len(st.Items) != 1 || len(st.Items[0].Nodes) != 2 || st.Items[0].Phase != gang.NodeDrained || len(st.Items[0].Gangs) != 1 ||
 		st.Items[0].Gangs[0].StopState != gang.GangStopped || st.Items[0].Gangs[0].CheckpointStatus != "ready-to-stop" {
 		t.Errorf("status: %+v", st.Items)
+	} else if got := st.Items[0].Gangs[0].DeletedPods; !reflect.DeepEqual(got, rep.Gangs[0].DeletedPods) {
+		t.Errorf("status: deleted pods %+v, the run reported %+v", got, rep.Gangs[0].DeletedPods)
 	}
 
 	// restore readmits the gang.
@@ -226,6 +229,8 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 	rr := decode[gangdrain.RestoreReport](t, r)
 	if len(rr.Gangs) != 1 || rr.Gangs[0].Action != gang.RestoreReactivated || !rr.Gangs[0].Admitted || !rr.Gangs[0].Requeued || !rr.Gangs[0].Ready || !rr.Complete {
 		t.Errorf("restore: %+v", rr.RestoreResult)
+	} else if got := rr.Gangs[0].DeletedPods; !reflect.DeepEqual(got, rep.Gangs[0].DeletedPods) {
+		t.Errorf("restore: deleted pods %+v, the run reported %+v", got, rep.Gangs[0].DeletedPods)
 	}
 	wantIn(t, r.Stderr, "uncordoned", "reactivated", "admitted by Kueue", "running again: 16/16 pods Ready")
 	for _, n := range drained {
