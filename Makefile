@@ -116,13 +116,9 @@ e2e-fleet: build
 	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(GOFLAGS_TEST) $(E2E_FLAGS) ./e2e/fleet/
 
 ## bench: Go benchmarks, then the scale runs against the local control plane
-# The controller manager's client rate for the scale runs: TestGangDrainCellScale
-# stops a 512-rank gang, whose pods the Job controller deletes at 2 requests
-# each; its default 20 QPS alone takes about 50 s (see the test's comment).
-E2E_SCALE_KCM_QPS ?= 200
 bench: build e2e-tools
 	go test -run '^$$' -bench . -benchmem -count=1 ./pkg/... ./plugins/...
-	E2E_SCALE=1 E2E_SCALE_KCM_QPS=$(E2E_SCALE_KCM_QPS) PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) -run 'Scale|Bench' -bench 'Scale' -benchtime 1x -v $(E2E_PKGS)
+	E2E_SCALE=1 PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(E2E_FLAGS) -run 'Scale|Bench' -bench 'Scale' -benchtime 1x -v $(E2E_PKGS)
 	$(MAKE) vspluto
 
 ## vspluto: kubectl deprecations against pluto v5.24.0 on the corpus x10, side by side (PLUTO_SRC=<pluto checkout> or PLUTO_BIN=<binary>)
