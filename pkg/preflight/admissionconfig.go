@@ -264,7 +264,23 @@ func verifyAdmissionConfig(base, now *AdmissionConfig) ([]Regression, map[string
 		case !n.denies():
 			cs = append(cs, configChange{StatusFail, fmt.Sprintf("validationActions %v, was %v: it no longer denies", n.ValidationActions, b.ValidationActions)})
 		default:
-			cs = append(cs, matchResourcesNarrowed(b.MatchResources, n.MatchResources, nsBase, nsNow, "the binding's matchResources")...)
+			// A binding without matchResources matched every request its
+			// policy matches (the apiserver does not default it,
+			// k8s.io/kubernetes@v1.37.2 pkg/apis/admissionregistration/v1/defaults.go):
+			// one added since narrows from there.
+			was := b.MatchResources
+			if was == nil {
+				was = &admissionv1.MatchResources{}
+			}
+			if len(was.ResourceRules) == 0 {
+				for _, p := range base.Policies {
+					if p.Name == b.PolicyName && p.MatchConstraints != nil {
+						was = was.DeepCopy()
+						was.ResourceRules = p.MatchConstraints.ResourceRules
+					}
+				}
+			}
+			cs = append(cs, matchResourcesNarrowed(was, n.MatchResources, nsBase, nsNow, "the binding's matchResources")...)
 			if !equalJSON(b.ParamRef, n.ParamRef) {
 				cs = append(cs, configChange{StatusWarn, "its paramRef changed: the parameters the policy judges with may differ"})
 			}
@@ -452,9 +468,9 @@ func rulesLost(base, now []admissionv1.NamedRuleWithOperations, what string) []c
 		lost = append(lost[:5], fmt.Sprintf("and %d more", len(lost)-5))
 	}
 	if what == "" {
-		what = "rules"
+		what = "its rules"
 	}
-	return []configChange{{StatusFail, fmt.Sprintf("its %s no longer match %s", what, strings.Join(lost, ", "))}}
+	return []configChange{{StatusFail, fmt.Sprintf("%s no longer match %s", what, strings.Join(lost, ", "))}}
 }
 
 // requirements returns a selector's requirements as strings (nil: none).
