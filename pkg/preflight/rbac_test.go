@@ -135,6 +135,39 @@ func TestVerifyRBAC(t *testing.T) {
 	}
 }
 
+// The release's label on a binding or role anyone may create is not
+// enough to leave a grant out: it must be where and what the release's
+// own are.
+func TestVerifyRBACReleaseLabelNotEnough(t *testing.T) {
+	base := readEvidence(t, baseRBAC()...)
+	rbLabelled := func(b *rbacv1.RoleBinding) *rbacv1.RoleBinding { b.Labels = defaults; return b }
+	after := append(baseRBAC(),
+		// A chart's binding of cluster-admin to its own service account,
+		// labelled as the release's.
+		defaultBinding(crb("gpu-operator-admin", "cluster-admin", sa("gpu-operator", "gpu-operator"))),
+		// A release-named binding of the release's role to a workload's
+		// service account outside kube-system.
+		defaultBinding(crb("system:controller:qux", "system:controller:foo", sa("ml", "ci"))),
+		// A labelled RoleBinding in a user namespace.
+		rbLabelled(rb("ml", "system:ml-admin", "ClusterRole", "view", user("mallory"))),
+		// A labelled role that is not named as the release names them.
+		clusterRole("secrets-reader", defaults, grantRule("", "secrets", "get")),
+		defaultBinding(crb("system:secrets-reader", "secrets-reader", user("system:kube-scheduler"))),
+	)
+	got := map[string]Regression{}
+	for _, r := range verifyRBAC(base, readEvidence(t, after...), nil) {
+		got[r.Object] = r
+	}
+	for _, obj := range []string{"clusterrolebinding/gpu-operator-admin", "clusterrolebinding/system:controller:qux", "rolebinding/ml/system:ml-admin", "clusterrolebinding/system:secrets-reader"} {
+		if _, ok := got[obj]; !ok {
+			t.Errorf("%s not listed: %+v", obj, got)
+		}
+	}
+	if r := got["clusterrolebinding/gpu-operator-admin"]; r.Status != StatusFail {
+		t.Errorf("cluster-admin to a chart's service account: %+v", r)
+	}
+}
+
 func TestRBACGate(t *testing.T) {
 	gc := crb("system:controller:generic-garbage-collector", "cluster-admin", sa("kube-system", "generic-garbage-collector"))
 	gc.Labels = defaults
