@@ -118,9 +118,11 @@ var ncclLong = templates.LongDesc(`
 	--dry-run=server creates every object with dryRun=All instead.
 
 	The bus bandwidth at one large message size (--gate-size, 8G) is compared
-	with the pool's baseline, and fails when the run's nodes, GPUs per node
-	or fabric are not the baseline's (another shape measures something
-	else); --min-busbw sets an absolute floor, with or without a baseline
+	with the pool's baseline, and fails when the run's GPUs per node or
+	fabric are not the baseline's, or it runs on one node against a
+	baseline of several or the other way (another shape measures something
+	else; another count of several nodes is compared, with a warning, as
+	nccl-tests corrects bus bandwidth for the rank count); --min-busbw sets an absolute floor, with or without a baseline
 	(without either the result only warns). Any #wrong or out-of-bounds
 	value fails whatever the bandwidth. --save-baseline records the measured
 	value as the pool's baseline when the run is clean. Without --fabric
