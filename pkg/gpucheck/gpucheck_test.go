@@ -393,3 +393,40 @@ func TestXidWindowFromBoot(t *testing.T) {
 		t.Errorf("--since: %q %s", cmd, since)
 	}
 }
+
+// A pool may mix machine types, GPU models and MIG layouts (a Karpenter
+// NodePool of several instance types): each node's count is compared with
+// the majority of its own kind, so a healthy 4-GPU node beside 8-GPU ones
+// is not failed (alone of its kind, it has no majority: a warning asks
+// for --expected-gpus), while an 8-GPU node that lost one still fails
+// against its kind.
+func TestCountGateMajorityPerKind(t *testing.T) {
+	kind := func(n *corev1.Node, instance, product string) corev1.Node {
+		n.Labels = map[string]string{"karpenter.sh/nodepool": "gpu", instanceTypeLabel: instance, GPUProductLabel: product}
+		return *n
+	}
+	all := []corev1.Node{
+		kind(gpuNode("p5-0", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-1", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-2", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-3", 7, 7, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("g6-0", 4, 4, nil), "g6.12xlarge", "NVIDIA-L4"),
+	}
+	kinds := map[schema.GroupVersionResource]string{}
+	for _, sv := range ResourceSliceVersions {
+		kinds[schema.GroupVersionResource{Group: "resource.k8s.io", Version: sv, Resource: "resourceslices"}] = "ResourceSliceList"
+	}
+	v := &Validator{Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds)}
+	items := map[string]*NodeReport{}
+	var nodes []*corev1.Node
+	for i := range all {
+		items[all[i].Name] = &NodeReport{Name: all[i].Name, Pool: PoolOf(&all[i], "")}
+		nodes = append(nodes, &all[i])
+	}
+	v.countGate(context.Background(), nodes, all, items)
+	for name, want := range map[string]Status{"p5-0": StatusPass, "p5-3": StatusFail, "g6-0": StatusWarn} {
+		if got := StatusOf(items[name].Findings); got != want {
+			t.Errorf("%s: %s, want %s: %+v", name, got, want, items[name].Findings)
+		}
+	}
+}

@@ -301,14 +301,16 @@ func (v *Validator) countGate(ctx context.Context, nodes []*corev1.Node, all []c
 	}
 	pools := map[string][]corev1.Node{}
 	for i := range all {
-		p := PoolOf(&all[i], v.PoolLabel)
-		pools[p] = append(pools[p], all[i])
+		if p := PoolOf(&all[i], v.PoolLabel); p != "" {
+			k := majorityGroup(&all[i], p)
+			pools[k] = append(pools[k], all[i])
+		}
 	}
 	for _, n := range nodes {
 		it := items[n.Name]
 		in := CountInput{Node: n, ExpectedFlag: v.ExpectedGPUs}
 		if it.Pool != "" {
-			in.PoolMajority, in.PoolSize = PoolMajority(pools[it.Pool])
+			in.PoolMajority, in.PoolSize = PoolMajority(pools[majorityGroup(n, it.Pool)])
 			if in.PoolSize < 3 {
 				in.PoolMajority = 0 // no majority in a pool this small
 			}

@@ -55,8 +55,9 @@ var nodesLong = templates.LongDesc(`
 
 	Always checked: the Ready condition and kubelet version; the GPU count
 	(allocatable nvidia.com/gpu against --expected-gpus, else the larger
-	of the node's nvidia.com/gpu.count label and the pool's majority: the
-	label counts the GPUs the driver still sees), telling missing GPUs (capacity short), unhealthy GPUs (allocatable short) and a device
+	of the node's nvidia.com/gpu.count label and the majority of the pool's
+	nodes of its instance type, GPU model and MIG layout: the label counts
+	the GPUs the driver still sees), telling missing GPUs (capacity short), unhealthy GPUs (allocatable short) and a device
 	plugin that advertises nothing apart, counting DRA devices of driver
 	gpu.nvidia.com in ResourceSlices and reporting MIG layouts without failing
 	them; and kubelet configuration drift against a node of the same pool on
