@@ -133,6 +133,21 @@ func TestVerifyAdmissionConfig(t *testing.T) {
 	if regs, _ := verifyAdmissionConfig(base, readConfig(t, kc)); len(regs) != 0 {
 		t.Errorf("widened: %+v", regs)
 	}
+
+	// An addon release that moves its rules to a new version of the same
+	// resource loses nothing under matchPolicy Equivalent (the v1 default):
+	// requests to the old version still reach it.
+	kc = fixtureCluster()
+	updateHook(t, kc, func(w *admissionv1.ValidatingWebhook) { w.Rules[0].APIVersions = []string{"v2"} })
+	if regs, _ := verifyAdmissionConfig(base, readConfig(t, kc)); len(regs) != 0 {
+		t.Errorf("rules moved to another version under Equivalent: %+v", regs)
+	}
+	// Another group is another resource.
+	kc = fixtureCluster()
+	updateHook(t, kc, func(w *admissionv1.ValidatingWebhook) { w.Rules[0].APIGroups = []string{"example.com"} })
+	if regs, _ := verifyAdmissionConfig(base, readConfig(t, kc)); len(regs) != 1 || regs[0].Status != StatusFail {
+		t.Errorf("rules moved to another group: %+v", regs)
+	}
 }
 
 // A denying binding without matchResources matches every request its
