@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
 )
 
 func fixture(t testing.TB, name string) []byte {
@@ -428,5 +430,31 @@ func TestCountGateMajorityPerKind(t *testing.T) {
 		if got := StatusOf(items[name].Findings); got != want {
 			t.Errorf("%s: %s, want %s: %+v", name, got, want, items[name].Findings)
 		}
+	}
+}
+
+// Earlier releases measured every NCCL baseline over tcp by default: on
+// nodes with an EFA or RDMA fabric the run goes over that fabric and the
+// tcp baseline is not compared; a baseline over the fabric keeps it, and
+// --fabric always wins.
+func TestFabricForTCPBaseline(t *testing.T) {
+	efa := gpuNode("p5-0", 8, 8, nil)
+	efa.Status.Allocatable[nccl.EFAResource] = *resource.NewQuantity(32, resource.DecimalSI)
+	nodes := []*corev1.Node{efa}
+	v := &Validator{}
+	tcp := &nccl.Baseline{Pool: "p5", BusBW: 20, Fabric: "tcp"}
+	f, _, why := v.fabricFor(nodes, tcp)
+	if f != nccl.FabricEFA || !v.tcpBaselineOnFabric(tcp, f) || !strings.Contains(why, "measured over tcp, which cannot see that fabric") {
+		t.Errorf("tcp baseline on EFA nodes: %s %q", f, why)
+	}
+	if f, _, _ := v.fabricFor(nodes, &nccl.Baseline{Fabric: "efa"}); f != nccl.FabricEFA || v.tcpBaselineOnFabric(&nccl.Baseline{Fabric: "efa"}, f) {
+		t.Errorf("efa baseline: %s", f)
+	}
+	if f, _, _ := v.fabricFor([]*corev1.Node{gpuNode("cpu-net", 8, 8, nil)}, tcp); f != nccl.FabricTCP || v.tcpBaselineOnFabric(tcp, f) {
+		t.Errorf("tcp baseline on nodes without a fabric: %s", f)
+	}
+	forced := &Validator{Fabric: nccl.FabricTCP}
+	if f, _, _ := forced.fabricFor(nodes, tcp); f != nccl.FabricTCP || forced.tcpBaselineOnFabric(tcp, f) {
+		t.Errorf("--fabric tcp: %s", f)
 	}
 }

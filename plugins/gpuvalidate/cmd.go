@@ -129,7 +129,9 @@ var ncclLong = templates.LongDesc(`
 	value as the pool's baseline when the run is clean. Without --fabric
 	the test runs over the baseline's fabric, else efa or ib where every
 	node advertises vpc.amazonaws.com/efa or an rdma/ device, else tcp
-	(which cannot see a broken IB or EFA fabric); efa forces NCCL onto the
+	(which cannot see a broken IB or EFA fabric); a baseline measured over
+	tcp on nodes that have such a fabric is not compared (the run goes
+	over the fabric: save a baseline of it); efa forces NCCL onto the
 	OFI plugin (NCCL_NET), so a plugin that does not load fails the run
 	instead of falling back to sockets.`)
 
