@@ -113,7 +113,7 @@ func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 	}
 	var lines, broad []string
 	for _, gr := range ev.grants() {
-		if gr.role == nil || systemSubject(gr.subject) || (gr.binding.Default && !untrusted(gr.subject)) {
+		if gr.role == nil || systemSubject(gr.subject) || releaseGrant(gr) {
 			continue
 		}
 		var risky []rbacv1.PolicyRule

@@ -171,11 +171,14 @@ func TestVerifyRBACReleaseLabelNotEnough(t *testing.T) {
 func TestRBACGate(t *testing.T) {
 	gc := crb("system:controller:generic-garbage-collector", "cluster-admin", sa("kube-system", "generic-garbage-collector"))
 	gc.Labels = defaults
-	objs := append(baseRBAC(), crb("oops", "cluster-admin", group("system:authenticated")), rb("ml", "edit", "ClusterRole", "cluster-admin", sa("ml", "runner")), gc)
+	// A chart's binding labelled as the release's is listed all the same.
+	chart := defaultBinding(crb("gpu-operator", "cluster-admin", sa("gpu-operator", "gpu-operator")))
+	objs := append(baseRBAC(), crb("oops", "cluster-admin", group("system:authenticated")), rb("ml", "edit", "ClusterRole", "cluster-admin", sa("ml", "runner")), gc, chart)
 	g, ev := (&Runner{Kube: fake.NewClientset(objs...)}).rbacGate(context.Background())
 	ev2 := strings.Join(g.Evidence, "\n")
 	if g.Status != StatusWarn || !strings.Contains(ev2, "Group system:authenticated holds") || !strings.Contains(ev2, "ServiceAccount ml/runner holds") ||
-		strings.Contains(ev2, "system:masters") || strings.Contains(ev2, "garbage-collector") || ev == nil || len(ev.Bindings) != 7 {
+		!strings.Contains(ev2, "ServiceAccount gpu-operator/gpu-operator holds") ||
+		strings.Contains(ev2, "system:masters") || strings.Contains(ev2, "garbage-collector") || ev == nil || len(ev.Bindings) != 8 {
 		t.Errorf("%s %s\n%s", g.Status, g.Message, ev2)
 	}
 	kc := fake.NewClientset()
