@@ -154,7 +154,7 @@ func TestVerifyRoutineUpgradeNoise(t *testing.T) {
 }
 
 // kubeletServingCSR creates a kubelet serving certificate request as a
-// replaced node's kubelet would (signer kubernetes.io/kubelet-serving),
+// reinstalled node's kubelet would (signer kubernetes.io/kubelet-serving),
 // which no controller of core Kubernetes approves.
 func kubeletServingCSR(t *testing.T, cp *harness.ControlPlane, node string) string {
 	t.Helper()
@@ -248,7 +248,16 @@ func TestVerifyCatchesWeakenedControls(t *testing.T) {
 		name := b.Name
 		t.Cleanup(func() { _ = crbs.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	}
-	csr := kubeletServingCSR(t, cp, "e2e-new-"+f.ns)
+	// A node the upgrade reinstalled asks for a serving certificate; a
+	// request of a node that no longer exists is no regression.
+	nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) == 0 {
+		t.Fatal("no node to ask for a serving certificate")
+	}
+	csr := kubeletServingCSR(t, cp, nodes.Items[0].Name)
 	if err := harness.Eventually(ctx, "the exempt RuntimeClass is admitted", time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := cp.Client.CoreV1().Pods(f.psaNS).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "e2e-wait"},
 			Spec: corev1.PodSpec{RuntimeClassName: ptr.To("gpufleet-e2e-exempt"), Containers: []corev1.Container{{Name: "c", Image: harness.PauseImage,

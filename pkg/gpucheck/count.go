@@ -198,6 +198,21 @@ func PoolMajority(nodes []corev1.Node) (count, size int) {
 	return best, size
 }
 
+// GPUProductLabel is GPU feature discovery's model of a node's GPUs (with
+// the MIG profile under the single strategy), nvidia.com/gpu.count's
+// neighbour (NVIDIA/k8s-device-plugin@90c0589
+// docs/gpu-feature-discovery/README.md, "Generated Labels").
+const GPUProductLabel = "nvidia.com/gpu.product"
+
+// majorityGroup is what a node's GPU count is compared within: its pool,
+// and, where the nodes say, its machine type, GPU model and MIG layout.
+// A pool may mix them (a Karpenter NodePool of several instance types, a
+// pool partly partitioned by MIG), and the count of one kind says nothing
+// of another's.
+func majorityGroup(n *corev1.Node, pool string) string {
+	return strings.Join([]string{pool, n.Labels[instanceTypeLabel], n.Labels[GPUProductLabel], n.Labels[MIGConfigLabel]}, "\x00")
+}
+
 // PoolLabels are tried in order to find a node's pool: the list every
 // plugin shares (package nodepool), so a pool has the same name in
 // kubectl skew and kubectl gpu-validate.

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
 )
 
 func fixture(t testing.TB, name string) []byte {
@@ -391,5 +393,68 @@ func TestXidWindowFromBoot(t *testing.T) {
 	v.Since = ready
 	if cmd, since := v.xidWindow(n); !since.Equal(ready) || !strings.Contains(cmd[2], "2026-12-01 10:05:00 UTC") {
 		t.Errorf("--since: %q %s", cmd, since)
+	}
+}
+
+// A pool may mix machine types, GPU models and MIG layouts (a Karpenter
+// NodePool of several instance types): each node's count is compared with
+// the majority of its own kind, so a healthy 4-GPU node beside 8-GPU ones
+// is not failed (alone of its kind, it has no majority: a warning asks
+// for --expected-gpus), while an 8-GPU node that lost one still fails
+// against its kind.
+func TestCountGateMajorityPerKind(t *testing.T) {
+	kind := func(n *corev1.Node, instance, product string) corev1.Node {
+		n.Labels = map[string]string{"karpenter.sh/nodepool": "gpu", instanceTypeLabel: instance, GPUProductLabel: product}
+		return *n
+	}
+	all := []corev1.Node{
+		kind(gpuNode("p5-0", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-1", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-2", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-3", 7, 7, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("g6-0", 4, 4, nil), "g6.12xlarge", "NVIDIA-L4"),
+	}
+	kinds := map[schema.GroupVersionResource]string{}
+	for _, sv := range ResourceSliceVersions {
+		kinds[schema.GroupVersionResource{Group: "resource.k8s.io", Version: sv, Resource: "resourceslices"}] = "ResourceSliceList"
+	}
+	v := &Validator{Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds)}
+	items := map[string]*NodeReport{}
+	var nodes []*corev1.Node
+	for i := range all {
+		items[all[i].Name] = &NodeReport{Name: all[i].Name, Pool: PoolOf(&all[i], "")}
+		nodes = append(nodes, &all[i])
+	}
+	v.countGate(context.Background(), nodes, all, items)
+	for name, want := range map[string]Status{"p5-0": StatusPass, "p5-3": StatusFail, "g6-0": StatusWarn} {
+		if got := StatusOf(items[name].Findings); got != want {
+			t.Errorf("%s: %s, want %s: %+v", name, got, want, items[name].Findings)
+		}
+	}
+}
+
+// Earlier releases measured every NCCL baseline over tcp by default: on
+// nodes with an EFA or RDMA fabric the run goes over that fabric and the
+// tcp baseline is not compared; a baseline over the fabric keeps it, and
+// --fabric always wins.
+func TestFabricForTCPBaseline(t *testing.T) {
+	efa := gpuNode("p5-0", 8, 8, nil)
+	efa.Status.Allocatable[nccl.EFAResource] = *resource.NewQuantity(32, resource.DecimalSI)
+	nodes := []*corev1.Node{efa}
+	v := &Validator{}
+	tcp := &nccl.Baseline{Pool: "p5", BusBW: 20, Fabric: "tcp"}
+	f, _, why := v.fabricFor(nodes, tcp)
+	if f != nccl.FabricEFA || !v.tcpBaselineOnFabric(tcp, f) || !strings.Contains(why, "measured over tcp, which cannot see that fabric") {
+		t.Errorf("tcp baseline on EFA nodes: %s %q", f, why)
+	}
+	if f, _, _ := v.fabricFor(nodes, &nccl.Baseline{Fabric: "efa"}); f != nccl.FabricEFA || v.tcpBaselineOnFabric(&nccl.Baseline{Fabric: "efa"}, f) {
+		t.Errorf("efa baseline: %s", f)
+	}
+	if f, _, _ := v.fabricFor([]*corev1.Node{gpuNode("cpu-net", 8, 8, nil)}, tcp); f != nccl.FabricTCP || v.tcpBaselineOnFabric(tcp, f) {
+		t.Errorf("tcp baseline on nodes without a fabric: %s", f)
+	}
+	forced := &Validator{Fabric: nccl.FabricTCP}
+	if f, _, _ := forced.fabricFor(nodes, tcp); f != nccl.FabricTCP || forced.tcpBaselineOnFabric(tcp, f) {
+		t.Errorf("--fabric tcp: %s", f)
 	}
 }

@@ -301,14 +301,16 @@ func (v *Validator) countGate(ctx context.Context, nodes []*corev1.Node, all []c
 	}
 	pools := map[string][]corev1.Node{}
 	for i := range all {
-		p := PoolOf(&all[i], v.PoolLabel)
-		pools[p] = append(pools[p], all[i])
+		if p := PoolOf(&all[i], v.PoolLabel); p != "" {
+			k := majorityGroup(&all[i], p)
+			pools[k] = append(pools[k], all[i])
+		}
 	}
 	for _, n := range nodes {
 		it := items[n.Name]
 		in := CountInput{Node: n, ExpectedFlag: v.ExpectedGPUs}
 		if it.Pool != "" {
-			in.PoolMajority, in.PoolSize = PoolMajority(pools[it.Pool])
+			in.PoolMajority, in.PoolSize = PoolMajority(pools[majorityGroup(n, it.Pool)])
 			if in.PoolSize < 3 {
 				in.PoolMajority = 0 // no majority in a pool this small
 			}
@@ -551,8 +553,11 @@ func (v *Validator) image(ctx context.Context) (string, error) {
 }
 
 // fabricFor picks a pool's fabric: --fabric; else its baseline's, so
-// that the run is comparable; else what the nodes' devices call for. It
-// returns the RDMA resource to ask for and why it chose.
+// that the run is comparable, unless the baseline was measured over tcp
+// and the nodes have an EFA or RDMA fabric (tcp cannot see it; earlier
+// releases measured every baseline over tcp by default); else what the
+// nodes' devices call for. It returns the RDMA resource to ask for and
+// why it chose.
 func (v *Validator) fabricFor(nodes []*corev1.Node, base *nccl.Baseline) (nccl.Fabric, string, string) {
 	if v.Fabric != "" {
 		return v.Fabric, v.RDMAResource, "--fabric"
@@ -567,10 +572,20 @@ func (v *Validator) fabricFor(nodes []*corev1.Node, base *nccl.Baseline) (nccl.F
 	}
 	if base != nil && base.Fabric != "" {
 		if f, err := nccl.ParseFabric(base.Fabric); err == nil {
+			if f == nccl.FabricTCP && detected != nccl.FabricTCP {
+				return detected, rdma, fmt.Sprintf("%s; the pool's baseline was measured over tcp, which cannot see that fabric, so it is not compared (save one over %s with --save-baseline on a known-good pool)", why, detected)
+			}
 			return f, rdma, "the pool's baseline was measured over " + base.Fabric
 		}
 	}
 	return detected, rdma, why
+}
+
+// tcpBaselineOnFabric: the pool's baseline was measured over tcp and this
+// run, picked without --fabric, goes over the nodes' own fabric: the
+// baseline judges nothing of it.
+func (v *Validator) tcpBaselineOnFabric(base *nccl.Baseline, fabric nccl.Fabric) bool {
+	return v.Fabric == "" && base != nil && base.Fabric == string(nccl.FabricTCP) && fabric != nccl.FabricTCP
 }
 
 func (v *Validator) jobSpec(ctx context.Context, nodes []string, gpus int, fabric nccl.Fabric, rdma string) (nccl.JobSpec, error) {
@@ -698,7 +713,12 @@ func (v *Validator) ncclPool(ctx context.Context, pool string, nodes []*corev1.N
 		}
 		return g
 	}
-	run.Gate = gate(base)
+	if v.tcpBaselineOnFabric(base, fabric) {
+		run.Gate = gate(nil)
+		run.Gate.Reasons = append(run.Gate.Reasons, why)
+	} else {
+		run.Gate = gate(base)
+	}
 	if v.SaveBaseline && !failed && run.Gate.Wrong == 0 && run.Gate.OutOfBounds == 0 && run.Gate.BusBW > 0 && parsed != nil {
 		b := nccl.Baseline{Pool: pool, BusBW: run.Gate.BusBW, SizeBytes: run.Gate.SizeBytes, Nodes: len(run.Nodes), GPUsPerNode: gpus,
 			Fabric: string(fabric), Launcher: string(v.Launcher), Image: spec.Image, RecordedAt: v.Clock.Now().UTC(), RecordedOn: run.Nodes}

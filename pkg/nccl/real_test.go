@@ -95,9 +95,10 @@ func TestErrorLineWarns(t *testing.T) {
 	}
 }
 
-// The baseline's shape is compared, not only its size: a run on fewer
-// nodes, other GPUs per node or another fabric fails as not comparable
-// (fewer nodes ride NVLink more and the network less); without a baseline
+// The baseline's shape is compared, not only its size: a run on one node
+// against a multi-node baseline (or the other way), other GPUs per node or
+// another fabric fails as not comparable; another count of several nodes
+// is compared, with a warning; without a baseline
 // the --min-busbw floor judges, and without either the run only warns.
 // On the real p5.48xlarge run (156.7 GB/s average bus bandwidth).
 func TestGateShapeAndFloor(t *testing.T) {
@@ -120,7 +121,7 @@ func TestGateShapeAndFloor(t *testing.T) {
 		edit func(*GateInput)
 		says string
 	}{
-		{"fewer nodes", func(i *GateInput) { i.Nodes = 1 }, "1 nodes, the baseline 2"},
+		{"one node against a multi-node baseline", func(i *GateInput) { i.Nodes = 1 }, "1 nodes, the baseline 2"},
 		{"fewer GPUs per node", func(i *GateInput) { i.GPUsPerNode = 4 }, "4 GPUs per node, the baseline 8"},
 		{"another fabric", func(i *GateInput) { i.Fabric = "tcp" }, "fabric tcp, the baseline efa"},
 	} {
@@ -128,6 +129,20 @@ func TestGateShapeAndFloor(t *testing.T) {
 		tc.edit(&i)
 		if g := Gate(i); g.Verdict != VerdictFail || !strings.Contains(strings.Join(g.Reasons, ";"), "not comparable with the pool's baseline: "+tc.says) {
 			t.Errorf("%s: %+v", tc.name, g)
+		}
+	}
+	// More or fewer nodes, still more than one: bus bandwidth is corrected
+	// for the rank count, so the baseline judges, with a warning.
+	for _, n := range []int{3, 4} {
+		i := in
+		i.Nodes = n
+		if g := Gate(i); g.Verdict != VerdictWarn || !strings.Contains(strings.Join(g.Reasons, ";"), "the baseline 2: bus bandwidth is corrected for the rank count") {
+			t.Errorf("%d nodes against a 2-node baseline: %+v", n, g)
+		}
+		i.MinBusBW = 0
+		i.Baseline = &Baseline{BusBW: bw * 2, SizeBytes: size, Nodes: 2, GPUsPerNode: 8, Fabric: "efa"}
+		if g := Gate(i); g.Verdict != VerdictFail {
+			t.Errorf("%d nodes under the baseline: %+v", n, g)
 		}
 	}
 	noBase := GateInput{Result: res, SizeBytes: size}

@@ -222,7 +222,7 @@ func verifyAdmissionConfig(base, now *AdmissionConfig) ([]Regression, map[string
 		if b.MatchPolicy == string(admissionv1.Equivalent) && n.MatchPolicy != b.MatchPolicy {
 			cs = append(cs, configChange{StatusFail, fmt.Sprintf("matchPolicy %s, was Equivalent: it no longer sees requests to other versions of its resources", n.MatchPolicy)})
 		}
-		cs = append(cs, rulesLost(named(b.Rules), named(n.Rules), "")...)
+		cs = append(cs, rulesLost(named(b.Rules), named(n.Rules), "", n.MatchPolicy == string(admissionv1.Equivalent))...)
 		cs = append(cs, selectorNarrowed("namespaceSelector", b.NamespaceSelector, n.NamespaceSelector, nsBase, nsNow)...)
 		cs = append(cs, selectorNarrowed("objectSelector", b.ObjectSelector, n.ObjectSelector, nil, nil)...)
 		cs = append(cs, conditionsAdded(b.MatchConditions, n.MatchConditions)...)
@@ -264,7 +264,23 @@ func verifyAdmissionConfig(base, now *AdmissionConfig) ([]Regression, map[string
 		case !n.denies():
 			cs = append(cs, configChange{StatusFail, fmt.Sprintf("validationActions %v, was %v: it no longer denies", n.ValidationActions, b.ValidationActions)})
 		default:
-			cs = append(cs, matchResourcesNarrowed(b.MatchResources, n.MatchResources, nsBase, nsNow, "the binding's matchResources")...)
+			// A binding without matchResources matched every request its
+			// policy matches (the apiserver does not default it,
+			// k8s.io/kubernetes@v1.37.2 pkg/apis/admissionregistration/v1/defaults.go):
+			// one added since narrows from there.
+			was := b.MatchResources
+			if was == nil {
+				was = &admissionv1.MatchResources{}
+			}
+			if len(was.ResourceRules) == 0 {
+				for _, p := range base.Policies {
+					if p.Name == b.PolicyName && p.MatchConstraints != nil {
+						was = was.DeepCopy()
+						was.ResourceRules = p.MatchConstraints.ResourceRules
+					}
+				}
+			}
+			cs = append(cs, matchResourcesNarrowed(was, n.MatchResources, nsBase, nsNow, "the binding's matchResources")...)
 			if !equalJSON(b.ParamRef, n.ParamRef) {
 				cs = append(cs, configChange{StatusWarn, "its paramRef changed: the parameters the policy judges with may differ"})
 			}
@@ -430,7 +446,22 @@ func resourceCovers(x, a string) bool {
 
 // rulesLost names what the baseline's rules matched and the current ones
 // do not, or what current exclusions newly leave out.
-func rulesLost(base, now []admissionv1.NamedRuleWithOperations, what string) []configChange {
+//
+// Under matchPolicy Equivalent the apiserver sends a control the requests
+// that modify a resource its rules list "via another API group or
+// version" (k8s.io/api@v0.37.2 admissionregistration/v1 types.go,
+// MatchPolicyType): rules that moved to another version of the same
+// group's resource (an addon release that serves a new version of its
+// CRD) still see the requests to the old one, and lose nothing.
+func rulesLost(base, now []admissionv1.NamedRuleWithOperations, what string, equivalent bool) []configChange {
+	if equivalent {
+		anyVersion := make([]admissionv1.NamedRuleWithOperations, len(now))
+		for i, r := range now {
+			r.APIVersions = []string{"*"}
+			anyVersion[i] = r
+		}
+		now = anyVersion
+	}
 	var lost []string
 	for _, a := range atoms(base) {
 		ok := false
@@ -452,9 +483,9 @@ func rulesLost(base, now []admissionv1.NamedRuleWithOperations, what string) []c
 		lost = append(lost[:5], fmt.Sprintf("and %d more", len(lost)-5))
 	}
 	if what == "" {
-		what = "rules"
+		what = "its rules"
 	}
-	return []configChange{{StatusFail, fmt.Sprintf("its %s no longer match %s", what, strings.Join(lost, ", "))}}
+	return []configChange{{StatusFail, fmt.Sprintf("%s no longer match %s", what, strings.Join(lost, ", "))}}
 }
 
 // requirements returns a selector's requirements as strings (nil: none).
@@ -555,7 +586,7 @@ func matchResourcesNarrowed(base, now *admissionv1.MatchResources, nsBase, nsNow
 	var cs []configChange
 	// A binding without resourceRules matches everything its policy does.
 	if len(base.ResourceRules) > 0 && !(len(n.ResourceRules) == 0 && what != "matchConstraints") {
-		cs = append(cs, rulesLost(base.ResourceRules, n.ResourceRules, what+" resourceRules")...)
+		cs = append(cs, rulesLost(base.ResourceRules, n.ResourceRules, what+" resourceRules", matchPolicy(n.MatchPolicy) == string(admissionv1.Equivalent))...)
 	}
 	// An exclusion that did not exclude a request at the baseline and does now.
 	var newly []admissionv1.NamedRuleWithOperations

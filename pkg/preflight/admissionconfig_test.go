@@ -133,6 +133,65 @@ func TestVerifyAdmissionConfig(t *testing.T) {
 	if regs, _ := verifyAdmissionConfig(base, readConfig(t, kc)); len(regs) != 0 {
 		t.Errorf("widened: %+v", regs)
 	}
+
+	// An addon release that moves its rules to a new version of the same
+	// resource loses nothing under matchPolicy Equivalent (the v1 default):
+	// requests to the old version still reach it.
+	kc = fixtureCluster()
+	updateHook(t, kc, func(w *admissionv1.ValidatingWebhook) { w.Rules[0].APIVersions = []string{"v2"} })
+	if regs, _ := verifyAdmissionConfig(base, readConfig(t, kc)); len(regs) != 0 {
+		t.Errorf("rules moved to another version under Equivalent: %+v", regs)
+	}
+	// Another group is another resource.
+	kc = fixtureCluster()
+	updateHook(t, kc, func(w *admissionv1.ValidatingWebhook) { w.Rules[0].APIGroups = []string{"example.com"} })
+	if regs, _ := verifyAdmissionConfig(base, readConfig(t, kc)); len(regs) != 1 || regs[0].Status != StatusFail {
+		t.Errorf("rules moved to another group: %+v", regs)
+	}
+}
+
+// A denying binding without matchResources matches every request its
+// policy matches; matchResources added since narrow it and are caught.
+func TestVerifyAdmissionConfigBindingWithoutMatchResources(t *testing.T) {
+	ctx := context.Background()
+	withAll := func() *fake.Clientset {
+		kc := fixtureCluster()
+		_, err := kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "digests-all"},
+			Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "digests", ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kc
+	}
+	base := readConfig(t, withAll())
+	if regs, _ := verifyAdmissionConfig(base, readConfig(t, withAll())); len(regs) != 0 {
+		t.Fatalf("unchanged: %+v", regs)
+	}
+	pods := admissionv1.NamedRuleWithOperations{RuleWithOperations: admissionv1.RuleWithOperations{
+		Operations: []admissionv1.OperationType{admissionv1.Create}, Rule: admissionv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}
+	for _, tc := range []struct {
+		name string
+		mr   *admissionv1.MatchResources
+		says string
+	}{
+		{"a namespace selector", &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "ml"}}}, "(binding digests-all): no longer selects namespace default, kube-system, legacy, open, prod"},
+		{"fewer kinds than the policy", &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{pods}}, "(binding digests-all): the binding's matchResources resourceRules no longer match CREATE deployments.apps/v1"},
+		{"an object selector", &admissionv1.MatchResources{ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"strict": "true"}}}, "(binding digests-all): the binding's matchResources objectSelector strict=true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kc := withAll()
+			c := kc.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+			b, _ := c.Get(ctx, "digests-all", metav1.GetOptions{})
+			b.Spec.MatchResources = tc.mr
+			if _, err := c.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			regs, _ := verifyAdmissionConfig(base, readConfig(t, kc))
+			if len(regs) != 1 || regs[0].Status != StatusFail || !strings.Contains(regs[0].Message, tc.says) {
+				t.Errorf("want one FAIL saying %q, got %+v", tc.says, regs)
+			}
+		})
+	}
 }
 
 func updateHook(t *testing.T, kc *fake.Clientset, f func(*admissionv1.ValidatingWebhook)) {

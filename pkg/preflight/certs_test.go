@@ -118,9 +118,22 @@ func TestKubeletServingCSRs(t *testing.T) {
 			Status: certificatesv1.CertificateSigningRequestStatus{Conditions: conds}}
 	}
 	approved := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue}
-	kc := fake.NewClientset(
+	node := func(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+	retried := csr("gpu-ok", KubeletServingSigner, now.Add(-2*time.Hour))
+	retried.Name = "gpu-ok-first"
+	kc := fake.NewClientset(node("gpu-old"), node("gpu-ok"),
 		csr("gpu-old", KubeletServingSigner, now.Add(-48*time.Hour)),
 		csr("gpu-ok", KubeletServingSigner, now.Add(-time.Hour), approved),
+		// A request the kubelet gave up on before its next was approved.
+		retried,
+		// An older pending request of a node: it is listed by its newest.
+		func() *certificatesv1.CertificateSigningRequest {
+			c := csr("gpu-old", KubeletServingSigner, now.Add(-50*time.Hour))
+			c.Name = "gpu-old-first"
+			return c
+		}(),
+		// A request of a node the pool upgrade replaced.
+		csr("gpu-replaced", KubeletServingSigner, now.Add(-3*time.Hour)),
 		csr("gpu-client", certificatesv1.KubeAPIServerClientKubeletSignerName, now.Add(-time.Hour)))
 	r := &Runner{Kube: kc, Now: func() time.Time { return now }}
 	g, read := r.certsGate(context.Background())

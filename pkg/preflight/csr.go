@@ -38,24 +38,62 @@ type CSREvidence struct {
 }
 
 // pendingServingCSRs lists the kubelet serving CSRs that are neither
-// approved, denied nor failed.
+// approved, denied nor failed, leaving out the requests a node no longer
+// waits on: one older than a request of the same node that was approved
+// (the kubelet's certificate manager gives up on a request and sends a
+// new one, k8s.io/client-go@v0.37.2 util/certificate/certificate_manager.go
+// rotateCerts, so an approver that was down while the pool rolled leaves
+// the first unanswered; the CSR cleaner deletes approved requests after
+// an hour, so this is seen only within it), one older than another
+// pending request of the same node (the node is listed once, by its
+// newest), and one of a node that no longer exists (a pool
+// upgrade replaces nodes; the CSR cleaner deletes pending requests after
+// 24 hours, pkg/controller/certificates/cleaner/cleaner.go).
 func (r *Runner) pendingServingCSRs(ctx context.Context) (*CSREvidence, error) {
 	l, err := r.Kube.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return &CSREvidence{}, err
 	}
 	ev := &CSREvidence{Read: true, ReadAt: r.now().UTC()}
+	var nodes map[string]bool
+	if snap, err := r.snapshot(ctx); err == nil && len(snap.Nodes) > 0 {
+		nodes = map[string]bool{}
+		for _, n := range snap.Nodes {
+			nodes[n.Name] = true
+		}
+	}
+	approvedAt := map[string]time.Time{} // per requestor, its newest approved request
+	var pending []CSRFact
 	for _, c := range l.Items {
-		if c.Spec.SignerName != KubeletServingSigner || len(c.Status.Certificate) > 0 {
+		if c.Spec.SignerName != KubeletServingSigner {
 			continue
 		}
-		answered := false
+		answered, approved := len(c.Status.Certificate) > 0, len(c.Status.Certificate) > 0
 		for _, cond := range c.Status.Conditions {
 			answered = answered || cond.Type == certificatesv1.CertificateApproved || cond.Type == certificatesv1.CertificateDenied || cond.Type == certificatesv1.CertificateFailed
+			approved = approved || cond.Type == certificatesv1.CertificateApproved
+		}
+		if approved && c.CreationTimestamp.After(approvedAt[c.Spec.Username]) {
+			approvedAt[c.Spec.Username] = c.CreationTimestamp.Time
 		}
 		if !answered {
-			ev.Pending = append(ev.Pending, CSRFact{Name: c.Name, Requestor: c.Spec.Username, Created: c.CreationTimestamp.UTC()})
+			pending = append(pending, CSRFact{Name: c.Name, Requestor: c.Spec.Username, Created: c.CreationTimestamp.UTC()})
 		}
+	}
+	newest := map[string]CSRFact{}
+	for _, p := range pending {
+		if n, ok := newest[p.Requestor]; !ok || p.Created.After(n.Created) || p.Created.Equal(n.Created) && p.Name > n.Name {
+			newest[p.Requestor] = p
+		}
+	}
+	for _, p := range pending {
+		if a, ok := approvedAt[p.Requestor]; ok && p.Created.Before(a) || newest[p.Requestor].Name != p.Name {
+			continue
+		}
+		if n, ok := strings.CutPrefix(p.Requestor, "system:node:"); ok && nodes != nil && !nodes[n] {
+			continue
+		}
+		ev.Pending = append(ev.Pending, p)
 	}
 	sort.Slice(ev.Pending, func(i, j int) bool { return ev.Pending[i].Name < ev.Pending[j].Name })
 	return ev, nil

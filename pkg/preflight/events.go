@@ -49,6 +49,30 @@ type WarningFact struct {
 	Last    time.Time `json:"last"`
 	Count   int32     `json:"count"`
 	Message string    `json:"message,omitempty"`
+	// Objects is how many objects the events were about (the pods of a
+	// DaemonSet on each node it rolled over), Longest the longest time
+	// one of them fired (seconds): a rolling upgrade spreads short
+	// restarts of many pods over hours, which is not one thing firing
+	// for hours. Objects is 0 in a baseline written before they were
+	// recorded.
+	Objects int32 `json:"objects,omitempty"`
+	Longest int64 `json:"longestSeconds,omitempty"`
+}
+
+// longest is the longest time one object fired since the baseline (from),
+// or the whole span when the fact does not record it.
+func (f WarningFact) longest(from time.Time) time.Duration {
+	start := f.First
+	if start.Before(from) {
+		start = from
+	}
+	span := f.Last.Sub(start)
+	if f.Objects > 0 {
+		if l := time.Duration(f.Longest) * time.Second; l < span {
+			return l
+		}
+	}
+	return span
 }
 
 func (f WarningFact) key() string { return f.Reason + "\x00" + f.Object }
@@ -106,6 +130,8 @@ func warningFacts(evs []corev1.Event, pods []*corev1.Pod, controllers map[string
 		byName[p.Name] = p
 	}
 	m := map[string]*WarningFact{}
+	type span struct{ first, last time.Time }
+	spans := map[string]map[string]*span{} // per fact, per object the events were about
 	for i := range evs {
 		e := &evs[i]
 		if e.Type != corev1.EventTypeWarning {
@@ -129,6 +155,20 @@ func warningFacts(evs []corev1.Event, pods []*corev1.Pod, controllers map[string
 		if len(f.Message) > 200 {
 			f.Message = f.Message[:200] + "..."
 		}
+		obj := e.InvolvedObject.Kind + "/" + e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
+		if spans[f.key()] == nil {
+			spans[f.key()] = map[string]*span{}
+		}
+		if sp := spans[f.key()][obj]; sp == nil {
+			spans[f.key()][obj] = &span{f.First, f.Last}
+		} else {
+			if f.First.Before(sp.first) {
+				sp.first = f.First
+			}
+			if f.Last.After(sp.last) {
+				sp.last = f.Last
+			}
+		}
 		if cur := m[f.key()]; cur != nil {
 			cur.Count += f.Count
 			if f.First.Before(cur.First) {
@@ -142,7 +182,13 @@ func warningFacts(evs []corev1.Event, pods []*corev1.Pod, controllers map[string
 		m[f.key()] = &f
 	}
 	out := make([]WarningFact, 0, len(m))
-	for _, f := range m {
+	for k, f := range m {
+		for _, sp := range spans[k] {
+			f.Objects++
+			if l := int64(sp.last.Sub(sp.first) / time.Second); l > f.Longest {
+				f.Longest = l
+			}
+		}
 		out = append(out, *f)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
@@ -164,10 +210,12 @@ func eventTime(e *corev1.Event) time.Time {
 // verifyWarnings compares kube-system's Warning events per reason and
 // object with the baseline's. What fired for the same reason and object at
 // the baseline is not new. A new event of a reason an upgrade is expected
-// to cause (SettlingReasons) is the upgrade settling: it is tolerated while
-// it fires for less than settle, listed (WARN) while it may still be
-// settling, and a regression once it has fired for longer. Any other new
-// reason or object is a regression.
+// to cause (SettlingReasons) is the upgrade settling: it is a regression
+// once one object (one pod of a DaemonSet, not the DaemonSet's pods on
+// every node the upgrade rolled over) has fired for longer than settle,
+// listed (WARN) while it fired within settle of now and may still be
+// settling, and tolerated once it has stopped. Any other new reason or
+// object is a regression.
 func verifyWarnings(base, now Evidence, settle time.Duration) []Regression {
 	if settle <= 0 {
 		settle = DefaultSettle
@@ -189,16 +237,16 @@ func verifyWarnings(base, now Evidence, settle time.Duration) []Regression {
 		if start.Before(base.CollectedAt) {
 			start = base.CollectedAt
 		}
-		fired := f.Last.Sub(start)
+		fired := f.longest(base.CollectedAt)
 		what := fmt.Sprintf("%s on %s x%d since %s (last %s): %s", f.Reason, f.Object, f.Count, start.Format(time.RFC3339), f.Last.Format(time.RFC3339), f.Message)
 		reg := Regression{Kind: RegWarningEvents, Object: f.Object, Command: cmd}
 		switch {
 		case !settling(f.Reason):
 			reg.Status, reg.Message = StatusFail, "new Warning event in kube-system: "+what
 		case fired > settle:
-			reg.Status, reg.Message = StatusFail, fmt.Sprintf("still firing %s after it started, longer than the %s an upgrade settles in (--settle-time): %s", fired.Round(time.Second), settle, what)
-		case at.Sub(start) < settle && at.Sub(f.Last) < settle:
-			reg.Status, reg.Message = StatusWarn, fmt.Sprintf("settling: %s; judged once it has had %s (run verify again after %s)", what, settle, start.Add(settle).Format(time.RFC3339))
+			reg.Status, reg.Message = StatusFail, fmt.Sprintf("still firing %s after it started on one object, longer than the %s an upgrade settles in (--settle-time): %s", fired.Round(time.Second), settle, what)
+		case at.Sub(f.Last) < settle:
+			reg.Status, reg.Message = StatusWarn, fmt.Sprintf("settling: %s; judged once it has had %s (run verify again after %s)", what, settle, f.Last.Add(settle).Format(time.RFC3339))
 		default:
 			continue // fired while the upgrade settled, and stopped
 		}

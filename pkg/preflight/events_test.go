@@ -40,6 +40,11 @@ func TestWarningFactsGroupPerController(t *testing.T) {
 		if f.Reason == "BackOff" && f.Object == "daemonset/kube-proxy" && (!f.First.Equal(at(1).Time) || !f.Last.Equal(at(6).Time)) {
 			t.Errorf("kube-proxy BackOff spans %s..%s", f.First, f.Last)
 		}
+		// Two pods, the longer firing 4 minutes (2..6), not the 5 minutes
+		// from the first pod's first event to the second's last.
+		if f.Reason == "BackOff" && f.Object == "daemonset/kube-proxy" && (f.Objects != 2 || f.Longest != 240) {
+			t.Errorf("kube-proxy BackOff: %d objects, longest %ds, want 2 and 240s", f.Objects, f.Longest)
+		}
 	}
 }
 
@@ -64,6 +69,11 @@ func TestVerifyWarningEvents(t *testing.T) {
 		{"a reason an upgrade does not cause", WarningFact{Reason: "FailedCreate", Object: "daemonset/kube-proxy", First: min(-2), Last: min(-2)}, StatusFail},
 		{"firing already at the baseline", WarningFact{Reason: "FailedMount", Object: "daemonset/csi-node", First: min(-10), Last: min(-1)}, ""},
 		{"older than the baseline", WarningFact{Reason: "Evicted", Object: "pod/x", First: min(-70), Last: min(-65)}, ""},
+		// A pool rolled node by node for 50 minutes, each node's pod of the
+		// DaemonSet failing its sandbox for at most 2 minutes.
+		{"a rolling upgrade's short restarts on many nodes, now quiet", WarningFact{Reason: "FailedCreatePodSandBox", Object: "daemonset/kube-proxy", First: min(-55), Last: min(-20), Objects: 25, Longest: 120}, ""},
+		{"a rolling upgrade's last node just restarted", WarningFact{Reason: "FailedCreatePodSandBox", Object: "daemonset/kube-proxy", First: min(-55), Last: min(-2), Objects: 25, Longest: 120}, StatusWarn},
+		{"one pod of a rolled DaemonSet still failing", WarningFact{Reason: "BackOff", Object: "daemonset/kube-proxy", First: min(-55), Last: min(-1), Objects: 25, Longest: 40 * 60}, StatusFail},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			regs := verifyWarnings(base, Evidence{CollectedAt: now, SystemWarnings: []WarningFact{tc.fact}}, settle)

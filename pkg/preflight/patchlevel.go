@@ -112,7 +112,7 @@ func (r *Runner) patchGate(ctx context.Context) (Gate, *PatchFact) {
 // verifyPatch reports a cluster now out of support, or now past the patch
 // SLO, that was not at the baseline: both WARN (an upgrade under way is
 // what fixes them).
-func verifyPatch(base, now *PolicyEvidence) []Regression {
+func verifyPatch(base, now *PolicyEvidence, target string) []Regression {
 	n := now.Patch
 	if n == nil {
 		return nil
@@ -125,7 +125,7 @@ func verifyPatch(base, now *PolicyEvidence) []Regression {
 			win = fmt.Sprintf(" (%s, %s window)", n.Provider, n.Window)
 		}
 		out = append(out, Regression{Kind: RegPatch, Status: StatusWarn, Object: "apiserver/" + n.Version, Message: fmt.Sprintf("apiserver %s: its minor is out of support%s; finish the upgrade", n.Version, win),
-			Command: "kubectl skew plan --target vX.Y"})
+			Command: planCommand(target)})
 	}
 	past := func(f *PatchFact) bool { return f.Lag.Status == skew.StatusInfo && f.Lag.DaysBehind > f.MaxDays }
 	if past(n) && (b == nil || !past(b)) {
@@ -140,4 +140,13 @@ func verifyPatch(base, now *PolicyEvidence) []Regression {
 func onPatch(latest string, v skew.Version) bool {
 	l, err := skew.ParseVersion(latest)
 	return err == nil && l.Major == v.Major && l.Minor == v.Minor && l.Patch == v.Patch
+}
+
+// planCommand is the command that shows the rest of the upgrade to the
+// baseline's target ("kubectl skew plan" alone without one).
+func planCommand(target string) string {
+	if target == "" {
+		return "kubectl skew plan --target vMAJOR.MINOR   # the version the upgrade goes to"
+	}
+	return "kubectl skew plan --target v" + strings.TrimPrefix(target, "v")
 }

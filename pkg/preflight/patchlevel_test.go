@@ -73,10 +73,16 @@ func TestPatchGate(t *testing.T) {
 	}
 	behind := &PatchFact{Version: "v1.36.2", MaxDays: 30, Lag: skew.PatchLag{Status: skew.StatusInfo, DaysBehind: 40}}
 	fresh := &PatchFact{Version: "v1.37.1", MaxDays: 30, Lag: skew.PatchLag{Status: skew.StatusInfo, DaysBehind: 3}}
-	if regs := verifyPatch(&PolicyEvidence{Patch: fresh}, &PolicyEvidence{Patch: behind}); len(regs) != 1 || regs[0].Status != StatusWarn {
+	if regs := verifyPatch(&PolicyEvidence{Patch: fresh}, &PolicyEvidence{Patch: behind}, "1.37"); len(regs) != 1 || regs[0].Status != StatusWarn {
 		t.Errorf("%+v", regs)
 	}
-	if regs := verifyPatch(&PolicyEvidence{Patch: behind}, &PolicyEvidence{Patch: behind}); len(regs) != 0 {
+	// Out of support now: a warning whose command is the plan to the
+	// baseline's target.
+	outOf := &PatchFact{Version: "v1.33.5", MaxDays: 30, Support: skew.StatusViolation, Lag: skew.PatchLag{Status: skew.StatusInfo}}
+	if regs := verifyPatch(&PolicyEvidence{Patch: fresh}, &PolicyEvidence{Patch: outOf}, "1.34"); len(regs) != 1 || regs[0].Status != StatusWarn || regs[0].Command != "kubectl skew plan --target v1.34" {
+		t.Errorf("out of support: %+v", regs)
+	}
+	if regs := verifyPatch(&PolicyEvidence{Patch: behind}, &PolicyEvidence{Patch: behind}, "1.37"); len(regs) != 0 {
 		t.Errorf("already behind at the baseline: %+v", regs)
 	}
 }

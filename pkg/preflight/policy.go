@@ -206,6 +206,6 @@ func verifyPolicy(base, now Evidence, opts VerifyOptions) []Regression {
 	}
 	out = append(out, verifyCerts(b, n, base.CollectedAt, now.CollectedAt)...)
 	out = append(out, verifyCSRs(b, n, now.CollectedAt, opts.Settle)...)
-	out = append(out, verifyPatch(b, n)...)
+	out = append(out, verifyPatch(b, n, base.Target)...)
 	return append(out, verifyImages(b, n)...)
 }

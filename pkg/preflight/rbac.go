@@ -113,7 +113,7 @@ func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 	}
 	var lines, broad []string
 	for _, gr := range ev.grants() {
-		if gr.role == nil || systemSubject(gr.subject) || (gr.binding.Default && !untrusted(gr.subject)) {
+		if gr.role == nil || systemSubject(gr.subject) || releaseGrant(gr) {
 			continue
 		}
 		var risky []rbacv1.PolicyRule
@@ -467,8 +467,55 @@ func verifyRBAC(base, now *RBACEvidence, allow []string) []Regression {
 // belongs to: each new release adds and widens these for its controllers
 // (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings),
 // and preflight's gate leaves them out too.
+// The label alone is not enough, as anyone who may create a binding may
+// set it: the binding, role and subject must also be where and what the
+// release's are (k8s.io/kubernetes@v1.37.2
+// plugin/pkg/auth/authorizer/rbac/bootstrappolicy: policy.go,
+// controller_policy.go and namespace_policy.go): a ClusterRoleBinding
+// named cluster-admin or system:..., or a RoleBinding in kube-system or
+// kube-public named system:...; a role named as the release names them;
+// a system: user or group, or a service account of kube-system.
 func releaseGrant(g grant) bool {
-	return g.binding.Default && g.role != nil && g.role.Default && !untrusted(g.subject)
+	if !g.binding.Default || g.role == nil || !g.role.Default || untrusted(g.subject) {
+		return false
+	}
+	b := g.binding
+	switch b.Kind {
+	case "ClusterRoleBinding":
+		if b.Name != "cluster-admin" && !strings.HasPrefix(b.Name, "system:") {
+			return false
+		}
+	case "RoleBinding":
+		if (b.Namespace != metav1.NamespaceSystem && b.Namespace != metav1.NamespacePublic) || !strings.HasPrefix(b.Name, "system:") {
+			return false
+		}
+	default:
+		return false
+	}
+	if !releaseRoleName(g.role.Kind, g.role.Name) {
+		return false
+	}
+	switch g.subject.Kind {
+	case rbacv1.ServiceAccountKind:
+		return g.subject.Namespace == metav1.NamespaceSystem
+	case rbacv1.UserKind, rbacv1.GroupKind:
+		return strings.HasPrefix(g.subject.Name, "system:")
+	}
+	return false
+}
+
+// releaseRoleName: a name the release gives its own roles: the
+// user-facing ClusterRoles, system:..., and kube-system's
+// extension-apiserver-authentication-reader Role.
+func releaseRoleName(kind, name string) bool {
+	switch {
+	case strings.HasPrefix(name, "system:"):
+		return true
+	case kind == "ClusterRole":
+		return name == "cluster-admin" || name == "admin" || name == "edit" || name == "view"
+	default:
+		return name == "extension-apiserver-authentication-reader"
+	}
 }
 
 func bindingKindName(b BindingFact) string {
@@ -514,11 +561,11 @@ func verifyAggregation(base, now *RBACEvidence, allow []string) []Regression {
 				sources = append(sources, src.Name)
 			}
 		}
-		release := f.Default && len(sources) > 0
+		release := f.Default && releaseRoleName(f.Kind, f.Name) && len(sources) > 0
 		for _, src := range sources {
 			for j := range now.Roles {
 				if now.Roles[j].Kind == "ClusterRole" && now.Roles[j].Name == src {
-					release = release && now.Roles[j].Default
+					release = release && now.Roles[j].Default && strings.HasPrefix(src, "system:")
 				}
 			}
 		}

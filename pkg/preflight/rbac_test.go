@@ -135,14 +135,50 @@ func TestVerifyRBAC(t *testing.T) {
 	}
 }
 
+// The release's label on a binding or role anyone may create is not
+// enough to leave a grant out: it must be where and what the release's
+// own are.
+func TestVerifyRBACReleaseLabelNotEnough(t *testing.T) {
+	base := readEvidence(t, baseRBAC()...)
+	rbLabelled := func(b *rbacv1.RoleBinding) *rbacv1.RoleBinding { b.Labels = defaults; return b }
+	after := append(baseRBAC(),
+		// A chart's binding of cluster-admin to its own service account,
+		// labelled as the release's.
+		defaultBinding(crb("gpu-operator-admin", "cluster-admin", sa("gpu-operator", "gpu-operator"))),
+		// A release-named binding of the release's role to a workload's
+		// service account outside kube-system.
+		defaultBinding(crb("system:controller:qux", "system:controller:foo", sa("ml", "ci"))),
+		// A labelled RoleBinding in a user namespace.
+		rbLabelled(rb("ml", "system:ml-admin", "ClusterRole", "view", user("mallory"))),
+		// A labelled role that is not named as the release names them.
+		clusterRole("secrets-reader", defaults, grantRule("", "secrets", "get")),
+		defaultBinding(crb("system:secrets-reader", "secrets-reader", user("system:kube-scheduler"))),
+	)
+	got := map[string]Regression{}
+	for _, r := range verifyRBAC(base, readEvidence(t, after...), nil) {
+		got[r.Object] = r
+	}
+	for _, obj := range []string{"clusterrolebinding/gpu-operator-admin", "clusterrolebinding/system:controller:qux", "rolebinding/ml/system:ml-admin", "clusterrolebinding/system:secrets-reader"} {
+		if _, ok := got[obj]; !ok {
+			t.Errorf("%s not listed: %+v", obj, got)
+		}
+	}
+	if r := got["clusterrolebinding/gpu-operator-admin"]; r.Status != StatusFail {
+		t.Errorf("cluster-admin to a chart's service account: %+v", r)
+	}
+}
+
 func TestRBACGate(t *testing.T) {
 	gc := crb("system:controller:generic-garbage-collector", "cluster-admin", sa("kube-system", "generic-garbage-collector"))
 	gc.Labels = defaults
-	objs := append(baseRBAC(), crb("oops", "cluster-admin", group("system:authenticated")), rb("ml", "edit", "ClusterRole", "cluster-admin", sa("ml", "runner")), gc)
+	// A chart's binding labelled as the release's is listed all the same.
+	chart := defaultBinding(crb("gpu-operator", "cluster-admin", sa("gpu-operator", "gpu-operator")))
+	objs := append(baseRBAC(), crb("oops", "cluster-admin", group("system:authenticated")), rb("ml", "edit", "ClusterRole", "cluster-admin", sa("ml", "runner")), gc, chart)
 	g, ev := (&Runner{Kube: fake.NewClientset(objs...)}).rbacGate(context.Background())
 	ev2 := strings.Join(g.Evidence, "\n")
 	if g.Status != StatusWarn || !strings.Contains(ev2, "Group system:authenticated holds") || !strings.Contains(ev2, "ServiceAccount ml/runner holds") ||
-		strings.Contains(ev2, "system:masters") || strings.Contains(ev2, "garbage-collector") || ev == nil || len(ev.Bindings) != 7 {
+		!strings.Contains(ev2, "ServiceAccount gpu-operator/gpu-operator holds") ||
+		strings.Contains(ev2, "system:masters") || strings.Contains(ev2, "garbage-collector") || ev == nil || len(ev.Bindings) != 8 {
 		t.Errorf("%s %s\n%s", g.Status, g.Message, ev2)
 	}
 	kc := fake.NewClientset()

@@ -123,7 +123,7 @@ func (o *Options) AddContextFlags(cmd *cobra.Command) {
 
 // AddCheckFlags registers the per-node gate flags of `nodes`.
 func (o *Options) AddCheckFlags(cmd *cobra.Command) {
-	cmd.Flags().IntVar(&o.ExpectedGPUs, "expected-gpus", o.ExpectedGPUs, "GPUs every node must have allocatable (default: the larger of the nvidia.com/gpu.count label and the pool's majority).")
+	cmd.Flags().IntVar(&o.ExpectedGPUs, "expected-gpus", o.ExpectedGPUs, "GPUs every node must have allocatable (default: the larger of the nvidia.com/gpu.count label and the majority of the pool's nodes of the same instance type, GPU model and MIG layout).")
 	cmd.Flags().StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "Fail nodes whose kubelet is not at this version (v1.37.2), or not on this minor (v1.37: any patch).")
 	cmd.Flags().BoolVar(&o.ConfigDrift, "config-drift", o.ConfigDrift, "Compare each node's kubelet configuration (configz) with a baseline node; needs get on nodes/proxy.")
 	cmd.Flags().StringVar(&o.BaselineNode, "baseline-node", o.BaselineNode, "Node whose kubelet configuration is the reference (default: a node of the same pool on an older kubelet).")
