@@ -3,6 +3,7 @@ package fleetrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -89,6 +90,9 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 		return stepOutcome{code: cli.ExitUsage, message: "no upgrade action selects cluster " + r.cp.Name}
 	}
 	chk, ok, err := r.check(ctx)
+	if ee := (*errEmptyPool)(nil); errors.As(err, &ee) {
+		return stepOutcome{code: cli.ExitFindings, message: strings.TrimPrefix(out.message+"; "+ee.Error(), "; "), report: out.report, stderr: out.stderr, argv: out.argv}
+	}
 	if err != nil {
 		return stepOutcome{code: cli.ExitUnavailable, message: out.message + "; checking: " + err.Error(), report: out.report, stderr: out.stderr, argv: out.argv}
 	}
@@ -122,33 +126,91 @@ func (r *stepRun) check(ctx context.Context) (string, bool, error) {
 		}
 		return "the apiserver reports " + v.GitVersion, true, nil
 	case StepPoolUpgrade:
-		kc, err := r.target.Getter.Kube()
+		sc, err := r.scanPool(ctx)
 		if err != nil {
 			return "", false, err
 		}
-		want := pkgskew.MustParseVersion(s.Minor)
-		total, behind := 0, 0
-		pg := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return kc.CoreV1().Nodes().List(ctx, opts)
-		})
-		err = pg.EachListItem(ctx, metav1.ListOptions{LabelSelector: s.Selector}, func(o runtime.Object) error {
-			n := o.(*corev1.Node)
-			total++
-			v, err := pkgskew.ParseVersion(n.Status.NodeInfo.KubeletVersion)
-			if err != nil || want.MinorsAfter(v.MinorOnly()) > 0 {
-				behind++
-			}
-			return nil
-		})
-		if err != nil {
-			return "", false, err
+		if sc.Total == 0 {
+			return "", false, r.emptyPool()
 		}
-		if behind > 0 {
-			return fmt.Sprintf("%d of %d nodes of pool %s are not on kubelet %s yet", behind, total, s.Pool, s.Minor), false, nil
+		if sc.Behind > 0 {
+			return fmt.Sprintf("%d of %d nodes of pool %s are not on kubelet %s yet", sc.Behind, sc.Total, s.Pool, s.Minor), false, nil
 		}
-		return fmt.Sprintf("all %d nodes of pool %s report kubelet %s", total, s.Pool, s.Minor), true, nil
+		return fmt.Sprintf("all %d nodes of pool %s report kubelet %s", sc.Total, s.Pool, s.Minor), true, nil
 	}
 	return "", true, nil
+}
+
+// poolScan counts a pool's nodes as the step's selector finds them now.
+type poolScan struct {
+	// Total nodes; Behind those not on the step's kubelet minor yet;
+	// NotReady those whose Ready condition is not True.
+	Total, Behind, NotReady int
+}
+
+// scanPool lists the nodes the step's selector matches (paged).
+func (r *stepRun) scanPool(ctx context.Context) (poolScan, error) {
+	var sc poolScan
+	kc, err := r.target.Getter.Kube()
+	if err != nil {
+		return sc, err
+	}
+	var want pkgskew.Version
+	if r.step.Minor != "" {
+		want = pkgskew.MustParseVersion(r.step.Minor)
+	}
+	pg := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return kc.CoreV1().Nodes().List(ctx, opts)
+	})
+	err = pg.EachListItem(ctx, metav1.ListOptions{LabelSelector: r.step.Selector}, func(o runtime.Object) error {
+		n := o.(*corev1.Node)
+		sc.Total++
+		v, err := pkgskew.ParseVersion(n.Status.NodeInfo.KubeletVersion)
+		if r.step.Minor != "" && (err != nil || want.MinorsAfter(v.MinorOnly()) > 0) {
+			sc.Behind++
+		}
+		if !nodeReady(n) {
+			sc.NotReady++
+		}
+		return nil
+	})
+	return sc, err
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// errEmptyPool is a pool step whose selector matches no node.
+type errEmptyPool struct{ msg string }
+
+func (e *errEmptyPool) Error() string { return e.msg }
+
+func (r *stepRun) emptyPool() error {
+	s := r.step
+	planned := "the plan counted its nodes"
+	if s.Nodes > 0 {
+		planned = fmt.Sprintf("the plan counted %d", s.Nodes)
+	}
+	return &errEmptyPool{fmt.Sprintf("selector %s of pool %s matches no node (%s): a step over no node is not done; check the pool's label with kubectl get nodes -l %s, then re-plan the run (plan --run %s --replace)",
+		s.Selector, s.Pool, planned, s.Selector, r.p.Plan.Run)}
+}
+
+// poolNotEmpty fails the step when its selector matches no node.
+func (r *stepRun) poolNotEmpty(ctx context.Context) (stepOutcome, bool) {
+	sc, err := r.scanPool(ctx)
+	if err != nil {
+		return stepOutcome{code: cli.ExitUnavailable, message: "listing the nodes of pool " + r.step.Pool + ": " + err.Error()}, false
+	}
+	if sc.Total == 0 {
+		return stepOutcome{code: cli.ExitFindings, message: r.emptyPool().Error()}, false
+	}
+	return stepOutcome{}, true
 }
 
 // patchTopology sets Cluster.spec.topology.version on the management

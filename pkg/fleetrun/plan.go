@@ -147,6 +147,10 @@ type Step struct {
 	Pool     string `json:"pool,omitempty"`
 	PoolFrom string `json:"poolFrom,omitempty"`
 	Selector string `json:"selector,omitempty"`
+	// Nodes is how many nodes the pool had when planned: a pool step
+	// whose selector then matches none fails rather than pass over an
+	// empty set.
+	Nodes int `json:"nodes,omitempty"`
 	// GPUPool is set when the pool has GPU nodes (gpu-validate runs).
 	GPUPool bool `json:"gpuPool,omitempty"`
 	// PlanStep is the number of the skew plan's step it carries out.
@@ -217,14 +221,14 @@ func stepName(parts ...string) string {
 
 func minorName(m string) string { return strings.ReplaceAll(m, ".", "-") }
 
-// poolSelector is the label selector of a pool's nodes in the inventory.
-func poolSelector(inv pkgskew.Inventory, pool string) string {
+// invPool is a pool of the inventory by name.
+func invPool(inv pkgskew.Inventory, pool string) pkgskew.Pool {
 	for _, p := range inv.Pools {
-		if p.Name == pool && p.Label != "" && pool != pkgskew.NoPool {
-			return p.Label + "=" + pool
+		if p.Name == pool {
+			return p
 		}
 	}
-	return ""
+	return pkgskew.Pool{}
 }
 
 func gpuPool(inv pkgskew.Inventory, pool string) bool {
@@ -275,13 +279,14 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				add(Step{Name: stepName(StepPreflight, minorName(target.MinorString())), Kind: StepPreflight, Minor: target.MinorString(),
 					Action: "kubectl skew preflight --target v" + target.MinorString()})
 			}
-			sel := poolSelector(inv, s.Pool)
+			pl := invPool(inv, s.Pool)
+			sel := pl.Selector()
 			if sel == "" {
 				warnings = append(warnings, fmt.Sprintf("pool %s has no pool label: its nodes cannot be selected, so its upgrade is left to a person", s.Pool))
 				continue
 			}
 			gpu := gpuPool(inv, s.Pool)
-			base := Step{Minor: s.To, Pool: s.Pool, PoolFrom: s.From, Selector: sel, GPUPool: gpu, PlanStep: s.Number}
+			base := Step{Minor: s.To, Pool: s.Pool, PoolFrom: s.From, Selector: sel, Nodes: pl.Nodes, GPUPool: gpu, PlanStep: s.Number}
 			for _, k := range []struct {
 				kind, suffix, action string
 				disruptive           bool

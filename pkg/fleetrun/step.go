@@ -398,6 +398,14 @@ func (r *stepRun) do(ctx context.Context) stepOutcome {
 	}
 	r.target = t
 	switch s.Kind {
+	case StepPDBBlockers, StepDrain, StepGPUValidate:
+		// A plugin given a selector that matches nothing reports on
+		// nothing and passes: the step would pass over an empty set.
+		if out, ok := r.poolNotEmpty(ctx); !ok {
+			return out
+		}
+	}
+	switch s.Kind {
 	case StepPreflight:
 		return r.preflight(ctx)
 	case StepEtcdSnapshot, StepControlPlane, StepPoolUpgrade:
