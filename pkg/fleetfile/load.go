@@ -217,6 +217,14 @@ func Validate(f *Fleet) field.ErrorList {
 	}
 	if u := f.Spec.Upgrade; u != nil {
 		errs = append(errs, duration(sp.Child("upgrade", "stepDuration"), u.StepDuration, false)...)
+		for _, k := range slices.Sorted(maps.Keys(u.StepDurations)) {
+			kp := sp.Child("upgrade", "stepDurations").Key(k)
+			if !slices.Contains(DisruptiveKinds, k) {
+				errs = append(errs, field.NotSupported(kp, k, DisruptiveKinds))
+				continue
+			}
+			errs = append(errs, duration(kp, u.StepDurations[k], true)...)
+		}
 		if d := u.Drain; d != nil {
 			dp := sp.Child("upgrade", "drain")
 			if d.OnTimeout != "" && !onTimeouts[d.OnTimeout] {

@@ -215,6 +215,12 @@ type Upgrade struct {
 	// with this much plus the window's finish margin left in its window.
 	// Empty means 1h.
 	StepDuration Duration `json:"stepDuration,omitempty"`
+	// StepDurations are the expected lengths of each kind of disruptive
+	// step (etcd-snapshot, hold-rollouts, control-plane, drain,
+	// pool-upgrade); a kind not listed takes StepDuration. A step starts
+	// only when [start, start + its duration + the finish margin) fits in
+	// a window and meets no freeze.
+	StepDurations map[string]Duration `json:"stepDurations,omitempty"`
 	// MigrateCRDs adds a last step per cluster that rewrites stored custom
 	// resources to their storage version (kubectl crd-migrate run --all).
 	MigrateCRDs bool `json:"migrateCRDs,omitempty"`
@@ -262,6 +268,21 @@ func (u *Upgrade) StepDurationValue() time.Duration {
 		return DefaultStepDuration
 	}
 	return u.StepDuration.Value()
+}
+
+// DisruptiveKinds are the step kinds that start only inside a window and
+// outside freezes, and whose expected duration StepDurations may set.
+var DisruptiveKinds = []string{"etcd-snapshot", "hold-rollouts", "control-plane", "drain", "pool-upgrade"}
+
+// ExpectedDuration is how long a step of the kind is expected to take:
+// StepDurations[kind], else StepDuration, else DefaultStepDuration.
+func (u *Upgrade) ExpectedDuration(kind string) time.Duration {
+	if u != nil {
+		if d, ok := u.StepDurations[kind]; ok && d != "" {
+			return d.Value()
+		}
+	}
+	return u.StepDurationValue()
 }
 
 // DrainArgs are the gang-drain run flags of the file's drain settings.
@@ -314,8 +335,13 @@ type ClusterAPIAction struct {
 // CommandAction runs a command, a Go text/template over the step
 // ({{.Cluster}}, {{.Context}}, {{.Kubeconfig}}, {{.Version}},
 // {{.Minor}}, {{.Pool}}, {{.Selector}}, {{.Step}}, {{.Run}}), split into
-// words like a shell does, without running one. Its exit code counts as a
-// step's: 0 done, 4 not yet (the engine retries), anything else halts.
+// words like a shell does, without running one. Its exit code is read as
+// 0 done, 4 not yet (the step runs it again later), and anything else,
+// a signal included, a failure whose output is the attempt's evidence: other
+// tools' codes are not interpreted (the AWS CLI's 252-255 are failures).
+// Before a command is issued the step checks whether its result is there
+// already, and does not issue it again while an earlier attempt's command
+// that succeeded may still be running (the step kind's expected duration).
 type CommandAction struct {
 	// ControlPlane upgrades the control plane by one minor.
 	ControlPlane string `json:"controlPlane,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,8 +36,34 @@ func (r *stepRun) version() string {
 // the hop's minor, every node of the pool on its new kubelet minor. A
 // check that does not hold yet is "not yet" (exit 4): providers finish on
 // their own time and the engine asks again.
+//
+// The desired state is checked before anything is issued: a step whose
+// result is there already issues nothing (a re-run after success), and a
+// provider command that an earlier attempt issued with success is not
+// issued again while the step's expected duration since then has not
+// passed (a re-run during an update in flight, which a provider would
+// refuse: EKS answers ResourceInUseException).
 func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 	a, s := r.action, r.step
+	if s.Kind == StepControlPlane || s.Kind == StepPoolUpgrade {
+		chk, ok, err := r.check(ctx)
+		if ee := (*errEmptyPool)(nil); errors.As(err, &ee) {
+			return stepOutcome{code: cli.ExitFindings, message: ee.Error()}
+		}
+		if err != nil {
+			return stepOutcome{code: cli.ExitUnavailable, message: "checking before issuing anything: " + err.Error()}
+		}
+		if ok {
+			return stepOutcome{message: "already done, nothing issued: " + chk}
+		}
+		if iss := r.ss.Issued; iss != nil {
+			d := r.p.expected(s)
+			if until := iss.Add(d); r.p.now().Before(until) {
+				return stepOutcome{code: cli.ExitIncomplete, message: fmt.Sprintf("in flight: attempt %d issued the upgrade at %s and it may take until %s (expected %s); not issuing it again: %s",
+					r.ss.IssuedAttempt, iss.Format(time.RFC3339), until.Format(time.RFC3339), d, chk)}
+			}
+		}
+	}
 	var out stepOutcome
 	switch {
 	case a.Manual != nil:
@@ -71,10 +98,11 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 		if r.target.Kubeconfig != "" {
 			env = append(env, "KUBECONFIG="+r.target.Kubeconfig)
 		}
-		out = r.exec(ctx, argv, env...)
+		out = r.command(ctx, argv, env...)
 		if out.code != 0 {
 			return out
 		}
+		r.issued()
 	case a.ClusterAPI != nil:
 		if s.Kind == StepControlPlane {
 			if err := r.patchTopology(ctx, a.ClusterAPI); err != nil {
@@ -101,6 +129,15 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 		out.code = cli.ExitIncomplete
 	}
 	return out
+}
+
+// issued records that this attempt's provider command succeeded, so a
+// later attempt waits for it instead of issuing it again.
+func (r *stepRun) issued() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.p.now()
+	r.ss.Issued, r.ss.IssuedAttempt = &now, r.ss.Attempt
 }
 
 // check says whether the step's result is there.

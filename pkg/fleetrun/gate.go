@@ -60,6 +60,12 @@ func (p *Programme) logf(format string, args ...any) {
 	}
 }
 
+// expected is how long a step is expected to take (the fleet file's
+// spec.upgrade.stepDurations by kind).
+func (p *Programme) expected(s Step) time.Duration {
+	return p.Plan.Spec.Upgrade.ExpectedDuration(s.Kind)
+}
+
 // GateReport is what a gate decided, with every check.
 type GateReport struct {
 	APIVersion string    `json:"apiVersion"`

@@ -63,6 +63,12 @@ type StepState struct {
 	// ExitCode of the last attempt; Message says why it ended or waits.
 	ExitCode int    `json:"exitCode"`
 	Message  string `json:"message,omitempty"`
+	// Issued is when an attempt's provider command last succeeded, and
+	// IssuedAttempt which attempt that was: a later attempt does not
+	// issue it again while the step's expected duration since then has
+	// not passed.
+	Issued        *time.Time `json:"issued,omitempty"`
+	IssuedAttempt int        `json:"issuedAttempt,omitempty"`
 	// RunID is the gang-drain run the step drives (drain and restore
 	// share it), so a repeated attempt resumes that run's state in the
 	// cluster.

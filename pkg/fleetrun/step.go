@@ -200,7 +200,7 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	switch {
 	case out.code == 0:
 		ss.Phase = PhaseCompleted
-	case out.code == cli.ExitIncomplete || out.code == cli.ExitInterrupted || out.code > 128:
+	case out.code == cli.ExitIncomplete || out.code == cli.ExitInterrupted:
 		// Not yet, or interrupted: the next attempt resumes.
 		ss.Phase = PhasePending
 		out.code = cli.ExitIncomplete
@@ -332,25 +332,85 @@ func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutco
 	return append(keys, key), nil
 }
 
-// exec runs one of the suite's plugins (or an action's command) and keeps
-// its output.
-func (r *stepRun) exec(ctx context.Context, argv []string, env ...string) stepOutcome {
-	ex := r.p.Exec
-	if ex == nil {
-		ex = ExecPlugins{}
+// launch runs a command and keeps its output; ex is how it ended, ok is
+// false when it could not start (out then says why, exit 2).
+func (r *stepRun) launch(ctx context.Context, argv []string, env []string) (out stepOutcome, ex Exit, ok bool) {
+	runner := r.p.Exec
+	if runner == nil {
+		runner = ExecPlugins{}
 	}
 	var stdout, stderr bytes.Buffer
-	code, err := ex.Run(ctx, argv, env, &stdout, &stderr)
-	out := stepOutcome{code: code, report: stdout.Bytes(), stderr: stderr.Bytes(), argv: argv}
+	ex, err := runner.Run(ctx, argv, env, &stdout, &stderr)
+	out = stepOutcome{code: ex.Code, report: stdout.Bytes(), stderr: stderr.Bytes(), argv: argv}
 	if err != nil {
 		out.code, out.message = cli.ExitUsage, err.Error()
-		return out
+		return out, ex, false
 	}
-	out.message = fmt.Sprintf("%s exited %d", strings.Join(displayArgv(argv), " "), code)
-	if code != 0 {
+	out.message = fmt.Sprintf("%s exited %d", strings.Join(displayArgv(argv), " "), ex.Code)
+	if ex.Signal != "" {
+		out.message = fmt.Sprintf("%s was killed by %s", strings.Join(displayArgv(argv), " "), ex.Signal)
+	}
+	if ex.Code != 0 {
 		if line := lastLine(stderr.Bytes()); line != "" {
 			out.message += ": " + line
 		}
+	}
+	return out, ex, true
+}
+
+// exec runs one of the suite's plugins and reads its exit code by the
+// suite's own table (pkg/cli): 0 done, 1 findings, 2 usage, 3 the cluster
+// could not be evaluated, 4 not yet, 130 interrupted. A plugin killed by a
+// signal is "not yet" only when this step stopped it (the step itself was
+// interrupted); killed by anything else, it failed.
+func (r *stepRun) exec(ctx context.Context, argv []string, env ...string) stepOutcome {
+	out, ex, ok := r.launch(ctx, argv, env)
+	if !ok {
+		return out
+	}
+	switch {
+	case ex.Signal != "" && ctx.Err() != nil:
+		out.code = cli.ExitInterrupted
+	case ex.Signal != "":
+		out.code = cli.ExitFindings
+	case ex.Code == cli.ExitOK, ex.Code == cli.ExitFindings, ex.Code == cli.ExitUsage, ex.Code == cli.ExitUnavailable,
+		ex.Code == cli.ExitIncomplete, ex.Code == cli.ExitInterrupted:
+	default:
+		out.message += " (not an exit code of the suite's table)"
+		out.code = cli.ExitFindings
+	}
+	return out
+}
+
+// NotYetExitCode is the one exit code of an action's command (a fleet
+// file's command template) that means "not yet, ask again": the suite's
+// own "stopped but resumable". Every other code but 0 is a failure whose
+// output is the attempt's evidence: the step does not read other tools'
+// codes, whose meanings are their own (the AWS CLI exits 252 for a bad
+// parameter, 253 for a bad environment or missing credentials, 254 for an
+// error the service returned and 255 for any other failure:
+// https://docs.aws.amazon.com/cli/latest/userguide/cli-usage-returncodes.html,
+// read 2026-12-06; none of them is a signal).
+const NotYetExitCode = cli.ExitIncomplete
+
+// command runs an action's command: 0 done, NotYetExitCode not yet, and
+// anything else (a signal included, unless this step was interrupted) a
+// failure.
+func (r *stepRun) command(ctx context.Context, argv []string, env ...string) stepOutcome {
+	out, ex, ok := r.launch(ctx, argv, env)
+	if !ok {
+		out.code = cli.ExitFindings
+		return out
+	}
+	switch {
+	case ex.Code == 0 && ex.Signal == "":
+	case ctx.Err() != nil:
+		out.code = cli.ExitInterrupted
+	case ex.Code == NotYetExitCode && ex.Signal == "":
+		out.message += " (not yet: the command asks to be run again)"
+	default:
+		out.code = cli.ExitFindings
+		out.message += "; its output is the attempt's evidence"
 	}
 	return out
 }

@@ -31,9 +31,14 @@ type fakeExec struct {
 	nodes map[string]*fakekube.Clientset
 	// block, when set, makes drain wait until the context ends.
 	block bool
+	// signals kills a command by a signal (by key, as codes).
+	signals map[string]string
+	// lazy leaves the nodes where they are after a successful pool
+	// upgrade: the provider's update is in flight.
+	lazy bool
 }
 
-func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, stderr io.Writer) (int, error) {
+func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, stderr io.Writer) (Exit, error) {
 	e.mu.Lock()
 	e.calls = append(e.calls, argv)
 	key := argv[0]
@@ -44,18 +49,23 @@ func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, s
 	e.mu.Unlock()
 	if key == BinGangDrain+" run" && e.block {
 		<-ctx.Done()
-		return 130, nil
+		return Exit{Code: 130}, nil
 	}
 	if key == BinSkew+" preflight" {
 		for i, a := range argv {
 			if a == "--save" {
 				if err := writeFile(argv[i+1], "kind: PreflightReport\n"); err != nil {
-					return 0, err
+					return Exit{}, err
 				}
 			}
 		}
 	}
-	if argv[0] == "upgrade-pool" && code == 0 {
+	if sig := e.signals[key]; sig != "" {
+		fmt.Fprintf(stdout, "partial output of %s\n", key)
+		fmt.Fprintf(stderr, "partial progress of %s\n", key)
+		return Exit{Code: 137, Signal: sig}, nil
+	}
+	if argv[0] == "upgrade-pool" && code == 0 && !e.lazy {
 		k := e.nodes[argv[2]]
 		nodes, _ := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		for _, n := range nodes.Items {
@@ -65,7 +75,7 @@ func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, s
 	}
 	fmt.Fprintf(stdout, `{"kind":"Fake","command":%q}`+"\n", strings.Join(argv, " "))
 	fmt.Fprintf(stderr, "progress of %s\n", key)
-	return code, nil
+	return Exit{Code: code}, nil
 }
 
 func (e *fakeExec) commands() []string {
