@@ -245,13 +245,17 @@ func Validate(f *Fleet) field.ErrorList {
 				if a.ClusterAPI.Namespace == "" {
 					errs = append(errs, field.Required(p.Child("clusterAPI", "namespace"), "the namespace of the Cluster objects"))
 				}
+				if err := CheckCommandTemplate(a.ClusterAPI.EtcdSnapshot); err != nil {
+					errs = append(errs, field.Invalid(p.Child("clusterAPI", "etcdSnapshot"), a.ClusterAPI.EtcdSnapshot, err.Error()))
+				}
 			}
 			if a.Command != nil {
 				n++
 				if a.Command.ControlPlane == "" && a.Command.Pool == "" {
 					errs = append(errs, field.Required(p.Child("command"), "a controlPlane or pool command template"))
 				}
-				for _, t := range []struct{ name, v string }{{"controlPlane", a.Command.ControlPlane}, {"pool", a.Command.Pool}, {"etcdSnapshot", a.Command.EtcdSnapshot}} {
+				for _, t := range []struct{ name, v string }{{"controlPlane", a.Command.ControlPlane}, {"pool", a.Command.Pool}, {"etcdSnapshot", a.Command.EtcdSnapshot},
+					{"holdRollouts", a.Command.HoldRollouts}, {"releaseRollouts", a.Command.ReleaseRollouts}} {
 					if err := CheckCommandTemplate(t.v); err != nil {
 						errs = append(errs, field.Invalid(p.Child("command", t.name), t.v, err.Error()))
 					}
@@ -289,7 +293,7 @@ func Validate(f *Fleet) field.ErrorList {
 	}
 	if s := f.Spec.Store; s != nil {
 		if !storeRE.MatchString(s.URL) {
-			errs = append(errs, field.Invalid(sp.Child("store", "url"), s.URL, "want file:///path, s3://bucket/prefix, gs://bucket/prefix or azblob://container/prefix"))
+			errs = append(errs, field.Invalid(sp.Child("store", "url"), s.URL, "want a directory (relative to the fleet file), file:///path, s3://bucket/prefix, gs://bucket/prefix or azblob://container/prefix"))
 		}
 	}
 	return errs
@@ -297,7 +301,7 @@ func Validate(f *Fleet) field.ErrorList {
 
 var (
 	versionRE = regexp.MustCompile(`^v?[0-9]+\.[0-9]+(\.[0-9]+)?$`)
-	storeRE   = regexp.MustCompile(`^(file|s3|gs|azblob)://.+`)
+	storeRE   = regexp.MustCompile(`^((file|s3|gs|azblob)://.+|[^:]+)$`)
 )
 
 // onTimeouts are gang-drain's --on-timeout values (pkg/gang).

@@ -330,6 +330,12 @@ type ClusterAPIAction struct {
 	// ClusterName is the Cluster object's name; empty means the fleet
 	// cluster's name.
 	ClusterName string `json:"clusterName,omitempty"`
+	// EtcdSnapshot is a command template (as CommandAction's) that takes
+	// the etcd snapshot before a hop and leaves it off the machines
+	// Cluster API replaces. KubeadmControlPlane takes no backup; without
+	// this command the etcd step is a manual gate that waits for
+	// `kubectl skew fleet approve --cluster C --step S`.
+	EtcdSnapshot string `json:"etcdSnapshot,omitempty"`
 }
 
 // CommandAction runs a command, a Go text/template over the step
@@ -350,6 +356,14 @@ type CommandAction struct {
 	// EtcdSnapshot takes the etcd snapshot before each hop of a cluster
 	// whose etcd is its own (kubeadm, k3s, rke2).
 	EtcdSnapshot string `json:"etcdSnapshot,omitempty"`
+	// HoldRollouts keeps one pool ({{.Pool}}) from rolling by itself when
+	// the control plane moves (a Karpenter NodeClass pin, a GKE
+	// maintenance exclusion, ...), run by the hold-rollouts step for each
+	// pool it holds; ReleaseRollouts undoes it at the pool's own upgrade,
+	// before Pool. Without HoldRollouts the hold-rollouts step is a manual
+	// gate that shows the runbook's commands.
+	HoldRollouts    string `json:"holdRollouts,omitempty"`
+	ReleaseRollouts string `json:"releaseRollouts,omitempty"`
 }
 
 // ManualAction waits for a person.
@@ -360,8 +374,8 @@ type ManualAction struct {
 
 // Store is where state and evidence live.
 type Store struct {
-	// URL is file:///path, s3://bucket/prefix, gs://bucket/prefix or
-	// azblob://container/prefix.
+	// URL is a directory (relative to the fleet file), file:///path,
+	// s3://bucket/prefix, gs://bucket/prefix or azblob://container/prefix.
 	URL string `json:"url"`
 }
 

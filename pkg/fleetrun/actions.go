@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,36 @@ func (r *stepRun) version() string {
 // refuse: EKS answers ResourceInUseException).
 func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 	a, s := r.action, r.step
+	switch {
+	case s.Kind == StepHold:
+		return r.hold(ctx)
+	case s.Kind == StepEtcdSnapshot && a.ClusterAPI != nil && a.ClusterAPI.EtcdSnapshot == "":
+		return r.manualGate(ctx, "KubeadmControlPlane takes no etcd backup (its API has no such field: kubernetes-sigs/cluster-api api module v1.14.0, controlplane/kubeadm/v1beta2): take one from a control-plane machine of the workload cluster and copy it off the machines Cluster API replaces (commands.sh of this attempt's evidence has the runbook's commands), or set spec.upgrade.actions[].clusterAPI.etcdSnapshot")
+	case s.Kind == StepEtcdSnapshot && a.ClusterAPI != nil:
+		return r.runTemplate(ctx, a.ClusterAPI.EtcdSnapshot, "")
+	}
+	var released string
+	if s.Kind == StepPoolUpgrade {
+		// The pool's hold goes once its drain is done, before anything
+		// else, so that a pool already moved is released too.
+		var err error
+		switch {
+		case a.ClusterAPI != nil:
+			released, err = r.capiRelease(ctx, a.ClusterAPI)
+		case a.Command != nil && a.Command.ReleaseRollouts != "" && slices.Contains(r.state.Holds, s.Pool):
+			out := r.runTemplate(ctx, a.Command.ReleaseRollouts, s.Pool)
+			if out.code != 0 {
+				return out
+			}
+			r.mu.Lock()
+			r.state.Holds = slices.DeleteFunc(r.state.Holds, func(p string) bool { return p == s.Pool })
+			r.mu.Unlock()
+			released = "hold released: " + out.message
+		}
+		if err != nil {
+			return stepOutcome{code: cli.ExitCode(err), message: err.Error()}
+		}
+	}
 	if s.Kind == StepControlPlane || s.Kind == StepPoolUpgrade {
 		chk, ok, err := r.check(ctx)
 		if ee := (*errEmptyPool)(nil); errors.As(err, &ee) {
@@ -54,7 +85,7 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 			return stepOutcome{code: cli.ExitUnavailable, message: "checking before issuing anything: " + err.Error()}
 		}
 		if ok {
-			return stepOutcome{message: "already done, nothing issued: " + chk}
+			return stepOutcome{message: strings.TrimPrefix(released+"; already done, nothing issued: "+chk, "; ")}
 		}
 		if iss := r.ss.Issued; iss != nil {
 			d := r.p.expected(s)
@@ -103,16 +134,28 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 			return out
 		}
 		r.issued()
+		if released != "" {
+			out.message = released + "; " + out.message
+		}
 	case a.ClusterAPI != nil:
 		if s.Kind == StepControlPlane {
-			if err := r.patchTopology(ctx, a.ClusterAPI); err != nil {
-				return stepOutcome{code: cli.ExitCode(err), message: err.Error()}
+			if r.laterPoolUpgrade() {
+				// The holds before the version moves, whether or not
+				// the plan had a hold-rollouts step (idempotent).
+				held, err := r.capiHoldAll(ctx, a.ClusterAPI)
+				if err != nil {
+					return stepOutcome{code: cli.ExitCode(err), message: err.Error()}
+				}
+				out.message = held + "; "
 			}
-			out.message = "Cluster.spec.topology.version set to " + r.version()
+			if err := r.patchTopology(ctx, a.ClusterAPI); err != nil {
+				return stepOutcome{code: cli.ExitCode(err), message: out.message + err.Error()}
+			}
+			out.message += "Cluster.spec.topology.version set to " + r.version()
 		} else {
-			// The topology controller rolls the machine deployments
-			// after the control plane; the check below follows it.
-			out.message = "Cluster API upgrades the pool after the control plane"
+			// The topology controller rolls the released
+			// MachineDeployment; the check below follows it.
+			out.message = released
 		}
 	default:
 		return stepOutcome{code: cli.ExitUsage, message: "no upgrade action selects cluster " + r.cp.Name}
@@ -129,6 +172,58 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 		out.code = cli.ExitIncomplete
 	}
 	return out
+}
+
+// runTemplate runs one of the action's command templates for the step
+// (pool names the pool of a hold or release).
+func (r *stepRun) runTemplate(ctx context.Context, tmpl, pool string) stepOutcome {
+	s := r.step
+	if pool == "" {
+		pool = s.Pool
+	}
+	argv, err := fleetfile.ExpandCommand(tmpl, fleetfile.CommandVars{Run: r.p.Plan.Run, Cluster: r.cp.Name, Context: r.target.Context, Kubeconfig: r.target.Kubeconfig,
+		Step: s.Name, Version: r.version(), Minor: s.Minor, Pool: pool, Selector: s.Selector})
+	if err != nil {
+		return stepOutcome{code: cli.ExitUsage, message: "the action's command: " + err.Error()}
+	}
+	var env []string
+	if r.target.Kubeconfig != "" {
+		env = append(env, "KUBECONFIG="+r.target.Kubeconfig)
+	}
+	return r.command(ctx, argv, env...)
+}
+
+// hold keeps the step's pools from rolling by themselves when the control
+// plane moves: Cluster API's defer-upgrade on every MachineDeployment
+// topology, a holdRollouts command per pool, or else a gate that waits for
+// a person to make the hold the runbook shows: a hold the programme
+// cannot make is never skipped.
+func (r *stepRun) hold(ctx context.Context) stepOutcome {
+	a, s := r.action, r.step
+	switch {
+	case a.ClusterAPI != nil:
+		msg, err := r.capiHoldAll(ctx, a.ClusterAPI)
+		if err != nil {
+			return stepOutcome{code: cli.ExitCode(err), message: err.Error()}
+		}
+		return stepOutcome{message: msg}
+	case a.Command != nil && a.Command.HoldRollouts != "":
+		var msgs []string
+		for _, pool := range s.Holds {
+			out := r.runTemplate(ctx, a.Command.HoldRollouts, pool)
+			if out.code != 0 {
+				return out
+			}
+			r.mu.Lock()
+			if !slices.Contains(r.state.Holds, pool) {
+				r.state.Holds = append(r.state.Holds, pool)
+			}
+			r.mu.Unlock()
+			msgs = append(msgs, "pool "+pool+": "+out.message)
+		}
+		return stepOutcome{message: "held " + strings.Join(msgs, "; ")}
+	}
+	return r.manualGate(ctx, fmt.Sprintf("%s (the upgrade action has no holdRollouts command; commands.sh of this attempt's evidence has the runbook's)", s.Action))
 }
 
 // issued records that this attempt's provider command succeeded, so a

@@ -123,9 +123,9 @@ func (p *Programme) newGate(ring, cluster string) *GateReport {
 }
 
 // haltCheck adds the halt decisions that hold (ring, cluster).
-func haltCheck(g *GateReport, ds []Decision, ring, cluster string) {
-	if h, ok := ActiveHalt(ds, ring, cluster); ok {
-		g.add("halt", cluster, CheckFail, "%s; lift it with `kubectl skew fleet approve --run %s --ring %s --reason ...`", describeHalt(h), g.Run, orRing(h.Ring, ring))
+func haltCheck(p *Plan, g *GateReport, ds []Decision, ring, cluster string) {
+	if h, ok := p.ActiveHalt(ds, ring, cluster); ok {
+		g.add("halt", cluster, CheckFail, "%s; lift it with `kubectl skew fleet approve --run %s --ring %s --reason ...` (%d distinct approver(s))", describeHalt(h), g.Run, orRing(h.Ring, ring), p.Lifters(h.Ring))
 		return
 	}
 	g.add("halt", cluster, CheckPass, "no halt holds")
@@ -145,7 +145,7 @@ func budgetCheck(g *GateReport, r *RingPlan, states map[string]*ClusterState, p 
 		if c.Ring != r.Name || c.Name == except {
 			continue
 		}
-		if step, ok := states[c.Name].Failed(); ok {
+		if step, ok := states[c.Name].CountsAsFailed(); ok {
 			failed = append(failed, c.Name+" ("+step+")")
 		}
 	}
@@ -181,21 +181,21 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 		return nil, err
 	}
 	r, _ := p.Plan.Ring(cp.Ring)
-	haltCheck(g, ds, cp.Ring, cluster)
+	haltCheck(p.Plan, g, ds, cp.Ring, cluster)
 	// Rings run in order: every cluster of an earlier ring finished.
 	var waiting []string
 	for _, other := range p.Plan.Clusters {
 		if other.Ring == cp.Ring {
 			break
 		}
-		if s := states[other.Name]; s.FinishedAt == nil {
+		if s := states[other.Name]; !s.Decided() {
 			waiting = append(waiting, other.Name)
 		}
 	}
 	if len(waiting) > 0 {
 		g.add("earlier-rings", "", CheckWait, "not finished: %s", strings.Join(waiting, ", "))
 	} else {
-		g.add("earlier-rings", "", CheckPass, "every earlier ring finished")
+		g.add("earlier-rings", "", CheckPass, "every cluster of the earlier rings is decided (finished, failed within its budget, or skipped)")
 	}
 	if r.Approvers > 0 {
 		who := Approvers(ds, r.Name)
@@ -297,7 +297,7 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 	if err != nil {
 		return nil, err
 	}
-	haltCheck(g, ds, ring, "")
+	haltCheck(p.Plan, g, ds, ring, "")
 	budgetCheck(g, r, states, p.Plan, "")
 	for i := range p.Plan.Clusters {
 		cp := &p.Plan.Clusters[i]
@@ -305,6 +305,10 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 			continue
 		}
 		st := states[cp.Name]
+		if st.LeftAt != nil {
+			g.add("finished", cp.Name, CheckPass, "cluster %s left the run at %s (%s)", cp.Name, st.LeftAt.Format(time.RFC3339), st.Outcome)
+			continue
+		}
 		if st.FinishedAt == nil {
 			g.add("finished", cp.Name, CheckWait, "cluster %s has not finished its steps", cp.Name)
 			continue
@@ -356,7 +360,7 @@ func (p *Programme) GateRun(ctx context.Context) (*GateReport, error) {
 	}
 	for i := range p.Plan.Rings {
 		r := &p.Plan.Rings[i]
-		haltCheck(g, ds, r.Name, "")
+		haltCheck(p.Plan, g, ds, r.Name, "")
 		g.Checks[len(g.Checks)-1].Name = "halt:" + r.Name
 		budgetCheck(g, r, states, p.Plan, "")
 	}

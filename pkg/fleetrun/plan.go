@@ -28,6 +28,7 @@ const (
 	StepGate         = "gate"
 	StepPreflight    = "preflight"
 	StepEtcdSnapshot = "etcd-snapshot"
+	StepHold         = "hold-rollouts"
 	StepControlPlane = "control-plane"
 	StepPDBBlockers  = "pdb-blockers"
 	StepDrain        = "drain"
@@ -151,8 +152,16 @@ type Step struct {
 	// whose selector then matches none fails rather than pass over an
 	// empty set.
 	Nodes int `json:"nodes,omitempty"`
+	// ControlPlane marks the control-plane nodes' pool.
+	ControlPlane bool `json:"controlPlane,omitempty"`
 	// GPUPool is set when the pool has GPU nodes (gpu-validate runs).
 	GPUPool bool `json:"gpuPool,omitempty"`
+	// Holds are the pools a hold-rollouts step keeps from rolling with
+	// the control plane; each is released at its own upgrade.
+	Holds []string `json:"holds,omitempty"`
+	// Commands are the runbook's commands for a step a person may have to
+	// do (an etcd snapshot, a hold the action cannot make).
+	Commands []string `json:"commands,omitempty"`
 	// PlanStep is the number of the skew plan's step it carries out.
 	PlanStep int `json:"planStep,omitempty"`
 	// Action says what it does, for people.
@@ -268,7 +277,10 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				Action: "kubectl skew preflight --target v" + m})
 		case pkgskew.PhaseEtcd:
 			add(Step{Name: stepName(StepEtcdSnapshot, minorName(m)), Kind: StepEtcdSnapshot, Minor: m, PlanStep: s.Number, Disruptive: true,
-				Action: s.Action})
+				Action: s.Action, Commands: s.Commands})
+		case pkgskew.PhaseHold:
+			add(Step{Name: stepName(StepHold, minorName(m)), Kind: StepHold, Minor: m, PlanStep: s.Number, Disruptive: true,
+				Holds: s.Holds, Action: s.Action, Commands: s.Commands})
 		case pkgskew.PhaseAPIServers, pkgskew.PhaseControllers, pkgskew.PhaseAddons, pkgskew.PhaseControlPlane:
 			add(Step{Name: stepName(StepControlPlane, minorName(m)), Kind: StepControlPlane, Minor: m, PlanStep: s.Number, Disruptive: true,
 				Action: fmt.Sprintf("upgrade the control plane to %s, then check that every apiserver reports it", m)})
@@ -286,7 +298,7 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				continue
 			}
 			gpu := gpuPool(inv, s.Pool)
-			base := Step{Minor: s.To, Pool: s.Pool, PoolFrom: s.From, Selector: sel, Nodes: pl.Nodes, GPUPool: gpu, PlanStep: s.Number}
+			base := Step{Minor: s.To, Pool: s.Pool, PoolFrom: s.From, Selector: sel, Nodes: pl.Nodes, GPUPool: gpu, ControlPlane: pl.ControlPlane(), PlanStep: s.Number}
 			for _, k := range []struct {
 				kind, suffix, action string
 				disruptive           bool
@@ -298,6 +310,12 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				{StepRestore, "restore", "kubectl gang-drain restore: uncordon and readmit what the drain stopped", false},
 			} {
 				if k.kind == StepGPUValidate && !gpu {
+					continue
+				}
+				if k.kind != StepPoolUpgrade && pl.ControlPlane() && sp.Provider.Provider == pkgskew.ProviderCAPI {
+					// KubeadmControlPlane replaces the control-plane
+					// machines with its own drain when the control plane
+					// moves: the pool step only checks their kubelets.
 					continue
 				}
 				st := base

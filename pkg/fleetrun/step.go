@@ -115,6 +115,25 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	ss := st.Step(stepName)
 	digest := p.inputsDigest(cp, s)
 	res.Phase, res.Attempt = ss.Phase, ss.Attempt
+	if st.LeftAt != nil {
+		res.Skipped = fmt.Sprintf("cluster %s left the run at %s (%s)", cluster, st.LeftAt.Format(time.RFC3339), st.Outcome)
+		res.Message = "nothing to do: " + res.Skipped
+		return res, nil
+	}
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return nil, err
+	}
+	if who, ok := p.Plan.Skipped(ds, cluster); ok {
+		now := p.now()
+		st.LeftAt, st.Outcome = &now, OutcomeSkipped
+		if err := WriteState(ctx, p.Store, st); err != nil {
+			return nil, err
+		}
+		res.Skipped = fmt.Sprintf("cluster %s skipped by %s: it leaves the run", cluster, strings.Join(who, ", "))
+		res.Message = "nothing to do: " + res.Skipped
+		return res, nil
+	}
 	if ss.Phase == PhaseCompleted && ss.InputsDigest == digest {
 		res.Skipped = fmt.Sprintf("completed at %s (attempt %d) with the same inputs", ss.FinishedAt.Format(time.RFC3339), ss.Attempt)
 		res.Message = "nothing to do: " + res.Skipped
@@ -122,8 +141,10 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	}
 	for _, before := range cp.Steps[:idx] {
 		if b := st.Step(before.Name); b.Phase != PhaseCompleted {
-			res.ExitCode = cli.ExitUsage
-			res.Message = fmt.Sprintf("step %s of cluster %s comes after %s, which is %s: run the steps in order", stepName, cluster, before.Name, b.Phase)
+			// Not yet: the earlier step comes first (a script that runs
+			// every step in a loop asks again).
+			res.ExitCode = cli.ExitIncomplete
+			res.Message = fmt.Sprintf("step %s of cluster %s comes after %s, which is %s: not yet, run the steps in order", stepName, cluster, before.Name, b.Phase)
 			return res, nil
 		}
 	}
@@ -133,16 +154,14 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 			stepName, cluster, ss.Holder, p.now().Sub(*ss.Heartbeat).Round(time.Second))
 		return res, nil
 	}
+	if h, ok := p.Plan.ActiveHalt(ds, cp.Ring, cluster); ok {
+		// Refused, not failed: the step's record is unchanged and no
+		// further halt is written.
+		res.ExitCode = cli.ExitFindings
+		res.Message = describeHalt(h) + "; nothing started"
+		return res, nil
+	}
 	if s.Kind != StepGate {
-		ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
-		if err != nil {
-			return nil, err
-		}
-		if h, ok := ActiveHalt(ds, cp.Ring, cluster); ok {
-			res.ExitCode = cli.ExitFindings
-			res.Message = describeHalt(h) + "; nothing started"
-			return res, nil
-		}
 		if s.Disruptive {
 			g := p.newGate(cp.Ring, cluster)
 			p.windowCheck(g, cp)
@@ -187,6 +206,11 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 		stop()
 	}
 
+	if ctx.Err() != nil && out.code != 0 {
+		// Stopped by the step's own interruption, whatever failed
+		// after it: the next attempt resumes.
+		out.code, out.message = cli.ExitInterrupted, "interrupted: "+out.message
+	}
 	// Record the outcome and the evidence.
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -215,16 +239,65 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 		return nil, err
 	}
 	if ss.Phase == PhaseFailed && out.code == cli.ExitFindings {
-		// Seed 003: "Any failure pauses the fleet until a human approves
-		// continuation". The ring holds: no further cluster of it starts.
-		if _, err := RecordDecision(context.WithoutCancel(ctx), p.Store, Decision{Run: p.Plan.Run, Decision: DecisionHalt, Ring: cp.Ring,
-			By: "step " + stepName + " of " + cluster, At: end, Reason: out.message}); err != nil {
+		code, msg, err := p.settleFailure(context.WithoutCancel(ctx), cp, st, stepName, out.message, end)
+		if err != nil {
 			return nil, err
 		}
+		out.code, out.message = code, msg
 	}
 	res.Phase, res.ExitCode, res.Message, res.Evidence = ss.Phase, out.code, out.message, keys
 	p.logf("%s/%s: attempt %d %s (exit %d): %s", cluster, stepName, ss.Attempt, ss.Phase, out.code, out.message)
 	return res, nil
+}
+
+// ExitLeftRun is `fleet step`'s exit code for a step that failed while its
+// ring's failure budget still had room: the cluster leaves the run (its
+// place in flight is free, its other steps do nothing) and the ring goes
+// on without it, as Azure Fleet Manager's maxAllowedFailures lets a stage
+// complete with failures. Past the budget a failure is exit 1 and halts.
+const ExitLeftRun = 5
+
+// settleFailure counts a failed cluster against its ring's budget (seed:
+// "Any failure pauses the fleet until a human approves continuation" when
+// the budget is 0): within it the cluster leaves the run with a record;
+// past it the ring is halted, once (a halt already holding is not written
+// again).
+func (p *Programme) settleFailure(ctx context.Context, cp *ClusterPlan, st *ClusterState, stepName, message string, at time.Time) (int, string, error) {
+	r, _ := p.Plan.Ring(cp.Ring)
+	states, err := ReadStates(ctx, p.Store, p.Plan)
+	if err != nil {
+		return 0, "", err
+	}
+	states[cp.Name] = st
+	var failed []string
+	for _, c := range p.Plan.Clusters {
+		if c.Ring != cp.Ring {
+			continue
+		}
+		if _, f := states[c.Name].CountsAsFailed(); f {
+			failed = append(failed, c.Name)
+		}
+	}
+	if len(failed) <= r.MaxFailures {
+		st.LeftAt, st.Outcome = &at, OutcomeFailed
+		if err := WriteState(ctx, p.Store, st); err != nil {
+			return 0, "", err
+		}
+		return ExitLeftRun, fmt.Sprintf("%s; cluster %s leaves the run: %d failed in ring %s (%s), within its failure budget of %d",
+			message, cp.Name, len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures), nil
+	}
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return 0, "", err
+	}
+	budget := fmt.Sprintf("%d failed in ring %s (%s), past its failure budget of %d", len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures)
+	if _, held := p.Plan.ActiveHalt(ds, cp.Ring, ""); !held {
+		if _, err := RecordDecision(ctx, p.Store, Decision{Run: p.Plan.Run, Decision: DecisionHalt, Ring: cp.Ring,
+			By: "step " + stepName + " of " + cp.Name, At: at, Reason: message + " (" + budget + ")"}); err != nil {
+			return 0, "", err
+		}
+	}
+	return cli.ExitFindings, message + "; " + budget + ": ring " + r.Name + " halts", nil
 }
 
 func (p *Programme) clusterNames() []string {
@@ -468,7 +541,7 @@ func (r *stepRun) do(ctx context.Context) stepOutcome {
 	switch s.Kind {
 	case StepPreflight:
 		return r.preflight(ctx)
-	case StepEtcdSnapshot, StepControlPlane, StepPoolUpgrade:
+	case StepEtcdSnapshot, StepControlPlane, StepPoolUpgrade, StepHold:
 		return r.upgrade(ctx)
 	case StepPDBBlockers:
 		return r.exec(ctx, r.plugin(BinPDBBlockers, "-l", s.Selector, "--fail-on", "blocking"))

@@ -217,8 +217,8 @@ func TestStepRunsAClusterIdempotently(t *testing.T) {
 func TestStepExitCodes(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	// Out of order: exit 2, nothing runs.
-	if r := h.step(t, "canary-a", "verify"); r.ExitCode != cli.ExitUsage || !strings.Contains(r.Message, "run the steps in order") {
+	// Out of order: not yet (exit 4), nothing runs.
+	if r := h.step(t, "canary-a", "verify"); r.ExitCode != cli.ExitIncomplete || !strings.Contains(r.Message, "not yet, run the steps in order") {
 		t.Errorf("out of order: %+v", r)
 	}
 	// Unknown step and cluster: usage errors.
@@ -237,7 +237,7 @@ func TestStepExitCodes(t *testing.T) {
 		t.Fatalf("halting step: %+v", r)
 	}
 	ds, _ := ReadDecisions(ctx, h.p.Store, "r1")
-	if _, ok := ActiveHalt(ds, "canary", "canary-b"); !ok {
+	if _, ok := h.p.Plan.ActiveHalt(ds, "canary", "canary-b"); !ok {
 		t.Fatal("a failed step halts its ring")
 	}
 	// The ring's other clusters do not start.

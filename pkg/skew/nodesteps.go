@@ -2,6 +2,7 @@ package skew
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -20,6 +21,10 @@ func (r *renderer) selector(pool string) string {
 	}
 	return phSelector
 }
+
+// ControlPlane reports whether the pool is the control-plane nodes (named
+// by their role label).
+func (p Pool) ControlPlane() bool { return slices.Contains(controlPlaneRoles, p.Label) }
 
 // Selector is the label selector of the pool's nodes: the pool label with
 // the pool's name, or, for the control-plane nodes, the role label alone
