@@ -263,7 +263,14 @@ spec:
 				break
 			}
 			if r.ExitCode != 4 || try > 20 {
-				t.Fatalf("step %s: exit %d\n%s", s.Name, r.ExitCode, r)
+				var report string
+				for _, k := range res.Evidence {
+					if strings.HasSuffix(k, "/report.json") {
+						b, _ := st.Read(ctx, k)
+						report = string(b)
+					}
+				}
+				t.Fatalf("step %s: exit %d\n%s\n--- report\n%s", s.Name, r.ExitCode, r, report)
 			}
 			switch s.Kind {
 			case fleetrun.StepEtcdSnapshot:

@@ -60,6 +60,17 @@ func (p *Programme) logf(format string, args ...any) {
 	}
 }
 
+// firstDisruptive is the expected duration of the cluster's first
+// disruptive step, which its gate's window check fits.
+func (p *Programme) firstDisruptive(cp *ClusterPlan) time.Duration {
+	for _, s := range cp.Steps {
+		if s.Disruptive {
+			return p.expected(s)
+		}
+	}
+	return p.Plan.Spec.Upgrade.StepDurationValue()
+}
+
 // expected is how long a step is expected to take (the fleet file's
 // spec.upgrade.stepDurations by kind).
 func (p *Programme) expected(s Step) time.Duration {
@@ -209,7 +220,7 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 	budgetCheck(g, r, states, p.Plan, cluster)
 	st := states[cluster]
 	if !st.InFlight() {
-		p.windowCheck(g, cp)
+		p.windowCheck(g, cp, p.firstDisruptive(cp))
 	}
 	g.finish()
 	if g.ExitCode != cli.ExitOK {
@@ -259,18 +270,30 @@ func (p *Programme) rateWindow() time.Duration {
 	return 10 * time.Second
 }
 
-// windowCheck says whether a disruptive step of the cluster may start now.
-func (p *Programme) windowCheck(g *GateReport, cp *ClusterPlan) {
+// windowCheck says whether a disruptive step of the cluster, expected to
+// take step, may start now: in a window with room for it, and the whole
+// step clear of every freeze.
+func (p *Programme) windowCheck(g *GateReport, cp *ClusterPlan, step time.Duration) {
 	now := p.now()
-	step := p.Plan.Spec.Upgrade.StepDurationValue()
+	f := &fleetfile.Fleet{Spec: p.Plan.Spec}
+	end := now.Add(step + finishMargin(f, cp.Labels))
 	for _, fr := range p.Plan.Spec.Freezes {
-		if fleetfile.Selects(fr.Selector, cp.Labels) && fr.Holds(now) {
-			_, end := fr.Span()
-			g.add("window", cp.Name, CheckWait, "the %s holds until %s", fr.Describe(), end.Format(time.RFC3339))
+		fs, fe := fr.Span()
+		if fleetfile.Selects(fr.Selector, cp.Labels) && now.Before(fe) && end.After(fs) {
+			next, ok, _ := NextStart(f, cp.Labels, now, step)
+			when := "no start fits in the coming year"
+			if ok {
+				when = "the next start that fits is " + next.Format(time.RFC3339)
+			}
+			if fr.Holds(now) {
+				g.add("window", cp.Name, CheckWait, "the %s holds until %s; %s", fr.Describe(), fe.Format(time.RFC3339), when)
+			} else {
+				g.add("window", cp.Name, CheckWait, "a %s step started now would run into the %s (from %s); %s", step, fr.Describe(), fs.Format(time.RFC3339), when)
+			}
 			return
 		}
 	}
-	next, ok, windows := NextStart(&fleetfile.Fleet{Spec: p.Plan.Spec}, cp.Labels, now, step)
+	next, ok, windows := NextStart(f, cp.Labels, now, step)
 	switch {
 	case len(windows) == 0:
 		g.add("window", cp.Name, CheckPass, "no window applies: always open")

@@ -224,7 +224,14 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 		if a, ok := f.Spec.Upgrade.ActionFor(c.Labels); ok {
 			cp.Action = actionKind(a)
 		}
-		next, ok, desc := NextStart(f, c.Labels, now, step)
+		first := step
+		for _, s := range steps {
+			if s.Disruptive {
+				first = f.Spec.Upgrade.ExpectedDuration(s.Kind)
+				break
+			}
+		}
+		next, ok, desc := NextStart(f, c.Labels, now, first)
 		cp.Windows = desc
 		switch {
 		case !ok:
@@ -295,7 +302,8 @@ func actionKind(a fleetfile.UpgradeAction) string {
 
 // NextStart is when a disruptive step of a cluster with these labels may
 // next start at or after now: inside one of the windows that select it
-// with room for a step before the finish margin, outside every freeze. A
+// with room for a step before the finish margin, and the whole step
+// (its expected duration and the margin) clear of every freeze. A
 // cluster no window selects is always open (the windows list is empty).
 // ok is false when no start exists in the coming year.
 func NextStart(f *fleetfile.Fleet, ls map[string]string, now time.Time, step time.Duration) (next time.Time, ok bool, windows []string) {
@@ -327,11 +335,14 @@ func NextStart(f *fleetfile.Fleet, ls map[string]string, now time.Time, step tim
 		if !ok {
 			return time.Time{}, false, windows
 		}
+		// The whole step must miss every freeze, not only its start:
+		// [start, start + its expected duration + the finish margin).
 		frozen := false
+		end := next.Add(step + finishMargin(f, ls))
 		for _, fr := range f.Spec.Freezes {
-			if fleetfile.Selects(fr.Selector, ls) && fr.Holds(next) {
-				_, e := fr.Span()
-				t, frozen = e, true
+			fs, fe := fr.Span()
+			if fleetfile.Selects(fr.Selector, ls) && next.Before(fe) && end.After(fs) && fe.After(t) {
+				t, frozen = fe, true
 			}
 		}
 		if !frozen {
@@ -339,6 +350,18 @@ func NextStart(f *fleetfile.Fleet, ls map[string]string, now time.Time, step tim
 		}
 	}
 	return time.Time{}, false, windows
+}
+
+// finishMargin is the margin a step keeps before a freeze: the largest
+// finish margin of the windows that select the cluster (none without one).
+func finishMargin(f *fleetfile.Fleet, ls map[string]string) time.Duration {
+	var m time.Duration
+	for _, w := range f.Spec.Windows {
+		if fleetfile.Selects(w.Selector, ls) {
+			m = max(m, w.FinishMargin.Value())
+		}
+	}
+	return m
 }
 
 func describeWindow(w fleetfile.Window) string {

@@ -164,7 +164,7 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	if s.Kind != StepGate {
 		if s.Disruptive {
 			g := p.newGate(cp.Ring, cluster)
-			p.windowCheck(g, cp)
+			p.windowCheck(g, cp, p.expected(s))
 			g.finish()
 			if g.ExitCode != cli.ExitOK {
 				res.ExitCode = g.ExitCode
