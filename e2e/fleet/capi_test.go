@@ -147,7 +147,9 @@ spec:
 	}
 	created = append(created, cpNode.Name)
 	apiPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-capi-cp-0", Namespace: "kube-system",
-		Labels: map[string]string{"component": "kube-apiserver", "tier": "control-plane"}},
+		Labels: map[string]string{"component": "kube-apiserver", "tier": "control-plane"},
+		// A static pod's mirror, as the kubelet writes it: drains leave it.
+		Annotations: map[string]string{"kubernetes.io/config.mirror": "e2e", "kubernetes.io/config.source": "file"}},
 		Spec: corev1.PodSpec{NodeName: cpNode.Name, Containers: []corev1.Container{{Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:v1.36.4"}}}}
 	if _, err := cp.Client.CoreV1().Pods("kube-system").Create(ctx, apiPod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -132,6 +132,7 @@ func TestSkip(t *testing.T) {
 	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
 		h.runCluster(t, c)
 	}
+	h.clock = h.clock.Add(2 * time.Hour) // the canary ring's soak
 	for _, who := range []string{"alice", "bob"} {
 		h.decide(t, Decision{Decision: DecisionApprove, Ring: "prod", By: who})
 	}

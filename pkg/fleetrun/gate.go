@@ -207,6 +207,12 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 		g.add("earlier-rings", "", CheckWait, "not finished: %s", strings.Join(waiting, ", "))
 	} else {
 		g.add("earlier-rings", "", CheckPass, "every cluster of the earlier rings is decided (finished, failed within its budget, or skipped)")
+		for i := range p.Plan.Rings {
+			if p.Plan.Rings[i].Name == cp.Ring {
+				break
+			}
+			p.soakCheck(g, &p.Plan.Rings[i], states)
+		}
 	}
 	if r.Approvers > 0 {
 		who := Approvers(ds, r.Name)
@@ -322,6 +328,9 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 	}
 	haltCheck(p.Plan, g, ds, ring, "")
 	budgetCheck(g, r, states, p.Plan, "")
+	if p.Plan.ringIndex(ring) < len(p.Plan.Rings)-1 {
+		p.soakCheck(g, r, states)
+	}
 	for i := range p.Plan.Clusters {
 		cp := &p.Plan.Clusters[i]
 		if cp.Ring != ring {
@@ -361,6 +370,39 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 	}
 	g.finish()
 	return g, nil
+}
+
+// soakCheck adds the soak of ring r, read from the store: the ring
+// finished when its last cluster was decided, and the next ring opens
+// a soak later. A resubmitted, resumed (argo resume) or hand-run programme
+// keeps it; the engine's timed suspend only waits for it.
+func (p *Programme) soakCheck(g *GateReport, r *RingPlan, states map[string]*ClusterState) {
+	d := fleetfile.Duration(r.Soak).Value()
+	if d <= 0 {
+		return
+	}
+	var last *time.Time
+	for _, c := range p.Plan.Clusters {
+		if c.Ring != r.Name {
+			continue
+		}
+		t := states[c.Name].DecidedAt()
+		if t == nil {
+			return // not finished: the earlier-rings or finished check says so
+		}
+		if last == nil || t.After(*last) {
+			last = t
+		}
+	}
+	if last == nil {
+		return
+	}
+	opens := last.Add(d)
+	if now := p.now(); now.Before(opens) {
+		g.add("soak", "", CheckWait, "ring %s finished at %s, soak %s: opens at %s", r.Name, last.Format(time.RFC3339), r.Soak, opens.Format(time.RFC3339))
+		return
+	}
+	g.add("soak", "", CheckPass, "ring %s finished at %s, soak %s: open since %s", r.Name, last.Format(time.RFC3339), r.Soak, opens.Format(time.RFC3339))
 }
 
 // readRun reads the run's decisions and every cluster's state, which each

@@ -274,6 +274,7 @@ func TestStepWaitsForItsWindow(t *testing.T) {
 	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
 		h.runCluster(t, c)
 	}
+	h.clock = h.clock.Add(2 * time.Hour) // the canary ring's soak
 	// Monday 09:30 in Los Angeles: the prod window (01:00-05:00) is closed.
 	r := h.step(t, "prod-use1", "gate")
 	if r.ExitCode != cli.ExitIncomplete || !strings.Contains(r.Message, "next window that fits a 1h0m0s step opens at 2026-11-03T09:00:00Z") {
@@ -318,6 +319,7 @@ func TestApprovalsBeforeProd(t *testing.T) {
 	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
 		h.runCluster(t, c)
 	}
+	h.clock = h.clock.Add(2 * time.Hour) // the canary ring's soak
 	ctx := context.Background()
 	approve := func(who string) {
 		t.Helper()
