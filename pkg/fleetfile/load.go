@@ -160,6 +160,15 @@ func Validate(f *Fleet) field.ErrorList {
 	if c.MaxGPUPercentInFlight < 0 || c.MaxGPUPercentInFlight > 100 {
 		errs = append(errs, field.Invalid(sp.Child("caps", "maxGPUPercentInFlight"), strconv.Itoa(c.MaxGPUPercentInFlight), "a percent: 0 (no cap) to 100"))
 	}
+	names := map[string]bool{}
+	for _, cl := range f.Spec.Clusters {
+		names[cl.Name] = true
+	}
+	for i, n := range c.GPUCapExceptions {
+		if !names[n] {
+			errs = append(errs, field.Invalid(sp.Child("caps", "gpuCapExceptions").Index(i), n, "not a cluster of spec.clusters"))
+		}
+	}
 	for i, w := range f.Spec.Windows {
 		p := sp.Child("windows").Index(i)
 		errs = append(errs, selector(p.Child("selector"), w.Selector)...)

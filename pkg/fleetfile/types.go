@@ -62,7 +62,8 @@ type FleetSpec struct {
 	// Freezes are periods in which no disruptive step starts.
 	Freezes []Freeze `json:"freezes,omitempty"`
 	// DRPairs says which label pairs clusters that must never be in flight
-	// together (never both halves in one ring).
+	// together: never both halves in one batch, and a half waits while the
+	// other is in flight.
 	DRPairs *DRPairs `json:"drPairs,omitempty"`
 	// HaltOn are the checks `gate` evaluates; any that fires halts.
 	HaltOn []HaltCheck `json:"haltOn,omitempty"`
@@ -144,6 +145,10 @@ type Caps struct {
 	// MaxGPUPercentInFlight is the most of the fleet's GPUs that may be on
 	// clusters in flight at once, in percent (1-100); 0 means no cap.
 	MaxGPUPercentInFlight int `json:"maxGPUPercentInFlight,omitempty"`
+	// GPUCapExceptions names clusters whose GPUs alone exceed the GPU cap
+	// and that may run, alone, anyway; any other such cluster is a plan
+	// error.
+	GPUCapExceptions []string `json:"gpuCapExceptions,omitempty"`
 }
 
 // Window is a recurring maintenance window.

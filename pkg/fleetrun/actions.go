@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -83,6 +84,18 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 		}
 		if err != nil {
 			return stepOutcome{code: cli.ExitUnavailable, message: "checking before issuing anything: " + err.Error()}
+		}
+		if ok && a.ClusterAPI != nil && s.Kind == StepControlPlane {
+			// Cluster API's desired state is the Cluster's version too:
+			// the holds and the version patch are what the step issues.
+			_, u, err := r.capiCluster(ctx, a.ClusterAPI)
+			if err != nil {
+				return stepOutcome{code: cli.ExitCode(err), message: err.Error()}
+			}
+			v, _, _ := unstructured.NestedString(u.Object, "spec", "topology", "version")
+			if got, err := pkgskew.ParseVersion(v); err != nil || pkgskew.MustParseVersion(s.Minor).MinorsAfter(got.MinorOnly()) > 0 {
+				ok = false
+			}
 		}
 		if ok {
 			return stepOutcome{message: strings.TrimPrefix(released+"; already done, nothing issued: "+chk, "; ")}

@@ -523,6 +523,9 @@ func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) e
 		case r.MaxConcurrent > 0 && ring >= r.MaxConcurrent:
 			g.add("caps", cp.Name, CheckWait, "%d clusters of ring %s in flight, its cap is %d", ring, r.Name, r.MaxConcurrent)
 			return nil
+		case cp.DRPair != "" && drPartnerInFlight(p.Plan, states, cp) != "":
+			g.add("caps", cp.Name, CheckWait, "%s, the other half of DR pair %s, is in flight: the two are never upgraded at once", drPartnerInFlight(p.Plan, states, cp), cp.DRPair)
+			return nil
 		case p.Plan.MaxGPUsInFlight > 0 && fleet > 0 && gpus+cp.GPUs > p.Plan.MaxGPUsInFlight:
 			g.add("caps", cp.Name, CheckWait, "%d GPUs in flight, %d more would pass the cap of %d", gpus, cp.GPUs, p.Plan.MaxGPUsInFlight)
 			return nil
@@ -536,6 +539,18 @@ func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) e
 			fleet+1, capText(p.Plan.MaxClustersInFlight), gpus+cp.GPUs, capText(p.Plan.MaxGPUsInFlight))
 		return nil
 	})
+}
+
+// drPartnerInFlight is the other half of cp's DR pair when it is in
+// flight ("" when not): checked again at admission, whatever the plan's
+// batches say, since a batch's clusters can overlap the next's.
+func drPartnerInFlight(p *Plan, states map[string]*ClusterState, cp *ClusterPlan) string {
+	for _, c := range p.Clusters {
+		if c.Name != cp.Name && c.DRPair == cp.DRPair && states[c.Name].InFlight() {
+			return c.Name
+		}
+	}
+	return ""
 }
 
 func capText(n int) string {

@@ -3,6 +3,7 @@ package fleetrun
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,8 +29,7 @@ func (e *LintError) Error() string {
 
 // Lint checks what the programme needs beyond a loadable file, without
 // reading any cluster: a target, rings that each select a cluster, no
-// cluster in two rings, never both halves of a DR pair in one ring (seed:
-// "Never upgrade both halves of a DR pair in the same ring"), windows that
+// cluster in two rings, windows that
 // can fit a step, an upgrade action for every planned cluster, a store.
 // now is when the windows are evaluated.
 func Lint(f *fleetfile.Fleet, now time.Time) []*fleetfile.Error {
@@ -65,31 +65,6 @@ func Lint(f *fleetfile.Fleet, now time.Time) []*fleetfile.Error {
 		}
 		if n == 0 {
 			bad(sp.Child("rings").Index(i).Child("selector"), "ring %s selects no cluster", r.Name)
-		}
-	}
-	key := f.Spec.DRPairs.Key()
-	type half struct {
-		idx  int
-		name string
-	}
-	pairs := map[string][]half{}
-	for j, c := range f.Spec.Clusters {
-		if v := c.Labels[key]; v != "" {
-			pairs[v] = append(pairs[v], half{j, c.Name})
-		}
-	}
-	for _, v := range sortedKeys(pairs) {
-		hs := pairs[v]
-		for a := 0; a < len(hs); a++ {
-			for b := a + 1; b < len(hs); b++ {
-				ra, oka := ringOf[hs[a].name]
-				rb, okb := ringOf[hs[b].name]
-				if oka && okb && ra == rb {
-					bad(sp.Child("clusters").Index(hs[b].idx).Child("labels").Key(key),
-						"%q: %s and %s, the two halves of DR pair %s, are both in ring %s: move one to another ring",
-						v, hs[a].name, hs[b].name, v, f.Spec.Rings[ra].Name)
-				}
-			}
 		}
 	}
 	step := f.Spec.Upgrade.StepDurationValue()
@@ -241,7 +216,11 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 			cp.NextWindow = &t
 		}
 		if gpuCap > 0 && cp.GPUs > gpuCap {
-			warns = append(warns, fmt.Sprintf("cluster %s alone has %d GPUs, above the cap of %d in flight: it runs alone", c.Name, cp.GPUs, gpuCap))
+			if !slices.Contains(f.Spec.Caps.GPUCapExceptions, c.Name) {
+				return rp, nil, nil, &LintError{Problems: []*fleetfile.Error{{Field: "spec.caps.maxGPUPercentInFlight",
+					Msg: fmt.Sprintf("cluster %s alone has %d GPUs, above the %d the cap lets in flight: raise the cap, or list it in spec.caps.gpuCapExceptions to let it run alone", c.Name, cp.GPUs, gpuCap)}}}
+			}
+			warns = append(warns, fmt.Sprintf("cluster %s alone has %d GPUs, above the cap of %d in flight: it runs alone (spec.caps.gpuCapExceptions)", c.Name, cp.GPUs, gpuCap))
 		}
 		cps = append(cps, cp)
 	}
