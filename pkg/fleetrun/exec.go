@@ -42,6 +42,10 @@ type ExecPlugins struct {
 	// Grace is how long a command has after SIGTERM when the step is
 	// interrupted (10s when 0).
 	Grace time.Duration
+	// Supervisor, when set, is the argv prefix that runs a command under
+	// Supervise (kubectl-skew fleet supervise --), so that the command and
+	// everything it started stop when the step dies, SIGKILL included.
+	Supervisor []string
 }
 
 func (e ExecPlugins) resolve(name string) string {
@@ -75,10 +79,14 @@ func (e ExecPlugins) Run(ctx context.Context, argv []string, env []string, stdou
 	if len(argv) == 0 {
 		return Exit{}, errors.New("no command")
 	}
-	cmd := exec.Command(e.resolve(argv[0]), argv[1:]...)
+	full := append([]string{e.resolve(argv[0])}, argv[1:]...)
+	if len(e.Supervisor) > 0 {
+		full = append(append([]string{}, e.Supervisor...), full...)
+	}
+	cmd := exec.Command(full[0], full[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	ownGroup(cmd)
+	ownGroup(cmd, len(e.Supervisor) > 0)
 	if err := cmd.Start(); err != nil {
 		return Exit{}, fmt.Errorf("starting %s: %w", argv[0], err)
 	}

@@ -148,7 +148,7 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 			return res, nil
 		}
 	}
-	if ss.Phase == PhaseInProgress && ss.Heartbeat != nil && ss.Holder != p.holder() && p.now().Sub(*ss.Heartbeat) < 3*p.heartbeat() {
+	if ss.Phase == PhaseInProgress && ss.Heartbeat != nil && ss.Holder != p.holder() && p.now().Sub(*ss.Heartbeat) < 3*p.heartbeat() && !holderGone(ss.Holder) {
 		res.ExitCode = cli.ExitIncomplete
 		res.Message = fmt.Sprintf("step %s of cluster %s is running in %s (heartbeat %s ago): not starting a second one",
 			stepName, cluster, ss.Holder, p.now().Sub(*ss.Heartbeat).Round(time.Second))
@@ -177,6 +177,19 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 
 	// Claim the attempt.
 	now := p.now()
+	if ss.Phase == PhaseInProgress && ss.StartedAt != nil {
+		// The last attempt's process died without recording its end
+		// (killed): record it, so the run says what happened.
+		msg := fmt.Sprintf("abandoned: %s stopped without recording an end (last heartbeat %s); taken over by %s", ss.Holder, timeOrDash(ss.Heartbeat), p.holder())
+		b, _ := json.MarshalIndent(stepMeta{Run: p.Plan.Run, Cluster: cluster, Step: stepName, Kind: s.Kind, Attempt: ss.Attempt, InputsDigest: ss.InputsDigest,
+			Holder: ss.Holder, ExitCode: cli.ExitInterrupted, Message: msg, StartedAt: *ss.StartedAt, FinishedAt: now}, "", "  ")
+		key := path.Join(EvidencePrefix(p.Plan.Run, cluster, stepName, ss.Attempt), "meta.json")
+		if err := PutEvidence(ctx, p.Store, key, append(b, '\n')); err == nil {
+			ss.Evidence = append(ss.Evidence, key)
+		}
+		ss.History = append(ss.History, Attempt{Attempt: ss.Attempt, Phase: PhasePending, ExitCode: cli.ExitInterrupted, StartedAt: *ss.StartedAt, FinishedAt: now, Message: msg})
+		p.logf("%s/%s: attempt %d %s", cluster, stepName, ss.Attempt, msg)
+	}
 	ss.Attempt++
 	ss.Phase, ss.InputsDigest, ss.Holder = PhaseInProgress, digest, p.holder()
 	ss.StartedAt, ss.FinishedAt, ss.Heartbeat, ss.Message, ss.ExitCode = &now, nil, &now, "", 0

@@ -481,7 +481,11 @@ func (o *fleetStepOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeProgramme(p)
-	p.Exec = fleetrun.ExecPlugins{BinDir: o.BinDir}
+	ex := fleetrun.ExecPlugins{BinDir: o.BinDir}
+	if self, err := os.Executable(); err == nil {
+		ex.Supervisor = []string{self, "fleet", "supervise", "--"}
+	}
+	p.Exec = ex
 	p.RateWindow = o.RateWindow
 	res, err := p.RunStep(ctx, o.Cluster, o.Step)
 	if err != nil {
