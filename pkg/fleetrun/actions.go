@@ -97,8 +97,17 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 				ok = false
 			}
 		}
+		healthy, hmsg, err := r.health(ctx)
+		if err != nil {
+			return stepOutcome{code: cli.ExitUnavailable, message: "checking health before issuing anything: " + err.Error()}
+		}
+		if !healthy {
+			out := r.unhealthy(ok, chk, hmsg, false)
+			out.message = strings.TrimPrefix(released+"; "+out.message, "; ")
+			return out
+		}
 		if ok {
-			return stepOutcome{message: strings.TrimPrefix(released+"; already done, nothing issued: "+chk, "; ")}
+			return stepOutcome{message: strings.TrimPrefix(released+"; already done, nothing issued: "+chk+"; "+quadrantNote(true, hmsg), "; ")}
 		}
 		if iss := r.ss.Issued; iss != nil {
 			d := r.p.expected(s)
@@ -179,6 +188,18 @@ func (r *stepRun) upgrade(ctx context.Context) stepOutcome {
 	}
 	if err != nil {
 		return stepOutcome{code: cli.ExitUnavailable, message: out.message + "; checking: " + err.Error(), report: out.report, stderr: out.stderr, argv: out.argv}
+	}
+	if s.Kind == StepControlPlane || s.Kind == StepPoolUpgrade {
+		healthy, hmsg, err := r.health(ctx)
+		if err != nil {
+			return stepOutcome{code: cli.ExitUnavailable, message: out.message + "; checking health: " + err.Error(), report: out.report, stderr: out.stderr, argv: out.argv}
+		}
+		if !healthy {
+			u := r.unhealthy(ok, chk, hmsg, true)
+			out.code, out.message = u.code, strings.TrimPrefix(out.message+"; "+u.message, "; ")
+			return out
+		}
+		chk += "; " + quadrantNote(ok, hmsg)
 	}
 	out.message = strings.TrimPrefix(out.message+"; "+chk, "; ")
 	if !ok {
