@@ -234,14 +234,7 @@ func Validate(f *Fleet) field.ErrorList {
 			}
 			errs = append(errs, duration(kp, u.StepDurations[k], true)...)
 		}
-		if d := u.Drain; d != nil {
-			dp := sp.Child("upgrade", "drain")
-			if d.OnTimeout != "" && !onTimeouts[d.OnTimeout] {
-				errs = append(errs, field.NotSupported(dp.Child("onTimeout"), d.OnTimeout, sortedKeys(onTimeouts)))
-			}
-			errs = append(errs, duration(dp.Child("ackTimeout"), d.AckTimeout, false)...)
-			errs = append(errs, duration(dp.Child("checkpointDeadline"), d.CheckpointDeadline, false)...)
-		}
+		errs = append(errs, validateDrain(sp.Child("upgrade", "drain"), u.Drain)...)
 		for i, a := range u.Actions {
 			p := sp.Child("upgrade", "actions").Index(i)
 			errs = append(errs, selector(p.Child("selector"), a.Selector)...)
@@ -350,7 +343,24 @@ func validateClusters(p *field.Path, cs []Cluster) field.ErrorList {
 		if c.GPUs != nil && *c.GPUs < 0 {
 			errs = append(errs, field.Invalid(cp.Child("gpus"), strconv.Itoa(*c.GPUs), "must be 0 or more"))
 		}
+		errs = append(errs, validateDrain(cp.Child("drain"), c.Drain)...)
 	}
+	return errs
+}
+
+// validateDrain checks gang-drain settings (spec.upgrade.drain or a
+// cluster's own).
+func validateDrain(dp *field.Path, d *Drain) field.ErrorList {
+	if d == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if d.OnTimeout != "" && !onTimeouts[d.OnTimeout] {
+		errs = append(errs, field.NotSupported(dp.Child("onTimeout"), d.OnTimeout, sortedKeys(onTimeouts)))
+	}
+	errs = append(errs, duration(dp.Child("ackTimeout"), d.AckTimeout, false)...)
+	errs = append(errs, duration(dp.Child("checkpointDeadline"), d.CheckpointDeadline, false)...)
+	errs = append(errs, duration(dp.Child("evictionTimeout"), d.EvictionTimeout, false)...)
 	return errs
 }
 

@@ -101,6 +101,10 @@ type Cluster struct {
 	// GPUs is the cluster's allocatable GPU count for plans made offline
 	// (plan --from-dir); a live plan counts the nodes' nvidia.com/gpu.
 	GPUs *int `json:"gpus,omitempty"`
+	// Drain overrides spec.upgrade.drain for this cluster, field by
+	// field: what one cluster drifts on (a slow eviction, a longer
+	// checkpoint) without changing the rest of the fleet.
+	Drain *Drain `json:"drain,omitempty"`
 }
 
 // ContextName is the kubeconfig context of the cluster.
@@ -243,6 +247,34 @@ type Drain struct {
 	// and --checkpoint-deadline.
 	AckTimeout         Duration `json:"ackTimeout,omitempty"`
 	CheckpointDeadline Duration `json:"checkpointDeadline,omitempty"`
+	// EvictionTimeout is how long one refused eviction is retried
+	// (gang-drain --eviction-timeout): raised where eviction is known to
+	// be slow.
+	EvictionTimeout Duration `json:"evictionTimeout,omitempty"`
+}
+
+// Over is d with every field over sets replaced by over's.
+func (d *Drain) Over(over *Drain) *Drain {
+	if over == nil {
+		return d
+	}
+	out := Drain{}
+	if d != nil {
+		out = *d
+	}
+	if over.OnTimeout != "" {
+		out.OnTimeout = over.OnTimeout
+	}
+	if over.AckTimeout != "" {
+		out.AckTimeout = over.AckTimeout
+	}
+	if over.CheckpointDeadline != "" {
+		out.CheckpointDeadline = over.CheckpointDeadline
+	}
+	if over.EvictionTimeout != "" {
+		out.EvictionTimeout = over.EvictionTimeout
+	}
+	return &out
 }
 
 // Args are the gang-drain run flags of these settings.
@@ -259,6 +291,9 @@ func (d *Drain) Args() []string {
 	}
 	if d.CheckpointDeadline != "" {
 		out = append(out, "--checkpoint-deadline", d.CheckpointDeadline.Value().String())
+	}
+	if d.EvictionTimeout != "" {
+		out = append(out, "--eviction-timeout", d.EvictionTimeout.Value().String())
 	}
 	return out
 }
@@ -290,12 +325,19 @@ func (u *Upgrade) ExpectedDuration(kind string) time.Duration {
 	return u.StepDurationValue()
 }
 
-// DrainArgs are the gang-drain run flags of the file's drain settings.
-func (u *Upgrade) DrainArgs() []string {
-	if u == nil {
-		return nil
+// DrainArgs are the gang-drain run flags of a cluster's drain:
+// spec.upgrade.drain with the cluster's own drain over it.
+func (s FleetSpec) DrainArgs(cluster string) []string {
+	var d *Drain
+	if s.Upgrade != nil {
+		d = s.Upgrade.Drain
 	}
-	return u.Drain.Args()
+	for _, c := range s.Clusters {
+		if c.Name == cluster {
+			d = d.Over(c.Drain)
+		}
+	}
+	return d.Args()
 }
 
 // ActionFor returns the first action whose selector matches the labels.

@@ -91,6 +91,10 @@ type RingPlan struct {
 	MaxConcurrent int `json:"maxConcurrent"`
 	// Batches run one after the other; a batch's clusters run together.
 	Batches []Batch `json:"batches"`
+	// Projected is when the ring is expected to run: from the end of the
+	// ring before it plus that ring's soak (absent when a window never
+	// lets one of its clusters start).
+	Projected *Span `json:"projected,omitempty"`
 }
 
 // Batch is clusters that run at the same time.
@@ -100,6 +104,9 @@ type Batch struct {
 	// Opens is when the batch's windows next let a step start (absent:
 	// always open).
 	Opens *time.Time `json:"opens,omitempty"`
+	// Projected is when the batch is expected to run, after the batch
+	// before it.
+	Projected *Span `json:"projected,omitempty"`
 }
 
 // ClusterPlan is one cluster of the run.
@@ -122,6 +129,15 @@ type ClusterPlan struct {
 	// open); NextWindow is when a step may next start.
 	Windows    []string   `json:"windows,omitempty"`
 	NextWindow *time.Time `json:"nextWindow,omitempty"`
+	// Projected is when the cluster's disruptive steps are expected to
+	// run, in its batch's place of the timeline (NextWindow is from the
+	// plan's time alone).
+	Projected *Span `json:"projected,omitempty"`
+	// DrainArgs are the gang-drain run flags of its pools' drains
+	// (spec.upgrade.drain with the cluster's own drain over it);
+	// DrainOverride is set when the cluster has its own.
+	DrainArgs     []string `json:"drainArgs,omitempty"`
+	DrainOverride bool     `json:"drainOverride,omitempty"`
 	// DRPair is the cluster's DR pair label value.
 	DRPair string `json:"drPair,omitempty"`
 	// Steps in order.

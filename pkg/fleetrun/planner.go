@@ -153,6 +153,7 @@ func MakePlan(f *fleetfile.Fleet, infos map[string]ClusterInfo, now time.Time) (
 		p.Clusters = append(p.Clusters, cps...)
 		p.Warnings = append(p.Warnings, warns...)
 	}
+	project(f, p, now)
 	for _, fr := range f.Spec.Freezes {
 		if _, e := fr.Span(); e.After(now) {
 			p.Warnings = append(p.Warnings, "no disruptive step starts during the "+fr.Describe())
@@ -195,7 +196,7 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 		}
 		cp := ClusterPlan{Name: c.Name, Context: c.ContextName(), Labels: c.Labels, Ring: r.Name, GPUs: in.GPUs,
 			From: sp.Summary.From, Provider: string(sp.Provider.Provider), Steps: steps, Skew: sp,
-			DRPair: c.Labels[f.Spec.DRPairs.Key()]}
+			DRPair: c.Labels[f.Spec.DRPairs.Key()], DrainArgs: f.Spec.DrainArgs(c.Name), DrainOverride: c.Drain != nil}
 		if a, ok := f.Spec.Upgrade.ActionFor(c.Labels); ok {
 			cp.Action = actionKind(a)
 		}

@@ -559,7 +559,7 @@ func (r *stepRun) do(ctx context.Context) stepOutcome {
 	case StepPDBBlockers:
 		return r.exec(ctx, r.plugin(BinPDBBlockers, "-l", s.Selector, "--fail-on", "blocking"))
 	case StepDrain:
-		args := append([]string{"run", "-l", s.Selector, "--run-id", r.ss.RunID}, p.Plan.Spec.Upgrade.DrainArgs()...)
+		args := append([]string{"run", "-l", s.Selector, "--run-id", r.ss.RunID}, p.Plan.Spec.DrainArgs(r.cp.Name)...)
 		return r.exec(ctx, r.plugin(BinGangDrain, args...))
 	case StepGPUValidate:
 		return r.exec(ctx, r.plugin(BinGPUValidate, "nodes", "-l", s.Selector))

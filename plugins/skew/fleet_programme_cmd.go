@@ -331,7 +331,7 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	fmt.Fprintf(w, "Fleet %s to %s: %d clusters in %d rings, %d GPUs; %s; a disruptive step takes %s\n\n",
 		p.Fleet, p.Target, len(p.Clusters), len(p.Rings), p.GPUs, capText, p.StepDuration)
 	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
-		{Name: "action", Shrink: true, Min: 12}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
+		{Name: "action", Shrink: true, Min: 12}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "projected", Wide: true}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
 	for _, r := range p.Rings {
 		gate := "-"
 		if r.Approvers > 0 {
@@ -350,7 +350,7 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 				for _, s := range c.Steps {
 					names = append(names, s.Name)
 				}
-				t.AddRow(r.Name, fmt.Sprint(bi+1), c.Name, fmt.Sprint(c.GPUs), c.From, fmt.Sprint(len(c.Steps)), c.Action, next, gate,
+				t.AddRow(r.Name, fmt.Sprint(bi+1), c.Name, fmt.Sprint(c.GPUs), c.From, fmt.Sprint(len(c.Steps)), c.Action, next, gate, spanText(c.Projected),
 					orNoneText(strings.Join(c.Windows, "; ")), strings.Join(names, ","))
 				gate = ""
 			}
@@ -362,10 +362,27 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	fmt.Fprintln(w)
 	for i, r := range p.Rings {
 		line := fmt.Sprintf("ring %s: %d batch(es), at most %s at once, failure budget %d", r.Name, len(r.Batches), atMost(r.MaxConcurrent), r.MaxFailures)
+		if r.Projected != nil {
+			line += ", projected " + spanText(r.Projected)
+			if r.Approvers > 0 {
+				line += " once approved"
+			}
+		}
 		if r.Soak != "" && i < len(p.Rings)-1 {
 			line += ", then soak " + r.Soak
+			if r.Projected != nil {
+				line += " until " + r.Projected.End.Add(fleetfile.Duration(r.Soak).Value()).Format("2006-01-02T15:04Z")
+			}
 		}
 		fmt.Fprintln(w, line+", then the ring gate")
+	}
+	if len(p.Rings) > 0 && p.Rings[0].Projected != nil {
+		fmt.Fprintln(w, "projected: each step at its kind's expected duration, each ring from the end of the one before and its soak, gates and approvals at once")
+	}
+	for _, c := range p.Clusters {
+		if c.DrainOverride {
+			fmt.Fprintf(w, "cluster %s drains with its own settings (spec.clusters[].drain): gang-drain run %s\n", c.Name, strings.Join(c.DrainArgs, " "))
+		}
 	}
 	for _, u := range p.Unplanned {
 		fmt.Fprintf(w, "not in any ring: %s\n", u)
@@ -374,6 +391,14 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
 	return nil
+}
+
+// spanText is a projected span, or "-" where a window never opens.
+func spanText(s *fleetrun.Span) string {
+	if s == nil {
+		return "-"
+	}
+	return s.Start.Format("2006-01-02T15:04Z") + " to " + s.End.Format("2006-01-02T15:04Z")
 }
 
 func atMost(n int) string {
