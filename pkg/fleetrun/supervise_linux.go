@@ -2,6 +2,8 @@ package fleetrun
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -41,7 +43,7 @@ func terminate(cmd *exec.Cmd, kill bool) {
 // gets SIGTERM and, after grace, SIGKILL, so no provider CLI the command
 // started keeps upgrading after the step is gone. It exits as the command
 // did; a command killed by a signal kills this process with the same one.
-func Supervise(argv []string, grace time.Duration) int {
+func Supervise(argv []string, stdin io.Reader, stdout, stderr io.Writer, grace time.Duration) int {
 	if len(argv) == 0 {
 		return 2
 	}
@@ -49,9 +51,9 @@ func Supervise(argv []string, grace time.Duration) int {
 	stop := make(chan os.Signal, 2)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	if err := cmd.Start(); err != nil {
-		os.Stderr.WriteString("starting " + argv[0] + ": " + err.Error() + "\n")
+		fmt.Fprintf(stderr, "starting %s: %v\n", argv[0], err)
 		return 2
 	}
 	done := make(chan error, 1)

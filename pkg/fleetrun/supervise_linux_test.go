@@ -15,7 +15,8 @@ import (
 )
 
 // TestHelperProcess is not a test: the test binary run as a step
-// (GPUFLEET_TEST_STEP) or as the supervisor (GPUFLEET_TEST_SUPERVISE).
+// (GPUFLEET_TEST_STEP) or as the supervisor (GPUFLEET_TEST_SUPERVISE);
+// run as a test, it does nothing.
 func TestHelperProcess(t *testing.T) {
 	args := os.Args
 	for i, a := range args {
@@ -26,13 +27,12 @@ func TestHelperProcess(t *testing.T) {
 	}
 	switch {
 	case os.Getenv("GPUFLEET_TEST_SUPERVISE") == "1":
-		os.Exit(Supervise(args, 2*time.Second))
+		Supervise(args, nil, io.Discard, io.Discard, 2*time.Second)
 	case os.Getenv("GPUFLEET_TEST_STEP") == "1":
 		os.Setenv("GPUFLEET_TEST_STEP", "")
 		os.Setenv("GPUFLEET_TEST_SUPERVISE", "1")
 		ex := ExecPlugins{Supervisor: []string{os.Args[0], "-test.run=^TestHelperProcess$", "--"}}
 		_, _ = ex.Run(context.Background(), args, nil, io.Discard, io.Discard)
-		os.Exit(0)
 	}
 }
 

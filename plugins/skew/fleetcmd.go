@@ -25,14 +25,14 @@ func newFleetCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps
 	}
 	cmd.AddCommand(fleetReportCmds(cg, streams, d)...)
 	cmd.AddCommand(fleetProgrammeCmds(cg, streams, d)...)
-	cmd.AddCommand(newFleetSuperviseCmd())
+	cmd.AddCommand(newFleetSuperviseCmd(streams))
 	return cmd
 }
 
 // newFleetSuperviseCmd is the hidden `kubectl skew fleet supervise -- CMD`
 // that `fleet step` runs each command under (fleetrun.Supervise): the
 // command and what it starts stop when the step dies, however it dies.
-func newFleetSuperviseCmd() *cobra.Command {
+func newFleetSuperviseCmd(streams genericiooptions.IOStreams) *cobra.Command {
 	return &cobra.Command{
 		Use:                "supervise -- COMMAND [ARG...]",
 		Hidden:             true,
@@ -44,7 +44,7 @@ func newFleetSuperviseCmd() *cobra.Command {
 			if len(args) == 0 {
 				return cli.Usagef("supervise needs a command after --")
 			}
-			if code := fleetrun.Supervise(args, 10*time.Second); code != 0 {
+			if code := fleetrun.Supervise(args, streams.In, streams.Out, streams.ErrOut, 10*time.Second); code != 0 {
 				return &cli.ExitError{Code: code}
 			}
 			return nil
