@@ -2,7 +2,7 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|argo|s3|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|argo|s3|capi|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl and kwok; helm is the helm client e2e/deprecations drives; argo
@@ -28,6 +28,7 @@ HELM_VERSION=v4.3.2
 PUSHGATEWAY_VERSION=v1.11.5
 ARGO_VERSION=v3.7.15
 GOFAKES3_VERSION=v1.2.0
+CAPI_VERSION=v1.14.0
 
 log() { echo "build.sh: $*" >&2; }
 
@@ -153,6 +154,18 @@ argo() {
 	crds argo github.com/argoproj/argo-workflows/v3 manifests/base/crds/minimal "$d/crds"
 }
 
+# capi is Cluster API's CRDs, from the module as the Go module proxy serves
+# it (e2e/tools/capi pins it; nothing is built): e2e/fleet applies
+# Cluster and MachineDeployment to a local control plane.
+capi() {
+	local src
+	src=$(cd "$here/capi" && go mod download -json sigs.k8s.io/cluster-api | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	local d=$cache/capi-$CAPI_VERSION/crds
+	if [[ ! -d $d ]]; then
+		mkdir -p "$d.tmp" && cp "$src"/core/config/crd/bases/cluster.x-k8s.io_*.yaml "$d.tmp/" && chmod -R u+w "$d.tmp" && mv "$d.tmp" "$d"
+	fi
+}
+
 s3() {
 	build s3 "$cache/gofakes3-$GOFAKES3_VERSION/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3
 }
@@ -174,9 +187,9 @@ locked() {
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm | pushgateway | argo | s3) locked "$what" ;;
+	core | kueue | jobset | krew | helm | pushgateway | argo | s3 | capi) locked "$what" ;;
 	krew-validate) locked krew_validate ;;
-	all) for c in core kueue jobset krew_validate helm pushgateway argo s3; do locked "$c"; done ;;
+	all) for c in core kueue jobset krew_validate helm pushgateway argo s3 capi; do locked "$c"; done ;;
 	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, argo, s3 or all)" >&2; exit 2 ;;
 	esac
 done

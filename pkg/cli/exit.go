@@ -47,7 +47,9 @@ const ExitCodesHelp = `Exit codes:
   When several apply, the worst wins: 130 > 2 > 3 > 4 > 1 > 0.`
 
 // ExitError carries an exit code, the error to print and an optional hint
-// (usually the exact command that helps).
+// (usually the exact command that helps). With no Err nothing is printed:
+// the exit code alone is the answer (a command run on the user's behalf
+// that spoke for itself).
 type ExitError struct {
 	Code int
 	Err  error

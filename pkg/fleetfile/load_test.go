@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestLoadExample(t *testing.T) {
@@ -89,5 +91,17 @@ func TestLoadFileNamesFile(t *testing.T) {
 	}
 	if _, err := LoadFile(p); err == nil || !strings.Contains(err.Error(), "empty.yaml: the file is empty") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestClusterDrainOverrideValidated: a cluster's own drain settings are
+// checked like the fleet's.
+func TestClusterDrainOverrideValidated(t *testing.T) {
+	errs := validateClusters(field.NewPath("spec", "clusters"), []Cluster{{Name: "a", Drain: &Drain{EvictionTimeout: "ten minutes", OnTimeout: "later"}}})
+	got := errs.ToAggregate().Error()
+	for _, want := range []string{"spec.clusters[0].drain.evictionTimeout", "spec.clusters[0].drain.onTimeout"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors %q lack %s", got, want)
+		}
 	}
 }

@@ -74,6 +74,20 @@ func (r *renderer) rolls(pool string) rollout {
 
 const labelKarpenterPool = "karpenter.sh/nodepool"
 
+// Cluster API's hold of one MachineDeployment topology and the label that
+// names a MachineDeployment's topology: "If the annotation is set on a
+// MachineDeployment topology in Cluster.spec.topology.workers, the
+// Kubernetes upgrade for this MachineDeployment topology is deferred. It
+// doesn't affect other MachineDeployment topologies"
+// (kubernetes-sigs/cluster-api api module v1.14.0,
+// api/core/v1beta2/common_types.go, ClusterTopologyDeferUpgradeAnnotation;
+// hold-upgrade-sequence there holds every later topology too, which a
+// per-pool release cannot use).
+const (
+	CAPIDeferUpgradeAnnotation  = "topology.cluster.x-k8s.io/defer-upgrade"
+	CAPITopologyDeploymentLabel = "topology.cluster.x-k8s.io/deployment-name"
+)
+
 // insertHolds puts a hold-rollouts step before each control-plane step that
 // the provider would follow with pools on its own, holding each such pool
 // that has a step of its own later; the pool's step releases it.
@@ -180,7 +194,7 @@ func (r *renderer) capiDefer(pool string, set bool) []string {
 	ann := "{}"
 	what := "# undo the defer-upgrade of " + pool + ": the topology controller rolls its MachineDeployment to the Cluster's version (on the management cluster):"
 	if set {
-		ann = `{annotations: {topology.cluster.x-k8s.io/defer-upgrade: ""}}`
+		ann = `{annotations: {` + CAPIDeferUpgradeAnnotation + `: ""}}`
 		what = "# defer the upgrade of MachineDeployment " + pool + " (on the management cluster):"
 	}
 	return []string{

@@ -2,6 +2,7 @@ package skew
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -15,16 +16,31 @@ import (
 
 // selector returns the label selector of a pool's nodes.
 func (r *renderer) selector(pool string) string {
-	pl, ok := r.pools[pool]
-	if !ok || pl.Label == "" || pool == NoPool {
-		return phSelector
+	if sel := r.pools[pool].Selector(); sel != "" {
+		return sel
+	}
+	return phSelector
+}
+
+// ControlPlane reports whether the pool is the control-plane nodes (named
+// by their role label).
+func (p Pool) ControlPlane() bool { return slices.Contains(controlPlaneRoles, p.Label) }
+
+// Selector is the label selector of the pool's nodes: the pool label with
+// the pool's name, or, for the control-plane nodes, the role label alone
+// (an exists-selector: node-role.kubernetes.io/control-plane carries an
+// empty value, and node-role.kubernetes.io/master on older clusters). It
+// is "" for nodes without a pool label, which no selector picks alone.
+func (p Pool) Selector() string {
+	if p.Label == "" || p.Name == NoPool {
+		return ""
 	}
 	for _, l := range controlPlaneRoles {
-		if pl.Label == l {
+		if p.Label == l {
 			return l
 		}
 	}
-	return pl.Label + "=" + pool
+	return p.Label + "=" + p.Name
 }
 
 // gpuPool reports whether a pool has GPU nodes, where training gangs run.
