@@ -96,7 +96,8 @@ func forProvider(p *Plan, inv Inventory, prov Provider) {
 	r.insertHolds(p)
 	r.plan = p
 	for i := range p.Steps {
-		p.Steps[i].Commands = r.commands(p.Steps[i])
+		p.Steps[i].Blocks = r.commands(p.Steps[i]).done()
+		p.Steps[i].Commands = FlattenBlocks(p.Steps[i].Blocks)
 	}
 	p.Warnings = append(p.Warnings, r.warnings()...)
 }
@@ -138,6 +139,9 @@ type renderer struct {
 	// cluster-wide GKE maintenance exclusion.
 	held    map[string]bool
 	gkeHeld bool
+	// capiHeld is set while the Cluster's MachineDeployment topologies are
+	// deferred.
+	capiHeld bool
 	// saved is the evidence file of the last pre-flight step so far.
 	saved string
 }
@@ -189,29 +193,28 @@ func orPlaceholder(v, ph string) string {
 	return v
 }
 
-// commands returns the lines of one step.
-func (r *renderer) commands(s Step) []string {
+// commands returns the blocks of one step.
+func (r *renderer) commands(s Step) blocks {
+	var b blocks
 	switch s.Phase {
-	case PhaseFix:
-		return nil
 	case PhasePreflight:
-		return r.preflight(s)
+		b.add(r.preflight(s)...)
 	case PhaseEtcd:
-		return r.etcd(s)
+		b.add(r.etcd(s)...)
 	case PhaseHold:
-		return r.holdCommands(s)
+		b.add(r.holdCommands(s)...)
 	case PhaseAPIServers:
-		return r.apiservers(s)
+		b.add(r.apiservers(s)...)
 	case PhaseControllers:
-		return r.controllers(s)
+		b.add(r.controllers(s)...)
 	case PhaseControlPlane:
-		return r.controlPlane(s)
+		b.add(r.controlPlane(s)...)
 	case PhaseAddons:
-		return r.addons(s)
+		b.add(r.addons(s)...)
 	case PhaseNodePool:
-		return r.nodePool(s)
+		b.add(r.nodePool(s)...)
 	}
-	return nil
+	return b
 }
 
 func baseline(minor string) string { return "preflight-" + minor + ".yaml" }
@@ -496,11 +499,16 @@ func (r *renderer) controlPlane(s Step) []string {
 		// A ClusterClass cluster upgrades by its topology version
 		// (https://cluster-api.sigs.k8s.io/tasks/experimental-features/cluster-class/operate-cluster#upgrade-a-cluster),
 		// set on the management cluster.
-		out = []string{
-			"# on the management cluster, which holds the Cluster:",
-			fmt.Sprintf(`%s patch cluster.cluster.x-k8s.io %s -n %s --type merge -p '{"spec":{"topology":{"version":"v%s.%s"}}}'`, r.kubectlMgmt(), sq(r.capiName), sq(r.capiNS), s.To, phPatch),
-			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)),
+		patch := fmt.Sprintf(`%s patch cluster.cluster.x-k8s.io %s -n %s --type merge -p '{"spec":{"topology":{"version":"v%s.%s"}}}'`, r.kubectlMgmt(), sq(r.capiName), sq(r.capiNS), s.To, phPatch)
+		out = []string{"# on the management cluster, which holds the Cluster:"}
+		if r.capiHeld {
+			// The hold step's check again, so that the version moves
+			// only while every topology is deferred.
+			out = append(out, chain(r.capiDeferCheck(), patch)...)
+		} else {
+			out = append(out, patch)
 		}
+		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	return append(out, "kubectl skew")
 }

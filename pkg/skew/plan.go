@@ -41,10 +41,16 @@ type Step struct {
 	// Holds names the pools a hold-rollouts step keeps from rolling with
 	// the control plane (each is released at its own node-pool step).
 	Holds []string `json:"holds,omitempty"`
-	// Commands are the copy-paste lines that do the step for the
-	// provider, names filled in where the cluster shows them and quoted
+	// Blocks are the copy-paste units that do the step for the provider,
+	// names filled in where the cluster shows them and quoted
 	// '<placeholders>' where it does not, so that a pasted placeholder
-	// fails with the tool's own message.
+	// fails with the tool's own message. Where the plan cannot tell which
+	// of two ways applies, each way is a block of its own that says how to
+	// tell (Block.Choice, Block.When).
+	Blocks []Block `json:"blocks,omitempty"`
+	// Commands are the lines of every block in order, for display; an
+	// alternative's lines follow a comment that says when it applies.
+	// Paste Blocks, not Commands.
 	Commands []string `json:"commands,omitempty"`
 }
 

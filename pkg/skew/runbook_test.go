@@ -102,9 +102,9 @@ func TestRunbookCAPIDefersMachineDeployments(t *testing.T) {
 		if hold.Phase != PhaseHold || len(hold.Holds) != 2 {
 			t.Fatalf("step %d (%s) is not preceded by a hold of both MachineDeployments: %+v", s.Number, s.Phase, hold)
 		}
-		wantIn(t, "hold", cmds(hold), "topology.cluster.x-k8s.io/defer-upgrade", "apply --server-side --field-manager=gpufleet-upgrade", "--context '<management-context>'")
+		wantIn(t, "hold", cmds(hold), "topology.cluster.x-k8s.io/defer-upgrade", `apply --server-side --field-manager="gpufleet-defer-$MD"`, "--context '<management-context>'")
 	}
-	pool := lastStepOf(t, p, PhaseNodePool, "gpu-cell-07-h100-a-7c4b2")
+	pool := lastStepOf(t, p, PhaseNodePool, "h100-a")
 	c := cmds(pool)
 	wantIn(t, "GPU pool step", c, "metadata: {}}]}}}", "kubectl gang-drain run -l")
 	if strings.Index(c, "kubectl gang-drain run") > strings.Index(c, "metadata: {}") {
