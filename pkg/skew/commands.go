@@ -270,6 +270,31 @@ func etcdctl(node, args string) string {
 // run in the etcd static pod of node, for pre-flight's etcd gate.
 func EtcdctlCommand(node, args string) string { return etcdctl(node, args) }
 
+// Placeholders of the backup steps.
+const (
+	phBackupDir = "<backup-dir>"
+	phServer    = "<server-node>"
+)
+
+// backupDir names the operator's destination of a backup: off the cluster,
+// encrypted at rest, since a snapshot and the server token open every
+// Secret.
+func backupDir() string {
+	return "BACKUP_DIR=" + sq(phBackupDir) + "   # a directory off the cluster (an encrypted volume here, a mounted backup share): the backup holds every Secret"
+}
+
+// sshTo names how ssh reaches a node.
+func sshTo(v, node, what string) string {
+	return fmt.Sprintf("%s=%s   # how ssh reaches %s (user@address where the name does not resolve); sudo there without a password", v, sq(node), what)
+}
+
+// etcd takes the snapshot of a hop, verifies it, copies it off the node
+// and checks the copy: on Cluster API the KubeadmControlPlane rollout that
+// follows replaces the control-plane machines (rolloutStrategy maxSurge
+// "Defaults to 1", api/controlplane/kubeadm/v1beta2/kubeadm_control_plane_types.go,
+// kubernetes-sigs/cluster-api v1.14.0), and on kubeadm the node is the one
+// upgraded next, so a copy left on it is no backup. The snapshot leaves
+// etcd's data directory once copied.
 func (r *renderer) etcd(s Step) []string {
 	file := fmt.Sprintf("etcd-pre-%s.db", s.To)
 	switch r.prov {
@@ -279,49 +304,55 @@ func (r *renderer) etcd(s Step) []string {
 		return r.k3sBackup("rke2", s)
 	}
 	node := r.firstCP()
-	out := []string{
-		etcdctl(node, "snapshot save /var/lib/etcd/"+file),
-		fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdutl snapshot status /var/lib/etcd/%s -w table", sq(node), file),
-		fmt.Sprintf("# on %s: move the snapshot out of etcd's data directory and off the node, encrypted: it holds every Secret", node),
-		fmt.Sprintf("sudo mv /var/lib/etcd/%s /root/%s", file, file),
+	onNode := "/var/lib/etcd/" + file
+	var out []string
+	switch r.prov {
+	case ProviderCAPI:
+		out = append(out, "# against the workload cluster: KubeadmControlPlane runs etcd as a static pod on each control-plane machine and replaces the machines at the next step, so the copy must be off the machine first (ssh as the KubeadmControlPlane's users or the infrastructure provider's bastion allow)")
+	case ProviderUnknown:
+		out = append(out, "# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates")
 	}
-	if r.prov == ProviderCAPI {
-		out = append([]string{"# against the workload cluster: KubeadmControlPlane runs etcd as a static pod on each control-plane machine"}, out...)
-	}
-	if r.prov == ProviderUnknown {
-		out = append([]string{"# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates"}, out...)
-	}
-	return out
+	out = append(out, chain(
+		etcdctl(node, "snapshot save "+onNode),
+		fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdutl snapshot status %s -w table", sq(node), onNode))...)
+	out = append(out, "# copy it off the node and check the copy byte for byte, then take it out of etcd's data directory:",
+		backupDir(), sshTo("NODE_SSH", node, node))
+	return append(out, chain(
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s"`, onNode, file),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm %s`, onNode))...)
 }
 
 // k3sBackup backs up a k3s or RKE2 datastore and its server token, without
-// which a snapshot cannot be restored: embedded etcd takes an etcd-snapshot,
-// SQLite is a copy of the db directory, an external datastore is backed up
-// with its own tools (https://docs.k3s.io/datastore/backup-restore,
-// https://docs.k3s.io/cli/etcd-snapshot, https://docs.rke2.io/datastore/backup_restore,
-// read 2026-09-20).
+// which a snapshot cannot be restored, and copies both off the node:
+// embedded etcd takes an etcd-snapshot (into ${data-dir}/server/db/snapshots,
+// named <name>-<node>-<timestamp>), SQLite is a copy of the db directory,
+// an external datastore is backed up with its own tools
+// (https://docs.k3s.io/datastore/backup-restore, https://docs.k3s.io/cli/etcd-snapshot,
+// https://docs.rke2.io/datastore/backup_restore, read 2026-12-06). The
+// etcd snapshot is checked with etcdutl here: neither k3s nor RKE2 ships
+// it on the node.
 func (r *renderer) k3sBackup(dist string, s Step) []string {
-	token := fmt.Sprintf("sudo cp /var/lib/rancher/%s/server/token /root/%s-token-pre-%s   # the server token: a restore needs it", dist, dist, s.To)
-	etcd := []string{
-		fmt.Sprintf("sudo %s etcd-snapshot save --name pre-%s   # on a server node", dist, s.To),
-		fmt.Sprintf("sudo %s etcd-snapshot ls", dist),
-		token,
-	}
+	data := "/var/lib/rancher/" + dist + "/server"
+	token := fmt.Sprintf(`ssh "$SERVER" sudo cat %s/token > "$BACKUP_DIR/%s-token-pre-%s"   # the server token: a restore needs it`, data, dist, s.To)
+	head := []string{"# here, over ssh to a server node; the backup and the server token go off the node:", sshTo("SERVER", phServer, "a server node"), backupDir()}
 	if dist == "rke2" || r.pf.EtcdNodes > 0 {
-		return etcd
+		name := "pre-" + s.To
+		return append(append(head, "# etcdutl from an etcd release (https://github.com/etcd-io/etcd/releases) checks the copy here:"), chain(
+			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, strings.ReplaceAll(name, ".", `\.`)),
+			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP"`, data),
+			token,
+			`etcdutl snapshot status "$BACKUP_DIR/$SNAP" -w table`)...)
 	}
 	if r.pf.ServerNodes > 1 {
-		return []string{
-			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools", r.pf.ServerNodes),
-			token,
-		}
+		return append([]string{
+			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools, and the server token:", r.pf.ServerNodes),
+		}, append(head[1:], token)...)
 	}
-	return []string{
-		"# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only); on the server node:",
-		fmt.Sprintf("sudo cp -a /var/lib/rancher/k3s/server/db /root/k3s-db-pre-%s", s.To),
-		token,
-		"# an external datastore instead: back it up with the database's own tools",
-	}
+	tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
+	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):"), chain(
+		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s"`, data, tgz),
+		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s" | grep -qx db/state.db`, tgz))...)
 }
 
 func (r *renderer) firstCP() string {

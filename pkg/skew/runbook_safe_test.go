@@ -1,8 +1,11 @@
 package skew
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // The tests of this file hold the runbook safe to paste, provider by
@@ -107,3 +110,74 @@ func TestRunbookHoldsFromTheProvider(t *testing.T) {
 
 // r0 is a renderer over a plan's steps, for lastPoolStepOfHop.
 func r0(p Plan) *renderer { return &renderer{plan: &p} }
+
+// A backup step copies the backup off the node with a command, to a
+// directory the operator names, and checks the copy; nothing is left
+// only in /root of a machine the next step upgrades or deletes.
+func TestRunbookBackupsLeaveTheNode(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		wants   []string
+	}{
+		{"kubeadm-apt", []string{`ssh "$NODE_SSH" sudo cat /var/lib/etcd/etcd-pre-1.37.db > "$BACKUP_DIR/etcd-pre-1.37.db" && \`,
+			`| sha256sum -c - && \`, "etcdutl snapshot status /var/lib/etcd/etcd-pre-1.37.db -w table", "NODE_SSH=cp-0"}},
+		{"kubeadm-ha", []string{`sudo cat /var/lib/etcd/etcd-pre-1.38.db > "$BACKUP_DIR/etcd-pre-1.38.db"`, "sha256sum -c -"}},
+		{"capi", []string{`sudo cat /var/lib/etcd/etcd-pre-1.37.db > "$BACKUP_DIR/etcd-pre-1.37.db"`, "sha256sum -c -", "replaces the machines at the next step"}},
+		{"k3s-etcd", []string{"sudo k3s etcd-snapshot save --name pre-1.38", `> "$BACKUP_DIR/$SNAP" && \`, `etcdutl snapshot status "$BACKUP_DIR/$SNAP" -w table`,
+			`sudo cat /var/lib/rancher/k3s/server/token > "$BACKUP_DIR/k3s-token-pre-1.38"`}},
+		{"rke2", []string{"sudo rke2 etcd-snapshot save --name pre-1.38", "/var/lib/rancher/rke2/server/db/snapshots", `etcdutl snapshot status "$BACKUP_DIR/$SNAP"`,
+			`sudo cat /var/lib/rancher/rke2/server/token > "$BACKUP_DIR/rke2-token-pre-1.38"`}},
+		{"k3s-sqlite", []string{`sudo tar -C /var/lib/rancher/k3s/server -czf - db token > "$BACKUP_DIR/k3s-server-db-pre-1.38.tgz" && \`, "grep -qx db/state.db"}},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			p := variantPlan(t, tc.variant)
+			n := 0
+			for _, s := range p.Steps {
+				if s.Phase != PhaseEtcd {
+					continue
+				}
+				n++
+				c := cmds(s)
+				wantIn(t, "backup", c, "BACKUP_DIR='<backup-dir>'")
+				if s.To == stepOf(t, p, PhaseEtcd, "").To {
+					wantIn(t, "backup", c, tc.wants...)
+				}
+				wantNotIn(t, "backup", c, "/root/", "sudo mv ", "sudo cp ")
+			}
+			if n == 0 {
+				t.Fatalf("no backup step in %q", phases(p))
+			}
+		})
+	}
+	// Managed control planes take their own backups: no step.
+	for _, v := range []string{"eks-managed", "gke", "aks"} {
+		for _, s := range variantPlan(t, v).Steps {
+			if s.Phase == PhaseEtcd {
+				t.Errorf("%s has a backup step", v)
+			}
+		}
+	}
+}
+
+// parseBlock parses a pasted block as the shell would read it.
+func parseBlock(t *testing.T, where string, b Block) *syntax.File {
+	t.Helper()
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(strings.Join(b.Commands, "\n")+"\n"), where)
+	if err != nil {
+		t.Errorf("%s: %v\n%s", where, err, strings.Join(b.Commands, "\n"))
+		return nil
+	}
+	return f
+}
+
+// Every block of every variant parses as shell, so that a pasted block
+// runs as written.
+func TestRunbookBlocksParse(t *testing.T) {
+	for _, v := range variants {
+		for _, s := range variantPlan(t, v).Steps {
+			for i, b := range s.Blocks {
+				parseBlock(t, fmt.Sprintf("%s step %d block %d", v, s.Number, i+1), b)
+			}
+		}
+	}
+}

@@ -291,7 +291,7 @@ func TestRunbookKubeadmFacts(t *testing.T) {
 func TestRunbookK3sRKE2(t *testing.T) {
 	sqlite := variantPlan(t, "k3s-sqlite")
 	e := cmds(stepOf(t, sqlite, PhaseEtcd, ""))
-	wantIn(t, "k3s on SQLite", e, "sudo cp -a /var/lib/rancher/k3s/server/db", "/var/lib/rancher/k3s/server/token")
+	wantIn(t, "k3s on SQLite", e, "sudo tar -C /var/lib/rancher/k3s/server -czf - db token")
 	wantNotIn(t, "k3s on SQLite", e, "etcd-snapshot save")
 	etcd := variantPlan(t, "k3s-etcd")
 	wantIn(t, "k3s on etcd", cmds(stepOf(t, etcd, PhaseEtcd, "")), "sudo k3s etcd-snapshot save --name pre-1.38", "/var/lib/rancher/k3s/server/token")
