@@ -461,11 +461,11 @@ func (r *renderer) serverNodes(s Step) []string {
 			name = sq(n)
 		}
 		out = append(out, fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", name, selfDrainTimeout),
-			"# on "+strings.Trim(name, `"`)+", with its usual arguments:")
+			"# on "+strings.Trim(name, `"`)+":")
 		if r.prov == ProviderK3s {
-			out = append(out, fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s sh -s - server", s.To))
+			out = append(out, k3sInstall("server", s.To)...)
 		} else {
-			out = append(out, fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s sh -", s.To), "sudo systemctl restart rke2-server")
+			out = append(out, rke2Install("server", s.To)...)
 		}
 		out = append(out, "# here:", "kubectl uncordon "+name)
 	}
@@ -705,4 +705,53 @@ func (r *renderer) project() string {
 
 func (r *renderer) resourceGroup() string {
 	return orPlaceholder(r.pf.ResourceGroup, phResourceGroup)
+}
+
+// k3sInstall re-runs the k3s install script on a node for the channel of
+// minor to, keeping the node's settings. The script writes the systemd
+// unit and its env file from what it is given this time (install.sh,
+// systemd_disable then create_env_file and create_systemd_service_file,
+// k3s-io/k3s at 0136cf2): "If you set configuration when originally
+// running the install script, but do not set it again when re-running the
+// install script, the original values will be lost"
+// (https://docs.k3s.io/upgrades/manual, read 2026-12-06). So the unit and
+// the env file are kept first, the script runs with
+// INSTALL_K3S_SKIP_START=true (it installs and enables, but does not
+// restart), and both are put back before the restart: the server keeps
+// --cluster-init, --datastore-endpoint, --disable and the rest of its
+// ExecStart, an agent its K3S_URL and K3S_TOKEN. /etc/rancher/k3s/config.yaml
+// is not the script's and stays as it is. The version check stops the
+// chain where the script installed nothing (curl | sh succeeds on an empty
+// download).
+func k3sInstall(role, to string) []string {
+	unit := "k3s"
+	if role == "agent" {
+		unit = "k3s-agent"
+	}
+	keep := "/root/" + unit + "-pre-" + to
+	files := fmt.Sprintf("/etc/systemd/system/%s.service /etc/systemd/system/%s.service.env", unit, unit)
+	return append([]string{fmt.Sprintf("# keep the %s unit and its env file (its flags, K3S_URL, K3S_TOKEN): the install script rewrites both from what it is given (systemd; on OpenRC /etc/init.d/%s and /etc/rancher/k3s/%s.env)", unit, unit, unit)},
+		chain(
+			"sudo mkdir -p "+keep,
+			fmt.Sprintf("sudo cp -p %s %s/", files, keep),
+			fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s INSTALL_K3S_SKIP_START=true sh -s - %s", to, role),
+			fmt.Sprintf("sudo cp -p %s/%s.service %s/%s.service.env /etc/systemd/system/", keep, unit, keep, unit),
+			"sudo systemctl daemon-reload",
+			"sudo systemctl restart "+unit,
+			fmt.Sprintf("k3s --version | grep -F ' v%s.'", to))...)
+}
+
+// rke2Install re-runs the RKE2 install script for the channel of minor to
+// and restarts the service. RKE2 reads its settings from
+// /etc/rancher/rke2/config.yaml, which the script does not write
+// (https://docs.rke2.io/upgrades/manual_upgrade, read 2026-12-06).
+func rke2Install(role, to string) []string {
+	typ := ""
+	if role == "agent" {
+		typ = " INSTALL_RKE2_TYPE=agent"
+	}
+	return chain(
+		fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s%s sh -", to, typ),
+		"sudo systemctl restart rke2-"+role,
+		fmt.Sprintf("rke2 --version | grep -F ' v%s.'", to))
 }

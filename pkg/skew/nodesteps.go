@@ -192,9 +192,9 @@ func (r *renderer) onNode(s Step) []string {
 	case ProviderKubeadm:
 		return kubeadmNode(packageManager(r.pools[s.Pool].OSImages), s.From, s.To)
 	case ProviderK3s:
-		return []string{fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s sh -s - agent   # with its usual K3S_URL and K3S_TOKEN", s.To)}
+		return k3sInstall("agent", s.To)
 	case ProviderRKE2:
-		return []string{fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s INSTALL_RKE2_TYPE=agent sh -", s.To), "sudo systemctl restart rke2-agent"}
+		return rke2Install("agent", s.To)
 	}
 	return []string{fmt.Sprintf("# upgrade the kubelet to v%s.%s with the installer that made the cluster", s.To, phPatch)}
 }

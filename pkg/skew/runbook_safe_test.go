@@ -181,3 +181,43 @@ func TestRunbookBlocksParse(t *testing.T) {
 		}
 	}
 }
+
+// Re-running the k3s install script keeps the node's settings: the unit
+// and its env file are kept, the script runs without starting, and both
+// are put back before the restart; RKE2's settings live in its
+// config.yaml, which the script does not write.
+func TestRunbookK3sKeepsInstallSettings(t *testing.T) {
+	for _, tc := range []struct {
+		variant, phase, pool, unit, role string
+	}{
+		{"k3s-etcd", PhaseAPIServers, "", "k3s", "server"},
+		{"k3s-sqlite", PhaseAPIServers, "", "k3s", "server"},
+		{"k3s-etcd", PhaseNodePool, "cpu", "k3s-agent", "agent"},
+	} {
+		t.Run(tc.variant+" "+tc.role, func(t *testing.T) {
+			c := cmds(stepOf(t, variantPlan(t, tc.variant), tc.phase, tc.pool))
+			keep := "/root/" + tc.unit + "-pre-1.38"
+			steps := []string{
+				"sudo mkdir -p " + keep,
+				"sudo cp -p /etc/systemd/system/" + tc.unit + ".service /etc/systemd/system/" + tc.unit + ".service.env " + keep + "/ && \\",
+				"curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v1.38 INSTALL_K3S_SKIP_START=true sh -s - " + tc.role + " && \\",
+				"sudo cp -p " + keep + "/" + tc.unit + ".service " + keep + "/" + tc.unit + ".service.env /etc/systemd/system/ && \\",
+				"sudo systemctl restart " + tc.unit + " && \\",
+				"k3s --version | grep -F ' v1.38.'",
+			}
+			at := -1
+			for _, w := range steps {
+				i := strings.Index(c, w)
+				if i < 0 || i < at {
+					t.Fatalf("lacks, or out of order, %q:\n%s", w, c)
+				}
+				at = i
+			}
+			if strings.Contains(c, "sh -s - "+tc.role+"\n") {
+				t.Errorf("the install script runs without keeping the settings:\n%s", c)
+			}
+		})
+	}
+	wantIn(t, "rke2 servers", cmds(stepOf(t, variantPlan(t, "rke2"), PhaseAPIServers, "")),
+		"curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v1.38 sh - && \\", "sudo systemctl restart rke2-server && \\", "rke2 --version | grep -F ' v1.38.'")
+}
