@@ -210,7 +210,7 @@ func (r *renderer) commands(s Step) blocks {
 	case PhaseControlPlane:
 		b.add(r.controlPlane(s)...)
 	case PhaseAddons:
-		b.add(r.addons(s)...)
+		b = r.addons(s)
 	case PhaseNodePool:
 		b.add(r.nodePool(s)...)
 	}
@@ -544,7 +544,8 @@ func (r *renderer) controlPlane(s Step) []string {
 	return append(out, "kubectl skew")
 }
 
-func (r *renderer) addons(s Step) []string {
+func (r *renderer) addons(s Step) blocks {
+	var b blocks
 	switch r.prov {
 	case ProviderKubeadm:
 		// Since v1.28 kubeadm upgrades CoreDNS and kube-proxy after every
@@ -552,89 +553,129 @@ func (r *renderer) addons(s Step) []string {
 		// upgrade node, not with kubeadm upgrade apply (kubernetes
 		// CHANGELOG-1.28, #117660; the UpgradeAddonsBeforeControlPlane gate
 		// that restored the old order was removed in v1.31).
-		return []string{"# kubeadm upgraded CoreDNS and kube-proxy with the last control-plane node's kubeadm upgrade (apply on a single node, the last kubeadm upgrade node in HA); check them and the other addons:",
+		b.add("# kubeadm upgraded CoreDNS and kube-proxy with the last control-plane node's kubeadm upgrade (apply on a single node, the last kubeadm upgrade node in HA); check them and the other addons:",
 			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderEKS:
 		return r.eksAddons(s)
 	case ProviderGKE:
 		// GKE Standard runs kube-dns, not CoreDNS, and upgrades it with
 		// the control plane
 		// (https://cloud.google.com/kubernetes-engine/docs/how-to/kube-dns).
-		return []string{"# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS) and kube-proxy with the control plane; check them and the other addons:",
+		b.add("# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS) and kube-proxy with the control plane; check them and the other addons:",
 			"kubectl -n kube-system get deployment/kube-dns -o wide",
-			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
-	case ProviderAKS, ProviderK3s, ProviderRKE2:
-		return []string{fmt.Sprintf("# %s upgrades kube-proxy and CoreDNS with the control plane; check them and the other addons:", r.prov.Title()),
-			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	case ProviderAKS:
+		b.add(fmt.Sprintf("# %s upgrades kube-proxy and CoreDNS with the control plane; check them and the other addons:", r.prov.Title()),
+			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	case ProviderK3s, ProviderRKE2:
+		b.add(fmt.Sprintf("# %s", addonsOfK3s(r.prov)),
+			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderCAPI:
-		return []string{"# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane; check them and the other addons:",
+		b.add("# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane; check them and the other addons:",
 			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	default:
+		b.add("kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	}
-	return []string{"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+	return b
+}
+
+// addonsOfK3s says where k3s and RKE2 run kube-proxy and CoreDNS: kube-proxy
+// inside each node's own k3s process (https://docs.k3s.io/architecture:
+// the agent runs the kubelet, kube-proxy, flannel and containerd) or as a
+// static pod each RKE2 node writes (https://docs.rke2.io/architecture),
+// so it moves with each node's upgrade, servers first, agents at their
+// pool's step; CoreDNS is a packaged component the servers deploy.
+func addonsOfK3s(p Provider) string {
+	return fmt.Sprintf("%s runs kube-proxy on each node with that node's %s, so it moved with the servers here and moves with each agent at its pool's step; the servers deployed CoreDNS and the packaged components; check them and the other addons:", p.Title(), strings.ToLower(p.Title()))
 }
 
 // eksAddons upgrades the EKS add-ons after the control plane
 // (https://docs.aws.amazon.com/eks/latest/userguide/updating-an-add-on.html).
 // update-addon works only for an add-on EKS manages; describe-addon fails
-// for a self-managed one, which is updated as its own page says
+// with ResourceNotFoundException for a self-managed one
+// (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddon.html),
+// which is updated as its own page says
 // (https://docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-self-managed-update.html,
 // read 2026-09-20; likewise kube-proxy-add-on-self-managed-update.html and
 // coredns-add-on-self-managed-update.html). The VPC CNI moves one minor
 // version at a time ("You can only update one minor version at a time":
 // https://docs.aws.amazon.com/eks/latest/userguide/add-ons-vpc-cni.html,
-// read 2026-09-20).
-func (r *renderer) eksAddons(s Step) []string {
+// read 2026-09-20). Where the cluster does not show who manages an add-on,
+// the two ways are alternatives of their own, never one block.
+func (r *renderer) eksAddons(s Step) blocks {
+	var b blocks
 	if r.autoModeOnly() {
 		// EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy as part
 		// of the service (https://docs.aws.amazon.com/eks/latest/userguide/auto-upgrade.html).
-		return []string{"# EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy itself: only EKS add-ons you installed and self-managed controllers are yours to move:",
+		b.add("# EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy itself: only EKS add-ons you installed and self-managed controllers are yours to move:",
 			fmt.Sprintf("aws eks list-addons --region %s --cluster-name %s", sq(r.region), sq(r.cluster)),
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+		return b
 	}
-	var out []string
 	for _, a := range []string{"vpc-cni", "kube-proxy", "coredns"} {
 		managed, seen := r.pf.EKSAddons[a]
-		eks := []string{
-			fmt.Sprintf("aws eks describe-addon-versions --region %s --kubernetes-version %s --addon-name %s --query 'addons[].addonVersions[].addonVersion' --output text", sq(r.region), s.To, a),
-			fmt.Sprintf("aws eks update-addon --region %s --cluster-name %s --addon-name %s --addon-version %s --resolve-conflicts PRESERVE", sq(r.region), sq(r.cluster), a, sq("<"+a+"-version>")),
-		}
+		eks := []string{fmt.Sprintf("aws eks describe-addon-versions --region %s --kubernetes-version %s --addon-name %s --query 'addons[].addonVersions[].addonVersion' --output text", sq(r.region), s.To, a)}
+		update := fmt.Sprintf("aws eks update-addon --region %s --cluster-name %s --addon-name %s --addon-version %s --resolve-conflicts PRESERVE", sq(r.region), sq(r.cluster), a, sq("<"+a+"-version>"))
 		if a == "vpc-cni" {
-			eks[1] += "   # one minor at a time: repeat for each minor up to the one for " + s.To
+			update += "   # one minor at a time: repeat for each minor up to the one for " + s.To
 		}
+		eks = append(eks, chain(update, fmt.Sprintf("aws eks wait addon-active --region %s --cluster-name %s --addon-name %s", sq(r.region), sq(r.cluster), a))...)
 		self := selfManagedAddon(a, s.To)
 		switch {
 		case seen && managed:
-			out = append(out, "# "+a+" is an EKS add-on (its fields are managed by eks):")
-			out = append(out, eks...)
+			b.add("# " + a + " is an EKS add-on (its fields are managed by eks):")
+			b.add(eks...)
 		case seen && !managed:
-			out = append(out, "# "+a+" is self-managed (no EKS manager on its fields): update-addon does not apply;")
-			out = append(out, self...)
+			b.add("# " + a + " is self-managed (no EKS manager on its fields): update-addon does not apply;")
+			b.add(self...)
 		default:
-			out = append(out, fmt.Sprintf("aws eks describe-addon --region %s --cluster-name %s --addon-name %s --query addon.addonVersion --output text   # an error means %s is self-managed", sq(r.region), sq(r.cluster), a, a))
-			out = append(out, "# an EKS add-on:")
-			out = append(out, eks...)
-			out = append(out, "# self-managed instead:")
-			out = append(out, self...)
+			b.add(fmt.Sprintf("aws eks describe-addon --region %s --cluster-name %s --addon-name %s --query addon.addonVersion --output text   # a version: an EKS add-on; ResourceNotFoundException: self-managed", sq(r.region), sq(r.cluster), a))
+			choice := "who manages " + a
+			b.alt(choice, "describe-addon printed a version: "+a+" is an EKS add-on", eks...)
+			b.alt(choice, "describe-addon failed with ResourceNotFoundException: "+a+" is self-managed", self...)
 		}
 	}
-	return append(out, fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	b.add(fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	return b
 }
 
-// selfManagedAddon is the update of a self-managed EKS add-on.
+// ecrAccept are the manifest media types a registry may answer a tag
+// with (OCI image index and manifest, Docker manifest list and manifest).
+const ecrAccept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json"
+
+// selfManagedAddon is the update of a self-managed EKS add-on. The image of
+// kube-proxy and CoreDNS keeps the registry and repository the cluster
+// runs now (its account and region: the EKS image registries differ by
+// region) and takes only the new tag, which the registry must know before
+// the image changes: the Kubernetes API accepts any image string, so an
+// unpullable one would roll the DaemonSet to pods that cannot start. The
+// tag is asked of the registry itself, over the registry HTTP API, with the
+// ECR authorization token for user AWS
+// (https://docs.aws.amazon.com/AmazonECR/latest/userguide/registry_auth.html);
+// the rollout is waited on.
 func selfManagedAddon(a, to string) []string {
 	switch a {
 	case "vpc-cni":
-		return []string{
+		return chain(
 			"kubectl get daemonset aws-node -n kube-system -o yaml > aws-k8s-cni-old.yaml   # keep your settings",
 			fmt.Sprintf("kubectl apply -f %s   # the release for %s from the VPC CNI versions table, one minor at a time", sq("https://raw.githubusercontent.com/aws/amazon-vpc-cni-k8s/<vpc-cni-version>/config/master/aws-k8s-cni.yaml"), to),
-		}
+			"kubectl -n kube-system rollout status daemonset/aws-node --timeout=10m")
 	case "kube-proxy":
-		return []string{fmt.Sprintf("kubectl set image daemonset.apps/kube-proxy -n kube-system kube-proxy=%s   # the kube-proxy image for %s from the EKS kube-proxy table", sq("<account>.dkr.ecr.<region>.amazonaws.com/eks/kube-proxy:<version>"), to)}
+		return selfManagedImage("daemonset", "kube-proxy", "kube-proxy", "TAG="+sq("<kube-proxy-tag>")+"   # the kube-proxy image tag for "+to+" from the EKS kube-proxy table (kube-proxy-add-on-self-managed-update.html)")
 	default:
-		return []string{fmt.Sprintf("kubectl set image deployment.apps/coredns -n kube-system coredns=%s   # the CoreDNS image for %s from the EKS CoreDNS table", sq("<account>.dkr.ecr.<region>.amazonaws.com/eks/coredns:<version>"), to)}
+		return selfManagedImage("deployment", "coredns", "coredns", "TAG="+sq("<coredns-tag>")+"   # the CoreDNS image tag for "+to+" from the EKS CoreDNS table (coredns-add-on-self-managed-update.html)")
 	}
+}
+
+func selfManagedImage(kind, name, container, tag string) []string {
+	return append([]string{tag}, chain(
+		fmt.Sprintf(`IMAGE=$(kubectl -n kube-system get %s %s -o jsonpath='{.spec.template.spec.containers[?(@.name=="%s")].image}')`, kind, name, container),
+		`REGISTRY=${IMAGE%%/*} && REPO=${IMAGE#*/} && REPO=${REPO%%[:@]*}`,
+		fmt.Sprintf(`curl -fsSI -o /dev/null -u "AWS:$(aws ecr get-login-password --region "$(echo "$REGISTRY" | cut -d. -f4)")" -H 'Accept: %s' "https://$REGISTRY/v2/$REPO/manifests/$TAG"   # the registry has the tag`, ecrAccept),
+		fmt.Sprintf(`kubectl -n kube-system set image %s.apps/%s %s="$REGISTRY/$REPO:$TAG"`, kind, name, container),
+		fmt.Sprintf("kubectl -n kube-system rollout status %s/%s --timeout=10m", kind, name))...)
 }
 
 // autoModeOnly reports whether every pool of the cluster is EKS Auto Mode.

@@ -221,3 +221,65 @@ func TestRunbookK3sKeepsInstallSettings(t *testing.T) {
 	wantIn(t, "rke2 servers", cmds(stepOf(t, variantPlan(t, "rke2"), PhaseAPIServers, "")),
 		"curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v1.38 sh - && \\", "sudo systemctl restart rke2-server && \\", "rke2 --version | grep -F ' v1.38.'")
 }
+
+// EKS add-ons whose management the cluster does not show get one block
+// per way, each saying how to tell; a self-managed image keeps the
+// registry and repository the cluster runs and changes only after the
+// registry confirms the tag.
+func TestRunbookEKSAddonAlternatives(t *testing.T) {
+	unknown := variantInventory(t, "eks-managed")
+	pf := *unknown.Platform
+	pf.EKSAddons = nil
+	unknown.Platform = &pf
+	for _, tc := range []struct {
+		name    string
+		inv     Inventory
+		choices int
+	}{
+		{"management not shown", unknown, 3},
+		{"EKS-managed", variantInventory(t, "eks-managed"), 0},
+		{"self-managed", variantInventory(t, "eks-selfmanaged"), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := stepOf(t, planOf(t, tc.inv, "v1.38", ""), PhaseAddons, "")
+			choices := map[string]int{}
+			for _, b := range s.Blocks {
+				c := strings.Join(b.Commands, "\n")
+				if strings.Contains(c, "aws eks update-addon") && strings.Contains(c, "set image") {
+					t.Errorf("one block runs both ways:\n%s", c)
+				}
+				if b.Choice != "" {
+					choices[b.Choice]++
+					if b.When == "" {
+						t.Errorf("alternative of %q without when", b.Choice)
+					}
+				}
+				wantNotIn(t, "add-ons", c, "<account>", "<region>.amazonaws.com")
+			}
+			if len(choices) != tc.choices {
+				t.Errorf("%d choices, want %d: %v", len(choices), tc.choices, choices)
+			}
+			for ch, n := range choices {
+				if n != 2 {
+					t.Errorf("choice %q has %d alternatives, want 2", ch, n)
+				}
+			}
+		})
+	}
+	self := cmds(stepOf(t, variantPlan(t, "eks-selfmanaged"), PhaseAddons, ""))
+	order := []string{
+		`IMAGE=$(kubectl -n kube-system get daemonset kube-proxy -o jsonpath='{.spec.template.spec.containers[?(@.name=="kube-proxy")].image}') && \`,
+		`curl -fsSI -o /dev/null -u "AWS:$(aws ecr get-login-password --region "$(echo "$REGISTRY" | cut -d. -f4)")" -H 'Accept: `,
+		`"https://$REGISTRY/v2/$REPO/manifests/$TAG" && \`,
+		`kubectl -n kube-system set image daemonset.apps/kube-proxy kube-proxy="$REGISTRY/$REPO:$TAG" && \`,
+		"kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=10m",
+	}
+	at := -1
+	for _, w := range order {
+		i := strings.Index(self, w)
+		if i <= at {
+			t.Fatalf("self-managed kube-proxy lacks, or out of order, %q:\n%s", w, self)
+		}
+		at = i
+	}
+}

@@ -314,7 +314,7 @@ func TestRunbookEKSAddonsAndNodeGroups(t *testing.T) {
 	wantIn(t, "managed add-ons", add, "aws eks update-addon --region us-west-2 --cluster-name train-prod --addon-name vpc-cni", "one minor at a time")
 	wantNotIn(t, "managed add-ons", add, "kubectl set image")
 	self := cmds(stepOf(t, variantPlan(t, "eks-selfmanaged"), PhaseAddons, ""))
-	wantIn(t, "self-managed add-ons", self, "kubectl set image daemonset.apps/kube-proxy", "kubectl set image deployment.apps/coredns", "amazon-vpc-cni-k8s")
+	wantIn(t, "self-managed add-ons", self, "kubectl -n kube-system set image daemonset.apps/kube-proxy", "kubectl -n kube-system set image deployment.apps/coredns", "amazon-vpc-cni-k8s")
 	wantNotIn(t, "self-managed add-ons", self, "aws eks update-addon")
 	gpu := cmds(stepOf(t, managed, PhaseNodePool, "gpu-p5"))
 	wantIn(t, "custom-AMI node group", gpu, "aws ec2 create-launch-template-version", "--launch-template 'id=<launch-template-id>,version=<new-version>'")
