@@ -283,3 +283,59 @@ func TestRunbookEKSAddonAlternatives(t *testing.T) {
 		at = i
 	}
 }
+
+// Node pools are held to the provider's own skew limit, from
+// providers.json with its source: GKE two minors, AKS and the
+// self-managed providers the upstream three.
+func TestPlanProviderSkewLimits(t *testing.T) {
+	data := DefaultProviderCalendar()
+	for _, tc := range []struct {
+		prov  Provider
+		limit int
+	}{
+		{ProviderGKE, 2}, {ProviderAKS, 3}, {ProviderEKS, 3}, {ProviderKubeadm, 3}, {ProviderK3s, 3}, {ProviderRKE2, 3}, {ProviderCAPI, 3},
+	} {
+		t.Run(string(tc.prov), func(t *testing.T) {
+			if got := data.NodeSkewLimit(tc.prov, MustParseVersion("v1.35.0")); got != tc.limit {
+				t.Fatalf("limit %d, want %d", got, tc.limit)
+			}
+			if ns := data.NodeSkewOf(tc.prov); ns != nil && (!strings.HasPrefix(ns.Source, "https://") || ns.Quote == "") {
+				t.Errorf("node skew without its source: %+v", ns)
+			}
+			// Control plane on 1.37, a pool on 1.35: to reach 1.38 the
+			// pool must move before the hop where the limit is two.
+			inv := Inventory{Server: ServerVersion{GitVersion: "v1.37.2"}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", "v1.37.2")},
+				Pools: []Pool{pool("train", "v1.35.4")}}
+			p := planOf(t, inv, "v1.38", tc.prov)
+			pp := p.Pools[0]
+			if pp.Limit != tc.limit {
+				t.Errorf("pool limit %d, want %d", pp.Limit, tc.limit)
+			}
+			var cp Step
+			for _, s := range p.Steps {
+				if (s.Phase == PhaseControlPlane || s.Phase == PhaseAPIServers) && cp.Number == 0 {
+					cp = s
+				}
+			}
+			first := pp.Upgrades[0].Step
+			if tc.limit == 2 && first > cp.Number {
+				t.Errorf("the pool two behind moves at step %d, after the hop at step %d", first, cp.Number)
+			}
+			// (Cluster API moves every MachineDeployment with every hop.)
+			if tc.limit == 3 && tc.prov != ProviderCAPI && first < cp.Number {
+				t.Errorf("the pool within the upstream limit moves at step %d, before the hop at step %d", first, cp.Number)
+			}
+			all := strings.Join(p.Warnings, "\n")
+			for _, s := range p.Steps {
+				all += "\n" + s.Note
+			}
+			if tc.limit == 2 {
+				wantIn(t, "warnings", all, "GKE keeps node pools at most 2 minors behind the control plane", "https://cloud.google.com/kubernetes-engine/versioning")
+				wantNotIn(t, "notes", all, "2 minors of slack")
+			}
+		})
+	}
+	if _, err := ParseProviderCalendar([]byte(`{"dataDate":"2026-12-06","providers":[{"provider":"gke","source":"x","releases":[],"nodeSkew":{"maxMinorsBehind":2,"source":"","quote":"q","checked":"2026-12-06"}}]}`)); err == nil {
+		t.Error("a node skew limit without its source was accepted")
+	}
+}
