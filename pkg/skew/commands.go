@@ -522,10 +522,10 @@ func (r *renderer) controlPlane(s Step) []string {
 		}
 	case ProviderGKE:
 		// https://cloud.google.com/kubernetes-engine/docs/how-to/upgrading-a-cluster
-		out = []string{fmt.Sprintf("gcloud container clusters upgrade %s --master --cluster-version=%s --location=%s%s", sq(r.cluster), s.To, sq(phLocation), r.project())}
+		out = []string{fmt.Sprintf("gcloud container clusters upgrade %s --master --cluster-version=%s --location=%s%s --quiet", sq(r.cluster), s.To, sq(phLocation), r.project())}
 	case ProviderAKS:
 		// https://learn.microsoft.com/azure/aks/upgrade-aks-cluster
-		out = []string{fmt.Sprintf("az aks upgrade --resource-group %s --name %s --kubernetes-version %s --control-plane-only", sq(r.resourceGroup()), sq(r.cluster), sq(s.To+"."+phPatch))}
+		out = []string{fmt.Sprintf("az aks upgrade --resource-group %s --name %s --kubernetes-version %s --control-plane-only --yes", sq(r.resourceGroup()), sq(r.cluster), sq(s.To+"."+phPatch))}
 	case ProviderCAPI:
 		// A ClusterClass cluster upgrades by its topology version
 		// (https://cluster-api.sigs.k8s.io/tasks/experimental-features/cluster-class/operate-cluster#upgrade-a-cluster),

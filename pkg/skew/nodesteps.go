@@ -349,13 +349,13 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 		loc := sq(phLocation) + r.project()
 		out = append(out,
 			fmt.Sprintf("gcloud container node-pools describe %s --cluster=%s --location=%s --format='yaml(upgradeSettings)'   # GKE's batch: surge (maxSurge, maxUnavailable) or blue-green", sq(s.Pool), sq(r.cluster), loc),
-			fmt.Sprintf("gcloud container clusters upgrade %s --node-pool=%s --cluster-version=%s --location=%s", sq(r.cluster), sq(s.Pool), s.To, loc),
-			fmt.Sprintf("# BLUE_GREEN pools only, after the soak: gcloud container node-pools complete-upgrade %s --cluster=%s --location=%s", sq(s.Pool), sq(r.cluster), loc))
+			fmt.Sprintf("gcloud container clusters upgrade %s --node-pool=%s --cluster-version=%s --location=%s --quiet", sq(r.cluster), sq(s.Pool), s.To, loc),
+			fmt.Sprintf("# BLUE_GREEN pools only, after the soak: gcloud container node-pools complete-upgrade %s --cluster=%s --location=%s --quiet", sq(s.Pool), sq(r.cluster), loc))
 	case replaceAKS:
 		// https://learn.microsoft.com/azure/aks/upgrade-aks-cluster#upgrade-a-node-pool
 		out = append(out,
 			fmt.Sprintf("az aks nodepool show --resource-group %s --cluster-name %s --name %s --query upgradeSettings   # AKS's batch: maxSurge", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool)),
-			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool), sq(s.To+"."+phPatch)))
+			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s --yes", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool), sq(s.To+"."+phPatch)))
 	case replaceCAPI:
 		if r.capiHeld {
 			out = append(out, r.capiRelease(s.Pool, sel)...)

@@ -61,7 +61,7 @@ func TestRunbookHoldsFromTheProvider(t *testing.T) {
 		{"capi: the Cluster has no MachineDeployment topology", noWorkers, "", 0, nil},
 		{"gke: pools grouped by node.kubernetes.io/pool", relabel(variantInventory(t, "gke"), "node.kubernetes.io/pool"), "", 1,
 			[]string{"--add-maintenance-exclusion-scope=no_minor_or_node_upgrades"}},
-		{"gke: pools grouped by GKE's label", variantInventory(t, "gke"), "", 1, []string{"--add-maintenance-exclusion-until-end-of-support"}},
+		{"gke: pools grouped by GKE's label", variantInventory(t, "gke"), "", 1, []string{"--add-maintenance-exclusion-end=$(date -u -d"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := planOf(t, tc.inv, "v1.38", tc.prov)
