@@ -204,7 +204,7 @@ func (r *renderer) commands(s Step) blocks {
 	case PhaseHold:
 		b.add(r.holdCommands(s)...)
 	case PhaseAPIServers:
-		b.add(r.apiservers(s)...)
+		b = r.apiservers(s)
 	case PhaseControllers:
 		b.add(r.controllers(s)...)
 	case PhaseControlPlane:
@@ -212,7 +212,7 @@ func (r *renderer) commands(s Step) blocks {
 	case PhaseAddons:
 		b = r.addons(s)
 	case PhaseNodePool:
-		b.add(r.nodePool(s)...)
+		b = r.nodePool(s)
 	}
 	return b
 }
@@ -370,18 +370,20 @@ func prevMinor(to string) string {
 	return v.AddMinors(-1).MinorString()
 }
 
-func (r *renderer) apiservers(s Step) []string {
+func (r *renderer) apiservers(s Step) blocks {
+	var b blocks
 	switch r.prov {
 	case ProviderKubeadm:
 		return r.kubeadmControlPlane(s)
 	case ProviderK3s, ProviderRKE2:
-		return r.serverNodes(s)
+		b.add(r.serverNodes(s)...)
+		return b
 	}
-	return []string{
+	b.add(
 		"# the control-plane hosts strictly one at a time; on each, with the installer that made the cluster:",
 		fmt.Sprintf("# upgrade kube-apiserver to v%s.%s, then drain the host if it runs a kubelet and upgrade that too", s.To, phPatch),
-		"kubectl version",
-	}
+		"kubectl version")
+	return b
 }
 
 // kubeadmControlPlane upgrades the control-plane nodes strictly one at a
@@ -389,7 +391,7 @@ func (r *renderer) apiservers(s Step) []string {
 // kubeadm, then kubeadm upgrade apply on the first and kubeadm upgrade
 // node on the others, then the node is drained for its kubelet and
 // uncordoned before the next one starts.
-func (r *renderer) kubeadmControlPlane(s Step) []string {
+func (r *renderer) kubeadmControlPlane(s Step) blocks {
 	var todo []string
 	for _, n := range r.cpNodes {
 		if v, err := ParseVersion(r.cpOn[n]); err == nil && v.MinorString() == s.To {
@@ -403,29 +405,39 @@ func (r *renderer) kubeadmControlPlane(s Step) []string {
 	}
 	pm := packageManager(r.controlPlaneOS())
 	from := prevMinor(s.To)
-	var out []string
+	var b blocks
 	for i, n := range todo {
 		first := i == 0 && !applied
 		switch {
 		case first:
-			out = append(out, fmt.Sprintf("# %s, the first control-plane node; the control-plane nodes strictly one at a time:", n))
+			b.add(fmt.Sprintf("# %s, the first control-plane node; the control-plane nodes strictly one at a time:", n))
 		default:
-			out = append(out, fmt.Sprintf("# then %s, once the one before is Ready and uncordoned:", n))
+			b.add(fmt.Sprintf("# then %s, once the one before is Ready and uncordoned:", n))
 		}
-		out = append(out, "# on "+n+":")
-		out = append(out, byManager(pm, func(pm string) []string {
-			return append(repoSwitch(pm, from, s.To), install(pm, s.To, true, "kubeadm")...)
-		})...)
+		b.add("# on " + n + ":")
+		// kubeadm upgrade apply asks for confirmation unless --yes
+		// ("Perform the upgrade and do not prompt for confirmation",
+		// cmd/kubeadm/app/cmd/upgrade/apply.go, kubernetes v1.37.2).
+		upgrade := []string{"sudo kubeadm upgrade node"}
 		if first {
-			out = append(out, "sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply "+sq("v"+s.To+"."+phPatch))
-		} else {
-			out = append(out, "sudo kubeadm upgrade node")
+			upgrade = []string{"sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply " + sq("v"+s.To+"."+phPatch) + " --yes"}
 		}
-		out = append(out, "# here:", fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", sq(n), selfDrainTimeout), "# on "+n+":")
-		out = append(out, byManager(pm, func(pm string) []string { return install(pm, s.To, true, "kubelet", "kubectl") })...)
-		out = append(out, "sudo systemctl daemon-reload && sudo systemctl restart kubelet", "# here:", "kubectl uncordon "+sq(n))
+		byManager(&b, pm, func(pm string) []string {
+			return chain(append(append(repoSwitch(pm, from, s.To), install(pm, s.To, true, "kubeadm")...), upgrade...)...)
+		})
+		b.cut()
+		b.add("# here:", fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", sq(n), selfDrainTimeout))
+		b.cut()
+		b.add("# on " + n + ":")
+		byManager(&b, pm, func(pm string) []string {
+			return chain(append(install(pm, s.To, true, "kubelet", "kubectl"), "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
+		})
+		b.cut()
+		b.add("# here:", "kubectl uncordon "+sq(n))
+		b.cut()
 	}
-	return append(out, "kubectl -n kube-system get pods -l component=kube-apiserver -o wide")
+	b.add("kubectl -n kube-system get pods -l component=kube-apiserver -o wide")
+	return b
 }
 
 // controlPlaneOS are the OS images of the control-plane nodes.

@@ -129,44 +129,46 @@ func (r *renderer) replacer(pool string) replacer {
 	return replaceInPlace
 }
 
-func (r *renderer) nodePool(s Step) []string {
+func (r *renderer) nodePool(s Step) blocks {
 	sel := r.selector(s.Pool)
-	var out []string
+	var b blocks
 	if r.saved == "" {
 		// No hop before this step: record the evidence to verify against.
 		r.saved = baseline(r.target)
-		out = append(out, fmt.Sprintf("kubectl skew preflight --target v%s --save %s", r.target, r.saved))
+		b.add(fmt.Sprintf("kubectl skew preflight --target v%s --save %s", r.target, r.saved))
 	}
 	gpu := r.gpuPool(s.Pool)
 	switch rep := r.replacer(s.Pool); {
 	case r.controlPlanePool(s.Pool) && (r.prov == ProviderKubeadm || r.prov == ProviderK3s || r.prov == ProviderRKE2 || r.prov == ProviderCAPI):
-		out = append(out, "# the control-plane nodes' kubelets moved with their own control-plane step, one node at a time; check:",
+		b.add("# the control-plane nodes' kubelets moved with their own control-plane step, one node at a time; check:",
 			fmt.Sprintf("kubectl get nodes -l %s -o wide", sel))
 	case rep == replaceInPlace && gpu:
-		out = append(out, r.inPlaceUnits(s, sel)...)
+		b.join(r.inPlaceUnits(s, sel))
 	case rep == replaceInPlace:
-		out = append(out, r.inPlaceNodes(s, sel)...)
+		b.join(r.inPlaceNodes(s, sel))
 	case rep == replaceAutoMode && autoModeBuiltin(s.Pool):
-		out = append(out, r.pdbBlockers(s.Pool, sel),
+		b.add(r.pdbBlockers(s.Pool, sel),
 			"# "+s.Pool+" is a built-in EKS Auto Mode NodePool, which cannot be changed or held: Auto Mode replaces its nodes after the control plane; follow it:",
 			fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until every node is new", sq(s.Pool)))
 	case rep == replaceKarpenter || rep == replaceAutoMode:
-		out = append(out, r.karpenterStep(s, sel, gpu)...)
+		b.add(r.karpenterStep(s, sel, gpu)...)
 	default:
-		out = append(out, r.providerRollout(s, sel, gpu)...)
+		b.add(r.providerRollout(s, sel, gpu)...)
 	}
+	b.cut()
 	if gpu && !r.controlPlanePool(s.Pool) {
-		out = append(out, fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", sel, s.To))
+		b.add(fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", sel, s.To))
 	}
-	out = append(out, fmt.Sprintf("kubectl skew verify --baseline %s --pool %s", r.saved, sq(s.Pool+"=v"+s.To)))
+	b.add(fmt.Sprintf("kubectl skew verify --baseline %s --pool %s", r.saved, sq(s.Pool+"=v"+s.To)))
 	if r.rolls(s.Pool) == rollGKE {
 		r.held[s.Pool] = false
 	}
 	if r.prov == ProviderCAPI && r.capiHeld && r.lastPoolStepOfHop(s) {
 		r.capiHeld = false
-		out = append(out, r.capiReleaseAll()...)
+		b.add(r.capiReleaseAll()...)
 	}
-	return append(out, r.releaseLast()...)
+	b.add(r.releaseLast()...)
+	return b
 }
 
 // lastPoolStepOfHop reports whether no node-pool step follows s before the
@@ -186,34 +188,40 @@ func (r *renderer) lastPoolStepOfHop(s Step) bool {
 	return true
 }
 
-// onNode is the upgrade of one node in place, run on the node.
-func (r *renderer) onNode(s Step) []string {
+// onNode is the upgrade of one node in place, run on the node: a block of
+// its own (or one alternative per OS family), pasted on each node.
+func (r *renderer) onNode(s Step) blocks {
+	var b blocks
 	switch r.prov {
 	case ProviderKubeadm:
-		return kubeadmNode(packageManager(r.pools[s.Pool].OSImages), s.From, s.To)
+		kubeadmNode(&b, packageManager(r.pools[s.Pool].OSImages), s.From, s.To)
 	case ProviderK3s:
-		return k3sInstall("agent", s.To)
+		b.add(k3sInstall("agent", s.To)...)
 	case ProviderRKE2:
-		return rke2Install("agent", s.To)
+		b.add(rke2Install("agent", s.To)...)
+	default:
+		b.add(fmt.Sprintf("# upgrade the kubelet to v%s.%s with the installer that made the cluster", s.To, phPatch))
 	}
-	return []string{fmt.Sprintf("# upgrade the kubelet to v%s.%s with the installer that made the cluster", s.To, phPatch)}
+	return b
 }
 
 // inPlaceNodes drains and upgrades the pool's nodes one at a time.
-func (r *renderer) inPlaceNodes(s Step, sel string) []string {
+func (r *renderer) inPlaceNodes(s Step, sel string) blocks {
 	who := "one node at a time"
 	if r.controlPlanePool(s.Pool) {
 		who = "the control-plane nodes strictly one at a time"
 	}
-	out := []string{
-		r.pdbBlockers(s.Pool, sel),
+	var b blocks
+	b.add(r.pdbBlockers(s.Pool, sel),
 		fmt.Sprintf("# %s (kubectl drain -l would cordon the whole pool first); for each node of kubectl get nodes -l %s -o name:", who, sel),
-		"NODE=" + sq(phNode),
-		fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout),
-		"# on $NODE:",
-	}
-	out = append(out, r.onNode(s)...)
-	return append(out, "# here:", `kubectl uncordon "$NODE"`)
+		"NODE="+sq(phNode),
+		fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout))
+	b.cut()
+	b.add("# on $NODE:")
+	b.join(r.onNode(s))
+	b.cut()
+	b.add("# here:", `kubectl uncordon "$NODE"`)
+	return b
 }
 
 // unitBlock says how a GPU pool is split: one fabric unit at a time when a
@@ -282,24 +290,25 @@ func (r *renderer) unitPDB(unitSel string) string {
 // inPlaceUnits drains a GPU pool one unit at a time with gang-drain,
 // upgrades the unit's nodes in place, validates them and brings the gangs
 // back before the next unit.
-func (r *renderer) inPlaceUnits(s Step, sel string) []string {
+func (r *renderer) inPlaceUnits(s Step, sel string) blocks {
 	intro, unitSel, run := r.unitBlock(s, sel)
-	out := append(intro, r.unitPDB(unitSel), r.gangDrain(unitSel, run))
+	var b blocks
+	b.add(intro...)
+	b.add(r.unitPDB(unitSel), r.gangDrain(unitSel, run))
+	b.cut()
 	each := "# on each node of the unit (kubectl get nodes -l " + unitSel + " -o name):"
 	if unitSel == "" {
 		each = "# on each node of $NODES:"
 	}
-	out = append(out, each)
-	out = append(out, r.onNode(s)...)
+	b.add(each)
+	b.join(r.onNode(s))
+	b.cut()
 	if unitSel == "" {
-		out = append(out, "# here:", fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s", s.To))
+		b.add("# here:", fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s", s.To), "kubectl gang-drain restore $NODES   # then the next batch")
 	} else {
-		out = append(out, "# here:", fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", unitSel, s.To))
+		b.add("# here:", fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", unitSel, s.To), "kubectl gang-drain restore "+run+"   # then the next unit")
 	}
-	if unitSel == "" {
-		return append(out, "kubectl gang-drain restore $NODES   # then the next batch")
-	}
-	return append(out, "kubectl gang-drain restore "+run+"   # then the next unit")
+	return b
 }
 
 // poolRun is the gang-drain run id of a pool step whose nodes the provider

@@ -43,15 +43,28 @@ func install(pm, to string, final bool, pkgs ...string) []string {
 	return []string{fmt.Sprintf("sudo apt-mark unhold %s && sudo apt-get update && sudo apt-get install -y %s && sudo apt-mark hold %s", names, strings.Join(av, " "), names)}
 }
 
-// byManager writes lines for the node's package manager, or both, labelled,
-// when the node's OS image does not tell.
-func byManager(pm string, lines func(pm string) []string) []string {
+// osChoice is the choice between the package managers of a node whose OS
+// image does not tell; osWhen says how to tell, from /etc/os-release (ID
+// and ID_LIKE: debian, ubuntu; rhel, centos, fedora, rocky, almalinux,
+// amzn, ol).
+const osChoice = "the node's OS family"
+
+var osWhen = map[string]string{
+	pkgApt: "the node runs Debian or Ubuntu (grep -E '^ID(_LIKE)?=' /etc/os-release names debian or ubuntu)",
+	pkgDnf: "the node runs RHEL, Rocky, Alma, CentOS, Fedora, Oracle or Amazon Linux (grep -E '^ID(_LIKE)?=' /etc/os-release names rhel, centos, fedora or amzn)",
+}
+
+// byManager appends lines for the node's package manager or, when its OS
+// image does not tell, one alternative block per manager: pasted whole, a
+// block with both would run kubeadm upgrade node twice and restart the
+// kubelet twice.
+func byManager(b *blocks, pm string, lines func(pm string) []string) {
 	if pm != pkgUnknown {
-		return lines(pm)
+		b.add(lines(pm)...)
+		return
 	}
-	out := append([]string{"# Debian or Ubuntu:"}, lines(pkgApt)...)
-	out = append(out, "# RHEL, Rocky, Alma, Fedora or Amazon Linux instead:")
-	return append(out, lines(pkgDnf)...)
+	b.alt(osChoice, osWhen[pkgApt], lines(pkgApt)...)
+	b.alt(osChoice, osWhen[pkgDnf], lines(pkgDnf)...)
 }
 
 // kubeadmNode upgrades a kubeadm node in place from one minor to another,
@@ -63,17 +76,16 @@ func byManager(pm string, lines func(pm string) []string) []string {
 // read 2026-09-20), so a skip-level jump runs kubeadm upgrade node once per
 // minor, then installs the kubelet at the target
 // (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/upgrading-linux-nodes/).
-func kubeadmNode(pm, from, to string) []string {
+func kubeadmNode(b *blocks, pm, from, to string) {
 	f, err1 := ParseVersion(from)
 	t, err2 := ParseVersion(to)
 	if err1 != nil || err2 != nil || t.MinorsAfter(f) < 1 {
-		return nil
+		return
 	}
-	var out []string
 	if n := t.MinorsAfter(f); n > 1 {
-		out = append(out, fmt.Sprintf("# kubeadm moves a node one minor per kubeadm upgrade node (its skew against kubeadm): %d upgrades here, %s to %s; each intermediate kubeadm is older than the control plane, outside kubeadm's skew against the Kubernetes version, so where that is not acceptable reprovision the node at v%s instead (kubeadm reset, then join with kubeadm %s)", n, from, to, to, to))
+		b.add(fmt.Sprintf("# kubeadm moves a node one minor per kubeadm upgrade node (its skew against kubeadm): %d upgrades here, %s to %s; each intermediate kubeadm is older than the control plane, outside kubeadm's skew against the Kubernetes version, so where that is not acceptable reprovision the node at v%s instead (kubeadm reset, then join with kubeadm %s)", n, from, to, to, to))
 	}
-	return append(out, byManager(pm, func(pm string) []string { return kubeadmNodeWith(pm, f, t) })...)
+	byManager(b, pm, func(pm string) []string { return kubeadmNodeWith(pm, f, t) })
 }
 
 func kubeadmNodeWith(pm string, f, t Version) []string {
@@ -86,5 +98,5 @@ func kubeadmNodeWith(pm string, f, t Version) []string {
 		out = append(out, "sudo kubeadm upgrade node")
 	}
 	out = append(out, install(pm, to, true, "kubelet", "kubectl")...)
-	return append(out, "sudo systemctl daemon-reload && sudo systemctl restart kubelet")
+	return chain(append(out, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
 }

@@ -339,3 +339,55 @@ func TestPlanProviderSkewLimits(t *testing.T) {
 		t.Error("a node skew limit without its source was accepted")
 	}
 }
+
+// With the node's OS unknown, the apt and dnf ways are alternatives of
+// their own: no block runs both, so kubeadm upgrade node runs once and the
+// kubelet restarts once.
+func TestRunbookOneOSPerBlock(t *testing.T) {
+	noOS := variantInventory(t, "kubeadm-apt")
+	mixed := variantInventory(t, "kubeadm-apt")
+	noOS.Pools, mixed.Pools = nil, nil
+	for _, p := range variantInventory(t, "kubeadm-apt").Pools {
+		q := p
+		q.OSImages = nil
+		noOS.Pools = append(noOS.Pools, q)
+		m := p
+		m.OSImages = []string{"Ubuntu 24.04.3 LTS", "Rocky Linux 9.6 (Blue Onyx)"}
+		mixed.Pools = append(mixed.Pools, m)
+	}
+	for _, tc := range []struct {
+		name    string
+		inv     Inventory
+		choices bool
+	}{
+		{"OS images not shown", noOS, true},
+		{"Ubuntu and Rocky in one pool", mixed, true},
+		{"Ubuntu", variantInventory(t, "kubeadm-apt"), false},
+		{"Rocky and RHEL", variantInventory(t, "kubeadm-rpm"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planOf(t, tc.inv, "v1.38", "")
+			alts := 0
+			for _, s := range p.Steps {
+				for _, b := range s.Blocks {
+					c := strings.Join(b.Commands, "\n")
+					if strings.Contains(c, "apt-get") && strings.Contains(c, "dnf") {
+						t.Errorf("step %d: one block runs apt-get and dnf:\n%s", s.Number, c)
+					}
+					if strings.Count(c, "sudo systemctl restart kubelet") > 1 {
+						t.Errorf("step %d: one block restarts the kubelet twice:\n%s", s.Number, c)
+					}
+					if b.Choice != "" {
+						alts++
+						if b.Choice != osChoice || (b.When != osWhen[pkgApt] && b.When != osWhen[pkgDnf]) {
+							t.Errorf("alternative %q/%q", b.Choice, b.When)
+						}
+					}
+				}
+			}
+			if (alts > 0) != tc.choices {
+				t.Errorf("%d alternatives, want some: %v", alts, tc.choices)
+			}
+		})
+	}
+}

@@ -123,10 +123,27 @@ func writeBlocks(b *strings.Builder, bs []pkgskew.Block) {
 			}
 			fmt.Fprintf(b, "\n   Only if %s:\n", bl.When)
 		}
+		if commentsOnly(bl.Commands) {
+			// Nothing to paste: the comments are the reader's directions.
+			b.WriteString("\n")
+			for _, c := range bl.Commands {
+				fmt.Fprintf(b, "   %s\n", strings.TrimSpace(strings.TrimPrefix(c, "#")))
+			}
+			continue
+		}
 		b.WriteString("\n   ```sh\n")
 		for _, c := range bl.Commands {
 			fmt.Fprintf(b, "   %s\n", c)
 		}
 		b.WriteString("   ```\n")
 	}
+}
+
+func commentsOnly(lines []string) bool {
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
 }
