@@ -356,15 +356,17 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 		// blue-green pool soaks and then finishes with complete-upgrade
 		// (https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies).
 		loc := sq(phLocation) + r.project()
+		np := sq(r.providerPool(s.Pool, "<node-pool-name>", labelGKENodepool))
 		out = append(out,
-			fmt.Sprintf("gcloud container node-pools describe %s --cluster=%s --location=%s --format='yaml(upgradeSettings)'   # GKE's batch: surge (maxSurge, maxUnavailable) or blue-green", sq(s.Pool), sq(r.cluster), loc),
-			fmt.Sprintf("gcloud container clusters upgrade %s --node-pool=%s --cluster-version=%s --location=%s --quiet", sq(r.cluster), sq(s.Pool), s.To, loc),
-			fmt.Sprintf("# BLUE_GREEN pools only, after the soak: gcloud container node-pools complete-upgrade %s --cluster=%s --location=%s --quiet", sq(s.Pool), sq(r.cluster), loc))
+			fmt.Sprintf("gcloud container node-pools describe %s --cluster=%s --location=%s --format='yaml(upgradeSettings)'   # GKE's batch: surge (maxSurge, maxUnavailable) or blue-green", np, sq(r.cluster), loc),
+			fmt.Sprintf("gcloud container clusters upgrade %s --node-pool=%s --cluster-version=%s --location=%s --quiet", sq(r.cluster), np, s.To, loc),
+			fmt.Sprintf("# BLUE_GREEN pools only, after the soak: gcloud container node-pools complete-upgrade %s --cluster=%s --location=%s --quiet", np, sq(r.cluster), loc))
 	case replaceAKS:
 		// https://learn.microsoft.com/azure/aks/upgrade-aks-cluster#upgrade-a-node-pool
+		np := sq(r.providerPool(s.Pool, "<nodepool-name>", labelAKSAgentpool, "agentpool"))
 		out = append(out,
-			fmt.Sprintf("az aks nodepool show --resource-group %s --cluster-name %s --name %s --query upgradeSettings   # AKS's batch: maxSurge", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool)),
-			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s --yes", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool), sq(s.To+"."+phPatch)))
+			fmt.Sprintf("az aks nodepool show --resource-group %s --cluster-name %s --name %s --query upgradeSettings   # AKS's batch: maxSurge", sq(r.resourceGroup()), sq(r.cluster), np),
+			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s --yes", sq(r.resourceGroup()), sq(r.cluster), np, sq(s.To+"."+phPatch)))
 	case replaceCAPI:
 		if r.capiHeld {
 			out = append(out, r.capiRelease(s.Pool, sel)...)
@@ -381,6 +383,23 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 	return out
 }
 
+// providerPool is the provider's name of a pool: the pool's name where the
+// provider's own label grouped the nodes (GKE sets cloud.google.com/gke-nodepool
+// to the node pool's name, https://cloud.google.com/kubernetes-engine/docs/how-to/creating-managing-labels;
+// AKS kubernetes.azure.com/agentpool, and agentpool before it, to the
+// node pool's, https://learn.microsoft.com/azure/aks/use-labels), else the
+// placeholder: a value of another label (node.kubernetes.io/pool=pool-a)
+// need not be the provider's name of anything.
+func (r *renderer) providerPool(pool, placeholder string, labels ...string) string {
+	pl := r.pools[pool]
+	for _, l := range labels {
+		if pl.Label == l && pool != NoPool {
+			return pool
+		}
+	}
+	return placeholder
+}
+
 // eksNodegroup rolls an EKS managed node group. A node group whose launch
 // template names a custom AMI cannot take --kubernetes-version: a new
 // launch template version with the new AMI is rolled instead ("If you need
@@ -392,10 +411,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 // read 2026-09-20).
 func (r *renderer) eksNodegroup(s Step) []string {
 	pl := r.pools[s.Pool]
-	ng := s.Pool
-	if pl.Label != labelEKSNodegroup && pl.Label != "alpha.eksctl.io/nodegroup-name" {
-		ng = "<nodegroup-name>"
-	}
+	ng := r.providerPool(s.Pool, "<nodegroup-name>", labelEKSNodegroup, "alpha.eksctl.io/nodegroup-name")
 	base := fmt.Sprintf("--region %s --cluster-name %s --nodegroup-name %s", sq(r.region), sq(r.cluster), sq(ng))
 	out := []string{fmt.Sprintf("aws eks describe-nodegroup %s --query 'nodegroup.{updateConfig:updateConfig,launchTemplate:launchTemplate}'   # EKS's batch is updateConfig (1 node by default)", base)}
 	if pl.LaunchTemplateNodes > 0 {

@@ -391,3 +391,25 @@ func TestRunbookOneOSPerBlock(t *testing.T) {
 		})
 	}
 }
+
+// A provider command names a pool by the provider's own name for it: the
+// value of the provider's pool label, or a placeholder, never the value of
+// whatever other label grouped the nodes here.
+func TestRunbookProviderPoolNames(t *testing.T) {
+	for _, tc := range []struct {
+		variant, pool string
+		wants, bad    []string
+	}{
+		{"gke", "a3-gpu", []string{"--node-pool=a3-gpu "}, nil},
+		{"aks", "system", []string{"--name system --kubernetes-version"}, nil},
+		{"eks-managed", "system", []string{"--nodegroup-name system"}, nil},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			inv := variantInventory(t, tc.variant)
+			wantIn(t, "own label", cmds(stepOf(t, planOf(t, inv, "v1.38", ""), PhaseNodePool, tc.pool)), tc.wants...)
+			c := cmds(stepOf(t, planOf(t, relabel(inv, "node.kubernetes.io/pool"), "v1.38", ""), PhaseNodePool, tc.pool))
+			wantNotIn(t, "another label", c, "--node-pool="+tc.pool, "--name "+tc.pool+" ", "--nodegroup-name "+tc.pool)
+			wantIn(t, "another label", c, map[string]string{"gke": "--node-pool='<node-pool-name>'", "aks": "--name '<nodepool-name>'", "eks-managed": "--nodegroup-name '<nodegroup-name>'"}[tc.variant])
+		})
+	}
+}
