@@ -530,8 +530,9 @@ func (r *renderer) controlPlane(s Step) []string {
 		out = []string{
 			fmt.Sprintf("UPDATE_ID=$(aws eks update-cluster-version --region %s --name %s --kubernetes-version %s --query update.id --output text)", sq(r.region), sq(r.cluster), s.To),
 			fmt.Sprintf("while [ \"$(%s --query update.status --output text)\" = InProgress ]; do sleep 30; done", upd),
-			upd + " --query 'update.{status:status,errors:errors}'   # must say Successful",
 		}
+		out = append(out, chain(upd+" --query 'update.{status:status,errors:errors}'", updateSucceeded(upd), "kubectl skew")...)
+		return out
 	case ProviderGKE:
 		// https://cloud.google.com/kubernetes-engine/docs/how-to/upgrading-a-cluster
 		out = []string{fmt.Sprintf("gcloud container clusters upgrade %s --master --cluster-version=%s --location=%s%s --quiet", sq(r.cluster), s.To, sq(phLocation), r.project())}
@@ -552,6 +553,11 @@ func (r *renderer) controlPlane(s Step) []string {
 			out = append(out, patch)
 		}
 		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+	}
+	if r.prov == ProviderGKE || r.prov == ProviderAKS {
+		// The upgrade waits for its operation: the check runs only after
+		// it succeeded.
+		return chain(out[0], "kubectl skew")
 	}
 	return append(out, "kubectl skew")
 }
@@ -807,4 +813,10 @@ func rke2Install(role, to string) []string {
 		fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s%s sh -", to, typ),
 		"sudo systemctl restart rke2-"+role,
 		fmt.Sprintf("rke2 --version | grep -F ' v%s.'", to))
+}
+
+// updateSucceeded is the gate on an EKS update: it fails unless
+// describe-update reports Successful.
+func updateSucceeded(upd string) string {
+	return fmt.Sprintf(`[ "$(%s --query update.status --output text)" = Successful ]`, upd)
 }

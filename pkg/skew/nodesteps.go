@@ -138,6 +138,7 @@ func (r *renderer) nodePool(s Step) blocks {
 		b.add(fmt.Sprintf("kubectl skew preflight --target v%s --save %s", r.target, r.saved))
 	}
 	gpu := r.gpuPool(s.Pool)
+	validated := false // the step validated the whole pool before its gangs came back
 	switch rep := r.replacer(s.Pool); {
 	case r.controlPlanePool(s.Pool) && (r.prov == ProviderKubeadm || r.prov == ProviderK3s || r.prov == ProviderRKE2 || r.prov == ProviderCAPI):
 		b.add("# the control-plane nodes' kubelets moved with their own control-plane step, one node at a time; check:",
@@ -154,21 +155,41 @@ func (r *renderer) nodePool(s Step) blocks {
 		b.add(r.karpenterStep(s, sel, gpu)...)
 	default:
 		b.add(r.providerRollout(s, sel, gpu)...)
+		validated = gpu
 	}
 	b.cut()
-	if gpu && !r.controlPlanePool(s.Pool) {
-		b.add(fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", sel, s.To))
+	// The pool's gates, chained, and what may only follow them: a hold
+	// is lifted only once the pool passed.
+	var gates []string
+	if gpu && !r.controlPlanePool(s.Pool) && !validated {
+		gates = append(gates, validateCmd(sel, s))
 	}
-	b.add(fmt.Sprintf("kubectl skew verify --baseline %s --pool %s", r.saved, sq(s.Pool+"=v"+s.To)))
+	gates = append(gates, fmt.Sprintf("kubectl skew verify --baseline %s --pool %s", r.saved, sq(s.Pool+"=v"+s.To)))
 	if r.rolls(s.Pool) == rollGKE {
 		r.held[s.Pool] = false
 	}
+	var then []string
 	if r.prov == ProviderCAPI && r.capiHeld && r.lastPoolStepOfHop(s) {
 		r.capiHeld = false
-		b.add(r.capiReleaseAll()...)
+		then = append(then, r.capiReleaseAll()...)
 	}
-	b.add(r.releaseLast()...)
+	then = append(then, r.releaseLast()...)
+	b.add(gated(gates, then)...)
 	return b
+}
+
+// gated chains gates and then the commands of then, whose comments go
+// first, so that a failed gate stops what follows it.
+func gated(gates, then []string) []string {
+	var notes, cmds []string
+	for _, c := range then {
+		if strings.HasPrefix(c, "#") {
+			notes = append(notes, c)
+		} else {
+			cmds = append(cmds, c)
+		}
+	}
+	return append(notes, chain(append(gates, cmds...)...)...)
 }
 
 // lastPoolStepOfHop reports whether no node-pool step follows s before the
@@ -303,10 +324,13 @@ func (r *renderer) inPlaceUnits(s Step, sel string) blocks {
 	b.add(each)
 	b.join(r.onNode(s))
 	b.cut()
+	// The unit's gangs come back only to nodes that pass validation.
 	if unitSel == "" {
-		b.add("# here:", fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s", s.To), "kubectl gang-drain restore $NODES   # then the next batch")
+		b.add("# here, then the next batch:")
+		b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s", s.To), "kubectl gang-drain restore $NODES")...)
 	} else {
-		b.add("# here:", fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", unitSel, s.To), "kubectl gang-drain restore "+run+"   # then the next unit")
+		b.add("# here, then the next unit:")
+		b.add(chain(validateCmd(unitSel, s), "kubectl gang-drain restore "+run)...)
 	}
 	return b
 }
@@ -328,12 +352,14 @@ func (r *renderer) stopGangs(s Step, sel, run, why string) []string {
 // reactivate brings back the gangs a run stopped. The provider deleted the
 // nodes that recorded the run; gang-drain restore finds the run's gangs by
 // the record each stopped gang carries.
-func reactivate(run string) []string {
-	return []string{
-		"# bring back the gangs the run stopped (the replaced nodes took the run's node records with them; restore finds the gangs by the record on each):",
-		"kubectl gang-drain restore " + run + " --dry-run",
-		"kubectl gang-drain restore " + run,
-	}
+func reactivate(run string, validate ...string) []string {
+	return append([]string{"# bring back the gangs the run stopped (the replaced nodes took the run's node records with them; restore finds the gangs by the record on each), once the new nodes pass validation:"},
+		chain(append(validate, "kubectl gang-drain restore "+run+" --dry-run", "kubectl gang-drain restore "+run)...)...)
+}
+
+// validateCmd is gpu-validate over a selector at the step's version.
+func validateCmd(sel string, s Step) string {
+	return fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", sel, s.To)
 }
 
 // providerRollout moves a pool the provider replaces as a whole: EKS
@@ -378,7 +404,14 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	if gpu {
-		out = append(out, reactivate(poolRun(s))...)
+		// Validate the new nodes before the gangs come back to them, and
+		// only after the provider's update succeeded.
+		gates := []string{validateCmd(sel, s)}
+		if n := len(out); n > 0 && strings.HasPrefix(out[n-1], `[ "$(aws eks describe-update`) {
+			gates = append([]string{out[n-1]}, gates...)
+			out = out[:n-1]
+		}
+		out = append(out, reactivate(poolRun(s), gates...)...)
 	}
 	return out
 }
@@ -425,7 +458,8 @@ func (r *renderer) eksNodegroup(s Step) []string {
 	upd := fmt.Sprintf("aws eks describe-update --region %s --name %s --nodegroup-name %s --update-id \"$UPDATE_ID\"", sq(r.region), sq(r.cluster), sq(ng))
 	return append(out,
 		fmt.Sprintf("while [ \"$(%s --query update.status --output text)\" = InProgress ]; do sleep 60; done", upd),
-		upd+" --query 'update.{status:status,errors:errors}'   # must say Successful")
+		upd+" --query 'update.{status:status,errors:errors}'",
+		updateSucceeded(upd))
 }
 
 // karpenterStep moves a Karpenter or EKS Auto Mode NodePool. A pool without

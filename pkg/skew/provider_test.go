@@ -291,8 +291,9 @@ func TestCommandsOtherProviders(t *testing.T) {
 	}{
 		{ProviderGKE, &Platform{Project: "proj"}, []string{
 			"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.36 --location='<location>' --project=proj",
-			"gcloud container clusters upgrade '<cluster-name>' --node-pool=np1 --cluster-version=1.36 --location='<location>' --project=proj",
-			"gcloud container node-pools complete-upgrade np1"}},
+			// The pool is grouped by an AKS label here: not a GKE node pool name.
+			"gcloud container clusters upgrade '<cluster-name>' --node-pool='<node-pool-name>' --cluster-version=1.36 --location='<location>' --project=proj",
+			"gcloud container node-pools complete-upgrade '<node-pool-name>'"}},
 		{ProviderAKS, &Platform{ResourceGroup: "MC_rg1_aks1_westeurope"}, []string{
 			"az aks upgrade --resource-group rg1 --name aks1 --kubernetes-version '1.36.<patch>' --control-plane-only",
 			"az aks nodepool upgrade --resource-group rg1 --cluster-name aks1 --name np1 --kubernetes-version '1.36.<patch>'"}},

@@ -413,3 +413,81 @@ func TestRunbookProviderPoolNames(t *testing.T) {
 		})
 	}
 }
+
+// callLine is the words of a call as written, for matching.
+func callLine(ce *syntax.CallExpr) string {
+	var w []string
+	for _, a := range ce.Args {
+		w = append(w, wordValue(a))
+	}
+	return strings.Join(w, " ")
+}
+
+// calls lists the calls of a statement in order, nested ones included.
+func calls(n syntax.Node) []string {
+	var out []string
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
+			out = append(out, callLine(ce))
+		}
+		return true
+	})
+	return out
+}
+
+var gateCalls = []string{"kubectl gpu-validate", "kubectl skew verify", "etcdutl snapshot status", "kubectl -n kube-system exec etcd-", "sha256sum -c", "kubectl rollout status", "kubectl -n kube-system rollout status", "[ sample = Successful ]"}
+
+func isGate(call string) bool {
+	for _, g := range gateCalls {
+		if strings.HasPrefix(call, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Gates gate: a validation is never followed, in its block, by a command
+// of its own line that would run whatever it said; gangs come back
+// (gang-drain restore) only in a chain behind gpu-validate of their nodes.
+func TestRunbookGatesGate(t *testing.T) {
+	// Karpenter and EKS Auto Mode start the new nodes only for the
+	// readmitted gangs: there is nothing to validate before the restore.
+	karpenter := map[string]bool{"eks-selfmanaged gpu-karpenter": true, "eks-automode gpu-train": true}
+	restores := 0
+	for _, v := range variants {
+		for _, s := range variantPlan(t, v).Steps {
+			for i, b := range s.Blocks {
+				where := fmt.Sprintf("%s step %d (%s %s) block %d", v, s.Number, s.Phase, s.Pool, i+1)
+				f := parseBlock(t, where, b)
+				if f == nil {
+					continue
+				}
+				for j, st := range f.Stmts {
+					cs := calls(st)
+					if len(cs) == 0 {
+						continue
+					}
+					if _, single := st.Cmd.(*syntax.CallExpr); single && isGate(cs[0]) && j < len(f.Stmts)-1 {
+						t.Errorf("%s: gate %q is followed by a line of its own", where, cs[0])
+					}
+					for k, c := range cs {
+						if !strings.HasPrefix(c, "kubectl gang-drain restore ") || strings.Contains(c, "--dry-run") || karpenter[v+" "+s.Pool] {
+							continue
+						}
+						restores++
+						validated := false
+						for _, before := range cs[:k] {
+							validated = validated || strings.HasPrefix(before, "kubectl gpu-validate nodes")
+						}
+						if _, chained := st.Cmd.(*syntax.BinaryCmd); !validated || !chained {
+							t.Errorf("%s: %q is not chained behind gpu-validate", where, c)
+						}
+					}
+				}
+			}
+		}
+	}
+	if restores == 0 {
+		t.Fatal("no gang-drain restore found")
+	}
+}

@@ -229,7 +229,7 @@ func TestRunbookEKSWaitsOnUpdate(t *testing.T) {
 	p := variantPlan(t, "eks-managed")
 	c := cmds(stepOf(t, p, PhaseControlPlane, ""))
 	wantIn(t, "control plane", c, "UPDATE_ID=$(aws eks update-cluster-version", "--query update.id --output text)",
-		`aws eks describe-update --region us-west-2 --name train-prod --update-id "$UPDATE_ID"`, "= InProgress ]", "must say Successful")
+		`aws eks describe-update --region us-west-2 --name train-prod --update-id "$UPDATE_ID"`, "= InProgress ]", `--query update.status --output text)" = Successful ] && \`)
 	wantNotIn(t, "commands", strings.Join(allCommandsOf(p), "\n"), "wait cluster-active", "wait nodegroup-active")
 }
 
