@@ -88,7 +88,7 @@ func TestRunbookFlags(t *testing.T) {
 	// -o json carries the provider and each step's commands.
 	r := run(t, getter(cluster("v1.37.2")), "", "plan", "--target", "v1.38", "-o", "json", "--provider", "gke")
 	if !strings.Contains(r.Out, `"provider": "gke"`) || !strings.Contains(r.Out, `"source": "--provider"`) ||
-		!strings.Contains(r.Out, `"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.38 --location='<location>' --quiet"`) {
+		!strings.Contains(r.Out, `"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.38 --location='<location>' --quiet && \\"`) {
 		t.Errorf("json:\n%s", r.Out)
 	}
 }
