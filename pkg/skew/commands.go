@@ -713,7 +713,9 @@ func (r *renderer) warnings() []string {
 	var out []string
 	if r.prov == ProviderEKS {
 		for _, pl := range r.inv.Pools {
-			if pl.Label == labelEKSNodegroup && r.plan != nil && r.behindAtHop(pl.Name) {
+			// Every pool EKS does not run through Karpenter or Auto Mode is
+			// a node group here, whatever label grouped its nodes.
+			if r.replacer(pl.Name) == replaceEKSNodegroup && pl.Name != NoPool && r.plan != nil && r.behindAtHop(pl.Name) {
 				// The EKS user guide contradicts itself on node groups that
 				// lag the control plane: update-cluster.html asks for
 				// managed node groups on the control plane's minor before an
@@ -727,7 +729,30 @@ func (r *renderer) warnings() []string {
 	if r.prov == ProviderCAPI {
 		out = append(out, "Cluster API commands that change the Cluster, MachineDeployments or Machines run against the management cluster: they carry --context '<management-context>'")
 	}
+	if r.plan != nil {
+		for _, pp := range r.plan.Pools {
+			if cost := r.wholePoolCost(pp.Name); cost != "" && len(pp.Upgrades) > 0 {
+				out = append(out, fmt.Sprintf("pool %s: %s", pp.Name, cost))
+			}
+		}
+	}
 	return out
+}
+
+// wholePoolCost says what a provider-rolled GPU pool's default path costs,
+// or "": the provider replaces the nodes in an order it picks, so the
+// pool's gangs stop unit by unit and none restarts until every node is
+// replaced and validated.
+func (r *renderer) wholePoolCost(pool string) string {
+	switch r.replacer(pool) {
+	case replaceEKSNodegroup, replaceGKE, replaceAKS, replaceCAPI:
+	default:
+		return ""
+	}
+	if !r.gpuPool(pool) || r.controlPlanePool(pool) {
+		return ""
+	}
+	return fmt.Sprintf("%s replaces the nodes itself in an order it picks, so the pool cannot move one fabric unit at a time: all %s leave training from the first unit's drain until the last replaced node passes gpu-validate, which is the default path's cost; to keep capacity, create a pool at the target version beside it and move the units across (gang-drain one unit, scale the new pool up by a unit, scale the old one down), then delete the old pool", r.prov.Title(), Nodes(r.pools[pool].Nodes))
 }
 
 // behindAtHop reports whether a pool is left behind the control plane

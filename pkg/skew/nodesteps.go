@@ -370,7 +370,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 	rep := r.replacer(s.Pool)
 	var out []string
 	if gpu {
-		out = append(out, r.stopGangs(s, sel, poolRun(s), fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; the pool is out of service until the rollout ends (to keep capacity instead, add a pool at v%s and move the units across)", r.prov.Title(), s.To))...)
+		out = append(out, r.stopGangs(s, sel, poolRun(s), fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; all %s of the pool are out of training until the rollout ends and the new nodes pass gpu-validate (to keep capacity instead, create a pool at v%s and move the units across: see Before you start)", r.prov.Title(), Nodes(r.pools[s.Pool].Nodes), s.To))...)
 	} else {
 		out = append(out, r.pdbBlockers(s.Pool, sel))
 	}

@@ -389,6 +389,20 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 	p.Steps = b.steps
 	p.Provider = det
 	forProvider(&p, inv, opts.Provider)
+	// Say up front why the plan reports a violation (kubectl skew plan
+	// exits 1 on one with the default --fail-on).
+	for _, pp := range p.Pools {
+		if pp.Status != StatusViolation {
+			continue
+		}
+		w := fmt.Sprintf("pool %s is out of policy now", pp.Name)
+		if len(pp.Upgrades) > 0 {
+			w += fmt.Sprintf(" (%s); step %d repairs it before anything else moves, and the plan reports a violation until it has", p.Steps[pp.Upgrades[0].Step-1].Note, pp.Upgrades[0].Step)
+		} else if pp.Note != "" {
+			w += fmt.Sprintf(" (%s); no step can repair it, and the plan reports a violation until it is repaired by hand", pp.Note)
+		}
+		p.Warnings = append([]string{w}, p.Warnings...)
+	}
 	p.Summary.Status = StatusOK
 	for _, s := range p.Steps {
 		p.Summary.Status = worse(p.Summary.Status, s.Status)

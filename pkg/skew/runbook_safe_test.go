@@ -491,3 +491,39 @@ func TestRunbookGatesGate(t *testing.T) {
 		t.Fatal("no gang-drain restore found")
 	}
 }
+
+// A GPU pool the provider replaces whole is said to cost the whole pool,
+// with the capacity-keeping way; a pool moved unit by unit costs a unit.
+func TestRunbookWholePoolCostSaid(t *testing.T) {
+	for _, tc := range []struct {
+		variant, pool string
+		whole         bool
+	}{
+		{"gke", "a3-gpu", true}, {"aks", "gpunp", true}, {"eks-managed", "gpu-p5", true}, {"capi", "h100-a", true},
+		{"kubeadm-apt", "gpu-h100", false}, {"kubeadm-ha", "gpu-h200", false}, {"gke", "default-pool", false},
+	} {
+		t.Run(tc.variant+" "+tc.pool, func(t *testing.T) {
+			w := strings.Join(variantPlan(t, tc.variant).Warnings, "\n")
+			said := strings.Contains(w, "pool "+tc.pool+": ") && strings.Contains(w, "leave training from the first unit's drain") && strings.Contains(w, "to keep capacity, create a pool at the target version")
+			if said != tc.whole {
+				t.Errorf("whole-pool cost said: %v, want %v\n%s", said, tc.whole, w)
+			}
+		})
+	}
+}
+
+// Before you start says why a plan reports a violation, and EKS's node
+// group caveat does not depend on the label that grouped the nodes.
+func TestRunbookBeforeYouStart(t *testing.T) {
+	inv := Inventory{Server: ServerVersion{GitVersion: "v1.37.2"}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", "v1.37.2")},
+		Pools: []Pool{pool("old", "v1.33.4"), pool("train", "v1.37.2")}}
+	p := planOf(t, inv, "v1.38", ProviderKubeadm)
+	if len(p.Warnings) == 0 || !strings.HasPrefix(p.Warnings[0], "pool old is out of policy now (the pool is 4 minors behind the apiserver 1.37, beyond the limit of 3") ||
+		!strings.Contains(p.Warnings[0], "step 1 repairs it") {
+		t.Errorf("first warning %q", p.Warnings)
+	}
+	for _, label := range []string{labelEKSNodegroup, "node.kubernetes.io/pool"} {
+		w := strings.Join(planOf(t, relabel(variantInventory(t, "eks-managed"), label), "v1.38", "").Warnings, "\n")
+		wantIn(t, label, w, "EKS documents two rules for managed node groups")
+	}
+}
