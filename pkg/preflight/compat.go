@@ -50,7 +50,10 @@ const StaleAfter = 120 * 24 * time.Hour
 // Compat is the addon compatibility table: which addon releases support
 // which Kubernetes minors, each addon with the page it came from.
 type Compat struct {
-	// DataDate is when the data was last checked (YYYY-MM-DD).
+	// DataDate is the date the data stands for (YYYY-MM-DD): the newest
+	// revision of the sources its rows were read at, not the day they
+	// were read, so that the staleness warning counts from what the rows
+	// can know. No row's Revised is later.
 	DataDate string        `json:"dataDate"`
 	Addons   []CompatAddon `json:"addons"`
 }
@@ -66,6 +69,10 @@ type CompatAddon struct {
 	Source string `json:"source"`
 	// Read is the date the source was read (YYYY-MM-DD).
 	Read string `json:"read,omitempty"`
+	// Revised is the date of the newest revision of the source that was
+	// read (YYYY-MM-DD), where it has one: releases after it are not in
+	// the row, whatever the day it was read.
+	Revised string `json:"revised,omitempty"`
 	// Checked says what was read, where, and at which revision.
 	Checked string `json:"checked,omitempty"`
 	// Note says what the rule leaves out: where the vendor's pages
@@ -144,6 +151,9 @@ func ParseCompat(data []byte) (Compat, error) {
 		if err := a.validate(); err != nil {
 			return Compat{}, fmt.Errorf("compat: %s: %w", a.Name, err)
 		}
+		if a.Revised != "" && a.Revised > c.DataDate {
+			return Compat{}, fmt.Errorf("compat: %s: revised %s is after dataDate %s: dataDate is the newest source revision read", a.Name, a.Revised, c.DataDate)
+		}
 	}
 	return c, nil
 }
@@ -155,6 +165,11 @@ func (a CompatAddon) validate() error {
 	if a.Read != "" {
 		if _, err := time.Parse(dateLayout, a.Read); err != nil {
 			return fmt.Errorf("read %q: want YYYY-MM-DD", a.Read)
+		}
+	}
+	if a.Revised != "" {
+		if _, err := time.Parse(dateLayout, a.Revised); err != nil {
+			return fmt.Errorf("revised %q: want YYYY-MM-DD", a.Revised)
 		}
 	}
 	switch a.Outside {

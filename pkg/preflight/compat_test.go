@@ -113,7 +113,7 @@ func TestCompatGPUClusterRows(t *testing.T) {
 		{"nvidia-gpu-operator", "v26.7.0", "v1.32", StatusFail, "older than this release supports; 26.3, 25.10, 25.3 support it"},
 		{"nvidia-gpu-operator", "v25.10.1", "v1.36", StatusFail, "upgrade it to 26.7 or 26.3 first"},
 		{"nvidia-gpu-operator", "v24.9.2", "v1.30", StatusFail, "the stricter is kept"},
-		{"nvidia-gpu-operator", "v25.10.1", "v1.37", StatusFail, "no release in the table (data from 2026-12-04) supports 1.37"},
+		{"nvidia-gpu-operator", "v25.10.1", "v1.37", StatusFail, "no release in the table (data from 2026-08-22) supports 1.37"},
 		{"nvidia-gpu-operator", "v27.3.0", "v1.37", StatusUnknown, "no row for nvidia-gpu-operator 27.3"},
 		{"nvidia-device-plugin", "v0.17.1-ubi9", "v1.37", StatusPass, "no upper bound stated"},
 		{"nvidia-device-plugin", "v0.21.0", "v1.37", StatusUnknown, ""},
@@ -226,5 +226,27 @@ func TestAddonsGateGPUCluster(t *testing.T) {
 	r := &Runner{Kube: kc, Target: mustVersion("v1.36"), Compat: c, Now: func() time.Time { return dataDate.Add(200 * 24 * time.Hour) }}
 	if g, _ := r.addonsGate(context.Background()); g.Status != StatusWarn || !strings.Contains(g.Message, "data 200 days old") {
 		t.Errorf("stale table: %s %s", g.Status, g.Message)
+	}
+}
+
+// The data's date is the newest revision of its sources, not the day they
+// were read, so that staleness counts from what the rows can know: no row
+// was revised after it, and the rows with a dated revision say it.
+func TestCompatDataDateIsTheNewestRevision(t *testing.T) {
+	c := DefaultCompat()
+	newest := ""
+	for _, a := range c.Addons {
+		if a.Revised > newest {
+			newest = a.Revised
+		}
+		if a.Revised != "" && !strings.Contains(a.Checked, a.Revised) {
+			t.Errorf("%s: revised %s is not the date of a revision its checked names: %s", a.Name, a.Revised, a.Checked)
+		}
+	}
+	if newest == "" || c.DataDate != newest {
+		t.Errorf("dataDate %s, newest source revision %q", c.DataDate, newest)
+	}
+	if _, err := ParseCompat([]byte("dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: matchMinor, source: https://x, revised: \"2026-02-01\"}\n")); err == nil {
+		t.Error("a row revised after dataDate was accepted")
 	}
 }
