@@ -105,6 +105,10 @@ func compatReleases(a preflight.CompatAddon, wide bool) string {
 		default:
 			parts = append(parts, r.Version+":"+r.From+".."+r.To)
 		}
+		if len(r.Columns) > 0 {
+			// The support table's columns the row comes from.
+			parts[len(parts)-1] += "[" + strings.Join(r.Columns, ",") + "]"
+		}
 	}
 	if len(parts) == 0 {
 		return "-"
