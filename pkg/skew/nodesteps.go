@@ -215,7 +215,7 @@ func (r *renderer) onNode(s Step) blocks {
 	var b blocks
 	switch r.prov {
 	case ProviderKubeadm:
-		kubeadmNode(&b, packageManager(r.pools[s.Pool].OSImages), s.From, s.To)
+		kubeadmNode(&b, packageManager(r.pools[s.Pool].OSImages), s.From, s.To, s.ControlPlane, r.firstCP())
 	case ProviderK3s:
 		b.add(k3sInstall("agent", s.To)...)
 	case ProviderRKE2:

@@ -178,7 +178,8 @@ func TestCommandsKubeadm(t *testing.T) {
 		t.Errorf("pre-flight commands:\n%s", pre)
 	}
 	// Pool train (1.33) must move before the hop to 1.37; to 1.36 it waits
-	// for the last wave, one fabric batch at a time (no rack label).
+	// for the last wave, one fabric batch at a time (no rack label), three
+	// minors at once: reprovisioned.
 	pools := ph[PhaseNodePool]
 	if len(pools) != 1 {
 		t.Fatalf("pool steps %+v", pools)
@@ -194,7 +195,7 @@ func TestCommandsKubeadm(t *testing.T) {
 		return -1
 	}
 	order := []int{idx("kubectl pdb-blockers $NODES --drain-timeout 1h"), idx("kubectl gang-drain run $NODES"),
-		idx("sudo apt-mark unhold kubeadm &&"), idx("sudo kubeadm upgrade node"), idx("sudo systemctl restart kubelet"),
+		idx("sudo kubeadm reset --force"), idx("sudo apt-mark unhold kubeadm kubelet kubectl &&"), idx("sudo kubeadm join "),
 		idx("kubectl gpu-validate nodes $NODES --kubelet-version v1.36"), idx("kubectl gang-drain restore $NODES"), idx("kubectl skew verify --baseline preflight-1.36.yaml --pool train=v1.36")}
 	for i := 1; i < len(order); i++ {
 		if order[i] <= order[i-1] {

@@ -527,3 +527,36 @@ func TestRunbookBeforeYouStart(t *testing.T) {
 		wantIn(t, label, w, "EKS documents two rules for managed node groups")
 	}
 }
+
+// A kubeadm node more than two minors behind the control plane is
+// reprovisioned: in place, its first intermediate kubeadm would be two or
+// more minors older than the control plane, outside kubeadm's skew. Two
+// behind stays in place, one kubeadm upgrade node per minor.
+func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
+	for _, tc := range []struct {
+		from, cp  string
+		upgrades  int
+		reprovision bool
+	}{
+		{"v1.36.4", "v1.37.2", 1, false},
+		{"v1.35.4", "v1.37.2", 2, false},
+		{"v1.34.4", "v1.37.2", 0, true},
+	} {
+		t.Run(tc.from, func(t *testing.T) {
+			inv := Inventory{Server: ServerVersion{GitVersion: tc.cp}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", tc.cp)},
+				Pools: []Pool{{Name: "cpu", Label: "gpufleet.dev/pool", Nodes: 2, Versions: []VersionCount{{Version: tc.from, Nodes: 2}}, GPUNodes: new(int), OSImages: []string{"Ubuntu 24.04.3 LTS"}}},
+				Platform: &Platform{ControlPlanePods: 1}}
+			c := cmds(stepOf(t, planOf(t, inv, "v1.37", ""), PhaseNodePool, "cpu"))
+			if n := strings.Count(c, "sudo kubeadm upgrade node"); n != tc.upgrades {
+				t.Errorf("%d kubeadm upgrade node, want %d:\n%s", n, tc.upgrades, c)
+			}
+			if got := strings.Contains(c, "sudo kubeadm reset --force && \\"); got != tc.reprovision {
+				t.Errorf("reprovisioned: %v, want %v:\n%s", got, tc.reprovision, c)
+			}
+			if tc.reprovision {
+				wantIn(t, "reprovision", c, "on cp-0, a control-plane node", "sudo kubeadm token create --print-join-command --ttl 2h",
+					"sudo apt-get install -y kubeadm='1.37.<patch>-*' kubelet='1.37.<patch>-*' kubectl='1.37.<patch>-*'", "sudo kubeadm join '<control-plane-endpoint>'", `kubectl uncordon "$NODE"`)
+			}
+		})
+	}
+}
