@@ -534,8 +534,8 @@ func TestRunbookBeforeYouStart(t *testing.T) {
 // behind stays in place, one kubeadm upgrade node per minor.
 func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
 	for _, tc := range []struct {
-		from, cp  string
-		upgrades  int
+		from, cp    string
+		upgrades    int
 		reprovision bool
 	}{
 		{"v1.36.4", "v1.37.2", 1, false},
@@ -544,7 +544,7 @@ func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
 	} {
 		t.Run(tc.from, func(t *testing.T) {
 			inv := Inventory{Server: ServerVersion{GitVersion: tc.cp}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", tc.cp)},
-				Pools: []Pool{{Name: "cpu", Label: "gpufleet.dev/pool", Nodes: 2, Versions: []VersionCount{{Version: tc.from, Nodes: 2}}, GPUNodes: new(int), OSImages: []string{"Ubuntu 24.04.3 LTS"}}},
+				Pools:    []Pool{{Name: "cpu", Label: "gpufleet.dev/pool", Nodes: 2, Versions: []VersionCount{{Version: tc.from, Nodes: 2}}, GPUNodes: new(int), OSImages: []string{"Ubuntu 24.04.3 LTS"}}},
 				Platform: &Platform{ControlPlanePods: 1}}
 			c := cmds(stepOf(t, planOf(t, inv, "v1.37", ""), PhaseNodePool, "cpu"))
 			if n := strings.Count(c, "sudo kubeadm upgrade node"); n != tc.upgrades {
