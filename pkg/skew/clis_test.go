@@ -76,16 +76,16 @@ func sample(s string) string {
 // replaced by a sample.
 func wordValue(w *syntax.Word) string {
 	var b strings.Builder
-	var part func(p syntax.WordPart)
-	part = func(p syntax.WordPart) {
+	var part func(p syntax.WordPart, dq bool)
+	part = func(p syntax.WordPart, dq bool) {
 		switch x := p.(type) {
 		case *syntax.Lit:
-			b.WriteString(x.Value)
+			b.WriteString(unescape(x.Value, dq))
 		case *syntax.SglQuoted:
 			b.WriteString(x.Value)
 		case *syntax.DblQuoted:
 			for _, q := range x.Parts {
-				part(q)
+				part(q, true)
 			}
 		case *syntax.CmdSubst:
 			// $(date -u +...) is a timestamp when it runs.
@@ -101,9 +101,22 @@ func wordValue(w *syntax.Word) string {
 		}
 	}
 	for _, p := range w.Parts {
-		part(p)
+		part(p, false)
 	}
 	return sample(b.String())
+}
+
+// unescape drops the backslashes the shell drops: before any character
+// outside quotes, before $ ` " \ and a newline inside double quotes.
+func unescape(s string, dq bool) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) && (!dq || strings.IndexByte("$`\"\\\n", s[i+1]) >= 0) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // cliCalls returns the aws, gcloud and az commands of every block of the
@@ -154,6 +167,11 @@ func cliPlans(t *testing.T) map[string]Plan {
 	plans["eks add-ons not shown"] = planOf(t, unknown, "v1.38", "")
 	plans["gke relabelled"] = planOf(t, relabel(variantInventory(t, "gke"), "node.kubernetes.io/pool"), "v1.38", "")
 	plans["aks relabelled"] = planOf(t, relabel(variantInventory(t, "aks"), "node.kubernetes.io/pool"), "v1.38", "")
+	asg, err := MakePlan(awsKubeadm(t), MustParseVersion("v1.38"), PlanOptions{ASGs: map[string]string{"gpu-h100": "gpu-h100-asg", "cpu": "cpu-asg"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plans["kubeadm on EC2 Auto Scaling groups"] = asg
 	return plans
 }
 

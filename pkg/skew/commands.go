@@ -60,8 +60,9 @@ func sq(v string) string {
 // etcd-snapshot step, except on Cluster API); a hold-rollouts step goes
 // before each control-plane step whose hop the provider would follow with
 // node pools on its own; and every step gets its commands.
-func forProvider(p *Plan, inv Inventory, prov Provider) {
+func forProvider(p *Plan, inv Inventory, prov Provider, asgs map[string]string) {
 	r := newRenderer(inv, prov)
+	r.asgs = asgs
 	if prov.Managed() {
 		var steps []Step
 		for _, s := range p.Steps {
@@ -142,6 +143,8 @@ type renderer struct {
 	// capiHeld is set while the Cluster's MachineDeployment topologies are
 	// deferred.
 	capiHeld bool
+	// asgs are the pools an EC2 Auto Scaling group makes (pool -> group).
+	asgs map[string]string
 	// saved is the evidence file of the last pre-flight step so far.
 	saved string
 }
@@ -728,6 +731,9 @@ func (r *renderer) warnings() []string {
 	}
 	if r.prov == ProviderCAPI {
 		out = append(out, "Cluster API commands that change the Cluster, MachineDeployments or Machines run against the management cluster: they carry --context '<management-context>'")
+	}
+	if w := r.asgWarning(); w != "" {
+		out = append(out, w)
 	}
 	if r.plan != nil {
 		for _, pp := range r.plan.Pools {

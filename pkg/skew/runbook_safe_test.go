@@ -560,3 +560,70 @@ func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
 		})
 	}
 }
+
+// awsKubeadm is the kubeadm-apt cluster on EC2, its worker pools made by
+// Auto Scaling groups when asgs is set.
+func awsKubeadm(t *testing.T) Inventory {
+	inv := variantInventory(t, "kubeadm-apt")
+	pf := *inv.Platform
+	pf.ProviderIDs = map[string]int{"aws": 8}
+	pf.Region = "us-east-2"
+	inv.Platform = &pf
+	return inv
+}
+
+// A self-managed pool an Auto Scaling group makes is replaced from a new
+// AMI: a launch template version that changes the AMI alone (its diff
+// printed, anything else refused), an instance refresh a fifth at a time
+// with checkpoints, every terminating instance's node drained first
+// (gang-drain on GPU pools), paused on too many NotReady nodes, watched
+// to its end; the gangs come back behind validation.
+func TestRunbookASGImmutableWorkers(t *testing.T) {
+	asgs := map[string]string{"gpu-h100": "gpu-h100-asg", "cpu": "cpu-asg"}
+	p, err := MakePlan(awsKubeadm(t), MustParseVersion("v1.38"), PlanOptions{ASGs: asgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pool  string
+		drain string
+		batch string
+	}{
+		{"gpu-h100", `kubectl gang-drain run "$NODE" --run-id "gpu-h100-to-1.38" --timeout 1h`, "-le 1 ]"},
+		{"cpu", `kubectl drain "$NODE" --ignore-daemonsets`, "-le 1 ]"},
+	} {
+		t.Run(tc.pool, func(t *testing.T) {
+			c := cmds(lastStepOf(t, p, PhaseNodePool, tc.pool))
+			order := []string{
+				"ASG=" + asgs[tc.pool],
+				`--source-version "$OLD" --version-description 'gpufleet v1.38 AMI' --launch-template-data "{\"ImageId\":\"$AMI\"}"`,
+				"diff lt-" + tc.pool + "-old.json lt-" + tc.pool + "-new.json   # the whole difference",
+				`! diff lt-` + tc.pool + `-old.json lt-` + tc.pool + `-new.json | grep '^[<>]' | grep -v '^[<>] *"ImageId": ' && \`,
+				"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200",
+				`'{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}'`,
+				tc.drain,
+				"--lifecycle-action-result CONTINUE",
+				tc.batch,
+				"aws autoscaling cancel-instance-refresh",
+				`[ "$S" = Successful ] && \`,
+				"aws autoscaling delete-lifecycle-hook",
+			}
+			at := -1
+			for _, w := range order {
+				i := strings.Index(c, w)
+				if i <= at {
+					t.Fatalf("lacks, or out of order, %q:\n%s", w, c)
+				}
+				at = i
+			}
+			wantNotIn(t, "ASG pool", c, "kubeadm upgrade node", "apt-get", "kubeadm reset")
+		})
+	}
+	gpu := cmds(lastStepOf(t, p, PhaseNodePool, "gpu-h100"))
+	if v, r := strings.Index(gpu, "kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38 && \\"), strings.Index(gpu, `kubectl gang-drain restore "gpu-h100-to-1.38" && \`); v < 0 || r < v {
+		t.Errorf("the gangs do not come back behind validation:\n%s", gpu)
+	}
+	// Without --asg the plan says the path exists.
+	wantIn(t, "warnings", strings.Join(planOf(t, awsKubeadm(t), "v1.38", "").Warnings, "\n"), "plan again with --asg POOL=GROUP")
+	wantNotIn(t, "warnings", strings.Join(p.Warnings, "\n"), "plan again with --asg")
+}
