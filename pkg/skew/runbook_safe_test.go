@@ -620,7 +620,7 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 		})
 	}
 	gpu := cmds(lastStepOf(t, p, PhaseNodePool, "gpu-h100"))
-	if v, r := strings.Index(gpu, "kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38 && \\"), strings.Index(gpu, `kubectl gang-drain restore "gpu-h100-to-1.38" && \`); v < 0 || r < v {
+	if v, r := strings.Index(gpu, "kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38 --xid --dcgm && \\"), strings.Index(gpu, `kubectl gang-drain restore "gpu-h100-to-1.38" && \`); v < 0 || r < v {
 		t.Errorf("the gangs do not come back behind validation:\n%s", gpu)
 	}
 	// Without --asg the plan says the path exists.
