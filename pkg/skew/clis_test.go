@@ -125,7 +125,7 @@ func cliCalls(t *testing.T, plans map[string]Plan) []cliCall {
 	var out []cliCall
 	for name, p := range plans {
 		for _, s := range p.Steps {
-			for i, b := range s.Blocks {
+			for i, b := range stepBlocks(s) {
 				f := parseBlock(t, name, b)
 				if f == nil {
 					continue

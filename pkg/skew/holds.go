@@ -304,7 +304,7 @@ func (r *renderer) karpenterPin(pool string) []string {
 		"# pin NodePool " + pool + "'s EC2NodeClass to the AMIs its nodes run now (an alias drifts with the control plane); shared NodeClasses pin every pool on them:",
 		fmt.Sprintf("NODECLASS=$(kubectl get nodepool %s -o jsonpath='{.spec.template.spec.nodeClassRef.name}')", p),
 		fmt.Sprintf(`kubectl get ec2nodeclass "$NODECLASS" -o jsonpath='{.spec.amiSelectorTerms}' > "ec2nodeclass-$NODECLASS-terms.json"   # put back at pool %s's step`, pool),
-		fmt.Sprintf(`AMIS=$(kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o jsonpath='{range .items[*]}{.status.imageID}{"\n"}{end}' | sort -u | sed 's/.*/{"id":"&"}/' | paste -sd, -)`, p),
+		fmt.Sprintf(`AMIS=$(kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o jsonpath='{range .items[*]}{.status.imageID}{"\n"}{end}' | sort -u | sed 's/.*/{"id":"&"}/' | paste -sd, -) && echo "[$AMIS]" > "ec2nodeclass-$NODECLASS-pinned.json"   # the AMIs before the upgrade: the pool's way back`, p),
 		`FAMILY=$(kubectl get ec2nodeclass "$NODECLASS" -o jsonpath='{.spec.amiSelectorTerms[0].alias}' | cut -d@ -f1 | sed 's/^al2023$/AL2023/;s/^al2$/AL2/;s/^bottlerocket$/Bottlerocket/')`,
 		`[ -n "$FAMILY" ] && kubectl patch ec2nodeclass "$NODECLASS" --type merge -p "{\"spec\":{\"amiFamily\":\"$FAMILY\",\"amiSelectorTerms\":[$AMIS]}}"   # no alias: nothing drifts, nothing to pin`,
 	}
@@ -352,7 +352,7 @@ func budgetRestore(pool string) []string {
 // refuses an end past it, and the command fails before anything changes);
 // a plan that runs longer moves the end with the same flag.
 func (r *renderer) gkeExclusion(add bool) []string {
-	name := "gpufleet-upgrade-" + strings.ReplaceAll(r.target, ".", "-")
+	name := r.gkeExclusionName()
 	loc := fmt.Sprintf("--location=%s%s", sq(phLocation), r.project())
 	if add {
 		r.gkeHeld = true
@@ -366,4 +366,9 @@ func (r *renderer) gkeExclusion(add bool) []string {
 		"# every held pool has moved: lift the maintenance exclusion",
 		fmt.Sprintf("gcloud container clusters update %s %s --remove-maintenance-exclusion=%s --quiet", sq(r.cluster), loc, name),
 	}
+}
+
+// gkeExclusionName names the maintenance exclusion of a plan.
+func (r *renderer) gkeExclusionName() string {
+	return "gpufleet-upgrade-" + strings.ReplaceAll(r.target, ".", "-")
 }

@@ -175,7 +175,7 @@ func parseBlock(t *testing.T, where string, b Block) *syntax.File {
 func TestRunbookBlocksParse(t *testing.T) {
 	for _, v := range variants {
 		for _, s := range variantPlan(t, v).Steps {
-			for i, b := range s.Blocks {
+			for i, b := range stepBlocks(s) {
 				parseBlock(t, fmt.Sprintf("%s step %d block %d", v, s.Number, i+1), b)
 			}
 		}
