@@ -19,6 +19,7 @@ func addRunbookFlags(cmd *cobra.Command, o *PlanOptions) {
 	}
 	cmd.Flags().StringVar(&o.Provider, "provider", o.Provider, "Write the commands for this provider instead of the detected one: "+strings.Join(names, ", ")+".")
 	cmd.Flags().BoolVar(&o.Runbook, "runbook", o.Runbook, "Print the plan as a Markdown runbook: numbered steps, one sh block of commands each.")
+	cmd.Flags().StringArrayVar(&o.ASG, "asg", o.ASG, "POOL=GROUP: the EC2 Auto Scaling group that makes node pool POOL's nodes (repeat for each pool); the pool is then replaced from a new AMI by an instance refresh instead of upgraded in place.")
 	_ = cmd.RegisterFlagCompletionFunc("provider", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return names, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -32,6 +33,16 @@ func (o *PlanOptions) validateRunbook() error {
 			return fmt.Errorf("--provider: %w", err)
 		}
 		o.provider = p
+	}
+	for _, a := range o.ASG {
+		pool, group, ok := strings.Cut(a, "=")
+		if !ok || pool == "" || group == "" {
+			return fmt.Errorf("--asg %q: want POOL=GROUP, such as --asg gpu-a=gpu-a-asg", a)
+		}
+		if o.asgs == nil {
+			o.asgs = map[string]string{}
+		}
+		o.asgs[pool] = group
 	}
 	if o.Runbook && o.Print.Output != "" && o.Print.Output != cli.OutputTable {
 		return fmt.Errorf("--runbook prints Markdown: leave out -o %s", o.Print.Output)
@@ -65,8 +76,11 @@ func providerLine(d pkgskew.Detection) string {
 }
 
 // printRunbook writes the plan as a Markdown runbook for a change ticket:
-// one numbered step per plan step, each with its why and one fenced sh
-// block of commands.
+// one numbered step per plan step, each with its why and its fenced sh
+// blocks of commands. Where the plan cannot tell which of two ways applies
+// (the node's OS family, who manages an add-on), each way is a block of
+// its own under a line that says how to tell, so that no pasted block
+// runs both.
 func printRunbook(w io.Writer, rep *PlanReport) error {
 	var b strings.Builder
 	s := rep.Summary
@@ -98,15 +112,53 @@ func printRunbook(w io.Writer, rep *PlanReport) error {
 		if st.Note != "" {
 			fmt.Fprintf(&b, "\n   %s\n", st.Note)
 		}
-		if len(st.Commands) > 0 {
-			b.WriteString("\n   ```sh\n")
-			for _, c := range st.Commands {
-				fmt.Fprintf(&b, "   %s\n", c)
-			}
-			b.WriteString("   ```\n")
+		writeBlocks(&b, st.Blocks)
+		if rb := st.Rollback; rb != nil {
+			fmt.Fprintf(&b, "\n   Roll back if %s:\n", rb.Trigger)
+			writeBlocks(&b, rb.Blocks)
 		}
 		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
 	return err
+}
+
+// writeBlocks writes a step's blocks: one fenced sh block each, the
+// alternatives of a choice under a line that names the choice and, each,
+// a line that says when it is the one to run.
+func writeBlocks(b *strings.Builder, bs []pkgskew.Block) {
+	for i, bl := range bs {
+		if bl.Choice != "" {
+			if i == 0 || bs[i-1].Choice != bl.Choice {
+				n := 0
+				for j := i; j < len(bs) && bs[j].Choice == bl.Choice; j++ {
+					n++
+				}
+				fmt.Fprintf(b, "\n   Run one of the next %d blocks, by %s:\n", n, bl.Choice)
+			}
+			fmt.Fprintf(b, "\n   Only if %s:\n", bl.When)
+		}
+		if commentsOnly(bl.Commands) {
+			// Nothing to paste: the comments are the reader's directions.
+			b.WriteString("\n")
+			for _, c := range bl.Commands {
+				fmt.Fprintf(b, "   %s\n", strings.TrimSpace(strings.TrimPrefix(c, "#")))
+			}
+			continue
+		}
+		b.WriteString("\n   ```sh\n")
+		for _, c := range bl.Commands {
+			fmt.Fprintf(b, "   %s\n", c)
+		}
+		b.WriteString("   ```\n")
+	}
+}
+
+func commentsOnly(lines []string) bool {
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
 }

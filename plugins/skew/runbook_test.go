@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -30,10 +31,15 @@ func TestRunbookGolden(t *testing.T) {
 				t.Fatalf("exit %d\n%s%s", r.Code, r.Out, r.Err)
 			}
 			golden(t, tc.name+".md", r.Out)
-			// One fenced sh block per numbered step.
-			steps := strings.Count(r.Out, "\n1. ") + strings.Count(r.Out, "\n2. ")
-			if steps < 2 || strings.Count(r.Out, "```sh") != strings.Count(r.Out, "**")/2 {
-				t.Errorf("want one sh block per step:\n%s", r.Out)
+			// Every numbered step has its fenced sh blocks, each closed.
+			steps := regexp.MustCompile(`(?m)^[0-9]+\. \*\*`).Split(r.Out, -1)[1:]
+			if len(steps) < 2 || strings.Count(r.Out, "**")/2 != len(steps) {
+				t.Fatalf("want numbered steps:\n%s", r.Out)
+			}
+			for i, st := range steps {
+				if n := strings.Count(st, "```sh"); n == 0 || strings.Count(st, "```") != 2*n {
+					t.Errorf("step %d has no sh block, or one left open:\n%s", i+1, st)
+				}
 			}
 		})
 	}
@@ -73,6 +79,7 @@ func TestRunbookFlags(t *testing.T) {
 	}{
 		{[]string{"plan", "--target", "v1.38", "--provider", "openshift"}, "--provider: provider \"openshift\": want one of"},
 		{[]string{"plan", "--target", "v1.38", "--runbook", "-o", "json"}, "--runbook prints Markdown"},
+		{[]string{"plan", "--target", "v1.38", "--runbook", "--asg", "gpu-a"}, "--asg \"gpu-a\": want POOL=GROUP"},
 	} {
 		r := run(t, getter(cluster("v1.37.2")), "", tc.args...)
 		if r.Code != cli.ExitUsage || !strings.Contains(r.Err, tc.errOut) {
@@ -82,7 +89,7 @@ func TestRunbookFlags(t *testing.T) {
 	// -o json carries the provider and each step's commands.
 	r := run(t, getter(cluster("v1.37.2")), "", "plan", "--target", "v1.38", "-o", "json", "--provider", "gke")
 	if !strings.Contains(r.Out, `"provider": "gke"`) || !strings.Contains(r.Out, `"source": "--provider"`) ||
-		!strings.Contains(r.Out, `"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.38 --location='<location>'"`) {
+		!strings.Contains(r.Out, `"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.38 --location='<location>' --quiet && \\"`) {
 		t.Errorf("json:\n%s", r.Out)
 	}
 }
@@ -110,5 +117,17 @@ func TestReadmeRunbookIsGolden(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "````markdown\n"+string(g)+"````\n") {
 		t.Error("README.md's runbook example differs from e2e/skew/testdata/runbook-eks.md.golden: copy the golden file into it")
+	}
+}
+
+// --asg names a pool's Auto Scaling group: its step replaces the nodes by
+// an instance refresh instead of upgrading them in place.
+func TestRunbookASGFlag(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "runbook")
+	offline := &cli.TestClientGetter{Err: errors.New("must not touch the cluster")}
+	r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, "kubeadm-apt.yaml"), "--target", "v1.38", "--runbook",
+		"--calendar", filepath.Join(dir, "calendar.yaml"), "--asg", "gpu-h100=gpu-h100-asg")
+	if r.Err != "" || !strings.Contains(r.Out, "ASG=gpu-h100-asg") || !strings.Contains(r.Out, "aws autoscaling start-instance-refresh") {
+		t.Errorf("exit %d\n%s%s", r.Code, r.Out, r.Err)
 	}
 }
