@@ -2,7 +2,7 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|argo|s3|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|alertmanager|prometheus|argo|s3|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl and kwok; helm is the helm client e2e/deprecations drives; argo
@@ -26,6 +26,8 @@ JOBSET_VERSION=v0.11.1
 KREW_VERSION=v0.4.3
 HELM_VERSION=v4.3.2
 PUSHGATEWAY_VERSION=v1.11.5
+ALERTMANAGER_VERSION=v0.35.0
+PROMETHEUS_VERSION=v0.316.0
 ARGO_VERSION=v3.7.15
 GOFAKES3_VERSION=v1.2.0
 
@@ -49,6 +51,8 @@ usual() {
 	jobset) echo "about 2 min" ;;
 	krew) echo "about 1 min" ;;
 	pushgateway) echo "about 1.5 min" ;;
+	alertmanager) echo "about 1.5 min after the pushgateway" ;;
+	prometheus) echo "about 4 min after the alertmanager" ;;
 	workflow-controller) echo "about 7 min" ;;
 	validate) echo "about 2 min" ;;
 	*) echo "under a minute" ;;
@@ -58,10 +62,10 @@ usual() {
 # elapsed SECONDS prints 1m05s.
 elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
-# build MODULE_DIR OUT PKG [LDFLAGS]: builds PKG inside the tools module
-# MODULE_DIR into OUT unless OUT already exists.
+# build MODULE_DIR OUT PKG [LDFLAGS [TAGS]]: builds PKG inside the tools
+# module MODULE_DIR into OUT unless OUT already exists.
 build() {
-	local mod=$1 out=$2 pkg=$3 ldflags=${4:-}
+	local mod=$1 out=$2 pkg=$3 ldflags=${4:-} tags=${5:-}
 	if [[ -x $out ]]; then return; fi
 	mkdir -p "$(dirname "$out")"
 	local start=$SECONDS name
@@ -69,7 +73,7 @@ build() {
 	# One line as each component starts and ends: elapsed since build.sh
 	# started, and the usual time, so a first build is visibly working.
 	log "[$(elapsed $SECONDS)] building $name (usually $(usual "$name") on two cores; $pkg)"
-	(cd "$here/$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+	(cd "$here/$mod" && CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
 	mv "$out.tmp" "$out"
 	log "[$(elapsed $SECONDS)] built $name in $(elapsed $((SECONDS - start))) (usually $(usual "$name"))"
 }
@@ -139,10 +143,32 @@ helm() {
 }
 
 # pushgateway is the Prometheus Pushgateway e2e/fleetreport pushes the fleet
-# report to (the server a CronJob's push lands on).
+# report to (the server a CronJob's push lands on). It shares the tools
+# module e2e/tools/prometheus with the Alertmanager and Prometheus, so
+# their common packages compile once.
 pushgateway() {
-	build pushgateway "$cache/pushgateway-$PUSHGATEWAY_VERSION/pushgateway" github.com/prometheus/pushgateway \
+	build prometheus "$cache/pushgateway-$PUSHGATEWAY_VERSION/pushgateway" github.com/prometheus/pushgateway \
 		"-X github.com/prometheus/common/version.Version=${PUSHGATEWAY_VERSION#v}"
+}
+
+# alertmanager is the Alertmanager whose API v2 the alerts gate reads
+# (e2e/health). Only its HTTP API is used; its UI is served from assets
+# compiled into the module.
+alertmanager() {
+	build prometheus "$cache/alertmanager-$ALERTMANAGER_VERSION/alertmanager" github.com/prometheus/alertmanager/cmd/alertmanager \
+		"-X github.com/prometheus/common/version.Version=${ALERTMANAGER_VERSION#v}"
+}
+
+# prometheus is the Prometheus server the promql check queries
+# (e2e/health), scraping the local apiserver and a test's exporter through
+# static_configs. remove_all_sd leaves out every service discovery but the
+# file and HTTP ones (prometheus@v0.316.0 plugins/plugin_*.go carry
+# `//go:build !remove_all_sd || enable_<name>_sd`, plugins/minimum.go keeps
+# file and http), and without the builtinassets tag the UI is not compiled
+# in (web/ui/ui.go): the API is all the tests use.
+prometheus() {
+	build prometheus "$cache/prometheus-$PROMETHEUS_VERSION/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
+		"-X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" remove_all_sd
 }
 
 argo() {
@@ -174,10 +200,10 @@ locked() {
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm | pushgateway | argo | s3) locked "$what" ;;
+	core | kueue | jobset | krew | helm | pushgateway | alertmanager | prometheus | argo | s3) locked "$what" ;;
 	krew-validate) locked krew_validate ;;
-	all) for c in core kueue jobset krew_validate helm pushgateway argo s3; do locked "$c"; done ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, argo, s3 or all)" >&2; exit 2 ;;
+	all) for c in core kueue jobset krew_validate helm pushgateway alertmanager prometheus argo s3; do locked "$c"; done ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, alertmanager, prometheus, argo, s3 or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"
