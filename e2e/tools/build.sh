@@ -27,7 +27,11 @@ KREW_VERSION=v0.4.3
 HELM_VERSION=v4.3.2
 PUSHGATEWAY_VERSION=v1.11.5
 ALERTMANAGER_VERSION=v0.35.0
-PROMETHEUS_VERSION=v0.316.0
+# Prometheus v0.316.0 requires automemlimit v1.0.0, whose
+# WithRefreshInterval takes a context (memlimit/memlimit.go) where
+# Alertmanager v0.35.0's cmd/alertmanager/main.go calls the v0.7.5 form:
+# in one module they do not both compile, so Prometheus stays at v0.315.1.
+PROMETHEUS_VERSION=v0.315.1
 ARGO_VERSION=v3.7.15
 GOFAKES3_VERSION=v1.2.0
 
@@ -152,17 +156,44 @@ pushgateway() {
 }
 
 # alertmanager is the Alertmanager whose API v2 the alerts gate reads
-# (e2e/health). Only its HTTP API is used; its UI is served from assets
-# compiled into the module.
+# (e2e/health). Its ui package embeds the built web UI (`//go:embed
+# app/dist` in alertmanager@v0.35.0 ui/web.go), which the module as the
+# proxy serves it does not contain (the UI is built with npm at release),
+# so it does not compile as is. Only the API is used: the module is copied
+# out of the module cache, given a placeholder page where the UI would be,
+# and built from the copy through a replace in a scratch copy of the tools
+# module's go.mod (-modfile), leaving the committed go.mod as it is.
 alertmanager() {
-	build prometheus "$cache/alertmanager-$ALERTMANAGER_VERSION/alertmanager" github.com/prometheus/alertmanager/cmd/alertmanager \
+	local out=$cache/alertmanager-$ALERTMANAGER_VERSION/alertmanager
+	if [[ -x $out ]]; then return; fi
+	local src=$cache/alertmanager-$ALERTMANAGER_VERSION/src scratch
+	if [[ ! -f $src/go.mod ]]; then
+		local mod
+		mod=$(cd "$here/prometheus" && go list -m -f '{{.Dir}}' github.com/prometheus/alertmanager)
+		mkdir -p "$(dirname "$src")"
+		rm -rf "$src.tmp"
+		cp -r "$mod" "$src.tmp"
+		chmod -R u+w "$src.tmp"
+		local d
+		for d in elm mantine; do
+			mkdir -p "$src.tmp/ui/app/dist/$d"
+			printf '<!doctype html><title>Alertmanager</title><p>Built without its web UI: the API is at /api/v2/.</p>\n' >"$src.tmp/ui/app/dist/$d/index.html"
+		done
+		rm -rf "$src"
+		mv "$src.tmp" "$src"
+	fi
+	scratch=$(mktemp -d)
+	cp "$here/prometheus/go.mod" "$here/prometheus/go.sum" "$scratch/"
+	echo "replace github.com/prometheus/alertmanager => $src" >>"$scratch/go.mod"
+	GOFLAGS="${GOFLAGS:-} -modfile=$scratch/go.mod" build prometheus "$out" github.com/prometheus/alertmanager/cmd/alertmanager \
 		"-X github.com/prometheus/common/version.Version=${ALERTMANAGER_VERSION#v}"
+	rm -rf "$scratch"
 }
 
 # prometheus is the Prometheus server the promql check queries
 # (e2e/health), scraping the local apiserver and a test's exporter through
 # static_configs. remove_all_sd leaves out every service discovery but the
-# file and HTTP ones (prometheus@v0.316.0 plugins/plugin_*.go carry
+# file and HTTP ones (prometheus@v0.315.1 plugins/plugin_*.go carry
 # `//go:build !remove_all_sd || enable_<name>_sd`, plugins/minimum.go keeps
 # file and http), and without the builtinassets tag the UI is not compiled
 # in (web/ui/ui.go): the API is all the tests use.
