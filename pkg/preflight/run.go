@@ -81,6 +81,8 @@ type Runner struct {
 	Raw func(ctx context.Context, path string) ([]byte, error)
 	// Policy tunes the policy-continuity gates (policy.go).
 	Policy PolicyOptions
+	// Health picks and tunes the health gates (health.go).
+	Health HealthOptions
 
 	snapOnce sync.Once
 	snap     *eviction.Snapshot
@@ -187,6 +189,13 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 
 	type gateFn func(ctx context.Context) Gate
 	var mu sync.Mutex
+	invOf := func() *skew.Inventory {
+		invWG.Wait()
+		if invErr != nil {
+			return nil
+		}
+		return &inv
+	}
 	gates := map[string]gateFn{
 		GateSupport: func(context.Context) Gate { return r.supportGate() },
 		GateRemovedAPIs: func(ctx context.Context) Gate {
@@ -207,13 +216,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		GateEtcd: func(ctx context.Context) Gate {
 			// The quota and commands depend on where etcd runs, which the
 			// inventory tells: judged once it is read.
-			return r.etcdGate(ctx, readMetrics, func() *skew.Inventory {
-				invWG.Wait()
-				if invErr != nil {
-					return nil
-				}
-				return &inv
-			})
+			return r.etcdGate(ctx, readMetrics, invOf)
 		},
 		GateNodes: func(ctx context.Context) Gate {
 			g, nodes := r.nodesGate(ctx)
@@ -237,9 +240,13 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	for name, fn := range r.policyGates(ev, &mu) {
 		gates[name] = fn
 	}
-	out := make([]Gate, len(GateOrder))
+	for name, fn := range r.healthGates(ev, &mu, invOf) {
+		gates[name] = fn
+	}
+	order := append(GateOrder[:len(GateOrder):len(GateOrder)], r.healthGateOrder()...)
+	out := make([]Gate, len(order))
 	var wg sync.WaitGroup
-	for i, name := range GateOrder {
+	for i, name := range order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

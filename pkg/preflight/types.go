@@ -95,6 +95,8 @@ type Evidence struct {
 	LastSystemWarning *time.Time `json:"lastSystemWarning,omitempty"`
 	// Policy is what the policy-continuity gates read (policy.go).
 	Policy *PolicyEvidence `json:"policy,omitempty"`
+	// Health is what the health gates read (health.go).
+	Health *HealthEvidence `json:"health,omitempty"`
 }
 
 // NodeFact is one node's state.

@@ -74,10 +74,11 @@ type VerifyOptions struct {
 	// AllowGrants are the --allow-grant patterns.
 	AllowGrants []string
 
-	cg    cli.ClientGetter
-	deps  deps
-	base  *PreflightReport
-	pools map[string]pkgskew.Version
+	health healthFlags
+	cg     cli.ClientGetter
+	deps   deps
+	base   *PreflightReport
+	pools  map[string]pkgskew.Version
 	genericiooptions.IOStreams
 }
 
@@ -113,6 +114,7 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
 	cmd.Flags().StringArrayVar(&o.AllowGrants, "allow-grant", o.AllowGrants, "A subject (user, group, namespace/serviceaccount), role or binding name, glob allowed, whose new escalate, bind, impersonate or secrets grants are expected: WARN instead of FAIL (repeatable).")
+	o.health.addFlags(cmd)
 	_ = cmd.MarkFlagFilename("baseline", "yaml", "yml", "json")
 	return cmd
 }
@@ -159,7 +161,7 @@ func (o *VerifyOptions) Validate() error {
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
-	return nil
+	return o.health.validate()
 }
 
 // Run collects the current evidence and compares.
@@ -180,6 +182,7 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 			r.Policy.PatchMaxDays = p.MaxDays
 		}
 	}
+	o.health.apply(r, o.base.Evidence.Health)
 	res, err := r.Run(ctx)
 	if err != nil {
 		return cli.ClassifyClusterErr(err, md, "reading the cluster")
