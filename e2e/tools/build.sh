@@ -156,7 +156,7 @@ pushgateway() {
 }
 
 # alertmanager is the Alertmanager whose API v2 the alerts gate reads
-# (e2e/health). Its ui package embeds the built web UI (`//go:embed
+# (e2e/skew TestAlertsGate). Its ui package embeds the built web UI (`//go:embed
 # app/dist` in alertmanager@v0.35.0 ui/web.go), which the module as the
 # proxy serves it does not contain (the UI is built with npm at release),
 # so it does not compile as is. Only the API is used: the module is copied
@@ -190,9 +190,9 @@ alertmanager() {
 	rm -rf "$scratch"
 }
 
-# prometheus is the Prometheus server the promql check queries
-# (e2e/health), scraping the local apiserver and a test's exporter through
-# static_configs. remove_all_sd leaves out every service discovery but the
+# prometheus is a Prometheus server for a PromQL check to query, scraping
+# the local apiserver and a test's exporter through static_configs; no test
+# runs it yet, so make test does not build it. remove_all_sd leaves out every service discovery but the
 # file and HTTP ones (prometheus@v0.315.1 plugins/plugin_*.go carry
 # `//go:build !remove_all_sd || enable_<name>_sd`, plugins/minimum.go keeps
 # file and http), and without the builtinassets tag the UI is not compiled
