@@ -37,10 +37,10 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 E2E_QUEUEING ?= 1
 export E2E_QUEUEING
 ifeq ($(E2E_QUEUEING),0)
-E2E_LATE_COMPONENTS ?= helm pushgateway krew
+E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager krew
 E2E_EXCLUDE := gangdrain queueing demo fleet
 else
-E2E_LATE_COMPONENTS ?= helm pushgateway krew kueue jobset argo s3
+E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager krew kueue jobset argo s3
 E2E_EXCLUDE :=
 endif
 E2E_COMPONENTS ?= core $(E2E_LATE_COMPONENTS)
@@ -48,7 +48,7 @@ E2E_COMPONENTS ?= core $(E2E_LATE_COMPONENTS)
 # order (each needs what the one before needed, or what builds next), so
 # that `make test` starts the suite once the core is built and builds the
 # rest meanwhile (hack/test.sh).
-E2E_LATE_ORDER := deprecations fleetreport suite queueing gangdrain rbac demo fleet
+E2E_LATE_ORDER := deprecations fleetreport skew suite queueing gangdrain rbac demo fleet
 E2E_LATE_PKGS = $(addprefix $(MODULE)/e2e/,$(filter-out $(E2E_EXCLUDE),$(E2E_LATE_ORDER)))
 E2E_PKGS = $(filter-out $(addprefix $(MODULE)/e2e/,$(E2E_LATE_ORDER)),$(shell go list -tags e2e ./e2e/...)) $(E2E_LATE_PKGS)
 # e2e packages run one at a time: each starts its own control plane, and two

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -223,6 +224,18 @@ func Validate(f *Fleet) field.ErrorList {
 		if !haltChecks[h.Check] {
 			errs = append(errs, field.NotSupported(p.Child("check"), h.Check, sortedKeys(haltChecks)))
 		}
+		if h.Check == "alerts" {
+			if u, err := url.Parse(h.AlertmanagerURL); h.AlertmanagerURL == "" {
+				errs = append(errs, field.Required(p.Child("alertmanagerURL"), "the Alertmanager whose active alerts halt (http://alertmanager.monitoring:9093)"))
+			} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, field.Invalid(p.Child("alertmanagerURL"), h.AlertmanagerURL, "want http(s)://HOST[:PORT][/PATH]"))
+			}
+			if h.ClusterLabel != "" {
+				for _, m := range validation.IsQualifiedName(h.ClusterLabel) {
+					errs = append(errs, field.Invalid(p.Child("clusterLabel"), h.ClusterLabel, m))
+				}
+			}
+		}
 	}
 	if u := f.Spec.Upgrade; u != nil {
 		errs = append(errs, duration(sp.Child("upgrade", "stepDuration"), u.StepDuration, false)...)
@@ -315,6 +328,7 @@ var haltChecks = map[string]bool{
 	"nodes-not-ready":    true,
 	"apiserver-429-rate": true,
 	"gpu-validate":       true,
+	"alerts":             true,
 }
 
 func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }

@@ -203,7 +203,7 @@ func (d *DRPairs) Key() string {
 // fields are its parameters.
 type HaltCheck struct {
 	// Check is one of verify-regressions, gpu-allocatable, nodes-not-ready,
-	// apiserver-429-rate, gpu-validate.
+	// apiserver-429-rate, gpu-validate, alerts.
 	Check string `json:"check"`
 	// BelowBaselinePercent: gpu-allocatable halts when allocatable GPUs are
 	// more than this percent below the pre-flight baseline.
@@ -213,6 +213,16 @@ type HaltCheck struct {
 	// PerSecondAbove: apiserver-429-rate halts above this rate of 429
 	// answers per second between two reads of /metrics.
 	PerSecondAbove *float64 `json:"perSecondAbove,omitempty"`
+	// AlertmanagerURL: alerts halts on any active alert no silence or
+	// inhibition suppresses in this Alertmanager (its API v2).
+	AlertmanagerURL string `json:"alertmanagerURL,omitempty"`
+	// Matchers: alerts counts only the alerts matching all of these, in
+	// Alertmanager's matcher syntax (severity="critical").
+	Matchers []string `json:"matchers,omitempty"`
+	// ClusterLabel: alerts adds the matcher LABEL="<cluster name>", so
+	// that one Alertmanager serving the fleet halts only the cluster whose
+	// alert fires.
+	ClusterLabel string `json:"clusterLabel,omitempty"`
 }
 
 // Upgrade holds the upgrade actions; the first whose selector matches a

@@ -82,6 +82,8 @@ type Runner struct {
 	Raw func(ctx context.Context, path string) ([]byte, error)
 	// Policy tunes the policy-continuity gates (policy.go).
 	Policy PolicyOptions
+	// Health picks and tunes the health gates (health.go).
+	Health HealthOptions
 
 	snapOnce sync.Once
 	snap     *eviction.Snapshot
@@ -258,9 +260,13 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	for name, fn := range r.policyGates(ev, &mu) {
 		gates[name] = fn
 	}
-	out := make([]Gate, len(GateOrder))
+	for name, fn := range r.healthGates(ev, &mu, r.inventory) {
+		gates[name] = fn
+	}
+	order := append(GateOrder[:len(GateOrder):len(GateOrder)], r.healthGateOrder()...)
+	out := make([]Gate, len(order))
 	var wg sync.WaitGroup
-	for i, name := range GateOrder {
+	for i, name := range order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

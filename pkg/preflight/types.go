@@ -98,6 +98,8 @@ type Evidence struct {
 	SystemWarnings []WarningFact `json:"systemWarnings,omitempty"`
 	// Policy is what the policy-continuity gates read (policy.go).
 	Policy *PolicyEvidence `json:"policy,omitempty"`
+	// Health is what the health gates read (health.go).
+	Health *HealthEvidence `json:"health,omitempty"`
 }
 
 // NodeFact is one node's state.

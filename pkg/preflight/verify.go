@@ -177,6 +177,7 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 		}
 	}
 	out = append(out, verifyPolicy(base, now, opts)...)
+	out = append(out, verifyHealth(base, now)...)
 	for i := range out {
 		if out[i].Status == "" {
 			out[i].Status = StatusFail

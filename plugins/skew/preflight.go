@@ -107,6 +107,7 @@ type PreflightOptions struct {
 	EtcdQuota            string
 	ChunkSize            int64
 	policy               policyFlags
+	health               healthFlags
 
 	cg       cli.ClientGetter
 	deps     deps
@@ -176,6 +177,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.EtcdQuota, "etcd-quota", o.EtcdQuota, "etcd's backend quota (--quota-backend-bytes); default: EKS's 8Gi, etcd's 2Gi on a control plane of the cluster's own. The etcd gate fails above 60% of it.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
 	o.policy.addFlags(cmd)
+	o.health.addFlags(cmd)
 	_ = cmd.MarkFlagFilename("save", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("compat", "yaml", "yml", "json")
 	return cmd
@@ -235,6 +237,9 @@ func (o *PreflightOptions) Validate() error {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
 	if err := o.policy.validate(); err != nil {
+		return err
+	}
+	if err := o.health.validate(); err != nil {
 		return err
 	}
 	if o.Save != "" && o.Contexts.Multi() {
@@ -304,6 +309,7 @@ func (o *PreflightOptions) check(ctx context.Context, cg cli.ClientGetter) (*Pre
 	}
 	r.Target, r.Compat, r.Calendar, r.EtcdQuota = o.target, o.compat, o.calendar, o.quota
 	o.policy.apply(r)
+	o.health.apply(r, nil)
 	res, err := r.Run(ctx)
 	if err != nil {
 		return nil, cli.ClassifyClusterErr(err, md, "reading the version inventory")

@@ -104,10 +104,11 @@ type VerifyOptions struct {
 	CalendarFile, ProviderCalendarFile string
 	calendar                           pkgskew.Calendar
 
-	cg    cli.ClientGetter
-	deps  deps
-	base  *PreflightReport
-	pools map[string]pkgskew.Version
+	health healthFlags
+	cg     cli.ClientGetter
+	deps   deps
+	base   *PreflightReport
+	pools  map[string]pkgskew.Version
 	genericiooptions.IOStreams
 }
 
@@ -146,6 +147,7 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
 	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	cmd.Flags().DurationVar(&o.Settle, "settle-time", o.Settle, "How long the Warning events an upgrade causes in kube-system (BackOff, Unhealthy, FailedCreatePodSandBox, NetworkNotReady ...) may keep firing before they are a regression.")
+	o.health.addFlags(cmd)
 	_ = cmd.MarkFlagFilename("baseline", "yaml", "yml", "json")
 	return cmd
 }
@@ -200,7 +202,7 @@ func (o *VerifyOptions) Validate() error {
 	if o.Settle <= 0 {
 		return fmt.Errorf("--settle-time must be positive, got %s", o.Settle)
 	}
-	return nil
+	return o.health.validate()
 }
 
 // Run collects the current evidence and compares.
@@ -221,6 +223,7 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 			r.Policy.PatchMaxDays = p.MaxDays
 		}
 	}
+	o.health.apply(r, o.base.Evidence.Health)
 	res, err := r.Run(ctx)
 	if err != nil {
 		return cli.ClassifyClusterErr(err, md, "reading the cluster")
