@@ -80,9 +80,12 @@ unit-and-fuzz: unit
 ## unit: go vet and the unit tests
 # go test's own vet pass (a subset of the analyzers go vet has just run on
 # the same packages) is off: it type-checked every package a second time.
+# Inside `make test` the unit tests run at nice 15 beside the e2e suite and
+# may wait long for a core: -timeout 30m keeps go test's 10-minute default
+# per package from failing a slow but passing run.
 unit:
 	go vet ./...
-	go test $(GOFLAGS_TEST) -vet=off -count=1 ./...
+	go test $(GOFLAGS_TEST) -vet=off -count=1 -timeout 30m ./...
 
 ## race: the unit tests with the race detector (a race build of the Kubernetes
 ## libraries costs CI minutes a fresh machine does not have, so `test` skips it)
