@@ -134,6 +134,25 @@ type gangPods struct {
 	// sel narrows the reads to labels every pod followed carries (empty:
 	// the whole namespace).
 	sel string
+	// jobs are the gang's Jobs whose pods gang-drain deletes itself: a pod
+	// one of them creates after the stop is followed too (adopt).
+	jobs map[types.UID]bool
+}
+
+// adopt follows a pod that one of jobs created after the stop. gang-drain
+// deletes a Job's pods once the API says the Job is suspended, which can be
+// before the Job controller's cache does (just after an API server
+// restart, its watches are still catching up): until it sees the
+// suspension it replaces the deleted pods, and deletes them again once it
+// does. The gang's pods are gone only when those are gone too.
+func (gp *gangPods) adopt(p *corev1.Pod) {
+	if len(gp.jobs) == 0 || gp.uids[p.UID] || podDone(p) {
+		return
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil && gp.jobs[ref.UID] {
+		gp.uids[p.UID] = true
+		gp.left[p.UID] = true
+	}
 }
 
 func (d *Drainer) followGangPods(g *Gang) *gangPods {
@@ -188,8 +207,10 @@ func (gp *gangPods) list(ctx context.Context) (*corev1.PodList, error) {
 		return nil, fmt.Errorf("listing pods in namespace %s: %w", gp.g.Namespace, err)
 	}
 	gp.left = map[types.UID]bool{}
-	for _, p := range list.Items {
-		if gp.uids[p.UID] && !podDone(&p) {
+	for i := range list.Items {
+		p := &list.Items[i]
+		gp.adopt(p)
+		if gp.uids[p.UID] && !podDone(p) {
 			gp.left[p.UID] = true
 		}
 	}
@@ -218,8 +239,13 @@ func (gp *gangPods) wait(ctx context.Context) (int, error) {
 			return 0, err
 		}
 	} else if ev != nil {
-		if p, ok := ev.Object.(*corev1.Pod); ok && gp.uids[p.UID] && (ev.Type == watch.Deleted || podDone(p)) {
-			delete(gp.left, p.UID)
+		if p, ok := ev.Object.(*corev1.Pod); ok {
+			if ev.Type != watch.Deleted {
+				gp.adopt(p)
+			}
+			if gp.uids[p.UID] && (ev.Type == watch.Deleted || podDone(p)) {
+				delete(gp.left, p.UID)
+			}
 		}
 	}
 	return len(gp.left), nil
@@ -480,6 +506,10 @@ func (d *Drainer) waitGone(ctx context.Context, g *Gang) (*DeletedPods, time.Tim
 	}
 	if x != nil {
 		gp.follow(x.candidates())
+		gp.jobs = map[types.UID]bool{}
+		for uid := range x.pods {
+			gp.jobs[uid] = true
+		}
 	}
 	gp.narrow(ctx, list)
 	if x != nil {
