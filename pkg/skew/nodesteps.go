@@ -475,7 +475,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) blocks {
 		}
 		out = append(out,
 			fmt.Sprintf("%s -n %s get machinedeployments.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o wide   # each MachineDeployment's strategy (maxSurge, maxUnavailable) is its batch; wait until every replica is updated", r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName)),
-			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+			fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	if gpu {
 		// Validate the new nodes before the gangs come back to them, and

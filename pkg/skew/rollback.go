@@ -205,7 +205,7 @@ func (r *renderer) capiControlPlaneBack(s Step, prev string) blocks {
 	cluster := fmt.Sprintf("%s -n %s %%s cluster.cluster.x-k8s.io %s", mgmt, sq(r.capiNS), sq(r.capiName))
 	kcps := fmt.Sprintf("%s -n %s get kubeadmcontrolplanes.controlplane.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s", mgmt, sq(r.capiNS), sq(r.capiName))
 	b.add("# on the management cluster: what failed",
-		fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s --show-conditions all", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+		fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s --show-conditions all", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	b.cut()
 	pause := func(on bool) string {
 		return fmt.Sprintf(`%s --type merge -p '{"spec":{"paused":%t}}'`, fmt.Sprintf(cluster, "patch"), on)
