@@ -122,7 +122,7 @@ func (r *renderer) controlPlaneBack(s Step, prev string) blocks {
 
 // kubeadmBack restores a kubeadm control plane.
 func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
-	r.etcdRestoreIntro(b, s, "control-plane node")
+	r.etcdRestoreIntro(b, s, "control-plane node", r.firstCP())
 	b.add("# then on each control-plane node: restore the snapshot into a fresh data directory as this member (etcdutl of the cluster's etcd release, https://github.com/etcd-io/etcd/releases), put the manifests kubeadm replaced back over the stopped ones, and the previous packages:",
 		"INITIAL='<the INITIAL printed above>'")
 	byManager(b, packageManager(r.controlPlaneOS()), func(pm string) []string {
@@ -144,9 +144,8 @@ func etcdSnapshotFile(to string) string { return fmt.Sprintf("etcd-pre-%s.db", t
 // kubeadm-made etcd (kubeadm, Cluster API's KubeadmControlPlane): the
 // members read while etcd still answers, the checked copy taken back to
 // each node, every member's static pods stopped before any restores.
-func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what string) {
+func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
 	file := etcdSnapshotFile(s.To)
-	node := r.firstCP()
 	b.add("# here, while etcd still answers: the members, for each member's restore; writes since the snapshot are lost")
 	b.add(chain(fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '{printf "%%s%%s=%%s", sep, $3, $4; sep=","}')`, etcdctl(node, "member list -w simple")),
 		`echo "INITIAL='$INITIAL'"`)...)
@@ -195,6 +194,10 @@ func etcdRestoreLines(s Step) []string {
 //     static pods, so the restore is kubeadm's.
 const capiUnsafeVersionAnnotation = "unsafe.topology.cluster.x-k8s.io/disable-update-version-check"
 
+// phCPNow is a control-plane node of the workload cluster as it runs now
+// (kubectl get nodes -l node-role.kubernetes.io/control-plane).
+const phCPNow = "<control-plane-node-now>"
+
 // capiControlPlaneBack is the way back of a KubeadmControlPlane rollout:
 // the etcd snapshot restored when the data is at fault, then the version
 // put back on the Cluster and on the KubeadmControlPlane, which replaces
@@ -204,7 +207,7 @@ func (r *renderer) capiControlPlaneBack(s Step, prev string) blocks {
 	mgmt := r.kubectlMgmt()
 	cluster := fmt.Sprintf("%s -n %s %%s cluster.cluster.x-k8s.io %s", mgmt, sq(r.capiNS), sq(r.capiName))
 	kcps := fmt.Sprintf("%s -n %s get kubeadmcontrolplanes.controlplane.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s", mgmt, sq(r.capiNS), sq(r.capiName))
-	b.add("# on the management cluster: what failed",
+	b.add("# on the management cluster: what failed; <control-plane-node-now> below is a control-plane node of the workload cluster that runs now (kubectl get nodes -l node-role.kubernetes.io/control-plane): the rollout may have replaced the one the plan read",
 		fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s --show-conditions all", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	b.cut()
 	pause := func(on bool) string {
@@ -213,13 +216,15 @@ func (r *renderer) capiControlPlaneBack(s Step, prev string) blocks {
 	b.add("# only when etcd's data is at fault (objects lost or damaged since the snapshot); otherwise go on to the version below. On the management cluster: pause the Cluster, so that no controller replaces a machine while its member restores:",
 		pause(true))
 	b.cut()
-	r.etcdRestoreIntro(&b, s, "control-plane machine")
+	// The rollout replaced machines: the node the inventory names may be
+	// gone, so the member to ask is one that runs now.
+	r.etcdRestoreIntro(&b, s, "control-plane machine", phCPNow)
 	b.add(fmt.Sprintf("# then on each control-plane machine: restore the snapshot into a fresh data directory as this member and start its static pods again (the machine keeps its v%s manifests: the machines go back to v%s below, replaced by Cluster API):", s.To, prev),
 		"INITIAL='<the INITIAL printed above>'")
 	b.add(chain(append(etcdRestoreLines(s), "sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")...)...)
 	b.cut()
 	b.add("# here, when every machine has restored: the members answer; then resume the Cluster on the management cluster")
-	b.add(chain(etcdctl(r.firstCP(), "endpoint health --cluster"), pause(false))...)
+	b.add(chain(etcdctl(phCPNow, "endpoint health --cluster"), pause(false))...)
 	b.cut()
 	ann := fmt.Sprintf(cluster, "annotate")
 	b.add(fmt.Sprintf("# on the management cluster: the version back to the v%s patch the Cluster ran before (the Cluster webhook takes a lower version only under %s, taken off again at once), and on the KubeadmControlPlane too, which Cluster API does not move while its rollout is unfinished; it then replaces the machines at v%s one at a time:", prev, capiUnsafeVersionAnnotation, prev),
