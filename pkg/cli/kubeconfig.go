@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -49,6 +51,28 @@ func KubeconfigErr(err error) error {
 	return WithHint(Usagef("reading kubeconfig: %s", msg), "kubectl config view")
 }
 
+// checkKubeconfigEnv refuses a KUBECONFIG that names only files that do
+// not exist. client-go skips missing files in KUBECONFIG and, finding no
+// cluster, falls back to http://localhost:8080, so the mistake would be
+// reported as an unreachable server (exit 3) where the same missing file
+// given to --kubeconfig is a usage error (exit 2).
+func checkKubeconfigEnv() error {
+	env, ok := os.LookupEnv(clientcmd.RecommendedConfigPathEnvVar)
+	if !ok || strings.TrimSpace(env) == "" {
+		return nil
+	}
+	paths := filepath.SplitList(env)
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return nil
+		}
+	}
+	return WithHint(Usagef("reading kubeconfig: KUBECONFIG=%s names no file that exists", env), "echo $KUBECONFIG; kubectl config view")
+}
+
 // CheckKubeconfigFlags reads the kubeconfig when --kubeconfig or --context
 // was given on the command line, so that a missing or unparsable file and
 // an unknown context are usage errors (exit 2) in the same words for every
@@ -60,7 +84,7 @@ func CheckKubeconfigFlags(cmd *cobra.Command) error {
 		return nil
 	}
 	kf, cf := cmd.Flags().Lookup("kubeconfig"), cmd.Flags().Lookup("context")
-	if kf == nil || cf == nil || (!kf.Changed && !cf.Changed) {
+	if kf == nil || cf == nil {
 		return nil
 	}
 	// A command given files (-f) works from them, offline: a kubeconfig it
@@ -69,6 +93,14 @@ func CheckKubeconfigFlags(cmd *cobra.Command) error {
 		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
 			return nil
 		}
+	}
+	if !kf.Changed {
+		if err := checkKubeconfigEnv(); err != nil {
+			return err
+		}
+	}
+	if !kf.Changed && !cf.Changed {
+		return nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kf.Value.String()

@@ -72,6 +72,25 @@ func TestUsageErrorsNameTheSubcommandAndOneWording(t *testing.T) {
 			t.Errorf("stderr %q", errOut)
 		}
 	})
+	t.Run("KUBECONFIG names no file that exists", func(t *testing.T) {
+		missing := filepath.Join(dir, "missing") + string(os.PathListSeparator) + filepath.Join(dir, "gone")
+		t.Setenv("KUBECONFIG", missing)
+		root, streams, got := newTestPlugin(t)
+		root.SetArgs([]string{"sub"})
+		if code := Run(context.Background(), root, streams); code != ExitUsage {
+			t.Errorf("exit %d, want 2 as for --kubeconfig naming a missing file", code)
+		}
+		if want := "error: reading kubeconfig: KUBECONFIG=" + missing + " names no file that exists\nhint: echo $KUBECONFIG; kubectl config view\n"; func() string { _, e := got(); return e }() != want {
+			t.Errorf("stderr, want %q", want)
+		}
+		// One file of the list that exists is enough, as for client-go.
+		t.Setenv("KUBECONFIG", filepath.Join(dir, "missing")+string(os.PathListSeparator)+kc)
+		root, streams, _ = newTestPlugin(t)
+		root.SetArgs([]string{"sub"})
+		if code := Run(context.Background(), root, streams); code == ExitUsage {
+			t.Errorf("exit 2 with one KUBECONFIG file present")
+		}
+	})
 	t.Run("version reads no kubeconfig", func(t *testing.T) {
 		root, streams, _ := newTestPlugin(t)
 		root.SetArgs([]string{"version", "--context", "nope"})
