@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,36 @@ func TestArgsErrorsInTheSuitesWords(t *testing.T) {
 		}
 		if out, errOut := got(); out != "" || errOut != tc.want {
 			t.Errorf("%v: stdout %q stderr %q, want %q", tc.args, out, errOut, tc.want)
+		}
+	}
+}
+
+func TestExitCodesForListsOnlyWhatTheCommandReturns(t *testing.T) {
+	offline := &cobra.Command{Use: "calendar", Annotations: map[string]string{OfflineAnnotation: "true"}}
+	check := &cobra.Command{Use: "check"}
+	(&FailOnFlag{Value: "warning"}).AddFlags(check)
+	mutating := &cobra.Command{Use: "run"}
+	mutating.Flags().String("dry-run", "none", "")
+	plain := &cobra.Command{Use: "status"}
+	for _, tc := range []struct {
+		cmd       *cobra.Command
+		want, not []string
+	}{
+		{offline, []string{"0    printed", "2    usage", "130"}, []string{"  1 ", "  3 ", "  4 ", "--fail-on"}},
+		{check, []string{"nothing at or above --fail-on", "  3 ", "130 > 2 > 3 > 1 > 0"}, []string{"  4 "}},
+		{mutating, []string{"  4    stopped", "130 > 2 > 3 > 4 > 1 > 0"}, []string{"--fail-on"}},
+		{plain, []string{"0    ran fully; no findings", "  3 "}, []string{"--fail-on", "  4 "}},
+	} {
+		got := ExitCodesFor(tc.cmd)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: no %q in\n%s", tc.cmd.Use, w, got)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("%s: %q in\n%s", tc.cmd.Use, n, got)
+			}
 		}
 	}
 }

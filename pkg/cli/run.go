@@ -52,7 +52,7 @@ func Setup(root *cobra.Command, streams genericiooptions.IOStreams) {
 			if c.Long == "" {
 				c.Long = c.Short
 			}
-			c.Long = strings.TrimRight(c.Long, "\n") + "\n\n" + ExitCodesHelp
+			c.Long = strings.TrimRight(c.Long, "\n") + "\n\n" + ExitCodesFor(c)
 		}
 	})
 }
