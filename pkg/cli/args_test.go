@@ -59,3 +59,18 @@ func TestExitCodesForListsOnlyWhatTheCommandReturns(t *testing.T) {
 		}
 	}
 }
+
+func TestNamespaceOnACommandWithoutIt(t *testing.T) {
+	root := &cobra.Command{Use: "kubectl-test"}
+	sub := &cobra.Command{Use: "status", RunE: func(*cobra.Command, []string) error { return nil }}
+	root.AddCommand(sub)
+	root.SetFlagErrorFunc(flagError)
+	for _, args := range [][]string{{"status", "-n", "x"}, {"status", "--namespace", "x"}, {"status", "--namespace=x"}} {
+		root.SetArgs(args)
+		root.SilenceErrors, root.SilenceUsage = true, true
+		err := root.Execute()
+		if ExitCode(err) != ExitUsage || err.Error() != "kubectl-test status has no -n/--namespace: it works cluster-wide" {
+			t.Errorf("%v: %v (exit %d)", args, err, ExitCode(err))
+		}
+	}
+}

@@ -121,6 +121,10 @@ func flagError(cmd *cobra.Command, err error) error {
 			err = fmt.Errorf("%w: %s only reads and changes nothing, so it has no --dry-run", err, cmd.CommandPath())
 		}
 	}
+	if msg := err.Error(); msg == "unknown shorthand flag: 'n' in -n" || strings.HasPrefix(msg, "unknown flag: --namespace") ||
+		strings.HasPrefix(msg, "unknown shorthand flag: 'n' in -n") {
+		err = fmt.Errorf("%s has no -n/--namespace: it works cluster-wide", cmd.CommandPath())
+	}
 	return UsageErr(err)
 }
 
