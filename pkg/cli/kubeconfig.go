@@ -48,6 +48,10 @@ func KubeconfigErr(err error) error {
 		return UnknownContextErr(name)
 	}
 	msg := strings.TrimPrefix(err.Error(), "reading kubeconfig: ")
+	if strings.HasPrefix(msg, "Invalid timeout value") {
+		// client-go checks --request-timeout while it builds the config.
+		return Usagef("--request-timeout: want a duration such as 30s or 2m, a whole number of seconds, or 0 for none")
+	}
 	return WithHint(Usagef("reading kubeconfig: %s", msg), "kubectl config view")
 }
 

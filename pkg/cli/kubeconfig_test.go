@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // newTestPlugin is a root with the real kubeconfig flags and a subcommand.
@@ -128,4 +129,23 @@ func regexpLines(s string, patterns ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestRequestTimeoutInTheSuitesWords: client-go's own error for a bad
+// --request-timeout becomes one line that names the flag.
+func TestRequestTimeoutInTheSuitesWords(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\ncontexts: [{name: a, context: {cluster: a}}]\nclusters: [{name: a, cluster: {server: https://127.0.0.1:1}}]\ncurrent-context: a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kc},
+		&clientcmd.ConfigOverrides{Timeout: "bogus"}).ClientConfig()
+	if err == nil {
+		t.Fatal("client-go took --request-timeout bogus")
+	}
+	got := KubeconfigErr(err)
+	if ExitCode(got) != ExitUsage || got.Error() != "--request-timeout: want a duration such as 30s or 2m, a whole number of seconds, or 0 for none" {
+		t.Errorf("%v -> %v", err, got)
+	}
 }

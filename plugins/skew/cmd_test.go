@@ -426,3 +426,15 @@ func TestPlanRelativeTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestReadReportEmptyFile: a file with no report in it says how to make one.
+func TestReadReportEmptyFile(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, getter(cluster("v1.37.2")), "", "-f", empty)
+	if r.Code != cli.ExitUsage || !strings.Contains(r.Err, "no SkewReport in it: save one with kubectl skew -o yaml > FILE") {
+		t.Errorf("exit %d: %s", r.Code, r.Err)
+	}
+}
