@@ -416,7 +416,9 @@ func TestPlanRelativeTarget(t *testing.T) {
 	if rel.Code != abs.Code || rel.Err != abs.Err {
 		t.Fatalf("+1: exit %d %q; v1.37: exit %d %q", rel.Code, rel.Err, abs.Code, abs.Err)
 	}
-	strip := func(s string) string { return regexp.MustCompile(`"(collectedAt|generatedAt|time)": "[^"]*"`).ReplaceAllString(s, "") }
+	strip := func(s string) string {
+		return regexp.MustCompile(`"(collectedAt|generatedAt|time)": "[^"]*"`).ReplaceAllString(s, "")
+	}
 	if strip(rel.Out) != strip(abs.Out) || !strings.Contains(rel.Out, `"target": "1.38"`) {
 		t.Errorf("+1 from 1.37 plans differently from v1.38:\n%s", rel.Out)
 	}
