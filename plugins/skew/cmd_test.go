@@ -440,3 +440,14 @@ func TestReadReportEmptyFile(t *testing.T) {
 		t.Errorf("exit %d: %s", r.Code, r.Err)
 	}
 }
+
+// TestSupportPhraseWithoutAnEndDate: a minor older than the calendar's
+// first row is out of support with no date, never "since )".
+func TestSupportPhraseWithoutAnEndDate(t *testing.T) {
+	if got := supportPhrase(pkgskew.Support{Minor: "1.25", Status: pkgskew.StatusViolation}); got != "1.25 out of support" {
+		t.Errorf("got %q", got)
+	}
+	if got := supportPhrase(pkgskew.Support{Minor: "1.30", Status: pkgskew.StatusViolation, SupportEnds: "2025-06-28"}); got != "1.30 out of support since 2025-06-28" {
+		t.Errorf("got %q", got)
+	}
+}

@@ -98,6 +98,10 @@ func supportPhrase(s pkgskew.Support) string {
 		return s.Minor + " support window unknown"
 	case s.Window == pkgskew.WindowExtended && s.Status != pkgskew.StatusViolation:
 		return fmt.Sprintf("%s in %s extended support until %s", s.Minor, pkgskew.Provider(s.Provider).Title(), s.SupportEnds)
+	case s.Status == pkgskew.StatusViolation && s.SupportEnds == "":
+		// A minor older than the calendar's first row: its end is not
+		// in the data, only that it has passed.
+		return s.Minor + " out of support"
 	case s.Status == pkgskew.StatusViolation:
 		return fmt.Sprintf("%s out of support since %s", s.Minor, s.SupportEnds)
 	default:
