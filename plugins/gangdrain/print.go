@@ -191,8 +191,11 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 		fmt.Fprintln(w)
 	}
 	s := rep.Summary
-	fmt.Fprintf(w, "%d gang(s), %d/%d ranks and %d/%d GPUs on the %d node(s); a plain drain loses %.2f GPU-h, checkpoint-and-yield %.2f GPU-h; %d other pod(s) to evict (%d later, %d never)\n",
+	summary := fmt.Sprintf("%d gang(s), %d/%d ranks and %d/%d GPUs on the %d node(s); a plain drain loses %.2f GPU-h, checkpoint-and-yield %.2f GPU-h; %d other pod(s) to evict (%d later, %d never)",
 		s.Gangs, s.RanksOnNodes, s.Ranks, s.GPUsOnNodes, s.GPUs, s.Nodes, s.PlainDrainLossGPUHours, s.YieldLossGPUHours, s.PodsToEvict, s.PodsLater, s.PodsNever)
+	for _, l := range cli.WrapSummary(summary, cli.DefaultTableWidth) {
+		fmt.Fprintln(w, l)
+	}
 	if len(rep.Steps) > 0 {
 		fmt.Fprintln(w, "\nSteps of `run`:")
 		for _, st := range rep.Steps {
