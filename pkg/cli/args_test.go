@@ -98,3 +98,15 @@ func TestWrapSummary(t *testing.T) {
 		t.Errorf("a word longer than the width: %q", got)
 	}
 }
+
+func TestTableHeadersAreOneWord(t *testing.T) {
+	tb := Table{Columns: []Column{{Name: "NODE"}, {Name: "last seen"}}}
+	tb.Rows = append(tb.Rows, []string{"n1", "5m"})
+	var b strings.Builder
+	if err := tb.Print(&b, TableOptions{Width: 120}); err != nil {
+		t.Fatal(err)
+	}
+	if first := strings.SplitN(b.String(), "\n", 2)[0]; len(strings.Fields(first)) != 2 || !strings.Contains(first, "LAST-SEEN") {
+		t.Errorf("header %q", first)
+	}
+}
