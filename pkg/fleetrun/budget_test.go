@@ -171,3 +171,52 @@ func TestSkip(t *testing.T) {
 		}
 	}
 }
+
+// TestSkipCountsBeforeItsNextStep: a run by hand may never run another
+// step of a skipped cluster; the later ring's gate, the budget and the
+// status count it as skipped from the decision that made the count.
+func TestSkipCountsBeforeItsNextStep(t *testing.T) {
+	h := newHarness(t, func(f *fleetfile.Fleet) {
+		for i := range f.Spec.Rings {
+			f.Spec.Rings[i].MaxConcurrent = 0
+		}
+		f.Spec.Caps = fleetfile.Caps{}
+		f.Spec.Windows = nil
+	})
+	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
+		h.runCluster(t, c)
+	}
+	h.clock = h.clock.Add(2 * time.Hour)
+	for _, who := range []string{"alice", "bob"} {
+		h.decide(t, Decision{Decision: DecisionApprove, Ring: "prod", By: who})
+	}
+	h.runCluster(t, "prod-euw1")
+	h.step(t, "prod-use1", "gate")
+	h.decide(t, Decision{Decision: DecisionSkip, Cluster: "prod-use1", By: "alice"})
+	second := h.decide(t, Decision{Decision: DecisionSkip, Cluster: "prod-use1", By: "bob"})
+	g, err := h.p.PreviewClusterGate(context.Background(), "prod-usw2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range g.Checks {
+		if c.Name == "earlier-rings" && c.Result != CheckPass {
+			t.Errorf("earlier rings with prod-use1 skipped and no step of it run since: %+v", c)
+		}
+	}
+	s, err := ReadStatus(context.Background(), h.p.Store, h.p.Plan, h.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Rings {
+		if r.Name == "prod" && (r.Skipped != 1 || r.Failed != 0) {
+			t.Errorf("status of ring prod: %+v", r)
+		}
+	}
+	// Its next step records the skip at the decision's time.
+	if r := h.step(t, "prod-use1", "preflight-1-38"); r.Skipped == "" {
+		t.Fatalf("step of a skipped cluster: %+v", r)
+	}
+	if st := h.state(t, "prod-use1"); st.LeftAt == nil || !st.LeftAt.Equal(second.Decision.At) {
+		t.Errorf("left at %v, want the second skip's %s", st.LeftAt, second.Decision.At)
+	}
+}

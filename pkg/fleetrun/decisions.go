@@ -197,6 +197,43 @@ func (p *Plan) Skipped(ds []Decision, cluster string) ([]string, bool) {
 	return who, len(who) >= p.Lifters(c.Ring)
 }
 
+// SkippedAt is when enough people had skipped the cluster (the decision
+// that made the count), and whether they have.
+func (p *Plan) SkippedAt(ds []Decision, cluster string) (time.Time, bool) {
+	c, ok := p.Cluster(cluster)
+	if !ok {
+		return time.Time{}, false
+	}
+	need := p.Lifters(c.Ring)
+	seen := map[string]bool{}
+	for _, d := range ds {
+		if d.Decision != DecisionSkip || d.Cluster != cluster || seen[d.By] {
+			continue
+		}
+		seen[d.By] = true
+		if len(seen) >= need {
+			return d.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// ApplySkips marks every cluster that enough people skipped, and that has
+// neither finished nor left, as having left the run (skipped) when the
+// skip was agreed: gates, admissions and the status count it as decided
+// from then, before its next step records it (a run by hand may never run
+// one).
+func (p *Plan) ApplySkips(ds []Decision, states map[string]*ClusterState) {
+	for name, s := range states {
+		if s == nil || s.FinishedAt != nil || s.LeftAt != nil {
+			continue
+		}
+		if at, ok := p.SkippedAt(ds, name); ok {
+			s.LeftAt, s.Outcome = &at, OutcomeSkipped
+		}
+	}
+}
+
 // Approvers returns the distinct people who approved a ring.
 func Approvers(ds []Decision, ring string) []string {
 	seen := map[string]bool{}

@@ -125,8 +125,8 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 		return nil, err
 	}
 	if who, ok := p.Plan.Skipped(ds, cluster); ok {
-		now := p.now()
-		st.LeftAt, st.Outcome = &now, OutcomeSkipped
+		at, _ := p.Plan.SkippedAt(ds, cluster)
+		st.LeftAt, st.Outcome = &at, OutcomeSkipped
 		if err := WriteState(ctx, p.Store, st); err != nil {
 			return nil, err
 		}
@@ -281,6 +281,11 @@ func (p *Programme) settleFailure(ctx context.Context, cp *ClusterPlan, st *Clus
 	if err != nil {
 		return 0, "", err
 	}
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return 0, "", err
+	}
+	p.Plan.ApplySkips(ds, states)
 	states[cp.Name] = st
 	var failed []string
 	for _, c := range p.Plan.Clusters {
@@ -298,10 +303,6 @@ func (p *Programme) settleFailure(ctx context.Context, cp *ClusterPlan, st *Clus
 		}
 		return ExitLeftRun, fmt.Sprintf("%s; cluster %s leaves the run: %d failed in ring %s (%s), within its failure budget of %d",
 			message, cp.Name, len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures), nil
-	}
-	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
-	if err != nil {
-		return 0, "", err
 	}
 	budget := fmt.Sprintf("%d failed in ring %s (%s), past its failure budget of %d", len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures)
 	if _, held := p.Plan.ActiveHalt(ds, cp.Ring, ""); !held {
