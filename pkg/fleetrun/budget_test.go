@@ -220,3 +220,33 @@ func TestSkipCountsBeforeItsNextStep(t *testing.T) {
 		t.Errorf("left at %v, want the second skip's %s", st.LeftAt, second.Decision.At)
 	}
 }
+
+// TestLiftCommand: the hint of a step refused by a halt names the halt's
+// own scope (an earlier ring's, a cluster's, the run's) and how many people
+// lift it, not the refused cluster's ring.
+func TestLiftCommand(t *testing.T) {
+	h := newHarness(t, nil)
+	p := h.p.Plan
+	read := func() []Decision {
+		ds, err := ReadDecisions(context.Background(), h.p.Store, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	if got, want := p.LiftCommand(read(), "train-a"), "kubectl skew fleet approve --run r1 --ring training --reason ..."; got != want {
+		t.Errorf("no halt: %q, want %q", got, want)
+	}
+	h.decide(t, Decision{Decision: DecisionHalt, Ring: "prod", By: "oncall"})
+	if got, want := p.LiftCommand(read(), "train-a"), "kubectl skew fleet approve --run r1 --ring prod --reason ... (by 2 distinct people)"; got != want {
+		t.Errorf("a later ring under prod's halt: %q, want %q", got, want)
+	}
+	h.decide(t, Decision{Decision: DecisionHalt, Cluster: "canary-a", By: "oncall"})
+	if got, want := p.LiftCommand(read(), "canary-a"), "kubectl skew fleet approve --run r1 --cluster canary-a --reason ..."; got != want {
+		t.Errorf("a cluster's halt: %q, want %q", got, want)
+	}
+	h.decide(t, Decision{Decision: DecisionHalt, By: "oncall"})
+	if got, want := p.LiftCommand(read(), "canary-b"), "kubectl skew fleet approve --run r1 --reason ... (by 2 distinct people)"; got != want {
+		t.Errorf("a run-wide halt: %q, want %q", got, want)
+	}
+}

@@ -173,6 +173,33 @@ func (p *Plan) ActiveHalt(ds []Decision, ring, cluster string) (Decision, bool) 
 	return Decision{}, false
 }
 
+// LiftCommand is the approval that lifts the halt holding the cluster now:
+// of the halt's own scope (its cluster, its ring, which may be an earlier
+// ring than the cluster's, or the run), by as many distinct people as its
+// ring's approver count. Without a halt it names the cluster's ring.
+func (p *Plan) LiftCommand(ds []Decision, cluster string) string {
+	ring := ""
+	if c, ok := p.Cluster(cluster); ok {
+		ring = c.Ring
+	}
+	h, ok := p.ActiveHalt(ds, ring, cluster)
+	if !ok {
+		h = Decision{Ring: ring}
+	}
+	scope := ""
+	switch {
+	case h.Cluster != "":
+		scope = " --cluster " + h.Cluster
+	case h.Ring != "":
+		scope = " --ring " + h.Ring
+	}
+	cmd := "kubectl skew fleet approve --run " + p.Run + scope + " --reason ..."
+	if n := p.Lifters(h.Ring); n > 1 {
+		cmd += fmt.Sprintf(" (by %d distinct people)", n)
+	}
+	return cmd
+}
+
 // Skippers are the distinct people who asked to skip a cluster.
 func Skippers(ds []Decision, cluster string) []string {
 	seen := map[string]bool{}
