@@ -422,12 +422,22 @@ spec:
 	if !froze {
 		t.Errorf("ring train's gate does not wait for the freeze starting inside its first step: %+v", gate.Checks)
 	}
+	// The read-only gate lists every check: the soak and the freeze.
+	preview := h.skew(t, "fleet", "gate", "--store", h.store, "--run", h.run, "--cluster", training)
+	h.say("kubectl skew fleet gate --store "+storeShown+" --run byhand --cluster training", preview.Stdout+preview.Stderr)
+	if preview.ExitCode != 4 || !strings.Contains(preview.Stdout, "would run into the freeze") || !strings.Contains(preview.Stdout, "soak 1h: opens at") {
+		t.Errorf("gate preview of training: %s", preview)
+	}
 	// Planned again (a resubmitted run): the frozen plan is kept and the
 	// soak still opens at the time the store gives.
-	if r := h.skew(t, "fleet", "plan", "-f", h.file, "--run", h.run); r.ExitCode != 0 || !strings.Contains(r.Stderr, "is kept") {
+	r = h.skew(t, "fleet", "plan", "-f", h.file, "--run", h.run)
+	h.say("kubectl skew fleet plan -f fleet.yaml --run byhand > plan.txt", r.Stderr)
+	if r.ExitCode != 0 || !strings.Contains(r.Stderr, "is kept") {
 		t.Errorf("plan again: %s", r)
 	}
-	if res, _ := h.step(t, training, "gate"); res.ExitCode != 4 || res.Message != soak {
+	res, r = h.step(t, training, "gate")
+	h.sayStep(training, "gate", r)
+	if res.ExitCode != 4 || res.Message != soak {
 		t.Errorf("soak after the run was planned again: %s; before: %s", res.Message, soak)
 	}
 	status := h.skew(t, "fleet", "status", "--store", h.store, "--run", h.run)
@@ -469,6 +479,8 @@ var (
 	rfc3339Second = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 	rfc3339Minute = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\dZ`)
 	decisionKey   = regexp.MustCompile(`decisions/\d{8}T[0-9.]+Z-(\w+)-[0-9a-f]+\.json`)
+	// shortenedTime is the start of a time a table cell cut short.
+	shortenedTime = regexp.MustCompile(`\d{4}-[0-9T:-]*…`)
 )
 
 // maskTimes replaces the run's times (which change with every run) by
@@ -476,7 +488,10 @@ var (
 func maskTimes(s string) string {
 	s = decisionKey.ReplaceAllString(s, "decisions/<time>-$1-<id>.json")
 	s = rfc3339Second.ReplaceAllString(s, "YYYY-MM-DDThh:mm:ssZ")
-	return rfc3339Minute.ReplaceAllString(s, "YYYY-MM-DDThh:mmZ")
+	s = rfc3339Minute.ReplaceAllString(s, "YYYY-MM-DDThh:mmZ")
+	return shortenedTime.ReplaceAllStringFunc(s, func(m string) string {
+		return "YYYY-MM-DDThh:mm:ssZ"[:len(m)-len("…")] + "…"
+	})
 }
 
 // states reads every cluster's state.

@@ -15,8 +15,11 @@ import (
 const (
 	DecisionApprove = "approve"
 	DecisionHalt    = "halt"
-	// DecisionSkip takes a cluster out of a run (az fleet updaterun skip
-	// is the anchor): once the ring's approver count of distinct people
+	// DecisionSkip takes a cluster out of a run (the anchor is az fleet
+	// updaterun skip, which "sets targets to be skipped within an
+	// UpdateRun": members, groups, stages or after-stage waits,
+	// https://learn.microsoft.com/cli/azure/fleet/updaterun, read
+	// 2026-12-06): once the ring's approver count of distinct people
 	// asked for it, its remaining steps do nothing and the gates treat it
 	// as decided. It does not count against the failure budget.
 	DecisionSkip = "skip"

@@ -266,8 +266,11 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 // ExitLeftRun is `fleet step`'s exit code for a step that failed while its
 // ring's failure budget still had room: the cluster leaves the run (its
 // place in flight is free, its other steps do nothing) and the ring goes
-// on without it, as Azure Fleet Manager's maxAllowedFailures lets a stage
-// complete with failures. Past the budget a failure is exit 1 and halts.
+// on without it. The budget is the programme's own: Azure Fleet Manager's
+// update strategy has stages, groups, maxConcurrency,
+// afterStageWaitInSeconds and gates and no failure budget (Azure Policy
+// aliases of Microsoft.ContainerService/fleets/updateStrategies, read
+// 2026-12-06). Past the budget a failure is exit 1 and halts.
 const ExitLeftRun = 5
 
 // settleFailure counts a failed cluster against its ring's budget (seed:
