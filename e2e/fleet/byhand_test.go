@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
@@ -159,11 +160,7 @@ func TestFleetByHand(t *testing.T) {
 	e.resetPools(t, canary, prod, training)
 	// A control-plane node of prod on the old kubelet: its role label's
 	// value is empty, as kubeadm sets it.
-	cpNode := harness.GPUNode("byhand-cp-0", harness.GPUPool{Name: "cp", KubeletVersion: oldKubelet}, "")
-	delete(cpNode.Labels, harness.PoolLabel)
-	delete(cpNode.Status.Capacity, "nvidia.com/gpu")
-	delete(cpNode.Status.Allocatable, "nvidia.com/gpu")
-	cpNode.Labels["node-role.kubernetes.io/control-plane"] = ""
+	cpNode := controlPlaneNode("byhand-cp-0", oldKubelet)
 	prodCP := e.planes[prod]
 	if _, err := prodCP.Client.CoreV1().Nodes().Create(ctx, cpNode, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -492,6 +489,17 @@ func maskTimes(s string) string {
 	return shortenedTime.ReplaceAllStringFunc(s, func(m string) string {
 		return "YYYY-MM-DDThh:mm:ssZ"[:len(m)-len("…")] + "…"
 	})
+}
+
+// controlPlaneNode is a KWOK control-plane node without GPUs or a pool
+// label: its role label's value is empty, as kubeadm sets it.
+func controlPlaneNode(name, kubelet string) *corev1.Node {
+	n := harness.GPUNode(name, harness.GPUPool{Name: "cp", KubeletVersion: kubelet}, "")
+	delete(n.Labels, harness.PoolLabel)
+	delete(n.Status.Capacity, "nvidia.com/gpu")
+	delete(n.Status.Allocatable, "nvidia.com/gpu")
+	n.Labels["node-role.kubernetes.io/control-plane"] = ""
+	return n
 }
 
 // states reads every cluster's state.

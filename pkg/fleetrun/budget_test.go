@@ -118,10 +118,10 @@ func TestHaltsAcrossRingsAndTwoApprovers(t *testing.T) {
 	}
 }
 
-// TestSkip: a skip takes effect once the ring's approver count of people
-// asked; the cluster's steps then do nothing, it does not count against
-// the budget, and the gates of later rings treat it as decided.
-func TestSkip(t *testing.T) {
+// prodUse1InFlight is a run with the canary ring done, prod approved,
+// prod-euw1 done and prod-use1 admitted, without caps or windows.
+func prodUse1InFlight(t *testing.T) *harness {
+	t.Helper()
 	h := newHarness(t, func(f *fleetfile.Fleet) {
 		for i := range f.Spec.Rings {
 			f.Spec.Rings[i].MaxConcurrent = 0
@@ -138,6 +138,14 @@ func TestSkip(t *testing.T) {
 	}
 	h.runCluster(t, "prod-euw1")
 	h.step(t, "prod-use1", "gate")
+	return h
+}
+
+// TestSkip: a skip takes effect once the ring's approver count of people
+// asked; the cluster's steps then do nothing, it does not count against
+// the budget, and the gates of later rings treat it as decided.
+func TestSkip(t *testing.T) {
+	h := prodUse1InFlight(t)
 	res := h.decide(t, Decision{Decision: DecisionSkip, Cluster: "prod-use1", By: "alice", Reason: "hardware RMA"})
 	if !strings.Contains(res.Approvals, "1 of 2 people (alice): it stays in the run") {
 		t.Errorf("one skip of two: %q", res.Approvals)
@@ -176,22 +184,7 @@ func TestSkip(t *testing.T) {
 // step of a skipped cluster; the later ring's gate, the budget and the
 // status count it as skipped from the decision that made the count.
 func TestSkipCountsBeforeItsNextStep(t *testing.T) {
-	h := newHarness(t, func(f *fleetfile.Fleet) {
-		for i := range f.Spec.Rings {
-			f.Spec.Rings[i].MaxConcurrent = 0
-		}
-		f.Spec.Caps = fleetfile.Caps{}
-		f.Spec.Windows = nil
-	})
-	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
-		h.runCluster(t, c)
-	}
-	h.clock = h.clock.Add(2 * time.Hour)
-	for _, who := range []string{"alice", "bob"} {
-		h.decide(t, Decision{Decision: DecisionApprove, Ring: "prod", By: who})
-	}
-	h.runCluster(t, "prod-euw1")
-	h.step(t, "prod-use1", "gate")
+	h := prodUse1InFlight(t)
 	h.decide(t, Decision{Decision: DecisionSkip, Cluster: "prod-use1", By: "alice"})
 	second := h.decide(t, Decision{Decision: DecisionSkip, Cluster: "prod-use1", By: "bob"})
 	g, err := h.p.PreviewClusterGate(context.Background(), "prod-usw2")
