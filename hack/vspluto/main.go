@@ -80,7 +80,7 @@ func main() {
 		}
 		return nil
 	})
-	oursCmd := []string{*ours, "--target-version", *target, "-f", data, "-o", "json"}
+	oursCmd := []string{*ours, "--target", *target, "-f", data, "-o", "json"}
 	// pluto exits 2, 3 or 4 when it finds a deprecated, a removed or a
 	// replacement-less apiVersion (README of FairwindsOps/pluto v5.24.0,
 	// "Exit Codes"); its --ignore-* flags keep the exit code about whether

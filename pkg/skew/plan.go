@@ -294,7 +294,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 			}
 		}
 		b.add(Step{ControlPlane: mm, Phase: PhasePreflight, To: mm, Status: StatusOK,
-			Action: fmt.Sprintf("pre-flight for %s: removed APIs in use (kubectl deprecations --target-version v%s), addon and driver compatibility, webhook health", mm, mm),
+			Action: fmt.Sprintf("pre-flight for %s: removed APIs in use (kubectl deprecations --target v%s), addon and driver compatibility, webhook health", mm, mm),
 			Note:   hopNote})
 		b.add(Step{ControlPlane: mm, Phase: PhaseEtcd, To: mm, Status: StatusOK,
 			Action: fmt.Sprintf("take and verify an etcd snapshot (etcd-pre-%s.db)", mm)})
