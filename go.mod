@@ -29,6 +29,7 @@ require (
 	k8s.io/kubectl v0.37.2
 	k8s.io/pod-security-admission v0.37.2
 	k8s.io/utils v0.0.0-20261023123148-ca04ba58ecab
+	mvdan.cc/sh/v3 v3.14.1
 	sigs.k8s.io/jobset v0.11.1
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/kueue v0.17.0

@@ -51,6 +51,7 @@ usual() {
 	pushgateway) echo "about 1.5 min" ;;
 	workflow-controller) echo "about 7 min" ;;
 	validate) echo "about 2 min" ;;
+	kubeadmcheck) echo "about 1 min after core" ;;
 	*) echo "under a minute" ;;
 	esac
 }
@@ -101,6 +102,12 @@ core() {
 		chmod -R u+w "$cache/kwok-$KWOK_VERSION/stage.tmp"
 		mv "$cache/kwok-$KWOK_VERSION/stage.tmp" "$cache/kwok-$KWOK_VERSION/stage"
 	fi
+}
+
+# kubeadmcheck checks kubeadm command lines with kubeadm's own command
+# tree and version policy, from the same Kubernetes release (e2e/runbook).
+kubeadmcheck() {
+	build kube "$cache/kubernetes-$KUBE_VERSION/kubeadmcheck" ./kubeadmcheck
 }
 
 crds() { # crds MODULE_DIR MODULE PATH DEST
@@ -174,10 +181,10 @@ locked() {
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm | pushgateway | argo | s3) locked "$what" ;;
+	core | kueue | jobset | krew | helm | pushgateway | argo | s3 | kubeadmcheck) locked "$what" ;;
 	krew-validate) locked krew_validate ;;
-	all) for c in core kueue jobset krew_validate helm pushgateway argo s3; do locked "$c"; done ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, argo, s3 or all)" >&2; exit 2 ;;
+	all) for c in core kueue jobset krew_validate helm pushgateway argo s3 kubeadmcheck; do locked "$c"; done ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, argo, s3, kubeadmcheck or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"

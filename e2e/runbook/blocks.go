@@ -1,0 +1,185 @@
+package runbooke2e
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// A runbook, as kubectl skew plan --runbook prints it, is numbered steps
+// ("N. **phase name**: action"), each with fenced sh blocks. A block is
+// what a reader pastes; inside it, "# on HOST:" starts lines the reader
+// pastes on that host (a node), and "# here:" returns to the workstation.
+
+// Step is one numbered step of a runbook.
+type Step struct {
+	Number int
+	Phase  string
+	// Name is the pool of a node-pool step, else the control-plane minor.
+	Name string
+	// From and To are the versions it moves between (from the plan's
+	// -o json).
+	From, To string
+	Head     string
+	Blocks   []*Block
+}
+
+// Block is one fenced sh block.
+type Block struct {
+	Step  *Step
+	Index int
+	Lines []string
+}
+
+// ID names a block in reports: step number, phase and name, and its
+// index when the step has several.
+func (b *Block) ID() string {
+	id := fmt.Sprintf("step %d %s %s", b.Step.Number, b.Step.Phase, b.Step.Name)
+	if len(b.Step.Blocks) > 1 {
+		id += fmt.Sprintf(" block %d", b.Index+1)
+	}
+	return id
+}
+
+// Text is the block as pasted.
+func (b *Block) Text() string { return strings.Join(b.Lines, "\n") + "\n" }
+
+// Segment is a run of a block's lines pasted in one place.
+type Segment struct {
+	// Host is "" for the workstation, else the marker's host: a node
+	// name, "$NODE", "each node of $NODES", ...
+	Host string
+	// Marker is the "# on ..." line that opened it.
+	Marker string
+	// First is the index in the block of its first line.
+	First int
+	Lines []string
+}
+
+var (
+	stepHead = regexp.MustCompile(`^(\d+)\. \*\*([a-z-]+) ([^*]+)\*\*`)
+	hostMark = regexp.MustCompile(`^# on (.+?):`)
+	hereMark = regexp.MustCompile(`^# here:?\s*$`)
+)
+
+// ParseRunbook splits a Markdown runbook into its steps and blocks.
+func ParseRunbook(md string) ([]*Step, error) {
+	var steps []*Step
+	var cur *Step
+	var block *Block
+	for i, raw := range strings.Split(md, "\n") {
+		line := strings.TrimPrefix(raw, "   ")
+		if block != nil {
+			if strings.TrimSpace(line) == "```" {
+				block = nil
+				continue
+			}
+			block.Lines = append(block.Lines, line)
+			continue
+		}
+		if m := stepHead.FindStringSubmatch(raw); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			cur = &Step{Number: n, Phase: m[2], Name: m[3], Head: raw}
+			steps = append(steps, cur)
+			continue
+		}
+		if strings.TrimSpace(line) == "```sh" {
+			if cur == nil {
+				return nil, fmt.Errorf("line %d: a sh block before the first step", i+1)
+			}
+			block = &Block{Step: cur, Index: len(cur.Blocks)}
+			cur.Blocks = append(cur.Blocks, block)
+		}
+	}
+	if block != nil {
+		return nil, fmt.Errorf("step %d: an sh block is not closed", block.Step.Number)
+	}
+	return steps, nil
+}
+
+// Segments splits a block where the reader moves between the workstation
+// and a host.
+func (b *Block) Segments() []Segment {
+	var out []Segment
+	cur := Segment{}
+	flush := func(next Segment) {
+		if len(cur.Lines) > 0 || cur.Host != "" {
+			out = append(out, cur)
+		}
+		cur = next
+	}
+	for i, l := range b.Lines {
+		t := strings.TrimSpace(l)
+		if m := hostMark.FindStringSubmatch(t); m != nil {
+			host := m[1]
+			if j := strings.Index(host, ", "); j >= 0 {
+				host = host[:j]
+			}
+			flush(Segment{Host: host, Marker: t, First: i + 1})
+			continue
+		}
+		if hereMark.MatchString(t) {
+			flush(Segment{First: i + 1})
+			continue
+		}
+		if len(cur.Lines) == 0 {
+			cur.First = i
+		}
+		cur.Lines = append(cur.Lines, l)
+	}
+	flush(Segment{})
+	return out
+}
+
+// Loop is a variable a block asks the reader to set once per node, unit
+// or batch (NODE='<node-name>', UNIT='<clique>', NODES='<node-name>
+// <node-name>'): the reader pastes the block once per value.
+type Loop struct {
+	Var string
+	// Line is the index of the assignment in the block.
+	Line int
+	// Kind is "node", "nodes" (a batch of Size) or "unit".
+	Kind string
+	Size int
+}
+
+var loopAssign = regexp.MustCompile(`^([A-Z_]+)='((?:<[a-z0-9.-]+> ?)+)'`)
+
+// Loops returns the block's loop variables.
+func (b *Block) Loops() []Loop {
+	var out []Loop
+	for i, l := range b.Lines {
+		m := loopAssign.FindStringSubmatch(strings.TrimSpace(l))
+		if m == nil {
+			continue
+		}
+		phs := strings.Fields(m[2])
+		lp := Loop{Var: m[1], Line: i, Size: len(phs)}
+		switch {
+		case phs[0] == "<node-name>" && len(phs) == 1:
+			lp.Kind = "node"
+		case phs[0] == "<node-name>":
+			lp.Kind = "nodes"
+		default:
+			lp.Kind = "unit"
+		}
+		out = append(out, lp)
+	}
+	return out
+}
+
+var placeholder = regexp.MustCompile(`<[a-z0-9][a-z0-9.-]*>`)
+
+// Placeholders lists the distinct placeholders of a text.
+func Placeholders(s string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range placeholder.FindAllString(s, -1) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
