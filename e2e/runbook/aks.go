@@ -59,8 +59,8 @@ var aksRoutes = []struct {
 	{"GET", regexp.MustCompile(`^/subscriptions/([^/]+)/providers/Microsoft\.ContainerService/locations/([^/]+)/operations/([^/]+)$`), "Operations_Get"},
 	{"GET", regexp.MustCompile(`^/subscriptions$`), "Subscriptions_List"},
 	{"GET", regexp.MustCompile(`^/tenants$`), "Tenants_List"},
-	{"GET", regexp.MustCompile(`^/adfs/\.well-known/openid-configuration$`), "openid-configuration"},
-	{"POST", regexp.MustCompile(`^/adfs/oauth2/token$`), "token"},
+	{"GET", regexp.MustCompile(`^(/adfs)+/\.well-known/openid-configuration$`), "openid-configuration"},
+	{"POST", regexp.MustCompile(`^(/adfs)+/oauth2/token$`), "token"},
 }
 
 func (a *AKS) ServeHTTP(rw http.ResponseWriter, r *http.Request) {

@@ -455,15 +455,15 @@ func (e *EKS) updateAddon(name, v, resolve string) (any, *eksError) {
 }
 
 // describeUpdate returns an update; an update in progress finishes when
-// it is first described after it was made (the endpoint's stand-in for
-// the minutes EKS takes).
+// it is first described (the endpoint's stand-in for the minutes EKS
+// takes, so that a wait loop's sleep never runs).
 func (e *EKS) describeUpdate(id, nodegroup, addon string) (any, *eksError) {
 	for _, u := range e.W.Updates {
 		if u.ID != id || u.Nodegroup != nodegroup || u.Addon != addon {
 			continue
 		}
 		u.Seen++
-		if u.Status == "InProgress" && u.Seen > 1 {
+		if u.Status == "InProgress" {
 			e.finish(u)
 		}
 		return map[string]any{"update": e.update(u)}, nil

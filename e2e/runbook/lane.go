@@ -37,6 +37,10 @@ type Lane struct {
 	env          []string
 	servers      []*httptest.Server
 	azureReady   bool
+	// sync mirrors the running scenario's world to the cluster after each
+	// provider request, before the CLI has its answer: what the provider
+	// changed is visible to the next command.
+	sync func()
 	// Log receives progress lines.
 	Log func(format string, args ...any)
 }
@@ -59,9 +63,9 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 	l.EKS = &EKS{Rec: l.Rec}
 	l.GKE = &GKE{Rec: l.Rec}
 	l.AKS = &AKS{Rec: l.Rec}
-	eks := httptest.NewServer(l.EKS)
-	gke := httptest.NewServer(l.GKE)
-	aks := httptest.NewUnstartedServer(l.AKS)
+	eks := httptest.NewServer(l.mirrored(l.EKS))
+	gke := httptest.NewServer(l.mirrored(l.GKE))
+	aks := httptest.NewUnstartedServer(l.mirrored(l.AKS))
 	cert, err := l.CA.Issue("127.0.0.1")
 	if err != nil {
 		return nil, err
@@ -123,6 +127,16 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 		"AZURE_CONFIG_DIR=" + filepath.Join(dir, "azure"), "AZURE_CORE_COLLECT_TELEMETRY=false", "AZURE_CORE_SURVEY_MESSAGE=false",
 	}
 	return l, nil
+}
+
+// mirrored syncs the world after each request of h.
+func (l *Lane) mirrored(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if l.sync != nil {
+			l.sync()
+		}
+	})
 }
 
 // Close stops the endpoints.
@@ -264,6 +278,8 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 		defer cancel()
 		_ = m.Delete(dctx)
 	}()
+	l.sync = func() { _ = m.Sync(ctx) }
+	defer func() { l.sync = nil }()
 	if sc.Provider == "aks" {
 		if err := l.azureLogin(ctx, w); err != nil {
 			return nil, err
@@ -412,6 +428,3 @@ func (l *Lane) paste(ctx context.Context, sc Scenario, w *World, m *Mirror, sh *
 	r.Took = time.Since(start)
 	return r
 }
-
-// Unused guard so that http stays imported where handlers live.
-var _ http.Handler = (*EKS)(nil)

@@ -182,7 +182,10 @@ func (m *Mirror) nodes() []*corev1.Node {
 			}
 			if p.GPUs > 0 {
 				res["nvidia.com/gpu"] = *resource.NewQuantity(int64(p.GPUs), resource.DecimalSI)
+				// GPU Feature Discovery's labels: the product and the
+				// count gpu-validate expects.
 				l["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+				l["nvidia.com/gpu.count"] = fmt.Sprint(p.GPUs)
 			}
 			switch w.Provider {
 			case "eks":
@@ -251,9 +254,11 @@ func (m *Mirror) workloads() []workload {
 				Spec: appsv1.DaemonSetSpec{Selector: sel, Template: spec}}, manager})
 			return
 		}
-		one := int32(1)
+		// No replicas: a pod that no node takes would stay Pending and
+		// fail the pre-flight's kube-system gate.
+		zero := int32(0)
 		out = append(out, workload{&appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}, ObjectMeta: meta,
-			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: sel, Template: spec}}, manager})
+			Spec: appsv1.DeploymentSpec{Replicas: &zero, Selector: sel, Template: spec}}, manager})
 	}
 	if !w.AddonWorkloads {
 		add(true, "cilium", "cilium-agent", "quay.io/cilium/cilium:v1.18.2", "helm")
