@@ -30,6 +30,22 @@ type Block struct {
 	Step  *Step
 	Index int
 	Lines []string
+	// Intro is the prose between the previous block (or the step's
+	// heading) and this one: "Only if ...:" makes the block an
+	// alternative the reader runs only when its condition holds.
+	Intro []string
+}
+
+// Condition is the block's "Only if CONDITION:" line, "" for a block
+// every reader runs.
+func (b *Block) Condition() string {
+	for _, l := range b.Intro {
+		if rest, ok := strings.CutPrefix(l, "Only if "); ok {
+			cond, _, _ := strings.Cut(rest, ":")
+			return cond
+		}
+	}
+	return ""
 }
 
 // ID names a block in reports: step number, phase and name, and its
@@ -68,6 +84,7 @@ func ParseRunbook(md string) ([]*Step, error) {
 	var steps []*Step
 	var cur *Step
 	var block *Block
+	var prose []string
 	for i, raw := range strings.Split(md, "\n") {
 		line := strings.TrimPrefix(raw, "   ")
 		if block != nil {
@@ -82,14 +99,20 @@ func ParseRunbook(md string) ([]*Step, error) {
 			n, _ := strconv.Atoi(m[1])
 			cur = &Step{Number: n, Phase: m[2], Name: m[3], Head: raw}
 			steps = append(steps, cur)
+			prose = nil
 			continue
 		}
 		if strings.TrimSpace(line) == "```sh" {
 			if cur == nil {
 				return nil, fmt.Errorf("line %d: a sh block before the first step", i+1)
 			}
-			block = &Block{Step: cur, Index: len(cur.Blocks)}
+			block = &Block{Step: cur, Index: len(cur.Blocks), Intro: prose}
 			cur.Blocks = append(cur.Blocks, block)
+			prose = nil
+			continue
+		}
+		if t := strings.TrimSpace(line); t != "" && cur != nil {
+			prose = append(prose, t)
 		}
 	}
 	if block != nil {

@@ -218,6 +218,13 @@ func (e *EKS) op(op string, args []string, q url.Values, in map[string]any, call
 	case "DescribeAddon":
 		a := args[1]
 		call.Target += "/" + a
+		// An add-on update in progress finishes when the add-on is read
+		// (aws eks wait addon-active polls DescribeAddon).
+		for _, u := range w.Updates {
+			if u.Addon == a && u.Status == "InProgress" {
+				e.finish(u)
+			}
+		}
 		v, ok := w.Addons[a]
 		if !ok {
 			// "An error occurred (ResourceNotFoundException) when calling

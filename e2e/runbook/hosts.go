@@ -39,7 +39,7 @@ type Hosts struct {
 
 // hostPrograms are the commands that need the node: pasted on the
 // workstation they would run there (the lane's shims refuse them).
-var hostPrograms = []string{"sudo", "apt", "apt-get", "apt-mark", "dnf", "yum", "systemctl", "kubeadm", "k3s", "rke2", "etcdctl", "etcdutl"}
+var hostPrograms = []string{"sudo", "apt", "apt-get", "apt-mark", "dnf", "yum", "systemctl", "kubeadm", "k3s", "rke2", "etcdctl", "etcdutl", "ssh"}
 
 // Nodes resolves a segment's host to the world's nodes: a node's name,
 // $NODE, each node of $NODES, each node of the unit ($UNIT of the step's

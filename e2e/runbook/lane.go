@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -298,20 +299,70 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	var out []*BlockResult
 	l.Rec.Take()
 	for _, st := range steps {
+		var prev []*BlockResult // the pastes of the step's previous block
 		for _, b := range st.Blocks {
+			if cond := b.Condition(); cond != "" {
+				run, err := chooses(cond, prev)
+				if err != nil {
+					out = append(out, &BlockResult{Scenario: sc.Name(), Block: b.ID(), Text: b.Text(), Problems: []string{err.Error()}})
+					continue
+				}
+				if !run {
+					continue
+				}
+			} else {
+				prev = nil
+			}
 			loops := b.Loops()
 			its, err := iterations(w, st, loops)
 			if err != nil {
 				out = append(out, &BlockResult{Scenario: sc.Name(), Block: b.ID(), Text: b.Text(), Problems: []string{err.Error()}})
 				continue
 			}
+			var these []*BlockResult
 			for _, it := range its {
 				r := l.paste(ctx, sc, w, m, sh, hosts, st, b, loops, it)
+				these = append(these, r)
 				out = append(out, r)
+			}
+			if b.Condition() == "" {
+				prev = these
 			}
 		}
 	}
 	return out, nil
+}
+
+var failedWith = regexp.MustCompile(`failed with (\S+)`)
+
+// chooses says whether the reader runs an alternative, from the outcome
+// of the block before the alternatives, as the reader reads it: "Only if
+// describe-addon printed a version" runs after a clean probe, "Only if
+// describe-addon failed with ResourceNotFoundException" after a probe that
+// failed with that error, which is then the probe's expected answer and
+// no problem of it.
+func chooses(cond string, probe []*BlockResult) (bool, error) {
+	if len(probe) != 1 {
+		return false, fmt.Errorf("alternative %q: no single block before it to read its condition from", cond)
+	}
+	p := probe[0]
+	if m := failedWith.FindStringSubmatch(cond); m != nil {
+		if len(p.Failures) == 0 || !strings.Contains(p.Output, m[1]) {
+			return false, nil
+		}
+		var keep []string
+		for _, pr := range p.Problems {
+			if !strings.HasPrefix(pr, "exit ") && !strings.Contains(pr, m[1]) {
+				keep = append(keep, pr)
+			}
+		}
+		p.Problems = keep
+		return true, nil
+	}
+	if strings.Contains(cond, "printed") || strings.Contains(cond, "succeeded") {
+		return len(p.Failures) == 0, nil
+	}
+	return false, fmt.Errorf("alternative %q: the lane cannot tell when this condition holds", cond)
 }
 
 // render writes the scenario's runbook and reads its steps.
