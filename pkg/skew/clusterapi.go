@@ -54,7 +54,29 @@ func (c *Collector) clusterAPI(ctx context.Context) string {
 			cl.Class, _, _ = unstructured.NestedString(u.Object, "spec", "topology", "classRef", "name")
 		}
 		cl.Version, _, _ = unstructured.NestedString(u.Object, "spec", "topology", "version")
+		if cl.Class != "" {
+			cl.MachineDeployments, cl.MachinePools = topologyNames(u, "machineDeployments"), topologyNames(u, "machinePools")
+			cl.WorkersRead = true
+		}
 		c.platform.p.ClusterAPI = append(c.platform.p.ClusterAPI, cl)
 	}
 	return ""
+}
+
+// topologyNames returns the names of spec.topology.workers.<list>: the
+// MachineDeployment (or MachinePool) topologies the topology controller
+// rolls to spec.topology.version (api/core/v1beta2 cluster_types.go,
+// WorkersTopology, kubernetes-sigs/cluster-api v1.14.0; the same path in
+// v1beta1).
+func topologyNames(u *unstructured.Unstructured, list string) []string {
+	items, _, _ := unstructured.NestedSlice(u.Object, "spec", "topology", "workers", list)
+	var out []string
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			if n, _ := m["name"].(string); n != "" {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }

@@ -96,7 +96,8 @@ func forProvider(p *Plan, inv Inventory, prov Provider) {
 	r.insertHolds(p)
 	r.plan = p
 	for i := range p.Steps {
-		p.Steps[i].Commands = r.commands(p.Steps[i])
+		p.Steps[i].Blocks = r.commands(p.Steps[i]).done()
+		p.Steps[i].Commands = FlattenBlocks(p.Steps[i].Blocks)
 	}
 	p.Warnings = append(p.Warnings, r.warnings()...)
 }
@@ -138,6 +139,9 @@ type renderer struct {
 	// cluster-wide GKE maintenance exclusion.
 	held    map[string]bool
 	gkeHeld bool
+	// capiHeld is set while the Cluster's MachineDeployment topologies are
+	// deferred.
+	capiHeld bool
 	// saved is the evidence file of the last pre-flight step so far.
 	saved string
 }
@@ -189,29 +193,28 @@ func orPlaceholder(v, ph string) string {
 	return v
 }
 
-// commands returns the lines of one step.
-func (r *renderer) commands(s Step) []string {
+// commands returns the blocks of one step.
+func (r *renderer) commands(s Step) blocks {
+	var b blocks
 	switch s.Phase {
-	case PhaseFix:
-		return nil
 	case PhasePreflight:
-		return r.preflight(s)
+		b.add(r.preflight(s)...)
 	case PhaseEtcd:
-		return r.etcd(s)
+		b.add(r.etcd(s)...)
 	case PhaseHold:
-		return r.holdCommands(s)
+		b.add(r.holdCommands(s)...)
 	case PhaseAPIServers:
-		return r.apiservers(s)
+		b.add(r.apiservers(s)...)
 	case PhaseControllers:
-		return r.controllers(s)
+		b.add(r.controllers(s)...)
 	case PhaseControlPlane:
-		return r.controlPlane(s)
+		b.add(r.controlPlane(s)...)
 	case PhaseAddons:
-		return r.addons(s)
+		b = r.addons(s)
 	case PhaseNodePool:
-		return r.nodePool(s)
+		b.add(r.nodePool(s)...)
 	}
-	return nil
+	return b
 }
 
 func baseline(minor string) string { return "preflight-" + minor + ".yaml" }
@@ -267,6 +270,31 @@ func etcdctl(node, args string) string {
 // run in the etcd static pod of node, for pre-flight's etcd gate.
 func EtcdctlCommand(node, args string) string { return etcdctl(node, args) }
 
+// Placeholders of the backup steps.
+const (
+	phBackupDir = "<backup-dir>"
+	phServer    = "<server-node>"
+)
+
+// backupDir names the operator's destination of a backup: off the cluster,
+// encrypted at rest, since a snapshot and the server token open every
+// Secret.
+func backupDir() string {
+	return "BACKUP_DIR=" + sq(phBackupDir) + "   # a directory off the cluster (an encrypted volume here, a mounted backup share): the backup holds every Secret"
+}
+
+// sshTo names how ssh reaches a node.
+func sshTo(v, node, what string) string {
+	return fmt.Sprintf("%s=%s   # how ssh reaches %s (user@address where the name does not resolve); sudo there without a password", v, sq(node), what)
+}
+
+// etcd takes the snapshot of a hop, verifies it, copies it off the node
+// and checks the copy: on Cluster API the KubeadmControlPlane rollout that
+// follows replaces the control-plane machines (rolloutStrategy maxSurge
+// "Defaults to 1", api/controlplane/kubeadm/v1beta2/kubeadm_control_plane_types.go,
+// kubernetes-sigs/cluster-api v1.14.0), and on kubeadm the node is the one
+// upgraded next, so a copy left on it is no backup. The snapshot leaves
+// etcd's data directory once copied.
 func (r *renderer) etcd(s Step) []string {
 	file := fmt.Sprintf("etcd-pre-%s.db", s.To)
 	switch r.prov {
@@ -276,49 +304,55 @@ func (r *renderer) etcd(s Step) []string {
 		return r.k3sBackup("rke2", s)
 	}
 	node := r.firstCP()
-	out := []string{
-		etcdctl(node, "snapshot save /var/lib/etcd/"+file),
-		fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdutl snapshot status /var/lib/etcd/%s -w table", sq(node), file),
-		fmt.Sprintf("# on %s: move the snapshot out of etcd's data directory and off the node, encrypted: it holds every Secret", node),
-		fmt.Sprintf("sudo mv /var/lib/etcd/%s /root/%s", file, file),
+	onNode := "/var/lib/etcd/" + file
+	var out []string
+	switch r.prov {
+	case ProviderCAPI:
+		out = append(out, "# against the workload cluster: KubeadmControlPlane runs etcd as a static pod on each control-plane machine and replaces the machines at the next step, so the copy must be off the machine first (ssh as the KubeadmControlPlane's users or the infrastructure provider's bastion allow)")
+	case ProviderUnknown:
+		out = append(out, "# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates")
 	}
-	if r.prov == ProviderCAPI {
-		out = append([]string{"# against the workload cluster: KubeadmControlPlane runs etcd as a static pod on each control-plane machine"}, out...)
-	}
-	if r.prov == ProviderUnknown {
-		out = append([]string{"# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates"}, out...)
-	}
-	return out
+	out = append(out, chain(
+		etcdctl(node, "snapshot save "+onNode),
+		fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdutl snapshot status %s -w table", sq(node), onNode))...)
+	out = append(out, "# copy it off the node and check the copy byte for byte, then take it out of etcd's data directory:",
+		backupDir(), sshTo("NODE_SSH", node, node))
+	return append(out, chain(
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s"`, onNode, file),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm %s`, onNode))...)
 }
 
 // k3sBackup backs up a k3s or RKE2 datastore and its server token, without
-// which a snapshot cannot be restored: embedded etcd takes an etcd-snapshot,
-// SQLite is a copy of the db directory, an external datastore is backed up
-// with its own tools (https://docs.k3s.io/datastore/backup-restore,
-// https://docs.k3s.io/cli/etcd-snapshot, https://docs.rke2.io/datastore/backup_restore,
-// read 2026-09-20).
+// which a snapshot cannot be restored, and copies both off the node:
+// embedded etcd takes an etcd-snapshot (into ${data-dir}/server/db/snapshots,
+// named <name>-<node>-<timestamp>), SQLite is a copy of the db directory,
+// an external datastore is backed up with its own tools
+// (https://docs.k3s.io/datastore/backup-restore, https://docs.k3s.io/cli/etcd-snapshot,
+// https://docs.rke2.io/datastore/backup_restore, read 2026-12-06). The
+// etcd snapshot is checked with etcdutl here: neither k3s nor RKE2 ships
+// it on the node.
 func (r *renderer) k3sBackup(dist string, s Step) []string {
-	token := fmt.Sprintf("sudo cp /var/lib/rancher/%s/server/token /root/%s-token-pre-%s   # the server token: a restore needs it", dist, dist, s.To)
-	etcd := []string{
-		fmt.Sprintf("sudo %s etcd-snapshot save --name pre-%s   # on a server node", dist, s.To),
-		fmt.Sprintf("sudo %s etcd-snapshot ls", dist),
-		token,
-	}
+	data := "/var/lib/rancher/" + dist + "/server"
+	token := fmt.Sprintf(`ssh "$SERVER" sudo cat %s/token > "$BACKUP_DIR/%s-token-pre-%s"   # the server token: a restore needs it`, data, dist, s.To)
+	head := []string{"# here, over ssh to a server node; the backup and the server token go off the node:", sshTo("SERVER", phServer, "a server node"), backupDir()}
 	if dist == "rke2" || r.pf.EtcdNodes > 0 {
-		return etcd
+		name := "pre-" + s.To
+		return append(append(head, "# etcdutl from an etcd release (https://github.com/etcd-io/etcd/releases) checks the copy here:"), chain(
+			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, strings.ReplaceAll(name, ".", `\.`)),
+			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP"`, data),
+			token,
+			`etcdutl snapshot status "$BACKUP_DIR/$SNAP" -w table`)...)
 	}
 	if r.pf.ServerNodes > 1 {
-		return []string{
-			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools", r.pf.ServerNodes),
-			token,
-		}
+		return append([]string{
+			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools, and the server token:", r.pf.ServerNodes),
+		}, append(head[1:], token)...)
 	}
-	return []string{
-		"# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only); on the server node:",
-		fmt.Sprintf("sudo cp -a /var/lib/rancher/k3s/server/db /root/k3s-db-pre-%s", s.To),
-		token,
-		"# an external datastore instead: back it up with the database's own tools",
-	}
+	tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
+	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):"), chain(
+		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s"`, data, tgz),
+		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s" | grep -qx db/state.db`, tgz))...)
 }
 
 func (r *renderer) firstCP() string {
@@ -427,11 +461,11 @@ func (r *renderer) serverNodes(s Step) []string {
 			name = sq(n)
 		}
 		out = append(out, fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", name, selfDrainTimeout),
-			"# on "+strings.Trim(name, `"`)+", with its usual arguments:")
+			"# on "+strings.Trim(name, `"`)+":")
 		if r.prov == ProviderK3s {
-			out = append(out, fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s sh -s - server", s.To))
+			out = append(out, k3sInstall("server", s.To)...)
 		} else {
-			out = append(out, fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s sh -", s.To), "sudo systemctl restart rke2-server")
+			out = append(out, rke2Install("server", s.To)...)
 		}
 		out = append(out, "# here:", "kubectl uncordon "+name)
 	}
@@ -496,16 +530,22 @@ func (r *renderer) controlPlane(s Step) []string {
 		// A ClusterClass cluster upgrades by its topology version
 		// (https://cluster-api.sigs.k8s.io/tasks/experimental-features/cluster-class/operate-cluster#upgrade-a-cluster),
 		// set on the management cluster.
-		out = []string{
-			"# on the management cluster, which holds the Cluster:",
-			fmt.Sprintf(`%s patch cluster.cluster.x-k8s.io %s -n %s --type merge -p '{"spec":{"topology":{"version":"v%s.%s"}}}'`, r.kubectlMgmt(), sq(r.capiName), sq(r.capiNS), s.To, phPatch),
-			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)),
+		patch := fmt.Sprintf(`%s patch cluster.cluster.x-k8s.io %s -n %s --type merge -p '{"spec":{"topology":{"version":"v%s.%s"}}}'`, r.kubectlMgmt(), sq(r.capiName), sq(r.capiNS), s.To, phPatch)
+		out = []string{"# on the management cluster, which holds the Cluster:"}
+		if r.capiHeld {
+			// The hold step's check again, so that the version moves
+			// only while every topology is deferred.
+			out = append(out, chain(r.capiDeferCheck(), patch)...)
+		} else {
+			out = append(out, patch)
 		}
+		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	return append(out, "kubectl skew")
 }
 
-func (r *renderer) addons(s Step) []string {
+func (r *renderer) addons(s Step) blocks {
+	var b blocks
 	switch r.prov {
 	case ProviderKubeadm:
 		// Since v1.28 kubeadm upgrades CoreDNS and kube-proxy after every
@@ -513,89 +553,129 @@ func (r *renderer) addons(s Step) []string {
 		// upgrade node, not with kubeadm upgrade apply (kubernetes
 		// CHANGELOG-1.28, #117660; the UpgradeAddonsBeforeControlPlane gate
 		// that restored the old order was removed in v1.31).
-		return []string{"# kubeadm upgraded CoreDNS and kube-proxy with the last control-plane node's kubeadm upgrade (apply on a single node, the last kubeadm upgrade node in HA); check them and the other addons:",
+		b.add("# kubeadm upgraded CoreDNS and kube-proxy with the last control-plane node's kubeadm upgrade (apply on a single node, the last kubeadm upgrade node in HA); check them and the other addons:",
 			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderEKS:
 		return r.eksAddons(s)
 	case ProviderGKE:
 		// GKE Standard runs kube-dns, not CoreDNS, and upgrades it with
 		// the control plane
 		// (https://cloud.google.com/kubernetes-engine/docs/how-to/kube-dns).
-		return []string{"# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS) and kube-proxy with the control plane; check them and the other addons:",
+		b.add("# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS) and kube-proxy with the control plane; check them and the other addons:",
 			"kubectl -n kube-system get deployment/kube-dns -o wide",
-			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
-	case ProviderAKS, ProviderK3s, ProviderRKE2:
-		return []string{fmt.Sprintf("# %s upgrades kube-proxy and CoreDNS with the control plane; check them and the other addons:", r.prov.Title()),
-			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	case ProviderAKS:
+		b.add(fmt.Sprintf("# %s upgrades kube-proxy and CoreDNS with the control plane; check them and the other addons:", r.prov.Title()),
+			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	case ProviderK3s, ProviderRKE2:
+		b.add(fmt.Sprintf("# %s", addonsOfK3s(r.prov)),
+			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderCAPI:
-		return []string{"# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane; check them and the other addons:",
+		b.add("# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane; check them and the other addons:",
 			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	default:
+		b.add("kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	}
-	return []string{"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide", fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+	return b
+}
+
+// addonsOfK3s says where k3s and RKE2 run kube-proxy and CoreDNS: kube-proxy
+// inside each node's own k3s process (https://docs.k3s.io/architecture:
+// the agent runs the kubelet, kube-proxy, flannel and containerd) or as a
+// static pod each RKE2 node writes (https://docs.rke2.io/architecture),
+// so it moves with each node's upgrade, servers first, agents at their
+// pool's step; CoreDNS is a packaged component the servers deploy.
+func addonsOfK3s(p Provider) string {
+	return fmt.Sprintf("%s runs kube-proxy on each node with that node's %s, so it moved with the servers here and moves with each agent at its pool's step; the servers deployed CoreDNS and the packaged components; check them and the other addons:", p.Title(), strings.ToLower(p.Title()))
 }
 
 // eksAddons upgrades the EKS add-ons after the control plane
 // (https://docs.aws.amazon.com/eks/latest/userguide/updating-an-add-on.html).
 // update-addon works only for an add-on EKS manages; describe-addon fails
-// for a self-managed one, which is updated as its own page says
+// with ResourceNotFoundException for a self-managed one
+// (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddon.html),
+// which is updated as its own page says
 // (https://docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-self-managed-update.html,
 // read 2026-09-20; likewise kube-proxy-add-on-self-managed-update.html and
 // coredns-add-on-self-managed-update.html). The VPC CNI moves one minor
 // version at a time ("You can only update one minor version at a time":
 // https://docs.aws.amazon.com/eks/latest/userguide/add-ons-vpc-cni.html,
-// read 2026-09-20).
-func (r *renderer) eksAddons(s Step) []string {
+// read 2026-09-20). Where the cluster does not show who manages an add-on,
+// the two ways are alternatives of their own, never one block.
+func (r *renderer) eksAddons(s Step) blocks {
+	var b blocks
 	if r.autoModeOnly() {
 		// EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy as part
 		// of the service (https://docs.aws.amazon.com/eks/latest/userguide/auto-upgrade.html).
-		return []string{"# EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy itself: only EKS add-ons you installed and self-managed controllers are yours to move:",
+		b.add("# EKS Auto Mode runs the VPC CNI, CoreDNS and kube-proxy itself: only EKS add-ons you installed and self-managed controllers are yours to move:",
 			fmt.Sprintf("aws eks list-addons --region %s --cluster-name %s", sq(r.region), sq(r.cluster)),
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To)}
+			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+		return b
 	}
-	var out []string
 	for _, a := range []string{"vpc-cni", "kube-proxy", "coredns"} {
 		managed, seen := r.pf.EKSAddons[a]
-		eks := []string{
-			fmt.Sprintf("aws eks describe-addon-versions --region %s --kubernetes-version %s --addon-name %s --query 'addons[].addonVersions[].addonVersion' --output text", sq(r.region), s.To, a),
-			fmt.Sprintf("aws eks update-addon --region %s --cluster-name %s --addon-name %s --addon-version %s --resolve-conflicts PRESERVE", sq(r.region), sq(r.cluster), a, sq("<"+a+"-version>")),
-		}
+		eks := []string{fmt.Sprintf("aws eks describe-addon-versions --region %s --kubernetes-version %s --addon-name %s --query 'addons[].addonVersions[].addonVersion' --output text", sq(r.region), s.To, a)}
+		update := fmt.Sprintf("aws eks update-addon --region %s --cluster-name %s --addon-name %s --addon-version %s --resolve-conflicts PRESERVE", sq(r.region), sq(r.cluster), a, sq("<"+a+"-version>"))
 		if a == "vpc-cni" {
-			eks[1] += "   # one minor at a time: repeat for each minor up to the one for " + s.To
+			update += "   # one minor at a time: repeat for each minor up to the one for " + s.To
 		}
+		eks = append(eks, chain(update, fmt.Sprintf("aws eks wait addon-active --region %s --cluster-name %s --addon-name %s", sq(r.region), sq(r.cluster), a))...)
 		self := selfManagedAddon(a, s.To)
 		switch {
 		case seen && managed:
-			out = append(out, "# "+a+" is an EKS add-on (its fields are managed by eks):")
-			out = append(out, eks...)
+			b.add("# " + a + " is an EKS add-on (its fields are managed by eks):")
+			b.add(eks...)
 		case seen && !managed:
-			out = append(out, "# "+a+" is self-managed (no EKS manager on its fields): update-addon does not apply;")
-			out = append(out, self...)
+			b.add("# " + a + " is self-managed (no EKS manager on its fields): update-addon does not apply;")
+			b.add(self...)
 		default:
-			out = append(out, fmt.Sprintf("aws eks describe-addon --region %s --cluster-name %s --addon-name %s --query addon.addonVersion --output text   # an error means %s is self-managed", sq(r.region), sq(r.cluster), a, a))
-			out = append(out, "# an EKS add-on:")
-			out = append(out, eks...)
-			out = append(out, "# self-managed instead:")
-			out = append(out, self...)
+			b.add(fmt.Sprintf("aws eks describe-addon --region %s --cluster-name %s --addon-name %s --query addon.addonVersion --output text   # a version: an EKS add-on; ResourceNotFoundException: self-managed", sq(r.region), sq(r.cluster), a))
+			choice := "who manages " + a
+			b.alt(choice, "describe-addon printed a version: "+a+" is an EKS add-on", eks...)
+			b.alt(choice, "describe-addon failed with ResourceNotFoundException: "+a+" is self-managed", self...)
 		}
 	}
-	return append(out, fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	b.add(fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+	return b
 }
 
-// selfManagedAddon is the update of a self-managed EKS add-on.
+// ecrAccept are the manifest media types a registry may answer a tag
+// with (OCI image index and manifest, Docker manifest list and manifest).
+const ecrAccept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.docker.distribution.manifest.v2+json"
+
+// selfManagedAddon is the update of a self-managed EKS add-on. The image of
+// kube-proxy and CoreDNS keeps the registry and repository the cluster
+// runs now (its account and region: the EKS image registries differ by
+// region) and takes only the new tag, which the registry must know before
+// the image changes: the Kubernetes API accepts any image string, so an
+// unpullable one would roll the DaemonSet to pods that cannot start. The
+// tag is asked of the registry itself, over the registry HTTP API, with the
+// ECR authorization token for user AWS
+// (https://docs.aws.amazon.com/AmazonECR/latest/userguide/registry_auth.html);
+// the rollout is waited on.
 func selfManagedAddon(a, to string) []string {
 	switch a {
 	case "vpc-cni":
-		return []string{
+		return chain(
 			"kubectl get daemonset aws-node -n kube-system -o yaml > aws-k8s-cni-old.yaml   # keep your settings",
 			fmt.Sprintf("kubectl apply -f %s   # the release for %s from the VPC CNI versions table, one minor at a time", sq("https://raw.githubusercontent.com/aws/amazon-vpc-cni-k8s/<vpc-cni-version>/config/master/aws-k8s-cni.yaml"), to),
-		}
+			"kubectl -n kube-system rollout status daemonset/aws-node --timeout=10m")
 	case "kube-proxy":
-		return []string{fmt.Sprintf("kubectl set image daemonset.apps/kube-proxy -n kube-system kube-proxy=%s   # the kube-proxy image for %s from the EKS kube-proxy table", sq("<account>.dkr.ecr.<region>.amazonaws.com/eks/kube-proxy:<version>"), to)}
+		return selfManagedImage("daemonset", "kube-proxy", "kube-proxy", "TAG="+sq("<kube-proxy-tag>")+"   # the kube-proxy image tag for "+to+" from the EKS kube-proxy table (kube-proxy-add-on-self-managed-update.html)")
 	default:
-		return []string{fmt.Sprintf("kubectl set image deployment.apps/coredns -n kube-system coredns=%s   # the CoreDNS image for %s from the EKS CoreDNS table", sq("<account>.dkr.ecr.<region>.amazonaws.com/eks/coredns:<version>"), to)}
+		return selfManagedImage("deployment", "coredns", "coredns", "TAG="+sq("<coredns-tag>")+"   # the CoreDNS image tag for "+to+" from the EKS CoreDNS table (coredns-add-on-self-managed-update.html)")
 	}
+}
+
+func selfManagedImage(kind, name, container, tag string) []string {
+	return append([]string{tag}, chain(
+		fmt.Sprintf(`IMAGE=$(kubectl -n kube-system get %s %s -o jsonpath='{.spec.template.spec.containers[?(@.name=="%s")].image}')`, kind, name, container),
+		`REGISTRY=${IMAGE%%/*} && REPO=${IMAGE#*/} && REPO=${REPO%%[:@]*}`,
+		fmt.Sprintf(`curl -fsSI -o /dev/null -u "AWS:$(aws ecr get-login-password --region "$(echo "$REGISTRY" | cut -d. -f4)")" -H 'Accept: %s' "https://$REGISTRY/v2/$REPO/manifests/$TAG"   # the registry has the tag`, ecrAccept),
+		fmt.Sprintf(`kubectl -n kube-system set image %s.apps/%s %s="$REGISTRY/$REPO:$TAG"`, kind, name, container),
+		fmt.Sprintf("kubectl -n kube-system rollout status %s/%s --timeout=10m", kind, name))...)
 }
 
 // autoModeOnly reports whether every pool of the cluster is EKS Auto Mode.
@@ -666,4 +746,53 @@ func (r *renderer) project() string {
 
 func (r *renderer) resourceGroup() string {
 	return orPlaceholder(r.pf.ResourceGroup, phResourceGroup)
+}
+
+// k3sInstall re-runs the k3s install script on a node for the channel of
+// minor to, keeping the node's settings. The script writes the systemd
+// unit and its env file from what it is given this time (install.sh,
+// systemd_disable then create_env_file and create_systemd_service_file,
+// k3s-io/k3s at 0136cf2): "If you set configuration when originally
+// running the install script, but do not set it again when re-running the
+// install script, the original values will be lost"
+// (https://docs.k3s.io/upgrades/manual, read 2026-12-06). So the unit and
+// the env file are kept first, the script runs with
+// INSTALL_K3S_SKIP_START=true (it installs and enables, but does not
+// restart), and both are put back before the restart: the server keeps
+// --cluster-init, --datastore-endpoint, --disable and the rest of its
+// ExecStart, an agent its K3S_URL and K3S_TOKEN. /etc/rancher/k3s/config.yaml
+// is not the script's and stays as it is. The version check stops the
+// chain where the script installed nothing (curl | sh succeeds on an empty
+// download).
+func k3sInstall(role, to string) []string {
+	unit := "k3s"
+	if role == "agent" {
+		unit = "k3s-agent"
+	}
+	keep := "/root/" + unit + "-pre-" + to
+	files := fmt.Sprintf("/etc/systemd/system/%s.service /etc/systemd/system/%s.service.env", unit, unit)
+	return append([]string{fmt.Sprintf("# keep the %s unit and its env file (its flags, K3S_URL, K3S_TOKEN): the install script rewrites both from what it is given (systemd; on OpenRC /etc/init.d/%s and /etc/rancher/k3s/%s.env)", unit, unit, unit)},
+		chain(
+			"sudo mkdir -p "+keep,
+			fmt.Sprintf("sudo cp -p %s %s/", files, keep),
+			fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s INSTALL_K3S_SKIP_START=true sh -s - %s", to, role),
+			fmt.Sprintf("sudo cp -p %s/%s.service %s/%s.service.env /etc/systemd/system/", keep, unit, keep, unit),
+			"sudo systemctl daemon-reload",
+			"sudo systemctl restart "+unit,
+			fmt.Sprintf("k3s --version | grep -F ' v%s.'", to))...)
+}
+
+// rke2Install re-runs the RKE2 install script for the channel of minor to
+// and restarts the service. RKE2 reads its settings from
+// /etc/rancher/rke2/config.yaml, which the script does not write
+// (https://docs.rke2.io/upgrades/manual_upgrade, read 2026-12-06).
+func rke2Install(role, to string) []string {
+	typ := ""
+	if role == "agent" {
+		typ = " INSTALL_RKE2_TYPE=agent"
+	}
+	return chain(
+		fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s%s sh -", to, typ),
+		"sudo systemctl restart rke2-"+role,
+		fmt.Sprintf("rke2 --version | grep -F ' v%s.'", to))
 }

@@ -43,15 +43,24 @@ const (
 	rollGKE
 )
 
-// rolls says how the provider rolls a pool on its own.
+// rolls says how the provider rolls a pool on its own. Cluster API and
+// GKE are decided from the provider, not from the pool's label: Cluster
+// API syncs only node-role.kubernetes.io/, node-restriction.kubernetes.io/
+// and node.cluster.x-k8s.io labels from Machines to Nodes by default
+// (docs/proposals/20220927-labels-and-annotations-sync-between-machine-and-nodes.md,
+// kubernetes-sigs/cluster-api v1.14.0), and a ClusterClass MachineDeployment
+// does not even carry cluster.x-k8s.io/deployment-name
+// (exp/topology/desiredstate/desired_state.go, same tag), so a stock
+// cluster's Nodes do not say which MachineDeployment they belong to; GKE
+// auto-upgrades every node pool whatever label grouped the nodes here.
 func (r *renderer) rolls(pool string) rollout {
 	pl, ok := r.pools[pool]
-	if !ok || pool == NoPool {
+	if !ok {
 		return rollNone
 	}
 	switch r.prov {
 	case ProviderCAPI:
-		if pl.Label == "cluster.x-k8s.io/deployment-name" {
+		if !r.controlPlanePool(pool) && r.capiWorkers() {
 			return rollCAPI
 		}
 	case ProviderEKS:
@@ -65,18 +74,36 @@ func (r *renderer) rolls(pool string) rollout {
 			return rollKarpenter
 		}
 	case ProviderGKE:
-		if pl.Label == labelGKENodepool {
-			return rollGKE
-		}
+		return rollGKE
 	}
 	return rollNone
+}
+
+// capiWorkers reports whether the Cluster has MachineDeployment topologies
+// the topology controller would roll with the control plane: read from
+// the Cluster's spec.topology.workers.machineDeployments, or not read (a
+// report saved before they were, a provider chosen with --provider), in
+// which case the hold reads them when it runs.
+func (r *renderer) capiWorkers() bool {
+	c, ok := capiCluster(&r.pf)
+	return !ok || !c.WorkersRead || len(c.MachineDeployments) > 0
+}
+
+// capiTopologies are the Cluster's MachineDeployment topologies, when read.
+func (r *renderer) capiTopologies() []string {
+	if c, ok := capiCluster(&r.pf); ok && c.WorkersRead {
+		return c.MachineDeployments
+	}
+	return nil
 }
 
 const labelKarpenterPool = "karpenter.sh/nodepool"
 
 // insertHolds puts a hold-rollouts step before each control-plane step that
 // the provider would follow with pools on its own, holding each such pool
-// that has a step of its own later; the pool's step releases it.
+// that has a step of its own later; the pool's step releases it. On
+// Cluster API the hold covers every MachineDeployment topology of the
+// Cluster, as read from it.
 func (r *renderer) insertHolds(p *Plan) {
 	later := map[string][]int{} // pool -> its node-pool step numbers
 	for _, s := range p.Steps {
@@ -101,8 +128,16 @@ func (r *renderer) insertHolds(p *Plan) {
 			}
 			sort.Strings(hold)
 			if len(hold) > 0 {
+				what := poolList(hold)
+				if r.prov == ProviderCAPI {
+					hold = r.capiTopologies()
+					what = "every MachineDeployment topology of the Cluster"
+					if len(hold) > 0 {
+						what = "MachineDeployment topologies " + strings.Join(hold, ", ")
+					}
+				}
 				steps = append(steps, Step{ControlPlane: s.ControlPlane, Phase: PhaseHold, To: s.To, Status: StatusOK, Holds: hold,
-					Action: fmt.Sprintf("keep %s from rolling %s when the control plane moves to %s", r.prov.Title(), poolList(hold), s.To),
+					Action: fmt.Sprintf("keep %s from rolling %s when the control plane moves to %s", r.prov.Title(), what, s.To),
 					Note:   "each pool then moves at its own step, gang-aware, which undoes the hold"})
 			}
 		}
@@ -120,11 +155,13 @@ func poolList(pools []string) string {
 
 // holdCommands holds the step's pools.
 func (r *renderer) holdCommands(s Step) []string {
+	if r.prov == ProviderCAPI {
+		r.capiHeld = true
+		return r.capiDeferAll(s.To)
+	}
 	var out []string
 	for _, pool := range s.Holds {
 		switch r.rolls(pool) {
-		case rollCAPI:
-			out = append(out, r.capiDefer(pool, true)...)
 		case rollKarpenter:
 			out = append(out, r.karpenterPin(pool)...)
 		case rollAutoMode:
@@ -140,16 +177,14 @@ func (r *renderer) holdCommands(s Step) []string {
 }
 
 // release undoes a pool's hold at its step; GKE's exclusion covers the
-// whole cluster and is lifted after the last held pool's step.
+// whole cluster and is lifted after the last held pool's step, Cluster
+// API's defers are released by the pool's step itself (capiRelease).
 func (r *renderer) release(pool string) []string {
 	if !r.held[pool] {
 		return nil
 	}
 	r.held[pool] = false
-	switch r.rolls(pool) {
-	case rollCAPI:
-		return r.capiDefer(pool, false)
-	case rollKarpenter:
+	if r.rolls(pool) == rollKarpenter {
 		return r.karpenterUnpin(pool)
 	}
 	return nil
@@ -168,27 +203,94 @@ func (r *renderer) releaseLast() []string {
 	return r.gkeExclusion(false)
 }
 
-// capiDefer sets or removes the defer-upgrade annotation on the pool's
-// MachineDeployment topology with server-side apply: the topology's
-// machineDeployments are a list map keyed by name (+listType=map,
-// +listMapKey=name in api/core/v1beta1 and v1beta2 cluster_types.go), so a
-// partial Cluster changes that one entry, and applying it again without the
-// annotation under the same field manager removes what that manager set.
-// The pool is named by its MachineDeployment; the topology entry by the
-// MachineDeployment's label topology.cluster.x-k8s.io/deployment-name.
-func (r *renderer) capiDefer(pool string, set bool) []string {
+// deferValue is the value of the defer-upgrade annotation this runbook
+// sets; Cluster API reads only the annotation's presence, the value lets
+// the control-plane step check that every topology carries it.
+const deferValue = "gpufleet-upgrade"
+
+// capiGet reads the Cluster on the management cluster.
+func (r *renderer) capiGet(jsonpath string) string {
+	return fmt.Sprintf("%s -n %s get cluster.cluster.x-k8s.io %s -o jsonpath='%s'", r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName), jsonpath)
+}
+
+// capiApplyDefer sets (or, with set false, removes) the defer-upgrade
+// annotation on the MachineDeployment topology "$MD" with server-side
+// apply. The topology's machineDeployments are a list map keyed by name
+// (+listType=map, +listMapKey=name in api/core/v1beta1 and v1beta2
+// cluster_types.go), so a partial Cluster changes that one entry; each
+// topology has a field manager of its own, so that applying it again
+// without the annotation removes what that manager set on that entry and
+// nothing else (a manager that applied several entries would drop the
+// others when it applies one).
+func (r *renderer) capiApplyDefer(set bool) string {
 	ann := "{}"
-	what := "# undo the defer-upgrade of " + pool + ": the topology controller rolls its MachineDeployment to the Cluster's version (on the management cluster):"
 	if set {
-		ann = `{annotations: {topology.cluster.x-k8s.io/defer-upgrade: ""}}`
-		what = "# defer the upgrade of MachineDeployment " + pool + " (on the management cluster):"
+		ann = fmt.Sprintf(`{annotations: {topology.cluster.x-k8s.io/defer-upgrade: %s}}`, deferValue)
 	}
+	return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\nspec: {topology: {workers: {machineDeployments: [{name: %%s, metadata: %s}]}}}\n' "$MD" | %s apply --server-side --field-manager="gpufleet-defer-$MD" -f -`,
+		r.capiAPI, r.capiName, r.capiNS, ann, r.kubectlMgmt())
+}
+
+// capiAllTopologies reads the Cluster's MachineDeployment topology names.
+func (r *renderer) capiAllTopologies() string {
+	return "$(" + r.capiGet("{.spec.topology.workers.machineDeployments[*].name}") + ")"
+}
+
+// capiDeferAll defers every MachineDeployment topology of the Cluster
+// (ClusterTopologyDeferUpgradeAnnotation, api/core/v1beta2/common_types.go
+// at kubernetes-sigs/cluster-api v1.14.0: "the Kubernetes upgrade for this
+// MachineDeployment topology is deferred"), read from the Cluster when the
+// step runs, and fails unless every one carries it.
+func (r *renderer) capiDeferAll(to string) []string {
 	return []string{
-		what,
-		fmt.Sprintf("TOPOLOGY=$(%s -n %s get machinedeployment %s -o jsonpath='{.metadata.labels.topology\\.cluster\\.x-k8s\\.io/deployment-name}')", r.kubectlMgmt(), sq(r.capiNS), sq(pool)),
-		fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\nspec: {topology: {workers: {machineDeployments: [{name: %%s, metadata: %s}]}}}\n' "$TOPOLOGY" | %s apply --server-side --field-manager=gpufleet-upgrade -f -`,
-			r.capiAPI, r.capiName, r.capiNS, ann, r.kubectlMgmt()),
+		fmt.Sprintf("# defer the upgrade of every MachineDeployment topology of Cluster %s/%s before it moves to %s (on the management cluster), each under a field manager of its own:", r.capiNS, r.capiName, to),
+		fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(true)),
+		r.capiDeferCheck(),
 	}
+}
+
+// capiDeferCheck fails, naming them, when a MachineDeployment topology
+// lacks the defer-upgrade annotation.
+func (r *renderer) capiDeferCheck() string {
+	return fmt.Sprintf(`! %s | grep -v '=%s$'   # prints and fails on a topology not deferred`,
+		r.capiGet(`{range .spec.topology.workers.machineDeployments[*]}{.name}={.metadata.annotations.topology\.cluster\.x-k8s\.io/defer-upgrade}{"\n"}{end}`), deferValue)
+}
+
+// capiRelease undoes the defer of the MachineDeployment topologies whose
+// Machines run the pool's nodes, found from the Machines on the management
+// cluster (their topology.cluster.x-k8s.io/deployment-name label, set from
+// the MachineDeployment's template: exp/topology/desiredstate/desired_state.go
+// at v1.14.0) and the Nodes here (Machine status.nodeRef).
+func (r *renderer) capiRelease(pool, sel string) []string {
+	file := fmt.Sprintf("pool-%s-nodes.txt", fileSafe(pool))
+	return []string{
+		"# the MachineDeployment topologies whose Machines run this pool's nodes (Nodes do not carry it: Cluster API syncs only node-role.kubernetes.io/, node-restriction.kubernetes.io/ and node.cluster.x-k8s.io labels to them):",
+		fmt.Sprintf(`kubectl get nodes -l %s -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' > %s`, sel, file),
+		fmt.Sprintf(`TOPOLOGIES=$(%s -n %s get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o jsonpath='{range .items[*]}{.status.nodeRef.name} {.metadata.labels.topology\.cluster\.x-k8s\.io/deployment-name}{"\n"}{end}' | awk 'NR == FNR {n[$1]; next} ($1 in n) && NF == 2 {print $2}' %s - | sort -u) && echo "$TOPOLOGIES" | grep .`,
+			r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName), file),
+		"# undo their defer-upgrade: the topology controller rolls them to the Cluster's version (on the management cluster):",
+		fmt.Sprintf("for MD in $TOPOLOGIES; do %s; done", r.capiApplyDefer(false)),
+	}
+}
+
+// capiReleaseAll undoes every defer after the hop's last pool step, so
+// that no topology is left behind the next hop.
+func (r *renderer) capiReleaseAll() []string {
+	return []string{
+		"# every pool is on the Cluster's version: undo any defer-upgrade left (a topology that runs no node here), so that the next hop's check finds none deferred:",
+		fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(false)),
+	}
+}
+
+// fileSafe makes a name usable in a file name.
+func fileSafe(s string) string {
+	return strings.Map(func(c rune) rune {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '.', c == '_':
+			return c
+		}
+		return '_'
+	}, s)
 }
 
 // karpenterPin pins the pool's EC2NodeClass to the AMIs its nodes run now,

@@ -162,7 +162,28 @@ func (r *renderer) nodePool(s Step) []string {
 	if r.rolls(s.Pool) == rollGKE {
 		r.held[s.Pool] = false
 	}
+	if r.prov == ProviderCAPI && r.capiHeld && r.lastPoolStepOfHop(s) {
+		r.capiHeld = false
+		out = append(out, r.capiReleaseAll()...)
+	}
 	return append(out, r.releaseLast()...)
+}
+
+// lastPoolStepOfHop reports whether no node-pool step follows s before the
+// next hold or control-plane step.
+func (r *renderer) lastPoolStepOfHop(s Step) bool {
+	for _, n := range r.plan.Steps {
+		if n.Number <= s.Number {
+			continue
+		}
+		switch n.Phase {
+		case PhaseNodePool:
+			return false
+		case PhaseHold, PhaseControlPlane:
+			return true
+		}
+	}
+	return true
 }
 
 // onNode is the upgrade of one node in place, run on the node.
@@ -171,9 +192,9 @@ func (r *renderer) onNode(s Step) []string {
 	case ProviderKubeadm:
 		return kubeadmNode(packageManager(r.pools[s.Pool].OSImages), s.From, s.To)
 	case ProviderK3s:
-		return []string{fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s sh -s - agent   # with its usual K3S_URL and K3S_TOKEN", s.To)}
+		return k3sInstall("agent", s.To)
 	case ProviderRKE2:
-		return []string{fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s INSTALL_RKE2_TYPE=agent sh -", s.To), "sudo systemctl restart rke2-agent"}
+		return rke2Install("agent", s.To)
 	}
 	return []string{fmt.Sprintf("# upgrade the kubelet to v%s.%s with the installer that made the cluster", s.To, phPatch)}
 }
@@ -336,13 +357,13 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 			fmt.Sprintf("az aks nodepool show --resource-group %s --cluster-name %s --name %s --query upgradeSettings   # AKS's batch: maxSurge", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool)),
 			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool), sq(s.To+"."+phPatch)))
 	case replaceCAPI:
-		rel := r.release(s.Pool)
-		if len(rel) == 0 {
-			rel = []string{fmt.Sprintf("# the topology controller rolls MachineDeployment %s to the Cluster's version", s.Pool)}
+		if r.capiHeld {
+			out = append(out, r.capiRelease(s.Pool, sel)...)
+		} else {
+			out = append(out, "# the topology controller rolls the MachineDeployments to the Cluster's version")
 		}
-		out = append(out, rel...)
 		out = append(out,
-			fmt.Sprintf("%s -n %s get machinedeployment %s -o wide   # the MachineDeployment's strategy (maxSurge, maxUnavailable) is the batch; wait until every replica is updated", r.kubectlMgmt(), sq(r.capiNS), sq(s.Pool)),
+			fmt.Sprintf("%s -n %s get machinedeployments.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o wide   # each MachineDeployment's strategy (maxSurge, maxUnavailable) is its batch; wait until every replica is updated", r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName)),
 			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	if gpu {

@@ -41,10 +41,16 @@ type Step struct {
 	// Holds names the pools a hold-rollouts step keeps from rolling with
 	// the control plane (each is released at its own node-pool step).
 	Holds []string `json:"holds,omitempty"`
-	// Commands are the copy-paste lines that do the step for the
-	// provider, names filled in where the cluster shows them and quoted
+	// Blocks are the copy-paste units that do the step for the provider,
+	// names filled in where the cluster shows them and quoted
 	// '<placeholders>' where it does not, so that a pasted placeholder
-	// fails with the tool's own message.
+	// fails with the tool's own message. Where the plan cannot tell which
+	// of two ways applies, each way is a block of its own that says how to
+	// tell (Block.Choice, Block.When).
+	Blocks []Block `json:"blocks,omitempty"`
+	// Commands are the lines of every block in order, for display; an
+	// alternative's lines follow a comment that says when it applies.
+	// Paste Blocks, not Commands.
 	Commands []string `json:"commands,omitempty"`
 }
 
@@ -132,6 +138,9 @@ type PlanOptions struct {
 	// Provider is the detected (or chosen) provider; it decides the
 	// commands of each step and which steps the provider does itself.
 	Provider Provider
+	// Providers is the provider data whose node skew limits hold the
+	// pools (nil: the embedded providers.json).
+	Providers *ProviderCalendar
 }
 
 // MakePlan plans the control plane from its oldest apiserver to target one
@@ -158,8 +167,17 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		det = Detection{Provider: opts.Provider, Source: "--provider"}
 	}
 	opts.Provider = det.Provider
+	provData := opts.Providers
+	if provData == nil {
+		d := DefaultProviderCalendar()
+		provData = &d
+	}
+	maxSkew := func(v Version) int { return provData.NodeSkewLimit(opts.Provider, v) }
 	several := severalAPIServers(inv, opts)
 	p := Plan{Summary: PlanSummary{From: cur.MinorString(), Target: target.MinorString(), Hops: target.MinorsAfter(cur)}}
+	if ns := provData.NodeSkewOf(opts.Provider); ns != nil && ns.MaxMinorsBehind < KubeletMaxSkew(target) {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("%s keeps node pools at most %s behind the control plane, tighter than the upstream %d (%s): the plan holds every pool to it", opts.Provider.Title(), Minors(ns.MaxMinorsBehind), KubeletMaxSkew(target), strings.Fields(ns.Source)[0]))
+	}
 	if p.Summary.Hops > 12 {
 		return Plan{}, fmt.Errorf("target %s is %d minors ahead: plan at most 12 hops at a time", target.MinorString(), p.Summary.Hops)
 	}
@@ -180,7 +198,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		if ok {
 			s.v, s.ok = lo.MinorOnly(), true
 			s.plan.Kubelet = lo.String()
-			s.plan.Limit = KubeletMaxSkew(lo)
+			s.plan.Limit = maxSkew(lo)
 			if d := lo.MinorOnly().AddMinors(s.plan.Limit + 1); d.MinorsAfter(target) <= 0 {
 				s.plan.MustUpgradeBefore = d.MinorString()
 			}
@@ -213,7 +231,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		if !s.ok {
 			continue
 		}
-		if lim := KubeletMaxSkew(s.v); newest.MinorsAfter(s.v) > lim {
+		if lim := maxSkew(s.v); newest.MinorsAfter(s.v) > lim {
 			s.plan.Status = StatusViolation
 			upgrade(s, cur, cur.AddMinors(1).MinorString(), StatusViolation,
 				fmt.Sprintf("the pool is %s behind the apiserver %s, beyond the limit of %d: fix this before any control-plane hop", Minors(newest.MinorsAfter(s.v)), newest.MinorString(), lim))
@@ -221,7 +239,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 	}
 
 	for _, s := range pools {
-		if s.ok && newest.MinorsAfter(s.v) == KubeletMaxSkew(s.v) {
+		if s.ok && newest.MinorsAfter(s.v) == maxSkew(s.v) {
 			s.plan.NoSlack = true
 		}
 	}
@@ -239,7 +257,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 				}
 				continue
 			}
-			lim := KubeletMaxSkew(s.v)
+			lim := maxSkew(s.v)
 			if next.MinorsAfter(s.v) > lim {
 				at := next.AddMinors(-1)
 				upgrade(s, at, next.MinorString(), StatusEdge,
@@ -294,7 +312,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		b.add(Step{ControlPlane: mm, Phase: PhaseAddons, To: mm, Status: StatusOK,
 			Action: fmt.Sprintf("upgrade kube-proxy, CoreDNS and the other addons to the versions %s supports", mm)})
 		for _, s := range pools {
-			if s.ok && m.MinorsAfter(s.v) == KubeletMaxSkew(s.v) {
+			if s.ok && m.MinorsAfter(s.v) == maxSkew(s.v) {
 				s.plan.NoSlack = true
 			}
 		}
@@ -303,13 +321,13 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 	for _, s := range pools {
 		if s.ok && s.v.MinorsAfter(target) < 0 {
 			note := "skip-level: one drain for the remaining hops"
-			if slack := KubeletMaxSkew(s.v) - target.MinorsAfter(s.v); slack > 0 {
+			if slack := maxSkew(s.v) - target.MinorsAfter(s.v); slack > 0 {
 				note = fmt.Sprintf("optional now: at %s the pool stays inside the policy with %s of slack; upgrading it keeps the cluster on one version", s.v.MinorString(), Minors(slack))
 			}
 			st := StatusOK
-			if target.MinorsAfter(s.v) == KubeletMaxSkew(s.v) {
+			if target.MinorsAfter(s.v) == maxSkew(s.v) {
 				st = StatusEdge
-				note = fmt.Sprintf("no slack: the pool is at the skew limit (%s behind %s); upgrade it before any further control-plane upgrade", Minors(KubeletMaxSkew(s.v)), target.MinorString())
+				note = fmt.Sprintf("no slack: the pool is at the skew limit (%s behind %s); upgrade it before any further control-plane upgrade", Minors(maxSkew(s.v)), target.MinorString())
 			}
 			upgrade(s, target, "", st, note)
 		}
@@ -317,7 +335,7 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 
 	for _, s := range pools {
 		if s.ok {
-			every := everyHop(MustParseVersion(s.plan.Kubelet).MinorOnly(), cur, newest.MinorOnly(), target)
+			every := everyHop(MustParseVersion(s.plan.Kubelet).MinorOnly(), cur, newest.MinorOnly(), target, maxSkew)
 			if every < len(s.plan.Upgrades) {
 				every = len(s.plan.Upgrades)
 			}
@@ -385,9 +403,9 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 // control-plane hop from cur to target: one catch-up first when the pool is
 // out of policy or could not survive the first hop, then one per hop it is
 // behind.
-func everyHop(v, cur, newest, target Version) int {
+func everyHop(v, cur, newest, target Version, maxSkew func(Version) int) int {
 	n := 0
-	if newest.MinorsAfter(v) > KubeletMaxSkew(v) || (target.MinorsAfter(cur) > 0 && cur.AddMinors(1).MinorsAfter(v) > KubeletMaxSkew(v)) {
+	if newest.MinorsAfter(v) > maxSkew(v) || (target.MinorsAfter(cur) > 0 && cur.AddMinors(1).MinorsAfter(v) > maxSkew(v)) {
 		n++
 		v = cur
 	}

@@ -146,6 +146,15 @@ type ClusterAPICluster struct {
 	Class string `json:"class,omitempty"`
 	// Version is spec.topology.version.
 	Version string `json:"version,omitempty"`
+	// MachineDeployments and MachinePools are the names of the worker
+	// topologies (spec.topology.workers.machineDeployments[].name and
+	// machinePools[].name), which the topology controller rolls to
+	// spec.topology.version after the control plane unless deferred.
+	MachineDeployments []string `json:"machineDeployments,omitempty"`
+	MachinePools       []string `json:"machinePools,omitempty"`
+	// WorkersRead says the worker topologies were read (a report saved
+	// before they were has none, which does not mean there are none).
+	WorkersRead bool `json:"workersRead,omitempty"`
 }
 
 // Node labels and annotations that tell the provider. Sources:

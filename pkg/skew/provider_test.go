@@ -100,7 +100,11 @@ func TestCollectClusterAPI(t *testing.T) {
 	cl := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "Cluster",
 		"metadata": map[string]any{"name": "train", "namespace": "fleet"},
-		"spec":     map[string]any{"topology": map[string]any{"class": "gpu-class", "version": "v1.36.2"}},
+		"spec": map[string]any{"topology": map[string]any{"class": "gpu-class", "version": "v1.36.2",
+			"workers": map[string]any{"machineDeployments": []any{
+				map[string]any{"class": "gpu", "name": "h100"},
+				map[string]any{"class": "cpu", "name": "system"},
+			}}}},
 	}}
 	gvr := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "clusters"}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ClusterList"}, cl)
@@ -108,7 +112,8 @@ func TestCollectClusterAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ClusterAPICluster{{Namespace: "fleet", Name: "train", Class: "gpu-class", Version: "v1.36.2"}}
+	want := []ClusterAPICluster{{Namespace: "fleet", Name: "train", Class: "gpu-class", Version: "v1.36.2",
+		MachineDeployments: []string{"h100", "system"}, WorkersRead: true}}
 	if inv.Platform == nil || !inv.Platform.ClusterAPIServed || !cmp.Equal(want, inv.Platform.ClusterAPI) {
 		t.Fatalf("platform %+v", inv.Platform)
 	}
@@ -294,7 +299,7 @@ func TestCommandsOtherProviders(t *testing.T) {
 		{ProviderCAPI, &Platform{ClusterAPI: []ClusterAPICluster{{Namespace: "fleet", Name: "train", Class: "gpu"}}}, []string{
 			`kubectl --context '<management-context>' patch cluster.cluster.x-k8s.io train -n fleet --type merge -p '{"spec":{"topology":{"version":"v1.36.<patch>"}}}'`,
 			"clusterctl describe cluster train -n fleet --context '<management-context>'"}},
-		{ProviderK3s, nil, []string{"/var/lib/rancher/k3s/server/token", "INSTALL_K3S_CHANNEL=v1.36 sh -s - server", "INSTALL_K3S_CHANNEL=v1.36 sh -s - agent"}},
+		{ProviderK3s, nil, []string{"sudo tar -C /var/lib/rancher/k3s/server -czf - db token", "INSTALL_K3S_CHANNEL=v1.36 INSTALL_K3S_SKIP_START=true sh -s - server", "INSTALL_K3S_CHANNEL=v1.36 INSTALL_K3S_SKIP_START=true sh -s - agent"}},
 		{ProviderRKE2, nil, []string{"sudo rke2 etcd-snapshot save --name pre-1.36", "INSTALL_RKE2_CHANNEL=v1.36 sh -", "sudo systemctl restart rke2-agent"}},
 		{ProviderUnknown, nil, []string{"kubectl skew preflight --target v1.36", "# upgrade kube-apiserver to v1.36.<patch>"}},
 	} {

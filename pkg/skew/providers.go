@@ -54,6 +54,26 @@ type ProviderWindows struct {
 	// Releases, one per sourced minor; a minor not listed falls back to
 	// the upstream calendar.
 	Releases []ProviderRelease `json:"releases"`
+	// NodeSkew is how far the provider lets node pools lag its control
+	// plane, when it says; absent, the upstream kubelet skew applies.
+	NodeSkew *NodeSkew `json:"nodeSkew,omitempty"`
+}
+
+// NodeSkew is a provider's limit on how many minors a node pool may be
+// behind the control plane, with where it is stated.
+type NodeSkew struct {
+	// MaxMinorsBehind is the most minors a pool may lag (1 to 3); the
+	// upstream limit still applies where it is lower.
+	MaxMinorsBehind int `json:"maxMinorsBehind"`
+	// Source is the page (at a revision where it has one) that states it.
+	Source string `json:"source"`
+	// Quote is the sentence read there.
+	Quote string `json:"quote"`
+	// Checked is when it was read (YYYY-MM-DD).
+	Checked string `json:"checked"`
+	// Notes say where the vendor contradicts itself and which statement
+	// is kept.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ProviderRelease is one minor's windows at one provider. A date is
@@ -132,8 +152,44 @@ func ParseProviderCalendar(data []byte) (ProviderCalendar, error) {
 			}
 		}
 		sort.Slice(p.Releases, func(a, b int) bool { return p.Releases[a].minor.MinorsAfter(p.Releases[b].minor) < 0 })
+		if ns := p.NodeSkew; ns != nil {
+			if ns.MaxMinorsBehind < 1 || ns.MaxMinorsBehind > 3 {
+				return ProviderCalendar{}, fmt.Errorf("provider calendar: %s nodeSkew.maxMinorsBehind %d: want 1 to 3", p.Provider, ns.MaxMinorsBehind)
+			}
+			if strings.TrimSpace(ns.Source) == "" || strings.TrimSpace(ns.Quote) == "" {
+				return ProviderCalendar{}, fmt.Errorf("provider calendar: %s nodeSkew has no source or quote", p.Provider)
+			}
+			if _, err := time.Parse(dateLayout, ns.Checked); err != nil {
+				return ProviderCalendar{}, fmt.Errorf("provider calendar: %s nodeSkew.checked %q: want YYYY-MM-DD", p.Provider, ns.Checked)
+			}
+		}
 	}
 	return c, nil
+}
+
+// NodeSkewOf returns the provider's node skew limit, or nil when the data
+// states none.
+func (pc *ProviderCalendar) NodeSkewOf(p Provider) *NodeSkew {
+	if pc == nil {
+		return nil
+	}
+	for _, w := range pc.Providers {
+		if w.Provider == p {
+			return w.NodeSkew
+		}
+	}
+	return nil
+}
+
+// NodeSkewLimit is how many minors a pool whose kubelet is at v may lag
+// the control plane on provider p: the upstream kubelet skew
+// (KubeletMaxSkew), or the provider's own limit where it is lower.
+func (pc *ProviderCalendar) NodeSkewLimit(p Provider, v Version) int {
+	lim := KubeletMaxSkew(v)
+	if ns := pc.NodeSkewOf(p); ns != nil && ns.MaxMinorsBehind < lim {
+		lim = ns.MaxMinorsBehind
+	}
+	return lim
 }
 
 // lookup returns a provider's entry and its row for a minor.

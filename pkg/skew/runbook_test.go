@@ -102,9 +102,9 @@ func TestRunbookCAPIDefersMachineDeployments(t *testing.T) {
 		if hold.Phase != PhaseHold || len(hold.Holds) != 2 {
 			t.Fatalf("step %d (%s) is not preceded by a hold of both MachineDeployments: %+v", s.Number, s.Phase, hold)
 		}
-		wantIn(t, "hold", cmds(hold), "topology.cluster.x-k8s.io/defer-upgrade", "apply --server-side --field-manager=gpufleet-upgrade", "--context '<management-context>'")
+		wantIn(t, "hold", cmds(hold), "topology.cluster.x-k8s.io/defer-upgrade", `apply --server-side --field-manager="gpufleet-defer-$MD"`, "--context '<management-context>'")
 	}
-	pool := lastStepOf(t, p, PhaseNodePool, "gpu-cell-07-h100-a-7c4b2")
+	pool := lastStepOf(t, p, PhaseNodePool, "h100-a")
 	c := cmds(pool)
 	wantIn(t, "GPU pool step", c, "metadata: {}}]}}}", "kubectl gang-drain run -l")
 	if strings.Index(c, "kubectl gang-drain run") > strings.Index(c, "metadata: {}") {
@@ -291,7 +291,7 @@ func TestRunbookKubeadmFacts(t *testing.T) {
 func TestRunbookK3sRKE2(t *testing.T) {
 	sqlite := variantPlan(t, "k3s-sqlite")
 	e := cmds(stepOf(t, sqlite, PhaseEtcd, ""))
-	wantIn(t, "k3s on SQLite", e, "sudo cp -a /var/lib/rancher/k3s/server/db", "/var/lib/rancher/k3s/server/token")
+	wantIn(t, "k3s on SQLite", e, "sudo tar -C /var/lib/rancher/k3s/server -czf - db token")
 	wantNotIn(t, "k3s on SQLite", e, "etcd-snapshot save")
 	etcd := variantPlan(t, "k3s-etcd")
 	wantIn(t, "k3s on etcd", cmds(stepOf(t, etcd, PhaseEtcd, "")), "sudo k3s etcd-snapshot save --name pre-1.38", "/var/lib/rancher/k3s/server/token")
@@ -314,7 +314,7 @@ func TestRunbookEKSAddonsAndNodeGroups(t *testing.T) {
 	wantIn(t, "managed add-ons", add, "aws eks update-addon --region us-west-2 --cluster-name train-prod --addon-name vpc-cni", "one minor at a time")
 	wantNotIn(t, "managed add-ons", add, "kubectl set image")
 	self := cmds(stepOf(t, variantPlan(t, "eks-selfmanaged"), PhaseAddons, ""))
-	wantIn(t, "self-managed add-ons", self, "kubectl set image daemonset.apps/kube-proxy", "kubectl set image deployment.apps/coredns", "amazon-vpc-cni-k8s")
+	wantIn(t, "self-managed add-ons", self, "kubectl -n kube-system set image daemonset.apps/kube-proxy", "kubectl -n kube-system set image deployment.apps/coredns", "amazon-vpc-cni-k8s")
 	wantNotIn(t, "self-managed add-ons", self, "aws eks update-addon")
 	gpu := cmds(stepOf(t, managed, PhaseNodePool, "gpu-p5"))
 	wantIn(t, "custom-AMI node group", gpu, "aws ec2 create-launch-template-version", "--launch-template 'id=<launch-template-id>,version=<new-version>'")

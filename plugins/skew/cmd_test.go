@@ -199,7 +199,10 @@ func TestCheckExitCodes(t *testing.T) {
 		{name: "plan without target", cg: healthy, args: []string{"plan"}, code: 2, errOut: "--target is required"},
 		{name: "plan downgrade", cg: healthy, args: []string{"plan", "--target", "v1.36"}, code: 2, errOut: "downgrades are not planned"},
 		{name: "plan bad target", cg: healthy, args: []string{"plan", "--target", "latest"}, code: 2},
-		{name: "plan healthy", cg: healthy, args: []string{"plan", "--target", "v1.37"}, code: 0, out: "b      1       v1.34.0"},
+		{name: "plan healthy", cg: healthy, args: []string{"plan", "--target", "v1.37", "--provider", "unknown"}, code: 0, out: "b      1       v1.34.0"},
+		// The same nodes look like GKE, which keeps pools at most two
+		// minors behind: pool b, three behind, is out of its policy.
+		{name: "plan on GKE", cg: healthy, args: []string{"plan", "--target", "v1.37"}, code: 1, out: "b      1       v1.34.0"},
 		{name: "plan unreachable", cg: func() cli.ClientGetter { return &cli.TestClientGetter{Err: errors.New("dial tcp: connection refused")} }, args: []string{"plan", "--target", "v1.38"}, code: 3},
 		{name: "plan with kubelets newer than the apiserver", cg: func() cli.ClientGetter {
 			c := fake.NewClientset(gpuNode("n-0", "n", "v1.37.0"))
@@ -263,8 +266,10 @@ func TestPlanControlPlaneBehind(t *testing.T) {
 	if saved.Code != 1 || !strings.Contains(saved.Out, `"rule": "support-window"`) {
 		t.Fatalf("exit %d\n%s", saved.Code, saved.Out)
 	}
+	// The nodes look like GKE, which keeps pools at most two minors behind:
+	// pool old, three behind, is out of its policy and fixed first.
 	r := run(t, cli.NewTestClientGetter(), saved.Out, "plan", "--from-file", "-", "--target", "v1.37", "-o", "json")
-	if r.Code != 0 {
+	if r.Code != 1 || !strings.Contains(r.Out, "beyond the limit of 2") {
 		t.Fatalf("exit %d\n%s%s", r.Code, r.Out, r.Err)
 	}
 	golden(t, "plan-behind.json", r.Out)

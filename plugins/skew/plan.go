@@ -181,7 +181,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if provider == "" {
 		provider = pkgskew.DetectProvider(inv).Provider
 	}
-	plan, err := pkgskew.MakePlan(inv, o.target, pkgskew.PlanOptions{Provider: o.provider, Support: func(v pkgskew.Version) (pkgskew.Support, bool) {
+	plan, err := pkgskew.MakePlan(inv, o.target, pkgskew.PlanOptions{Provider: o.provider, Providers: &o.calendar.Providers, Support: func(v pkgskew.Version) (pkgskew.Support, bool) {
 		s := o.calendar.SupportOn(v, provider, now)
 		return s, true
 	}})

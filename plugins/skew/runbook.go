@@ -65,8 +65,11 @@ func providerLine(d pkgskew.Detection) string {
 }
 
 // printRunbook writes the plan as a Markdown runbook for a change ticket:
-// one numbered step per plan step, each with its why and one fenced sh
-// block of commands.
+// one numbered step per plan step, each with its why and its fenced sh
+// blocks of commands. Where the plan cannot tell which of two ways applies
+// (the node's OS family, who manages an add-on), each way is a block of
+// its own under a line that says how to tell, so that no pasted block
+// runs both.
 func printRunbook(w io.Writer, rep *PlanReport) error {
 	var b strings.Builder
 	s := rep.Summary
@@ -98,15 +101,32 @@ func printRunbook(w io.Writer, rep *PlanReport) error {
 		if st.Note != "" {
 			fmt.Fprintf(&b, "\n   %s\n", st.Note)
 		}
-		if len(st.Commands) > 0 {
-			b.WriteString("\n   ```sh\n")
-			for _, c := range st.Commands {
-				fmt.Fprintf(&b, "   %s\n", c)
-			}
-			b.WriteString("   ```\n")
-		}
+		writeBlocks(&b, st.Blocks)
 		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")
 	return err
+}
+
+// writeBlocks writes a step's blocks: one fenced sh block each, the
+// alternatives of a choice under a line that names the choice and, each,
+// a line that says when it is the one to run.
+func writeBlocks(b *strings.Builder, bs []pkgskew.Block) {
+	for i, bl := range bs {
+		if bl.Choice != "" {
+			if i == 0 || bs[i-1].Choice != bl.Choice {
+				n := 0
+				for j := i; j < len(bs) && bs[j].Choice == bl.Choice; j++ {
+					n++
+				}
+				fmt.Fprintf(b, "\n   Run one of the next %d blocks, by %s:\n", n, bl.Choice)
+			}
+			fmt.Fprintf(b, "\n   Only if %s:\n", bl.When)
+		}
+		b.WriteString("\n   ```sh\n")
+		for _, c := range bl.Commands {
+			fmt.Fprintf(b, "   %s\n", c)
+		}
+		b.WriteString("   ```\n")
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -30,10 +31,15 @@ func TestRunbookGolden(t *testing.T) {
 				t.Fatalf("exit %d\n%s%s", r.Code, r.Out, r.Err)
 			}
 			golden(t, tc.name+".md", r.Out)
-			// One fenced sh block per numbered step.
-			steps := strings.Count(r.Out, "\n1. ") + strings.Count(r.Out, "\n2. ")
-			if steps < 2 || strings.Count(r.Out, "```sh") != strings.Count(r.Out, "**")/2 {
-				t.Errorf("want one sh block per step:\n%s", r.Out)
+			// Every numbered step has its fenced sh blocks, each closed.
+			steps := regexp.MustCompile(`(?m)^[0-9]+\. \*\*`).Split(r.Out, -1)[1:]
+			if len(steps) < 2 || strings.Count(r.Out, "**")/2 != len(steps) {
+				t.Fatalf("want numbered steps:\n%s", r.Out)
+			}
+			for i, st := range steps {
+				if n := strings.Count(st, "```sh"); n == 0 || strings.Count(st, "```") != 2*n {
+					t.Errorf("step %d has no sh block, or one left open:\n%s", i+1, st)
+				}
 			}
 		})
 	}

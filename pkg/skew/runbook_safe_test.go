@@ -1,0 +1,341 @@
+package skew
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// The tests of this file hold the runbook safe to paste, provider by
+// provider: holds found from the provider's objects, backups off the node,
+// install settings kept, one alternative per block, gates that gate.
+
+// relabel returns the inventory with every pool that is not the
+// control plane grouped by label instead of the provider's own label.
+func relabel(inv Inventory, label string) Inventory {
+	out := inv
+	out.Pools = nil
+	for _, p := range inv.Pools {
+		if p.Label != controlPlaneRoles[0] && p.Label != controlPlaneRoles[1] {
+			p.Label = label
+		}
+		out.Pools = append(out.Pools, p)
+	}
+	return out
+}
+
+func planOf(t *testing.T, inv Inventory, target string, prov Provider) Plan {
+	t.Helper()
+	p, err := MakePlan(inv, MustParseVersion(target), PlanOptions{Provider: prov})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Holds are decided from the provider: on Cluster API from the Cluster's
+// spec.topology.workers.machineDeployments (Nodes carry no MachineDeployment
+// label by default), on GKE always (every node pool auto-upgrades), never
+// from the label that grouped the nodes here.
+func TestRunbookHoldsFromTheProvider(t *testing.T) {
+	capi := variantInventory(t, "capi")
+	noWorkers := variantInventory(t, "capi")
+	pf := *noWorkers.Platform
+	pf.ClusterAPI = []ClusterAPICluster{{Namespace: "fleet", Name: "gpu-cell-07", Class: "gpu-training-cell", Version: "v1.36.4", WorkersRead: true, MachinePools: []string{"mp-0"}}}
+	noWorkers.Platform = &pf
+	for _, tc := range []struct {
+		name  string
+		inv   Inventory
+		prov  Provider
+		holds int // hold steps
+		wants []string
+	}{
+		{"capi: stock Nodes grouped by a node.cluster.x-k8s.io label", capi, "", 2,
+			[]string{`for MD in $(kubectl --context '<management-context>' -n fleet get cluster.cluster.x-k8s.io gpu-cell-07 -o jsonpath='{.spec.topology.workers.machineDeployments[*].name}')`,
+				`--field-manager="gpufleet-defer-$MD"`, "defer-upgrade: gpufleet-upgrade", "grep -v '=gpufleet-upgrade$'"}},
+		{"capi: Nodes with no pool label at all", relabel(capi, ""), "", 2, []string{"defer-upgrade: gpufleet-upgrade"}},
+		{"capi chosen with --provider: worker topologies read when the hold runs", variantInventory(t, "kubeadm-apt"), ProviderCAPI, 2,
+			[]string{".spec.topology.workers.machineDeployments[*].name"}},
+		{"capi: the Cluster has no MachineDeployment topology", noWorkers, "", 0, nil},
+		{"gke: pools grouped by node.kubernetes.io/pool", relabel(variantInventory(t, "gke"), "node.kubernetes.io/pool"), "", 1,
+			[]string{"--add-maintenance-exclusion-scope=no_minor_or_node_upgrades"}},
+		{"gke: pools grouped by GKE's label", variantInventory(t, "gke"), "", 1, []string{"--add-maintenance-exclusion-until-end-of-support"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planOf(t, tc.inv, "v1.38", tc.prov)
+			var holds []Step
+			for i, s := range p.Steps {
+				if s.Phase != PhaseHold {
+					continue
+				}
+				holds = append(holds, s)
+				if next := p.Steps[i+1]; next.Phase != PhaseControlPlane {
+					t.Errorf("hold step %d is followed by %s, not the control-plane step", s.Number, next.Phase)
+				}
+				wantIn(t, "hold", cmds(s), tc.wants...)
+			}
+			if len(holds) != tc.holds {
+				t.Fatalf("%d hold steps, want %d: %q", len(holds), tc.holds, phases(p))
+			}
+		})
+	}
+	// Cluster API: the control-plane step moves the version only while
+	// every topology is deferred; each worker pool releases the topologies
+	// of its own nodes, found from the Machines, after its gangs stopped;
+	// the hop's last pool step releases whatever is left.
+	p := planOf(t, capi, "v1.38", "")
+	cp := stepOf(t, p, PhaseControlPlane, "")
+	wantIn(t, "control plane", cmds(cp), "grep -v '=gpufleet-upgrade$' && \\", `patch cluster.cluster.x-k8s.io gpu-cell-07 -n fleet --type merge`)
+	gpu := cmds(stepOf(t, p, PhaseNodePool, "h100-a"))
+	wantIn(t, "GPU pool", gpu, "get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=gpu-cell-07", "topology\\.cluster\\.x-k8s\\.io/deployment-name",
+		"kubectl get nodes -l node.cluster.x-k8s.io/pool=h100-a", "for MD in $TOPOLOGIES; do", "metadata: {}")
+	if strings.Index(gpu, "kubectl gang-drain run") > strings.Index(gpu, "for MD in $TOPOLOGIES") {
+		t.Errorf("the GPU pool's topologies are released before its gangs stopped:\n%s", gpu)
+	}
+	releasedAll := 0
+	for _, s := range p.Steps {
+		if strings.Contains(cmds(s), "undo any defer-upgrade left") {
+			releasedAll++
+			if !r0(p).lastPoolStepOfHop(s) {
+				t.Errorf("step %d releases every topology before the hop's last pool step", s.Number)
+			}
+		}
+	}
+	if releasedAll != 2 {
+		t.Errorf("every topology released %d times, want once per hop (2)", releasedAll)
+	}
+}
+
+// r0 is a renderer over a plan's steps, for lastPoolStepOfHop.
+func r0(p Plan) *renderer { return &renderer{plan: &p} }
+
+// A backup step copies the backup off the node with a command, to a
+// directory the operator names, and checks the copy; nothing is left
+// only in /root of a machine the next step upgrades or deletes.
+func TestRunbookBackupsLeaveTheNode(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		wants   []string
+	}{
+		{"kubeadm-apt", []string{`ssh "$NODE_SSH" sudo cat /var/lib/etcd/etcd-pre-1.37.db > "$BACKUP_DIR/etcd-pre-1.37.db" && \`,
+			`| sha256sum -c - && \`, "etcdutl snapshot status /var/lib/etcd/etcd-pre-1.37.db -w table", "NODE_SSH=cp-0"}},
+		{"kubeadm-ha", []string{`sudo cat /var/lib/etcd/etcd-pre-1.38.db > "$BACKUP_DIR/etcd-pre-1.38.db"`, "sha256sum -c -"}},
+		{"capi", []string{`sudo cat /var/lib/etcd/etcd-pre-1.37.db > "$BACKUP_DIR/etcd-pre-1.37.db"`, "sha256sum -c -", "replaces the machines at the next step"}},
+		{"k3s-etcd", []string{"sudo k3s etcd-snapshot save --name pre-1.38", `> "$BACKUP_DIR/$SNAP" && \`, `etcdutl snapshot status "$BACKUP_DIR/$SNAP" -w table`,
+			`sudo cat /var/lib/rancher/k3s/server/token > "$BACKUP_DIR/k3s-token-pre-1.38"`}},
+		{"rke2", []string{"sudo rke2 etcd-snapshot save --name pre-1.38", "/var/lib/rancher/rke2/server/db/snapshots", `etcdutl snapshot status "$BACKUP_DIR/$SNAP"`,
+			`sudo cat /var/lib/rancher/rke2/server/token > "$BACKUP_DIR/rke2-token-pre-1.38"`}},
+		{"k3s-sqlite", []string{`sudo tar -C /var/lib/rancher/k3s/server -czf - db token > "$BACKUP_DIR/k3s-server-db-pre-1.38.tgz" && \`, "grep -qx db/state.db"}},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			p := variantPlan(t, tc.variant)
+			n := 0
+			for _, s := range p.Steps {
+				if s.Phase != PhaseEtcd {
+					continue
+				}
+				n++
+				c := cmds(s)
+				wantIn(t, "backup", c, "BACKUP_DIR='<backup-dir>'")
+				if s.To == stepOf(t, p, PhaseEtcd, "").To {
+					wantIn(t, "backup", c, tc.wants...)
+				}
+				wantNotIn(t, "backup", c, "/root/", "sudo mv ", "sudo cp ")
+			}
+			if n == 0 {
+				t.Fatalf("no backup step in %q", phases(p))
+			}
+		})
+	}
+	// Managed control planes take their own backups: no step.
+	for _, v := range []string{"eks-managed", "gke", "aks"} {
+		for _, s := range variantPlan(t, v).Steps {
+			if s.Phase == PhaseEtcd {
+				t.Errorf("%s has a backup step", v)
+			}
+		}
+	}
+}
+
+// parseBlock parses a pasted block as the shell would read it.
+func parseBlock(t *testing.T, where string, b Block) *syntax.File {
+	t.Helper()
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(strings.Join(b.Commands, "\n")+"\n"), where)
+	if err != nil {
+		t.Errorf("%s: %v\n%s", where, err, strings.Join(b.Commands, "\n"))
+		return nil
+	}
+	return f
+}
+
+// Every block of every variant parses as shell, so that a pasted block
+// runs as written.
+func TestRunbookBlocksParse(t *testing.T) {
+	for _, v := range variants {
+		for _, s := range variantPlan(t, v).Steps {
+			for i, b := range s.Blocks {
+				parseBlock(t, fmt.Sprintf("%s step %d block %d", v, s.Number, i+1), b)
+			}
+		}
+	}
+}
+
+// Re-running the k3s install script keeps the node's settings: the unit
+// and its env file are kept, the script runs without starting, and both
+// are put back before the restart; RKE2's settings live in its
+// config.yaml, which the script does not write.
+func TestRunbookK3sKeepsInstallSettings(t *testing.T) {
+	for _, tc := range []struct {
+		variant, phase, pool, unit, role string
+	}{
+		{"k3s-etcd", PhaseAPIServers, "", "k3s", "server"},
+		{"k3s-sqlite", PhaseAPIServers, "", "k3s", "server"},
+		{"k3s-etcd", PhaseNodePool, "cpu", "k3s-agent", "agent"},
+	} {
+		t.Run(tc.variant+" "+tc.role, func(t *testing.T) {
+			c := cmds(stepOf(t, variantPlan(t, tc.variant), tc.phase, tc.pool))
+			keep := "/root/" + tc.unit + "-pre-1.38"
+			steps := []string{
+				"sudo mkdir -p " + keep,
+				"sudo cp -p /etc/systemd/system/" + tc.unit + ".service /etc/systemd/system/" + tc.unit + ".service.env " + keep + "/ && \\",
+				"curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v1.38 INSTALL_K3S_SKIP_START=true sh -s - " + tc.role + " && \\",
+				"sudo cp -p " + keep + "/" + tc.unit + ".service " + keep + "/" + tc.unit + ".service.env /etc/systemd/system/ && \\",
+				"sudo systemctl restart " + tc.unit + " && \\",
+				"k3s --version | grep -F ' v1.38.'",
+			}
+			at := -1
+			for _, w := range steps {
+				i := strings.Index(c, w)
+				if i < 0 || i < at {
+					t.Fatalf("lacks, or out of order, %q:\n%s", w, c)
+				}
+				at = i
+			}
+			if strings.Contains(c, "sh -s - "+tc.role+"\n") {
+				t.Errorf("the install script runs without keeping the settings:\n%s", c)
+			}
+		})
+	}
+	wantIn(t, "rke2 servers", cmds(stepOf(t, variantPlan(t, "rke2"), PhaseAPIServers, "")),
+		"curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v1.38 sh - && \\", "sudo systemctl restart rke2-server && \\", "rke2 --version | grep -F ' v1.38.'")
+}
+
+// EKS add-ons whose management the cluster does not show get one block
+// per way, each saying how to tell; a self-managed image keeps the
+// registry and repository the cluster runs and changes only after the
+// registry confirms the tag.
+func TestRunbookEKSAddonAlternatives(t *testing.T) {
+	unknown := variantInventory(t, "eks-managed")
+	pf := *unknown.Platform
+	pf.EKSAddons = nil
+	unknown.Platform = &pf
+	for _, tc := range []struct {
+		name    string
+		inv     Inventory
+		choices int
+	}{
+		{"management not shown", unknown, 3},
+		{"EKS-managed", variantInventory(t, "eks-managed"), 0},
+		{"self-managed", variantInventory(t, "eks-selfmanaged"), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := stepOf(t, planOf(t, tc.inv, "v1.38", ""), PhaseAddons, "")
+			choices := map[string]int{}
+			for _, b := range s.Blocks {
+				c := strings.Join(b.Commands, "\n")
+				if strings.Contains(c, "aws eks update-addon") && strings.Contains(c, "set image") {
+					t.Errorf("one block runs both ways:\n%s", c)
+				}
+				if b.Choice != "" {
+					choices[b.Choice]++
+					if b.When == "" {
+						t.Errorf("alternative of %q without when", b.Choice)
+					}
+				}
+				wantNotIn(t, "add-ons", c, "<account>", "<region>.amazonaws.com")
+			}
+			if len(choices) != tc.choices {
+				t.Errorf("%d choices, want %d: %v", len(choices), tc.choices, choices)
+			}
+			for ch, n := range choices {
+				if n != 2 {
+					t.Errorf("choice %q has %d alternatives, want 2", ch, n)
+				}
+			}
+		})
+	}
+	self := cmds(stepOf(t, variantPlan(t, "eks-selfmanaged"), PhaseAddons, ""))
+	order := []string{
+		`IMAGE=$(kubectl -n kube-system get daemonset kube-proxy -o jsonpath='{.spec.template.spec.containers[?(@.name=="kube-proxy")].image}') && \`,
+		`curl -fsSI -o /dev/null -u "AWS:$(aws ecr get-login-password --region "$(echo "$REGISTRY" | cut -d. -f4)")" -H 'Accept: `,
+		`"https://$REGISTRY/v2/$REPO/manifests/$TAG" && \`,
+		`kubectl -n kube-system set image daemonset.apps/kube-proxy kube-proxy="$REGISTRY/$REPO:$TAG" && \`,
+		"kubectl -n kube-system rollout status daemonset/kube-proxy --timeout=10m",
+	}
+	at := -1
+	for _, w := range order {
+		i := strings.Index(self, w)
+		if i <= at {
+			t.Fatalf("self-managed kube-proxy lacks, or out of order, %q:\n%s", w, self)
+		}
+		at = i
+	}
+}
+
+// Node pools are held to the provider's own skew limit, from
+// providers.json with its source: GKE two minors, AKS and the
+// self-managed providers the upstream three.
+func TestPlanProviderSkewLimits(t *testing.T) {
+	data := DefaultProviderCalendar()
+	for _, tc := range []struct {
+		prov  Provider
+		limit int
+	}{
+		{ProviderGKE, 2}, {ProviderAKS, 3}, {ProviderEKS, 3}, {ProviderKubeadm, 3}, {ProviderK3s, 3}, {ProviderRKE2, 3}, {ProviderCAPI, 3},
+	} {
+		t.Run(string(tc.prov), func(t *testing.T) {
+			if got := data.NodeSkewLimit(tc.prov, MustParseVersion("v1.35.0")); got != tc.limit {
+				t.Fatalf("limit %d, want %d", got, tc.limit)
+			}
+			if ns := data.NodeSkewOf(tc.prov); ns != nil && (!strings.HasPrefix(ns.Source, "https://") || ns.Quote == "") {
+				t.Errorf("node skew without its source: %+v", ns)
+			}
+			// Control plane on 1.37, a pool on 1.35: to reach 1.38 the
+			// pool must move before the hop where the limit is two.
+			inv := Inventory{Server: ServerVersion{GitVersion: "v1.37.2"}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", "v1.37.2")},
+				Pools: []Pool{pool("train", "v1.35.4")}}
+			p := planOf(t, inv, "v1.38", tc.prov)
+			pp := p.Pools[0]
+			if pp.Limit != tc.limit {
+				t.Errorf("pool limit %d, want %d", pp.Limit, tc.limit)
+			}
+			var cp Step
+			for _, s := range p.Steps {
+				if (s.Phase == PhaseControlPlane || s.Phase == PhaseAPIServers) && cp.Number == 0 {
+					cp = s
+				}
+			}
+			first := pp.Upgrades[0].Step
+			if tc.limit == 2 && first > cp.Number {
+				t.Errorf("the pool two behind moves at step %d, after the hop at step %d", first, cp.Number)
+			}
+			// (Cluster API moves every MachineDeployment with every hop.)
+			if tc.limit == 3 && tc.prov != ProviderCAPI && first < cp.Number {
+				t.Errorf("the pool within the upstream limit moves at step %d, before the hop at step %d", first, cp.Number)
+			}
+			all := strings.Join(p.Warnings, "\n")
+			for _, s := range p.Steps {
+				all += "\n" + s.Note
+			}
+			if tc.limit == 2 {
+				wantIn(t, "warnings", all, "GKE keeps node pools at most 2 minors behind the control plane", "https://cloud.google.com/kubernetes-engine/versioning")
+				wantNotIn(t, "notes", all, "2 minors of slack")
+			}
+		})
+	}
+	if _, err := ParseProviderCalendar([]byte(`{"dataDate":"2026-12-06","providers":[{"provider":"gke","source":"x","releases":[],"nodeSkew":{"maxMinorsBehind":2,"source":"","quote":"q","checked":"2026-12-06"}}]}`)); err == nil {
+		t.Error("a node skew limit without its source was accepted")
+	}
+}
