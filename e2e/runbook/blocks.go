@@ -134,7 +134,7 @@ func (b *Block) Segments() []Segment {
 	}
 	for i, l := range b.Lines {
 		t := strings.TrimSpace(l)
-		if m := hostMark.FindStringSubmatch(t); m != nil {
+		if m := hostMark.FindStringSubmatch(t); m != nil && !strings.HasPrefix(m[1], "the management cluster") {
 			host := m[1]
 			if j := strings.Index(host, ", "); j >= 0 {
 				host = host[:j]
@@ -167,7 +167,9 @@ type Loop struct {
 	Size int
 }
 
-var loopAssign = regexp.MustCompile(`^([A-Z_]+)='((?:<[a-z0-9.-]+> ?)+)'`)
+// loopAssign matches the loop variables; other VAR='<...>' assignments
+// are placeholders the reader fills once.
+var loopAssign = regexp.MustCompile(`^(NODE|NODES|UNIT)='((?:<[a-z0-9.-]+> ?)+)'`)
 
 // Loops returns the block's loop variables.
 func (b *Block) Loops() []Loop {

@@ -2,6 +2,7 @@ package runbooke2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -12,7 +13,7 @@ import (
 // get-upgrades or dl.k8s.io; an EKS add-on's version from
 // describe-addon-versions). A placeholder nobody could fill is left as
 // it is, for the tool to refuse.
-func fill(w *World, st *Step, line string) string {
+func fill(w *World, st *Step, work, line string) string {
 	to := stepMinor(st)
 	repl := map[string]string{
 		"<cluster-name>":       w.Cluster,
@@ -21,6 +22,8 @@ func fill(w *World, st *Step, line string) string {
 		"<resource-group>":     w.ResourceGroup,
 		"<namespace>":          w.Namespace,
 		"<management-context>": "mgmt",
+		// A directory off the cluster for backups: the scenario's own.
+		"<backup-dir>": filepath.Join(work, "backup"),
 	}
 	if to != "" {
 		p := strings.TrimPrefix(Patch(to), to+".")
@@ -46,6 +49,7 @@ func fill(w *World, st *Step, line string) string {
 	}
 	if len(cps) > 0 {
 		repl["<first-control-plane-node>"] = cps[0]
+		repl["<server-node>"] = cps[0]
 	}
 	for k, v := range repl {
 		if v != "" {

@@ -121,9 +121,9 @@ type call struct {
 	args []string
 }
 
-// calls flattens a statement into its simple commands in order; a
+// calls flattens a command into its simple commands in order; a
 // pipeline's commands come in order too.
-func calls(st *syntax.Stmt, env map[string]string) ([]call, error) {
+func calls(c0 syntax.Command, env map[string]string) ([]call, error) {
 	var out []call
 	var walkErr error
 	cfg := &expand.Config{Env: expand.ListEnviron(envList(env)...)}
@@ -154,7 +154,7 @@ func calls(st *syntax.Stmt, env map[string]string) ([]call, error) {
 			walk(x.Y.Cmd)
 		}
 	}
-	walk(st.Cmd)
+	walk(c0)
 	return out, walkErr
 }
 
@@ -170,21 +170,22 @@ func (h *Hosts) stmt(st *syntax.Stmt, n *Node, env map[string]string) []HostComm
 	var line bytes.Buffer
 	_ = syntax.NewPrinter().Print(&line, st)
 	hc := HostCommand{Node: n.Name, Line: line.String(), Checks: []string{"bash -n", "parsed (mvdan.cc/sh)"}}
-	cs, err := calls(st, env)
-	if err != nil {
-		hc.Err = "expanding: " + err.Error()
-		return []HostCommand{hc}
-	}
-	if bin, ok := st.Cmd.(*syntax.BinaryCmd); ok && bin.Op == syntax.Pipe {
-		check, err := h.installer(cs, n)
-		hc.Checks = append(hc.Checks, check)
+	for _, u := range units(st.Cmd) {
+		cs, err := calls(u, env)
 		if err != nil {
-			hc.Err = err.Error()
+			hc.Err = "expanding: " + err.Error()
+			break
 		}
-		return []HostCommand{hc}
-	}
-	for _, c := range cs {
-		check, err := h.command(c, n)
+		var check string
+		if bin, ok := u.(*syntax.BinaryCmd); ok && (bin.Op == syntax.Pipe || bin.Op == syntax.PipeAll) {
+			check, err = h.pipeline(cs, n)
+		} else {
+			for _, c := range cs {
+				if check, err = h.command(c, n); err != nil {
+					break
+				}
+			}
+		}
 		hc.Checks = append(hc.Checks, check)
 		if err != nil {
 			hc.Err = err.Error()
@@ -192,6 +193,36 @@ func (h *Hosts) stmt(st *syntax.Stmt, n *Node, env map[string]string) []HostComm
 		}
 	}
 	return []HostCommand{hc}
+}
+
+// units splits a command at && and || into its commands and pipelines,
+// run in order.
+func units(c syntax.Command) []syntax.Command {
+	if x, ok := c.(*syntax.BinaryCmd); ok && x.Op != syntax.Pipe && x.Op != syntax.PipeAll {
+		return append(units(x.X.Cmd), units(x.Y.Cmd)...)
+	}
+	return []syntax.Command{c}
+}
+
+// pipeline checks a pipeline: an installer piped to sh, or a binary's
+// --version piped to grep -F, which prints what the node's installed
+// binary would.
+func (h *Hosts) pipeline(cs []call, n *Node) (string, error) {
+	if len(cs) > 0 && len(cs[0].args) > 0 && cs[0].args[0] == "curl" {
+		return h.installer(cs, n)
+	}
+	if len(cs) == 2 && len(cs[0].args) == 2 && cs[0].args[1] == "--version" && len(cs[1].args) == 3 && cs[1].args[0] == "grep" && cs[1].args[1] == "-F" {
+		bin := cs[0].args[0]
+		if bin != h.W.Provider {
+			return "", fmt.Errorf("%s: command not found (a %s node)", bin, h.W.Provider)
+		}
+		out := fmt.Sprintf("%s version %s (0000000)", bin, kubeletVersion(h.W.Provider, n.Host.Kubelet))
+		if !strings.Contains(out, cs[1].args[2]) {
+			return "", fmt.Errorf("grep -F %q: no match in %q: the node's %s is not the one the step installs", cs[1].args[2], out, bin)
+		}
+		return bin + " --version | grep -F: " + out, nil
+	}
+	return "", fmt.Errorf("a pipeline the lane does not know")
 }
 
 // command checks one simple command on node n and applies it.
@@ -218,7 +249,18 @@ func (h *Hosts) command(c call, n *Node) (string, error) {
 		return h.kubeadm(args[1:], n)
 	case "k3s", "rke2":
 		return h.etcdSnapshot(args[0], args[1:], n)
-	case "cp", "mv", "mkdir", "tar", "gpg", "chmod", "install":
+	case "cp":
+		// Putting a saved unit env file back undoes what the installer
+		// rewrote.
+		if len(args) > 2 && strings.HasPrefix(args[len(args)-1], "/etc/systemd/system") {
+			for _, a := range args[1 : len(args)-1] {
+				if strings.HasSuffix(a, ".service.env") {
+					n.Host.EnvWiped = false
+				}
+			}
+		}
+		return "cp: file operation, not run", nil
+	case "mv", "mkdir", "tar", "gpg", "chmod", "install":
 		return args[0] + ": file operation, not run", nil
 	}
 	return "", fmt.Errorf("%s: no check knows this host command", args[0])
@@ -436,6 +478,18 @@ func (h *Hosts) systemctl(args []string, n *Node) (string, error) {
 				return "", fmt.Errorf("Failed to restart kubelet.service: Unit kubelet.service not found. (a %s node runs its kubelet in the %s service)", h.W.Provider, h.W.Provider)
 			}
 			n.Kubelet = n.Host.Kubelet
+		case "k3s", "k3s-agent":
+			if h.W.Provider != "k3s" {
+				return "", fmt.Errorf("Failed to restart %s.service: Unit %s.service not found.", args[1], args[1])
+			}
+			_, p := h.W.Node(n.Name)
+			if (args[1] == "k3s") != p.ControlPlane {
+				return "", fmt.Errorf("Failed to restart %s.service: Unit %s.service not found. (node %s is a k3s %s)", args[1], args[1], n.Name, map[bool]string{true: "server", false: "agent"}[p.ControlPlane])
+			}
+			if n.Host.EnvWiped {
+				return "", fmt.Errorf("%s restarts without K3S_URL and K3S_TOKEN: the installer rewrote its env file without them (install.sh create_env_file) and it no longer finds its server", args[1])
+			}
+			h.activate(n, n.Host.Kubelet)
 		case "rke2-server", "rke2-agent":
 			if h.W.Provider != "rke2" {
 				return "", fmt.Errorf("Failed to restart %s.service: Unit %s.service not found.", args[1], args[1])
@@ -584,13 +638,21 @@ func (h *Hosts) installer(cs []call, n *Node) (string, error) {
 		if (cmd == "server") != p.ControlPlane {
 			return "", fmt.Errorf("the installer would make %s a k3s %s; it is a%s", n.Name, cmd, map[bool]string{true: " server", false: "n agent"}[p.ControlPlane])
 		}
-		if cmd == "agent" && (sh.env["K3S_URL"] == "" || (sh.env["K3S_TOKEN"] == "" && sh.env["K3S_TOKEN_FILE"] == "")) {
-			return "", fmt.Errorf("k3s agent install without K3S_URL and K3S_TOKEN: the installer rewrites %s's environment file without them (install.sh create_env_file), and the agent no longer finds its server", n.Name)
-		}
+		wiped := cmd == "agent" && (sh.env["K3S_URL"] == "" || (sh.env["K3S_TOKEN"] == "" && sh.env["K3S_TOKEN_FILE"] == ""))
 		if !strings.HasPrefix(sh.env["K3S_URL"], "https://") && sh.env["K3S_URL"] != "" {
 			return "", fmt.Errorf("Only https:// URLs are supported for K3S_URL (have %s)", sh.env["K3S_URL"])
 		}
-		h.activate(n, Patch(strings.TrimPrefix(ch, "v")))
+		v := Patch(strings.TrimPrefix(ch, "v"))
+		if sh.env["INSTALL_K3S_SKIP_START"] == "true" {
+			// Installed, started by the next systemctl restart.
+			n.Host.Kubelet, n.Host.EnvWiped = v, wiped
+			return "k3s installer: channel " + ch + ", " + cmd + ", not started", nil
+		}
+		if wiped {
+			return "", fmt.Errorf("k3s agent install without K3S_URL and K3S_TOKEN: the installer rewrites %s's environment file without them (install.sh create_env_file) and restarts the agent, which no longer finds its server", n.Name)
+		}
+		n.Host.Kubelet = v
+		h.activate(n, v)
 		return "k3s installer: channel " + ch + ", " + cmd, nil
 	case "https://get.rke2.io":
 		if h.W.Provider != "rke2" {

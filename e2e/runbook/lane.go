@@ -287,7 +287,7 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 		}
 	}
 	work := filepath.Join(l.Dir, "scenarios", name)
-	if err := os.MkdirAll(work, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(work, "backup"), 0o755); err != nil {
 		return nil, err
 	}
 	steps, err := l.render(ctx, sc, w, work)
@@ -436,7 +436,7 @@ func (l *Lane) paste(ctx context.Context, sc Scenario, w *World, m *Mirror, sh *
 	w.Lock()
 	lines := make([]string, len(b.Lines))
 	for i, ln := range b.Lines {
-		lines[i] = fill(w, st, ln)
+		lines[i] = fill(w, st, sh.Dir, ln)
 	}
 	w.Unlock()
 	lines = assign(lines, loops, it)

@@ -337,6 +337,10 @@ func (m *Mirror) staticPods() []*corev1.Pod {
 					Containers:  []corev1.Container{{Name: c, Image: img}},
 				}}
 				pod.Namespace = "kube-system"
+				// The kubelet's mirror pod of a static pod, which drain
+				// and eviction leave alone (k8s.io/api/core/v1
+				// MirrorPodAnnotationKey).
+				pod.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "runbook"}
 				pod.Labels["component"] = c
 				pod.Labels["tier"] = "control-plane"
 				out = append(out, pod)

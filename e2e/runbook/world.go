@@ -78,6 +78,9 @@ type Host struct {
 	ControlPlane string `json:"controlPlane,omitempty"`
 	// Held lists the packages apt-mark hold keeps.
 	Held []string `json:"held,omitempty"`
+	// EnvWiped: the k3s installer rewrote the agent's env file without
+	// its K3S_URL and K3S_TOKEN.
+	EnvWiped bool `json:"envWiped,omitempty"`
 }
 
 // Pool is a node pool: an EKS managed node group, a GKE node pool, an AKS
