@@ -50,7 +50,10 @@ const StaleAfter = 120 * 24 * time.Hour
 // Compat is the addon compatibility table: which addon releases support
 // which Kubernetes minors, each addon with the page it came from.
 type Compat struct {
-	// DataDate is when the data was last checked (YYYY-MM-DD).
+	// DataDate is the date the data stands for (YYYY-MM-DD): the newest
+	// revision of the sources its rows were read at, not the day they
+	// were read, so that the staleness warning counts from what the rows
+	// can know. No row's Revised is later.
 	DataDate string        `json:"dataDate"`
 	Addons   []CompatAddon `json:"addons"`
 }
@@ -66,6 +69,10 @@ type CompatAddon struct {
 	Source string `json:"source"`
 	// Read is the date the source was read (YYYY-MM-DD).
 	Read string `json:"read,omitempty"`
+	// Revised is the date of the newest revision of the source that was
+	// read (YYYY-MM-DD), where it has one: releases after it are not in
+	// the row, whatever the day it was read.
+	Revised string `json:"revised,omitempty"`
 	// Checked says what was read, where, and at which revision.
 	Checked string `json:"checked,omitempty"`
 	// Note says what the rule leaves out: where the vendor's pages
@@ -98,6 +105,85 @@ type CompatRelease struct {
 	Kubernetes string `json:"kubernetes,omitempty"`
 	// Note qualifies the row (a contradiction resolved, a stated exception).
 	Note string `json:"note,omitempty"`
+	// Columns are the columns of the project's support table the row
+	// comes from, where the table has one per platform (the GPU
+	// Operator's Kubernetes column for clusters of one's own, its Amazon
+	// EKS, Google GKE and AKS columns, its RKE2 and K3s columns): a row
+	// applies to clusters of those platforms only (ColumnOf). Empty: one
+	// range for every platform.
+	Columns []string `json:"columns,omitempty"`
+}
+
+// Columns of a support table a release row may come from.
+const (
+	// ColumnKubernetes is the upstream Kubernetes column, for clusters
+	// run with kubeadm, Cluster API and other installers of one's own.
+	ColumnKubernetes = "kubernetes"
+	ColumnEKS        = "eks"
+	ColumnGKE        = "gke"
+	ColumnAKS        = "aks"
+	ColumnRKE2       = "rke2"
+	ColumnK3s        = "k3s"
+)
+
+var columns = map[string]bool{ColumnKubernetes: true, ColumnEKS: true, ColumnGKE: true, ColumnAKS: true, ColumnRKE2: true, ColumnK3s: true}
+
+// ColumnOf is the column of a support table that applies to a provider's
+// clusters: its own where the table has one, the Kubernetes column for
+// kubeadm, Cluster API and unknown installers.
+func ColumnOf(p skew.Provider) string {
+	switch p {
+	case skew.ProviderEKS:
+		return ColumnEKS
+	case skew.ProviderGKE:
+		return ColumnGKE
+	case skew.ProviderAKS:
+		return ColumnAKS
+	case skew.ProviderRKE2:
+		return ColumnRKE2
+	case skew.ProviderK3s:
+		return ColumnK3s
+	}
+	return ColumnKubernetes
+}
+
+// forColumn keeps the rows for column: the rows that name it, else (a
+// release whose table has no such column) the Kubernetes column's, and the
+// rows that name none; each row kept from a column says which in its note.
+func (a CompatAddon) forColumn(column string) CompatAddon {
+	has := func(r CompatRelease, c string) bool {
+		for _, x := range r.Columns {
+			if x == c {
+				return true
+			}
+		}
+		return false
+	}
+	named := map[string]bool{} // release versions that have a row for column
+	for _, r := range a.Releases {
+		if has(r, column) {
+			named[r.Version] = true
+		}
+	}
+	out := a
+	out.Releases = nil
+	for _, r := range a.Releases {
+		used := ""
+		switch {
+		case len(r.Columns) == 0:
+		case has(r, column):
+			used = column
+		case !named[r.Version] && has(r, ColumnKubernetes):
+			used = ColumnKubernetes
+		default:
+			continue
+		}
+		if used != "" {
+			r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + "the " + columnTitle(used) + " column"
+		}
+		out.Releases = append(out.Releases, r)
+	}
+	return out
 }
 
 // Verdict is the table's answer for one addon against a target.
@@ -144,6 +230,9 @@ func ParseCompat(data []byte) (Compat, error) {
 		if err := a.validate(); err != nil {
 			return Compat{}, fmt.Errorf("compat: %s: %w", a.Name, err)
 		}
+		if a.Revised != "" && a.Revised > c.DataDate {
+			return Compat{}, fmt.Errorf("compat: %s: revised %s is after dataDate %s: dataDate is the newest source revision read", a.Name, a.Revised, c.DataDate)
+		}
 	}
 	return c, nil
 }
@@ -155,6 +244,11 @@ func (a CompatAddon) validate() error {
 	if a.Read != "" {
 		if _, err := time.Parse(dateLayout, a.Read); err != nil {
 			return fmt.Errorf("read %q: want YYYY-MM-DD", a.Read)
+		}
+	}
+	if a.Revised != "" {
+		if _, err := time.Parse(dateLayout, a.Revised); err != nil {
+			return fmt.Errorf("revised %q: want YYYY-MM-DD", a.Revised)
 		}
 	}
 	switch a.Outside {
@@ -171,6 +265,11 @@ func (a CompatAddon) validate() error {
 			from, err := skew.ParseVersion(r.From)
 			if err != nil || from.HasPatch {
 				return fmt.Errorf("release %s: from %q: want MAJOR.MINOR", r.Version, r.From)
+			}
+			for _, c := range r.Columns {
+				if !columns[c] {
+					return fmt.Errorf("release %s: column %q: want kubernetes, eks, gke, aks, rke2 or k3s", r.Version, c)
+				}
 			}
 			if r.To == "" {
 				continue
@@ -225,9 +324,41 @@ func (c Compat) Age(now time.Time) time.Duration {
 // Stale reports whether the data is older than StaleAfter at now.
 func (c Compat) Stale(now time.Time) bool { return c.Age(now) > StaleAfter }
 
-// Judge says whether an addon at version supports the target minor.
+// Judge says whether an addon at version supports the target minor on a
+// cluster of one's own (the Kubernetes column where a table has columns).
 func (c Compat) Judge(name, version string, target skew.Version) Verdict {
+	return c.JudgeOn(name, version, target, ColumnKubernetes)
+}
+
+// JudgeOn says whether an addon at version supports the target minor on
+// clusters of a platform's column (ColumnOf).
+func (c Compat) JudgeOn(name, version string, target skew.Version, column string) Verdict {
 	a, ok := c.Lookup(name)
+	if ok {
+		a = a.forColumn(column)
+	}
+	return c.judge(a, ok, name, version, target)
+}
+
+func columnTitle(c string) string {
+	switch c {
+	case ColumnKubernetes:
+		return "Kubernetes"
+	case ColumnEKS:
+		return "Amazon EKS"
+	case ColumnGKE:
+		return "Google GKE"
+	case ColumnAKS:
+		return "AKS"
+	case ColumnRKE2:
+		return "RKE2"
+	case ColumnK3s:
+		return "K3s"
+	}
+	return c
+}
+
+func (c Compat) judge(a CompatAddon, ok bool, name, version string, target skew.Version) Verdict {
 	if !ok {
 		return Verdict{Status: StatusUnknown, Message: fmt.Sprintf("%s is not in the compatibility table (data from %s): check its release notes for %s", name, c.DataDate, target.MinorString())}
 	}

@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
 // TestCompatRowsSourced: every row names the project's own page, the date
@@ -110,10 +112,10 @@ func TestCompatReleasesBeforeTheTableDate(t *testing.T) {
 func TestCompatGPUClusterRows(t *testing.T) {
 	for _, tc := range []verdictCase{
 		{"nvidia-gpu-operator", "v26.7.0", "v1.36", StatusPass, "1.33..1.36"},
-		{"nvidia-gpu-operator", "v26.7.0", "v1.32", StatusFail, "older than this release supports; 26.3, 25.10, 25.3 support it"},
+		{"nvidia-gpu-operator", "v26.7.0", "v1.32", StatusFail, "older than this release supports; 26.3, 25.10.1, 25.10, 25.3 support it"},
 		{"nvidia-gpu-operator", "v25.10.1", "v1.36", StatusFail, "upgrade it to 26.7 or 26.3 first"},
-		{"nvidia-gpu-operator", "v24.9.2", "v1.30", StatusFail, "the stricter is kept"},
-		{"nvidia-gpu-operator", "v25.10.1", "v1.37", StatusFail, "no release in the table (data from 2026-12-04) supports 1.37"},
+		{"nvidia-gpu-operator", "v24.9.2", "v1.30", StatusPass, "1.24..1.31"},
+		{"nvidia-gpu-operator", "v25.10.1", "v1.37", StatusFail, "no release in the table (data from 2026-08-22) supports 1.37"},
 		{"nvidia-gpu-operator", "v27.3.0", "v1.37", StatusUnknown, "no row for nvidia-gpu-operator 27.3"},
 		{"nvidia-device-plugin", "v0.17.1-ubi9", "v1.37", StatusPass, "no upper bound stated"},
 		{"nvidia-device-plugin", "v0.21.0", "v1.37", StatusUnknown, ""},
@@ -190,7 +192,7 @@ func TestAddonsGateGPUCluster(t *testing.T) {
 		stale bool
 	}{{dataDate.Add(24 * time.Hour), false}, {dataDate.Add(121 * 24 * time.Hour), true}} {
 		r := &Runner{Kube: kc, Target: mustVersion("v1.36"), Compat: c, Now: func() time.Time { return tc.now }}
-		g, addons := r.addonsGate(context.Background())
+		g, addons := r.addonsGate(context.Background(), noInventory)
 		ev := strings.Join(g.Evidence, "\n")
 		var names []string
 		for _, a := range addons {
@@ -200,7 +202,7 @@ func TestAddonsGateGPUCluster(t *testing.T) {
 			t.Errorf("addons %s", got)
 		}
 		for _, want := range []string{
-			"FAIL: nvidia-gpu-operator gpu-operator/deployment/gpu-operator (v25.10.1): nvidia-gpu-operator 25.10 supports Kubernetes 1.30..1.35, not 1.36: upgrade it to 26.7 or 26.3 first",
+			"FAIL: nvidia-gpu-operator gpu-operator/deployment/gpu-operator (v25.10.1): nvidia-gpu-operator 25.10.1+ supports Kubernetes 1.30..1.35, not 1.36: upgrade it to 26.7 or 26.3 first",
 			"PASS: nvidia-device-plugin gpu-operator/daemonset/nvidia-device-plugin-daemonset (v0.18.1)",
 			"PASS: kueue kueue-system/deployment/kueue-controller-manager (v0.14.1)",
 			"UNKNOWN: jobset jobset-system/deployment/jobset-controller-manager (v0.12.0): jobset publishes no supported Kubernetes range",
@@ -224,7 +226,88 @@ func TestAddonsGateGPUCluster(t *testing.T) {
 	// Stale data alone makes a passing gate warn.
 	kc = fake.NewClientset(deploy("kueue-system", "kueue-controller-manager", "registry.k8s.io/kueue/kueue:v0.14.1"))
 	r := &Runner{Kube: kc, Target: mustVersion("v1.36"), Compat: c, Now: func() time.Time { return dataDate.Add(200 * 24 * time.Hour) }}
-	if g, _ := r.addonsGate(context.Background()); g.Status != StatusWarn || !strings.Contains(g.Message, "data 200 days old") {
+	if g, _ := r.addonsGate(context.Background(), noInventory); g.Status != StatusWarn || !strings.Contains(g.Message, "data 200 days old") {
 		t.Errorf("stale table: %s %s", g.Status, g.Message)
+	}
+}
+
+// The data's date is the newest revision of its sources, not the day they
+// were read, so that staleness counts from what the rows can know: no row
+// was revised after it, and the rows with a dated revision say it.
+func TestCompatDataDateIsTheNewestRevision(t *testing.T) {
+	c := DefaultCompat()
+	newest := ""
+	for _, a := range c.Addons {
+		if a.Revised > newest {
+			newest = a.Revised
+		}
+		if a.Revised != "" && !strings.Contains(a.Checked, a.Revised) {
+			t.Errorf("%s: revised %s is not the date of a revision its checked names: %s", a.Name, a.Revised, a.Checked)
+		}
+	}
+	if newest == "" || c.DataDate != newest {
+		t.Errorf("dataDate %s, newest source revision %q", c.DataDate, newest)
+	}
+	if _, err := ParseCompat([]byte("dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: matchMinor, source: https://x, revised: \"2026-02-01\"}\n")); err == nil {
+		t.Error("a row revised after dataDate was accepted")
+	}
+}
+
+// The GPU Operator's table has a column per platform, and 24.9's differ:
+// 1.24-1.31 in the Kubernetes and RKE2 columns, 1.25-1.28 in the EKS, GKE
+// and AKS columns (platform-support.rst at d1a50b7). Each cluster is
+// judged by its own column, which the verdict names; a platform whose
+// column a release lacks takes the Kubernetes column's.
+func TestCompatGPUOperatorColumns(t *testing.T) {
+	c := DefaultCompat()
+	for _, tc := range []struct {
+		prov            skew.Provider
+		version, target string
+		status          Status
+		column          string
+	}{
+		{skew.ProviderKubeadm, "v24.9.2", "v1.30", StatusPass, "the Kubernetes column"},
+		{skew.ProviderCAPI, "v24.9.2", "v1.31", StatusPass, "the Kubernetes column"},
+		{skew.ProviderRKE2, "v24.9.2", "v1.30", StatusPass, "the RKE2 column"},
+		{skew.ProviderK3s, "v24.9.2", "v1.30", StatusPass, "the Kubernetes column"},
+		{skew.ProviderEKS, "v24.9.2", "v1.30", StatusFail, "the Amazon EKS column"},
+		{skew.ProviderGKE, "v24.9.2", "v1.28", StatusPass, "the Google GKE column"},
+		{skew.ProviderAKS, "v24.9.2", "v1.29", StatusFail, "the AKS column"},
+		{skew.ProviderAKS, "v26.7.0", "v1.36", StatusPass, "the Kubernetes column"},
+		{skew.ProviderK3s, "v26.7.0", "v1.36", StatusPass, "the K3s column"},
+		{skew.ProviderKubeadm, "v25.10.0", "v1.35", StatusFail, "1.30..1.34"},
+		{skew.ProviderKubeadm, "v25.10.1", "v1.35", StatusPass, "25.10.1+"},
+	} {
+		v := c.JudgeOn("nvidia-gpu-operator", tc.version, mustVersion(tc.target), ColumnOf(tc.prov))
+		if v.Status != tc.status || !strings.Contains(v.Message, tc.column) {
+			t.Errorf("%s %s on %s: %s %s, want %s with %q", tc.prov, tc.version, tc.target, v.Status, v.Message, tc.status, tc.column)
+		}
+	}
+	if _, err := ParseCompat([]byte("dataDate: \"2026-01-01\"\naddons:\n- {name: x, rule: releases, source: https://x, releases: [{version: \"1.2\", from: \"1.30\", to: \"1.31\", columns: [openshift]}]}\n")); err == nil {
+		t.Error("an unknown column was accepted")
+	}
+}
+
+func noInventory() *skew.Inventory { return nil }
+
+// The addons gate judges the GPU Operator by the column of the cluster's
+// platform, detected from the inventory: 24.9 on 1.30 passes on a kubeadm
+// cluster (Kubernetes column, 1.24-1.31) and fails on EKS (1.25-1.28).
+func TestAddonsGateColumnOfThePlatform(t *testing.T) {
+	kc := fake.NewClientset(deploy("gpu-operator", "gpu-operator", "nvcr.io/nvidia/gpu-operator:v24.9.2"))
+	for _, tc := range []struct {
+		server string
+		status Status
+		column string
+	}{
+		{"v1.30.4", StatusPass, "the Kubernetes column"},
+		{"v1.30.4-eks-1a2b3c4", StatusFail, "the Amazon EKS column"},
+	} {
+		inv := &skew.Inventory{Server: skew.ServerVersion{GitVersion: tc.server}}
+		r := &Runner{Kube: kc, Target: mustVersion("v1.30"), Compat: DefaultCompat(), Now: func() time.Time { return time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC) }}
+		g, _ := r.addonsGate(context.Background(), func() *skew.Inventory { return inv })
+		if ev := strings.Join(g.Evidence, "\n"); g.Status != tc.status || !strings.Contains(ev, tc.column) {
+			t.Errorf("%s: %s\n%s", tc.server, g.Status, ev)
+		}
 	}
 }

@@ -202,7 +202,7 @@ func dedupe(s []string) []string {
 // and one of DaemonSets, and the Helm releases the removed-APIs gate reads)
 // and judges each against the compatibility table. Data older than
 // StaleAfter makes the gate WARN at least: releases since are missing.
-func (r *Runner) addonsGate(ctx context.Context) (Gate, []Addon) {
+func (r *Runner) addonsGate(ctx context.Context, site func() *skew.Inventory) (Gate, []Addon) {
 	var ws []skew.AddonWorkload
 	deps, err := r.deployments(ctx)
 	if err != nil {
@@ -231,8 +231,12 @@ func (r *Runner) addonsGate(ctx context.Context) (Gate, []Addon) {
 	var ev []string
 	counts := map[Status]int{}
 	worstCmd := ""
+	column := ColumnKubernetes
+	if inv := site(); inv != nil {
+		column = ColumnOf(skew.DetectProvider(*inv).Provider)
+	}
 	for _, a := range addons {
-		v := r.Compat.Judge(a.Name, a.Version, r.Target)
+		v := r.Compat.JudgeOn(a.Name, a.Version, r.Target, column)
 		counts[v.Status]++
 		line := fmt.Sprintf("%s: %s %s/%s (%s): %s", v.Status, a.Name, a.Namespace, a.Workload, orNone(a.Version), v.Message)
 		if v.Status == StatusUnknown && v.Check != "" {

@@ -197,7 +197,15 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			return g
 		},
 		GateAddons: func(ctx context.Context) Gate {
-			g, addons := r.addonsGate(ctx)
+			// A support table's column depends on the platform, which the
+			// inventory tells.
+			g, addons := r.addonsGate(ctx, func() *skew.Inventory {
+				invWG.Wait()
+				if invErr != nil {
+					return nil
+				}
+				return &inv
+			})
 			mu.Lock()
 			ev.Addons = addons
 			mu.Unlock()

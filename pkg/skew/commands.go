@@ -60,8 +60,9 @@ func sq(v string) string {
 // etcd-snapshot step, except on Cluster API); a hold-rollouts step goes
 // before each control-plane step whose hop the provider would follow with
 // node pools on its own; and every step gets its commands.
-func forProvider(p *Plan, inv Inventory, prov Provider) {
+func forProvider(p *Plan, inv Inventory, prov Provider, asgs map[string]string) {
 	r := newRenderer(inv, prov)
+	r.asgs = asgs
 	if prov.Managed() {
 		var steps []Step
 		for _, s := range p.Steps {
@@ -142,6 +143,8 @@ type renderer struct {
 	// capiHeld is set while the Cluster's MachineDeployment topologies are
 	// deferred.
 	capiHeld bool
+	// asgs are the pools an EC2 Auto Scaling group makes (pool -> group).
+	asgs map[string]string
 	// saved is the evidence file of the last pre-flight step so far.
 	saved string
 }
@@ -204,7 +207,7 @@ func (r *renderer) commands(s Step) blocks {
 	case PhaseHold:
 		b.add(r.holdCommands(s)...)
 	case PhaseAPIServers:
-		b.add(r.apiservers(s)...)
+		b = r.apiservers(s)
 	case PhaseControllers:
 		b.add(r.controllers(s)...)
 	case PhaseControlPlane:
@@ -212,7 +215,7 @@ func (r *renderer) commands(s Step) blocks {
 	case PhaseAddons:
 		b = r.addons(s)
 	case PhaseNodePool:
-		b.add(r.nodePool(s)...)
+		b = r.nodePool(s)
 	}
 	return b
 }
@@ -370,18 +373,20 @@ func prevMinor(to string) string {
 	return v.AddMinors(-1).MinorString()
 }
 
-func (r *renderer) apiservers(s Step) []string {
+func (r *renderer) apiservers(s Step) blocks {
+	var b blocks
 	switch r.prov {
 	case ProviderKubeadm:
 		return r.kubeadmControlPlane(s)
 	case ProviderK3s, ProviderRKE2:
-		return r.serverNodes(s)
+		b.add(r.serverNodes(s)...)
+		return b
 	}
-	return []string{
+	b.add(
 		"# the control-plane hosts strictly one at a time; on each, with the installer that made the cluster:",
 		fmt.Sprintf("# upgrade kube-apiserver to v%s.%s, then drain the host if it runs a kubelet and upgrade that too", s.To, phPatch),
-		"kubectl version",
-	}
+		"kubectl version")
+	return b
 }
 
 // kubeadmControlPlane upgrades the control-plane nodes strictly one at a
@@ -389,7 +394,7 @@ func (r *renderer) apiservers(s Step) []string {
 // kubeadm, then kubeadm upgrade apply on the first and kubeadm upgrade
 // node on the others, then the node is drained for its kubelet and
 // uncordoned before the next one starts.
-func (r *renderer) kubeadmControlPlane(s Step) []string {
+func (r *renderer) kubeadmControlPlane(s Step) blocks {
 	var todo []string
 	for _, n := range r.cpNodes {
 		if v, err := ParseVersion(r.cpOn[n]); err == nil && v.MinorString() == s.To {
@@ -403,29 +408,39 @@ func (r *renderer) kubeadmControlPlane(s Step) []string {
 	}
 	pm := packageManager(r.controlPlaneOS())
 	from := prevMinor(s.To)
-	var out []string
+	var b blocks
 	for i, n := range todo {
 		first := i == 0 && !applied
 		switch {
 		case first:
-			out = append(out, fmt.Sprintf("# %s, the first control-plane node; the control-plane nodes strictly one at a time:", n))
+			b.add(fmt.Sprintf("# %s, the first control-plane node; the control-plane nodes strictly one at a time:", n))
 		default:
-			out = append(out, fmt.Sprintf("# then %s, once the one before is Ready and uncordoned:", n))
+			b.add(fmt.Sprintf("# then %s, once the one before is Ready and uncordoned:", n))
 		}
-		out = append(out, "# on "+n+":")
-		out = append(out, byManager(pm, func(pm string) []string {
-			return append(repoSwitch(pm, from, s.To), install(pm, s.To, true, "kubeadm")...)
-		})...)
+		b.add("# on " + n + ":")
+		// kubeadm upgrade apply asks for confirmation unless --yes
+		// ("Perform the upgrade and do not prompt for confirmation",
+		// cmd/kubeadm/app/cmd/upgrade/apply.go, kubernetes v1.37.2).
+		upgrade := []string{"sudo kubeadm upgrade node"}
 		if first {
-			out = append(out, "sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply "+sq("v"+s.To+"."+phPatch))
-		} else {
-			out = append(out, "sudo kubeadm upgrade node")
+			upgrade = []string{"sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply " + sq("v"+s.To+"."+phPatch) + " --yes"}
 		}
-		out = append(out, "# here:", fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", sq(n), selfDrainTimeout), "# on "+n+":")
-		out = append(out, byManager(pm, func(pm string) []string { return install(pm, s.To, true, "kubelet", "kubectl") })...)
-		out = append(out, "sudo systemctl daemon-reload && sudo systemctl restart kubelet", "# here:", "kubectl uncordon "+sq(n))
+		byManager(&b, pm, func(pm string) []string {
+			return chain(append(append(repoSwitch(pm, from, s.To), install(pm, s.To, true, "kubeadm")...), upgrade...)...)
+		})
+		b.cut()
+		b.add("# here:", fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", sq(n), selfDrainTimeout))
+		b.cut()
+		b.add("# on " + n + ":")
+		byManager(&b, pm, func(pm string) []string {
+			return chain(append(install(pm, s.To, true, "kubelet", "kubectl"), "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
+		})
+		b.cut()
+		b.add("# here:", "kubectl uncordon "+sq(n))
+		b.cut()
 	}
-	return append(out, "kubectl -n kube-system get pods -l component=kube-apiserver -o wide")
+	b.add("kubectl -n kube-system get pods -l component=kube-apiserver -o wide")
+	return b
 }
 
 // controlPlaneOS are the OS images of the control-plane nodes.
@@ -518,14 +533,15 @@ func (r *renderer) controlPlane(s Step) []string {
 		out = []string{
 			fmt.Sprintf("UPDATE_ID=$(aws eks update-cluster-version --region %s --name %s --kubernetes-version %s --query update.id --output text)", sq(r.region), sq(r.cluster), s.To),
 			fmt.Sprintf("while [ \"$(%s --query update.status --output text)\" = InProgress ]; do sleep 30; done", upd),
-			upd + " --query 'update.{status:status,errors:errors}'   # must say Successful",
 		}
+		out = append(out, chain(upd+" --query 'update.{status:status,errors:errors}'", updateSucceeded(upd), "kubectl skew")...)
+		return out
 	case ProviderGKE:
 		// https://cloud.google.com/kubernetes-engine/docs/how-to/upgrading-a-cluster
-		out = []string{fmt.Sprintf("gcloud container clusters upgrade %s --master --cluster-version=%s --location=%s%s", sq(r.cluster), s.To, sq(phLocation), r.project())}
+		out = []string{fmt.Sprintf("gcloud container clusters upgrade %s --master --cluster-version=%s --location=%s%s --quiet", sq(r.cluster), s.To, sq(phLocation), r.project())}
 	case ProviderAKS:
 		// https://learn.microsoft.com/azure/aks/upgrade-aks-cluster
-		out = []string{fmt.Sprintf("az aks upgrade --resource-group %s --name %s --kubernetes-version %s --control-plane-only", sq(r.resourceGroup()), sq(r.cluster), sq(s.To+"."+phPatch))}
+		out = []string{fmt.Sprintf("az aks upgrade --resource-group %s --name %s --kubernetes-version %s --control-plane-only --yes", sq(r.resourceGroup()), sq(r.cluster), sq(s.To+"."+phPatch))}
 	case ProviderCAPI:
 		// A ClusterClass cluster upgrades by its topology version
 		// (https://cluster-api.sigs.k8s.io/tasks/experimental-features/cluster-class/operate-cluster#upgrade-a-cluster),
@@ -540,6 +556,11 @@ func (r *renderer) controlPlane(s Step) []string {
 			out = append(out, patch)
 		}
 		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+	}
+	if r.prov == ProviderGKE || r.prov == ProviderAKS {
+		// The upgrade waits for its operation: the check runs only after
+		// it succeeded.
+		return chain(out[0], "kubectl skew")
 	}
 	return append(out, "kubectl skew")
 }
@@ -695,7 +716,9 @@ func (r *renderer) warnings() []string {
 	var out []string
 	if r.prov == ProviderEKS {
 		for _, pl := range r.inv.Pools {
-			if pl.Label == labelEKSNodegroup && r.plan != nil && r.behindAtHop(pl.Name) {
+			// Every pool EKS does not run through Karpenter or Auto Mode is
+			// a node group here, whatever label grouped its nodes.
+			if r.replacer(pl.Name) == replaceEKSNodegroup && pl.Name != NoPool && r.plan != nil && r.behindAtHop(pl.Name) {
 				// The EKS user guide contradicts itself on node groups that
 				// lag the control plane: update-cluster.html asks for
 				// managed node groups on the control plane's minor before an
@@ -709,7 +732,33 @@ func (r *renderer) warnings() []string {
 	if r.prov == ProviderCAPI {
 		out = append(out, "Cluster API commands that change the Cluster, MachineDeployments or Machines run against the management cluster: they carry --context '<management-context>'")
 	}
+	if w := r.asgWarning(); w != "" {
+		out = append(out, w)
+	}
+	if r.plan != nil {
+		for _, pp := range r.plan.Pools {
+			if cost := r.wholePoolCost(pp.Name); cost != "" && len(pp.Upgrades) > 0 {
+				out = append(out, fmt.Sprintf("pool %s: %s", pp.Name, cost))
+			}
+		}
+	}
 	return out
+}
+
+// wholePoolCost says what a provider-rolled GPU pool's default path costs,
+// or "": the provider replaces the nodes in an order it picks, so the
+// pool's gangs stop unit by unit and none restarts until every node is
+// replaced and validated.
+func (r *renderer) wholePoolCost(pool string) string {
+	switch r.replacer(pool) {
+	case replaceEKSNodegroup, replaceGKE, replaceAKS, replaceCAPI:
+	default:
+		return ""
+	}
+	if !r.gpuPool(pool) || r.controlPlanePool(pool) {
+		return ""
+	}
+	return fmt.Sprintf("%s replaces the nodes itself in an order it picks, so the pool cannot move one fabric unit at a time: all %s leave training from the first unit's drain until the last replaced node passes gpu-validate, which is the default path's cost; to keep capacity, create a pool at the target version beside it and move the units across (gang-drain one unit, scale the new pool up by a unit, scale the old one down), then delete the old pool", r.prov.Title(), Nodes(r.pools[pool].Nodes))
 }
 
 // behindAtHop reports whether a pool is left behind the control plane
@@ -795,4 +844,10 @@ func rke2Install(role, to string) []string {
 		fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s%s sh -", to, typ),
 		"sudo systemctl restart rke2-"+role,
 		fmt.Sprintf("rke2 --version | grep -F ' v%s.'", to))
+}
+
+// updateSucceeded is the gate on an EKS update: it fails unless
+// describe-update reports Successful.
+func updateSucceeded(upd string) string {
+	return fmt.Sprintf(`[ "$(%s --query update.status --output text)" = Successful ]`, upd)
 }

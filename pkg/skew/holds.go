@@ -342,25 +342,28 @@ func budgetRestore(pool string) []string {
 	}
 }
 
-// gkeExclusion adds or removes the cluster's maintenance exclusion; it
-// lasts until the control plane version's end of support
-// (MaintenanceExclusionOptions.EndTimeBehavior UNTIL_END_OF_SUPPORT in the
-// Kubernetes Engine v1 API; --add-maintenance-exclusion-until-end-of-support
-// in gcloud; the end is output only, computed from the control plane
-// version).
+// gkeExclusion adds or removes the cluster's maintenance exclusion of
+// scope no_minor_or_node_upgrades. Google Cloud SDK 528 takes no
+// until-end-of-support flag (the API's EndTimeBehavior UNTIL_END_OF_SUPPORT
+// has none there): --add-maintenance-exclusion-end "must be specified if
+// any of the other arguments in this group are specified" (gcloud container
+// clusters update --help, SDK 528). The exclusion ends 30 days on, inside
+// the end of support of any minor with a month of support left (GKE
+// refuses an end past it, and the command fails before anything changes);
+// a plan that runs longer moves the end with the same flag.
 func (r *renderer) gkeExclusion(add bool) []string {
 	name := "gpufleet-upgrade-" + strings.ReplaceAll(r.target, ".", "-")
 	loc := fmt.Sprintf("--location=%s%s", sq(phLocation), r.project())
 	if add {
 		r.gkeHeld = true
 		return []string{
-			"# hold GKE's node auto-upgrades (on by default) for every node pool; manual upgrades still run:",
-			fmt.Sprintf("gcloud container clusters update %s %s --add-maintenance-exclusion-name=%s --add-maintenance-exclusion-start=$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ) --add-maintenance-exclusion-until-end-of-support --add-maintenance-exclusion-scope=no_minor_or_node_upgrades", sq(r.cluster), loc, name),
+			"# hold GKE's node auto-upgrades (on by default) for every node pool, for 30 days (GNU date; BSD date: -v+30d); manual upgrades still run:",
+			fmt.Sprintf("gcloud container clusters update %s %s --add-maintenance-exclusion-name=%s --add-maintenance-exclusion-start=$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ) --add-maintenance-exclusion-end=$(date -u -d '+30 days' +%%Y-%%m-%%dT%%H:%%M:%%SZ) --add-maintenance-exclusion-scope=no_minor_or_node_upgrades --quiet", sq(r.cluster), loc, name),
 		}
 	}
 	r.gkeHeld = false
 	return []string{
 		"# every held pool has moved: lift the maintenance exclusion",
-		fmt.Sprintf("gcloud container clusters update %s %s --remove-maintenance-exclusion=%s", sq(r.cluster), loc, name),
+		fmt.Sprintf("gcloud container clusters update %s %s --remove-maintenance-exclusion=%s --quiet", sq(r.cluster), loc, name),
 	}
 }

@@ -129,44 +129,70 @@ func (r *renderer) replacer(pool string) replacer {
 	return replaceInPlace
 }
 
-func (r *renderer) nodePool(s Step) []string {
+func (r *renderer) nodePool(s Step) blocks {
 	sel := r.selector(s.Pool)
-	var out []string
+	var b blocks
 	if r.saved == "" {
 		// No hop before this step: record the evidence to verify against.
 		r.saved = baseline(r.target)
-		out = append(out, fmt.Sprintf("kubectl skew preflight --target v%s --save %s", r.target, r.saved))
+		b.add(fmt.Sprintf("kubectl skew preflight --target v%s --save %s", r.target, r.saved))
 	}
 	gpu := r.gpuPool(s.Pool)
+	validated := false // the step validated the whole pool before its gangs came back
 	switch rep := r.replacer(s.Pool); {
 	case r.controlPlanePool(s.Pool) && (r.prov == ProviderKubeadm || r.prov == ProviderK3s || r.prov == ProviderRKE2 || r.prov == ProviderCAPI):
-		out = append(out, "# the control-plane nodes' kubelets moved with their own control-plane step, one node at a time; check:",
+		b.add("# the control-plane nodes' kubelets moved with their own control-plane step, one node at a time; check:",
 			fmt.Sprintf("kubectl get nodes -l %s -o wide", sel))
+	case rep == replaceInPlace && r.asgOf(s.Pool) != "":
+		b.join(r.asgRefresh(s, sel, gpu))
+		validated = gpu
 	case rep == replaceInPlace && gpu:
-		out = append(out, r.inPlaceUnits(s, sel)...)
+		b.join(r.inPlaceUnits(s, sel))
 	case rep == replaceInPlace:
-		out = append(out, r.inPlaceNodes(s, sel)...)
+		b.join(r.inPlaceNodes(s, sel))
 	case rep == replaceAutoMode && autoModeBuiltin(s.Pool):
-		out = append(out, r.pdbBlockers(s.Pool, sel),
+		b.add(r.pdbBlockers(s.Pool, sel),
 			"# "+s.Pool+" is a built-in EKS Auto Mode NodePool, which cannot be changed or held: Auto Mode replaces its nodes after the control plane; follow it:",
 			fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until every node is new", sq(s.Pool)))
 	case rep == replaceKarpenter || rep == replaceAutoMode:
-		out = append(out, r.karpenterStep(s, sel, gpu)...)
+		b.add(r.karpenterStep(s, sel, gpu)...)
 	default:
-		out = append(out, r.providerRollout(s, sel, gpu)...)
+		b.add(r.providerRollout(s, sel, gpu)...)
+		validated = gpu
 	}
-	if gpu && !r.controlPlanePool(s.Pool) {
-		out = append(out, fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", sel, s.To))
+	b.cut()
+	// The pool's gates, chained, and what may only follow them: a hold
+	// is lifted only once the pool passed.
+	var gates []string
+	if gpu && !r.controlPlanePool(s.Pool) && !validated {
+		gates = append(gates, validateCmd(sel, s))
 	}
-	out = append(out, fmt.Sprintf("kubectl skew verify --baseline %s --pool %s", r.saved, sq(s.Pool+"=v"+s.To)))
+	gates = append(gates, fmt.Sprintf("kubectl skew verify --baseline %s --pool %s", r.saved, sq(s.Pool+"=v"+s.To)))
 	if r.rolls(s.Pool) == rollGKE {
 		r.held[s.Pool] = false
 	}
+	var then []string
 	if r.prov == ProviderCAPI && r.capiHeld && r.lastPoolStepOfHop(s) {
 		r.capiHeld = false
-		out = append(out, r.capiReleaseAll()...)
+		then = append(then, r.capiReleaseAll()...)
 	}
-	return append(out, r.releaseLast()...)
+	then = append(then, r.releaseLast()...)
+	b.add(gated(gates, then)...)
+	return b
+}
+
+// gated chains gates and then the commands of then, whose comments go
+// first, so that a failed gate stops what follows it.
+func gated(gates, then []string) []string {
+	var notes, cmds []string
+	for _, c := range then {
+		if strings.HasPrefix(c, "#") {
+			notes = append(notes, c)
+		} else {
+			cmds = append(cmds, c)
+		}
+	}
+	return append(notes, chain(append(gates, cmds...)...)...)
 }
 
 // lastPoolStepOfHop reports whether no node-pool step follows s before the
@@ -186,34 +212,40 @@ func (r *renderer) lastPoolStepOfHop(s Step) bool {
 	return true
 }
 
-// onNode is the upgrade of one node in place, run on the node.
-func (r *renderer) onNode(s Step) []string {
+// onNode is the upgrade of one node in place, run on the node: a block of
+// its own (or one alternative per OS family), pasted on each node.
+func (r *renderer) onNode(s Step) blocks {
+	var b blocks
 	switch r.prov {
 	case ProviderKubeadm:
-		return kubeadmNode(packageManager(r.pools[s.Pool].OSImages), s.From, s.To)
+		kubeadmNode(&b, packageManager(r.pools[s.Pool].OSImages), s.From, s.To, s.ControlPlane, r.firstCP())
 	case ProviderK3s:
-		return k3sInstall("agent", s.To)
+		b.add(k3sInstall("agent", s.To)...)
 	case ProviderRKE2:
-		return rke2Install("agent", s.To)
+		b.add(rke2Install("agent", s.To)...)
+	default:
+		b.add(fmt.Sprintf("# upgrade the kubelet to v%s.%s with the installer that made the cluster", s.To, phPatch))
 	}
-	return []string{fmt.Sprintf("# upgrade the kubelet to v%s.%s with the installer that made the cluster", s.To, phPatch)}
+	return b
 }
 
 // inPlaceNodes drains and upgrades the pool's nodes one at a time.
-func (r *renderer) inPlaceNodes(s Step, sel string) []string {
+func (r *renderer) inPlaceNodes(s Step, sel string) blocks {
 	who := "one node at a time"
 	if r.controlPlanePool(s.Pool) {
 		who = "the control-plane nodes strictly one at a time"
 	}
-	out := []string{
-		r.pdbBlockers(s.Pool, sel),
+	var b blocks
+	b.add(r.pdbBlockers(s.Pool, sel),
 		fmt.Sprintf("# %s (kubectl drain -l would cordon the whole pool first); for each node of kubectl get nodes -l %s -o name:", who, sel),
-		"NODE=" + sq(phNode),
-		fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout),
-		"# on $NODE:",
-	}
-	out = append(out, r.onNode(s)...)
-	return append(out, "# here:", `kubectl uncordon "$NODE"`)
+		"NODE="+sq(phNode),
+		fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout))
+	b.cut()
+	b.add("# on $NODE:")
+	b.join(r.onNode(s))
+	b.cut()
+	b.add("# here:", `kubectl uncordon "$NODE"`)
+	return b
 }
 
 // unitBlock says how a GPU pool is split: one fabric unit at a time when a
@@ -282,24 +314,28 @@ func (r *renderer) unitPDB(unitSel string) string {
 // inPlaceUnits drains a GPU pool one unit at a time with gang-drain,
 // upgrades the unit's nodes in place, validates them and brings the gangs
 // back before the next unit.
-func (r *renderer) inPlaceUnits(s Step, sel string) []string {
+func (r *renderer) inPlaceUnits(s Step, sel string) blocks {
 	intro, unitSel, run := r.unitBlock(s, sel)
-	out := append(intro, r.unitPDB(unitSel), r.gangDrain(unitSel, run))
+	var b blocks
+	b.add(intro...)
+	b.add(r.unitPDB(unitSel), r.gangDrain(unitSel, run))
+	b.cut()
 	each := "# on each node of the unit (kubectl get nodes -l " + unitSel + " -o name):"
 	if unitSel == "" {
 		each = "# on each node of $NODES:"
 	}
-	out = append(out, each)
-	out = append(out, r.onNode(s)...)
+	b.add(each)
+	b.join(r.onNode(s))
+	b.cut()
+	// The unit's gangs come back only to nodes that pass validation.
 	if unitSel == "" {
-		out = append(out, "# here:", fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s", s.To))
+		b.add("# here, then the next batch:")
+		b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s", s.To), "kubectl gang-drain restore $NODES")...)
 	} else {
-		out = append(out, "# here:", fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", unitSel, s.To))
+		b.add("# here, then the next unit:")
+		b.add(chain(validateCmd(unitSel, s), "kubectl gang-drain restore "+run)...)
 	}
-	if unitSel == "" {
-		return append(out, "kubectl gang-drain restore $NODES   # then the next batch")
-	}
-	return append(out, "kubectl gang-drain restore "+run+"   # then the next unit")
+	return b
 }
 
 // poolRun is the gang-drain run id of a pool step whose nodes the provider
@@ -319,12 +355,14 @@ func (r *renderer) stopGangs(s Step, sel, run, why string) []string {
 // reactivate brings back the gangs a run stopped. The provider deleted the
 // nodes that recorded the run; gang-drain restore finds the run's gangs by
 // the record each stopped gang carries.
-func reactivate(run string) []string {
-	return []string{
-		"# bring back the gangs the run stopped (the replaced nodes took the run's node records with them; restore finds the gangs by the record on each):",
-		"kubectl gang-drain restore " + run + " --dry-run",
-		"kubectl gang-drain restore " + run,
-	}
+func reactivate(run string, validate ...string) []string {
+	return append([]string{"# bring back the gangs the run stopped (the replaced nodes took the run's node records with them; restore finds the gangs by the record on each), once the new nodes pass validation:"},
+		chain(append(validate, "kubectl gang-drain restore "+run+" --dry-run", "kubectl gang-drain restore "+run)...)...)
+}
+
+// validateCmd is gpu-validate over a selector at the step's version.
+func validateCmd(sel string, s Step) string {
+	return fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", sel, s.To)
 }
 
 // providerRollout moves a pool the provider replaces as a whole: EKS
@@ -335,7 +373,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 	rep := r.replacer(s.Pool)
 	var out []string
 	if gpu {
-		out = append(out, r.stopGangs(s, sel, poolRun(s), fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; the pool is out of service until the rollout ends (to keep capacity instead, add a pool at v%s and move the units across)", r.prov.Title(), s.To))...)
+		out = append(out, r.stopGangs(s, sel, poolRun(s), fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; all %s of the pool are out of training until the rollout ends and the new nodes pass gpu-validate (to keep capacity instead, create a pool at v%s and move the units across: see Before you start)", r.prov.Title(), Nodes(r.pools[s.Pool].Nodes), s.To))...)
 	} else {
 		out = append(out, r.pdbBlockers(s.Pool, sel))
 	}
@@ -347,15 +385,17 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 		// blue-green pool soaks and then finishes with complete-upgrade
 		// (https://cloud.google.com/kubernetes-engine/docs/concepts/node-pool-upgrade-strategies).
 		loc := sq(phLocation) + r.project()
+		np := sq(r.providerPool(s.Pool, "<node-pool-name>", labelGKENodepool))
 		out = append(out,
-			fmt.Sprintf("gcloud container node-pools describe %s --cluster=%s --location=%s --format='yaml(upgradeSettings)'   # GKE's batch: surge (maxSurge, maxUnavailable) or blue-green", sq(s.Pool), sq(r.cluster), loc),
-			fmt.Sprintf("gcloud container clusters upgrade %s --node-pool=%s --cluster-version=%s --location=%s", sq(r.cluster), sq(s.Pool), s.To, loc),
-			fmt.Sprintf("# BLUE_GREEN pools only, after the soak: gcloud container node-pools complete-upgrade %s --cluster=%s --location=%s", sq(s.Pool), sq(r.cluster), loc))
+			fmt.Sprintf("gcloud container node-pools describe %s --cluster=%s --location=%s --format='yaml(upgradeSettings)'   # GKE's batch: surge (maxSurge, maxUnavailable) or blue-green", np, sq(r.cluster), loc),
+			fmt.Sprintf("gcloud container clusters upgrade %s --node-pool=%s --cluster-version=%s --location=%s --quiet", sq(r.cluster), np, s.To, loc),
+			fmt.Sprintf("# BLUE_GREEN pools only, after the soak: gcloud container node-pools complete-upgrade %s --cluster=%s --location=%s --quiet", np, sq(r.cluster), loc))
 	case replaceAKS:
 		// https://learn.microsoft.com/azure/aks/upgrade-aks-cluster#upgrade-a-node-pool
+		np := sq(r.providerPool(s.Pool, "<nodepool-name>", labelAKSAgentpool, "agentpool"))
 		out = append(out,
-			fmt.Sprintf("az aks nodepool show --resource-group %s --cluster-name %s --name %s --query upgradeSettings   # AKS's batch: maxSurge", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool)),
-			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s", sq(r.resourceGroup()), sq(r.cluster), sq(s.Pool), sq(s.To+"."+phPatch)))
+			fmt.Sprintf("az aks nodepool show --resource-group %s --cluster-name %s --name %s --query upgradeSettings   # AKS's batch: maxSurge", sq(r.resourceGroup()), sq(r.cluster), np),
+			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s --yes", sq(r.resourceGroup()), sq(r.cluster), np, sq(s.To+"."+phPatch)))
 	case replaceCAPI:
 		if r.capiHeld {
 			out = append(out, r.capiRelease(s.Pool, sel)...)
@@ -367,9 +407,33 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	if gpu {
-		out = append(out, reactivate(poolRun(s))...)
+		// Validate the new nodes before the gangs come back to them, and
+		// only after the provider's update succeeded.
+		gates := []string{validateCmd(sel, s)}
+		if n := len(out); n > 0 && strings.HasPrefix(out[n-1], `[ "$(aws eks describe-update`) {
+			gates = append([]string{out[n-1]}, gates...)
+			out = out[:n-1]
+		}
+		out = append(out, reactivate(poolRun(s), gates...)...)
 	}
 	return out
+}
+
+// providerPool is the provider's name of a pool: the pool's name where the
+// provider's own label grouped the nodes (GKE sets cloud.google.com/gke-nodepool
+// to the node pool's name, https://cloud.google.com/kubernetes-engine/docs/how-to/creating-managing-labels;
+// AKS kubernetes.azure.com/agentpool, and agentpool before it, to the
+// node pool's, https://learn.microsoft.com/azure/aks/use-labels), else the
+// placeholder: a value of another label (node.kubernetes.io/pool=pool-a)
+// need not be the provider's name of anything.
+func (r *renderer) providerPool(pool, placeholder string, labels ...string) string {
+	pl := r.pools[pool]
+	for _, l := range labels {
+		if pl.Label == l && pool != NoPool {
+			return pool
+		}
+	}
+	return placeholder
 }
 
 // eksNodegroup rolls an EKS managed node group. A node group whose launch
@@ -383,10 +447,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 // read 2026-09-20).
 func (r *renderer) eksNodegroup(s Step) []string {
 	pl := r.pools[s.Pool]
-	ng := s.Pool
-	if pl.Label != labelEKSNodegroup && pl.Label != "alpha.eksctl.io/nodegroup-name" {
-		ng = "<nodegroup-name>"
-	}
+	ng := r.providerPool(s.Pool, "<nodegroup-name>", labelEKSNodegroup, "alpha.eksctl.io/nodegroup-name")
 	base := fmt.Sprintf("--region %s --cluster-name %s --nodegroup-name %s", sq(r.region), sq(r.cluster), sq(ng))
 	out := []string{fmt.Sprintf("aws eks describe-nodegroup %s --query 'nodegroup.{updateConfig:updateConfig,launchTemplate:launchTemplate}'   # EKS's batch is updateConfig (1 node by default)", base)}
 	if pl.LaunchTemplateNodes > 0 {
@@ -400,7 +461,8 @@ func (r *renderer) eksNodegroup(s Step) []string {
 	upd := fmt.Sprintf("aws eks describe-update --region %s --name %s --nodegroup-name %s --update-id \"$UPDATE_ID\"", sq(r.region), sq(r.cluster), sq(ng))
 	return append(out,
 		fmt.Sprintf("while [ \"$(%s --query update.status --output text)\" = InProgress ]; do sleep 60; done", upd),
-		upd+" --query 'update.{status:status,errors:errors}'   # must say Successful")
+		upd+" --query 'update.{status:status,errors:errors}'",
+		updateSucceeded(upd))
 }
 
 // karpenterStep moves a Karpenter or EKS Auto Mode NodePool. A pool without

@@ -43,37 +43,86 @@ func install(pm, to string, final bool, pkgs ...string) []string {
 	return []string{fmt.Sprintf("sudo apt-mark unhold %s && sudo apt-get update && sudo apt-get install -y %s && sudo apt-mark hold %s", names, strings.Join(av, " "), names)}
 }
 
-// byManager writes lines for the node's package manager, or both, labelled,
-// when the node's OS image does not tell.
-func byManager(pm string, lines func(pm string) []string) []string {
-	if pm != pkgUnknown {
-		return lines(pm)
-	}
-	out := append([]string{"# Debian or Ubuntu:"}, lines(pkgApt)...)
-	out = append(out, "# RHEL, Rocky, Alma, Fedora or Amazon Linux instead:")
-	return append(out, lines(pkgDnf)...)
+// osChoice is the choice between the package managers of a node whose OS
+// image does not tell; osWhen says how to tell, from /etc/os-release (ID
+// and ID_LIKE: debian, ubuntu; rhel, centos, fedora, rocky, almalinux,
+// amzn, ol).
+const osChoice = "the node's OS family"
+
+var osWhen = map[string]string{
+	pkgApt: "the node runs Debian or Ubuntu (grep -E '^ID(_LIKE)?=' /etc/os-release names debian or ubuntu)",
+	pkgDnf: "the node runs RHEL, Rocky, Alma, CentOS, Fedora, Oracle or Amazon Linux (grep -E '^ID(_LIKE)?=' /etc/os-release names rhel, centos, fedora or amzn)",
 }
 
-// kubeadmNode upgrades a kubeadm node in place from one minor to another,
-// during one drain. A node's kubeadm may be at most one minor newer than
-// the kubeadm that last managed the node ("Nodes that are being upgraded
-// must use a version of kubeadm that is the same MINOR version or one MINOR
-// version newer than the version of kubeadm used for managing the node":
-// https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/create-cluster-kubeadm/#kubeadm-s-skew-against-kubeadm,
-// read 2026-09-20), so a skip-level jump runs kubeadm upgrade node once per
-// minor, then installs the kubelet at the target
-// (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/upgrading-linux-nodes/).
-func kubeadmNode(pm, from, to string) []string {
+// byManager appends lines for the node's package manager or, when its OS
+// image does not tell, one alternative block per manager: pasted whole, a
+// block with both would run kubeadm upgrade node twice and restart the
+// kubelet twice.
+func byManager(b *blocks, pm string, lines func(pm string) []string) {
+	if pm != pkgUnknown {
+		b.add(lines(pm)...)
+		return
+	}
+	b.alt(osChoice, osWhen[pkgApt], lines(pkgApt)...)
+	b.alt(osChoice, osWhen[pkgDnf], lines(pkgDnf)...)
+}
+
+// kubeadmNode upgrades a kubeadm node from one minor to another, during
+// one drain, with the control plane on minor cp. A node's kubeadm may be
+// at most one minor newer than the kubeadm that last managed the node
+// ("Nodes that are being upgraded must use a version of kubeadm that is
+// the same MINOR version or one MINOR version newer than the version of
+// kubeadm used for managing the node"), and "kubeadm can be used with
+// Kubernetes components that are the same version as kubeadm or one
+// version older"
+// (https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/create-cluster-kubeadm/#version-skew-policy,
+// read 2026-09-20). So a node moves one kubeadm upgrade node per minor
+// (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/upgrading-linux-nodes/)
+// only while every intermediate kubeadm is at most one minor older than
+// the control plane: two minors behind at most. A node further behind has
+// no supported path in place, and is reprovisioned at the target instead
+// (kubeadmRejoin).
+func kubeadmNode(b *blocks, pm, from, to, cp, cpNode string) {
 	f, err1 := ParseVersion(from)
 	t, err2 := ParseVersion(to)
 	if err1 != nil || err2 != nil || t.MinorsAfter(f) < 1 {
-		return nil
+		return
 	}
-	var out []string
+	c, err := ParseVersion(cp)
+	if err != nil {
+		c = t
+	}
+	if c.MinorsAfter(f.AddMinors(1)) > 1 {
+		kubeadmRejoin(b, pm, f, t, cpNode)
+		return
+	}
 	if n := t.MinorsAfter(f); n > 1 {
-		out = append(out, fmt.Sprintf("# kubeadm moves a node one minor per kubeadm upgrade node (its skew against kubeadm): %d upgrades here, %s to %s; each intermediate kubeadm is older than the control plane, outside kubeadm's skew against the Kubernetes version, so where that is not acceptable reprovision the node at v%s instead (kubeadm reset, then join with kubeadm %s)", n, from, to, to, to))
+		b.add(fmt.Sprintf("# kubeadm moves a node one minor per kubeadm upgrade node (its skew against kubeadm): %d upgrades here, %s to %s, each intermediate kubeadm at most one minor older than the control plane %s, inside kubeadm's skew", n, from, to, c.MinorString()))
 	}
-	return append(out, byManager(pm, func(pm string) []string { return kubeadmNodeWith(pm, f, t) })...)
+	byManager(b, pm, func(pm string) []string { return kubeadmNodeWith(pm, f, t) })
+}
+
+// kubeadmRejoin reprovisions a kubeadm node at the target: kubeadm reset
+// (--force: "Reset the node without prompting for confirmation"), the
+// packages of the target minor, and kubeadm join with a join command made
+// on a control-plane node (kubeadm token create --print-join-command,
+// https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-token/).
+// The Node object is not deleted, so its labels (the pool, the fabric
+// unit) stay, and the kubelet registers to it again.
+func kubeadmRejoin(b *blocks, pm string, f, t Version, cpNode string) {
+	from, to := f.MinorString(), t.MinorString()
+	b.add(fmt.Sprintf("# %s minors behind %s: upgrading in place would run kubeadm %s against a %s control plane, outside kubeadm's skew (\"the same version as kubeadm or one version older\"), so the node is reprovisioned at v%s: reset, packages of %s, join again (the Node object and its labels stay)", fmt.Sprint(t.MinorsAfter(f)), to, f.AddMinors(1).MinorString(), to, to, to),
+		fmt.Sprintf("# on %s, a control-plane node: a join command valid two hours (it holds a bootstrap token: keep it out of logs)", cpNode),
+		"sudo kubeadm token create --print-join-command --ttl 2h",
+		"# on the node:")
+	byManager(b, pm, func(pm string) []string {
+		lines := []string{"sudo kubeadm reset --force"}
+		lines = append(lines, repoSwitch(pm, from, to)...)
+		lines = append(lines, install(pm, to, true, "kubeadm", "kubelet", "kubectl")...)
+		lines = append(lines, "sudo systemctl daemon-reload",
+			"sudo kubeadm join "+sq("<control-plane-endpoint>")+" --token "+sq("<token>")+" --discovery-token-ca-cert-hash "+sq("<ca-cert-hash>")+"   # the values kubeadm token create printed")
+		return chain(lines...)
+	})
 }
 
 func kubeadmNodeWith(pm string, f, t Version) []string {
@@ -86,5 +135,5 @@ func kubeadmNodeWith(pm string, f, t Version) []string {
 		out = append(out, "sudo kubeadm upgrade node")
 	}
 	out = append(out, install(pm, to, true, "kubelet", "kubectl")...)
-	return append(out, "sudo systemctl daemon-reload && sudo systemctl restart kubelet")
+	return chain(append(out, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
 }

@@ -141,6 +141,11 @@ type PlanOptions struct {
 	// Providers is the provider data whose node skew limits hold the
 	// pools (nil: the embedded providers.json).
 	Providers *ProviderCalendar
+	// ASGs names the EC2 Auto Scaling group of each pool whose nodes an
+	// ASG makes (pool -> group): such a pool is replaced from a new AMI by
+	// an instance refresh instead of upgraded in place. The cluster does
+	// not show it: a Node carries no label of its group.
+	ASGs map[string]string
 }
 
 // MakePlan plans the control plane from its oldest apiserver to target one
@@ -388,7 +393,21 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 	}
 	p.Steps = b.steps
 	p.Provider = det
-	forProvider(&p, inv, opts.Provider)
+	forProvider(&p, inv, opts.Provider, opts.ASGs)
+	// Say up front why the plan reports a violation (kubectl skew plan
+	// exits 1 on one with the default --fail-on).
+	for _, pp := range p.Pools {
+		if pp.Status != StatusViolation {
+			continue
+		}
+		w := fmt.Sprintf("pool %s is out of policy now", pp.Name)
+		if len(pp.Upgrades) > 0 {
+			w += fmt.Sprintf(" (%s); step %d repairs it before anything else moves, and the plan reports a violation until it has", p.Steps[pp.Upgrades[0].Step-1].Note, pp.Upgrades[0].Step)
+		} else if pp.Note != "" {
+			w += fmt.Sprintf(" (%s); no step can repair it, and the plan reports a violation until it is repaired by hand", pp.Note)
+		}
+		p.Warnings = append([]string{w}, p.Warnings...)
+	}
 	p.Summary.Status = StatusOK
 	for _, s := range p.Steps {
 		p.Summary.Status = worse(p.Summary.Status, s.Status)

@@ -161,7 +161,7 @@ func TestCommandsKubeadm(t *testing.T) {
 	}
 	ph := stepsByPhase(p)
 	api := strings.Join(ph[PhaseAPIServers][0].Commands, "\n")
-	for _, want := range []string{"# cp-0, the first control-plane node", "sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply 'v1.36.<patch>'", "# then cp-1", "sudo kubeadm upgrade node",
+	for _, want := range []string{"# cp-0, the first control-plane node", "sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply 'v1.36.<patch>' --yes", "# then cp-1", "sudo kubeadm upgrade node",
 		"sudo sed -i 's#/v1.35/#/v1.36/#' /etc/apt/sources.list.d/kubernetes.list", "kubectl drain cp-1 --ignore-daemonsets"} {
 		if !strings.Contains(api, want) {
 			t.Errorf("apiserver commands lack %q:\n%s", want, api)
@@ -178,7 +178,8 @@ func TestCommandsKubeadm(t *testing.T) {
 		t.Errorf("pre-flight commands:\n%s", pre)
 	}
 	// Pool train (1.33) must move before the hop to 1.37; to 1.36 it waits
-	// for the last wave, one fabric batch at a time (no rack label).
+	// for the last wave, one fabric batch at a time (no rack label), three
+	// minors at once: reprovisioned.
 	pools := ph[PhaseNodePool]
 	if len(pools) != 1 {
 		t.Fatalf("pool steps %+v", pools)
@@ -194,7 +195,7 @@ func TestCommandsKubeadm(t *testing.T) {
 		return -1
 	}
 	order := []int{idx("kubectl pdb-blockers $NODES --drain-timeout 1h"), idx("kubectl gang-drain run $NODES"),
-		idx("sudo apt-mark unhold kubeadm &&"), idx("sudo kubeadm upgrade node"), idx("sudo systemctl daemon-reload && sudo systemctl restart kubelet"),
+		idx("sudo kubeadm reset --force"), idx("sudo apt-mark unhold kubeadm kubelet kubectl &&"), idx("sudo kubeadm join "),
 		idx("kubectl gpu-validate nodes $NODES --kubelet-version v1.36"), idx("kubectl gang-drain restore $NODES"), idx("kubectl skew verify --baseline preflight-1.36.yaml --pool train=v1.36")}
 	for i := 1; i < len(order); i++ {
 		if order[i] <= order[i-1] {
@@ -291,8 +292,9 @@ func TestCommandsOtherProviders(t *testing.T) {
 	}{
 		{ProviderGKE, &Platform{Project: "proj"}, []string{
 			"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.36 --location='<location>' --project=proj",
-			"gcloud container clusters upgrade '<cluster-name>' --node-pool=np1 --cluster-version=1.36 --location='<location>' --project=proj",
-			"gcloud container node-pools complete-upgrade np1"}},
+			// The pool is grouped by an AKS label here: not a GKE node pool name.
+			"gcloud container clusters upgrade '<cluster-name>' --node-pool='<node-pool-name>' --cluster-version=1.36 --location='<location>' --project=proj",
+			"gcloud container node-pools complete-upgrade '<node-pool-name>'"}},
 		{ProviderAKS, &Platform{ResourceGroup: "MC_rg1_aks1_westeurope"}, []string{
 			"az aks upgrade --resource-group rg1 --name aks1 --kubernetes-version '1.36.<patch>' --control-plane-only",
 			"az aks nodepool upgrade --resource-group rg1 --cluster-name aks1 --name np1 --kubernetes-version '1.36.<patch>'"}},
@@ -368,9 +370,23 @@ func TestCommandsKubeadmMidUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := strings.Join(stepsByPhase(p)[PhaseAPIServers][0].Commands, "\n")
+	// The OS is not shown: the apt and dnf ways are alternatives; count
+	// one way.
+	api := oneWay(stepsByPhase(p)[PhaseAPIServers][0], osWhen[pkgApt])
 	if strings.Contains(api, "upgrade apply") || strings.Count(api, "sudo kubeadm upgrade node") != 2 ||
 		!strings.Contains(api, "# then cp-1") || !strings.Contains(api, "# then cp-2") || strings.Contains(api, "cp-0") {
 		t.Errorf("mid-upgrade apiserver commands:\n%s", api)
 	}
+}
+
+// oneWay joins a step's blocks, of each choice only the alternative whose
+// When is when.
+func oneWay(s Step, when string) string {
+	var out []string
+	for _, b := range s.Blocks {
+		if b.Choice == "" || b.When == when {
+			out = append(out, b.Commands...)
+		}
+	}
+	return strings.Join(out, "\n")
 }

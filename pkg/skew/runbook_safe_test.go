@@ -61,7 +61,7 @@ func TestRunbookHoldsFromTheProvider(t *testing.T) {
 		{"capi: the Cluster has no MachineDeployment topology", noWorkers, "", 0, nil},
 		{"gke: pools grouped by node.kubernetes.io/pool", relabel(variantInventory(t, "gke"), "node.kubernetes.io/pool"), "", 1,
 			[]string{"--add-maintenance-exclusion-scope=no_minor_or_node_upgrades"}},
-		{"gke: pools grouped by GKE's label", variantInventory(t, "gke"), "", 1, []string{"--add-maintenance-exclusion-until-end-of-support"}},
+		{"gke: pools grouped by GKE's label", variantInventory(t, "gke"), "", 1, []string{"--add-maintenance-exclusion-end=$(date -u -d"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := planOf(t, tc.inv, "v1.38", tc.prov)
@@ -338,4 +338,292 @@ func TestPlanProviderSkewLimits(t *testing.T) {
 	if _, err := ParseProviderCalendar([]byte(`{"dataDate":"2026-12-06","providers":[{"provider":"gke","source":"x","releases":[],"nodeSkew":{"maxMinorsBehind":2,"source":"","quote":"q","checked":"2026-12-06"}}]}`)); err == nil {
 		t.Error("a node skew limit without its source was accepted")
 	}
+}
+
+// With the node's OS unknown, the apt and dnf ways are alternatives of
+// their own: no block runs both, so kubeadm upgrade node runs once and the
+// kubelet restarts once.
+func TestRunbookOneOSPerBlock(t *testing.T) {
+	noOS := variantInventory(t, "kubeadm-apt")
+	mixed := variantInventory(t, "kubeadm-apt")
+	noOS.Pools, mixed.Pools = nil, nil
+	for _, p := range variantInventory(t, "kubeadm-apt").Pools {
+		q := p
+		q.OSImages = nil
+		noOS.Pools = append(noOS.Pools, q)
+		m := p
+		m.OSImages = []string{"Ubuntu 24.04.3 LTS", "Rocky Linux 9.6 (Blue Onyx)"}
+		mixed.Pools = append(mixed.Pools, m)
+	}
+	for _, tc := range []struct {
+		name    string
+		inv     Inventory
+		choices bool
+	}{
+		{"OS images not shown", noOS, true},
+		{"Ubuntu and Rocky in one pool", mixed, true},
+		{"Ubuntu", variantInventory(t, "kubeadm-apt"), false},
+		{"Rocky and RHEL", variantInventory(t, "kubeadm-rpm"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planOf(t, tc.inv, "v1.38", "")
+			alts := 0
+			for _, s := range p.Steps {
+				for _, b := range s.Blocks {
+					c := strings.Join(b.Commands, "\n")
+					if strings.Contains(c, "apt-get") && strings.Contains(c, "dnf") {
+						t.Errorf("step %d: one block runs apt-get and dnf:\n%s", s.Number, c)
+					}
+					if strings.Count(c, "sudo systemctl restart kubelet") > 1 {
+						t.Errorf("step %d: one block restarts the kubelet twice:\n%s", s.Number, c)
+					}
+					if b.Choice != "" {
+						alts++
+						if b.Choice != osChoice || (b.When != osWhen[pkgApt] && b.When != osWhen[pkgDnf]) {
+							t.Errorf("alternative %q/%q", b.Choice, b.When)
+						}
+					}
+				}
+			}
+			if (alts > 0) != tc.choices {
+				t.Errorf("%d alternatives, want some: %v", alts, tc.choices)
+			}
+		})
+	}
+}
+
+// A provider command names a pool by the provider's own name for it: the
+// value of the provider's pool label, or a placeholder, never the value of
+// whatever other label grouped the nodes here.
+func TestRunbookProviderPoolNames(t *testing.T) {
+	for _, tc := range []struct {
+		variant, pool string
+		wants, bad    []string
+	}{
+		{"gke", "a3-gpu", []string{"--node-pool=a3-gpu "}, nil},
+		{"aks", "system", []string{"--name system --kubernetes-version"}, nil},
+		{"eks-managed", "system", []string{"--nodegroup-name system"}, nil},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			inv := variantInventory(t, tc.variant)
+			wantIn(t, "own label", cmds(stepOf(t, planOf(t, inv, "v1.38", ""), PhaseNodePool, tc.pool)), tc.wants...)
+			c := cmds(stepOf(t, planOf(t, relabel(inv, "node.kubernetes.io/pool"), "v1.38", ""), PhaseNodePool, tc.pool))
+			wantNotIn(t, "another label", c, "--node-pool="+tc.pool, "--name "+tc.pool+" ", "--nodegroup-name "+tc.pool)
+			wantIn(t, "another label", c, map[string]string{"gke": "--node-pool='<node-pool-name>'", "aks": "--name '<nodepool-name>'", "eks-managed": "--nodegroup-name '<nodegroup-name>'"}[tc.variant])
+		})
+	}
+}
+
+// callLine is the words of a call as written, for matching.
+func callLine(ce *syntax.CallExpr) string {
+	var w []string
+	for _, a := range ce.Args {
+		w = append(w, wordValue(a))
+	}
+	return strings.Join(w, " ")
+}
+
+// calls lists the calls of a statement in order, nested ones included.
+func calls(n syntax.Node) []string {
+	var out []string
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if ce, ok := n.(*syntax.CallExpr); ok && len(ce.Args) > 0 {
+			out = append(out, callLine(ce))
+		}
+		return true
+	})
+	return out
+}
+
+var gateCalls = []string{"kubectl gpu-validate", "kubectl skew verify", "etcdutl snapshot status", "kubectl -n kube-system exec etcd-", "sha256sum -c", "kubectl rollout status", "kubectl -n kube-system rollout status", "[ sample = Successful ]"}
+
+func isGate(call string) bool {
+	for _, g := range gateCalls {
+		if strings.HasPrefix(call, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Gates gate: a validation is never followed, in its block, by a command
+// of its own line that would run whatever it said; gangs come back
+// (gang-drain restore) only in a chain behind gpu-validate of their nodes.
+func TestRunbookGatesGate(t *testing.T) {
+	// Karpenter and EKS Auto Mode start the new nodes only for the
+	// readmitted gangs: there is nothing to validate before the restore.
+	karpenter := map[string]bool{"eks-selfmanaged gpu-karpenter": true, "eks-automode gpu-train": true}
+	restores := 0
+	for _, v := range variants {
+		for _, s := range variantPlan(t, v).Steps {
+			for i, b := range s.Blocks {
+				where := fmt.Sprintf("%s step %d (%s %s) block %d", v, s.Number, s.Phase, s.Pool, i+1)
+				f := parseBlock(t, where, b)
+				if f == nil {
+					continue
+				}
+				for j, st := range f.Stmts {
+					cs := calls(st)
+					if len(cs) == 0 {
+						continue
+					}
+					if _, single := st.Cmd.(*syntax.CallExpr); single && isGate(cs[0]) && j < len(f.Stmts)-1 {
+						t.Errorf("%s: gate %q is followed by a line of its own", where, cs[0])
+					}
+					for k, c := range cs {
+						if !strings.HasPrefix(c, "kubectl gang-drain restore ") || strings.Contains(c, "--dry-run") || karpenter[v+" "+s.Pool] {
+							continue
+						}
+						restores++
+						validated := false
+						for _, before := range cs[:k] {
+							validated = validated || strings.HasPrefix(before, "kubectl gpu-validate nodes")
+						}
+						if _, chained := st.Cmd.(*syntax.BinaryCmd); !validated || !chained {
+							t.Errorf("%s: %q is not chained behind gpu-validate", where, c)
+						}
+					}
+				}
+			}
+		}
+	}
+	if restores == 0 {
+		t.Fatal("no gang-drain restore found")
+	}
+}
+
+// A GPU pool the provider replaces whole is said to cost the whole pool,
+// with the capacity-keeping way; a pool moved unit by unit costs a unit.
+func TestRunbookWholePoolCostSaid(t *testing.T) {
+	for _, tc := range []struct {
+		variant, pool string
+		whole         bool
+	}{
+		{"gke", "a3-gpu", true}, {"aks", "gpunp", true}, {"eks-managed", "gpu-p5", true}, {"capi", "h100-a", true},
+		{"kubeadm-apt", "gpu-h100", false}, {"kubeadm-ha", "gpu-h200", false}, {"gke", "default-pool", false},
+	} {
+		t.Run(tc.variant+" "+tc.pool, func(t *testing.T) {
+			w := strings.Join(variantPlan(t, tc.variant).Warnings, "\n")
+			said := strings.Contains(w, "pool "+tc.pool+": ") && strings.Contains(w, "leave training from the first unit's drain") && strings.Contains(w, "to keep capacity, create a pool at the target version")
+			if said != tc.whole {
+				t.Errorf("whole-pool cost said: %v, want %v\n%s", said, tc.whole, w)
+			}
+		})
+	}
+}
+
+// Before you start says why a plan reports a violation, and EKS's node
+// group caveat does not depend on the label that grouped the nodes.
+func TestRunbookBeforeYouStart(t *testing.T) {
+	inv := Inventory{Server: ServerVersion{GitVersion: "v1.37.2"}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", "v1.37.2")},
+		Pools: []Pool{pool("old", "v1.33.4"), pool("train", "v1.37.2")}}
+	p := planOf(t, inv, "v1.38", ProviderKubeadm)
+	if len(p.Warnings) == 0 || !strings.HasPrefix(p.Warnings[0], "pool old is out of policy now (the pool is 4 minors behind the apiserver 1.37, beyond the limit of 3") ||
+		!strings.Contains(p.Warnings[0], "step 1 repairs it") {
+		t.Errorf("first warning %q", p.Warnings)
+	}
+	for _, label := range []string{labelEKSNodegroup, "node.kubernetes.io/pool"} {
+		w := strings.Join(planOf(t, relabel(variantInventory(t, "eks-managed"), label), "v1.38", "").Warnings, "\n")
+		wantIn(t, label, w, "EKS documents two rules for managed node groups")
+	}
+}
+
+// A kubeadm node more than two minors behind the control plane is
+// reprovisioned: in place, its first intermediate kubeadm would be two or
+// more minors older than the control plane, outside kubeadm's skew. Two
+// behind stays in place, one kubeadm upgrade node per minor.
+func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
+	for _, tc := range []struct {
+		from, cp    string
+		upgrades    int
+		reprovision bool
+	}{
+		{"v1.36.4", "v1.37.2", 1, false},
+		{"v1.35.4", "v1.37.2", 2, false},
+		{"v1.34.4", "v1.37.2", 0, true},
+	} {
+		t.Run(tc.from, func(t *testing.T) {
+			inv := Inventory{Server: ServerVersion{GitVersion: tc.cp}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", tc.cp)},
+				Pools:    []Pool{{Name: "cpu", Label: "gpufleet.dev/pool", Nodes: 2, Versions: []VersionCount{{Version: tc.from, Nodes: 2}}, GPUNodes: new(int), OSImages: []string{"Ubuntu 24.04.3 LTS"}}},
+				Platform: &Platform{ControlPlanePods: 1}}
+			c := cmds(stepOf(t, planOf(t, inv, "v1.37", ""), PhaseNodePool, "cpu"))
+			if n := strings.Count(c, "sudo kubeadm upgrade node"); n != tc.upgrades {
+				t.Errorf("%d kubeadm upgrade node, want %d:\n%s", n, tc.upgrades, c)
+			}
+			if got := strings.Contains(c, "sudo kubeadm reset --force && \\"); got != tc.reprovision {
+				t.Errorf("reprovisioned: %v, want %v:\n%s", got, tc.reprovision, c)
+			}
+			if tc.reprovision {
+				wantIn(t, "reprovision", c, "on cp-0, a control-plane node", "sudo kubeadm token create --print-join-command --ttl 2h",
+					"sudo apt-get install -y kubeadm='1.37.<patch>-*' kubelet='1.37.<patch>-*' kubectl='1.37.<patch>-*'", "sudo kubeadm join '<control-plane-endpoint>'", `kubectl uncordon "$NODE"`)
+			}
+		})
+	}
+}
+
+// awsKubeadm is the kubeadm-apt cluster on EC2, its worker pools made by
+// Auto Scaling groups when asgs is set.
+func awsKubeadm(t *testing.T) Inventory {
+	inv := variantInventory(t, "kubeadm-apt")
+	pf := *inv.Platform
+	pf.ProviderIDs = map[string]int{"aws": 8}
+	pf.Region = "us-east-2"
+	inv.Platform = &pf
+	return inv
+}
+
+// A self-managed pool an Auto Scaling group makes is replaced from a new
+// AMI: a launch template version that changes the AMI alone (its diff
+// printed, anything else refused), an instance refresh a fifth at a time
+// with checkpoints, every terminating instance's node drained first
+// (gang-drain on GPU pools), paused on too many NotReady nodes, watched
+// to its end; the gangs come back behind validation.
+func TestRunbookASGImmutableWorkers(t *testing.T) {
+	asgs := map[string]string{"gpu-h100": "gpu-h100-asg", "cpu": "cpu-asg"}
+	p, err := MakePlan(awsKubeadm(t), MustParseVersion("v1.38"), PlanOptions{ASGs: asgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		pool  string
+		drain string
+		batch string
+	}{
+		{"gpu-h100", `kubectl gang-drain run "$NODE" --run-id "gpu-h100-to-1.38" --timeout 1h`, "-le 1 ]"},
+		{"cpu", `kubectl drain "$NODE" --ignore-daemonsets`, "-le 1 ]"},
+	} {
+		t.Run(tc.pool, func(t *testing.T) {
+			c := cmds(lastStepOf(t, p, PhaseNodePool, tc.pool))
+			order := []string{
+				"ASG=" + asgs[tc.pool],
+				`--source-version "$OLD" --version-description 'gpufleet v1.38 AMI' --launch-template-data "{\"ImageId\":\"$AMI\"}"`,
+				"diff lt-" + tc.pool + "-old.json lt-" + tc.pool + "-new.json   # the whole difference",
+				`! diff lt-` + tc.pool + `-old.json lt-` + tc.pool + `-new.json | grep '^[<>]' | grep -v '^[<>] *"ImageId": ' && \`,
+				"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200",
+				`'{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}'`,
+				tc.drain,
+				"--lifecycle-action-result CONTINUE",
+				tc.batch,
+				"aws autoscaling cancel-instance-refresh",
+				`[ "$S" = Successful ] && \`,
+				"aws autoscaling delete-lifecycle-hook",
+			}
+			at := -1
+			for _, w := range order {
+				i := strings.Index(c, w)
+				if i <= at {
+					t.Fatalf("lacks, or out of order, %q:\n%s", w, c)
+				}
+				at = i
+			}
+			wantNotIn(t, "ASG pool", c, "kubeadm upgrade node", "apt-get", "kubeadm reset")
+		})
+	}
+	gpu := cmds(lastStepOf(t, p, PhaseNodePool, "gpu-h100"))
+	if v, r := strings.Index(gpu, "kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38 && \\"), strings.Index(gpu, `kubectl gang-drain restore "gpu-h100-to-1.38" && \`); v < 0 || r < v {
+		t.Errorf("the gangs do not come back behind validation:\n%s", gpu)
+	}
+	// Without --asg the plan says the path exists.
+	wantIn(t, "warnings", strings.Join(planOf(t, awsKubeadm(t), "v1.38", "").Warnings, "\n"), "plan again with --asg POOL=GROUP")
+	wantNotIn(t, "warnings", strings.Join(p.Warnings, "\n"), "plan again with --asg")
 }

@@ -64,14 +64,14 @@ func (o *CompatOptions) Run(context.Context) error {
 	wide := o.Print.TableOptions().Wide
 	// Sources are URLs up to 120 characters: -o wide has them, with every
 	// release row and the notes.
-	t := cli.Table{Columns: []cli.Column{{Name: "ADDON"}, {Name: "RULE"}, {Name: "RELEASES", Shrink: true, Min: 40}, {Name: "READ"}, {Name: "SOURCE", Wide: true}, {Name: "NOTE", Wide: true}, {Name: "CHECKED", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "ADDON"}, {Name: "RULE"}, {Name: "RELEASES", Shrink: true, Min: 40}, {Name: "READ"}, {Name: "REVISED", Wide: true}, {Name: "SOURCE", Wide: true}, {Name: "NOTE", Wide: true}, {Name: "CHECKED", Wide: true}}}
 	for _, a := range o.compat.Addons {
-		t.AddRow(a.Name, a.Rule, compatReleases(a, wide), dash(a.Read), a.Source, dash(a.Note), dash(a.Checked))
+		t.AddRow(a.Name, a.Rule, compatReleases(a, wide), dash(a.Read), dash(a.Revised), a.Source, dash(a.Note), dash(a.Checked))
 	}
 	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 		return err
 	}
-	line := fmt.Sprintf("\ncompatibility data from %s", o.compat.DataDate)
+	line := fmt.Sprintf("\ncompatibility data from %s (the newest source revision read)", o.compat.DataDate)
 	if now := o.now(); o.compat.Age(now) > 0 {
 		line += fmt.Sprintf(" (%d days old)", int(o.compat.Age(now).Hours()/24))
 		if o.compat.Stale(now) {
@@ -104,6 +104,10 @@ func compatReleases(a preflight.CompatAddon, wide bool) string {
 			parts = append(parts, r.Version+":"+r.From+"+")
 		default:
 			parts = append(parts, r.Version+":"+r.From+".."+r.To)
+		}
+		if len(r.Columns) > 0 {
+			// The support table's columns the row comes from.
+			parts[len(parts)-1] += "[" + strings.Join(r.Columns, ",") + "]"
 		}
 	}
 	if len(parts) == 0 {

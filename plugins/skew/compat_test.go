@@ -37,6 +37,9 @@ func TestCompatTable(t *testing.T) {
 		}
 	}
 	w := run(t, cg, "", "compat", "-o", "wide")
+	if !strings.Contains(w.Out, "REVISED") || !strings.Contains(w.Out, "2026-08-22") {
+		t.Errorf("wide: the revision each row was read at\n%s", w.Out)
+	}
 	if !strings.Contains(w.Out, "0.21:1.21..1.24") || !strings.Contains(w.Out, "https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/platform-support.html") || !strings.Contains(w.Out, "only a lower bound is published") || !strings.Contains(w.Out, "NOTE") {
 		t.Errorf("wide: every row and the notes\n%s", w.Out)
 	}

@@ -55,6 +55,9 @@ var planExample = templates.Examples(`
 	# A Markdown runbook for the change ticket, commands written for EKS
 	kubectl skew plan --target v1.37 --provider eks --runbook > upgrade.md
 
+	# Worker pools made by EC2 Auto Scaling groups: replaced from a new AMI
+	kubectl skew plan --target v1.37 --runbook --asg gpu-a=gpu-a-asg --asg cpu=cpu-asg
+
 	# Plan every cluster of the kubeconfig
 	for c in $(kubectl config get-contexts -o name); do kubectl skew plan --context "$c" --target v1.37; done`)
 
@@ -78,8 +81,11 @@ type PlanOptions struct {
 	Provider string
 	// Runbook prints the plan as a Markdown runbook.
 	Runbook bool
+	// ASG are --asg POOL=GROUP values: pools an EC2 Auto Scaling group makes.
+	ASG []string
 
 	provider pkgskew.Provider
+	asgs     map[string]string
 	cg       cli.ClientGetter
 	deps     deps
 	target   pkgskew.Version
@@ -181,7 +187,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if provider == "" {
 		provider = pkgskew.DetectProvider(inv).Provider
 	}
-	plan, err := pkgskew.MakePlan(inv, o.target, pkgskew.PlanOptions{Provider: o.provider, Providers: &o.calendar.Providers, Support: func(v pkgskew.Version) (pkgskew.Support, bool) {
+	plan, err := pkgskew.MakePlan(inv, o.target, pkgskew.PlanOptions{Provider: o.provider, Providers: &o.calendar.Providers, ASGs: o.asgs, Support: func(v pkgskew.Version) (pkgskew.Support, bool) {
 		s := o.calendar.SupportOn(v, provider, now)
 		return s, true
 	}})

@@ -19,6 +19,7 @@ func addRunbookFlags(cmd *cobra.Command, o *PlanOptions) {
 	}
 	cmd.Flags().StringVar(&o.Provider, "provider", o.Provider, "Write the commands for this provider instead of the detected one: "+strings.Join(names, ", ")+".")
 	cmd.Flags().BoolVar(&o.Runbook, "runbook", o.Runbook, "Print the plan as a Markdown runbook: numbered steps, one sh block of commands each.")
+	cmd.Flags().StringArrayVar(&o.ASG, "asg", o.ASG, "POOL=GROUP: the EC2 Auto Scaling group that makes node pool POOL's nodes (repeat for each pool); the pool is then replaced from a new AMI by an instance refresh instead of upgraded in place.")
 	_ = cmd.RegisterFlagCompletionFunc("provider", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return names, cobra.ShellCompDirectiveNoFileComp
 	})
@@ -32,6 +33,16 @@ func (o *PlanOptions) validateRunbook() error {
 			return fmt.Errorf("--provider: %w", err)
 		}
 		o.provider = p
+	}
+	for _, a := range o.ASG {
+		pool, group, ok := strings.Cut(a, "=")
+		if !ok || pool == "" || group == "" {
+			return fmt.Errorf("--asg %q: want POOL=GROUP, such as --asg gpu-a=gpu-a-asg", a)
+		}
+		if o.asgs == nil {
+			o.asgs = map[string]string{}
+		}
+		o.asgs[pool] = group
 	}
 	if o.Runbook && o.Print.Output != "" && o.Print.Output != cli.OutputTable {
 		return fmt.Errorf("--runbook prints Markdown: leave out -o %s", o.Print.Output)
@@ -123,10 +134,27 @@ func writeBlocks(b *strings.Builder, bs []pkgskew.Block) {
 			}
 			fmt.Fprintf(b, "\n   Only if %s:\n", bl.When)
 		}
+		if commentsOnly(bl.Commands) {
+			// Nothing to paste: the comments are the reader's directions.
+			b.WriteString("\n")
+			for _, c := range bl.Commands {
+				fmt.Fprintf(b, "   %s\n", strings.TrimSpace(strings.TrimPrefix(c, "#")))
+			}
+			continue
+		}
 		b.WriteString("\n   ```sh\n")
 		for _, c := range bl.Commands {
 			fmt.Fprintf(b, "   %s\n", c)
 		}
 		b.WriteString("   ```\n")
 	}
+}
+
+func commentsOnly(lines []string) bool {
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "#") {
+			return false
+		}
+	}
+	return true
 }

@@ -79,6 +79,7 @@ func TestRunbookFlags(t *testing.T) {
 	}{
 		{[]string{"plan", "--target", "v1.38", "--provider", "openshift"}, "--provider: provider \"openshift\": want one of"},
 		{[]string{"plan", "--target", "v1.38", "--runbook", "-o", "json"}, "--runbook prints Markdown"},
+		{[]string{"plan", "--target", "v1.38", "--runbook", "--asg", "gpu-a"}, "--asg \"gpu-a\": want POOL=GROUP"},
 	} {
 		r := run(t, getter(cluster("v1.37.2")), "", tc.args...)
 		if r.Code != cli.ExitUsage || !strings.Contains(r.Err, tc.errOut) {
@@ -88,7 +89,7 @@ func TestRunbookFlags(t *testing.T) {
 	// -o json carries the provider and each step's commands.
 	r := run(t, getter(cluster("v1.37.2")), "", "plan", "--target", "v1.38", "-o", "json", "--provider", "gke")
 	if !strings.Contains(r.Out, `"provider": "gke"`) || !strings.Contains(r.Out, `"source": "--provider"`) ||
-		!strings.Contains(r.Out, `"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.38 --location='<location>'"`) {
+		!strings.Contains(r.Out, `"gcloud container clusters upgrade '<cluster-name>' --master --cluster-version=1.38 --location='<location>' --quiet && \\"`) {
 		t.Errorf("json:\n%s", r.Out)
 	}
 }
@@ -116,5 +117,17 @@ func TestReadmeRunbookIsGolden(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), "````markdown\n"+string(g)+"````\n") {
 		t.Error("README.md's runbook example differs from e2e/skew/testdata/runbook-eks.md.golden: copy the golden file into it")
+	}
+}
+
+// --asg names a pool's Auto Scaling group: its step replaces the nodes by
+// an instance refresh instead of upgrading them in place.
+func TestRunbookASGFlag(t *testing.T) {
+	dir := filepath.Join("..", "..", "testdata", "runbook")
+	offline := &cli.TestClientGetter{Err: errors.New("must not touch the cluster")}
+	r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, "kubeadm-apt.yaml"), "--target", "v1.38", "--runbook",
+		"--calendar", filepath.Join(dir, "calendar.yaml"), "--asg", "gpu-h100=gpu-h100-asg")
+	if r.Err != "" || !strings.Contains(r.Out, "ASG=gpu-h100-asg") || !strings.Contains(r.Out, "aws autoscaling start-instance-refresh") {
+		t.Errorf("exit %d\n%s%s", r.Code, r.Out, r.Err)
 	}
 }

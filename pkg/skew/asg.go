@@ -1,0 +1,124 @@
+package skew
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The immutable path of a self-managed pool whose nodes an EC2 Auto
+// Scaling group makes (PlanOptions.ASGs): the nodes are replaced from a
+// new AMI, never upgraded in place. Sources (aws-cli 1.45 help pages, the
+// CLI the runbook's commands are checked with, read 2026-12-06):
+//   - ec2 create-launch-template-version --source-version takes the
+//     version it copies and --launch-template-data the fields it changes;
+//     describe-launch-template-versions prints each version's
+//     LaunchTemplateData, which the step diffs.
+//   - autoscaling start-instance-refresh --desired-configuration names the
+//     launch template version the group moves to; --preferences
+//     MinHealthyPercentage ("the minimum percentage of the group to keep in
+//     service"; 80 replaces a fifth at a time), CheckpointPercentages
+//     ("the last number in the array must be 100"), CheckpointDelay (the
+//     pause at each checkpoint), SkipMatching, AutoRollback ("roll back the
+//     Auto Scaling group to its previous configuration if the instance
+//     refresh fails").
+//   - describe-instance-refreshes Status: Pending, InProgress, Successful,
+//     Failed, Cancelling, Cancelled, RollbackInProgress, RollbackFailed,
+//     RollbackSuccessful, Baking.
+//   - put-lifecycle-hook --lifecycle-transition
+//     autoscaling:EC2_INSTANCE_TERMINATING holds each instance the group
+//     terminates in Terminating:Wait until complete-lifecycle-action or
+//     the heartbeat timeout ("The range is from 30 to 7200 seconds")
+//     (https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycle-hooks-overview.html):
+//     the step drains the node of each such instance, GPU nodes with
+//     gang-drain's checkpointing drain, before the instance goes.
+//   - cancel-instance-refresh stops a refresh; rollback-instance-refresh
+//     returns the group to its previous launch template version and
+//     replaces the instances already replaced.
+
+// asgHook is the termination lifecycle hook the step puts on the group for
+// the refresh and deletes after it.
+const asgHook = "gpufleet-drain"
+
+// asgOf is the Auto Scaling group of a pool, "" when none was named.
+func (r *renderer) asgOf(pool string) string {
+	if r.asgs == nil || pool == NoPool || r.controlPlanePool(pool) {
+		return ""
+	}
+	return r.asgs[pool]
+}
+
+// asgBatch is how many nodes a fifth of the pool is (at least one).
+func asgBatch(nodes int) int {
+	n := (nodes + 4) / 5
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// asgRefresh replaces an ASG pool's nodes from a new AMI. Block one makes
+// the launch template version, prints its difference from the version in
+// use and refuses unless only the AMI differs, then puts the drain hook
+// and starts the refresh; block two watches it to its end, draining each
+// node whose instance waits to terminate (gang-drain on GPU pools), and
+// cancels it (the pause) when more than one batch of the pool's nodes is
+// NotReady, draining on through a cancel or an automatic rollback; block
+// three checks the outcome, validates the new nodes,
+// brings the gangs back and takes the hook off.
+func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
+	asg := r.asgOf(s.Pool)
+	reg := "--region " + sq(r.region)
+	file := "lt-" + fileSafe(s.Pool)
+	run := poolRun(s)
+	describe := fmt.Sprintf("aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names \"$ASG\"", reg)
+	version := func(v string) string {
+		return fmt.Sprintf(`aws ec2 describe-launch-template-versions %s --launch-template-id "$LT" --versions "$%s" --query 'LaunchTemplateVersions[0].LaunchTemplateData' --output json > %s-%s.json`, reg, v, file, strings.ToLower(v))
+	}
+	var b blocks
+	b.add(fmt.Sprintf("# pool %s is EC2 Auto Scaling group %s: its nodes are replaced from a new AMI, never upgraded in place: a launch template version that changes the AMI alone, then an instance refresh a fifth of the pool at a time (%s), with a checkpoint after each fifth", s.Pool, asg, Nodes(asgBatch(r.pools[s.Pool].Nodes))),
+		"ASG="+sq(asg),
+		"AMI="+sq("<"+s.To+"-ami-id>")+"   # the node image built for v"+s.To+": its kubelet, kubeadm and containerd (and the GPU driver validated with it)")
+	b.add(chain(
+		fmt.Sprintf("LT=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)", describe),
+		fmt.Sprintf("OLD=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.Version' --output text)", describe),
+		fmt.Sprintf(`NEW=$(aws ec2 create-launch-template-version %s --launch-template-id "$LT" --source-version "$OLD" --version-description 'gpufleet v%s AMI' --launch-template-data "{\"ImageId\":\"$AMI\"}" --query LaunchTemplateVersion.VersionNumber --output text)`, reg, s.To),
+		version("OLD"),
+		version("NEW"))...)
+	b.add(fmt.Sprintf("diff %s-old.json %s-new.json   # the whole difference", file, file))
+	b.add("# refuse unless the AMI alone differs (the new version stays unused), then hold every terminating instance for its drain and start the refresh:")
+	b.add(chain(
+		fmt.Sprintf(`! diff %s-old.json %s-new.json | grep '^[<>]' | grep -v '^[<>] *"ImageId": '`, file, file),
+		fmt.Sprintf("aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result CONTINUE", reg, asgHook),
+		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}' --query InstanceRefreshId --output text)`, reg))...)
+	b.cut()
+	drain := fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
+	if gpu {
+		drain = fmt.Sprintf(`kubectl gang-drain run "$NODE" --run-id %s --timeout %s`, run, selfDrainTimeout)
+	}
+	status := fmt.Sprintf(`S=$(aws autoscaling describe-instance-refreshes %s --auto-scaling-group-name "$ASG" --instance-refresh-ids "$REFRESH" --query 'InstanceRefreshes[0].Status' --output text)`, reg)
+	waiting := fmt.Sprintf(`$(%s --query "AutoScalingGroups[0].Instances[?LifecycleState=='Terminating:Wait'].InstanceId" --output text)`, describe)
+	b.add(fmt.Sprintf("# watch the refresh to its end: drain the node of each instance waiting to terminate, then let it go; pause it (cancel) when more than %s of the pool are NotReady", Nodes(asgBatch(r.pools[s.Pool].Nodes))),
+		fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); [ -n "$NODE" ] && %s && aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
+			status, waiting, drain, reg, asgHook, sel, asgBatch(r.pools[s.Pool].Nodes), reg))
+	b.cut()
+	then := []string{fmt.Sprintf("aws autoscaling delete-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s", reg, asgHook)}
+	gates := []string{status, `[ "$S" = Successful ]`}
+	if gpu {
+		b.add("# the refresh succeeded and the new nodes pass validation: bring the gangs back, take the hook off:")
+		gates = append(gates, validateCmd(sel, s), "kubectl gang-drain restore "+run+" --dry-run", "kubectl gang-drain restore "+run)
+	} else {
+		b.add("# the refresh succeeded: take the hook off:")
+	}
+	b.add(chain(append(gates, then...)...)...)
+	return b
+}
+
+// asgWarning says, on a self-managed cluster whose nodes run on EC2, that
+// a pool an Auto Scaling group makes has an immutable path the plan takes
+// only when told the group.
+func (r *renderer) asgWarning() string {
+	if r.pf.ProviderIDs["aws"] == 0 || r.prov.Managed() || len(r.asgs) > 0 {
+		return ""
+	}
+	return "the nodes run on EC2: where an Auto Scaling group makes a pool's nodes (the instance's aws:autoscaling:groupName tag), plan again with --asg POOL=GROUP for the immutable path (a launch template version with the new AMI, then an instance refresh a fifth at a time with checkpoints) instead of upgrading in place"
+}
