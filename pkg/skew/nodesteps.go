@@ -157,7 +157,7 @@ func (r *renderer) nodePool(s Step) blocks {
 	case rep == replaceKarpenter || rep == replaceAutoMode:
 		b.add(r.karpenterStep(s, sel, gpu)...)
 	default:
-		b.add(r.providerRollout(s, sel, gpu)...)
+		b.join(r.providerRollout(s, sel, gpu))
 		validated = gpu
 	}
 	b.cut()
@@ -344,12 +344,13 @@ func (r *renderer) inPlaceUnits(s Step, sel string) blocks {
 func poolRun(s Step) string { return fmt.Sprintf(`"%s-to-%s"`, s.Pool, s.To) }
 
 // stopGangs stops a GPU pool's gangs unit by unit, under run, ahead of a
-// provider that replaces the nodes itself.
+// provider that replaces the nodes itself: a block pasted once per unit
+// or batch, apart from what follows once every unit is drained.
 func (r *renderer) stopGangs(s Step, sel, run, why string) []string {
 	intro, unitSel, _ := r.unitBlock(s, sel)
 	out := []string{"# " + why}
 	out = append(out, intro...)
-	return append(out, r.unitPDB(unitSel), r.gangDrain(unitSel, run), "# every unit drained; what still blocks the provider's own drain:", r.pdbBlockers(s.Pool, sel))
+	return append(out, r.unitPDB(unitSel), r.gangDrain(unitSel, run))
 }
 
 // reactivate brings back the gangs a run stopped. The provider deleted the
@@ -369,14 +370,16 @@ func validateCmd(sel string, s Step) string {
 // managed node groups, GKE and AKS node pools, Cluster API
 // MachineDeployments. The provider picks the nodes and drains them with
 // its own limit; a GPU pool's gangs are stopped unit by unit first.
-func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
+func (r *renderer) providerRollout(s Step, sel string, gpu bool) blocks {
 	rep := r.replacer(s.Pool)
+	var b blocks
 	var out []string
 	if gpu {
-		out = append(out, r.stopGangs(s, sel, poolRun(s), fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; all %s of the pool are out of training until the rollout ends and the new nodes pass gpu-validate (to keep capacity instead, create a pool at v%s and move the units across: see Before you start)", r.prov.Title(), Nodes(r.pools[s.Pool].Nodes), s.To))...)
-	} else {
-		out = append(out, r.pdbBlockers(s.Pool, sel))
+		b.add(r.stopGangs(s, sel, poolRun(s), fmt.Sprintf("%s replaces this pool's nodes in an order it picks, so it cannot follow fabric units: stop the pool's gangs at a checkpoint first, one unit at a time; all %s of the pool are out of training until the rollout ends and the new nodes pass gpu-validate (to keep capacity instead, create a pool at v%s and move the units across: see Before you start)", r.prov.Title(), Nodes(r.pools[s.Pool].Nodes), s.To))...)
+		b.cut()
+		out = append(out, "# every unit drained; what still blocks the provider's own drain:")
 	}
+	out = append(out, r.pdbBlockers(s.Pool, sel))
 	switch rep {
 	case replaceEKSNodegroup:
 		out = append(out, r.eksNodegroup(s)...)
@@ -416,7 +419,8 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) []string {
 		}
 		out = append(out, reactivate(poolRun(s), gates...)...)
 	}
-	return out
+	b.add(out...)
+	return b
 }
 
 // providerPool is the provider's name of a pool: the pool's name where the
