@@ -244,13 +244,14 @@ const (
 )
 
 // PoolOf returns the pool name and the label that gave it for a node's
-// labels; poolLabel, when set, is the only label tried.
+// labels; poolLabel, when set, is the only pool label tried. A node
+// without a pool label that carries the control-plane role is in the
+// control-plane pool, whether or not a pool label was given: the workers'
+// pool label seldom marks the control-plane nodes, which are upgraded by
+// their own control-plane steps, never as workers.
 func PoolOf(labels map[string]string, poolLabel string) (name, label string) {
 	if name, from := nodepool.Name(labels, poolLabel); name != "" {
 		return name, from
-	}
-	if poolLabel != "" {
-		return NoPool, ""
 	}
 	for _, l := range controlPlaneRoles {
 		if _, ok := labels[l]; ok {

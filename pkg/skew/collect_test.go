@@ -235,3 +235,21 @@ func TestCollectPaged(t *testing.T) {
 		t.Errorf("calls %d pools %+v", calls, inv.Pools)
 	}
 }
+
+// A control-plane node without the workers' pool label is in the
+// control-plane pool, with or without --pool-label; a worker without it is
+// in no pool.
+func TestPoolOfControlPlaneWithPoolLabel(t *testing.T) {
+	cp := map[string]string{"node-role.kubernetes.io/control-plane": ""}
+	for _, label := range []string{"", "gpufleet.dev/pool"} {
+		if name, from := PoolOf(cp, label); name != "control-plane" || from != "node-role.kubernetes.io/control-plane" {
+			t.Errorf("--pool-label %q: control-plane node in pool %q (label %q)", label, name, from)
+		}
+	}
+	if name, _ := PoolOf(map[string]string{"gpufleet.dev/pool": "gpu"}, "gpufleet.dev/pool"); name != "gpu" {
+		t.Errorf("worker in pool %q, want gpu", name)
+	}
+	if name, _ := PoolOf(map[string]string{"team": "a"}, "gpufleet.dev/pool"); name != NoPool {
+		t.Errorf("unlabelled worker in pool %q, want %s", name, NoPool)
+	}
+}
