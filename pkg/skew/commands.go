@@ -231,7 +231,7 @@ func (r *renderer) kubectlMgmt() string {
 func (r *renderer) preflight(s Step) []string {
 	r.saved = baseline(s.To)
 	out := []string{
-		fmt.Sprintf("kubectl skew preflight --target v%s --save %s", s.To, baseline(s.To)),
+		fmt.Sprintf("kubectl skew preflight --target v%s --save %s%s", s.To, baseline(s.To), r.poolLabelFlag()),
 		fmt.Sprintf("kubectl deprecations --target-version v%s", s.To),
 		"kubectl crd-migrate status",
 	}

@@ -2,7 +2,11 @@ package skew
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/nodepool"
 )
 
 // A node-pool step never runs kubectl drain -l <pool>: drain cordons every
@@ -25,6 +29,26 @@ func (r *renderer) selector(pool string) string {
 		}
 	}
 	return pl.Label + "=" + pool
+}
+
+// poolLabelFlag is the --pool-label the skew commands of the runbook
+// need to find its pools, " --pool-label LABEL" when a pool is named by a
+// label skew does not read by default (the plan's own --pool-label), ""
+// otherwise.
+func (r *renderer) poolLabelFlag() string {
+	var names []string
+	for n := range r.pools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		pl := r.pools[n]
+		if n == NoPool || pl.Label == "" || slices.Contains(controlPlaneRoles, pl.Label) || slices.Contains(nodepool.Labels, pl.Label) {
+			continue
+		}
+		return " --pool-label " + sq(pl.Label)
+	}
+	return ""
 }
 
 // gpuPool reports whether a pool has GPU nodes, where training gangs run.
@@ -135,7 +159,7 @@ func (r *renderer) nodePool(s Step) blocks {
 	if r.saved == "" {
 		// No hop before this step: record the evidence to verify against.
 		r.saved = baseline(r.target)
-		b.add(fmt.Sprintf("kubectl skew preflight --target v%s --save %s", r.target, r.saved))
+		b.add(fmt.Sprintf("kubectl skew preflight --target v%s --save %s%s", r.target, r.saved, r.poolLabelFlag()))
 	}
 	gpu := r.gpuPool(s.Pool)
 	validated := false // the step validated the whole pool before its gangs came back
@@ -167,7 +191,7 @@ func (r *renderer) nodePool(s Step) blocks {
 	if gpu && !r.controlPlanePool(s.Pool) && !validated {
 		gates = append(gates, validateCmd(sel, s))
 	}
-	gates = append(gates, fmt.Sprintf("kubectl skew verify --baseline %s --pool %s", r.saved, sq(s.Pool+"=v"+s.To)))
+	gates = append(gates, fmt.Sprintf("kubectl skew verify --baseline %s --pool %s%s", r.saved, sq(s.Pool+"=v"+s.To), r.poolLabelFlag()))
 	if r.rolls(s.Pool) == rollGKE {
 		r.held[s.Pool] = false
 	}
