@@ -34,6 +34,45 @@ type Block struct {
 	// heading) and this one: "Only if ...:" makes the block an
 	// alternative the reader runs only when its condition holds.
 	Intro []string
+	// StartHost is where the block's first lines are pasted when that is
+	// a node: the prose's "on HOST:" before it, or the host a block
+	// before it ended on ("# on the node:" as its last line).
+	StartHost string
+}
+
+var introHost = regexp.MustCompile(`^on (.+?):$`)
+
+// startHosts sets each block's StartHost.
+func startHosts(st *Step) {
+	// carried is the host the last block ended on; alt the host of the
+	// alternatives of one choice, which the reader pastes on one node.
+	carried, alt := "", ""
+	for _, b := range st.Blocks {
+		b.StartHost = ""
+		for _, l := range b.Intro {
+			if m := introHost.FindStringSubmatch(l); m != nil {
+				b.StartHost = m[1]
+			}
+		}
+		if b.Condition() == "" {
+			alt = ""
+		}
+		if b.StartHost == "" && b.Condition() != "" {
+			b.StartHost = carried
+			if b.StartHost == "" {
+				b.StartHost = alt
+			}
+		}
+		if b.Condition() != "" {
+			alt = b.StartHost
+		}
+		segs := b.Segments()
+		if n := len(segs); n > 0 && segs[n-1].Host != "" && len(segs[n-1].Lines) == 0 {
+			carried = segs[n-1].Host
+		} else if b.Condition() == "" {
+			carried = ""
+		}
+	}
 }
 
 // Condition is the block's "Only if CONDITION:" line, "" for a block
@@ -118,6 +157,9 @@ func ParseRunbook(md string) ([]*Step, error) {
 	if block != nil {
 		return nil, fmt.Errorf("step %d: an sh block is not closed", block.Step.Number)
 	}
+	for _, st := range steps {
+		startHosts(st)
+	}
 	return steps, nil
 }
 
@@ -126,6 +168,9 @@ func ParseRunbook(md string) ([]*Step, error) {
 func (b *Block) Segments() []Segment {
 	var out []Segment
 	cur := Segment{}
+	if b.StartHost != "" {
+		cur = Segment{Host: b.StartHost, Marker: "on " + b.StartHost + ":"}
+	}
 	flush := func(next Segment) {
 		if len(cur.Lines) > 0 || cur.Host != "" {
 			out = append(out, cur)

@@ -54,10 +54,61 @@ func TestConditionAndPlaceholders(t *testing.T) {
 		t.Errorf("placeholders %v", got)
 	}
 	probe := []*BlockResult{{Failures: []Failure{{Code: 254}}, Output: "An error occurred (ResourceNotFoundException)", Problems: []string{"exit 254: aws eks describe-addon"}}}
-	if run, err := chooses("describe-addon failed with ResourceNotFoundException", probe); !run || err != nil || len(probe[0].Problems) != 0 {
+	if run, err := chooses("describe-addon failed with ResourceNotFoundException", probe, nil, nil, nil, nil); !run || err != nil || len(probe[0].Problems) != 0 {
 		t.Errorf("failed-with alternative: run %v err %v problems %v", run, err, probe[0].Problems)
 	}
-	if run, _ := chooses("describe-addon printed a version", probe); run {
+	if run, _ := chooses("describe-addon printed a version", probe, nil, nil, nil, nil); run {
 		t.Error("printed-a-version alternative chosen after a failed probe")
+	}
+}
+
+// TestOSAlternatives reads where the OS alternatives of the kubeadm
+// runbook are pasted (the prose's "on cp-0:", the "# on the node:" a
+// per-node block ends on) and chooses the one of the node's OS family.
+func TestOSAlternatives(t *testing.T) {
+	md, err := os.ReadFile(filepath.Join("..", "..", "plugins", "skew", "testdata", "runbook.kubeadm.md.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := ParseRunbook(string(md))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWorld("kubeadm", "mixed-pools")
+	hosts := &Hosts{W: w}
+	var alts, apt, dnf, inLoop int
+	for _, st := range steps {
+		for i, b := range st.Blocks {
+			cond := b.Condition()
+			if !strings.HasPrefix(cond, "the node runs ") {
+				continue
+			}
+			alts++
+			if b.StartHost == "" {
+				t.Errorf("%s: an OS alternative without the node it is pasted on", b.ID())
+				continue
+			}
+			if b.StartHost == "the node" || strings.Contains(b.StartHost, "$") {
+				if loops := st.Blocks[i-1].Loops(); len(loops) == 0 && !usesLoop(b, []Loop{{Var: "NODE"}}) {
+					t.Errorf("%s: pasted on the loop's node but not in its loop", b.ID())
+				}
+				inLoop++
+				continue
+			}
+			run, err := chooses(cond, nil, hosts, st, b, nil)
+			if err != nil {
+				t.Errorf("%s: %v", b.ID(), err)
+			}
+			if run && strings.Contains(cond, "Debian") {
+				apt++
+			}
+			if run && strings.Contains(cond, "RHEL") {
+				dnf++
+			}
+		}
+	}
+	// The control-plane nodes of the world run Ubuntu: the apt way only.
+	if alts == 0 || inLoop == 0 || apt == 0 || dnf != 0 {
+		t.Errorf("%d OS alternatives (%d in a node loop): %d apt, %d dnf chosen on Ubuntu control-plane nodes", alts, inLoop, apt, dnf)
 	}
 }

@@ -33,11 +33,15 @@
 // a command that prompts fails instead of reading the next pasted line; a
 // block with a loop placeholder (NODE='<node-name>', UNIT='<clique>',
 // NODES='<node-name> ...') runs once per node, unit or batch, as the
-// reader repeats it. Every failing command, every provider refusal and
+// reader repeats it, together with the blocks after it that go on with
+// the loop (those that use its variable or are pasted on its node). The
+// shell variables a block sets carry to the blocks pasted after it, as in
+// one terminal. An alternative ("Only if ...") runs when its condition
+// holds: the outcome of the block before it, or the OS family of the node
+// it is pasted on ("on cp-0:", or the node a block before it ended on). Every failing command, every provider refusal and
 // every request or effect outside the step's intent (which call, which
 // version, which pool) is a problem of the block, reported with the block
-// and the requests. testdata/known-failures.txt lists the pastes known to
-// fail; the test fails on any other, and on a listed one that runs clean.
+// and the requests; the test fails on any.
 //
 // RUNBOOK_SCENARIOS=eks,gke/gpu-pools runs some scenarios only;
 // RUNBOOK_REPORT=/tmp/r writes /tmp/r.json and /tmp/r.txt.

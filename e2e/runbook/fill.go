@@ -24,6 +24,12 @@ func fill(w *World, st *Step, work, line string) string {
 		"<management-context>": "mgmt",
 		// A directory off the cluster for backups: the scenario's own.
 		"<backup-dir>": filepath.Join(work, "backup"),
+		// What kubeadm token create --print-join-command prints on the
+		// first control-plane node: the endpoint, a bootstrap token of
+		// kubeadm's format ([a-z0-9]{6}.[a-z0-9]{16}) and the CA's hash.
+		"<control-plane-endpoint>": "10.0.0.10:6443",
+		"<token>":                  "abcdef.0123456789abcdef",
+		"<ca-cert-hash>":           "sha256:" + strings.Repeat("0f", 32),
 	}
 	if to != "" {
 		p := strings.TrimPrefix(Patch(to), to+".")

@@ -48,7 +48,8 @@ func (h *Hosts) Nodes(host, pool string, env map[string]string) ([]*Node, error)
 	w := h.W
 	var names []string
 	switch {
-	case host == "$NODE":
+	case host == "$NODE", host == "the node":
+		// "the node" of a block pasted once per node is $NODE's.
 		names = []string{env["NODE"]}
 	case host == "each node of $NODES":
 		names = strings.Fields(env["NODES"])
@@ -579,6 +580,12 @@ func (h *Hosts) kubeadm(args []string, n *Node) (string, error) {
 		n.Host.ControlPlane = v
 		w.ControlPlane = v
 		check += ", version policy against the cluster at v" + w.ControlPlane
+	case "kubeadm join":
+		// A reset node joins with the kubelet its packages installed.
+		if p.ControlPlane {
+			return check, fmt.Errorf("kubeadm join on %s, a control-plane node: the runbook rejoins workers only", n.Name)
+		}
+		n.Kubelet = n.Host.Kubelet
 	case "kubeadm upgrade node":
 		if p.ControlPlane {
 			if minorNum(n.Host.Kubeadm) < minorNum(w.ControlPlane) {

@@ -205,8 +205,7 @@ type BlockResult struct {
 // OK reports whether the block ran clean.
 func (r *BlockResult) OK() bool { return len(r.Problems) == 0 }
 
-// Key names a block for the list of known failures: scenario, step and
-// iteration.
+// Key names a paste in reports: scenario, step and iteration.
 func (r *BlockResult) Key() string {
 	k := r.Scenario + " " + r.Block
 	var it []string
@@ -294,43 +293,74 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	sh := &Shell{Dir: work, Env: l.Env(w), Timeout: 3 * time.Minute}
+	sh := &Shell{Dir: work, Env: l.Env(w), Timeout: 3 * time.Minute, Session: filepath.Join(work, ".session")}
 	hosts := &Hosts{W: w, KubeadmCheck: l.KubeadmCheck}
 	var out []*BlockResult
 	l.Rec.Take()
 	for _, st := range steps {
-		var prev []*BlockResult // the pastes of the step's previous block
-		for _, b := range st.Blocks {
-			if cond := b.Condition(); cond != "" {
-				run, err := chooses(cond, prev)
-				if err != nil {
-					out = append(out, &BlockResult{Scenario: sc.Name(), Block: b.ID(), Text: b.Text(), Problems: []string{err.Error()}})
-					continue
-				}
-				if !run {
-					continue
-				}
-			} else {
-				prev = nil
-			}
+		var prev []*BlockResult // the paste of the block before an alternative
+		for i := 0; i < len(st.Blocks); i++ {
+			b := st.Blocks[i]
 			loops := b.Loops()
+			// The blocks after a loop's assignment that go on with it
+			// are pasted with it, once per value, in order.
+			group := []*Block{b}
+			for len(loops) > 0 && i+1 < len(st.Blocks) && usesLoop(st.Blocks[i+1], loops) {
+				i++
+				group = append(group, st.Blocks[i])
+			}
 			its, err := iterations(w, st, loops)
 			if err != nil {
 				out = append(out, &BlockResult{Scenario: sc.Name(), Block: b.ID(), Text: b.Text(), Problems: []string{err.Error()}})
 				continue
 			}
-			var these []*BlockResult
 			for _, it := range its {
-				r := l.paste(ctx, sc, w, m, sh, hosts, st, b, loops, it)
-				these = append(these, r)
-				out = append(out, r)
-			}
-			if b.Condition() == "" {
-				prev = these
+				for gi, g := range group {
+					if cond := g.Condition(); cond != "" {
+						w.Lock()
+						run, err := chooses(cond, prev, hosts, st, g, it)
+						w.Unlock()
+						if err != nil {
+							out = append(out, &BlockResult{Scenario: sc.Name(), Block: g.ID(), Iteration: it, Text: g.Text(), Problems: []string{err.Error()}})
+							continue
+						}
+						if !run {
+							continue
+						}
+					}
+					ls := loops
+					if gi > 0 {
+						ls = nil // the assignment is in the group's first block
+					}
+					r := l.paste(ctx, sc, w, m, sh, hosts, st, g, ls, it)
+					out = append(out, r)
+					if g.Condition() == "" {
+						prev = []*BlockResult{r}
+					}
+				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// usesLoop says whether b goes on a loop of the block before it: it uses
+// the loop's variable without setting it and has no condition of its own.
+func usesLoop(b *Block, loops []Loop) bool {
+	if len(b.Loops()) > 0 {
+		return false
+	}
+	if h := b.StartHost; h == "the node" || strings.Contains(h, "$") {
+		return true
+	}
+	for _, lp := range loops {
+		for _, l := range b.Lines {
+			if strings.Contains(l, "$"+lp.Var) || strings.Contains(l, "${"+lp.Var) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 var failedWith = regexp.MustCompile(`failed with (\S+)`)
@@ -341,7 +371,10 @@ var failedWith = regexp.MustCompile(`failed with (\S+)`)
 // describe-addon failed with ResourceNotFoundException" after a probe that
 // failed with that error, which is then the probe's expected answer and
 // no problem of it.
-func chooses(cond string, probe []*BlockResult) (bool, error) {
+func chooses(cond string, probe []*BlockResult, hosts *Hosts, st *Step, b *Block, it map[string]string) (bool, error) {
+	if strings.HasPrefix(cond, "the node runs ") {
+		return osChoice(cond, hosts, st, b, it)
+	}
 	if len(probe) != 1 {
 		return false, fmt.Errorf("alternative %q: no single block before it to read its condition from", cond)
 	}
@@ -363,6 +396,35 @@ func chooses(cond string, probe []*BlockResult) (bool, error) {
 		return len(p.Failures) == 0, nil
 	}
 	return false, fmt.Errorf("alternative %q: the lane cannot tell when this condition holds", cond)
+}
+
+// osChoice says whether the node a block is pasted on runs the OS family
+// of an alternative's condition, read from the node's OS image as the
+// condition's grep of /etc/os-release would: Debian and Ubuntu take the
+// apt alternative, the RHEL family the dnf one, any other OS neither.
+func osChoice(cond string, hosts *Hosts, st *Step, b *Block, it map[string]string) (bool, error) {
+	if b.StartHost == "" {
+		return false, fmt.Errorf("alternative %q: the block names no node it is pasted on", cond)
+	}
+	nodes, err := hosts.Nodes(b.StartHost, st.Name, it)
+	if err != nil {
+		return false, fmt.Errorf("alternative %q: %v", cond, err)
+	}
+	want := ""
+	switch {
+	case strings.Contains(cond, "Debian"):
+		want = "apt"
+	case strings.Contains(cond, "RHEL"):
+		want = "dnf"
+	default:
+		return false, fmt.Errorf("alternative %q: the lane cannot tell when this condition holds", cond)
+	}
+	for _, n := range nodes {
+		if _, p := hosts.W.Node(n.Name); packageManagerOf(p.OS) != want {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // render writes the scenario's runbook and reads its steps.

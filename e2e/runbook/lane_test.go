@@ -88,10 +88,6 @@ func TestRunbookPasted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lane.Close()
-	known, err := readKnown(filepath.Join("testdata", "known-failures.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	start, cpu0 := time.Now(), cpuTime()
 	var all []*BlockResult
 	for _, sc := range scenarios() {
@@ -116,40 +112,11 @@ func TestRunbookPasted(t *testing.T) {
 	if out := os.Getenv("RUNBOOK_REPORT"); out != "" {
 		writeReport(t, out, all)
 	}
-	seen := map[string]bool{}
 	for _, r := range all {
-		k := r.Key()
-		seen[k] = true
-		switch {
-		case !r.OK() && !known[k]:
+		if !r.OK() {
 			t.Errorf("a pasted block fails:\n%s", r.Report())
-		case r.OK() && known[k]:
-			t.Errorf("%s runs clean now: take it off testdata/known-failures.txt", k)
 		}
 	}
-	for k := range known {
-		if !seen[k] && len(os.Getenv("RUNBOOK_SCENARIOS")) == 0 {
-			t.Errorf("testdata/known-failures.txt lists %q, which the runbooks no longer have", k)
-		}
-	}
-}
-
-// readKnown reads the blocks known to fail (one key a line, # comments).
-func readKnown(path string) (map[string]bool, error) {
-	b, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return map[string]bool{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			out[l] = true
-		}
-	}
-	return out, nil
 }
 
 // writeReport writes every paste's result as JSON and the failing ones

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,6 +43,39 @@ type Shell struct {
 	Dir     string
 	Env     []string
 	Timeout time.Duration
+	// Session is the file that carries the shell variables a block sets
+	// (NODE, BACKUP_DIR, ...) to the blocks pasted after it, as one
+	// terminal does; "" for none.
+	Session string
+}
+
+// assigned matches a shell variable assignment at the start of a line.
+var assigned = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)=`)
+
+// sessionLines source the variables earlier blocks set and save the
+// ones this block sets when it ends.
+func (s *Shell) sessionLines(segs []Segment) (head, tail string) {
+	if s.Session == "" {
+		return "", ""
+	}
+	var vars []string
+	seen := map[string]bool{}
+	for _, sg := range segs {
+		if sg.Host != "" {
+			continue
+		}
+		for _, l := range sg.Lines {
+			if m := assigned.FindStringSubmatch(l); m != nil && !seen[m[1]] {
+				seen[m[1]] = true
+				vars = append(vars, m[1])
+			}
+		}
+	}
+	head = fmt.Sprintf("[ -f %q ] && . %q\n", s.Session, s.Session)
+	if len(vars) > 0 {
+		tail = fmt.Sprintf("trap 'declare -p %s >>%q 2>/dev/null' EXIT\n", strings.Join(vars, " "), s.Session)
+	}
+	return head, tail
 }
 
 const preamble = `__gf_err() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" | tr '\n' ' ' >&3; printf '\n' >&3; }
@@ -54,9 +88,10 @@ trap '__gf_err "$?" "$LINENO" "$BASH_COMMAND"' ERR
 func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg Segment, env map[string]string)) (out string, fails []Failure, err error) {
 	segs := segmentsOf(b, lines)
 	var script strings.Builder
-	script.WriteString(preamble)
+	head, tail := s.sessionLines(segs)
+	script.WriteString(head + tail + preamble)
 	lineOf := map[int]int{} // script line -> block line
-	n := strings.Count(preamble, "\n")
+	n := strings.Count(head+tail+preamble, "\n")
 	for i, sg := range segs {
 		if sg.Host != "" {
 			n++
@@ -146,6 +181,6 @@ func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg
 
 // segmentsOf splits filled lines at the block's segment boundaries.
 func segmentsOf(b *Block, lines []string) []Segment {
-	filled := &Block{Step: b.Step, Index: b.Index, Lines: lines}
+	filled := &Block{Step: b.Step, Index: b.Index, Lines: lines, StartHost: b.StartHost}
 	return filled.Segments()
 }
