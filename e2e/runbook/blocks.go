@@ -168,6 +168,10 @@ func ParseRunbook(md string) ([]*Step, error) {
 func (b *Block) Segments() []Segment {
 	var out []Segment
 	cur := Segment{}
+	loopHost := "" // the last per-node host of the block ($NODE, each node of $NODES, ...)
+	if strings.Contains(b.StartHost, "$") {
+		loopHost = b.StartHost
+	}
 	if b.StartHost != "" {
 		cur = Segment{Host: b.StartHost, Marker: "on " + b.StartHost + ":"}
 	}
@@ -183,6 +187,14 @@ func (b *Block) Segments() []Segment {
 			host := m[1]
 			if j := strings.Index(host, ", "); j >= 0 {
 				host = host[:j]
+			}
+			if host == "the node" && loopHost != "" {
+				// "the node" of a block that went to each node of a
+				// batch or unit is that node, not the last $NODE.
+				host = loopHost
+			}
+			if strings.Contains(host, "$") {
+				loopHost = host
 			}
 			flush(Segment{Host: host, Marker: t, First: i + 1})
 			continue

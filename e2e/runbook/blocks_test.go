@@ -112,3 +112,13 @@ func TestOSAlternatives(t *testing.T) {
 		t.Errorf("%d OS alternatives (%d in a node loop): %d apt, %d dnf chosen on Ubuntu control-plane nodes", alts, inLoop, apt, dnf)
 	}
 }
+
+// "# on the node:" after a detour to another host returns to the node the
+// block went to: each node of a batch, not the last $NODE of the terminal.
+func TestTheNodeReturnsToTheBatch(t *testing.T) {
+	b := &Block{Lines: []string{"# on each node of $NODES:", "# on cp-0, a control-plane node:", "sudo kubeadm token create --print-join-command", "# on the node:", "sudo kubeadm reset --force"}}
+	segs := b.Segments()
+	if len(segs) != 3 || segs[1].Host != "cp-0" || segs[2].Host != "each node of $NODES" {
+		t.Errorf("segments %+v", segs)
+	}
+}
