@@ -359,6 +359,17 @@ func TestDeprecationsFilesAndErrors(t *testing.T) {
 	if res.ExitCode != 3 {
 		t.Errorf("unreachable server: %s", res)
 	}
+	// Input that cannot be read, or holds nothing, is refused (exit 3)
+	// before anything reaches stdout, the cluster's sources unread.
+	res = plugintest.RunCmd(t, plugintest.Binary(t, binary), plugintest.Cmd{
+		Args: []string{"--kubeconfig", cp.Kubeconfig, "--audit-log", "-"}, Stdin: ""})
+	if res.ExitCode != 3 || res.Stdout != "" || !strings.Contains(res.Stderr, "error: --audit-log - (stdin): holds no audit event (0 lines read") {
+		t.Errorf("empty audit stream: %s", res)
+	}
+	res, _ = run(t, "--kubeconfig", cp.Kubeconfig, "-f", dir+"/missing.yaml", "--target", "+1")
+	if res.ExitCode != 3 || res.Stdout != "" || !strings.Contains(res.Stderr, "error: -f "+dir+"/missing.yaml: does not exist") {
+		t.Errorf("missing file: %s", res)
+	}
 }
 
 // The metrics source asks the apiserver for its one metric family

@@ -49,7 +49,7 @@ func TestFleetFailingGateHaltsRing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h, ok := fleetrun.ActiveHalt(ds, "prod", training); !ok || !strings.Contains(h.By, "gate of prod") {
+	if h, ok := p.ActiveHalt(ds, "prod", training); !ok || !strings.Contains(h.By, "gate of prod") {
 		t.Errorf("ring prod is not halted: %+v", ds)
 	}
 	status := e.skew(t, "fleet", "status", "--store", s.store, "--run", s.run)

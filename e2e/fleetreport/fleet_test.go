@@ -10,15 +10,12 @@
 package fleetreporte2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -389,69 +386,8 @@ func checkMetrics(t *testing.T, fams metricstest.Families, extra map[string]stri
 // by e2e/tools/build.sh pushgateway, on a free loopback port.
 func startPushgateway(t *testing.T) string {
 	t.Helper()
-	bin := toolBinary(t, "pushgateway", "PUSHGATEWAY_VERSION")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var stderr strings.Builder
-	cmd := exec.Command(bin, "--web.listen-address="+addr)
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := "http://" + addr
-	err = harness.Eventually(context.Background(), "the Pushgateway", 30*time.Second, func(context.Context) (bool, error) {
-		resp, err := http.Get(url + "/-/ready")
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+	bin := plugintest.ToolBinary(t, "pushgateway", "PUSHGATEWAY_VERSION")
+	return plugintest.StartServer(t, "Pushgateway", bin, "/-/ready", func(addr string) []string {
+		return []string{"--web.listen-address=" + addr}
 	})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.String())
-	}
-	return url
-}
-
-// toolBinary returns the path e2e/tools/build.sh builds component into,
-// at the version build.sh pins (its variable versionVar), building it
-// first unless E2E_NO_BUILD is set.
-func toolBinary(t *testing.T, component, versionVar string) string {
-	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(root, "e2e", "tools", "build.sh")
-	f, err := os.Open(script)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	version := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), versionVar+"="); ok {
-			version = v
-		}
-	}
-	if version == "" {
-		t.Fatalf("%s pins no %s", script, versionVar)
-	}
-	bin := filepath.Join(harness.CacheDir(), component+"-"+version, component)
-	if _, err := os.Stat(bin); err == nil {
-		return bin
-	}
-	if os.Getenv("E2E_NO_BUILD") != "" {
-		t.Fatalf("no %s at %s: run e2e/tools/build.sh %s", component, bin, component)
-	}
-	if r := plugintest.RunCmd(t, script, plugintest.Cmd{Args: []string{component}, Timeout: 15 * time.Minute}); r.ExitCode != 0 {
-		t.Fatalf("e2e/tools/build.sh %s: %s", component, r)
-	}
-	return bin
 }

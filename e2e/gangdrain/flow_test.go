@@ -6,6 +6,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -145,11 +146,25 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 		mu.Unlock()
 		return checkpoint.Result{Step: "1000", URI: "s3://ckpt/train/step-1000"}, nil
 	})
+	mark := harness.AuditLines(t, e.cp.AuditLogPath)
 	r = e.run(append([]string{"run", "-o", "json", "--ack-timeout=60s", "--checkpoint-deadline=2m", "--poll-interval=250ms"}, drained...)...)
 	if r.ExitCode != 0 {
 		t.Fatalf("run: %s", r)
 	}
 	rep := decode[gangdrain.RunReport](t, r)
+	// The ranks go without failing their Job, whoever deleted them: the
+	// Job controller at its own pace, or gang-drain itself once the Job
+	// was suspended, exactly as recorded.
+	checkDeletedPods(t, e.ctx, e.cp, e.dyn, e.ns, rep, mark)
+	jobs, err := e.cp.Client.BatchV1().Jobs(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: selJobSet("train")})
+	if err != nil || len(jobs.Items) == 0 {
+		t.Fatalf("jobs of the JobSet: %v %v", jobs, err)
+	}
+	for _, j := range jobs.Items {
+		if j.Status.Failed != 0 || !ptrTrue(j.Spec.Suspend) {
+			t.Errorf("job %s after the stop: %d failed pods, suspend %v", j.Name, j.Status.Failed, j.Spec.Suspend)
+		}
+	}
 	if !rep.Complete || len(rep.Gangs) != 1 || rep.Gangs[0].Action != gang.ActionStopped || rep.Gangs[0].Verdict.Phase != checkpoint.PhaseReady {
 		t.Fatalf("run report: %+v", rep.RunResult)
 	}
@@ -202,6 +217,8 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 	if len(st.Items) != 1 || len(st.Items[0].Nodes) != 2 || st.Items[0].Phase != gang.NodeDrained || len(st.Items[0].Gangs) != 1 ||
 		st.Items[0].Gangs[0].StopState != gang.GangStopped || st.Items[0].Gangs[0].CheckpointStatus != "ready-to-stop" {
 		t.Errorf("status: %+v", st.Items)
+	} else if got := st.Items[0].Gangs[0].DeletedPods; !reflect.DeepEqual(got, rep.Gangs[0].DeletedPods) {
+		t.Errorf("status: deleted pods %+v, the run reported %+v", got, rep.Gangs[0].DeletedPods)
 	}
 
 	// restore readmits the gang.
@@ -212,6 +229,8 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 	rr := decode[gangdrain.RestoreReport](t, r)
 	if len(rr.Gangs) != 1 || rr.Gangs[0].Action != gang.RestoreReactivated || !rr.Gangs[0].Admitted || !rr.Gangs[0].Requeued || !rr.Gangs[0].Ready || !rr.Complete {
 		t.Errorf("restore: %+v", rr.RestoreResult)
+	} else if got := rr.Gangs[0].DeletedPods; !reflect.DeepEqual(got, rep.Gangs[0].DeletedPods) {
+		t.Errorf("restore: deleted pods %+v, the run reported %+v", got, rep.Gangs[0].DeletedPods)
 	}
 	wantIn(t, r.Stderr, "uncordoned", "reactivated", "admitted by Kueue", "running again: 16/16 pods Ready")
 	for _, n := range drained {

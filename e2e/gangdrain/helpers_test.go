@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/plugins/gangdrain"
 )
 
 const bin = "kubectl-gang_drain"
@@ -231,3 +233,81 @@ func selJobSet(name string) string { return "jobset.sigs.k8s.io/jobset-name=" + 
 func nodeState(n *corev1.Node) gang.NodeState { return gang.NodeState(n.Annotations[gang.AnnState]) }
 
 func ptrTrue(b *bool) bool { return ptr.Deref(b, false) }
+
+// checkDeletedPods holds the record of the pods gang-drain deleted itself
+// (on each JobSet gang's root and in the run report) to the audit log of
+// the run's requests after line mark: the pods in namespace ns whose
+// delete from gang-drain the API server accepted are exactly those
+// recorded, its accepted finalizer patches as many as recorded, each
+// re-read of a pod follows a refused write, and nothing is left
+// unconfirmed. It waits for the audit log (written asynchronously) to
+// hold the recorded requests.
+func checkDeletedPods(t *testing.T, ctx context.Context, cp *harness.ControlPlane, dyn dynamic.Interface, ns string, rep gangdrain.RunReport, mark int) {
+	t.Helper()
+	want := map[string]bool{}
+	unfinalized := 0
+	for _, g := range rep.Gangs {
+		if g.Kind != gang.KindJobSet {
+			continue
+		}
+		js, err := dyn.Resource(jobsetGVR).Namespace(ns).Get(ctx, g.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := gang.ParseDeletedPods(js.GetAnnotations()[gang.AnnDeletedPods])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(rec, g.DeletedPods) {
+			t.Errorf("gang %s: record on the JobSet %+v, in the report %+v", g.Key, rec, g.DeletedPods)
+		}
+		if rec == nil {
+			continue
+		}
+		if rec.Run != rep.RunID || rec.Deleting != nil || rec.Unconfirmed != nil || rec.Count != rec.Deleted.Len() {
+			t.Errorf("gang %s: record %+v", g.Key, rec)
+		}
+		for _, n := range rec.Deleted.Names() {
+			want[n] = true
+		}
+		unfinalized += rec.Unfinalized
+	}
+	var got map[string]bool
+	var patches, gets, refused int
+	var lines []string
+	err := harness.Eventually(ctx, "the audit log to hold gang-drain's pod writes", 30*time.Second, func(context.Context) (bool, error) {
+		got, patches, gets, refused, lines = map[string]bool{}, 0, 0, 0, nil
+		for _, e := range harness.AuditEvents(t, cp.AuditLogPath, mark, "kubectl-gang_drain/") {
+			if e.Resource != "pods" || e.Subresource != "" || e.Namespace != ns {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("%s %s %d", e.Verb, e.Name, e.Code))
+			accepted := e.Code >= 200 && e.Code < 300
+			switch {
+			case e.Verb == "delete" && accepted:
+				got[e.Name] = true
+			case e.Verb == "patch" && accepted:
+				patches++
+			case e.Verb == "get":
+				gets++
+			}
+			if (e.Verb == "delete" || e.Verb == "patch") && !accepted {
+				refused++
+			}
+		}
+		for n := range want {
+			if !got[n] {
+				return false, nil
+			}
+		}
+		return patches >= unfinalized, nil
+	})
+	if err != nil {
+		t.Errorf("%v: recorded %d deletes and %d finalizer patches; the audit log has %v", err, len(want), unfinalized, lines)
+		return
+	}
+	if !reflect.DeepEqual(want, got) || patches != unfinalized || gets > refused {
+		t.Errorf("recorded deletes %v and %d finalizer patches; accepted in the audit log: deletes %v, %d patches, %d gets after %d refused writes", want, unfinalized, got, patches, gets, refused)
+	}
+	t.Logf("gang-drain deleted %d pod(s) itself (%d finalizer patches), as recorded", len(got), patches)
+}

@@ -238,6 +238,20 @@ func TestGPUValidateConfigDrift(t *testing.T) {
 	if st, msgs := rep.status("gv-cfg-2"); st != "PASS" || !strings.Contains(msgs, "expected difference(s) from gv-cfg-0") {
 		t.Errorf("gv-cfg-2: %s\n%s", st, msgs)
 	}
+	// A feature gate a release between the two kubelets removed
+	// (DevicePluginCDIDevices, gone in 1.34) had to leave the newer
+	// kubelet's configuration: an expected difference, not drift.
+	withGate := strings.Replace(string(repoFile(t, "pkg/gpucheck/testdata/configz-1.36.json")), `"featureGates":{`, `"featureGates":{"DevicePluginCDIDevices":true,`, 1)
+	gateBodies := [][]byte{[]byte(withGate), repoFile(t, "pkg/gpucheck/testdata/configz-1.36.json")}
+	createNodes(t, cp, harness.GPUPool{Name: "gv-gate", Nodes: 2}, func(i int, n *corev1.Node) {
+		port := kubeletStandIn(t, ip, gateBodies[i])
+		pointKubelet(n, ip, port)
+		n.Status.NodeInfo.KubeletVersion = []string{"v1.33.4", "v1.34.1"}[i]
+	})
+	r = runPlugin(t, cp, "nodes", "gv-gate-1", "--expected-gpus", "8", "-o", "json")
+	if st, msgs := parseReport(t, r).status("gv-gate-1"); st != "PASS" || !strings.Contains(msgs, "featureGates.DevicePluginCDIDevices") {
+		t.Errorf("a removed gate dropped: %s (exit %d)\n%s", st, r.ExitCode, msgs)
+	}
 	// --baseline-node picks the reference explicitly.
 	r = runPlugin(t, cp, "nodes", "gv-cfg-1", "--baseline-node", "gv-cfg-2", "--expected-gpus", "8", "-o", "json")
 	if st, _ := parseReport(t, r).status("gv-cfg-1"); st != "FAIL" {

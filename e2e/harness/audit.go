@@ -17,6 +17,9 @@ type AuditEvent struct {
 	Resource    string
 	Subresource string
 	Namespace   string
+	// Name is the object's name; Code the response's HTTP status code.
+	Name string
+	Code int
 }
 
 // AuditLines counts the lines of the audit log: the mark to pass to
@@ -49,14 +52,21 @@ func AuditEvents(t testing.TB, path string, skip int, agent string) []AuditEvent
 				Resource    string `json:"resource"`
 				Subresource string `json:"subresource"`
 				Namespace   string `json:"namespace"`
+				Name        string `json:"name"`
 			} `json:"objectRef"`
+			ResponseStatus *struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
 		}
 		if json.Unmarshal(b, &e) != nil || !strings.HasPrefix(e.UserAgent, agent) || (e.Stage != "" && e.Stage != "ResponseComplete") {
 			return
 		}
 		ev := AuditEvent{Verb: e.Verb, UserAgent: e.UserAgent, RequestURI: e.RequestURI}
 		if e.ObjectRef != nil {
-			ev.Resource, ev.Subresource, ev.Namespace = e.ObjectRef.Resource, e.ObjectRef.Subresource, e.ObjectRef.Namespace
+			ev.Resource, ev.Subresource, ev.Namespace, ev.Name = e.ObjectRef.Resource, e.ObjectRef.Subresource, e.ObjectRef.Namespace, e.ObjectRef.Name
+		}
+		if e.ResponseStatus != nil {
+			ev.Code = e.ResponseStatus.Code
 		}
 		out = append(out, ev)
 	})

@@ -283,11 +283,13 @@ type removal struct {
 	check  func(t *testing.T)
 }
 
-// flow is one plugin invocation; after, when set, restores the fixture.
+// flow is one plugin invocation; before, when set, prepares the fixture
+// and after restores it.
 type flow struct {
-	args  []string
-	code  int
-	after func(t *testing.T)
+	args   []string
+	code   int
+	before func(t *testing.T)
+	after  func(t *testing.T)
 }
 
 // checkRemovals removes each rule in turn and checks what the plugin does.
@@ -310,6 +312,9 @@ func checkRemovals(t *testing.T, cp *harness.ControlPlane, plugin, bin, ns strin
 				t.Fatalf("no flow %q", c.flow)
 			}
 			user := grant(t, cp, plugin, fmt.Sprintf("no-%d", i), rs.without(i), ns, &rule)
+			if f.before != nil {
+				f.before(t)
+			}
 			r := run(t, cp, bin, user, f.args...)
 			if f.after != nil {
 				defer f.after(t)
@@ -335,6 +340,9 @@ func checkFlows(t *testing.T, cp *harness.ControlPlane, bin, user string, order 
 	t.Helper()
 	for _, name := range order {
 		f := flows[name]
+		if f.before != nil {
+			f.before(t)
+		}
 		r := run(t, cp, bin, user, f.args...)
 		if r.ExitCode != f.code {
 			t.Errorf("flow %s: exit %d, want %d\n%s", name, r.ExitCode, f.code, r)

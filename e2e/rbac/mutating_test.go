@@ -9,17 +9,20 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 )
 
 // crdFixture is a two-version CRD whose objects were stored at v1 before
@@ -169,9 +172,39 @@ func TestGangDrainRole(t *testing.T) {
 		}
 	}
 	podGroup(t)
+	// A one-rank Indexed Job that an external controller manages
+	// (spec.managedBy, GA since Kubernetes 1.35: the Job controller leaves
+	// such a Job alone, managedByExternalController in
+	// k8s.io/kubernetes@v1.37.2 pkg/controller/job/job_controller.go), its
+	// pod created here as that controller would, with the Job's tracking
+	// finalizer. When the run suspends the Job nothing but gang-drain
+	// deletes that pod, so each run does under the role what it does for a
+	// stopped gang's pods once their Job is suspended: list and watch the
+	// Jobs, record the pods on the Job, patch away the finalizer, delete.
+	extJob := harness.Job(ns, "ext", 1, 0, false)
+	extJob.Labels[checkpoint.DefaultKeys().Protocol()] = "none"
+	extJob.Spec.ManagedBy = ptr.To("gpufleet.dev/e2e-external")
+	extJob, err = cp.Client.BatchV1().Jobs(ns).Create(ctx, extJob, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	extPod := func(t *testing.T) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext-0", Labels: map[string]string{"app": "ext"},
+			Annotations: map[string]string{batchv1.JobCompletionIndexAnnotation: "0"},
+			Finalizers:  []string{batchv1.JobTrackingFinalizer},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: extJob.Name, UID: extJob.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+			Spec: harness.PodSpec(0)}
+		p.Spec.NodeName = node
+		if _, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+			t.Fatal(err)
+		}
+	}
+	extPod(t)
 	ready := func(t *testing.T) {
 		t.Helper()
-		for _, sel := range []string{"app=trainer", "app=web", "app=pg"} {
+		for _, sel := range []string{"app=trainer", "app=web", "app=pg", "app=ext"} {
 			if err := cp.WaitPodsReady(ctx, ns, sel, 1, 2*time.Minute); err != nil {
 				t.Fatal(err)
 			}
@@ -185,6 +218,9 @@ func TestGangDrainRole(t *testing.T) {
 	// recreated, and the pods Ready again.
 	undo := func(t *testing.T) {
 		t.Helper()
+		// The external controller's part: the pod again, before the Job is
+		// resumed and restore waits for it.
+		extPod(t)
 		r := run(t, cp, bin, admin, "restore", node, "--poll-interval=250ms", "--restore-timeout=2m")
 		if r.ExitCode != 0 {
 			t.Fatalf("restore as admin: %s", r)
@@ -192,15 +228,56 @@ func TestGangDrainRole(t *testing.T) {
 		podGroup(t)
 		ready(t)
 	}
+	runArgs := []string{"run", node, "--on-timeout=stop", "--ack-timeout=2s", "--poll-interval=250ms"}
 	flows := map[string]flow{
 		"plan":     {args: []string{"plan", node, "-o", "wide"}, code: 0},
-		"run":      {args: []string{"run", node, "--on-timeout=stop", "--ack-timeout=2s", "--poll-interval=250ms"}, code: 0},
+		"run":      {args: runArgs, code: 0, after: extPod},
 		"status":   {args: []string{"status"}, code: 0},
 		"restore":  {args: []string{"restore", node, "--poll-interval=250ms", "--restore-timeout=2m"}, code: 0},
-		"run+undo": {args: []string{"run", node, "--on-timeout=stop", "--ack-timeout=2s", "--poll-interval=250ms"}, code: 0, after: undo},
+		"run+undo": {args: runArgs, code: 0, after: undo},
+		// Without a verb it needs to delete them, gang-drain leaves the
+		// pods to their Job's controller, which for "ext" is nobody: the
+		// stop ends at --stop-timeout.
+		"run+undo, ext kept": {args: append(runArgs[:len(runArgs):len(runArgs)], "--stop-timeout=5s"), code: 0, after: undo},
+		// The pool holds a gang, so the inference plan is refused (exit
+		// 1) after reading the model Deployments.
+		"plan-inference": {args: []string{"plan", node, "--inference", "--hydrate-bandwidth", "object-store=1G/s"}, code: 1},
+		// A run on the node (the admin's), a surge of web recorded for it
+		// as run --inference records one, then restore --inference.
+		"restore-surge": {args: []string{"restore", node, "--inference", "--poll-interval=250ms", "--restore-timeout=2m"}, code: 0,
+			before: func(t *testing.T) {
+				t.Helper()
+				if r := run(t, cp, bin, admin, runArgs...); r.ExitCode != 0 {
+					t.Fatalf("run as admin: %s", r)
+				}
+				extPod(t)
+				n, err := cp.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				dep, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := inference.ApplySurge(ctx, cp.Client, dep, n.Annotations[gang.AnnRunID], 1, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			},
+			after: func(t *testing.T) {
+				t.Helper()
+				if r := run(t, cp, bin, admin, "restore", node, "--inference", "--poll-interval=250ms", "--restore-timeout=2m"); r.ExitCode != 0 {
+					t.Fatalf("restore as admin: %s", r)
+				}
+				dep, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+				if err != nil || *dep.Spec.Replicas != 1 || dep.Labels[inference.LabelSurgedByRun] != "" {
+					t.Fatalf("web after restore --inference: %v %v", dep, err)
+				}
+				podGroup(t)
+				ready(t)
+			}},
 	}
 	user := grant(t, cp, "gang-drain", "full", rs, ns, nil)
-	checkFlows(t, cp, bin, user, []string{"plan", "run", "status", "restore"}, flows)
+	checkFlows(t, cp, bin, user, []string{"plan", "run", "status", "restore", "plan-inference", "restore-surge"}, flows)
 	podGroup(t)
 	ready(t)
 	dyn := dynamic.NewForConfigOrDie(cp.Config)
@@ -209,14 +286,22 @@ func TestGangDrainRole(t *testing.T) {
 	} else if s, _, _ := unstructured.NestedBool(u.Object, "spec", "suspend"); s {
 		t.Error("the JobSet is still suspended after restore")
 	}
+	// The run deleted ext's pod itself, as the record on the Job says.
+	if j, err := cp.Client.BatchV1().Jobs(ns).Get(ctx, "ext", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if rec, err := gang.ParseDeletedPods(j.Annotations[gang.AnnDeletedPods]); err != nil || rec == nil || rec.Count != 1 || !rec.Deleted.Has("ext", "ext-0") || rec.Unfinalized != 1 || ptr.Deref(j.Spec.Suspend, false) {
+		t.Errorf("job ext after run and restore: suspend %v, deleted-pods record %+v (%v)", ptr.Deref(j.Spec.Suspend, false), rec, err)
+	}
 	checkRemovals(t, cp, "gang-drain", bin, ns, rs, flows, []removal{
 		{flow: "plan", code: 3, line: denied("get", "nodes")},
 		{flow: "run+undo", code: 3, line: denied("patch", "nodes")},
 		{flow: "plan", code: 3, line: denied("list", "pods")},
-		{flow: "run+undo", code: 3, line: denied("get", "pods")},
+		// The pod group's checkpoint request needs get; ext's finalizer patch is refused too (a warning).
+		{flow: "run+undo, ext kept", code: 3, line: denied("get", "pods"), also: []string{"not deleting its pods itself", denied("patch", "pods")}},
 		// Degrades: the checkpoint answer and the stopping gang's pods are read every interval instead.
 		{flow: "run+undo", code: 0, also: []string{"cannot watch pods in namespace", denied("watch", "pods")}},
-		{flow: "run+undo", code: 3, line: denied("delete", "pods")},
+		// The pod group's stop needs delete; ext's pod is left to its controller (a warning).
+		{flow: "run+undo, ext kept", code: 3, line: denied("delete", "pods"), also: []string{"not deleting its pods itself"}},
 		{flow: "run+undo", code: 3, line: denied("create", "pods/eviction")},
 		// Degrades: the pods of that namespace get the verdict UNKNOWN naming the refusal.
 		{flow: "plan", code: 1, also: []string{"UNKNOWN", denied("list", "poddisruptionbudgets")}},
@@ -230,6 +315,10 @@ func TestGangDrainRole(t *testing.T) {
 				}
 			}
 		}},
+		{flow: "plan-inference", code: 3, line: denied("list", "replicasets")},
+		{flow: "restore-surge", code: 3, line: denied("patch", "deployments")},
+		// Degrades: the plan notes that it cannot tell which models an autoscaler scales.
+		{flow: "plan-inference", code: 1, also: []string{"note: cannot list horizontalpodautoscalers", denied("list", "horizontalpodautoscalers")}},
 	})
 	_ = rbacv1.GroupName
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
@@ -80,6 +81,26 @@ func TestSkewRole(t *testing.T) {
 		t.Fatalf("preflight as admin: exit %d, want 1 (support window past its end)", flows["preflight"].code)
 	}
 	user := grant(t, cp, "skew", "full", rs, "", nil)
+	// preflight's admission probes (a privileged pod in a namespace without
+	// a Pod Security label, for the cluster default) need the probe role
+	// beside it, as the README says.
+	probes := loadRoles(t, "skew-probes").cluster.DeepCopy()
+	probes.Name = "gpufleet-rbac-skew-probes"
+	ctx := context.Background()
+	if _, err := cp.Client.RbacV1().ClusterRoles().Create(ctx, probes, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Client.RbacV1().ClusterRoles().Delete(context.Background(), probes.Name, metav1.DeleteOptions{})
+	})
+	if _, err := cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: probes.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: probes.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cp.Client.RbacV1().ClusterRoleBindings().Delete(context.Background(), probes.Name, metav1.DeleteOptions{})
+	})
 	checkFlows(t, cp, bin, user, []string{"check", "preflight"}, flows)
 	code := flows["check"].code
 	checkRemovals(t, cp, "skew", bin, "", rs, flows, []removal{

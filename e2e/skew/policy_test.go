@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,10 @@ type policyWebhook struct {
 	seen  int
 	wet   int
 	block chan struct{}
+	// delay (milliseconds) holds every answer back: the apiserver calls
+	// validating webhooks in parallel and names the first denial to
+	// arrive, so delays decide which of two it names.
+	delay atomic.Int64
 }
 
 func startPolicyWebhook(t *testing.T, hang bool) *policyWebhook {
@@ -67,6 +72,11 @@ func startPolicyWebhook(t *testing.T, hang bool) *policyWebhook {
 			case <-req.Context().Done():
 			case <-w.block:
 			}
+			return
+		}
+		select {
+		case <-time.After(time.Duration(w.delay.Load()) * time.Millisecond):
+		case <-req.Context().Done():
 			return
 		}
 		var obj metav1.PartialObjectMetadata

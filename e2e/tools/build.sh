@@ -2,7 +2,7 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|argo|s3|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|alertmanager|prometheus|argo|s3|capi|kubeadmcheck|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl and kwok; helm is the helm client e2e/deprecations drives; argo
@@ -26,8 +26,15 @@ JOBSET_VERSION=v0.11.1
 KREW_VERSION=v0.4.3
 HELM_VERSION=v4.3.2
 PUSHGATEWAY_VERSION=v1.11.5
+ALERTMANAGER_VERSION=v0.35.0
+# Prometheus v0.316.0 requires automemlimit v1.0.0, whose
+# WithRefreshInterval takes a context (memlimit/memlimit.go) where
+# Alertmanager v0.35.0's cmd/alertmanager/main.go calls the v0.7.5 form:
+# in one module they do not both compile, so Prometheus stays at v0.315.1.
+PROMETHEUS_VERSION=v0.315.1
 ARGO_VERSION=v3.7.15
 GOFAKES3_VERSION=v1.2.0
+CAPI_VERSION=v1.14.0
 
 log() { echo "build.sh: $*" >&2; }
 
@@ -49,6 +56,8 @@ usual() {
 	jobset) echo "about 2 min" ;;
 	krew) echo "about 1 min" ;;
 	pushgateway) echo "about 1.5 min" ;;
+	alertmanager) echo "about 1.5 min after the pushgateway" ;;
+	prometheus) echo "about 4 min after the alertmanager" ;;
 	workflow-controller) echo "about 7 min" ;;
 	validate) echo "about 2 min" ;;
 	kubeadmcheck) echo "about 1 min after core" ;;
@@ -59,10 +68,10 @@ usual() {
 # elapsed SECONDS prints 1m05s.
 elapsed() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 
-# build MODULE_DIR OUT PKG [LDFLAGS]: builds PKG inside the tools module
-# MODULE_DIR into OUT unless OUT already exists.
+# build MODULE_DIR OUT PKG [LDFLAGS [TAGS]]: builds PKG inside the tools
+# module MODULE_DIR into OUT unless OUT already exists.
 build() {
-	local mod=$1 out=$2 pkg=$3 ldflags=${4:-}
+	local mod=$1 out=$2 pkg=$3 ldflags=${4:-} tags=${5:-}
 	if [[ -x $out ]]; then return; fi
 	mkdir -p "$(dirname "$out")"
 	local start=$SECONDS name
@@ -70,7 +79,7 @@ build() {
 	# One line as each component starts and ends: elapsed since build.sh
 	# started, and the usual time, so a first build is visibly working.
 	log "[$(elapsed $SECONDS)] building $name (usually $(usual "$name") on two cores; $pkg)"
-	(cd "$here/$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
+	(cd "$here/$mod" && CGO_ENABLED=0 go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg")
 	mv "$out.tmp" "$out"
 	log "[$(elapsed $SECONDS)] built $name in $(elapsed $((SECONDS - start))) (usually $(usual "$name"))"
 }
@@ -146,10 +155,59 @@ helm() {
 }
 
 # pushgateway is the Prometheus Pushgateway e2e/fleetreport pushes the fleet
-# report to (the server a CronJob's push lands on).
+# report to (the server a CronJob's push lands on). It shares the tools
+# module e2e/tools/prometheus with the Alertmanager and Prometheus, so
+# their common packages compile once.
 pushgateway() {
-	build pushgateway "$cache/pushgateway-$PUSHGATEWAY_VERSION/pushgateway" github.com/prometheus/pushgateway \
+	build prometheus "$cache/pushgateway-$PUSHGATEWAY_VERSION/pushgateway" github.com/prometheus/pushgateway \
 		"-X github.com/prometheus/common/version.Version=${PUSHGATEWAY_VERSION#v}"
+}
+
+# alertmanager is the Alertmanager whose API v2 the alerts gate reads
+# (e2e/skew TestAlertsGate). Its ui package embeds the built web UI (`//go:embed
+# app/dist` in alertmanager@v0.35.0 ui/web.go), which the module as the
+# proxy serves it does not contain (the UI is built with npm at release),
+# so it does not compile as is. Only the API is used: the module is copied
+# out of the module cache, given a placeholder page where the UI would be,
+# and built from the copy through a replace in a scratch copy of the tools
+# module's go.mod (-modfile), leaving the committed go.mod as it is.
+alertmanager() {
+	local out=$cache/alertmanager-$ALERTMANAGER_VERSION/alertmanager
+	if [[ -x $out ]]; then return; fi
+	local src=$cache/alertmanager-$ALERTMANAGER_VERSION/src scratch
+	if [[ ! -f $src/go.mod ]]; then
+		local mod
+		mod=$(cd "$here/prometheus" && go list -m -f '{{.Dir}}' github.com/prometheus/alertmanager)
+		mkdir -p "$(dirname "$src")"
+		rm -rf "$src.tmp"
+		cp -r "$mod" "$src.tmp"
+		chmod -R u+w "$src.tmp"
+		local d
+		for d in elm mantine; do
+			mkdir -p "$src.tmp/ui/app/dist/$d"
+			printf '<!doctype html><title>Alertmanager</title><p>Built without its web UI: the API is at /api/v2/.</p>\n' >"$src.tmp/ui/app/dist/$d/index.html"
+		done
+		rm -rf "$src"
+		mv "$src.tmp" "$src"
+	fi
+	scratch=$(mktemp -d)
+	cp "$here/prometheus/go.mod" "$here/prometheus/go.sum" "$scratch/"
+	echo "replace github.com/prometheus/alertmanager => $src" >>"$scratch/go.mod"
+	GOFLAGS="${GOFLAGS:-} -modfile=$scratch/go.mod" build prometheus "$out" github.com/prometheus/alertmanager/cmd/alertmanager \
+		"-X github.com/prometheus/common/version.Version=${ALERTMANAGER_VERSION#v}"
+	rm -rf "$scratch"
+}
+
+# prometheus is a Prometheus server for a PromQL check to query, scraping
+# the local apiserver and a test's exporter through static_configs; no test
+# runs it yet, so make test does not build it. remove_all_sd leaves out every service discovery but the
+# file and HTTP ones (prometheus@v0.315.1 plugins/plugin_*.go carry
+# `//go:build !remove_all_sd || enable_<name>_sd`, plugins/minimum.go keeps
+# file and http), and without the builtinassets tag the UI is not compiled
+# in (web/ui/ui.go): the API is all the tests use.
+prometheus() {
+	build prometheus "$cache/prometheus-$PROMETHEUS_VERSION/prometheus" github.com/prometheus/prometheus/cmd/prometheus \
+		"-X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" remove_all_sd
 }
 
 argo() {
@@ -158,6 +216,18 @@ argo() {
 		"-X github.com/argoproj/argo-workflows/v3.version=$ARGO_VERSION"
 	build argo "$d/validate" ./validate
 	crds argo github.com/argoproj/argo-workflows/v3 manifests/base/crds/minimal "$d/crds"
+}
+
+# capi is Cluster API's CRDs, from the module as the Go module proxy serves
+# it (e2e/tools/capi pins it; nothing is built): e2e/fleet applies
+# Cluster and MachineDeployment to a local control plane.
+capi() {
+	local src
+	src=$(cd "$here/capi" && go mod download -json sigs.k8s.io/cluster-api | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	local d=$cache/capi-$CAPI_VERSION/crds
+	if [[ ! -d $d ]]; then
+		mkdir -p "$d.tmp" && cp "$src"/core/config/crd/bases/cluster.x-k8s.io_*.yaml "$d.tmp/" && chmod -R u+w "$d.tmp" && mv "$d.tmp" "$d"
+	fi
 }
 
 s3() {
@@ -181,10 +251,10 @@ locked() {
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm | pushgateway | argo | s3 | kubeadmcheck) locked "$what" ;;
+	core | kueue | jobset | krew | helm | pushgateway | alertmanager | prometheus | argo | s3 | capi | kubeadmcheck) locked "$what" ;;
 	krew-validate) locked krew_validate ;;
-	all) for c in core kueue jobset krew_validate helm pushgateway argo s3 kubeadmcheck; do locked "$c"; done ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, argo, s3, kubeadmcheck or all)" >&2; exit 2 ;;
+	all) for c in core kueue jobset krew_validate helm pushgateway alertmanager prometheus argo s3 capi kubeadmcheck; do locked "$c"; done ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, alertmanager, prometheus, argo, s3, capi, kubeadmcheck or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"

@@ -61,7 +61,9 @@ func runDist(args []string) error {
 			files := []archiveFile{
 				{pl.Binary() + p.Exe(), 0o755, bin},
 				{"LICENSE", 0o644, lic},
-				{pl.Completion(), 0o755, comp},
+			}
+			if c := p.Completion(pl); c != "" {
+				files = append(files, archiveFile{c, 0o755, comp})
 			}
 			data, err := archive(p, files)
 			if err != nil {

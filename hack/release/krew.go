@@ -27,6 +27,7 @@ func checkVersion(v string) error {
 }
 
 // PlatformData fills one platform entry of a manifest template.
+// Completion is "" where the platform ships no completion script.
 type PlatformData struct {
 	OS, Arch, URI, SHA256, Bin, Binary, Completion string
 }
@@ -35,12 +36,18 @@ type PlatformData struct {
 type ManifestData struct {
 	Version   string
 	Platforms []PlatformData
+	// RBAC is the RBAC part of the caveats, from README (see Caveats).
+	RBAC string
 }
 
 // Render renders the manifest template of pl with the archives found in
 // dist (their sha256) and URIs under baseURI.
-func Render(tmpl []byte, pl Plugin, version, dist, baseURI string, plats []Platform) ([]byte, error) {
+func Render(tmpl []byte, pl Plugin, version, dist, baseURI string, plats []Platform, rbac []rbacRow) ([]byte, error) {
 	data := ManifestData{Version: version}
+	var err error
+	if data.RBAC, err = Caveats(rbac, pl); err != nil {
+		return nil, err
+	}
 	for _, p := range plats {
 		name := ArchiveName(pl, version, p)
 		b, err := os.ReadFile(filepath.Join(dist, name))
@@ -54,7 +61,7 @@ func Render(tmpl []byte, pl Plugin, version, dist, baseURI string, plats []Platf
 			SHA256:     hex.EncodeToString(sum[:]),
 			Bin:        pl.Binary() + p.Exe(),
 			Binary:     pl.Binary() + p.Exe(),
-			Completion: pl.Completion(),
+			Completion: p.Completion(pl),
 		})
 	}
 	t, err := template.New(pl.Name).Option("missingkey=error").Parse(string(tmpl))
@@ -74,6 +81,7 @@ func runKrew(args []string) error {
 	dist := fs.String("dist", "dist", "directory with the archives")
 	out := fs.String("out", "dist/krew", "output directory for rendered manifests")
 	src := fs.String("manifests", "krew-manifests", "directory with the manifest templates")
+	readme := fs.String("readme", "README.md", "README whose RBAC table the caveats list")
 	baseURI := fs.String("base-uri", "https://github.com/gpufleet/upgrade-plugins/releases/download", "URI prefix of the archives; the version and archive name are appended")
 	platforms := fs.String("platforms", "", "comma-separated os/arch list (default: every release platform)")
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +94,10 @@ func runKrew(args []string) error {
 	if err := checkVersion(*version); err != nil {
 		return err
 	}
+	rbac, err := readRBAC(*readme)
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
@@ -94,7 +106,7 @@ func runKrew(args []string) error {
 		if err != nil {
 			return err
 		}
-		m, err := Render(tmpl, pl, *version, *dist, *baseURI, plats)
+		m, err := Render(tmpl, pl, *version, *dist, *baseURI, plats, rbac)
 		if err != nil {
 			return err
 		}
@@ -163,7 +175,8 @@ var (
 // Validate applies krew's manifest rules (those of krew's own index
 // validation) and ours: a name that is also the file name, a short
 // description that reads well cut at 50 characters, RBAC caveats, and every
-// platform installing the binary, LICENSE and the completion script.
+// platform installing the binary, LICENSE and the completion script where
+// the platform can run it (none on Windows, see Platform.Completion).
 func Validate(name string, data []byte) error {
 	var m manifest
 	if err := yaml.UnmarshalStrict(data, &m); err != nil {
@@ -250,6 +263,14 @@ func Validate(name string, data []byte) error {
 		}
 		if !from["LICENSE"] {
 			add("%s: files do not install LICENSE", where)
+		}
+		comp := "kubectl_complete-" + strings.ReplaceAll(m.Metadata.Name, "-", "_")
+		windows := p.Selector != nil && p.Selector.MatchLabels["os"] == "windows"
+		switch {
+		case windows && from[comp]:
+			add("%s: installs the sh completion script %s on Windows, which cannot run it", where, comp)
+		case !windows && !from[comp]:
+			add("%s: files do not install the completion script %s", where, comp)
 		}
 	}
 	return errors.Join(errs...)

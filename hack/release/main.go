@@ -7,8 +7,10 @@
 // dist expects dist/build/<os>_<arch>/<binary>[.exe] (the Makefile
 // cross-compiles them) and writes one reproducible archive per plugin and
 // platform: tar.gz for linux and darwin, zip for windows, each holding the
-// binary, LICENSE and the plugin's kubectl_complete-* script. krew reads the
-// archives' sha256 and renders krew-manifests/<name>.yaml with them.
+// binary, LICENSE and (not on Windows, whose kubectl can neither find nor
+// run an sh script) the plugin's kubectl_complete-* script. krew reads the
+// archives' sha256 and renders krew-manifests/<name>.yaml with them, and
+// the caveats with README's RBAC table.
 package main
 
 import (

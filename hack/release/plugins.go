@@ -33,6 +33,20 @@ var Platforms = []Platform{
 	{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "amd64"}, {"darwin", "arm64"}, {"windows", "amd64"},
 }
 
+// Completion is the completion script the platform's archive ships for
+// pl, "" for none. kubectl finds a plugin's completion script with
+// exec.LookPath("kubectl_complete-<name>") and runs it
+// (k8s.io/kubectl@v0.37.2 pkg/cmd/plugin/plugin_completion.go,
+// lookupCompletionExec); on Windows LookPath finds only names ending in an
+// extension of PATHEXT (https://pkg.go.dev/os/exec#LookPath), and the
+// script is sh, which Windows cannot run, so Windows gets none.
+func (p Platform) Completion(pl Plugin) string {
+	if p.OS == "windows" {
+		return ""
+	}
+	return pl.Completion()
+}
+
 // Ext is the archive extension for the platform.
 func (p Platform) Ext() string {
 	if p.OS == "windows" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"archive/zip"
 	"bytes"
 	"compress/gzip"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // fakeBuild writes a stand-in binary per plugin and platform, as the
@@ -51,7 +54,7 @@ func distAndRender(t *testing.T, version string) (dist, krewDir string) {
 		t.Fatal(err)
 	}
 	if err := runKrew([]string{"-version", version, "-dist", dist, "-out", krewDir,
-		"-manifests", filepath.Join(root, "krew-manifests")}); err != nil {
+		"-manifests", filepath.Join(root, "krew-manifests"), "-readme", filepath.Join(root, "README.md")}); err != nil {
 		t.Fatal(err)
 	}
 	return dist, krewDir
@@ -87,6 +90,49 @@ func TestRenderedManifestsValidate(t *testing.T) {
 		}
 	}
 	_ = dist
+}
+
+// The caveats list what README's RBAC table says of each plugin, every
+// row of it, and name role files that exist.
+func TestCaveatsListREADMERBAC(t *testing.T) {
+	root := repoRoot(t)
+	rows, err := readRBAC(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, krewDir := distAndRender(t, "v0.1.0")
+	seen := map[string]bool{}
+	for _, pl := range Plugins {
+		b, err := os.ReadFile(filepath.Join(krewDir, pl.Name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m manifest
+		if err := yaml.UnmarshalStrict(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		caveats := strings.Join(strings.Fields(m.Spec.Caveats), " ")
+		for _, r := range rows {
+			if r.What != pl.Name && !strings.HasPrefix(r.What, pl.Name+" ") {
+				continue
+			}
+			seen[r.What] = true
+			if !strings.Contains(caveats, strings.Join(strings.Fields(r.Needs), " ")) {
+				t.Errorf("%s caveats lack README's RBAC row %q:\n%s", pl.Name, r.What, m.Spec.Caveats)
+			}
+			if _, err := os.Stat(filepath.Join(root, r.File)); err != nil {
+				t.Errorf("README's RBAC row %q names %s: %v", r.What, r.File, err)
+			}
+		}
+		if !seen[pl.Name] {
+			t.Errorf("README's RBAC table has no row for %s", pl.Name)
+		}
+	}
+	for _, r := range rows {
+		if !seen[r.What] && r.What != "checkpoint agent" {
+			t.Errorf("README's RBAC row %q belongs to no plugin's caveats", r.What)
+		}
+	}
 }
 
 func cacheDir() string {
@@ -126,8 +172,19 @@ func TestArchivesAreReproducibleAndComplete(t *testing.T) {
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("archive holds %q, want %q", got, want)
 	}
-	if _, err := os.Stat(filepath.Join(dist1, ArchiveName(Plugins[0], "v0.2.0-rc.1", Platform{"windows", "amd64"}))); err != nil {
-		t.Errorf("no windows zip: %v", err)
+	// Windows gets the binary and LICENSE: the completion script is sh,
+	// which kubectl on Windows neither finds nor can run.
+	zr, err := zip.OpenReader(filepath.Join(dist1, ArchiveName(Plugins[0], "v0.2.0-rc.1", Platform{"windows", "amd64"})))
+	if err != nil {
+		t.Fatalf("no windows zip: %v", err)
+	}
+	defer zr.Close()
+	names = nil
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+	}
+	if got, want := strings.Join(names, " "), "kubectl-skew.exe LICENSE"; got != want {
+		t.Errorf("windows zip holds %q, want %q", got, want)
 	}
 }
 
@@ -154,6 +211,8 @@ spec:
       to: .
     - from: LICENSE
       to: .
+    - from: kubectl_complete-skew
+      to: .
 `
 	if err := Validate("skew", []byte(good)); err != nil {
 		t.Fatalf("good manifest rejected: %v", err)
@@ -169,6 +228,8 @@ spec:
 		"file entry without to":     {"to: .\n    - from: LICENSE", "to: \"\"\n    - from: LICENSE", "skew", "lacks from or to"},
 		"line break in short desc":  {"shortDescription: Check version skew", "shortDescription: \"a\\nb\"", "skew", "line break"},
 		"unknown field is an error": {"kind: Plugin", "kind: Plugin\nextra: 1", "skew", "not a krew manifest"},
+		"no completion script":      {"- from: kubectl_complete-skew", "- from: README", "skew", "do not install the completion script"},
+		"sh completion on Windows":  {"os: linux", "os: windows", "skew", "which cannot run it"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

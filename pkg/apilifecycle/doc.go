@@ -11,3 +11,4 @@
 package apilifecycle
 
 //go:generate go run ./internal/gen -o zz_generated.lifecycle.go
+//go:generate go run ./internal/gen/gates -o featuregates-removed.yaml

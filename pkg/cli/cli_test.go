@@ -340,6 +340,7 @@ func TestRunExitCodesAndErrors(t *testing.T) {
 	}{
 		{"ok", nil, nil, 0, ""},
 		{"findings print nothing", nil, Findings(2), 1, ""},
+		{"a bare exit code prints nothing", nil, &ExitError{Code: 252}, 252, ""},
 		{"bad flag", []string{"--bogus"}, nil, 2, "error: unknown flag: --bogus\nhint: kubectl-test --help\n"},
 		{"unexpected arg", []string{"extra"}, nil, 2, "error: unknown command \"extra\" for \"kubectl-test\"\nhint: kubectl-test --help\n"},
 		{"cluster error with hint", nil, WithHint(ClusterErr(errors.New("cannot reach the cluster (context prod): connection refused")), "kubectl cluster-info --context prod"), 3,

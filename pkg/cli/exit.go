@@ -25,7 +25,7 @@ const (
 	ExitUsage = 2
 	// ExitUnavailable means the cluster could not be evaluated: unreachable,
 	// timed out, unauthorized or forbidden on a required read, or a required
-	// API missing.
+	// API missing; or a local input could not be read (see InputErr).
 	ExitUnavailable = 3
 	// ExitIncomplete means a mutating command stopped before it finished but
 	// recorded its state in the cluster; running it again resumes.
@@ -40,13 +40,16 @@ const ExitCodesHelp = `Exit codes:
   0    ran fully; nothing at or above --fail-on
   1    ran; findings at or above --fail-on
   2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig)
-  3    could not evaluate the cluster (unreachable, timeout, forbidden on a required read, API missing)
+  3    could not evaluate the cluster (unreachable, timeout, forbidden on a required read, API missing),
+       or could not read every input (a file that does not exist or holds nothing to read)
   4    stopped before the end but resumable (mutating commands): run the same command again
   130  interrupted
   When several apply, the worst wins: 130 > 2 > 3 > 4 > 1 > 0.`
 
 // ExitError carries an exit code, the error to print and an optional hint
-// (usually the exact command that helps).
+// (usually the exact command that helps). With no Err nothing is printed:
+// the exit code alone is the answer (a command run on the user's behalf
+// that spoke for itself).
 type ExitError struct {
 	Code int
 	Err  error

@@ -100,7 +100,8 @@ func Run(ctx context.Context, cmd *cobra.Command, streams genericiooptions.IOStr
 		code = ExitUsage
 	}
 	var fe *FindingsError
-	if !errors.As(err, &fe) {
+	var ee *ExitError
+	if !errors.As(err, &fe) && (!errors.As(err, &ee) || ee.Err != nil) {
 		printError(streams.ErrOut, failed, err)
 	}
 	return code

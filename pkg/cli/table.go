@@ -3,7 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"strings"
+
+	"golang.org/x/term"
 )
 
 // Column describes one table column. Wide columns only show with -o wide.
@@ -25,6 +28,13 @@ type Column struct {
 	// unset) and a longer cell runs past the budget, after the columns
 	// before it were fitted.
 	Overflow bool
+	// Drop marks a column the default view leaves out when the table does
+	// not fit its budget even with every shrinkable column at its
+	// minimum: the last such column goes first. -o wide shows it. A
+	// column that is neither Shrink nor Drop (an identifier: a node, pod,
+	// object name, API or file path) is never shortened, and a table whose
+	// identifiers alone are wider than the budget runs past it.
+	Drop bool
 }
 
 // Elision says which part of a shortened cell is left out.
@@ -41,7 +51,8 @@ const (
 )
 
 // DefaultTableWidth is the width budget of a default table: what fits a
-// terminal beside a runbook.
+// terminal beside a runbook. On a terminal wider than this, the table uses
+// the terminal's width (TableOptions.Width 0 only).
 const DefaultTableWidth = 120
 
 // ElisionMark replaces the characters a shortened cell leaves out.
@@ -66,8 +77,23 @@ type TableOptions struct {
 	NoHeaders bool
 	Wide      bool
 	// Width is the budget shrinkable columns are shortened to fit in the
-	// default view: 0 means DefaultTableWidth, a negative value no limit.
+	// default view: 0 means DefaultTableWidth, or the terminal's width
+	// when the table is written to a wider terminal; a negative value no
+	// limit.
 	Width int
+}
+
+// terminalWidth is the width of the terminal w is, 0 when w is not one.
+var terminalWidth = func(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return 0
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
 }
 
 const columnPadding = 3
@@ -80,6 +106,53 @@ func (t *Table) Print(w io.Writer, opts TableOptions) error {
 			idx = append(idx, i)
 		}
 	}
+	budget := opts.Width
+	if budget == 0 {
+		budget = max(DefaultTableWidth, terminalWidth(w))
+	}
+	for {
+		lines, widths := t.cells(idx, opts)
+		if !opts.Wide && budget > 0 {
+			cols := make([]Column, len(idx))
+			for j, i := range idx {
+				cols[j] = t.Columns[i]
+			}
+			narrowed, fits := fitWidths(cols, widths, budget)
+			if !fits {
+				if j := lastDrop(cols); j >= 0 {
+					idx = append(idx[:j:j], idx[j+1:]...)
+					continue
+				}
+			}
+			if narrowed {
+				first := 0
+				if !opts.NoHeaders {
+					first = 1
+				}
+				for _, l := range lines[first:] {
+					for j, c := range l {
+						l[j] = Shorten(c, widths[j], cols[j].Elide)
+					}
+				}
+			}
+		}
+		return writeLines(w, lines, widths)
+	}
+}
+
+// lastDrop is the index of the last Drop column of cols, -1 when none.
+func lastDrop(cols []Column) int {
+	for j := len(cols) - 1; j >= 0; j-- {
+		if cols[j].Drop {
+			return j
+		}
+	}
+	return -1
+}
+
+// cells are the header and row cells of the columns idx, and each
+// column's width.
+func (t *Table) cells(idx []int, opts TableOptions) ([][]string, []int) {
 	var lines [][]string
 	if !opts.NoHeaders {
 		h := make([]string, len(idx))
@@ -108,29 +181,10 @@ func (t *Table) Print(w io.Writer, opts TableOptions) error {
 			}
 		}
 	}
-	if !opts.Wide {
-		budget := opts.Width
-		if budget == 0 {
-			budget = DefaultTableWidth
-		}
-		if budget > 0 {
-			cols := make([]Column, len(idx))
-			for j, i := range idx {
-				cols[j] = t.Columns[i]
-			}
-			if fitWidths(cols, widths, budget) {
-				first := 0
-				if !opts.NoHeaders {
-					first = 1
-				}
-				for _, l := range lines[first:] {
-					for j, c := range l {
-						l[j] = Shorten(c, widths[j], cols[j].Elide)
-					}
-				}
-			}
-		}
-	}
+	return lines, widths
+}
+
+func writeLines(w io.Writer, lines [][]string, widths []int) error {
 	var b strings.Builder
 	for _, l := range lines {
 		b.Reset()
@@ -150,8 +204,8 @@ func (t *Table) Print(w io.Writer, opts TableOptions) error {
 
 // fitWidths narrows the shrinkable columns of widths, widest first, until
 // the table fits budget or every shrinkable column is at its minimum. It
-// reports whether any column was narrowed.
-func fitWidths(cols []Column, widths []int, budget int) bool {
+// reports whether any column was narrowed and whether the table fits.
+func fitWidths(cols []Column, widths []int, budget int) (narrowed, fits bool) {
 	floor := make([]int, len(cols))
 	for j, c := range cols {
 		// The header is never shortened: a column narrower than its
@@ -171,7 +225,6 @@ func fitWidths(cols []Column, widths []int, budget int) bool {
 			total += columnPadding
 		}
 	}
-	narrowed := false
 	for total > budget {
 		widest := -1
 		for j, c := range cols {
@@ -186,7 +239,7 @@ func fitWidths(cols []Column, widths []int, budget int) bool {
 		total--
 		narrowed = true
 	}
-	return narrowed
+	return narrowed, total <= budget
 }
 
 // Shorten returns s cut to at most width visible characters, with

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
@@ -111,5 +112,84 @@ func TestTableMinBelowHeader(t *testing.T) {
 	lines := strings.Split(b.String(), "\n")
 	if strings.Index(lines[0], "X") != visibleWidth(lines[1][:strings.Index(lines[1], "x")]) || !strings.HasPrefix(lines[1], strings.Repeat("r", 10)+ElisionMark+" ") {
 		t.Errorf("columns out of line:\n%s", b.String())
+	}
+}
+
+// Identifiers (columns neither Shrink nor Drop) stay whole; the other
+// columns shrink to their minimum, then Drop columns go, last first; a
+// table whose identifiers alone are too wide runs past the budget.
+func TestTableIdentifiersWholeDropBeforeCut(t *testing.T) {
+	node := "gke-gpu-pool-a100-80gb-spot-7f9c2d-q7xk"
+	pod := "inference/llama-70b-serving-7d9f8c6b5d-x2k4q"
+	newTable := func() Table {
+		tb := Table{Columns: []Column{{Name: "NODE"}, {Name: "POD"}, {Name: "VERDICT"},
+			{Name: "REASON", Shrink: true, Min: 12, Drop: true}, {Name: "NOTE", Drop: true}, {Name: "FOR"}}}
+		tb.AddRow(node, pod, "LATER", "the pod is not Ready and the PDB counts it as healthy", "a note", "3h")
+		return tb
+	}
+	for _, tc := range []struct {
+		width      int
+		want, lack []string
+	}{
+		// 120: NOTE goes; REASON shrinks.
+		{120, []string{node, pod, "LATER", "the pod is not…", "3h"}, []string{"a note"}},
+		// 110: both go, identifiers whole.
+		{110, []string{node, pod, "LATER", "3h"}, []string{"REASON", "NOTE"}},
+		// 60: narrower than the identifiers: they run past, whole.
+		{60, []string{node, pod}, []string{"REASON", ElisionMark}},
+		// Wide enough for all.
+		{200, []string{"the pod is not Ready and the PDB counts it as healthy", "a note"}, nil},
+	} {
+		tb := newTable()
+		var b strings.Builder
+		if err := tb.Print(&b, TableOptions{Width: tc.width}); err != nil {
+			t.Fatal(err)
+		}
+		out := b.String()
+		for _, s := range tc.want {
+			if !strings.Contains(out, s) {
+				t.Errorf("width %d: lacks %q:\n%s", tc.width, s, out)
+			}
+		}
+		for _, s := range tc.lack {
+			if strings.Contains(out, s) {
+				t.Errorf("width %d: has %q:\n%s", tc.width, s, out)
+			}
+		}
+		if tc.width >= 110 {
+			for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+				if w := visibleWidth(l); w > tc.width {
+					t.Errorf("width %d: line is %d wide: %q", tc.width, w, l)
+				}
+			}
+		}
+		// -o wide shows every column whole.
+		b.Reset()
+		_ = tb.Print(&b, TableOptions{Width: tc.width, Wide: true})
+		if !strings.Contains(b.String(), "a note") || !strings.Contains(b.String(), "counts it as healthy") {
+			t.Errorf("width %d: -o wide lacks a column:\n%s", tc.width, b.String())
+		}
+	}
+}
+
+// On a terminal wider than DefaultTableWidth the table uses its width;
+// on a narrower or unknown one, DefaultTableWidth.
+func TestTableTerminalWidth(t *testing.T) {
+	defer func(f func(io.Writer) int) { terminalWidth = f }(terminalWidth)
+	long := strings.Repeat("r", 150)
+	for _, tc := range []struct {
+		term, want int
+	}{{0, DefaultTableWidth}, {80, DefaultTableWidth}, {120, DefaultTableWidth}, {140, 140}, {200, 158}} {
+		terminalWidth = func(io.Writer) int { return tc.term }
+		tb := Table{Columns: []Column{{Name: "NAME"}, {Name: "REASON", Shrink: true, Min: 10}}}
+		tb.AddRow("pod-1", long)
+		var b strings.Builder
+		if err := tb.Print(&b, TableOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+		if w := visibleWidth(lines[1]); w != tc.want {
+			t.Errorf("terminal %d: row is %d wide, want %d", tc.term, w, tc.want)
+		}
 	}
 }

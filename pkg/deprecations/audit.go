@@ -83,7 +83,9 @@ type auditEvent struct {
 }
 
 // Read reads the named files in order ("-" is stdin). Rotated sets are
-// passed as several files; gzip is detected by content.
+// passed as several files; gzip is detected by content. A file that
+// cannot be opened, and one with no audit event (no JSON line) and
+// nothing it could not read, are an *ErrBadInput of --audit-log.
 func (a *AuditReader) Read(ctx context.Context, paths []string, stdin io.Reader) (AuditResult, error) {
 	agg := map[auditKey]*auditAgg{}
 	var res AuditResult
@@ -99,13 +101,19 @@ func (a *AuditReader) Read(ctx context.Context, paths []string, stdin io.Reader)
 		} else {
 			f, err := os.Open(p)
 			if err != nil {
-				return res, err
+				return res, badPath("--audit-log", p, err)
 			}
 			defer f.Close()
 			r = f
 		}
-		if err := a.readOne(ctx, name, r, agg, &res); err != nil {
+		lines, skipped := res.Lines, len(res.Skipped)
+		events, err := a.readOne(ctx, name, r, agg, &res)
+		if err != nil {
 			return res, err
+		}
+		if events == 0 && len(res.Skipped) == skipped {
+			return res, &ErrBadInput{Flag: "--audit-log", Path: p,
+				Err: fmt.Errorf("holds no audit event (%s read, 0 events; the apiserver writes one JSON event a line)", plural(int(res.Lines-lines), "line"))}
 		}
 	}
 	res.Findings = auditFindings(agg)
@@ -116,18 +124,20 @@ func (a *AuditReader) Read(ctx context.Context, paths []string, stdin io.Reader)
 func (a *AuditReader) ReadStream(ctx context.Context, name string, r io.Reader) (AuditResult, error) {
 	agg := map[auditKey]*auditAgg{}
 	var res AuditResult
-	err := a.readOne(ctx, name, r, agg, &res)
+	_, err := a.readOne(ctx, name, r, agg, &res)
 	res.Findings = auditFindings(agg)
 	return res, err
 }
 
-func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg map[auditKey]*auditAgg, res *AuditResult) error {
+// readOne reads one stream into agg and res; it returns how many lines
+// held a JSON object, the audit events it read whether deprecated or not.
+func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg map[auditKey]*auditAgg, res *AuditResult) (int64, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, gzipMagic) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			res.Skipped = append(res.Skipped, Skipped{Source: SourceAudit, File: name, Reason: "not valid gzip: " + err.Error()})
-			return nil
+			return 0, nil
 		}
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 1<<20)
@@ -138,6 +148,7 @@ func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg
 	}
 	var (
 		line    int
+		objects int64
 		bad     int
 		long    []byte
 		tooLong bool
@@ -166,11 +177,14 @@ func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg
 			line++
 			res.Lines++
 			if line%4096 == 0 && ctx.Err() != nil {
-				return ctx.Err()
+				return objects, ctx.Err()
 			}
 			data := chunk
 			if len(long) > 0 {
 				data = append(long, chunk...)
+			}
+			if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+				objects++
 			}
 			switch {
 			case tooLong || len(data) > maxLine:
@@ -198,7 +212,7 @@ func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg
 		res.Skipped = append(res.Skipped, Skipped{Source: SourceAudit, File: name,
 			Reason: fmt.Sprintf("%d more lines could not be read", bad-maxBadLines)})
 	}
-	return nil
+	return objects, nil
 }
 
 // event folds one line into the aggregate; it returns why the line could

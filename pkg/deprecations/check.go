@@ -24,8 +24,10 @@ import (
 
 // Check is one run of `kubectl deprecations`: which sources to read, the
 // lifecycle table and the release the findings are judged against. Run
-// reads every source and classifies what they found; a source that could
-// not be read is reported in its SourceStatus and the others still run.
+// reads every source and classifies what they found; a cluster source that
+// could not be read is reported in its SourceStatus and the others still
+// run, while a local input that could not be read (*ErrBadInput) refuses
+// the run before the cluster is read.
 type Check struct {
 	// Table is the lifecycle table (built in, plus --rules).
 	Table *apilifecycle.Table
@@ -102,7 +104,9 @@ func NeedsCluster(sources map[Source]bool) bool {
 
 // Run reads the manifests and audit logs, then the cluster sources of c
 // (nil when no cluster source is asked for), and classifies the findings.
-// It returns an error only when ctx ends.
+// It returns an error only when ctx ends or a local input is refused
+// (*ErrBadInput: a path that does not exist, a file, directory, stream or
+// kustomization with no object, an audit log with no event).
 func (k *Check) Run(ctx context.Context, c *Cluster) (CheckResult, error) {
 	var res CheckResult
 	var raw []Finding
@@ -117,17 +121,20 @@ func (k *Check) Run(ctx context.Context, c *Cluster) (CheckResult, error) {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
+		if err != nil {
+			return res, err
+		}
 	}
 	if k.Sources[SourceAudit] {
 		ar, err := (&AuditReader{}).Read(ctx, k.AuditLogs, k.Stdin)
 		raw = append(raw, ar.Findings...)
 		res.NotScanned = append(res.NotScanned, ar.Skipped...)
-		if err != nil && !errors.Is(err, context.Canceled) {
-			err = &ErrBadInput{fmt.Errorf("reading audit log: %w", err)}
-		}
 		res.add(SourceStatus{Name: SourceAudit, Scanned: fmt.Sprintf("%d lines, %d requests to deprecated APIs", ar.Lines, ar.Events)}, err)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
+		}
+		if err != nil {
+			return res, err
 		}
 	}
 	if c != nil && NeedsCluster(k.Sources) {

@@ -63,6 +63,18 @@ type ManifestResult struct {
 	// Files and Objects count what was read.
 	Files   int
 	Objects int
+	// PerPath counts what was read under each path ScanPaths was given,
+	// in the order given.
+	PerPath []PathCount
+}
+
+// PathCount is what was read under one path given to ScanPaths: the
+// files found (one for a file or stdin), the objects in them, and the
+// entries of Skipped about them.
+type PathCount struct {
+	Path                    string
+	Dir                     bool
+	Files, Objects, Skipped int
 }
 
 func (s *ManifestScanner) init() {
@@ -124,12 +136,15 @@ func walkPaths(paths []string, fn func(walkEntry) error) error {
 	}
 	for i, p := range paths {
 		if !dirs[i] {
-			if err := fn(walkEntry{path: p}); err != nil {
+			if err := fn(walkEntry{path: p, arg: i}); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := walkDir(p, fn); err != nil {
+		if err := walkDir(p, func(e walkEntry) error {
+			e.arg = i
+			return fn(e)
+		}); err != nil {
 			return err
 		}
 	}
@@ -156,6 +171,7 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 	}
 	type tally struct {
 		files, objects int
+		perPath        []PathCount
 		// Only the files with something to report: most hold nothing,
 		// and an entry for each of thousands of files (and a slice of
 		// results as long) was a megabyte on the heap at its peak.
@@ -170,11 +186,16 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 			defer wg.Done()
 			var buf []byte
 			t := &perWorker[w]
+			t.perPath = make([]PathCount, len(paths))
 			for j := range jobs {
 				r := s.scanFile(j.e, stdin, &buf)
 				j.e.done()
 				t.files += r.Files
 				t.objects += r.Objects
+				pc := &t.perPath[j.e.arg]
+				pc.Files += r.Files
+				pc.Objects += r.Objects
+				pc.Skipped += len(r.Skipped)
 				if len(r.Findings) > 0 || len(r.Skipped) > 0 {
 					t.reported = append(t.reported, done{j.i, ManifestResult{Findings: r.Findings, Skipped: r.Skipped}})
 				}
@@ -200,9 +221,22 @@ func (s *ManifestScanner) ScanPaths(ctx context.Context, paths []string, stdin i
 	var reported []done
 	var res ManifestResult
 	var findings, skipped int
+	res.PerPath = make([]PathCount, len(paths))
+	for i, p := range paths {
+		res.PerPath[i].Path = p
+		if p != "-" {
+			fi, err := os.Stat(p)
+			res.PerPath[i].Dir = err == nil && fi.IsDir()
+		}
+	}
 	for _, t := range perWorker {
 		res.Files += t.files
 		res.Objects += t.objects
+		for i, pc := range t.perPath {
+			res.PerPath[i].Files += pc.Files
+			res.PerPath[i].Objects += pc.Objects
+			res.PerPath[i].Skipped += pc.Skipped
+		}
 		reported = append(reported, t.reported...)
 		for _, d := range t.reported {
 			findings += len(d.res.Findings)

@@ -2,8 +2,10 @@ package deprecations
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,16 +36,99 @@ func (r ManifestSourceResult) Scanned() string {
 	return fmt.Sprintf("%d files, %d objects", r.Files, r.Objects)
 }
 
-// ErrBadInput marks an error of the user's input (a path that does not
-// exist, a kustomization that does not build): the caller reports it as a
-// usage error.
-type ErrBadInput struct{ Err error }
+// ErrBadInput is a local input named on the command line that could not
+// be read or held nothing to read: a path that does not exist, a file
+// with no Kubernetes object in it, a directory with no manifest, an audit
+// log with no event, a kustomization that does not build. The run is
+// refused rather than reported: without that input a clean answer would
+// be a false one.
+type ErrBadInput struct {
+	// Flag is the flag that named the input (-f, -k, --audit-log).
+	Flag string
+	// Path is the input as given ("-" for stdin).
+	Path string
+	Err  error
+}
 
-func (e *ErrBadInput) Error() string { return e.Err.Error() }
+func (e *ErrBadInput) Error() string {
+	p := e.Path
+	if p == "-" {
+		p = "- (stdin)"
+	}
+	return fmt.Sprintf("%s %s: %v", e.Flag, p, e.Err)
+}
 func (e *ErrBadInput) Unwrap() error { return e.Err }
 
+// badPath is the ErrBadInput of a path that flag named and that could not
+// be opened or listed; the path is the one in err (a file under a
+// directory given, say).
+func badPath(flag, path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		path, err = pe.Path, pe.Err
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && strings.ContainsAny(path, "*?["):
+		// The shell passes a pattern that matched nothing as it is.
+		err = errors.New("does not exist (a pattern that matched no file)")
+	case errors.Is(err, fs.ErrNotExist):
+		err = errors.New("does not exist")
+	case errors.Is(err, fs.ErrPermission):
+		err = errors.New("cannot be read: permission denied")
+	default:
+		err = fmt.Errorf("cannot be read: %w", err)
+	}
+	return &ErrBadInput{Flag: flag, Path: path, Err: err}
+}
+
+// CheckInputs checks that every local input exists, before anything is
+// read from a file or a cluster: -f paths, the -k directory and the audit
+// logs ("-" is stdin and always exists).
+func CheckInputs(filenames []string, kustomize string, auditLogs []string) error {
+	for _, in := range []struct {
+		flag  string
+		paths []string
+	}{{"-f", filenames}, {"-k", []string{kustomize}}, {"--audit-log", auditLogs}} {
+		for _, p := range in.paths {
+			if p == "" || p == "-" {
+				continue
+			}
+			if _, err := os.Stat(p); err != nil {
+				return badPath(in.flag, p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// emptyPath is the ErrBadInput of a -f path that held no object and
+// nothing that could not be read: an empty file or stream, a file of
+// comments or plain YAML, a directory with no manifest in it.
+func emptyPath(pc PathCount) error {
+	var err error
+	switch {
+	case pc.Dir && pc.Files == 0:
+		err = errors.New("holds no .yaml, .yml or .json file (0 files read)")
+	case pc.Dir:
+		err = fmt.Errorf("holds no Kubernetes object (%s read, 0 objects; an object has apiVersion and kind)", plural(pc.Files, "file"))
+	default:
+		err = errors.New("holds no Kubernetes object (0 objects read; an object has apiVersion and kind)")
+	}
+	return &ErrBadInput{Flag: "-f", Path: pc.Path, Err: err}
+}
+
+// plural is "1 file", "2 files".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
 // Read scans the files, then builds and scans the kustomization. What was
-// read before an error is returned with it.
+// read before an error is returned with it. A path that does not exist,
+// a -f path with no object in it and a kustomization that builds none
+// are an *ErrBadInput.
 func (m *ManifestSource) Read(ctx context.Context) (ManifestSourceResult, error) {
 	var out ManifestSourceResult
 	if len(m.Filenames) > 0 {
@@ -52,25 +137,33 @@ func (m *ManifestSource) Read(ctx context.Context) (ManifestSourceResult, error)
 			if ctx.Err() != nil {
 				return out, err
 			}
-			return out, &ErrBadInput{fmt.Errorf("reading manifests: %w", err)}
+			return out, badPath("-f", "", err)
 		}
 		out = ManifestSourceResult{Findings: res.Findings, Skipped: res.Skipped, Files: res.Files, Objects: res.Objects}
+		for _, pc := range res.PerPath {
+			if pc.Objects == 0 && pc.Skipped == 0 {
+				return out, emptyPath(pc)
+			}
+		}
 	}
 	if m.Kustomize != "" {
 		k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 		rm, err := k.Run(filesys.MakeFsOnDisk(), m.Kustomize)
 		if err != nil {
-			return out, &ErrBadInput{fmt.Errorf("building kustomization %s: %w", m.Kustomize, err)}
+			return out, &ErrBadInput{Flag: "-k", Path: m.Kustomize, Err: fmt.Errorf("the kustomization does not build: %w", err)}
 		}
 		y, err := rm.AsYaml()
 		if err != nil {
-			return out, &ErrBadInput{fmt.Errorf("building kustomization %s: %w", m.Kustomize, err)}
+			return out, &ErrBadInput{Flag: "-k", Path: m.Kustomize, Err: fmt.Errorf("the kustomization does not build: %w", err)}
 		}
 		res := m.Scanner.Scan("kustomize "+m.Kustomize, y)
 		out.Findings = append(out.Findings, res.Findings...)
 		out.Skipped = append(out.Skipped, res.Skipped...)
 		out.Files++
 		out.Objects += res.Objects
+		if res.Objects == 0 && len(res.Skipped) == 0 {
+			return out, &ErrBadInput{Flag: "-k", Path: m.Kustomize, Err: errors.New("the kustomization builds no object (0 objects read)")}
+		}
 	}
 	return out, nil
 }

@@ -13,6 +13,8 @@ type walkEntry struct {
 	path string
 	dir  *openDir // nil: opened by path
 	name string
+	// arg is the index of the path argument the file was found under.
+	arg int
 }
 
 // done releases the entry's hold on its directory.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -160,6 +161,15 @@ func Validate(f *Fleet) field.ErrorList {
 	if c.MaxGPUPercentInFlight < 0 || c.MaxGPUPercentInFlight > 100 {
 		errs = append(errs, field.Invalid(sp.Child("caps", "maxGPUPercentInFlight"), strconv.Itoa(c.MaxGPUPercentInFlight), "a percent: 0 (no cap) to 100"))
 	}
+	names := map[string]bool{}
+	for _, cl := range f.Spec.Clusters {
+		names[cl.Name] = true
+	}
+	for i, n := range c.GPUCapExceptions {
+		if !names[n] {
+			errs = append(errs, field.Invalid(sp.Child("caps", "gpuCapExceptions").Index(i), n, "not a cluster of spec.clusters"))
+		}
+	}
 	for i, w := range f.Spec.Windows {
 		p := sp.Child("windows").Index(i)
 		errs = append(errs, selector(p.Child("selector"), w.Selector)...)
@@ -214,17 +224,30 @@ func Validate(f *Fleet) field.ErrorList {
 		if !haltChecks[h.Check] {
 			errs = append(errs, field.NotSupported(p.Child("check"), h.Check, sortedKeys(haltChecks)))
 		}
+		if h.Check == "alerts" {
+			if u, err := url.Parse(h.AlertmanagerURL); h.AlertmanagerURL == "" {
+				errs = append(errs, field.Required(p.Child("alertmanagerURL"), "the Alertmanager whose active alerts halt (http://alertmanager.monitoring:9093)"))
+			} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, field.Invalid(p.Child("alertmanagerURL"), h.AlertmanagerURL, "want http(s)://HOST[:PORT][/PATH]"))
+			}
+			if h.ClusterLabel != "" {
+				for _, m := range validation.IsQualifiedName(h.ClusterLabel) {
+					errs = append(errs, field.Invalid(p.Child("clusterLabel"), h.ClusterLabel, m))
+				}
+			}
+		}
 	}
 	if u := f.Spec.Upgrade; u != nil {
 		errs = append(errs, duration(sp.Child("upgrade", "stepDuration"), u.StepDuration, false)...)
-		if d := u.Drain; d != nil {
-			dp := sp.Child("upgrade", "drain")
-			if d.OnTimeout != "" && !onTimeouts[d.OnTimeout] {
-				errs = append(errs, field.NotSupported(dp.Child("onTimeout"), d.OnTimeout, sortedKeys(onTimeouts)))
+		for _, k := range slices.Sorted(maps.Keys(u.StepDurations)) {
+			kp := sp.Child("upgrade", "stepDurations").Key(k)
+			if !slices.Contains(DisruptiveKinds, k) {
+				errs = append(errs, field.NotSupported(kp, k, DisruptiveKinds))
+				continue
 			}
-			errs = append(errs, duration(dp.Child("ackTimeout"), d.AckTimeout, false)...)
-			errs = append(errs, duration(dp.Child("checkpointDeadline"), d.CheckpointDeadline, false)...)
+			errs = append(errs, duration(kp, u.StepDurations[k], true)...)
 		}
+		errs = append(errs, validateDrain(sp.Child("upgrade", "drain"), u.Drain)...)
 		for i, a := range u.Actions {
 			p := sp.Child("upgrade", "actions").Index(i)
 			errs = append(errs, selector(p.Child("selector"), a.Selector)...)
@@ -237,13 +260,17 @@ func Validate(f *Fleet) field.ErrorList {
 				if a.ClusterAPI.Namespace == "" {
 					errs = append(errs, field.Required(p.Child("clusterAPI", "namespace"), "the namespace of the Cluster objects"))
 				}
+				if err := CheckCommandTemplate(a.ClusterAPI.EtcdSnapshot); err != nil {
+					errs = append(errs, field.Invalid(p.Child("clusterAPI", "etcdSnapshot"), a.ClusterAPI.EtcdSnapshot, err.Error()))
+				}
 			}
 			if a.Command != nil {
 				n++
 				if a.Command.ControlPlane == "" && a.Command.Pool == "" {
 					errs = append(errs, field.Required(p.Child("command"), "a controlPlane or pool command template"))
 				}
-				for _, t := range []struct{ name, v string }{{"controlPlane", a.Command.ControlPlane}, {"pool", a.Command.Pool}, {"etcdSnapshot", a.Command.EtcdSnapshot}} {
+				for _, t := range []struct{ name, v string }{{"controlPlane", a.Command.ControlPlane}, {"pool", a.Command.Pool}, {"etcdSnapshot", a.Command.EtcdSnapshot},
+					{"holdRollouts", a.Command.HoldRollouts}, {"releaseRollouts", a.Command.ReleaseRollouts}} {
 					if err := CheckCommandTemplate(t.v); err != nil {
 						errs = append(errs, field.Invalid(p.Child("command", t.name), t.v, err.Error()))
 					}
@@ -281,7 +308,7 @@ func Validate(f *Fleet) field.ErrorList {
 	}
 	if s := f.Spec.Store; s != nil {
 		if !storeRE.MatchString(s.URL) {
-			errs = append(errs, field.Invalid(sp.Child("store", "url"), s.URL, "want file:///path, s3://bucket/prefix, gs://bucket/prefix or azblob://container/prefix"))
+			errs = append(errs, field.Invalid(sp.Child("store", "url"), s.URL, "want a directory (relative to the fleet file), file:///path, s3://bucket/prefix, gs://bucket/prefix or azblob://container/prefix"))
 		}
 	}
 	return errs
@@ -289,7 +316,7 @@ func Validate(f *Fleet) field.ErrorList {
 
 var (
 	versionRE = regexp.MustCompile(`^v?[0-9]+\.[0-9]+(\.[0-9]+)?$`)
-	storeRE   = regexp.MustCompile(`^(file|s3|gs|azblob)://.+`)
+	storeRE   = regexp.MustCompile(`^((file|s3|gs|azblob)://.+|[^:]+)$`)
 )
 
 // onTimeouts are gang-drain's --on-timeout values (pkg/gang).
@@ -301,6 +328,7 @@ var haltChecks = map[string]bool{
 	"nodes-not-ready":    true,
 	"apiserver-429-rate": true,
 	"gpu-validate":       true,
+	"alerts":             true,
 }
 
 func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
@@ -329,7 +357,24 @@ func validateClusters(p *field.Path, cs []Cluster) field.ErrorList {
 		if c.GPUs != nil && *c.GPUs < 0 {
 			errs = append(errs, field.Invalid(cp.Child("gpus"), strconv.Itoa(*c.GPUs), "must be 0 or more"))
 		}
+		errs = append(errs, validateDrain(cp.Child("drain"), c.Drain)...)
 	}
+	return errs
+}
+
+// validateDrain checks gang-drain settings (spec.upgrade.drain or a
+// cluster's own).
+func validateDrain(dp *field.Path, d *Drain) field.ErrorList {
+	if d == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if d.OnTimeout != "" && !onTimeouts[d.OnTimeout] {
+		errs = append(errs, field.NotSupported(dp.Child("onTimeout"), d.OnTimeout, sortedKeys(onTimeouts)))
+	}
+	errs = append(errs, duration(dp.Child("ackTimeout"), d.AckTimeout, false)...)
+	errs = append(errs, duration(dp.Child("checkpointDeadline"), d.CheckpointDeadline, false)...)
+	errs = append(errs, duration(dp.Child("evictionTimeout"), d.EvictionTimeout, false)...)
 	return errs
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 func TestLoadExample(t *testing.T) {
@@ -51,7 +53,10 @@ func TestLoadErrors(t *testing.T) {
 		{"margin too long", "finishMargin: 15m", "finishMargin: 5h", `spec.windows[0].finishMargin`},
 		{"bad kind", "kind: Fleet", "kind: Fleat", `kind: "Fleat": want Fleet`},
 		{"bad version", "version: v1.38", "version: latest", `spec.target.version`},
-		{"bad check", "check: verify-regressions", "check: vibes", `spec.haltOn[0].check: "vibes": supported values: "apiserver-429-rate"`},
+		{"bad check", "check: verify-regressions", "check: vibes", `spec.haltOn[0].check: "vibes": supported values: "alerts", "apiserver-429-rate"`},
+		{"alerts without URL", "{check: verify-regressions}", "{check: alerts, matchers: ['severity=\"critical\"']}", `spec.haltOn[0].alertmanagerURL: required: the Alertmanager`},
+		{"alerts bad URL", "{check: verify-regressions}", "{check: alerts, alertmanagerURL: 'alertmanager:9093'}", `spec.haltOn[0].alertmanagerURL: "alertmanager:9093": want http(s)://`},
+		{"alerts bad cluster label", "{check: verify-regressions}", "{check: alerts, alertmanagerURL: 'http://am:9093', clusterLabel: 'not a label'}", `spec.haltOn[0].clusterLabel`},
 		{"two actions", "      clusterAPI: {managementContext: mgmt, namespace: fleet}\n", "      clusterAPI: {managementContext: mgmt, namespace: fleet}\n      manual: {}\n", `spec.upgrade.actions[0]: set exactly one of clusterAPI, command, manual`},
 		{"bad store", `"s3://gpufleet-state/prod"`, `"ftp://x"`, `spec.store.url`},
 		{"bad selector", "{matchLabels: {gpufleet.dev/ring: canary}}", "{matchExpressions: [{key: a, operator: Near}]}", `spec.rings[0].selector`},
@@ -89,5 +94,17 @@ func TestLoadFileNamesFile(t *testing.T) {
 	}
 	if _, err := LoadFile(p); err == nil || !strings.Contains(err.Error(), "empty.yaml: the file is empty") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestClusterDrainOverrideValidated: a cluster's own drain settings are
+// checked like the fleet's.
+func TestClusterDrainOverrideValidated(t *testing.T) {
+	errs := validateClusters(field.NewPath("spec", "clusters"), []Cluster{{Name: "a", Drain: &Drain{EvictionTimeout: "ten minutes", OnTimeout: "later"}}})
+	got := errs.ToAggregate().Error()
+	for _, want := range []string{"spec.clusters[0].drain.evictionTimeout", "spec.clusters[0].drain.onTimeout"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors %q lack %s", got, want)
+		}
 	}
 }

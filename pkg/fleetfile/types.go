@@ -62,7 +62,8 @@ type FleetSpec struct {
 	// Freezes are periods in which no disruptive step starts.
 	Freezes []Freeze `json:"freezes,omitempty"`
 	// DRPairs says which label pairs clusters that must never be in flight
-	// together (never both halves in one ring).
+	// together: never both halves in one batch, and a half waits while the
+	// other is in flight.
 	DRPairs *DRPairs `json:"drPairs,omitempty"`
 	// HaltOn are the checks `gate` evaluates; any that fires halts.
 	HaltOn []HaltCheck `json:"haltOn,omitempty"`
@@ -100,6 +101,10 @@ type Cluster struct {
 	// GPUs is the cluster's allocatable GPU count for plans made offline
 	// (plan --from-dir); a live plan counts the nodes' nvidia.com/gpu.
 	GPUs *int `json:"gpus,omitempty"`
+	// Drain overrides spec.upgrade.drain for this cluster, field by
+	// field: what one cluster drifts on (a slow eviction, a longer
+	// checkpoint) without changing the rest of the fleet.
+	Drain *Drain `json:"drain,omitempty"`
 }
 
 // ContextName is the kubeconfig context of the cluster.
@@ -144,6 +149,10 @@ type Caps struct {
 	// MaxGPUPercentInFlight is the most of the fleet's GPUs that may be on
 	// clusters in flight at once, in percent (1-100); 0 means no cap.
 	MaxGPUPercentInFlight int `json:"maxGPUPercentInFlight,omitempty"`
+	// GPUCapExceptions names clusters whose GPUs alone exceed the GPU cap
+	// and that may run, alone, anyway; any other such cluster is a plan
+	// error.
+	GPUCapExceptions []string `json:"gpuCapExceptions,omitempty"`
 }
 
 // Window is a recurring maintenance window.
@@ -194,7 +203,7 @@ func (d *DRPairs) Key() string {
 // fields are its parameters.
 type HaltCheck struct {
 	// Check is one of verify-regressions, gpu-allocatable, nodes-not-ready,
-	// apiserver-429-rate, gpu-validate.
+	// apiserver-429-rate, gpu-validate, alerts.
 	Check string `json:"check"`
 	// BelowBaselinePercent: gpu-allocatable halts when allocatable GPUs are
 	// more than this percent below the pre-flight baseline.
@@ -204,6 +213,16 @@ type HaltCheck struct {
 	// PerSecondAbove: apiserver-429-rate halts above this rate of 429
 	// answers per second between two reads of /metrics.
 	PerSecondAbove *float64 `json:"perSecondAbove,omitempty"`
+	// AlertmanagerURL: alerts halts on any active alert no silence or
+	// inhibition suppresses in this Alertmanager (its API v2).
+	AlertmanagerURL string `json:"alertmanagerURL,omitempty"`
+	// Matchers: alerts counts only the alerts matching all of these, in
+	// Alertmanager's matcher syntax (severity="critical").
+	Matchers []string `json:"matchers,omitempty"`
+	// ClusterLabel: alerts adds the matcher LABEL="<cluster name>", so
+	// that one Alertmanager serving the fleet halts only the cluster whose
+	// alert fires.
+	ClusterLabel string `json:"clusterLabel,omitempty"`
 }
 
 // Upgrade holds the upgrade actions; the first whose selector matches a
@@ -215,6 +234,12 @@ type Upgrade struct {
 	// with this much plus the window's finish margin left in its window.
 	// Empty means 1h.
 	StepDuration Duration `json:"stepDuration,omitempty"`
+	// StepDurations are the expected lengths of each kind of disruptive
+	// step (etcd-snapshot, hold-rollouts, control-plane, drain,
+	// pool-upgrade); a kind not listed takes StepDuration. A step starts
+	// only when [start, start + its duration + the finish margin) fits in
+	// a window and meets no freeze.
+	StepDurations map[string]Duration `json:"stepDurations,omitempty"`
 	// MigrateCRDs adds a last step per cluster that rewrites stored custom
 	// resources to their storage version (kubectl crd-migrate run --all).
 	MigrateCRDs bool `json:"migrateCRDs,omitempty"`
@@ -232,6 +257,34 @@ type Drain struct {
 	// and --checkpoint-deadline.
 	AckTimeout         Duration `json:"ackTimeout,omitempty"`
 	CheckpointDeadline Duration `json:"checkpointDeadline,omitempty"`
+	// EvictionTimeout is how long one refused eviction is retried
+	// (gang-drain --eviction-timeout): raised where eviction is known to
+	// be slow.
+	EvictionTimeout Duration `json:"evictionTimeout,omitempty"`
+}
+
+// Over is d with every field over sets replaced by over's.
+func (d *Drain) Over(over *Drain) *Drain {
+	if over == nil {
+		return d
+	}
+	out := Drain{}
+	if d != nil {
+		out = *d
+	}
+	if over.OnTimeout != "" {
+		out.OnTimeout = over.OnTimeout
+	}
+	if over.AckTimeout != "" {
+		out.AckTimeout = over.AckTimeout
+	}
+	if over.CheckpointDeadline != "" {
+		out.CheckpointDeadline = over.CheckpointDeadline
+	}
+	if over.EvictionTimeout != "" {
+		out.EvictionTimeout = over.EvictionTimeout
+	}
+	return &out
 }
 
 // Args are the gang-drain run flags of these settings.
@@ -249,6 +302,9 @@ func (d *Drain) Args() []string {
 	if d.CheckpointDeadline != "" {
 		out = append(out, "--checkpoint-deadline", d.CheckpointDeadline.Value().String())
 	}
+	if d.EvictionTimeout != "" {
+		out = append(out, "--eviction-timeout", d.EvictionTimeout.Value().String())
+	}
 	return out
 }
 
@@ -264,12 +320,34 @@ func (u *Upgrade) StepDurationValue() time.Duration {
 	return u.StepDuration.Value()
 }
 
-// DrainArgs are the gang-drain run flags of the file's drain settings.
-func (u *Upgrade) DrainArgs() []string {
-	if u == nil {
-		return nil
+// DisruptiveKinds are the step kinds that start only inside a window and
+// outside freezes, and whose expected duration StepDurations may set.
+var DisruptiveKinds = []string{"etcd-snapshot", "hold-rollouts", "control-plane", "drain", "pool-upgrade"}
+
+// ExpectedDuration is how long a step of the kind is expected to take:
+// StepDurations[kind], else StepDuration, else DefaultStepDuration.
+func (u *Upgrade) ExpectedDuration(kind string) time.Duration {
+	if u != nil {
+		if d, ok := u.StepDurations[kind]; ok && d != "" {
+			return d.Value()
+		}
 	}
-	return u.Drain.Args()
+	return u.StepDurationValue()
+}
+
+// DrainArgs are the gang-drain run flags of a cluster's drain:
+// spec.upgrade.drain with the cluster's own drain over it.
+func (s FleetSpec) DrainArgs(cluster string) []string {
+	var d *Drain
+	if s.Upgrade != nil {
+		d = s.Upgrade.Drain
+	}
+	for _, c := range s.Clusters {
+		if c.Name == cluster {
+			d = d.Over(c.Drain)
+		}
+	}
+	return d.Args()
 }
 
 // ActionFor returns the first action whose selector matches the labels.
@@ -309,13 +387,24 @@ type ClusterAPIAction struct {
 	// ClusterName is the Cluster object's name; empty means the fleet
 	// cluster's name.
 	ClusterName string `json:"clusterName,omitempty"`
+	// EtcdSnapshot is a command template (as CommandAction's) that takes
+	// the etcd snapshot before a hop and leaves it off the machines
+	// Cluster API replaces. KubeadmControlPlane takes no backup; without
+	// this command the etcd step is a manual gate that waits for
+	// `kubectl skew fleet approve --cluster C --step S`.
+	EtcdSnapshot string `json:"etcdSnapshot,omitempty"`
 }
 
 // CommandAction runs a command, a Go text/template over the step
 // ({{.Cluster}}, {{.Context}}, {{.Kubeconfig}}, {{.Version}},
 // {{.Minor}}, {{.Pool}}, {{.Selector}}, {{.Step}}, {{.Run}}), split into
-// words like a shell does, without running one. Its exit code counts as a
-// step's: 0 done, 4 not yet (the engine retries), anything else halts.
+// words like a shell does, without running one. Its exit code is read as
+// 0 done, 4 not yet (the step runs it again later), and anything else,
+// a signal included, a failure whose output is the attempt's evidence: other
+// tools' codes are not interpreted (the AWS CLI's 252-255 are failures).
+// Before a command is issued the step checks whether its result is there
+// already, and does not issue it again while an earlier attempt's command
+// that succeeded may still be running (the step kind's expected duration).
 type CommandAction struct {
 	// ControlPlane upgrades the control plane by one minor.
 	ControlPlane string `json:"controlPlane,omitempty"`
@@ -324,6 +413,14 @@ type CommandAction struct {
 	// EtcdSnapshot takes the etcd snapshot before each hop of a cluster
 	// whose etcd is its own (kubeadm, k3s, rke2).
 	EtcdSnapshot string `json:"etcdSnapshot,omitempty"`
+	// HoldRollouts keeps one pool ({{.Pool}}) from rolling by itself when
+	// the control plane moves (a Karpenter NodeClass pin, a GKE
+	// maintenance exclusion, ...), run by the hold-rollouts step for each
+	// pool it holds; ReleaseRollouts undoes it at the pool's own upgrade,
+	// before Pool. Without HoldRollouts the hold-rollouts step is a manual
+	// gate that shows the runbook's commands.
+	HoldRollouts    string `json:"holdRollouts,omitempty"`
+	ReleaseRollouts string `json:"releaseRollouts,omitempty"`
 }
 
 // ManualAction waits for a person.
@@ -334,8 +431,8 @@ type ManualAction struct {
 
 // Store is where state and evidence live.
 type Store struct {
-	// URL is file:///path, s3://bucket/prefix, gs://bucket/prefix or
-	// azblob://container/prefix.
+	// URL is a directory (relative to the fleet file), file:///path,
+	// s3://bucket/prefix, gs://bucket/prefix or azblob://container/prefix.
 	URL string `json:"url"`
 }
 

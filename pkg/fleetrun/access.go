@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,6 +25,8 @@ type Access struct {
 	Credentials *fleetfile.Credentials
 	// Dir holds kubeconfigs read from Secrets while the command runs.
 	Dir string
+
+	merged string
 }
 
 // Target is one cluster as a command reaches it.
@@ -55,7 +58,11 @@ func (a *Access) For(ctx context.Context, c *ClusterPlan) (Target, error) {
 func (a *Access) ForCluster(ctx context.Context, name, kctx string) (Target, error) {
 	c := struct{ Name, Context string }{name, kctx}
 	if a.Credentials == nil {
-		return Target{Getter: a.Getter.ForContext(c.Context), Kubeconfig: cli.ExplicitKubeconfig(a.Getter), Context: c.Context}, nil
+		kc, err := a.kubeconfigFile()
+		if err != nil {
+			return Target{}, err
+		}
+		return Target{Getter: a.Getter.ForContext(c.Context), Kubeconfig: kc, Context: c.Context}, nil
 	}
 	kc, err := a.Getter.Kube()
 	if err != nil {
@@ -91,6 +98,58 @@ func (a *Access) ForCluster(ctx context.Context, name, kctx string) (Target, err
 		return Target{}, err
 	}
 	return Target{Getter: cli.ForKubeconfig(a.Getter, p, useCtx), Kubeconfig: p, Context: useCtx}, nil
+}
+
+// kubeconfigFile is the one kubeconfig file a command of a step is given
+// ({{.Kubeconfig}}, --kubeconfig): the one --kubeconfig named, else the one
+// the usual loading rules read (KUBECONFIG, ~/.kube/config); when KUBECONFIG
+// lists several, their merge as kubectl sees it, written once to a private
+// file of this command.
+func (a *Access) kubeconfigFile() (string, error) {
+	if kc := cli.ExplicitKubeconfig(a.Getter); kc != "" {
+		return kc, nil
+	}
+	if a.merged != "" {
+		return a.merged, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	var files []string
+	for _, f := range rules.GetLoadingPrecedence() {
+		if _, err := os.Stat(f); err == nil {
+			files = append(files, f)
+		}
+	}
+	switch len(files) {
+	case 0:
+		return "", nil
+	case 1:
+		a.merged = files[0]
+		return a.merged, nil
+	}
+	cfg, err := rules.Load()
+	if err != nil {
+		return "", cli.KubeconfigErr(err)
+	}
+	if a.Dir == "" {
+		if a.Dir, err = os.MkdirTemp("", "gpufleet-kubeconfig-"); err != nil {
+			return "", err
+		}
+	}
+	p := filepath.Join(a.Dir, "merged.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		return "", err
+	}
+	a.merged = p
+	return p, nil
+}
+
+// KubeconfigFiles names the kubeconfig files the getter reads, for
+// messages about a context they lack.
+func KubeconfigFiles(cg cli.ClientGetter) string {
+	if kc := cli.ExplicitKubeconfig(cg); kc != "" {
+		return kc
+	}
+	return strings.Join(clientcmd.NewDefaultClientConfigLoadingRules().GetLoadingPrecedence(), string(os.PathListSeparator))
 }
 
 // Close removes the kubeconfigs read from Secrets.

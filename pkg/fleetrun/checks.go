@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
 	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
 )
 
@@ -191,6 +192,8 @@ func haltChecks(ctx context.Context, kc kubernetes.Interface, checks []fleetfile
 			if rate > limit {
 				c.Result = CheckFail
 			}
+		case "alerts":
+			c.Result, c.Message = alertsCheck(ctx, h, cluster)
 		default:
 			// verify-regressions and gpu-validate are the verify and
 			// gpu-validate steps' own verdicts: the failure budget and the
@@ -200,4 +203,26 @@ func haltChecks(ctx context.Context, kc kubernetes.Interface, checks []fleetfile
 		out = append(out, c)
 	}
 	return out
+}
+
+// alertsCheck halts on the active alerts no silence or inhibition
+// suppresses in the check's Alertmanager, filtered by its matchers and,
+// with a cluster label, by the cluster's name.
+func alertsCheck(ctx context.Context, h fleetfile.HaltCheck, cluster string) (string, string) {
+	a := health.AlertmanagerAccess{URL: h.AlertmanagerURL, Matchers: append([]string(nil), h.Matchers...)}
+	if h.ClusterLabel != "" {
+		a.Matchers = append(a.Matchers, fmt.Sprintf("%s=%q", h.ClusterLabel, cluster))
+	}
+	alerts, err := health.ReadAlerts(ctx, a)
+	if err != nil {
+		return CheckUnknown, err.Error()
+	}
+	if len(alerts) == 0 {
+		return CheckPass, fmt.Sprintf("no active alert matching %s", strings.Join(a.Matchers, ", "))
+	}
+	msg := fmt.Sprintf("%d active alert(s): %s", len(alerts), alerts[0])
+	if len(alerts) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(alerts)-1)
+	}
+	return CheckFail, msg
 }

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
@@ -57,12 +59,15 @@ func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) 
 	if d.Decision == DecisionHalt && d.Step != "" {
 		return nil, cli.Usagef("a halt covers a run, a ring or a cluster, not a step")
 	}
+	if d.Decision == DecisionSkip && (d.Cluster == "" || d.Step != "") {
+		return nil, cli.Usagef("skip takes one cluster out of the run: --cluster CLUSTER")
+	}
 	rec, err := RecordDecision(ctx, p.Store, d)
 	if err != nil {
 		return nil, cli.ClusterErr(fmt.Errorf("recording the decision in %s: %w", p.Store.URL(), err))
 	}
 	res := &DecideResult{APIVersion: APIVersion, Kind: "FleetDecisionResult", Decision: rec}
-	if d.Decision != DecisionApprove {
+	if d.Decision == DecisionHalt {
 		return res, nil
 	}
 	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
@@ -71,6 +76,15 @@ func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) 
 	}
 	var sel []SuspendSelector
 	switch {
+	case d.Decision == DecisionSkip:
+		who, ok := p.Plan.Skipped(ds, d.Cluster)
+		res.Approvals = fmt.Sprintf("skip of cluster %s: %d of %d people (%s)", d.Cluster, len(who), p.Plan.Lifters(d.Ring), strings.Join(who, ", "))
+		if !ok {
+			res.Approvals += ": it stays in the run until more agree"
+			return res, nil
+		}
+		res.Approvals += ": it leaves the run at its next step"
+		sel = append(sel, SuspendSelector{Kind: SuspendHold, Ring: d.Ring, Cluster: d.Cluster})
 	case d.Step != "":
 		// A manual step is retried by the engine; nothing is suspended.
 	case d.Cluster != "":
@@ -90,6 +104,11 @@ func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) 
 	default:
 		sel = append(sel, SuspendSelector{Kind: SuspendHold})
 	}
+	if h, ok := lastHalt(ds, d); ok {
+		if _, holds := p.Plan.ActiveHalt(ds, orRing(h.Ring, d.Ring), h.Cluster); holds {
+			res.Approvals = strings.TrimPrefix(res.Approvals+"; ", "; ") + fmt.Sprintf("the halt of %s holds: %d of %d distinct approvers since it", h.Scope(), len(liftersOf(ds, h)), p.Plan.Lifters(h.Ring))
+		}
+	}
 	if !opts.Resume || len(sel) == 0 {
 		return res, nil
 	}
@@ -104,13 +123,39 @@ func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) 
 	}
 	msg := fmt.Sprintf("%s by %s: %s", d.Decision, rec.By, rec.Reason)
 	res.Resumed, err = ResumeWorkflow(ctx, dyn, ns, WorkflowName(p.Plan.Fleet, p.Plan.Run), msg, rec.At, sel...)
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err):
+		// No Argo here (or not this run's Workflow): a run by hand.
+		res.WorkflowNote = fmt.Sprintf("no Argo Workflow %s/%s: nothing to resume; a run by hand goes on with its next kubectl skew fleet step", ns, WorkflowName(p.Plan.Fleet, p.Plan.Run))
+	case err != nil:
 		res.WorkflowNote = "decision recorded; the Workflow was not resumed: " + err.Error()
 	}
 	return res, nil
 }
 
+// lastHalt is the latest halt an approval of d's scope would lift.
+func lastHalt(ds []Decision, d Decision) (Decision, bool) {
+	if d.Decision != DecisionApprove || d.Step != "" {
+		return Decision{}, false
+	}
+	for i := len(ds) - 1; i >= 0; i-- {
+		h := ds[i]
+		if h.Decision != DecisionHalt || h.Step != "" {
+			continue
+		}
+		switch {
+		case d.Cluster != "" && h.Cluster == d.Cluster,
+			d.Cluster == "" && d.Ring != "" && h.Ring == d.Ring,
+			d.Cluster == "" && d.Ring == "":
+			return h, true
+		}
+	}
+	return Decision{}, false
+}
+
 // Workflow reads the run's Workflow for status; an error is kept in it.
+// It is nil when the cluster serves no Workflows or has none of this run:
+// a run by hand.
 func (p *Programme) Workflow(ctx context.Context, namespace string) *WorkflowView {
 	if namespace == "" {
 		namespace = argoSettings(p.Plan.Spec).Namespace
@@ -119,6 +164,9 @@ func (p *Programme) Workflow(ctx context.Context, namespace string) *WorkflowVie
 	dyn, err := p.Access.Getter.Dynamic()
 	if err == nil {
 		v.Phase, v.Waiting, err = WorkflowPhase(ctx, dyn, namespace, v.Name)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
 	if err != nil {
 		v.Error = oneLine(err.Error(), 160)

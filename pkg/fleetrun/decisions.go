@@ -15,6 +15,11 @@ import (
 const (
 	DecisionApprove = "approve"
 	DecisionHalt    = "halt"
+	// DecisionSkip takes a cluster out of a run (az fleet updaterun skip
+	// is the anchor): once the ring's approver count of distinct people
+	// asked for it, its remaining steps do nothing and the gates treat it
+	// as decided. It does not count against the failure budget.
+	DecisionSkip = "skip"
 )
 
 // Decision is a person's (or a gate's) decision on a run, kept under
@@ -87,56 +92,109 @@ func ReadDecisions(ctx context.Context, st Store, run string) ([]Decision, error
 	return out, nil
 }
 
-// covers reports whether a decision about (ring, cluster) applies to a
-// step of cluster c in ring r: a run-wide one covers everything, a ring's
-// its clusters.
-func covers(d Decision, ring, cluster string) bool {
-	if d.Step != "" {
+// covers reports whether a halt covers a step of cluster c in ring r: a
+// run-wide halt covers everything, a ring's its clusters and every later
+// ring's (a later ring never overtakes a halted one), a cluster's that
+// cluster.
+func (p *Plan) covers(h Decision, ring, cluster string) bool {
+	if h.Step != "" {
 		return false
 	}
 	switch {
-	case d.Cluster != "":
-		return d.Cluster == cluster
-	case d.Ring != "":
-		return d.Ring == ring
+	case h.Cluster != "":
+		return h.Cluster == cluster
+	case h.Ring != "":
+		return h.Ring == ring || (ring != "" && p.ringIndex(h.Ring) >= 0 && p.ringIndex(h.Ring) < p.ringIndex(ring))
 	}
 	return true
 }
 
-// lifts reports whether approval a lifts halt h: an approval of the same
-// or a wider scope, made after it.
-func lifts(a, h Decision) bool {
-	if a.Decision != DecisionApprove || !a.At.After(h.At) || a.Step != "" {
-		return false
+func (p *Plan) ringIndex(name string) int {
+	for i, r := range p.Rings {
+		if r.Name == name {
+			return i
+		}
 	}
-	switch {
-	case a.Cluster != "":
-		return h.Cluster == a.Cluster
-	case a.Ring != "":
-		return h.Ring == a.Ring || (h.Cluster != "" && h.Ring == a.Ring)
-	}
-	return true
+	return -1
 }
 
-// ActiveHalt returns the halt that holds cluster c of ring r now, if any.
-func ActiveHalt(ds []Decision, ring, cluster string) (Decision, bool) {
-	for i := len(ds) - 1; i >= 0; i-- {
-		h := ds[i]
-		if h.Decision != DecisionHalt || !covers(h, ring, cluster) {
+// Lifters is how many distinct people must approve to lift a halt (or
+// skip a cluster) of this scope: the ring's approver count (at least one);
+// a run-wide halt takes the most any ring needs.
+func (p *Plan) Lifters(ring string) int {
+	n := 1
+	for _, r := range p.Rings {
+		if ring == "" || r.Name == ring {
+			n = max(n, r.Approvers)
+		}
+	}
+	return n
+}
+
+// lifters are the distinct people whose approvals after halt h lift it:
+// approvals of the same or a wider scope, made after it.
+func liftersOf(ds []Decision, h Decision) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, a := range ds {
+		if a.Decision != DecisionApprove || !a.At.After(h.At) || a.Step != "" {
 			continue
 		}
-		lifted := false
-		for _, a := range ds[i+1:] {
-			if lifts(a, h) {
-				lifted = true
-				break
-			}
+		ok := false
+		switch {
+		case a.Cluster != "":
+			ok = h.Cluster == a.Cluster
+		case a.Ring != "":
+			ok = h.Ring == a.Ring
+		default:
+			ok = true
 		}
-		if !lifted {
+		if ok && !seen[a.By] {
+			seen[a.By] = true
+			out = append(out, a.By)
+		}
+	}
+	return out
+}
+
+// ActiveHalt returns the halt that holds cluster c of ring r now, if any:
+// a halt of its cluster, its ring or an earlier ring, or the run, that
+// fewer distinct people than its ring's approver count approved since.
+func (p *Plan) ActiveHalt(ds []Decision, ring, cluster string) (Decision, bool) {
+	for i := len(ds) - 1; i >= 0; i-- {
+		h := ds[i]
+		if h.Decision != DecisionHalt || !p.covers(h, ring, cluster) {
+			continue
+		}
+		if len(liftersOf(ds[i+1:], h)) < p.Lifters(h.Ring) {
 			return h, true
 		}
 	}
 	return Decision{}, false
+}
+
+// Skippers are the distinct people who asked to skip a cluster.
+func Skippers(ds []Decision, cluster string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range ds {
+		if d.Decision == DecisionSkip && d.Cluster == cluster && !seen[d.By] {
+			seen[d.By] = true
+			out = append(out, d.By)
+		}
+	}
+	return out
+}
+
+// Skipped reports whether enough people skipped the cluster (its ring's
+// approver count), and who.
+func (p *Plan) Skipped(ds []Decision, cluster string) ([]string, bool) {
+	c, ok := p.Cluster(cluster)
+	if !ok {
+		return nil, false
+	}
+	who := Skippers(ds, cluster)
+	return who, len(who) >= p.Lifters(c.Ring)
 }
 
 // Approvers returns the distinct people who approved a ring.

@@ -12,10 +12,17 @@ import (
 	"time"
 )
 
-// Executor runs one command of a step and returns its exit code; err is
-// for a command that could not start at all.
+// Executor runs one command of a step and returns how it ended; err is for
+// a command that could not start at all.
 type Executor interface {
-	Run(ctx context.Context, argv []string, env []string, stdout, stderr io.Writer) (int, error)
+	Run(ctx context.Context, argv []string, env []string, stdout, stderr io.Writer) (Exit, error)
+}
+
+// Exit is how a command ended: its exit code, or the signal that killed
+// it (Code is then 128+signal, as a shell reports it).
+type Exit struct {
+	Code   int
+	Signal string
 }
 
 // Plugin binaries the steps run.
@@ -35,6 +42,10 @@ type ExecPlugins struct {
 	// Grace is how long a command has after SIGTERM when the step is
 	// interrupted (10s when 0).
 	Grace time.Duration
+	// Supervisor, when set, is the argv prefix that runs a command under
+	// Supervise (kubectl-skew fleet supervise --), so that the command and
+	// everything it started stop when the step dies, SIGKILL included.
+	Supervisor []string
 }
 
 func (e ExecPlugins) resolve(name string) string {
@@ -62,18 +73,22 @@ func (e ExecPlugins) resolve(name string) string {
 
 // Run starts argv in its own process group and waits. When ctx ends the
 // group gets SIGTERM (the plugins stop cleanly and record their state),
-// then SIGKILL after the grace period. A command killed by a signal exits
-// 128+signal, as a shell reports it.
-func (e ExecPlugins) Run(ctx context.Context, argv []string, env []string, stdout, stderr io.Writer) (int, error) {
+// then SIGKILL after the grace period. A command killed by a signal says
+// which; its code is 128+signal, as a shell reports it.
+func (e ExecPlugins) Run(ctx context.Context, argv []string, env []string, stdout, stderr io.Writer) (Exit, error) {
 	if len(argv) == 0 {
-		return 0, errors.New("no command")
+		return Exit{}, errors.New("no command")
 	}
-	cmd := exec.Command(e.resolve(argv[0]), argv[1:]...)
+	full := append([]string{e.resolve(argv[0])}, argv[1:]...)
+	if len(e.Supervisor) > 0 {
+		full = append(append([]string{}, e.Supervisor...), full...)
+	}
+	cmd := exec.Command(full[0], full[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	ownGroup(cmd)
+	ownGroup(cmd, len(e.Supervisor) > 0)
 	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("starting %s: %w", argv[0], err)
+		return Exit{}, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -94,14 +109,14 @@ func (e ExecPlugins) Run(ctx context.Context, argv []string, env []string, stdou
 		}
 	}
 	if err == nil {
-		return 0, nil
+		return Exit{}, nil
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal()), nil
+			return Exit{Code: 128 + int(ws.Signal()), Signal: ws.Signal().String()}, nil
 		}
-		return ee.ExitCode(), nil
+		return Exit{Code: ee.ExitCode()}, nil
 	}
-	return 0, err
+	return Exit{}, err
 }

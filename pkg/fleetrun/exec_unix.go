@@ -9,7 +9,7 @@ import (
 
 // ownGroup starts the command in a process group of its own, so that
 // stopping it stops what it started too.
-func ownGroup(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+func ownGroup(cmd *exec.Cmd, _ bool) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
 
 // terminate sends SIGTERM (or SIGKILL) to the command's process group.
 func terminate(cmd *exec.Cmd, kill bool) {

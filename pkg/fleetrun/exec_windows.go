@@ -1,8 +1,10 @@
 package fleetrun
 
-import "os/exec"
+import (
+	"os/exec"
+)
 
-func ownGroup(*exec.Cmd) {}
+func ownGroup(*exec.Cmd, bool) {}
 
 // terminate stops the command; Windows has no SIGTERM to give it first.
 func terminate(cmd *exec.Cmd, _ bool) { _ = cmd.Process.Kill() }

@@ -60,6 +60,23 @@ func (p *Programme) logf(format string, args ...any) {
 	}
 }
 
+// firstDisruptive is the expected duration of the cluster's first
+// disruptive step, which its gate's window check fits.
+func (p *Programme) firstDisruptive(cp *ClusterPlan) time.Duration {
+	for _, s := range cp.Steps {
+		if s.Disruptive {
+			return p.expected(s)
+		}
+	}
+	return p.Plan.Spec.Upgrade.StepDurationValue()
+}
+
+// expected is how long a step is expected to take (the fleet file's
+// spec.upgrade.stepDurations by kind).
+func (p *Programme) expected(s Step) time.Duration {
+	return p.Plan.Spec.Upgrade.ExpectedDuration(s.Kind)
+}
+
 // GateReport is what a gate decided, with every check.
 type GateReport struct {
 	APIVersion string    `json:"apiVersion"`
@@ -117,9 +134,9 @@ func (p *Programme) newGate(ring, cluster string) *GateReport {
 }
 
 // haltCheck adds the halt decisions that hold (ring, cluster).
-func haltCheck(g *GateReport, ds []Decision, ring, cluster string) {
-	if h, ok := ActiveHalt(ds, ring, cluster); ok {
-		g.add("halt", cluster, CheckFail, "%s; lift it with `kubectl skew fleet approve --run %s --ring %s --reason ...`", describeHalt(h), g.Run, orRing(h.Ring, ring))
+func haltCheck(p *Plan, g *GateReport, ds []Decision, ring, cluster string) {
+	if h, ok := p.ActiveHalt(ds, ring, cluster); ok {
+		g.add("halt", cluster, CheckFail, "%s; lift it with `kubectl skew fleet approve --run %s --ring %s --reason ...` (%d distinct approver(s))", describeHalt(h), g.Run, orRing(h.Ring, ring), p.Lifters(h.Ring))
 		return
 	}
 	g.add("halt", cluster, CheckPass, "no halt holds")
@@ -139,7 +156,7 @@ func budgetCheck(g *GateReport, r *RingPlan, states map[string]*ClusterState, p 
 		if c.Ring != r.Name || c.Name == except {
 			continue
 		}
-		if step, ok := states[c.Name].Failed(); ok {
+		if step, ok := states[c.Name].CountsAsFailed(); ok {
 			failed = append(failed, c.Name+" ("+step+")")
 		}
 	}
@@ -175,21 +192,27 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 		return nil, err
 	}
 	r, _ := p.Plan.Ring(cp.Ring)
-	haltCheck(g, ds, cp.Ring, cluster)
+	haltCheck(p.Plan, g, ds, cp.Ring, cluster)
 	// Rings run in order: every cluster of an earlier ring finished.
 	var waiting []string
 	for _, other := range p.Plan.Clusters {
 		if other.Ring == cp.Ring {
 			break
 		}
-		if s := states[other.Name]; s.FinishedAt == nil {
+		if s := states[other.Name]; !s.Decided() {
 			waiting = append(waiting, other.Name)
 		}
 	}
 	if len(waiting) > 0 {
 		g.add("earlier-rings", "", CheckWait, "not finished: %s", strings.Join(waiting, ", "))
 	} else {
-		g.add("earlier-rings", "", CheckPass, "every earlier ring finished")
+		g.add("earlier-rings", "", CheckPass, "every cluster of the earlier rings is decided (finished, failed within its budget, or skipped)")
+		for i := range p.Plan.Rings {
+			if p.Plan.Rings[i].Name == cp.Ring {
+				break
+			}
+			p.soakCheck(g, &p.Plan.Rings[i], states)
+		}
 	}
 	if r.Approvers > 0 {
 		who := Approvers(ds, r.Name)
@@ -203,7 +226,7 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 	budgetCheck(g, r, states, p.Plan, cluster)
 	st := states[cluster]
 	if !st.InFlight() {
-		p.windowCheck(g, cp)
+		p.windowCheck(g, cp, p.firstDisruptive(cp))
 	}
 	g.finish()
 	if g.ExitCode != cli.ExitOK {
@@ -253,18 +276,30 @@ func (p *Programme) rateWindow() time.Duration {
 	return 10 * time.Second
 }
 
-// windowCheck says whether a disruptive step of the cluster may start now.
-func (p *Programme) windowCheck(g *GateReport, cp *ClusterPlan) {
+// windowCheck says whether a disruptive step of the cluster, expected to
+// take step, may start now: in a window with room for it, and the whole
+// step clear of every freeze.
+func (p *Programme) windowCheck(g *GateReport, cp *ClusterPlan, step time.Duration) {
 	now := p.now()
-	step := p.Plan.Spec.Upgrade.StepDurationValue()
+	f := &fleetfile.Fleet{Spec: p.Plan.Spec}
+	end := now.Add(step + finishMargin(f, cp.Labels))
 	for _, fr := range p.Plan.Spec.Freezes {
-		if fleetfile.Selects(fr.Selector, cp.Labels) && fr.Holds(now) {
-			_, end := fr.Span()
-			g.add("window", cp.Name, CheckWait, "the %s holds until %s", fr.Describe(), end.Format(time.RFC3339))
+		fs, fe := fr.Span()
+		if fleetfile.Selects(fr.Selector, cp.Labels) && now.Before(fe) && end.After(fs) {
+			next, ok, _ := NextStart(f, cp.Labels, now, step)
+			when := "no start fits in the coming year"
+			if ok {
+				when = "the next start that fits is " + next.Format(time.RFC3339)
+			}
+			if fr.Holds(now) {
+				g.add("window", cp.Name, CheckWait, "the %s holds until %s; %s", fr.Describe(), fe.Format(time.RFC3339), when)
+			} else {
+				g.add("window", cp.Name, CheckWait, "a %s step started now would run into the %s (from %s); %s", step, fr.Describe(), fs.Format(time.RFC3339), when)
+			}
 			return
 		}
 	}
-	next, ok, windows := NextStart(&fleetfile.Fleet{Spec: p.Plan.Spec}, cp.Labels, now, step)
+	next, ok, windows := NextStart(f, cp.Labels, now, step)
 	switch {
 	case len(windows) == 0:
 		g.add("window", cp.Name, CheckPass, "no window applies: always open")
@@ -291,14 +326,21 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 	if err != nil {
 		return nil, err
 	}
-	haltCheck(g, ds, ring, "")
+	haltCheck(p.Plan, g, ds, ring, "")
 	budgetCheck(g, r, states, p.Plan, "")
+	if p.Plan.ringIndex(ring) < len(p.Plan.Rings)-1 {
+		p.soakCheck(g, r, states)
+	}
 	for i := range p.Plan.Clusters {
 		cp := &p.Plan.Clusters[i]
 		if cp.Ring != ring {
 			continue
 		}
 		st := states[cp.Name]
+		if st.LeftAt != nil {
+			g.add("finished", cp.Name, CheckPass, "cluster %s left the run at %s (%s)", cp.Name, st.LeftAt.Format(time.RFC3339), st.Outcome)
+			continue
+		}
 		if st.FinishedAt == nil {
 			g.add("finished", cp.Name, CheckWait, "cluster %s has not finished its steps", cp.Name)
 			continue
@@ -330,6 +372,39 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 	return g, nil
 }
 
+// soakCheck adds the soak of ring r, read from the store: the ring
+// finished when its last cluster was decided, and the next ring opens
+// a soak later. A resubmitted, resumed (argo resume) or hand-run programme
+// keeps it; the engine's timed suspend only waits for it.
+func (p *Programme) soakCheck(g *GateReport, r *RingPlan, states map[string]*ClusterState) {
+	d := fleetfile.Duration(r.Soak).Value()
+	if d <= 0 {
+		return
+	}
+	var last *time.Time
+	for _, c := range p.Plan.Clusters {
+		if c.Ring != r.Name {
+			continue
+		}
+		t := states[c.Name].DecidedAt()
+		if t == nil {
+			return // not finished: the earlier-rings or finished check says so
+		}
+		if last == nil || t.After(*last) {
+			last = t
+		}
+	}
+	if last == nil {
+		return
+	}
+	opens := last.Add(d)
+	if now := p.now(); now.Before(opens) {
+		g.add("soak", "", CheckWait, "ring %s finished at %s, soak %s: opens at %s", r.Name, last.Format(time.RFC3339), r.Soak, opens.Format(time.RFC3339))
+		return
+	}
+	g.add("soak", "", CheckPass, "ring %s finished at %s, soak %s: open since %s", r.Name, last.Format(time.RFC3339), r.Soak, opens.Format(time.RFC3339))
+}
+
 // readRun reads the run's decisions and every cluster's state, which each
 // gate weighs.
 func (p *Programme) readRun(ctx context.Context) ([]Decision, map[string]*ClusterState, error) {
@@ -350,7 +425,7 @@ func (p *Programme) GateRun(ctx context.Context) (*GateReport, error) {
 	}
 	for i := range p.Plan.Rings {
 		r := &p.Plan.Rings[i]
-		haltCheck(g, ds, r.Name, "")
+		haltCheck(p.Plan, g, ds, r.Name, "")
 		g.Checks[len(g.Checks)-1].Name = "halt:" + r.Name
 		budgetCheck(g, r, states, p.Plan, "")
 	}
@@ -448,6 +523,9 @@ func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) e
 		case r.MaxConcurrent > 0 && ring >= r.MaxConcurrent:
 			g.add("caps", cp.Name, CheckWait, "%d clusters of ring %s in flight, its cap is %d", ring, r.Name, r.MaxConcurrent)
 			return nil
+		case cp.DRPair != "" && drPartnerInFlight(p.Plan, states, cp) != "":
+			g.add("caps", cp.Name, CheckWait, "%s, the other half of DR pair %s, is in flight: the two are never upgraded at once", drPartnerInFlight(p.Plan, states, cp), cp.DRPair)
+			return nil
 		case p.Plan.MaxGPUsInFlight > 0 && fleet > 0 && gpus+cp.GPUs > p.Plan.MaxGPUsInFlight:
 			g.add("caps", cp.Name, CheckWait, "%d GPUs in flight, %d more would pass the cap of %d", gpus, cp.GPUs, p.Plan.MaxGPUsInFlight)
 			return nil
@@ -461,6 +539,18 @@ func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) e
 			fleet+1, capText(p.Plan.MaxClustersInFlight), gpus+cp.GPUs, capText(p.Plan.MaxGPUsInFlight))
 		return nil
 	})
+}
+
+// drPartnerInFlight is the other half of cp's DR pair when it is in
+// flight ("" when not): checked again at admission, whatever the plan's
+// batches say, since a batch's clusters can overlap the next's.
+func drPartnerInFlight(p *Plan, states map[string]*ClusterState, cp *ClusterPlan) string {
+	for _, c := range p.Clusters {
+		if c.Name != cp.Name && c.DRPair == cp.DRPair && states[c.Name].InFlight() {
+			return c.Name
+		}
+	}
+	return ""
 }
 
 func capText(n int) string {

@@ -28,6 +28,7 @@ const (
 	StepGate         = "gate"
 	StepPreflight    = "preflight"
 	StepEtcdSnapshot = "etcd-snapshot"
+	StepHold         = "hold-rollouts"
 	StepControlPlane = "control-plane"
 	StepPDBBlockers  = "pdb-blockers"
 	StepDrain        = "drain"
@@ -90,6 +91,10 @@ type RingPlan struct {
 	MaxConcurrent int `json:"maxConcurrent"`
 	// Batches run one after the other; a batch's clusters run together.
 	Batches []Batch `json:"batches"`
+	// Projected is when the ring is expected to run: from the end of the
+	// ring before it plus that ring's soak (absent when a window never
+	// lets one of its clusters start).
+	Projected *Span `json:"projected,omitempty"`
 }
 
 // Batch is clusters that run at the same time.
@@ -99,6 +104,9 @@ type Batch struct {
 	// Opens is when the batch's windows next let a step start (absent:
 	// always open).
 	Opens *time.Time `json:"opens,omitempty"`
+	// Projected is when the batch is expected to run, after the batch
+	// before it.
+	Projected *Span `json:"projected,omitempty"`
 }
 
 // ClusterPlan is one cluster of the run.
@@ -121,6 +129,15 @@ type ClusterPlan struct {
 	// open); NextWindow is when a step may next start.
 	Windows    []string   `json:"windows,omitempty"`
 	NextWindow *time.Time `json:"nextWindow,omitempty"`
+	// Projected is when the cluster's disruptive steps are expected to
+	// run, in its batch's place of the timeline (NextWindow is from the
+	// plan's time alone).
+	Projected *Span `json:"projected,omitempty"`
+	// DrainArgs are the gang-drain run flags of its pools' drains
+	// (spec.upgrade.drain with the cluster's own drain over it);
+	// DrainOverride is set when the cluster has its own.
+	DrainArgs     []string `json:"drainArgs,omitempty"`
+	DrainOverride bool     `json:"drainOverride,omitempty"`
 	// DRPair is the cluster's DR pair label value.
 	DRPair string `json:"drPair,omitempty"`
 	// Steps in order.
@@ -147,8 +164,20 @@ type Step struct {
 	Pool     string `json:"pool,omitempty"`
 	PoolFrom string `json:"poolFrom,omitempty"`
 	Selector string `json:"selector,omitempty"`
+	// Nodes is how many nodes the pool had when planned: a pool step
+	// whose selector then matches none fails rather than pass over an
+	// empty set.
+	Nodes int `json:"nodes,omitempty"`
+	// ControlPlane marks the control-plane nodes' pool.
+	ControlPlane bool `json:"controlPlane,omitempty"`
 	// GPUPool is set when the pool has GPU nodes (gpu-validate runs).
 	GPUPool bool `json:"gpuPool,omitempty"`
+	// Holds are the pools a hold-rollouts step keeps from rolling with
+	// the control plane; each is released at its own upgrade.
+	Holds []string `json:"holds,omitempty"`
+	// Commands are the runbook's commands for a step a person may have to
+	// do (an etcd snapshot, a hold the action cannot make).
+	Commands []string `json:"commands,omitempty"`
 	// PlanStep is the number of the skew plan's step it carries out.
 	PlanStep int `json:"planStep,omitempty"`
 	// Action says what it does, for people.
@@ -217,14 +246,14 @@ func stepName(parts ...string) string {
 
 func minorName(m string) string { return strings.ReplaceAll(m, ".", "-") }
 
-// poolSelector is the label selector of a pool's nodes in the inventory.
-func poolSelector(inv pkgskew.Inventory, pool string) string {
+// invPool is a pool of the inventory by name.
+func invPool(inv pkgskew.Inventory, pool string) pkgskew.Pool {
 	for _, p := range inv.Pools {
-		if p.Name == pool && p.Label != "" && pool != pkgskew.NoPool {
-			return p.Label + "=" + pool
+		if p.Name == pool {
+			return p
 		}
 	}
-	return ""
+	return pkgskew.Pool{}
 }
 
 func gpuPool(inv pkgskew.Inventory, pool string) bool {
@@ -264,7 +293,10 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				Action: "kubectl skew preflight --target v" + m})
 		case pkgskew.PhaseEtcd:
 			add(Step{Name: stepName(StepEtcdSnapshot, minorName(m)), Kind: StepEtcdSnapshot, Minor: m, PlanStep: s.Number, Disruptive: true,
-				Action: s.Action})
+				Action: s.Action, Commands: s.Commands})
+		case pkgskew.PhaseHold:
+			add(Step{Name: stepName(StepHold, minorName(m)), Kind: StepHold, Minor: m, PlanStep: s.Number, Disruptive: true,
+				Holds: s.Holds, Action: s.Action, Commands: s.Commands})
 		case pkgskew.PhaseAPIServers, pkgskew.PhaseControllers, pkgskew.PhaseAddons, pkgskew.PhaseControlPlane:
 			add(Step{Name: stepName(StepControlPlane, minorName(m)), Kind: StepControlPlane, Minor: m, PlanStep: s.Number, Disruptive: true,
 				Action: fmt.Sprintf("upgrade the control plane to %s, then check that every apiserver reports it", m)})
@@ -275,13 +307,14 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				add(Step{Name: stepName(StepPreflight, minorName(target.MinorString())), Kind: StepPreflight, Minor: target.MinorString(),
 					Action: "kubectl skew preflight --target v" + target.MinorString()})
 			}
-			sel := poolSelector(inv, s.Pool)
+			pl := invPool(inv, s.Pool)
+			sel := pl.Selector()
 			if sel == "" {
 				warnings = append(warnings, fmt.Sprintf("pool %s has no pool label: its nodes cannot be selected, so its upgrade is left to a person", s.Pool))
 				continue
 			}
 			gpu := gpuPool(inv, s.Pool)
-			base := Step{Minor: s.To, Pool: s.Pool, PoolFrom: s.From, Selector: sel, GPUPool: gpu, PlanStep: s.Number}
+			base := Step{Minor: s.To, Pool: s.Pool, PoolFrom: s.From, Selector: sel, Nodes: pl.Nodes, GPUPool: gpu, ControlPlane: pl.ControlPlane(), PlanStep: s.Number}
 			for _, k := range []struct {
 				kind, suffix, action string
 				disruptive           bool
@@ -293,6 +326,12 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				{StepRestore, "restore", "kubectl gang-drain restore: uncordon and readmit what the drain stopped", false},
 			} {
 				if k.kind == StepGPUValidate && !gpu {
+					continue
+				}
+				if k.kind != StepPoolUpgrade && pl.ControlPlane() && sp.Provider.Provider == pkgskew.ProviderCAPI {
+					// KubeadmControlPlane replaces the control-plane
+					// machines with its own drain when the control plane
+					// moves: the pool step only checks their kubelets.
 					continue
 				}
 				st := base

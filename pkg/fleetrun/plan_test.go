@@ -2,6 +2,7 @@ package fleetrun
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +21,12 @@ func batches(r RingPlan) string {
 
 func TestPlanRingsAndBatches(t *testing.T) {
 	f := loadFleet(t, nil)
+	// A cluster above the GPU cap on its own is a plan error...
+	if _, err := MakePlan(f, infos(f, map[string]int{"train-a": 256}), monday0930); err == nil || !strings.Contains(err.Error(), "cluster train-a alone has 256 GPUs, above the 160 the cap lets in flight") {
+		t.Fatalf("oversize cluster: %v", err)
+	}
+	// ...unless the file names it as an exception.
+	f.Spec.Caps.GPUCapExceptions = []string{"train-a"}
 	p := mustPlan(t, f, infos(f, map[string]int{"train-a": 256}), monday0930)
 	if p.GPUs != 6*64+256 || p.MaxGPUsInFlight != (6*64+256)*25/100 {
 		t.Fatalf("gpus %d, cap %d", p.GPUs, p.MaxGPUsInFlight)
@@ -62,6 +69,7 @@ func TestPlanGPUCapSplitsBatches(t *testing.T) {
 		f.Spec.Caps.MaxGPUPercentInFlight = 15 // of 3*20+4*64 = 316 GPUs: 47
 		f.Spec.Rings[0].MaxConcurrent = 0
 	})
+	f.Spec.Caps.GPUCapExceptions = []string{"prod-use1", "prod-euw1", "prod-usw2", "train-a"}
 	in := infos(f, map[string]int{"canary-a": 20, "canary-b": 20, "canary-c": 20})
 	p := mustPlan(t, f, in, monday0930)
 	r, _ := p.Ring("canary")
@@ -121,9 +129,6 @@ func TestLint(t *testing.T) {
 		{"cluster in two rings", func(f *fleetfile.Fleet) {
 			f.Spec.Rings[3].Selector.MatchLabels = nil
 		}, `spec.clusters[0]: cluster canary-a is in rings canary (spec.rings[0]) and training (spec.rings[3])`},
-		{"DR halves in one ring", func(f *fleetfile.Fleet) {
-			f.Spec.Clusters[5].Labels["gpufleet.dev/ring"] = "prod"
-		}, `spec.clusters[5].labels[gpufleet.dev/dr-pair]: "us": prod-use1 and prod-usw2, the two halves of DR pair us, are both in ring prod`},
 		{"window never fits a step", func(f *fleetfile.Fleet) {
 			f.Spec.Windows[0].Duration = "1h"
 		}, `spec.windows[0].duration: "1h" leaves 45m0s after the finish margin, less than a step (spec.upgrade.stepDuration 1h0m0s)`},
@@ -163,5 +168,22 @@ func TestPlanUnreachable(t *testing.T) {
 	delete(in, "prod-euw1")
 	if _, err := MakePlan(f, in, monday0930); !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "prod-euw1") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestPlanDRHalvesApartByBatch: both halves of a DR pair in one ring are
+// planned in different batches (the seed's rule kept by batch, not by
+// refusing the ring).
+func TestPlanDRHalvesApartByBatch(t *testing.T) {
+	f := loadFleet(t, func(f *fleetfile.Fleet) {
+		f.Spec.Clusters[5].Labels["gpufleet.dev/ring"] = "prod"
+		f.Spec.Rings = append(f.Spec.Rings[:2], f.Spec.Rings[3:]...)
+	})
+	p := mustPlan(t, f, infos(f, nil), monday0930)
+	r, _ := p.Ring("prod")
+	for _, b := range r.Batches {
+		if slices.Contains(b.Clusters, "prod-use1") && slices.Contains(b.Clusters, "prod-usw2") {
+			t.Fatalf("DR halves in one batch: %s", batches(*r))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package fleetrun
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,8 +29,7 @@ func (e *LintError) Error() string {
 
 // Lint checks what the programme needs beyond a loadable file, without
 // reading any cluster: a target, rings that each select a cluster, no
-// cluster in two rings, never both halves of a DR pair in one ring (seed:
-// "Never upgrade both halves of a DR pair in the same ring"), windows that
+// cluster in two rings, windows that
 // can fit a step, an upgrade action for every planned cluster, a store.
 // now is when the windows are evaluated.
 func Lint(f *fleetfile.Fleet, now time.Time) []*fleetfile.Error {
@@ -65,31 +65,6 @@ func Lint(f *fleetfile.Fleet, now time.Time) []*fleetfile.Error {
 		}
 		if n == 0 {
 			bad(sp.Child("rings").Index(i).Child("selector"), "ring %s selects no cluster", r.Name)
-		}
-	}
-	key := f.Spec.DRPairs.Key()
-	type half struct {
-		idx  int
-		name string
-	}
-	pairs := map[string][]half{}
-	for j, c := range f.Spec.Clusters {
-		if v := c.Labels[key]; v != "" {
-			pairs[v] = append(pairs[v], half{j, c.Name})
-		}
-	}
-	for _, v := range sortedKeys(pairs) {
-		hs := pairs[v]
-		for a := 0; a < len(hs); a++ {
-			for b := a + 1; b < len(hs); b++ {
-				ra, oka := ringOf[hs[a].name]
-				rb, okb := ringOf[hs[b].name]
-				if oka && okb && ra == rb {
-					bad(sp.Child("clusters").Index(hs[b].idx).Child("labels").Key(key),
-						"%q: %s and %s, the two halves of DR pair %s, are both in ring %s: move one to another ring",
-						v, hs[a].name, hs[b].name, v, f.Spec.Rings[ra].Name)
-				}
-			}
 		}
 	}
 	step := f.Spec.Upgrade.StepDurationValue()
@@ -178,6 +153,7 @@ func MakePlan(f *fleetfile.Fleet, infos map[string]ClusterInfo, now time.Time) (
 		p.Clusters = append(p.Clusters, cps...)
 		p.Warnings = append(p.Warnings, warns...)
 	}
+	project(f, p, now)
 	for _, fr := range f.Spec.Freezes {
 		if _, e := fr.Span(); e.After(now) {
 			p.Warnings = append(p.Warnings, "no disruptive step starts during the "+fr.Describe())
@@ -220,11 +196,18 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 		}
 		cp := ClusterPlan{Name: c.Name, Context: c.ContextName(), Labels: c.Labels, Ring: r.Name, GPUs: in.GPUs,
 			From: sp.Summary.From, Provider: string(sp.Provider.Provider), Steps: steps, Skew: sp,
-			DRPair: c.Labels[f.Spec.DRPairs.Key()]}
+			DRPair: c.Labels[f.Spec.DRPairs.Key()], DrainArgs: f.Spec.DrainArgs(c.Name), DrainOverride: c.Drain != nil}
 		if a, ok := f.Spec.Upgrade.ActionFor(c.Labels); ok {
 			cp.Action = actionKind(a)
 		}
-		next, ok, desc := NextStart(f, c.Labels, now, step)
+		first := step
+		for _, s := range steps {
+			if s.Disruptive {
+				first = f.Spec.Upgrade.ExpectedDuration(s.Kind)
+				break
+			}
+		}
+		next, ok, desc := NextStart(f, c.Labels, now, first)
 		cp.Windows = desc
 		switch {
 		case !ok:
@@ -234,7 +217,11 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 			cp.NextWindow = &t
 		}
 		if gpuCap > 0 && cp.GPUs > gpuCap {
-			warns = append(warns, fmt.Sprintf("cluster %s alone has %d GPUs, above the cap of %d in flight: it runs alone", c.Name, cp.GPUs, gpuCap))
+			if !slices.Contains(f.Spec.Caps.GPUCapExceptions, c.Name) {
+				return rp, nil, nil, &LintError{Problems: []*fleetfile.Error{{Field: "spec.caps.maxGPUPercentInFlight",
+					Msg: fmt.Sprintf("cluster %s alone has %d GPUs, above the %d the cap lets in flight: raise the cap, or list it in spec.caps.gpuCapExceptions to let it run alone", c.Name, cp.GPUs, gpuCap)}}}
+			}
+			warns = append(warns, fmt.Sprintf("cluster %s alone has %d GPUs, above the cap of %d in flight: it runs alone (spec.caps.gpuCapExceptions)", c.Name, cp.GPUs, gpuCap))
 		}
 		cps = append(cps, cp)
 	}
@@ -295,7 +282,8 @@ func actionKind(a fleetfile.UpgradeAction) string {
 
 // NextStart is when a disruptive step of a cluster with these labels may
 // next start at or after now: inside one of the windows that select it
-// with room for a step before the finish margin, outside every freeze. A
+// with room for a step before the finish margin, and the whole step
+// (its expected duration and the margin) clear of every freeze. A
 // cluster no window selects is always open (the windows list is empty).
 // ok is false when no start exists in the coming year.
 func NextStart(f *fleetfile.Fleet, ls map[string]string, now time.Time, step time.Duration) (next time.Time, ok bool, windows []string) {
@@ -327,11 +315,14 @@ func NextStart(f *fleetfile.Fleet, ls map[string]string, now time.Time, step tim
 		if !ok {
 			return time.Time{}, false, windows
 		}
+		// The whole step must miss every freeze, not only its start:
+		// [start, start + its expected duration + the finish margin).
 		frozen := false
+		end := next.Add(step + finishMargin(f, ls))
 		for _, fr := range f.Spec.Freezes {
-			if fleetfile.Selects(fr.Selector, ls) && fr.Holds(next) {
-				_, e := fr.Span()
-				t, frozen = e, true
+			fs, fe := fr.Span()
+			if fleetfile.Selects(fr.Selector, ls) && next.Before(fe) && end.After(fs) && fe.After(t) {
+				t, frozen = fe, true
 			}
 		}
 		if !frozen {
@@ -339,6 +330,18 @@ func NextStart(f *fleetfile.Fleet, ls map[string]string, now time.Time, step tim
 		}
 	}
 	return time.Time{}, false, windows
+}
+
+// finishMargin is the margin a step keeps before a freeze: the largest
+// finish margin of the windows that select the cluster (none without one).
+func finishMargin(f *fleetfile.Fleet, ls map[string]string) time.Duration {
+	var m time.Duration
+	for _, w := range f.Spec.Windows {
+		if fleetfile.Selects(w.Selector, ls) {
+			m = max(m, w.FinishMargin.Value())
+		}
+	}
+	return m
 }
 
 func describeWindow(w fleetfile.Window) string {

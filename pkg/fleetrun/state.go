@@ -33,8 +33,18 @@ type ClusterState struct {
 	// caps); FinishedAt when its last step completed and it left.
 	AdmittedAt *time.Time `json:"admittedAt,omitempty"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	// LeftAt is when the cluster left the run before finishing: it failed
+	// within its ring's failure budget, or people skipped it (Outcome
+	// says which). Its place in flight is free again, its remaining steps
+	// do nothing, and the gates treat it as decided.
+	LeftAt  *time.Time `json:"leftAt,omitempty"`
+	Outcome string     `json:"outcome,omitempty"`
 	// GPUs in flight while admitted.
 	GPUs int `json:"gpus,omitempty"`
+	// Holds are what this run holds from rolling with the control plane
+	// and has not released yet: Cluster API MachineDeployment topologies,
+	// or pools a holdRollouts command held.
+	Holds []string `json:"holds,omitempty"`
 	// Baseline is the store key of the pre-flight baseline verify reads.
 	Baseline string `json:"baseline,omitempty"`
 	// Steps in plan order.
@@ -42,7 +52,36 @@ type ClusterState struct {
 }
 
 // InFlight reports whether the cluster holds a place under the caps.
-func (s *ClusterState) InFlight() bool { return s.AdmittedAt != nil && s.FinishedAt == nil }
+func (s *ClusterState) InFlight() bool {
+	return s.AdmittedAt != nil && s.FinishedAt == nil && s.LeftAt == nil
+}
+
+// Outcomes of a cluster that left a run.
+const (
+	OutcomeFailed  = "failed"
+	OutcomeSkipped = "skipped"
+)
+
+// Decided reports whether the cluster is done with the run: finished, or
+// left it (failed within the budget, or skipped).
+func (s *ClusterState) Decided() bool { return s.FinishedAt != nil || s.LeftAt != nil }
+
+// DecidedAt is when it was decided (nil while it is not).
+func (s *ClusterState) DecidedAt() *time.Time {
+	if s.FinishedAt != nil {
+		return s.FinishedAt
+	}
+	return s.LeftAt
+}
+
+// CountsAsFailed reports whether the cluster counts against its ring's
+// failure budget: a failed step, unless people skipped the cluster.
+func (s *ClusterState) CountsAsFailed() (string, bool) {
+	if s.Outcome == OutcomeSkipped {
+		return "", false
+	}
+	return s.Failed()
+}
 
 // StepState is one step's record.
 type StepState struct {
@@ -63,6 +102,12 @@ type StepState struct {
 	// ExitCode of the last attempt; Message says why it ended or waits.
 	ExitCode int    `json:"exitCode"`
 	Message  string `json:"message,omitempty"`
+	// Issued is when an attempt's provider command last succeeded, and
+	// IssuedAttempt which attempt that was: a later attempt does not
+	// issue it again while the step's expected duration since then has
+	// not passed.
+	Issued        *time.Time `json:"issued,omitempty"`
+	IssuedAttempt int        `json:"issuedAttempt,omitempty"`
 	// RunID is the gang-drain run the step drives (drain and restore
 	// share it), so a repeated attempt resumes that run's state in the
 	// cluster.

@@ -46,6 +46,7 @@ type RingStatus struct {
 	Completed       int      `json:"completed"`
 	InFlight        int      `json:"inFlight"`
 	Failed          int      `json:"failed"`
+	Skipped         int      `json:"skipped,omitempty"`
 	MaxFailures     int      `json:"maxFailures"`
 	ApprovalsNeeded int      `json:"approvalsNeeded,omitempty"`
 	Approvers       []string `json:"approvers,omitempty"`
@@ -98,6 +99,8 @@ func ReadStatus(ctx context.Context, st Store, p *Plan, now time.Time) (*Status,
 		switch {
 		case cs.FinishedAt != nil:
 			row.Phase = "completed"
+		case cs.LeftAt != nil:
+			row.Phase = cs.Outcome
 		case func() bool { _, f := cs.Failed(); return f }():
 			row.Phase = "failed"
 		case cs.AdmittedAt != nil:
@@ -111,7 +114,7 @@ func ReadStatus(ctx context.Context, st Store, p *Plan, now time.Time) (*Status,
 		if r.Approvers > 0 {
 			rs.Approvers = Approvers(ds, r.Name)
 		}
-		if h, ok := ActiveHalt(ds, r.Name, ""); ok {
+		if h, ok := p.ActiveHalt(ds, r.Name, ""); ok {
 			rs.Halt = describeHalt(h)
 		}
 		for _, c := range s.Clusters {
@@ -124,6 +127,8 @@ func ReadStatus(ctx context.Context, st Store, p *Plan, now time.Time) (*Status,
 				rs.Completed++
 			case "failed":
 				rs.Failed++
+			case OutcomeSkipped:
+				rs.Skipped++
 			case "in-flight":
 				rs.InFlight++
 			}
@@ -131,19 +136,19 @@ func ReadStatus(ctx context.Context, st Store, p *Plan, now time.Time) (*Status,
 		switch {
 		case rs.Halt != "":
 			rs.Phase = "halted"
-		case rs.Completed == rs.Clusters:
+		case rs.Completed+rs.Skipped+rs.Failed == rs.Clusters && rs.Failed <= r.MaxFailures:
 			rs.Phase = "completed"
-		case rs.Completed+rs.InFlight+rs.Failed > 0:
+		case rs.Completed+rs.InFlight+rs.Failed+rs.Skipped > 0:
 			rs.Phase = "running"
 		case r.Approvers > 0 && len(rs.Approvers) < r.Approvers:
 			rs.Phase = fmt.Sprintf("awaiting approval (%d of %d)", len(rs.Approvers), r.Approvers)
 		default:
 			rs.Phase = "pending"
 		}
-		if rs.Completed+rs.InFlight+rs.Failed > 0 {
+		if rs.Completed+rs.InFlight+rs.Failed+rs.Skipped > 0 {
 			anyStarted = true
 		}
-		if rs.Completed != rs.Clusters {
+		if rs.Phase != "completed" {
 			allDone = false
 		}
 		s.Rings = append(s.Rings, rs)
@@ -223,7 +228,15 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 			sep = ""
 		}
 	}
-	return nil
+	if len(s.Decisions) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	ds := cli.Table{Columns: []cli.Column{{Name: "decided"}, {Name: "decision"}, {Name: "scope", Shrink: true, Min: 12}, {Name: "by", Shrink: true, Min: 8}, {Name: "reason", Shrink: true, Min: 12}}}
+	for _, d := range s.Decisions {
+		ds.AddRow(d.At.UTC().Format("2006-01-02T15:04:05Z"), d.Decision, d.Scope(), d.By, orDash(oneLine(d.Reason, 200)))
+	}
+	return ds.Print(w, opts)
 }
 
 func orDash(s string) string {

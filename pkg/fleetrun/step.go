@@ -115,6 +115,25 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	ss := st.Step(stepName)
 	digest := p.inputsDigest(cp, s)
 	res.Phase, res.Attempt = ss.Phase, ss.Attempt
+	if st.LeftAt != nil {
+		res.Skipped = fmt.Sprintf("cluster %s left the run at %s (%s)", cluster, st.LeftAt.Format(time.RFC3339), st.Outcome)
+		res.Message = "nothing to do: " + res.Skipped
+		return res, nil
+	}
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return nil, err
+	}
+	if who, ok := p.Plan.Skipped(ds, cluster); ok {
+		now := p.now()
+		st.LeftAt, st.Outcome = &now, OutcomeSkipped
+		if err := WriteState(ctx, p.Store, st); err != nil {
+			return nil, err
+		}
+		res.Skipped = fmt.Sprintf("cluster %s skipped by %s: it leaves the run", cluster, strings.Join(who, ", "))
+		res.Message = "nothing to do: " + res.Skipped
+		return res, nil
+	}
 	if ss.Phase == PhaseCompleted && ss.InputsDigest == digest {
 		res.Skipped = fmt.Sprintf("completed at %s (attempt %d) with the same inputs", ss.FinishedAt.Format(time.RFC3339), ss.Attempt)
 		res.Message = "nothing to do: " + res.Skipped
@@ -122,30 +141,30 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	}
 	for _, before := range cp.Steps[:idx] {
 		if b := st.Step(before.Name); b.Phase != PhaseCompleted {
-			res.ExitCode = cli.ExitUsage
-			res.Message = fmt.Sprintf("step %s of cluster %s comes after %s, which is %s: run the steps in order", stepName, cluster, before.Name, b.Phase)
+			// Not yet: the earlier step comes first (a script that runs
+			// every step in a loop asks again).
+			res.ExitCode = cli.ExitIncomplete
+			res.Message = fmt.Sprintf("step %s of cluster %s comes after %s, which is %s: not yet, run the steps in order", stepName, cluster, before.Name, b.Phase)
 			return res, nil
 		}
 	}
-	if ss.Phase == PhaseInProgress && ss.Heartbeat != nil && ss.Holder != p.holder() && p.now().Sub(*ss.Heartbeat) < 3*p.heartbeat() {
+	if ss.Phase == PhaseInProgress && ss.Heartbeat != nil && ss.Holder != p.holder() && p.now().Sub(*ss.Heartbeat) < 3*p.heartbeat() && !holderGone(ss.Holder) {
 		res.ExitCode = cli.ExitIncomplete
 		res.Message = fmt.Sprintf("step %s of cluster %s is running in %s (heartbeat %s ago): not starting a second one",
 			stepName, cluster, ss.Holder, p.now().Sub(*ss.Heartbeat).Round(time.Second))
 		return res, nil
 	}
+	if h, ok := p.Plan.ActiveHalt(ds, cp.Ring, cluster); ok {
+		// Refused, not failed: the step's record is unchanged and no
+		// further halt is written.
+		res.ExitCode = cli.ExitFindings
+		res.Message = describeHalt(h) + "; nothing started"
+		return res, nil
+	}
 	if s.Kind != StepGate {
-		ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
-		if err != nil {
-			return nil, err
-		}
-		if h, ok := ActiveHalt(ds, cp.Ring, cluster); ok {
-			res.ExitCode = cli.ExitFindings
-			res.Message = describeHalt(h) + "; nothing started"
-			return res, nil
-		}
 		if s.Disruptive {
 			g := p.newGate(cp.Ring, cluster)
-			p.windowCheck(g, cp)
+			p.windowCheck(g, cp, p.expected(s))
 			g.finish()
 			if g.ExitCode != cli.ExitOK {
 				res.ExitCode = g.ExitCode
@@ -158,6 +177,19 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 
 	// Claim the attempt.
 	now := p.now()
+	if ss.Phase == PhaseInProgress && ss.StartedAt != nil {
+		// The last attempt's process died without recording its end
+		// (killed): record it, so the run says what happened.
+		msg := fmt.Sprintf("abandoned: %s stopped without recording an end (last heartbeat %s); taken over by %s", ss.Holder, timeOrDash(ss.Heartbeat), p.holder())
+		b, _ := json.MarshalIndent(stepMeta{Run: p.Plan.Run, Cluster: cluster, Step: stepName, Kind: s.Kind, Attempt: ss.Attempt, InputsDigest: ss.InputsDigest,
+			Holder: ss.Holder, ExitCode: cli.ExitInterrupted, Message: msg, StartedAt: *ss.StartedAt, FinishedAt: now}, "", "  ")
+		key := path.Join(EvidencePrefix(p.Plan.Run, cluster, stepName, ss.Attempt), "meta.json")
+		if err := PutEvidence(ctx, p.Store, key, append(b, '\n')); err == nil {
+			ss.Evidence = append(ss.Evidence, key)
+		}
+		ss.History = append(ss.History, Attempt{Attempt: ss.Attempt, Phase: PhasePending, ExitCode: cli.ExitInterrupted, StartedAt: *ss.StartedAt, FinishedAt: now, Message: msg})
+		p.logf("%s/%s: attempt %d %s", cluster, stepName, ss.Attempt, msg)
+	}
 	ss.Attempt++
 	ss.Phase, ss.InputsDigest, ss.Holder = PhaseInProgress, digest, p.holder()
 	ss.StartedAt, ss.FinishedAt, ss.Heartbeat, ss.Message, ss.ExitCode = &now, nil, &now, "", 0
@@ -187,6 +219,11 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 		stop()
 	}
 
+	if ctx.Err() != nil && out.code != 0 {
+		// Stopped by the step's own interruption, whatever failed
+		// after it: the next attempt resumes.
+		out.code, out.message = cli.ExitInterrupted, "interrupted: "+out.message
+	}
 	// Record the outcome and the evidence.
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -200,7 +237,7 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	switch {
 	case out.code == 0:
 		ss.Phase = PhaseCompleted
-	case out.code == cli.ExitIncomplete || out.code == cli.ExitInterrupted || out.code > 128:
+	case out.code == cli.ExitIncomplete || out.code == cli.ExitInterrupted:
 		// Not yet, or interrupted: the next attempt resumes.
 		ss.Phase = PhasePending
 		out.code = cli.ExitIncomplete
@@ -215,16 +252,65 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 		return nil, err
 	}
 	if ss.Phase == PhaseFailed && out.code == cli.ExitFindings {
-		// Seed 003: "Any failure pauses the fleet until a human approves
-		// continuation". The ring holds: no further cluster of it starts.
-		if _, err := RecordDecision(context.WithoutCancel(ctx), p.Store, Decision{Run: p.Plan.Run, Decision: DecisionHalt, Ring: cp.Ring,
-			By: "step " + stepName + " of " + cluster, At: end, Reason: out.message}); err != nil {
+		code, msg, err := p.settleFailure(context.WithoutCancel(ctx), cp, st, stepName, out.message, end)
+		if err != nil {
 			return nil, err
 		}
+		out.code, out.message = code, msg
 	}
 	res.Phase, res.ExitCode, res.Message, res.Evidence = ss.Phase, out.code, out.message, keys
 	p.logf("%s/%s: attempt %d %s (exit %d): %s", cluster, stepName, ss.Attempt, ss.Phase, out.code, out.message)
 	return res, nil
+}
+
+// ExitLeftRun is `fleet step`'s exit code for a step that failed while its
+// ring's failure budget still had room: the cluster leaves the run (its
+// place in flight is free, its other steps do nothing) and the ring goes
+// on without it, as Azure Fleet Manager's maxAllowedFailures lets a stage
+// complete with failures. Past the budget a failure is exit 1 and halts.
+const ExitLeftRun = 5
+
+// settleFailure counts a failed cluster against its ring's budget (seed:
+// "Any failure pauses the fleet until a human approves continuation" when
+// the budget is 0): within it the cluster leaves the run with a record;
+// past it the ring is halted, once (a halt already holding is not written
+// again).
+func (p *Programme) settleFailure(ctx context.Context, cp *ClusterPlan, st *ClusterState, stepName, message string, at time.Time) (int, string, error) {
+	r, _ := p.Plan.Ring(cp.Ring)
+	states, err := ReadStates(ctx, p.Store, p.Plan)
+	if err != nil {
+		return 0, "", err
+	}
+	states[cp.Name] = st
+	var failed []string
+	for _, c := range p.Plan.Clusters {
+		if c.Ring != cp.Ring {
+			continue
+		}
+		if _, f := states[c.Name].CountsAsFailed(); f {
+			failed = append(failed, c.Name)
+		}
+	}
+	if len(failed) <= r.MaxFailures {
+		st.LeftAt, st.Outcome = &at, OutcomeFailed
+		if err := WriteState(ctx, p.Store, st); err != nil {
+			return 0, "", err
+		}
+		return ExitLeftRun, fmt.Sprintf("%s; cluster %s leaves the run: %d failed in ring %s (%s), within its failure budget of %d",
+			message, cp.Name, len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures), nil
+	}
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return 0, "", err
+	}
+	budget := fmt.Sprintf("%d failed in ring %s (%s), past its failure budget of %d", len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures)
+	if _, held := p.Plan.ActiveHalt(ds, cp.Ring, ""); !held {
+		if _, err := RecordDecision(ctx, p.Store, Decision{Run: p.Plan.Run, Decision: DecisionHalt, Ring: cp.Ring,
+			By: "step " + stepName + " of " + cp.Name, At: at, Reason: message + " (" + budget + ")"}); err != nil {
+			return 0, "", err
+		}
+	}
+	return cli.ExitFindings, message + "; " + budget + ": ring " + r.Name + " halts", nil
 }
 
 func (p *Programme) clusterNames() []string {
@@ -332,25 +418,85 @@ func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutco
 	return append(keys, key), nil
 }
 
-// exec runs one of the suite's plugins (or an action's command) and keeps
-// its output.
-func (r *stepRun) exec(ctx context.Context, argv []string, env ...string) stepOutcome {
-	ex := r.p.Exec
-	if ex == nil {
-		ex = ExecPlugins{}
+// launch runs a command and keeps its output; ex is how it ended, ok is
+// false when it could not start (out then says why, exit 2).
+func (r *stepRun) launch(ctx context.Context, argv []string, env []string) (out stepOutcome, ex Exit, ok bool) {
+	runner := r.p.Exec
+	if runner == nil {
+		runner = ExecPlugins{}
 	}
 	var stdout, stderr bytes.Buffer
-	code, err := ex.Run(ctx, argv, env, &stdout, &stderr)
-	out := stepOutcome{code: code, report: stdout.Bytes(), stderr: stderr.Bytes(), argv: argv}
+	ex, err := runner.Run(ctx, argv, env, &stdout, &stderr)
+	out = stepOutcome{code: ex.Code, report: stdout.Bytes(), stderr: stderr.Bytes(), argv: argv}
 	if err != nil {
 		out.code, out.message = cli.ExitUsage, err.Error()
-		return out
+		return out, ex, false
 	}
-	out.message = fmt.Sprintf("%s exited %d", strings.Join(displayArgv(argv), " "), code)
-	if code != 0 {
+	out.message = fmt.Sprintf("%s exited %d", strings.Join(displayArgv(argv), " "), ex.Code)
+	if ex.Signal != "" {
+		out.message = fmt.Sprintf("%s was killed by %s", strings.Join(displayArgv(argv), " "), ex.Signal)
+	}
+	if ex.Code != 0 {
 		if line := lastLine(stderr.Bytes()); line != "" {
 			out.message += ": " + line
 		}
+	}
+	return out, ex, true
+}
+
+// exec runs one of the suite's plugins and reads its exit code by the
+// suite's own table (pkg/cli): 0 done, 1 findings, 2 usage, 3 the cluster
+// could not be evaluated, 4 not yet, 130 interrupted. A plugin killed by a
+// signal is "not yet" only when this step stopped it (the step itself was
+// interrupted); killed by anything else, it failed.
+func (r *stepRun) exec(ctx context.Context, argv []string, env ...string) stepOutcome {
+	out, ex, ok := r.launch(ctx, argv, env)
+	if !ok {
+		return out
+	}
+	switch {
+	case ex.Signal != "" && ctx.Err() != nil:
+		out.code = cli.ExitInterrupted
+	case ex.Signal != "":
+		out.code = cli.ExitFindings
+	case ex.Code == cli.ExitOK, ex.Code == cli.ExitFindings, ex.Code == cli.ExitUsage, ex.Code == cli.ExitUnavailable,
+		ex.Code == cli.ExitIncomplete, ex.Code == cli.ExitInterrupted:
+	default:
+		out.message += " (not an exit code of the suite's table)"
+		out.code = cli.ExitFindings
+	}
+	return out
+}
+
+// NotYetExitCode is the one exit code of an action's command (a fleet
+// file's command template) that means "not yet, ask again": the suite's
+// own "stopped but resumable". Every other code but 0 is a failure whose
+// output is the attempt's evidence: the step does not read other tools'
+// codes, whose meanings are their own (the AWS CLI exits 252 for a bad
+// parameter, 253 for a bad environment or missing credentials, 254 for an
+// error the service returned and 255 for any other failure:
+// https://docs.aws.amazon.com/cli/latest/userguide/cli-usage-returncodes.html,
+// read 2026-12-06; none of them is a signal).
+const NotYetExitCode = cli.ExitIncomplete
+
+// command runs an action's command: 0 done, NotYetExitCode not yet, and
+// anything else (a signal included, unless this step was interrupted) a
+// failure.
+func (r *stepRun) command(ctx context.Context, argv []string, env ...string) stepOutcome {
+	out, ex, ok := r.launch(ctx, argv, env)
+	if !ok {
+		out.code = cli.ExitFindings
+		return out
+	}
+	switch {
+	case ex.Code == 0 && ex.Signal == "":
+	case ctx.Err() != nil:
+		out.code = cli.ExitInterrupted
+	case ex.Code == NotYetExitCode && ex.Signal == "":
+		out.message += " (not yet: the command asks to be run again)"
+	default:
+		out.code = cli.ExitFindings
+		out.message += "; its output is the attempt's evidence"
 	}
 	return out
 }
@@ -398,14 +544,22 @@ func (r *stepRun) do(ctx context.Context) stepOutcome {
 	}
 	r.target = t
 	switch s.Kind {
+	case StepPDBBlockers, StepDrain, StepGPUValidate:
+		// A plugin given a selector that matches nothing reports on
+		// nothing and passes: the step would pass over an empty set.
+		if out, ok := r.poolNotEmpty(ctx); !ok {
+			return out
+		}
+	}
+	switch s.Kind {
 	case StepPreflight:
 		return r.preflight(ctx)
-	case StepEtcdSnapshot, StepControlPlane, StepPoolUpgrade:
+	case StepEtcdSnapshot, StepControlPlane, StepPoolUpgrade, StepHold:
 		return r.upgrade(ctx)
 	case StepPDBBlockers:
 		return r.exec(ctx, r.plugin(BinPDBBlockers, "-l", s.Selector, "--fail-on", "blocking"))
 	case StepDrain:
-		args := append([]string{"run", "-l", s.Selector, "--run-id", r.ss.RunID}, p.Plan.Spec.Upgrade.DrainArgs()...)
+		args := append([]string{"run", "-l", s.Selector, "--run-id", r.ss.RunID}, p.Plan.Spec.DrainArgs(r.cp.Name)...)
 		return r.exec(ctx, r.plugin(BinGangDrain, args...))
 	case StepGPUValidate:
 		return r.exec(ctx, r.plugin(BinGPUValidate, "nodes", "-l", s.Selector))

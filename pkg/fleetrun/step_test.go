@@ -31,9 +31,14 @@ type fakeExec struct {
 	nodes map[string]*fakekube.Clientset
 	// block, when set, makes drain wait until the context ends.
 	block bool
+	// signals kills a command by a signal (by key, as codes).
+	signals map[string]string
+	// lazy leaves the nodes where they are after a successful pool
+	// upgrade: the provider's update is in flight.
+	lazy bool
 }
 
-func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, stderr io.Writer) (int, error) {
+func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, stderr io.Writer) (Exit, error) {
 	e.mu.Lock()
 	e.calls = append(e.calls, argv)
 	key := argv[0]
@@ -44,18 +49,23 @@ func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, s
 	e.mu.Unlock()
 	if key == BinGangDrain+" run" && e.block {
 		<-ctx.Done()
-		return 130, nil
+		return Exit{Code: 130}, nil
 	}
 	if key == BinSkew+" preflight" {
 		for i, a := range argv {
 			if a == "--save" {
 				if err := writeFile(argv[i+1], "kind: PreflightReport\n"); err != nil {
-					return 0, err
+					return Exit{}, err
 				}
 			}
 		}
 	}
-	if argv[0] == "upgrade-pool" && code == 0 {
+	if sig := e.signals[key]; sig != "" {
+		fmt.Fprintf(stdout, "partial output of %s\n", key)
+		fmt.Fprintf(stderr, "partial progress of %s\n", key)
+		return Exit{Code: 137, Signal: sig}, nil
+	}
+	if argv[0] == "upgrade-pool" && code == 0 && !e.lazy {
 		k := e.nodes[argv[2]]
 		nodes, _ := k.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		for _, n := range nodes.Items {
@@ -65,7 +75,7 @@ func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, s
 	}
 	fmt.Fprintf(stdout, `{"kind":"Fake","command":%q}`+"\n", strings.Join(argv, " "))
 	fmt.Fprintf(stderr, "progress of %s\n", key)
-	return code, nil
+	return Exit{Code: code}, nil
 }
 
 func (e *fakeExec) commands() []string {
@@ -207,8 +217,8 @@ func TestStepRunsAClusterIdempotently(t *testing.T) {
 func TestStepExitCodes(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	// Out of order: exit 2, nothing runs.
-	if r := h.step(t, "canary-a", "verify"); r.ExitCode != cli.ExitUsage || !strings.Contains(r.Message, "run the steps in order") {
+	// Out of order: not yet (exit 4), nothing runs.
+	if r := h.step(t, "canary-a", "verify"); r.ExitCode != cli.ExitIncomplete || !strings.Contains(r.Message, "not yet, run the steps in order") {
 		t.Errorf("out of order: %+v", r)
 	}
 	// Unknown step and cluster: usage errors.
@@ -227,7 +237,7 @@ func TestStepExitCodes(t *testing.T) {
 		t.Fatalf("halting step: %+v", r)
 	}
 	ds, _ := ReadDecisions(ctx, h.p.Store, "r1")
-	if _, ok := ActiveHalt(ds, "canary", "canary-b"); !ok {
+	if _, ok := h.p.Plan.ActiveHalt(ds, "canary", "canary-b"); !ok {
 		t.Fatal("a failed step halts its ring")
 	}
 	// The ring's other clusters do not start.
@@ -264,6 +274,7 @@ func TestStepWaitsForItsWindow(t *testing.T) {
 	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
 		h.runCluster(t, c)
 	}
+	h.clock = h.clock.Add(2 * time.Hour) // the canary ring's soak
 	// Monday 09:30 in Los Angeles: the prod window (01:00-05:00) is closed.
 	r := h.step(t, "prod-use1", "gate")
 	if r.ExitCode != cli.ExitIncomplete || !strings.Contains(r.Message, "next window that fits a 1h0m0s step opens at 2026-11-03T09:00:00Z") {
@@ -308,6 +319,7 @@ func TestApprovalsBeforeProd(t *testing.T) {
 	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
 		h.runCluster(t, c)
 	}
+	h.clock = h.clock.Add(2 * time.Hour) // the canary ring's soak
 	ctx := context.Background()
 	approve := func(who string) {
 		t.Helper()

@@ -60,13 +60,18 @@ type notFound struct{}
 func (notFound) Error() string        { return "not found in the store" }
 func (notFound) Is(target error) bool { return target == fs.ErrNotExist }
 
-// OpenStore opens the store at a URL: file:///path (a directory on this
-// machine), s3://bucket/prefix, gs://bucket/prefix or
+// OpenStore opens the store at a URL: file:///path or a plain path (a
+// directory on this machine), s3://bucket/prefix, gs://bucket/prefix or
 // azblob://container/prefix, with the query parameters of gocloud.dev/blob
 // (s3: region, endpoint, use_path_style, disable_https). Credentials come
 // from the usual places of each cloud (AWS_* variables and files,
 // GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_*).
 func OpenStore(ctx context.Context, raw string) (Store, error) {
+	if raw != "" && !strings.Contains(raw, "://") {
+		// A plain directory, as a person running the steps by hand
+		// gives it: the same store as file://<its absolute path>.
+		return OpenDirStore(raw)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store URL %q: %w", raw, err)

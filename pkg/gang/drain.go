@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -70,6 +71,10 @@ type GangOutcome struct {
 	StopStartedAt time.Time `json:"stopStartedAt,omitzero"`
 	// PodsGoneAt is when the last pod of the gang was gone.
 	PodsGoneAt time.Time `json:"podsGoneAt,omitzero"`
+	// DeletedPods are the pods the run deleted itself once the gang's Jobs
+	// were suspended (also recorded on the gang's stop object); the other
+	// pods of the gang were deleted by their Job controller.
+	DeletedPods *DeletedPods `json:"deletedPods,omitempty"`
 
 	// cause is the error behind a failed action, kept so that callers can
 	// tell a refused request (exit 3) from the rest.
@@ -110,11 +115,23 @@ type Drainer struct {
 	OnEvent func(Event)
 	// GPUResources are counted as GPUs (default DefaultGPUResources).
 	GPUResources []corev1.ResourceName
+	// PodClient returns the client that deletes one stopped gang's pods
+	// (Options.DeleteStoppedPods). Each call returns a client with a rate
+	// limiter of its own, so that one gang's deletes never wait behind
+	// another's; nil uses Kube.
+	PodClient func() (kubernetes.Interface, error)
 
-	mu      sync.Mutex
-	nodeMu  sync.Map // node name -> *sync.Mutex: one read-merge-write of a node's gang record at a time
-	records map[string]*NodeRecord
-	runID   string
+	mu       sync.Mutex
+	gateOnce sync.Once
+	gate     *fairGate // the pod writes of stopped gangs in flight
+	nodeMu   sync.Map  // node name -> *sync.Mutex: one read-merge-write of a node's gang record at a time
+	records  map[string]*NodeRecord
+	runID    string
+}
+
+func (d *Drainer) podGate() *fairGate {
+	d.gateOnce.Do(func() { d.gate = newFairGate(podWritesInFlight) })
+	return d.gate
 }
 
 func (d *Drainer) clock() clock.WithTicker {
@@ -231,8 +248,8 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	outcomes := d.stopGangs(ctx, append(unfinished, found.Gangs...))
 	res.Gangs = outcomes
 	failedGang := map[string]GangOutcome{}
-	// firstErr is the first error of a node's drain; cause the first error
-	// behind a gang that kept its nodes from draining.
+	// firstErr is the first error of a node's drain; cause the error
+	// behind a gang that kept its nodes from draining, a refusal first.
 	var firstErr, cause error
 	for _, o := range outcomes {
 		if o.Action != ActionStopped {
@@ -249,7 +266,7 @@ func (d *Drainer) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		for _, g := range nodeGangs[n] {
 			if o, bad := failedGang[g.Key]; bad {
 				blocking = append(blocking, fmt.Sprintf("gang %s %s (%s)", g.Key, o.Action, o.Message))
-				if cause == nil && o.cause != nil {
+				if o.cause != nil && (cause == nil || refused(o.cause) && !refused(cause)) {
 					cause = o.cause
 				}
 			}
@@ -334,6 +351,13 @@ func (d *Drainer) unfinishedStops(ctx context.Context, nodes []string, found map
 			Method: r.Method, GPUs: r.GPUs, Ranks: r.Ranks, Nodes: nodesOf[k], Labels: u.GetLabels(), Annotations: u.GetAnnotations()})
 	}
 	return out, nil
+}
+
+// refused reports a request the API server refused for the caller's
+// credentials or role: what blocked the run when several gangs failed
+// (the worst exit code wins, and a refusal names what to grant).
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 }
 
 // causedError reads as msg and unwraps to the error behind it, so that

@@ -157,7 +157,7 @@ func nextRequestID(st checkpoint.State, run string) string {
 func (d *Drainer) waitFinished(ctx context.Context, g *Gang, v checkpoint.Verdict) (checkpoint.Verdict, string, error) {
 	gp := d.followGangPods(g)
 	defer gp.stop()
-	if err := gp.list(ctx); err != nil {
+	if _, err := gp.list(ctx); err != nil {
 		return v, "", err
 	}
 	left := len(gp.left)

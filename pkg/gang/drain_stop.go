@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	kueuev1beta2 "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -129,6 +131,28 @@ type gangPods struct {
 	uids map[types.UID]bool
 	left map[types.UID]bool
 	wt   *waiter
+	// sel narrows the reads to labels every pod followed carries (empty:
+	// the whole namespace).
+	sel string
+	// jobs are the gang's Jobs whose pods gang-drain deletes itself: a pod
+	// one of them creates after the stop is followed too (adopt).
+	jobs map[types.UID]bool
+}
+
+// adopt follows a pod that one of jobs created after the stop. gang-drain
+// deletes a Job's pods once the API says the Job is suspended, which can be
+// before the Job controller's cache does (just after an API server
+// restart, its watches are still catching up): until it sees the
+// suspension it replaces the deleted pods, and deletes them again once it
+// does. The gang's pods are gone only when those are gone too.
+func (gp *gangPods) adopt(p *corev1.Pod) {
+	if len(gp.jobs) == 0 || gp.uids[p.UID] || podDone(p) {
+		return
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil && gp.jobs[ref.UID] {
+		gp.uids[p.UID] = true
+		gp.left[p.UID] = true
+	}
 }
 
 func (d *Drainer) followGangPods(g *Gang) *gangPods {
@@ -137,29 +161,71 @@ func (d *Drainer) followGangPods(g *Gang) *gangPods {
 		gp.uids[p.UID] = true
 	}
 	gp.wt = d.newWaiter(g.Key, "pods in namespace "+g.Namespace, func(ctx context.Context, rv string) (watch.Interface, error) {
-		return d.Kube.CoreV1().Pods(g.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+		return d.Kube.CoreV1().Pods(g.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, LabelSelector: gp.sel})
 	})
 	return gp
 }
 
-// list reads the gang's pods that still exist (by UID, not done).
-func (gp *gangPods) list(ctx context.Context) error {
+// narrow watches, from the read of list, only the pods that carry every
+// label the followed pods share, when they share any: a large gang's
+// events then no longer pass through the watch of a small gang beside it
+// in the namespace, nor through this process.
+func (gp *gangPods) narrow(ctx context.Context, list *corev1.PodList) {
+	var common map[string]string
+	for i := range list.Items {
+		p := &list.Items[i]
+		if !gp.uids[p.UID] {
+			continue
+		}
+		if common == nil {
+			common = maps.Clone(p.Labels)
+			continue
+		}
+		for k, v := range common {
+			if p.Labels[k] != v {
+				delete(common, k)
+			}
+		}
+	}
+	if len(common) == 0 || gp.wt.polling {
+		return
+	}
+	gp.sel = labels.SelectorFromSet(common).String()
+	gp.wt.stop()
+	gp.wt.read(ctx, list.ResourceVersion)
+}
+
+// list reads the gang's pods that still exist (by UID, not done); it
+// returns the namespace's pods.
+func (gp *gangPods) list(ctx context.Context) (*corev1.PodList, error) {
 	var list *corev1.PodList
 	err := gp.d.retry(ctx, func() (err error) {
-		list, err = gp.d.Kube.CoreV1().Pods(gp.g.Namespace).List(ctx, metav1.ListOptions{})
+		list, err = gp.d.Kube.CoreV1().Pods(gp.g.Namespace).List(ctx, metav1.ListOptions{LabelSelector: gp.sel})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("listing pods in namespace %s: %w", gp.g.Namespace, err)
+		return nil, fmt.Errorf("listing pods in namespace %s: %w", gp.g.Namespace, err)
 	}
 	gp.left = map[types.UID]bool{}
-	for _, p := range list.Items {
-		if gp.uids[p.UID] && !podDone(&p) {
+	for i := range list.Items {
+		p := &list.Items[i]
+		gp.adopt(p)
+		if gp.uids[p.UID] && !podDone(p) {
 			gp.left[p.UID] = true
 		}
 	}
 	gp.wt.read(ctx, list.ResourceVersion)
-	return nil
+	return list, nil
+}
+
+// follow adds pods to wait for (present and not done).
+func (gp *gangPods) follow(uids []types.UID) {
+	for _, uid := range uids {
+		if !gp.uids[uid] {
+			gp.uids[uid] = true
+			gp.left[uid] = true
+		}
+	}
 }
 
 // wait returns after a change or a poll interval, with the count left.
@@ -169,12 +235,17 @@ func (gp *gangPods) wait(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	if reread {
-		if err := gp.list(ctx); err != nil {
+		if _, err := gp.list(ctx); err != nil {
 			return 0, err
 		}
 	} else if ev != nil {
-		if p, ok := ev.Object.(*corev1.Pod); ok && gp.uids[p.UID] && (ev.Type == watch.Deleted || podDone(p)) {
-			delete(gp.left, p.UID)
+		if p, ok := ev.Object.(*corev1.Pod); ok {
+			if ev.Type != watch.Deleted {
+				gp.adopt(p)
+			}
+			if gp.uids[p.UID] && (ev.Type == watch.Deleted || podDone(p)) {
+				delete(gp.left, p.UID)
+			}
 		}
 	}
 	return len(gp.left), nil
@@ -205,7 +276,7 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 		ann := map[string]any{AnnStoppedByRun: d.runID, AnnStopMethod: string(g.Method), AnnStopState: GangStopping, AnnGangRecord: string(rec)}
 		if g.Annotations[AnnStoppedByRun] != d.runID {
 			ann[AnnStoppedAt] = timeString(now)
-			ann[AnnRestoredBy], ann[AnnRestoredAt] = nil, nil
+			ann[AnnRestoredBy], ann[AnnRestoredAt], ann[AnnDeletedPods] = nil, nil, nil
 		}
 		if g.Method == StopScaleToZero && g.Annotations[AnnReplicas] == "" {
 			var u *unstructured.Unstructured
@@ -227,12 +298,16 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 	if err := d.retry(ctx, func() error { return d.applyStop(ctx, g) }); err != nil {
 		return fail(err)
 	}
-	if err := d.waitGone(ctx, g); err != nil {
+	deleted, goneAt, err := d.waitGone(ctx, g)
+	if err != nil {
 		return fail(err)
 	}
-	o.PodsGoneAt = d.clock().Now()
+	o.PodsGoneAt, o.DeletedPods = goneAt, deleted
 	if t := stopTarget(g); t != nil {
 		ann := map[string]any{AnnStopState: GangStopped}
+		if deleted != nil {
+			ann[AnnDeletedPods] = deleted.encode()
+		}
 		// End the request as stopped, not withdrawn: a trainer still in
 		// its grace period must not resume stepping, and the gang does not
 		// yield to it again when it is readmitted. Request and answer stay
@@ -247,7 +322,11 @@ func (d *Drainer) stop(ctx context.Context, g *Gang, o GangOutcome) GangOutcome 
 		}
 	}
 	o.Action = ActionStopped
-	d.gangEvent(g, "stopped: %d pods gone in %s", g.Ranks, o.PodsGoneAt.Sub(o.StopStartedAt).Round(10*time.Millisecond))
+	by := ""
+	if deleted != nil && deleted.Count > 0 {
+		by = fmt.Sprintf(" (%d deleted by gang-drain once their Jobs were suspended)", deleted.Count)
+	}
+	d.gangEvent(g, "stopped: %d pods gone in %s%s", g.Ranks, o.PodsGoneAt.Sub(o.StopStartedAt).Round(10*time.Millisecond), by)
 	return o
 }
 
@@ -410,20 +489,79 @@ func (d *Drainer) applyStop(ctx context.Context, g *Gang) error {
 }
 
 // waitGone waits until every pod of the gang is gone (and, under Kueue,
-// the workload is no longer admitted).
-func (d *Drainer) waitGone(ctx context.Context, g *Gang) error {
+// the workload is evicted). Meanwhile it deletes the pods of the gang's
+// suspended Jobs itself (drain_delete.go). It returns the record of what
+// it deleted (nil when it deleted nothing) and when the last pod went.
+func (d *Drainer) waitGone(ctx context.Context, g *Gang) (*DeletedPods, time.Time, error) {
 	deadline := d.clock().Now().Add(d.Options.stopTimeout())
 	gp := d.followGangPods(g)
 	defer gp.stop()
-	if err := gp.list(ctx); err != nil {
-		return err
+	list, err := gp.list(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
 	}
+	x, err := d.newPodDeleter(g, list)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if x != nil {
+		gp.follow(x.candidates())
+		gp.jobs = map[types.UID]bool{}
+		for uid := range x.pods {
+			gp.jobs[uid] = true
+		}
+	}
+	gp.narrow(ctx, list)
+	if x != nil {
+		quit, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			x.run(ctx, quit)
+		}()
+		// Once its deletes are answered, read the gang's pods again
+		// rather than wait for their events: on a busy API server the
+		// watch delivers them seconds after the deletes.
+		gp.wt.kick = done
+		ended := false
+		end := func() {
+			if !ended {
+				ended = true
+				close(quit)
+				<-done
+			}
+		}
+		defer end()
+		goneAt, err := d.waitPodsGone(ctx, g, gp, deadline)
+		if err != nil {
+			return nil, goneAt, err
+		}
+		end()
+		return x.result(), goneAt, nil
+	}
+	goneAt, err := d.waitPodsGone(ctx, g, gp, deadline)
+	return nil, goneAt, err
+}
+
+// waitPodsGone waits until the gang's pods are gone and, under Kueue, the
+// workload is evicted, and returns when the last pod was seen gone.
+//
+// Kueue marks a deactivated workload Evicted at once (the workload
+// controller's Reconcile, sigs.k8s.io/kueue@v0.17.0
+// pkg/controller/core/workload_controller.go); it takes the quota
+// reservation back, and Admitted with it, only once the job reports no
+// active pods (the eviction branch of the jobframework's Reconcile). For
+// a Job that count is the Job controller's status, which it writes after
+// its own pass over the suspended Job's pods: two requests per pod at
+// kube-controller-manager's rate, whoever deleted them. So the stop waits
+// for Evicted (or no Admitted), never for the quota.
+func (d *Drainer) waitPodsGone(ctx context.Context, g *Gang, gp *gangPods, deadline time.Time) (time.Time, error) {
 	left := len(gp.left)
+	var goneAt time.Time
 	for {
-		// The workload is read once the pods are gone: Kueue takes the
-		// admission back before the pods go, so this is rarely more
-		// than one read.
-		admitted := false
+		if left == 0 && goneAt.IsZero() {
+			goneAt = d.clock().Now()
+		}
+		stopping := false
 		if left == 0 && g.Method == StopKueue && d.Kueue != nil {
 			var wl *kueuev1beta2.Workload
 			err := d.retry(ctx, func() (err error) {
@@ -431,21 +569,24 @@ func (d *Drainer) waitGone(ctx context.Context, g *Gang) error {
 				return err
 			})
 			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("reading Kueue workload %s/%s: %w", g.Namespace, g.Workload.Name, err)
+				return goneAt, fmt.Errorf("reading Kueue workload %s/%s: %w", g.Namespace, g.Workload.Name, err)
 			}
 			if err == nil {
-				admitted = conditionTrue(wl.Status.Conditions, "Admitted")
+				stopping = conditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadAdmitted) && !conditionTrue(wl.Status.Conditions, kueuev1beta2.WorkloadEvicted)
 			}
 		}
-		if left == 0 && !admitted {
-			return nil
+		if left == 0 && !stopping {
+			return goneAt, nil
 		}
 		if d.clock().Now().After(deadline) {
-			return fmt.Errorf("%d pod(s) of gang %s still exist after %s", left, g.Key, d.Options.stopTimeout())
+			if left == 0 {
+				return goneAt, fmt.Errorf("Kueue has not evicted workload %s/%s of gang %s after %s", g.Namespace, g.Workload.Name, g.Key, d.Options.stopTimeout())
+			}
+			return goneAt, fmt.Errorf("%d pod(s) of gang %s still exist after %s", left, g.Key, d.Options.stopTimeout())
 		}
 		var err error
 		if left, err = gp.wait(ctx); err != nil {
-			return err
+			return goneAt, err
 		}
 	}
 }

@@ -105,6 +105,10 @@ type Options struct {
 	// DisableEviction deletes pods instead of evicting them, bypassing
 	// PodDisruptionBudgets (break-glass).
 	DisableEviction bool
+	// DeleteStoppedPods makes the run delete a stopped gang's pods itself
+	// once their Jobs are suspended, instead of waiting for the Job
+	// controller to (drain_delete.go), through Drainer.PodClient.
+	DeleteStoppedPods bool
 	// DryRun computes the steps without changing anything.
 	DryRun bool
 	// PollInterval is how often states are re-read (default 1s).

@@ -302,11 +302,15 @@ func (d *Drainer) steps(p *Plan, found *Discovery, selected []string) []string {
 			add("annotate %s with %s=%s%s and wait for ready-to-stop; on timeout: %s%s", t, keys.Request, checkpoint.Requested, paren, onTimeoutWords(on), fallback)
 		}
 		others := g.Ranks - g.RanksOnNodes
+		deletes := ""
+		if d.Options.DeleteStoppedPods && jobPods(g.Kind) {
+			deletes = "; as each of its Jobs is suspended, delete the pods it still runs (its tracking finalizer first, each pod with its grace period)"
+		}
 		switch g.Method {
 		case StopKueue:
-			add("stop gang %s as a unit: set Kueue Workload %s/%s spec.active=false and wait until Kueue evicts it and its %d pods (%d on other nodes) are gone", g.Key, g.Namespace, g.Workload.Name, g.Ranks, others)
+			add("stop gang %s as a unit: set Kueue Workload %s/%s spec.active=false and wait until Kueue evicts it and its %d pods (%d on other nodes) are gone%s", g.Key, g.Namespace, g.Workload.Name, g.Ranks, others, deletes)
 		case StopSuspend:
-			add("stop gang %s as a unit: set %s spec.suspend=true and wait for its %d pods (%d on other nodes) to go", g.Key, g.Kind, g.Ranks, others)
+			add("stop gang %s as a unit: set %s spec.suspend=true and wait for its %d pods (%d on other nodes) to go%s", g.Key, g.Kind, g.Ranks, others, deletes)
 		case StopScaleToZero:
 			add("stop gang %s as a unit: scale the LeaderWorkerSet to 0 (replicas recorded for restore) and wait for its %d pods", g.Key, g.Ranks)
 		case StopDeletePods:

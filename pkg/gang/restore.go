@@ -26,13 +26,17 @@ type RestoreOutcome struct {
 	Action  string `json:"action"`
 	Message string `json:"message,omitempty"`
 	// Requeued, Admitted and Ready trace Kueue readmission.
-	Requeued   bool      `json:"requeued"`
-	Admitted   bool      `json:"admitted"`
-	ReadyPods  int       `json:"readyPods"`
-	Ready      bool      `json:"ready"`
-	ReadyAt    time.Time `json:"readyAt,omitzero"`
-	FreeGPUs   int64     `json:"freeGPUsBefore"`
-	restorable bool
+	Requeued  bool      `json:"requeued"`
+	Admitted  bool      `json:"admitted"`
+	ReadyPods int       `json:"readyPods"`
+	Ready     bool      `json:"ready"`
+	ReadyAt   time.Time `json:"readyAt,omitzero"`
+	FreeGPUs  int64     `json:"freeGPUsBefore"`
+	// DeletedPods are the pods of the gang that the run deleted itself
+	// once its Jobs were suspended (the record on its stop object); the
+	// Jobs create their pods anew when the gang is readmitted.
+	DeletedPods *DeletedPods `json:"deletedPods,omitempty"`
+	restorable  bool
 }
 
 // Restore outcome actions.
@@ -191,6 +195,13 @@ func (d *Drainer) Restore(ctx context.Context, nodes []string) (*RestoreResult, 
 		}
 		run, restorable, msg := stoppedBy(u, why)
 		o.FreeGPUs = free
+		if u != nil {
+			if rec, err := ParseDeletedPods(u.GetAnnotations()[AnnDeletedPods]); err != nil {
+				d.emit(Event{Type: EventWarning, Gang: g.Key, Message: fmt.Sprintf("gang %s: %v", g.Key, err)})
+			} else if rec != nil && runs[rec.Run] {
+				o.DeletedPods = rec
+			}
+		}
 		switch {
 		case g.Method == StopDeletePods:
 			o.Action, o.Message = RestoreNotPossible, "its pods were deleted; whatever created them recreates them"
@@ -211,6 +222,9 @@ func (d *Drainer) Restore(ctx context.Context, nodes []string) (*RestoreResult, 
 			}
 			free -= g.GPUs
 			o.Action, o.restorable = actionFor(g.Method), true
+			if r := o.DeletedPods; r != nil && r.Count > 0 {
+				o.Message = fmt.Sprintf("its Jobs create anew the %d pods run %s deleted", r.Count, r.Run)
+			}
 			d.emit(Event{Type: EventGang, Gang: g.Key, Message: fmt.Sprintf("%s (%s)", o.Action, g.Method)})
 		}
 		res.Gangs = append(res.Gangs, o)

@@ -206,6 +206,9 @@ type GangStatus struct {
 	CheckpointURI    string `json:"checkpointURI,omitempty"`
 	Restored         bool   `json:"restored"`
 	Message          string `json:"message,omitempty"`
+	// DeletedPods are the pods the run deleted itself once the gang's Jobs
+	// were suspended.
+	DeletedPods *DeletedPods `json:"deletedPods,omitempty"`
 }
 
 var stateOrder = map[NodeState]int{

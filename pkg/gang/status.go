@@ -63,6 +63,11 @@ func (d *Drainer) Status(ctx context.Context, runID string) ([]RunSummary, error
 						gs.Restored = a[AnnRestoredBy] == id
 						resp := keys.ParseResponse(a)
 						gs.CheckpointStatus, gs.CheckpointStep, gs.CheckpointURI = string(resp.Status), resp.Step, resp.URI
+						if rec, err := ParseDeletedPods(a[AnnDeletedPods]); err != nil {
+							gs.Message = err.Error()
+						} else if rec != nil && rec.Run == id {
+							gs.DeletedPods = rec
+						}
 					}
 				}
 				s.Gangs = append(s.Gangs, gs)

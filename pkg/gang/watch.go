@@ -32,6 +32,8 @@ type waiter struct {
 	polling bool
 	// lastRead is when the caller last read from the API.
 	lastRead time.Time
+	// kick, once closed, makes the next wait ask for one read at once.
+	kick <-chan struct{}
 }
 
 func (d *Drainer) newWaiter(gang, what string, open func(ctx context.Context, rv string) (watch.Interface, error)) *waiter {
@@ -65,14 +67,21 @@ func (w *waiter) read(ctx context.Context, rv string) {
 func (w *waiter) next(ctx context.Context) (ev *watch.Event, reread bool, err error) {
 	poll := w.d.Options.poll()
 	if w.w == nil {
-		if err := w.d.sleep(ctx, poll); err != nil {
-			return nil, false, err
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-w.kick:
+			w.kick = nil
+		case <-w.d.clock().After(poll):
 		}
 		return nil, true, nil
 	}
 	select {
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
+	case <-w.kick:
+		w.kick = nil
+		return nil, true, nil
 	case e, ok := <-w.w.ResultChan():
 		if !ok || e.Type == watch.Error {
 			// Ended by the server (its watch timeout) or too old a

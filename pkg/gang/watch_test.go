@@ -130,7 +130,7 @@ func TestWaitGoneWatchesPods(t *testing.T) {
 				_ = c.kube.Tracker().Delete(podsGVR, "ml", p.Name)
 			}
 		}()
-		if err := d.waitGone(ctx, g); err != nil {
+		if _, _, err := d.waitGone(ctx, g); err != nil {
 			t.Fatalf("forbid=%v: %v", forbid, err)
 		}
 		cancel()

@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 )
 
 // ConfigzFetcher returns the raw body of /api/v1/nodes/NAME/proxy/configz.
@@ -235,10 +237,38 @@ func expectedChange(field, old, new, oldVer, newVer string) (DefaultChange, bool
 	return DefaultChange{}, false
 }
 
-// DiffKubeletConfig compares a node's configuration with a baseline's.
-// Known default changes between the two versions and fields only one
-// version knows are expected; other drift is classed by GPURelevantFields.
+// DiffKubeletConfig compares a node's configuration with a baseline's,
+// judging removed feature gates by the embedded data
+// (apilifecycle.DefaultFeatureGates).
 func DiffKubeletConfig(baseline, node map[string]any, baselineVersion, nodeVersion string) []ConfigDiff {
+	return DiffKubeletConfigGates(baseline, node, baselineVersion, nodeVersion, nil)
+}
+
+// removedGate reports a feature gate the baseline sets and the node does
+// not, which a release between the two versions removed: the node's
+// kubelet refuses it, so the operator had to delete it.
+func removedGate(field string, inNode bool, baselineVersion, nodeVersion string, gates *apilifecycle.FeatureGates) (string, bool) {
+	name, ok := strings.CutPrefix(field, "featureGates.")
+	if !ok || inNode || strings.Contains(name, ".") {
+		return "", false
+	}
+	ov, nv := minor(baselineVersion), minor(nodeVersion)
+	if ov == nil || nv == nil {
+		return "", false
+	}
+	g, ok := gates.RemovedBetween(name, apilifecycle.R(int(ov.Major()), int(ov.Minor())), apilifecycle.R(int(nv.Major()), int(nv.Minor())))
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("feature gate %s was removed in %s (last %s): a %s kubelet refuses it", name, g.RemovedIn, strings.ToLower(g.LastStage), g.RemovedIn), true
+}
+
+// DiffKubeletConfigGates compares a node's configuration with a
+// baseline's. Known default changes between the two versions, fields only
+// one version knows and feature gates a release between them removed
+// (gates; the embedded data when nil) are expected; other drift is classed
+// by GPURelevantFields.
+func DiffKubeletConfigGates(baseline, node map[string]any, baselineVersion, nodeVersion string, gates *apilifecycle.FeatureGates) []ConfigDiff {
 	a, b := map[string]string{}, map[string]string{}
 	flatten("", baseline, a)
 	flatten("", node, b)
@@ -260,6 +290,11 @@ func DiffKubeletConfig(baseline, node map[string]any, baselineVersion, nodeVersi
 			continue
 		}
 		d := ConfigDiff{Field: k, Old: ov, New: nv}
+		if note, ok := removedGate(k, nOK, baselineVersion, nodeVersion, gates); ok {
+			d.Class, d.Note = DriftExpected, note
+			out = append(out, d)
+			continue
+		}
 		switch {
 		case !oOK && nv == "{}" || !nOK && ov == "{}":
 			continue

@@ -24,7 +24,8 @@ const (
 // ExpectedSource says where an expected GPU count came from.
 type ExpectedSource string
 
-// Sources of the expected count, in order of precedence.
+// Sources of the expected count: the flag; else the larger of the label
+// and the pool majority.
 const (
 	SourceFlag  ExpectedSource = "flag"
 	SourceLabel ExpectedSource = "label"
@@ -110,6 +111,11 @@ func CheckCount(in CountInput) (GPUCount, []Finding) {
 	capN, hasCap := quantity(n.Status.Capacity, GPUResource)
 	alloc, _ := quantity(n.Status.Allocatable, GPUResource)
 	c.Capacity, c.Allocatable, c.Found = capN, alloc, alloc
+	// GPU feature discovery's count label counts the devices NVML sees on
+	// the node, the same ones the device plugin advertises: a GPU lost at
+	// reboot lowers both, so the label alone would expect 7 of 7. Without
+	// --expected-gpus the larger of the label and the pool's majority is
+	// expected.
 	switch {
 	case in.ExpectedFlag > 0:
 		c.Expected, c.ExpectedSource = in.ExpectedFlag, SourceFlag
@@ -118,7 +124,7 @@ func CheckCount(in CountInput) (GPUCount, []Finding) {
 			c.Expected, c.ExpectedSource = v, SourceLabel
 		}
 	}
-	if c.ExpectedSource == SourceNone && in.PoolMajority > 0 {
+	if c.ExpectedSource != SourceFlag && in.PoolMajority > c.Expected {
 		c.Expected, c.ExpectedSource = in.PoolMajority, SourcePool
 	}
 	f := func(l Level, format string, args ...any) []Finding {
@@ -190,6 +196,21 @@ func PoolMajority(nodes []corev1.Node) (count, size int) {
 		}
 	}
 	return best, size
+}
+
+// GPUProductLabel is GPU feature discovery's model of a node's GPUs (with
+// the MIG profile under the single strategy), nvidia.com/gpu.count's
+// neighbour (NVIDIA/k8s-device-plugin@90c0589
+// docs/gpu-feature-discovery/README.md, "Generated Labels").
+const GPUProductLabel = "nvidia.com/gpu.product"
+
+// majorityGroup is what a node's GPU count is compared within: its pool,
+// and, where the nodes say, its machine type, GPU model and MIG layout.
+// A pool may mix them (a Karpenter NodePool of several instance types, a
+// pool partly partitioned by MIG), and the count of one kind says nothing
+// of another's.
+func majorityGroup(n *corev1.Node, pool string) string {
+	return strings.Join([]string{pool, n.Labels[instanceTypeLabel], n.Labels[GPUProductLabel], n.Labels[MIGConfigLabel]}, "\x00")
 }
 
 // PoolLabels are tried in order to find a node's pool: the list every

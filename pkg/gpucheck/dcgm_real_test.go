@@ -2,6 +2,7 @@ package gpucheck
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -114,5 +115,38 @@ func TestDCGMJSONLayouts(t *testing.T) {
 		if fs := DCGMFindings(r, false); StatusOf(fs) != tc.status || r.Line != "3.2" || !strings.Contains(dcgmMessages(fs), tc.message) {
 			t.Errorf("%s: %s %s", name, StatusOf(fs), dcgmMessages(fs))
 		}
+	}
+}
+
+// A run that skipped every test proved nothing: DCGM's results are Pass,
+// Skip, Warn or Fail, and Skip says the test did not run. The skipped
+// tests of the real 3.3.8 run, alone, fail the node; with one passed test
+// beside them they do not.
+func TestDCGMEverythingSkipped(t *testing.T) {
+	r, err := ParseDCGM(bytes.NewReader(readReal(t, "dcgm", "dcgm-3.3.8_diag-r3-fail-early_fail-cuinit_8xH100.txt")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skipped, passed []DCGMTest
+	for _, tt := range r.Tests {
+		switch tt.Status {
+		case "Skip":
+			skipped = append(skipped, tt)
+		case "Pass":
+			passed = append(passed, tt)
+		}
+	}
+	if len(skipped) < 2 || len(passed) == 0 {
+		t.Fatalf("the real run has %d skipped and %d passed tests", len(skipped), len(passed))
+	}
+	only := *r
+	only.Tests, only.ExitFailure = skipped, ""
+	fs := DCGMFindings(&only, false)
+	if StatusOf(fs) != StatusFail || !strings.Contains(fs[0].Message, fmt.Sprintf("DCGM skipped all %d tests", len(skipped))) {
+		t.Errorf("all skipped: %+v", fs)
+	}
+	only.Tests = append(skipped, passed[0])
+	if fs := DCGMFindings(&only, false); StatusOf(fs) != StatusPass {
+		t.Errorf("one passed beside the skipped: %+v", fs)
 	}
 }

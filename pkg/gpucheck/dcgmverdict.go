@@ -295,6 +295,15 @@ func DCGMFindings(r *DCGMResult, warnFails bool) []Finding {
 	if len(r.Tests) == 0 && r.RuntimeError == "" {
 		out = append(out, Finding{Check: CheckDCGM, Level: LevelFail, Message: "dcgmi diag reported no tests"})
 	}
+	// Skip is DCGM's "the test did not run" (Pass, Skip, Warn, Fail): a
+	// run that skipped every test vouches for nothing.
+	if len(r.Tests) > 0 && passed == 0 && len(out) == 0 {
+		names := make([]string, 0, len(r.Tests))
+		for _, t := range r.Tests {
+			names = append(names, t.Category+"/"+t.Name)
+		}
+		out = append(out, Finding{Check: CheckDCGM, Level: LevelFail, Message: fmt.Sprintf("DCGM skipped all %d tests (%s): nothing was checked; see why with dcgmi diag -r 1 -v", len(r.Tests), strings.Join(names, ", "))})
+	}
 	if len(out) == 0 {
 		out = append(out, Finding{Check: CheckDCGM, Level: LevelInfo, Message: "DCGM level 1: " + strconv.Itoa(passed) + " tests passed"})
 	}

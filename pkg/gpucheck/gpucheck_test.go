@@ -3,7 +3,9 @@ package gpucheck
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
 )
 
 func fixture(t testing.TB, name string) []byte {
@@ -59,6 +63,10 @@ func TestCheckCount(t *testing.T) {
 		{"not advertised", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8}, CountNotAdvertised, LevelFail, 0, SourceFlag, "not advertised (expected 8, flag)"},
 		{"label", CountInput{Node: gpuNode("a", 8, 8, map[string]string{GPUCountLabel: "8"})}, CountOK, LevelInfo, 8, SourceLabel, ""},
 		{"pool majority", CountInput{Node: gpuNode("a", 7, 7, nil), PoolMajority: 8, PoolSize: 5}, CountMissing, LevelFail, 7, SourcePool, "pool-majority"},
+		// GFD counts the GPUs NVML still sees: one lost at reboot gives a
+		// label of 7 on a node of a pool of 8-GPU nodes.
+		{"label lowered by a lost GPU", CountInput{Node: gpuNode("a", 7, 7, map[string]string{GPUCountLabel: "7"}), PoolMajority: 8, PoolSize: 5}, CountMissing, LevelFail, 7, SourcePool, "capacity 7 of 8 expected (pool-majority)"},
+		{"label above the majority", CountInput{Node: gpuNode("a", 7, 7, map[string]string{GPUCountLabel: "8"}), PoolMajority: 7, PoolSize: 5}, CountMissing, LevelFail, 7, SourceLabel, "capacity 7 of 8 expected (label)"},
 		{"no expectation", CountInput{Node: gpuNode("a", 8, 8, nil)}, CountUnknown, LevelWarning, 8, SourceNone, "no expected count"},
 		{"extra", CountInput{Node: gpuNode("a", 8, 8, nil), ExpectedFlag: 4}, CountExtra, LevelWarning, 8, SourceFlag, "more than"},
 		{"dra ok", CountInput{Node: gpuNode("a", -1, 0, nil), ExpectedFlag: 8, DRADevices: &eight}, CountOK, LevelInfo, 8, SourceFlag, "DRA driver"},
@@ -316,4 +324,137 @@ func FuzzParseConfigz(f *testing.F) {
 func mustRead(p string) []byte {
 	b, _ := os.ReadFile(p)
 	return b
+}
+
+// A feature gate a release between the two kubelets removed had to go
+// from the newer kubelet's configuration, which refuses it: expected, not
+// GPU-relevant drift. Dropped where the newer kubelet still knows it, it
+// is drift. DevicePluginCDIDevices is GA from 1.31 and declared through
+// v1.33.0, not at v1.34.0 (featuregates-removed.yaml of pkg/apilifecycle).
+func TestDiffKubeletConfig_RemovedFeatureGate(t *testing.T) {
+	old := loadConfigz(t, "configz-1.36.json")
+	old["featureGates"].(map[string]any)["DevicePluginCDIDevices"] = true
+	nw := loadConfigz(t, "configz-1.37-clean.json")
+	delete(nw, "someNew137Field")
+	diffs := DiffKubeletConfig(old, nw, "v1.33.4", "v1.34.1")
+	if len(diffs) != 1 || diffs[0].Field != "featureGates.DevicePluginCDIDevices" || diffs[0].Class != DriftExpected ||
+		!strings.Contains(diffs[0].Note, "removed in 1.34") {
+		t.Errorf("removed in 1.34, node moved 1.33 -> 1.34: %+v", diffs)
+	}
+	if fs := ConfigFindings("gpu-old-0", diffs); StatusOf(fs) == StatusFail {
+		t.Errorf("findings %+v", fs)
+	}
+	diffs = DiffKubeletConfig(old, nw, "v1.32.4", "v1.33.1")
+	if len(diffs) != 1 || diffs[0].Class != DriftGPU {
+		t.Errorf("still known to 1.33: %+v", diffs)
+	}
+	// Set on the newer node too (an older kubelet there): drift as any value.
+	nw["featureGates"].(map[string]any)["DevicePluginCDIDevices"] = false
+	if diffs = DiffKubeletConfig(old, nw, "v1.33.4", "v1.34.1"); len(diffs) != 1 || diffs[0].Class != DriftGPU {
+		t.Errorf("set differently on both: %+v", diffs)
+	}
+}
+
+// The default Xid window starts at the earlier of the node's boot and its
+// last Ready: the command works it out on the node from /proc/stat's
+// btime, and the parser keeps what it prints, so an Xid logged while the
+// driver loaded at boot, before the node became Ready, is read.
+func TestXidWindowFromBoot(t *testing.T) {
+	ready := time.Date(2026, 12, 1, 10, 5, 0, 0, time.UTC)
+	n := gpuNode("a", 8, 8, nil)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(ready)}}
+	v := &Validator{Clock: clocktesting.NewFakeClock(ready.Add(time.Hour))}
+	cmd, since := v.xidWindow(n)
+	if !since.IsZero() || len(cmd) != 3 || !strings.Contains(cmd[2], fmt.Sprintf("s=%d;", ready.Unix())) ||
+		!strings.Contains(cmd[2], "btime") || !strings.Contains(cmd[2], `--since "@$s"`) {
+		t.Errorf("default window: %q since %s", cmd, since)
+	}
+	// Run the window's shell logic against a /proc/stat of a boot five
+	// minutes before Ready: the start is the boot.
+	dir := t.TempDir()
+	stat := filepath.Join(dir, "stat")
+	boot := ready.Add(-5 * time.Minute)
+	if err := os.WriteFile(stat, []byte(fmt.Sprintf("cpu  1 2 3\nbtime %d\nprocesses 9\n", boot.Unix())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := strings.SplitN(cmd[2], "chroot", 2)[0]
+	script = strings.ReplaceAll(script, "/proc/stat", stat) + `echo "$s"`
+	out, err := exec.Command("/bin/sh", "-c", script).Output()
+	if err != nil || strings.TrimSpace(string(out)) != fmt.Sprint(boot.Unix()) {
+		t.Errorf("window start %q (%v), want the boot %d", out, err, boot.Unix())
+	}
+	// The parser keeps a boot-time Xid the old window dropped.
+	log := boot.Add(time.Minute).Format("2006-01-02T15:04:05-0700") + " gpu-a kernel: NVRM: Xid (PCI:0000:04:00): 79, pid=0, name=, GPU has fallen off the bus.\n"
+	evs, err := ParseKernelLog(strings.NewReader(log), since)
+	if err != nil || len(evs) != 1 || StatusOf(XidFindings(evs)) != StatusFail {
+		t.Errorf("boot-time Xid: %+v %v", evs, err)
+	}
+	// --since still bounds both.
+	v.Since = ready
+	if cmd, since := v.xidWindow(n); !since.Equal(ready) || !strings.Contains(cmd[2], "2026-12-01 10:05:00 UTC") {
+		t.Errorf("--since: %q %s", cmd, since)
+	}
+}
+
+// A pool may mix machine types, GPU models and MIG layouts (a Karpenter
+// NodePool of several instance types): each node's count is compared with
+// the majority of its own kind, so a healthy 4-GPU node beside 8-GPU ones
+// is not failed (alone of its kind, it has no majority: a warning asks
+// for --expected-gpus), while an 8-GPU node that lost one still fails
+// against its kind.
+func TestCountGateMajorityPerKind(t *testing.T) {
+	kind := func(n *corev1.Node, instance, product string) corev1.Node {
+		n.Labels = map[string]string{"karpenter.sh/nodepool": "gpu", instanceTypeLabel: instance, GPUProductLabel: product}
+		return *n
+	}
+	all := []corev1.Node{
+		kind(gpuNode("p5-0", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-1", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-2", 8, 8, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("p5-3", 7, 7, nil), "p5.48xlarge", "NVIDIA-H100-80GB-HBM3"),
+		kind(gpuNode("g6-0", 4, 4, nil), "g6.12xlarge", "NVIDIA-L4"),
+	}
+	kinds := map[schema.GroupVersionResource]string{}
+	for _, sv := range ResourceSliceVersions {
+		kinds[schema.GroupVersionResource{Group: "resource.k8s.io", Version: sv, Resource: "resourceslices"}] = "ResourceSliceList"
+	}
+	v := &Validator{Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds)}
+	items := map[string]*NodeReport{}
+	var nodes []*corev1.Node
+	for i := range all {
+		items[all[i].Name] = &NodeReport{Name: all[i].Name, Pool: PoolOf(&all[i], "")}
+		nodes = append(nodes, &all[i])
+	}
+	v.countGate(context.Background(), nodes, all, items)
+	for name, want := range map[string]Status{"p5-0": StatusPass, "p5-3": StatusFail, "g6-0": StatusWarn} {
+		if got := StatusOf(items[name].Findings); got != want {
+			t.Errorf("%s: %s, want %s: %+v", name, got, want, items[name].Findings)
+		}
+	}
+}
+
+// Earlier releases measured every NCCL baseline over tcp by default: on
+// nodes with an EFA or RDMA fabric the run goes over that fabric and the
+// tcp baseline is not compared; a baseline over the fabric keeps it, and
+// --fabric always wins.
+func TestFabricForTCPBaseline(t *testing.T) {
+	efa := gpuNode("p5-0", 8, 8, nil)
+	efa.Status.Allocatable[nccl.EFAResource] = *resource.NewQuantity(32, resource.DecimalSI)
+	nodes := []*corev1.Node{efa}
+	v := &Validator{}
+	tcp := &nccl.Baseline{Pool: "p5", BusBW: 20, Fabric: "tcp"}
+	f, _, why := v.fabricFor(nodes, tcp)
+	if f != nccl.FabricEFA || !v.tcpBaselineOnFabric(tcp, f) || !strings.Contains(why, "measured over tcp, which cannot see that fabric") {
+		t.Errorf("tcp baseline on EFA nodes: %s %q", f, why)
+	}
+	if f, _, _ := v.fabricFor(nodes, &nccl.Baseline{Fabric: "efa"}); f != nccl.FabricEFA || v.tcpBaselineOnFabric(&nccl.Baseline{Fabric: "efa"}, f) {
+		t.Errorf("efa baseline: %s", f)
+	}
+	if f, _, _ := v.fabricFor([]*corev1.Node{gpuNode("cpu-net", 8, 8, nil)}, tcp); f != nccl.FabricTCP || v.tcpBaselineOnFabric(tcp, f) {
+		t.Errorf("tcp baseline on nodes without a fabric: %s", f)
+	}
+	forced := &Validator{Fabric: nccl.FabricTCP}
+	if f, _, _ := forced.fabricFor(nodes, tcp); f != nccl.FabricTCP || forced.tcpBaselineOnFabric(tcp, f) {
+		t.Errorf("--fabric tcp: %s", f)
+	}
 }

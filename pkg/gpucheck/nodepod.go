@@ -68,6 +68,19 @@ func XidCommand(since time.Time) []string {
 		`chroot /host journalctl -k --no-pager -o short-iso --since "%s UTC" 2>/dev/null || chroot /host dmesg --time-format iso 2>/dev/null || dmesg`, s)}
 }
 
+// XidCommandFromBoot reads the node's kernel log from the earlier of its
+// boot and lastReady, so that the Xids the driver logs while it loads at
+// boot are read even when the node became Ready after them: the boot
+// time is /proc/stat's btime ("boot time, in seconds since the Epoch",
+// proc(5); one kernel, so the pod sees the host's), and journalctl takes
+// --since @SECONDS (systemd.time(7)). Without journald, dmesg prints the
+// kernel's ring buffer, which starts at boot.
+func XidCommandFromBoot(lastReady time.Time) []string {
+	return []string{"/bin/sh", "-c", fmt.Sprintf(
+		`s=%d; b=; while read -r k v _; do [ "$k" = btime ] && b=$v; done < /proc/stat; [ -n "$b" ] && [ "$b" -lt "$s" ] && s=$b; `+
+			`chroot /host journalctl -k --no-pager -o short-iso --since "@$s" 2>/dev/null || chroot /host dmesg --time-format iso 2>/dev/null || dmesg`, lastReady.Unix())}
+}
+
 // DCGMCommand runs the level-1 diagnostics twice, with JSON output (error
 // codes and severities) and as the human table (DCGM 4.x prints its own
 // Warn there, which -j writes as "Fail"), each followed by a line with

@@ -38,10 +38,12 @@ func (n *NodeReport) add(check string, l Level, msg string) {
 
 // NCCLRun is one all-reduce test over a pool's nodes.
 type NCCLRun struct {
-	Pool          string          `json:"pool"`
-	Nodes         []string        `json:"nodes"`
-	Launcher      string          `json:"launcher"`
-	Fabric        string          `json:"fabric"`
+	Pool     string   `json:"pool"`
+	Nodes    []string `json:"nodes"`
+	Launcher string   `json:"launcher"`
+	Fabric   string   `json:"fabric"`
+	// FabricFrom says why the fabric was chosen.
+	FabricFrom    string          `json:"fabricFrom,omitempty"`
 	Image         string          `json:"image,omitempty"`
 	Pod           string          `json:"pod,omitempty"`
 	Gate          nccl.GateResult `json:"gate"`

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
 )
 
@@ -47,10 +48,13 @@ type Validator struct {
 
 	ConfigDrift  bool
 	BaselineNode string
+	// FeatureGates is the removed-gate data drift is judged with (the
+	// embedded apilifecycle.DefaultFeatureGates when nil).
+	FeatureGates *apilifecycle.FeatureGates
 
 	XID bool
 	// Since (or SinceAgo before now) bounds the kernel log; zero means
-	// since the node last became Ready.
+	// from the earlier of the node's boot and its last Ready.
 	Since      time.Time
 	SinceAgo   time.Duration
 	XidImage   string
@@ -62,12 +66,16 @@ type Validator struct {
 	// warn (DCGM's failures always fail).
 	DCGMWarnFails bool
 
-	NCCL         bool
-	NCCLOnly     bool
-	Image        string
-	NoResolve    bool
-	Launcher     nccl.Launcher
-	Fabric       nccl.Fabric
+	NCCL      bool
+	NCCLOnly  bool
+	Image     string
+	NoResolve bool
+	Launcher  nccl.Launcher
+	// Fabric is --fabric; empty picks the pool baseline's, else what the
+	// nodes' devices call for (nccl.DetectFabric).
+	Fabric nccl.Fabric
+	// MinBusBW is an absolute bus bandwidth floor in GB/s (0: none).
+	MinBusBW     float64
 	RDMAResource string
 	EFADevices   int
 	GPUsPerNode  int
@@ -141,7 +149,18 @@ func (v *Validator) NCCLManifest(ctx context.Context, names []string, gpus int) 
 	if gpus <= 0 {
 		return nil, &SelectionError{"the nodes advertise no nvidia.com/gpu; pass --gpus-per-node"}
 	}
-	spec, err := v.jobSpec(ctx, names, gpus, "")
+	fabric, rdma := v.Fabric, v.RDMAResource
+	if fabric == "" && v.Kube == nil {
+		fabric = nccl.FabricTCP
+		v.event("no cluster to read the nodes' devices from: the manifest uses --fabric tcp; pass --fabric for the pool's")
+	} else if fabric == "" {
+		nodes, _, err := v.resolveNodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fabric, rdma, _ = v.fabricFor(nodes, nil)
+	}
+	spec, err := v.jobSpec(ctx, names, gpus, fabric, rdma)
 	if err != nil {
 		return nil, err
 	}
@@ -282,14 +301,16 @@ func (v *Validator) countGate(ctx context.Context, nodes []*corev1.Node, all []c
 	}
 	pools := map[string][]corev1.Node{}
 	for i := range all {
-		p := PoolOf(&all[i], v.PoolLabel)
-		pools[p] = append(pools[p], all[i])
+		if p := PoolOf(&all[i], v.PoolLabel); p != "" {
+			k := majorityGroup(&all[i], p)
+			pools[k] = append(pools[k], all[i])
+		}
 	}
 	for _, n := range nodes {
 		it := items[n.Name]
 		in := CountInput{Node: n, ExpectedFlag: v.ExpectedGPUs}
 		if it.Pool != "" {
-			in.PoolMajority, in.PoolSize = PoolMajority(pools[it.Pool])
+			in.PoolMajority, in.PoolSize = PoolMajority(pools[majorityGroup(n, it.Pool)])
 			if in.PoolSize < 3 {
 				in.PoolMajority = 0 // no majority in a pool this small
 			}
@@ -393,7 +414,7 @@ func (v *Validator) configGate(ctx context.Context, nodes []*corev1.Node, all []
 		if err == nil {
 			var ncfg map[string]any
 			if ncfg, err = fetch(n.Name); err == nil {
-				diffs := DiffKubeletConfig(bcfg, ncfg, base.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.KubeletVersion)
+				diffs := DiffKubeletConfigGates(bcfg, ncfg, base.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.KubeletVersion, v.FeatureGates)
 				it.ConfigDiffs = diffs
 				it.Findings = append(it.Findings, ConfigFindings(base.Name, diffs)...)
 				continue
@@ -433,28 +454,35 @@ func (v *Validator) podRunner() *NodePodRunner {
 		OnEvent: func(m string) { v.event("%s", m) }}
 }
 
-func (v *Validator) xidSince(n *corev1.Node) time.Time {
+// xidWindow returns the command that reads a node's kernel log and the
+// time before which the parser drops events: --since when given; else the
+// earlier of the node's boot and its last Ready, which the command works
+// out on the node (the parser then keeps everything it prints).
+func (v *Validator) xidWindow(n *corev1.Node) ([]string, time.Time) {
 	switch {
 	case !v.Since.IsZero():
-		return v.Since
+		return XidCommand(v.Since), v.Since
 	case v.SinceAgo > 0:
-		return v.Clock.Now().Add(-v.SinceAgo)
+		t := v.Clock.Now().Add(-v.SinceAgo)
+		return XidCommand(t), t
 	}
+	ready := v.Clock.Now()
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time
+			ready = c.LastTransitionTime.Time
 		}
 	}
-	return v.Clock.Now().Add(-24 * time.Hour)
+	return XidCommandFromBoot(ready), time.Time{}
 }
 
 func (v *Validator) xidGate(ctx context.Context, nodes []*corev1.Node, items map[string]*NodeReport) []string {
 	since := map[string]time.Time{}
+	cmds := map[string][]string{}
 	for _, n := range nodes {
-		since[n.Name] = v.xidSince(n)
+		cmds[n.Name], since[n.Name] = v.xidWindow(n)
 	}
 	spec := NodePodSpec{Check: CheckXid, Namespace: v.Namespace, RunID: newRunID(), Image: v.XidImage, HostRoot: true,
-		CommandFor: func(node string) []string { return XidCommand(since[node]) }}
+		CommandFor: func(node string) []string { return cmds[node] }}
 	var unavailable []string
 	for _, r := range v.podRunner().Run(ctx, spec, readyNames(nodes, items)) {
 		it := items[r.Node]
@@ -524,7 +552,43 @@ func (v *Validator) image(ctx context.Context) (string, error) {
 	return v.ResolveImage(ctx, v.Image)
 }
 
-func (v *Validator) jobSpec(ctx context.Context, nodes []string, gpus int, pool string) (nccl.JobSpec, error) {
+// fabricFor picks a pool's fabric: --fabric; else its baseline's, so
+// that the run is comparable, unless the baseline was measured over tcp
+// and the nodes have an EFA or RDMA fabric (tcp cannot see it; earlier
+// releases measured every baseline over tcp by default); else what the
+// nodes' devices call for. It returns the RDMA resource to ask for and
+// why it chose.
+func (v *Validator) fabricFor(nodes []*corev1.Node, base *nccl.Baseline) (nccl.Fabric, string, string) {
+	if v.Fabric != "" {
+		return v.Fabric, v.RDMAResource, "--fabric"
+	}
+	var alloc []corev1.ResourceList
+	for _, n := range nodes {
+		alloc = append(alloc, n.Status.Allocatable)
+	}
+	detected, rdma, why := nccl.DetectFabric(alloc)
+	if v.RDMAResource != "" {
+		rdma = v.RDMAResource
+	}
+	if base != nil && base.Fabric != "" {
+		if f, err := nccl.ParseFabric(base.Fabric); err == nil {
+			if f == nccl.FabricTCP && detected != nccl.FabricTCP {
+				return detected, rdma, fmt.Sprintf("%s; the pool's baseline was measured over tcp, which cannot see that fabric, so it is not compared (save one over %s with --save-baseline on a known-good pool)", why, detected)
+			}
+			return f, rdma, "the pool's baseline was measured over " + base.Fabric
+		}
+	}
+	return detected, rdma, why
+}
+
+// tcpBaselineOnFabric: the pool's baseline was measured over tcp and this
+// run, picked without --fabric, goes over the nodes' own fabric: the
+// baseline judges nothing of it.
+func (v *Validator) tcpBaselineOnFabric(base *nccl.Baseline, fabric nccl.Fabric) bool {
+	return v.Fabric == "" && base != nil && base.Fabric == string(nccl.FabricTCP) && fabric != nccl.FabricTCP
+}
+
+func (v *Validator) jobSpec(ctx context.Context, nodes []string, gpus int, fabric nccl.Fabric, rdma string) (nccl.JobSpec, error) {
 	img, err := v.image(ctx)
 	if err != nil {
 		return nccl.JobSpec{}, &ImageError{Err: err}
@@ -532,9 +596,9 @@ func (v *Validator) jobSpec(ctx context.Context, nodes []string, gpus int, pool 
 	runID := newRunID()
 	spec := nccl.JobSpec{
 		Name: "gpu-validate-nccl-" + runID, Namespace: v.Namespace, RunID: runID,
-		Launcher: v.Launcher, Fabric: v.Fabric, Image: img, Nodes: nodes, GPUsPerNode: gpus,
+		Launcher: v.Launcher, Fabric: fabric, Image: img, Nodes: nodes, GPUsPerNode: gpus,
 		MaxBytes: v.GateSize, Deadline: v.Deadline,
-		FabricOptions: nccl.FabricOptions{RDMAResource: v.RDMAResource, EFADevices: v.EFADevices},
+		FabricOptions: nccl.FabricOptions{RDMAResource: rdma, EFADevices: v.EFADevices},
 	}
 	if v.GateSize < 1<<30 {
 		spec.MinBytes = v.GateSize
@@ -592,7 +656,7 @@ func (v *Validator) ncclGate(ctx context.Context, nodes []*corev1.Node, items ma
 }
 
 func (v *Validator) ncclPool(ctx context.Context, pool string, nodes []*corev1.Node) (NCCLRun, error) {
-	run := NCCLRun{Pool: pool, Launcher: string(v.Launcher), Fabric: string(v.Fabric)}
+	run := NCCLRun{Pool: pool, Launcher: string(v.Launcher)}
 	for _, n := range nodes {
 		run.Nodes = append(run.Nodes, n.Name)
 	}
@@ -609,7 +673,10 @@ func (v *Validator) ncclPool(ctx context.Context, pool string, nodes []*corev1.N
 		return run, err
 	}
 	run.Baseline = base
-	spec, err := v.jobSpec(ctx, run.Nodes, gpus, pool)
+	fabric, rdma, why := v.fabricFor(nodes, base)
+	run.Fabric, run.FabricFrom = string(fabric), why
+	v.event("NCCL test of pool %s over %s (%s)", pool, fabric, why)
+	spec, err := v.jobSpec(ctx, run.Nodes, gpus, fabric, rdma)
 	if err != nil {
 		return run, err
 	}
@@ -638,16 +705,29 @@ func (v *Validator) ncclPool(ctx context.Context, pool string, nodes []*corev1.N
 		return run, fmt.Errorf("test pod %s failed without results", res.Pod)
 	}
 	failed := res.Phase == string(corev1.PodFailed)
-	run.Gate = nccl.Gate(nccl.GateInput{Result: parsed, SizeBytes: v.GateSize, Baseline: base, Tolerance: v.Tolerance, ExpectedRanks: m.ExpectedRanks(), Failed: failed})
+	gate := func(b *nccl.Baseline) nccl.GateResult {
+		g := nccl.Gate(nccl.GateInput{Result: parsed, SizeBytes: v.GateSize, Baseline: b, Tolerance: v.Tolerance, ExpectedRanks: m.ExpectedRanks(), Failed: failed,
+			Nodes: len(run.Nodes), GPUsPerNode: gpus, Fabric: string(fabric), MinBusBW: v.MinBusBW})
+		if fabric == nccl.FabricTCP && v.Fabric == "" && len(g.Reasons) > 0 {
+			g.Reasons = append(g.Reasons, "over tcp: "+why)
+		}
+		return g
+	}
+	if v.tcpBaselineOnFabric(base, fabric) {
+		run.Gate = gate(nil)
+		run.Gate.Reasons = append(run.Gate.Reasons, why)
+	} else {
+		run.Gate = gate(base)
+	}
 	if v.SaveBaseline && !failed && run.Gate.Wrong == 0 && run.Gate.OutOfBounds == 0 && run.Gate.BusBW > 0 && parsed != nil {
 		b := nccl.Baseline{Pool: pool, BusBW: run.Gate.BusBW, SizeBytes: run.Gate.SizeBytes, Nodes: len(run.Nodes), GPUsPerNode: gpus,
-			Fabric: string(v.Fabric), Launcher: string(v.Launcher), Image: spec.Image, RecordedAt: v.Clock.Now().UTC(), RecordedOn: run.Nodes}
+			Fabric: string(fabric), Launcher: string(v.Launcher), Image: spec.Image, RecordedAt: v.Clock.Now().UTC(), RecordedOn: run.Nodes}
 		if err := store.Save(ctx, b); err != nil {
 			return run, err
 		}
 		run.BaselineSaved = true
 		run.Baseline = &b
-		run.Gate = nccl.Gate(nccl.GateInput{Result: parsed, SizeBytes: v.GateSize, Baseline: &b, Tolerance: v.Tolerance, ExpectedRanks: m.ExpectedRanks(), Failed: failed})
+		run.Gate = gate(&b)
 		v.event("saved baseline for pool %s: %s", pool, b.Summary())
 	}
 	return run, nil

@@ -64,8 +64,10 @@ const (
 //     144-150 (DecodeNVLink5): IGNORE info, RESET_GPU fatal, XID_154_EVAL
 //     as the GPU's Xid 154 says, else application (RESTART_APP); a line
 //     that does not decode warns;
-//   - CHECK_UVM, no action (Xid 162-172 in the 2025-10-29 sheet) and any
-//     action this code does not know: warning.
+//   - no action (Xid 162-172 in the 2025-10-29 sheet): the class of the
+//     row whose description is the same (Xid 169 is Xid 62's), fatal when
+//     the mnemonic names it fatal (Xid 167), else warning;
+//   - CHECK_UVM and any action this code does not know: warning.
 func ClassOfAction(action string) XidClass {
 	switch action {
 	case ActionIgnore:
@@ -108,7 +110,8 @@ type XidCatalogEntry struct {
 	ImmediateAction     string `json:"immediateAction"`
 	InvestigatoryAction string `json:"investigatoryAction,omitempty"`
 	SourceURL           string `json:"sourceURL"`
-	// Class is ClassOfAction(ImmediateAction).
+	// Class is ClassOfAction(ImmediateAction); for a row without an
+	// action, noActionClass.
 	Class XidClass `json:"class"`
 }
 
@@ -203,6 +206,11 @@ func ParseXidCatalog(data []byte) (*XidCatalog, error) {
 	for i, e := range c.Entries {
 		c.byCode[e.Code] = i
 	}
+	for i, e := range c.Entries {
+		if e.ImmediateAction == "" {
+			c.Entries[i].Class, _ = c.noActionClass(e)
+		}
+	}
 	return c, nil
 }
 
@@ -265,6 +273,14 @@ func (c *XidCatalog) Classify(code int, detail string) XidCode {
 		if !ok {
 			x.Class, x.Undecoded = XidWarning, true
 			x.Note = "the line does not decode with NVIDIA's XID 144-150 Decode sheet (sub component, fatal bit, IntrInfo, error status): check it by hand"
+			// The line's second field is the driver's own fatal bit
+			// ("<sub component> <Fatal|Nonfatal> XC...", the catalog's
+			// WORKFLOW_NVLINK5_ERR): a fatal error that does not decode
+			// is not vouched for.
+			if f := strings.Fields(detail); len(f) > 1 && strings.EqualFold(strings.TrimSuffix(f[1], ","), "Fatal") {
+				x.Class = XidFatal
+				x.Note = "the line says Fatal and does not decode with NVIDIA's XID 144-150 Decode sheet, so it fails until someone decodes it by hand"
+			}
 			break
 		}
 		x.Decoded = &d
@@ -274,12 +290,26 @@ func (c *XidCatalog) Classify(code int, detail string) XidCode {
 			x.Class = XidApplication // RESTART_APP unless an Xid 154 of the GPU says otherwise
 		}
 	case "":
-		x.Note = "NVIDIA's catalog publishes no action for this Xid"
-		if same, ok := c.sameDescription(e); ok {
-			x.Note += fmt.Sprintf("; its description is that of Xid %d (%s), whose action is %s, a %s class", same.Code, same.Mnemonic, same.ImmediateAction, same.Class)
-		}
+		x.Class, x.Note = c.noActionClass(e)
 	}
 	return x
+}
+
+// noActionClass classes a row NVIDIA publishes no action for: as the row
+// whose description is its own (Xid 169 "Internal micro-controller halt"
+// is Xid 62's, RESET_GPU), fatal when its mnemonic names it fatal (Xid 167
+// PCIE_FATAL_TIMEOUT), else a warning; the note says which.
+func (c *XidCatalog) noActionClass(e XidCatalogEntry) (XidClass, string) {
+	note := "NVIDIA's catalog publishes no action for this Xid"
+	if same, ok := c.sameDescription(e); ok {
+		return same.Class, note + fmt.Sprintf("; its description is that of Xid %d (%s), whose action is %s, so it is classed %s", same.Code, same.Mnemonic, same.ImmediateAction, same.Class)
+	}
+	for _, w := range strings.Split(strings.ToUpper(e.Mnemonic), "_") {
+		if w == "FATAL" {
+			return XidFatal, note + fmt.Sprintf("; its mnemonic %s names it fatal", e.Mnemonic)
+		}
+	}
+	return XidWarning, note
 }
 
 // sameDescription finds a row with an action whose description is e's,

@@ -2,6 +2,9 @@ package gpucheck
 
 import (
 	"bytes"
+	"encoding/csv"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +35,8 @@ func xidStatus(t *testing.T, log string) (Status, string, []XidEvent) {
 // Decode" (xid-nvlink5-decode.csv): non-fatal IGNORE sub-codes do not fail,
 // RESET_GPU ones do, a promotable row takes its action 2 when IntrInfo
 // says so, both IntrInfo layouts (before and from driver R575) decode, and a
-// line that does not decode warns with the line itself.
+// line that does not decode warns with the line itself (fails when the
+// driver printed it Fatal).
 func TestNVLink5Decode(t *testing.T) {
 	const gpu = "0000:04:00"
 	tail := " 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"
@@ -62,8 +66,9 @@ func TestNVLink5Decode(t *testing.T) {
 			StatusFail, "NETIR_LINK_EVT Fatal, IntrInfo 0x015001c6, error status 0x00000000: RESET_GPU (Link Fatal)"},
 		{"NETIR_LINK_DOWN link down by the peer (V2)", nvlink5(gpu, "149", "NETIR_LINK_DOWN Fatal XC0 i0 Link 07 (0x01500011 0x00000000"+tail),
 			StatusFail, "RESET_GPU (Link Fatal)"},
+		// Printed Fatal by the driver and not decodable: fails.
 		{"a V2 IntrInfo under the V1 name does not decode", nvlink5(gpu, "149", "NETIR_LINK_EVT Fatal XC0 i0 Link 07 (0x01500011 0x00000000"+tail),
-			StatusWarn, "does not decode"},
+			StatusFail, "the line says Fatal and does not decode"},
 		{"NETIR_LINK_EVT with an IGNORE reason", nvlink5(gpu, "149", "NETIR_LINK_EVT Fatal XC0 i0 Link 07 (0x026001c6 0x00000000"+tail),
 			StatusPass, "IGNORE (Link Fatal)"},
 		{"a status the sheet lacks warns with the line", nvlink5(gpu, "147", "TREX Nonfatal XC0 i0 Link 00 (0x0000000e 0x00000002"+tail),
@@ -115,15 +120,36 @@ func TestXid154PerGPU(t *testing.T) {
 }
 
 // TestXidNoActionPublished: Xid 162-172 have no action in NVIDIA's sheet
-// of 2025-10-29; they warn and say so, and Xid 169, whose description is
-// Xid 62's, says that Xid 62 is a reset.
+// of 2025-10-29. Xid 169's description is Xid 62's, a reset: fatal; Xid
+// 167's mnemonic names it fatal: fatal; the others warn. The rows are
+// checked against the shared transcription of NVIDIA's catalogue, read in
+// place.
 func TestXidNoActionPublished(t *testing.T) {
+	if b, err := os.ReadFile(filepath.Join(realOutputs, "xid", "xid-catalogue.csv")); err == nil {
+		rows := map[string][]string{}
+		r := csv.NewReader(bytes.NewReader(b))
+		recs, err := r.ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			rows[rec[0]] = rec
+		}
+		if rows["167"][1] != "PCIE_FATAL_TIMEOUT" || rows["167"][3] != "" || rows["169"][3] != "" ||
+			rows["169"][2] != "Internal micro-controller halt" || rows["62"][2] != "Internal micro-controller halt (newer drivers)" || rows["62"][3] != "RESET_GPU" {
+			t.Errorf("NVIDIA's rows changed: 62 %q, 167 %q, 169 %q", rows["62"], rows["167"], rows["169"])
+		}
+	} else {
+		t.Logf("shared catalogue absent (%v): the embedded rows only", err)
+	}
 	st, msgs, _ := xidStatus(t, xidLog(
 		"NVRM: Xid (PCI:0000:04:00): 167, PCIE_FATAL_TIMEOUT",
-		"NVRM: Xid (PCI:0000:04:00): 169, SEC2 halted"))
-	if st != StatusWarn ||
-		!strings.Contains(msgs, "warning: Xid 167 (PCIE_FATAL_TIMEOUT, warning) x1 on PCI:0000:04:00; NVIDIA's catalog publishes no action for this Xid\n") ||
-		!strings.Contains(msgs, "warning: Xid 169 (Internal micro-controller halt, warning) x1 on PCI:0000:04:00; NVIDIA's catalog publishes no action for this Xid; its description is that of Xid 62 (PMU_HALT_ERROR), whose action is RESET_GPU, a fatal class") {
+		"NVRM: Xid (PCI:0000:04:00): 169, SEC2 halted",
+		"NVRM: Xid (PCI:0000:04:00): 162, PSHC reengaged"))
+	if st != StatusFail ||
+		!strings.Contains(msgs, "fail: Xid 167 (PCIE_FATAL_TIMEOUT, fatal) x1 on PCI:0000:04:00; NVIDIA's catalog publishes no action for this Xid; its mnemonic PCIE_FATAL_TIMEOUT names it fatal") ||
+		!strings.Contains(msgs, "fail: Xid 169 (Internal micro-controller halt, fatal) x1 on PCI:0000:04:00; NVIDIA's catalog publishes no action for this Xid; its description is that of Xid 62 (PMU_HALT_ERROR), whose action is RESET_GPU, so it is classed fatal") ||
+		!strings.Contains(msgs, "warning: Xid 162 (Power Smoothing HW Circuitry capability reengaged, warning)") {
 		t.Errorf("%s\n%s", st, msgs)
 	}
 }

@@ -25,9 +25,15 @@ const (
 	// aws-ofi-nccl plugin (the image must carry it).
 	FabricEFA Fabric = "efa"
 	// FabricTCP forces NCCL's socket transport: slow, but it works anywhere
-	// and proves the job plumbing.
+	// and proves the job plumbing; it cannot see a broken IB or EFA
+	// fabric, so it is never the default where the nodes have one
+	// (DetectFabric).
 	FabricTCP Fabric = "tcp"
 )
+
+// EFANetName is the NCCL network name the efa profile forces: the
+// aws-ofi-nccl plugin's.
+const EFANetName = "AWS Libfabric"
 
 // Fabrics lists the profiles in help order.
 var Fabrics = []Fabric{FabricInfiniBand, FabricRoCE, FabricEFA, FabricTCP}
@@ -118,6 +124,15 @@ func (f Fabric) profile(o FabricOptions) (profile, error) {
 		p.resources["vpc.amazonaws.com/efa"] = *resource.NewQuantity(int64(n), resource.DecimalSI)
 		env["FI_PROVIDER"] = "efa"
 		env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+		// Without NCCL_NET, NCCL picks the best network it finds and falls
+		// back to sockets without a word when the OFI plugin does not load
+		// (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-net):
+		// the test would measure TCP and call it EFA. Forced, a missing
+		// plugin is an error. Every aws-ofi-nccl release answers to "AWS
+		// Libfabric" (aws/aws-ofi-nccl@e7e78dac src/nccl_ofi_interface_nvidia.cpp,
+		// nvidia_plugin_name_fixup: releases after 1.11.0 renamed it and
+		// still accept the old name).
+		env["NCCL_NET"] = EFANetName
 	case FabricTCP:
 		env["NCCL_IB_DISABLE"] = "1"
 		env["NCCL_NET"] = "Socket"
@@ -133,4 +148,43 @@ func (f Fabric) profile(o FabricOptions) (profile, error) {
 		p.env = append(p.env, corev1.EnvVar{Name: k, Value: env[k]})
 	}
 	return p, nil
+}
+
+// EFAResource is the extended resource of AWS's EFA device plugin.
+const EFAResource corev1.ResourceName = "vpc.amazonaws.com/efa"
+
+// DetectFabric picks the profile the nodes' devices call for: efa when
+// every node advertises vpc.amazonaws.com/efa, ib when every node
+// advertises an rdma/ resource (the NVIDIA Network Operator's shared RDMA
+// devices; RoCE looks the same and takes --fabric roce), else tcp. It
+// returns the RDMA resource it saw and why it chose.
+func DetectFabric(allocatable []corev1.ResourceList) (Fabric, string, string) {
+	if len(allocatable) == 0 {
+		return FabricTCP, "", "no node to read devices from"
+	}
+	efa, rdma := true, ""
+	rdmaAll := true
+	for _, a := range allocatable {
+		if q, ok := a[EFAResource]; !ok || q.IsZero() {
+			efa = false
+		}
+		found := ""
+		for name, q := range a {
+			if strings.HasPrefix(string(name), "rdma/") && !q.IsZero() && (found == "" || string(name) < found) {
+				found = string(name)
+			}
+		}
+		if found == "" {
+			rdmaAll = false
+		} else if rdma == "" {
+			rdma = found
+		}
+	}
+	switch {
+	case efa:
+		return FabricEFA, "", "every node advertises " + string(EFAResource)
+	case rdmaAll:
+		return FabricInfiniBand, rdma, "every node advertises " + rdma
+	}
+	return FabricTCP, "", "no node advertises " + string(EFAResource) + " or an rdma/ device: over TCP the test cannot see the fabric"
 }

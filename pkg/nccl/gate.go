@@ -38,6 +38,14 @@ type GateInput struct {
 	// ExpectedRanks is the number of ranks the job should have had (nodes
 	// times GPUs per node); 0 skips the check.
 	ExpectedRanks int
+	// Nodes, GPUsPerNode and Fabric are this run's shape, compared with
+	// the baseline's: a run on other nodes counts, GPUs or fabric measures
+	// something else (0 and "" skip the comparison).
+	Nodes, GPUsPerNode int
+	Fabric             string
+	// MinBusBW is an absolute floor in GB/s (--min-busbw): below it fails,
+	// with or without a baseline; 0 sets none.
+	MinBusBW float64
 	// Failed says the test exited non-zero (its pod failed). all_reduce_perf
 	// exits with EXIT_FAILURE when it counted wrong values or the average
 	// bandwidth fell under NCCL_TESTS_MIN_BW (src/common.cu, end of run()).
@@ -62,8 +70,11 @@ type GateResult struct {
 
 // Gate decides a run: any #wrong or out-of-bounds value fails it whatever
 // the bandwidth; so does a missing gated size, a rank count other than
-// expected, or a bus bandwidth below baseline × (1 − tolerance). Without a
-// baseline the bandwidth is reported with a warning.
+// expected, a bus bandwidth below the --min-busbw floor, a run whose
+// GPUs per node or fabric are not the baseline's (or one node against
+// several), or a bus
+// bandwidth below baseline × (1 − tolerance). Without a baseline the
+// floor judges; without either the bandwidth is reported with a warning.
 func Gate(in GateInput) GateResult {
 	size := in.SizeBytes
 	if size <= 0 {
@@ -124,22 +135,66 @@ func Gate(in GateInput) GateResult {
 		m = row.InPlace
 	}
 	g.BusBW = m.BusBW
+	if in.MinBusBW > 0 && g.BusBW < in.MinBusBW {
+		fail("busbw %.1f GB/s at %s is below the floor of %.1f GB/s (--min-busbw)", g.BusBW, FormatBytes(size), in.MinBusBW)
+	}
 	if in.Baseline == nil || in.Baseline.BusBW <= 0 {
-		if g.Verdict == VerdictPass {
-			g.Verdict = VerdictWarn
+		switch {
+		case in.MinBusBW > 0:
+			g.MinBusBW = in.MinBusBW
+			g.Reasons = append(g.Reasons, fmt.Sprintf("busbw %.1f GB/s at %s against the --min-busbw floor %.1f; no baseline stored for this pool", g.BusBW, FormatBytes(size), in.MinBusBW))
+		default:
+			if g.Verdict == VerdictPass {
+				g.Verdict = VerdictWarn
+			}
+			g.Reasons = append(g.Reasons, fmt.Sprintf("busbw %.1f GB/s at %s judged against nothing: no baseline stored for this pool and no --min-busbw floor (save a baseline with --save-baseline on a known-good pool)", g.BusBW, FormatBytes(size)))
 		}
-		g.Reasons = append(g.Reasons, fmt.Sprintf("busbw %.1f GB/s at %s; no baseline stored for this pool (save one with --save-baseline)", g.BusBW, FormatBytes(size)))
 		return g
+	}
+	b := in.Baseline
+	var differ []string
+	// Bus bandwidth is corrected for the number of ranks so that runs of
+	// other sizes compare ("To obtain a bus bandwidth which should be
+	// independent of the number of ranks n, we apply a correction factor",
+	// NVIDIA/nccl-tests@a0b82b2 doc/PERFORMANCE.md): a pool that
+	// autoscaled, or lost a node it still has to replace, is judged by its
+	// baseline. One node is another thing: its GPUs talk over NVLink
+	// alone, never the network.
+	if b.Nodes > 0 && in.Nodes > 0 && b.Nodes != in.Nodes {
+		if (b.Nodes == 1) != (in.Nodes == 1) {
+			differ = append(differ, fmt.Sprintf("%d nodes, the baseline %d", in.Nodes, b.Nodes))
+		} else {
+			if g.Verdict == VerdictPass {
+				g.Verdict = VerdictWarn
+			}
+			g.Reasons = append(g.Reasons, fmt.Sprintf("%d nodes, the baseline %d: bus bandwidth is corrected for the rank count, so it is compared", in.Nodes, b.Nodes))
+		}
+	}
+	if b.GPUsPerNode > 0 && in.GPUsPerNode > 0 && b.GPUsPerNode != in.GPUsPerNode {
+		differ = append(differ, fmt.Sprintf("%d GPUs per node, the baseline %d", in.GPUsPerNode, b.GPUsPerNode))
+	}
+	if b.Fabric != "" && in.Fabric != "" && b.Fabric != in.Fabric {
+		differ = append(differ, fmt.Sprintf("fabric %s, the baseline %s", in.Fabric, b.Fabric))
+	}
+	if len(differ) > 0 {
+		// Other GPUs per node split the traffic between NVLink and the
+		// network otherwise, another fabric is another network: the bus
+		// bandwidth of another shape says nothing of this one.
+		fail("this run is not comparable with the pool's baseline: %s (run with the baseline's shape, or save a baseline of this one on a known-good pool)", strings.Join(differ, ", "))
 	}
 	g.BaselineBusBW = in.Baseline.BusBW
 	g.MinBusBW = in.Baseline.BusBW * (1 - tol)
+	fromBaseline := g.MinBusBW
+	if in.MinBusBW > g.MinBusBW {
+		g.MinBusBW = in.MinBusBW
+	}
 	if in.Baseline.SizeBytes > 0 && in.Baseline.SizeBytes != size {
 		if g.Verdict == VerdictPass {
 			g.Verdict = VerdictWarn
 		}
 		g.Reasons = append(g.Reasons, fmt.Sprintf("baseline was measured at %s, this run is gated at %s", FormatBytes(in.Baseline.SizeBytes), FormatBytes(size)))
 	}
-	if g.BusBW < g.MinBusBW {
+	if g.BusBW < fromBaseline {
 		fail("busbw %.1f GB/s at %s is below the baseline %.1f GB/s by %.1f%% (tolerance %s)",
 			g.BusBW, FormatBytes(size), g.BaselineBusBW, 100*(1-g.BusBW/g.BaselineBusBW), FormatPercent(tol))
 	}

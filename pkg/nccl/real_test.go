@@ -94,3 +94,72 @@ func TestErrorLineWarns(t *testing.T) {
 		t.Errorf("under baseline with an error line: %+v", g)
 	}
 }
+
+// The baseline's shape is compared, not only its size: a run on one node
+// against a multi-node baseline (or the other way), other GPUs per node or
+// another fabric fails as not comparable; another count of several nodes
+// is compared, with a warning; without a baseline
+// the --min-busbw floor judges, and without either the run only warns.
+// On the real p5.48xlarge run (156.7 GB/s average bus bandwidth).
+func TestGateShapeAndFloor(t *testing.T) {
+	res, err := ParseString(readRealNCCL(t, "all_reduce_perf_p5-48xlarge_mpirun-tagged_aws-batch.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, ok := res.Row(DefaultGateSize)
+	if !ok {
+		row = res.Rows[len(res.Rows)-1]
+	}
+	size, bw := row.SizeBytes, row.OutOfPlace.BusBW
+	base := &Baseline{BusBW: bw, SizeBytes: size, Nodes: 2, GPUsPerNode: 8, Fabric: "efa"}
+	in := GateInput{Result: res, SizeBytes: size, Baseline: base, Nodes: 2, GPUsPerNode: 8, Fabric: "efa"}
+	if g := Gate(in); g.Verdict != VerdictPass {
+		t.Fatalf("the baseline's shape: %+v", g)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*GateInput)
+		says string
+	}{
+		{"one node against a multi-node baseline", func(i *GateInput) { i.Nodes = 1 }, "1 nodes, the baseline 2"},
+		{"fewer GPUs per node", func(i *GateInput) { i.GPUsPerNode = 4 }, "4 GPUs per node, the baseline 8"},
+		{"another fabric", func(i *GateInput) { i.Fabric = "tcp" }, "fabric tcp, the baseline efa"},
+	} {
+		i := in
+		tc.edit(&i)
+		if g := Gate(i); g.Verdict != VerdictFail || !strings.Contains(strings.Join(g.Reasons, ";"), "not comparable with the pool's baseline: "+tc.says) {
+			t.Errorf("%s: %+v", tc.name, g)
+		}
+	}
+	// More or fewer nodes, still more than one: bus bandwidth is corrected
+	// for the rank count, so the baseline judges, with a warning.
+	for _, n := range []int{3, 4} {
+		i := in
+		i.Nodes = n
+		if g := Gate(i); g.Verdict != VerdictWarn || !strings.Contains(strings.Join(g.Reasons, ";"), "the baseline 2: bus bandwidth is corrected for the rank count") {
+			t.Errorf("%d nodes against a 2-node baseline: %+v", n, g)
+		}
+		i.MinBusBW = 0
+		i.Baseline = &Baseline{BusBW: bw * 2, SizeBytes: size, Nodes: 2, GPUsPerNode: 8, Fabric: "efa"}
+		if g := Gate(i); g.Verdict != VerdictFail {
+			t.Errorf("%d nodes under the baseline: %+v", n, g)
+		}
+	}
+	noBase := GateInput{Result: res, SizeBytes: size}
+	if g := Gate(noBase); g.Verdict != VerdictWarn || !strings.Contains(strings.Join(g.Reasons, ";"), "no --min-busbw floor") {
+		t.Errorf("no baseline, no floor: %+v", g)
+	}
+	noBase.MinBusBW = bw * 2
+	if g := Gate(noBase); g.Verdict != VerdictFail || !strings.Contains(strings.Join(g.Reasons, ";"), "below the floor") {
+		t.Errorf("under the floor: %+v", g)
+	}
+	noBase.MinBusBW = bw / 2
+	if g := Gate(noBase); g.Verdict != VerdictPass {
+		t.Errorf("over the floor: %+v", g)
+	}
+	// The floor holds beside a baseline too.
+	in.MinBusBW = bw * 2
+	if g := Gate(in); g.Verdict != VerdictFail || g.MinBusBW != bw*2 {
+		t.Errorf("floor above the baseline: %+v", g)
+	}
+}

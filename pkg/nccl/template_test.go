@@ -16,6 +16,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -221,5 +223,39 @@ func TestResolveImage(t *testing.T) {
 	}
 	if _, err := ResolveImage(ctx, "UPPER/case::x"); err == nil {
 		t.Error("bad reference resolved")
+	}
+}
+
+// The efa profile forces NCCL onto the OFI plugin (NCCL_NET), so that a
+// plugin that does not load is an error rather than a silent run over
+// sockets; the default fabric follows the nodes' devices.
+func TestFabricEFAForcesOFIAndDetection(t *testing.T) {
+	p, err := FabricEFA.profile(FabricOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range p.env {
+		env[e.Name] = e.Value
+	}
+	if env["NCCL_NET"] != "AWS Libfabric" || env["FI_PROVIDER"] != "efa" {
+		t.Errorf("efa env: %v", env)
+	}
+	efa := corev1.ResourceList{EFAResource: resource.MustParse("32"), "nvidia.com/gpu": resource.MustParse("8")}
+	ib := corev1.ResourceList{"rdma/rdma_shared_device_a": resource.MustParse("1")}
+	none := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	for _, tc := range []struct {
+		nodes []corev1.ResourceList
+		want  Fabric
+		rdma  string
+	}{
+		{[]corev1.ResourceList{efa, efa}, FabricEFA, ""},
+		{[]corev1.ResourceList{ib, ib}, FabricInfiniBand, "rdma/rdma_shared_device_a"},
+		{[]corev1.ResourceList{ib, none}, FabricTCP, ""},
+		{[]corev1.ResourceList{none}, FabricTCP, ""},
+	} {
+		if f, rdma, why := DetectFabric(tc.nodes); f != tc.want || rdma != tc.rdma || why == "" {
+			t.Errorf("%v: %s %q %q", tc.nodes, f, rdma, why)
+		}
 	}
 }

@@ -33,10 +33,18 @@ type CertFact struct {
 }
 
 const (
-	sourceServing = "apiserver serving certificate"
-	sourceChain   = "apiserver serving chain"
-	sourceRootCA  = "cluster CA (kube-system/kube-root-ca.crt)"
+	sourceServing      = "apiserver serving certificate"
+	sourceChain        = "apiserver serving chain"
+	sourceRootCA       = "cluster CA (kube-system/kube-root-ca.crt)"
+	sourceClientCA     = "client CA (kube-system/extension-apiserver-authentication client-ca-file)"
+	sourceFrontProxyCA = "front-proxy CA (kube-system/extension-apiserver-authentication requestheader-client-ca-file)"
 )
+
+// authConfigMap is where the apiserver publishes the CAs it trusts for
+// client certificates and for its front proxy (k8s.io/kubernetes@v1.37.2
+// pkg/controlplane/controller/clusterauthenticationtrust: client-ca-file,
+// requestheader-client-ca-file).
+const authConfigMap = "extension-apiserver-authentication"
 
 func (r *Runner) certWarnDays() int {
 	if r.Policy.CertWarnDays > 0 {
@@ -69,7 +77,7 @@ func daysLeft(notAfter, now time.Time) int {
 // renews them on `kubeadm upgrade apply`:
 // https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-certs/).
 // WARN under --cert-warn-days, FAIL under --cert-fail-days.
-func (r *Runner) certsGate(ctx context.Context) (Gate, []CertFact) {
+func (r *Runner) certsGate(ctx context.Context) (Gate, certsRead) {
 	var facts []CertFact
 	var notes []string
 	servingRead := false
@@ -84,12 +92,18 @@ func (r *Runner) certsGate(ctx context.Context) (Gate, []CertFact) {
 			facts = append(facts, certFact(sourceChain, c))
 		}
 	}
-	cms, err := r.Kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=kube-root-ca.crt"})
-	if err != nil {
-		notes = append(notes, unknown("list configmaps in kube-system", err).Message)
-	} else {
+	for _, src := range []struct{ cm, key, source string }{
+		{"kube-root-ca.crt", "ca.crt", sourceRootCA},
+		{authConfigMap, "client-ca-file", sourceClientCA},
+		{authConfigMap, "requestheader-client-ca-file", sourceFrontProxyCA},
+	} {
+		cms, err := r.Kube.CoreV1().ConfigMaps(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + src.cm})
+		if err != nil {
+			notes = append(notes, unknown("list configmaps in kube-system", err).Message)
+			break
+		}
 		for _, cm := range cms.Items {
-			rest := []byte(cm.Data["ca.crt"])
+			rest := []byte(cm.Data[src.key])
 			for {
 				var b *pem.Block
 				b, rest = pem.Decode(rest)
@@ -97,12 +111,20 @@ func (r *Runner) certsGate(ctx context.Context) (Gate, []CertFact) {
 					break
 				}
 				if c, err := x509.ParseCertificate(b.Bytes); err == nil {
-					facts = append(facts, certFact(sourceRootCA, c))
+					facts = append(facts, certFact(src.source, c))
 				}
 			}
 		}
 	}
+	facts = dedupeCerts(facts)
 	kubeadm, cp := r.kubeadmControlPlane(ctx)
+	read := certsRead{}
+	csrs, err := r.pendingServingCSRs(ctx)
+	read.csrs = csrs
+	if err != nil {
+		read.csrErr = unknown("list certificatesigningrequests", err).Message
+		notes = append(notes, read.csrErr+" (kubelet serving requests not checked)")
+	}
 
 	now := r.now()
 	warnD, failD := r.certWarnDays(), r.certFailDays()
@@ -131,8 +153,20 @@ func (r *Runner) certsGate(ctx context.Context) (Gate, []CertFact) {
 		if len(cp) > 0 {
 			where = "on each control-plane node (" + strings.Join(cp, ", ") + ")"
 		}
-		notes = append(notes, "kubeadm cluster: the other control-plane certificates (etcd, front-proxy, kubeconfigs of the controller manager and scheduler) are files there: run `sudo kubeadm certs check-expiration` "+where)
+		notes = append(notes, "WARN: kubeadm cluster: the other control-plane certificates (etcd's, the front proxy's client, the apiserver's kubelet and etcd clients, the kubeconfigs of the controller manager, scheduler and admin) are files there that no API shows, so this gate cannot vouch for them: run `sudo kubeadm certs check-expiration` "+where)
 		cmd = "sudo kubeadm certs check-expiration"
+		st = Worse(st, StatusWarn)
+	}
+	for _, c := range csrs.Pending {
+		age := r.now().Sub(c.Created)
+		if age < DefaultSettle {
+			continue // the approver may not have run yet
+		}
+		st = Worse(st, StatusWarn)
+		lines = append(lines, fmt.Sprintf("WARN: kubelet serving certificate request %s of %s pending for %s (core Kubernetes does not approve these): %s", c.Name, c.node(), age.Round(time.Minute), csrApprove(c.Name)))
+		if cmd == servingCertCommand {
+			cmd = csrCommand
+		}
 	}
 	if !servingRead {
 		st = Worse(st, StatusUnknown)
@@ -143,7 +177,15 @@ func (r *Runner) certsGate(ctx context.Context) (Gate, []CertFact) {
 		msg = fmt.Sprintf("%d certificates read; the first to expire is the %s, on %s (%s); warn under %d days, fail under %d",
 			len(facts), f.Source, f.NotAfter.Format("2006-01-02"), daysString(daysLeft(f.NotAfter, now)), warnD, failD)
 	}
-	return Gate{Status: st, Message: msg, Evidence: capLines(append(lines, notes...)), Command: cmd}, facts
+	read.certs = facts
+	return Gate{Status: st, Message: msg, Evidence: capLines(append(lines, notes...)), Command: cmd}, read
+}
+
+// certsRead is what the certificates gate records.
+type certsRead struct {
+	certs  []CertFact
+	csrs   *CSREvidence
+	csrErr string
 }
 
 // servingCertCommand shows the serving certificate of the kubeconfig's server.
@@ -176,8 +218,39 @@ func (r *Runner) kubeadmControlPlane(ctx context.Context) (bool, []string) {
 	return true, cp
 }
 
-// verifyCerts reports a certificate that is now within the baseline's
-// thresholds and was not then.
+// dedupeCerts keeps one fact per source and certificate (a CA bundle may
+// list a certificate twice).
+func dedupeCerts(fs []CertFact) []CertFact {
+	seen := map[string]bool{}
+	out := fs[:0]
+	for _, f := range fs {
+		if k := f.Source + "\x00" + f.SHA256; !seen[k] {
+			seen[k] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// certLevel grades days left: 0 fine, 1 within warnD, 2 within failD, 3
+// expired.
+func certLevel(d, warnD, failD int) int {
+	switch {
+	case d < 0:
+		return 3
+	case d < failD:
+		return 2
+	case d < warnD:
+		return 1
+	}
+	return 0
+}
+
+// verifyCerts reports a certificate that is now worse than at the
+// baseline against the baseline's thresholds: within the warn window,
+// within the fail window, or expired, when it was not that far at the
+// baseline (a certificate already inside the warn window then still
+// regresses when it passes the fail threshold or expires).
 func verifyCerts(base, now *PolicyEvidence, baseAt, at time.Time) []Regression {
 	warnD, failD := base.CertWarnDays, base.CertFailDays
 	if warnD == 0 {
@@ -186,20 +259,19 @@ func verifyCerts(base, now *PolicyEvidence, baseAt, at time.Time) []Regression {
 	if failD == 0 {
 		failD = DefaultCertFailDays
 	}
-	was := map[string]bool{}
+	was := map[string]int{}
 	for _, c := range base.Certificates {
-		if daysLeft(c.NotAfter, baseAt) < warnD {
-			was[c.Source+"\x00"+c.SHA256] = true
-		}
+		was[c.Source+"\x00"+c.SHA256] = certLevel(daysLeft(c.NotAfter, baseAt), warnD, failD)
 	}
 	var out []Regression
 	for _, c := range now.Certificates {
 		d := daysLeft(c.NotAfter, at)
-		if d >= warnD || was[c.Source+"\x00"+c.SHA256] {
+		lvl := certLevel(d, warnD, failD)
+		if lvl == 0 || lvl <= was[c.Source+"\x00"+c.SHA256] {
 			continue
 		}
 		st := StatusWarn
-		if d < failD {
+		if lvl >= 2 {
 			st = StatusFail
 		}
 		out = append(out, Regression{Kind: RegCertificate, Status: st, Object: c.Source,

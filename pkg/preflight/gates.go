@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	psaapi "k8s.io/pod-security-admission/api"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
@@ -785,12 +786,25 @@ func (r *Runner) psaGate(ctx context.Context) Gate {
 	}
 	sort.Strings(hits)
 	if len(hits) > 0 {
-		// The dry run cannot preview the target: Pod Security evaluates a
-		// version newer than its own newest checks as that newest
-		// (k8s.io/pod-security-admission v0.37.2 policy/registry.go,
-		// EvaluatePod), so before the upgrade it shows the pods that break
-		// the level as the running apiserver defines it.
-		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d namespaces judge pods by Pod Security \"latest\", which becomes %s's policy; the dry run below shows the pods that break the level as the running apiserver defines it, not %s's, which only an apiserver at %s can show", len(hits), r.Target.MinorString(), r.Target.MinorString(), r.Target.MinorString()),
+		// The gate runs no dry run; its command does, and that cannot
+		// preview the target: Pod Security evaluates a version newer than
+		// its own newest checks as that newest (k8s.io/pod-security-admission
+		// v0.37.2 policy/registry.go, EvaluatePod), so before the upgrade it
+		// shows the pods that break the level as the running apiserver
+		// defines it. What the target adds on top is checksSince's.
+		added := ""
+		if r.inventory != nil {
+			if inv := r.inventory(); inv != nil {
+				if cur, _, ok := inv.APIServerVersions(); ok && r.Target.MinorsAfter(cur.MinorOnly()) > 0 {
+					if cs := checksSince(psaapi.LevelRestricted, cur.MinorOnly(), r.Target); len(cs) > 0 {
+						added = fmt.Sprintf("; checks %s adds, which only an apiserver at %s applies: %s", r.Target.MinorString(), r.Target.MinorString(), strings.Join(cs, ", "))
+					} else {
+						added = fmt.Sprintf("; %s adds no Pod Security check over %s", r.Target.MinorString(), cur.MinorString())
+					}
+				}
+			}
+		}
+		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d namespaces judge pods by Pod Security \"latest\", which becomes %s's policy when the apiserver moves: pin enforce-version (the command's server-side dry run lists the pods the level forbids, as the running apiserver judges them)%s", len(hits), r.Target.MinorString(), added),
 			Evidence: capLines(hits), Command: fmt.Sprintf("kubectl label --dry-run=server --overwrite ns %s pod-security.kubernetes.io/enforce-version=v%s", first, r.Target.MinorString())}
 	}
 	return Gate{Status: StatusPass, Message: fmt.Sprintf("no namespace of %d pins Pod Security to latest", len(nss.Items)), Command: "kubectl get ns -L pod-security.kubernetes.io/enforce,pod-security.kubernetes.io/enforce-version"}

@@ -23,8 +23,13 @@ type PatchFact struct {
 	Version string `json:"version"`
 	// Lag is pkg/skew's judgement against the patch data.
 	Lag skew.PatchLag `json:"lag"`
-	// Support is the support window of the cluster's minor.
+	// Support is the support window of the cluster's minor, on its
+	// provider's calendar where the provider publishes one.
 	Support skew.Status `json:"support"`
+	// Provider and Window say whose support window applies (pkg/skew's
+	// Calendar.SupportOn, as the skew summary judges it).
+	Provider string `json:"provider,omitempty"`
+	Window   string `json:"window,omitempty"`
 	// MaxDays is the threshold used.
 	MaxDays int `json:"maxDays"`
 }
@@ -38,8 +43,12 @@ func (r *Runner) patchMaxDays() int {
 
 // patchGate judges the cluster's own version (not the target's): days
 // behind the newest patch of its minor (the release calendar's patch
-// data, shared with the fleet report) past --patch-max-days warn, a minor
-// out of support fails.
+// data, shared with the fleet report) past --patch-max-days warn. The
+// minor's support is judged as the skew summary judges it: on the
+// provider's own calendar where it has one (an EKS minor in extended
+// support is supported), else upstream (pkg/skew's Calendar.SupportOn). A
+// minor out of support warns and points at the plan: the upgrade this
+// pre-flight is for is what fixes it, so it must not block it.
 func (r *Runner) patchGate(ctx context.Context) (Gate, *PatchFact) {
 	info, err := r.Kube.Discovery().ServerVersion()
 	if err != nil {
@@ -51,11 +60,20 @@ func (r *Runner) patchGate(ctx context.Context) (Gate, *PatchFact) {
 	}
 	now := r.now()
 	lag := r.Calendar.PatchLag(v, now)
-	sup := r.Calendar.Support(v.MinorOnly(), now)
-	f := &PatchFact{Version: info.GitVersion, Lag: lag, Support: sup.Status, MaxDays: r.patchMaxDays()}
+	prov := skew.ProviderUnknown
+	if r.inventory != nil {
+		if inv := r.inventory(); inv != nil {
+			prov = skew.DetectProvider(*inv).Provider
+		}
+	}
+	sup := r.Calendar.SupportOn(v.MinorOnly(), prov, now)
+	f := &PatchFact{Version: info.GitVersion, Lag: lag, Support: sup.Status, MaxDays: r.patchMaxDays(), Provider: sup.Provider, Window: sup.Window}
 	src, _, _ := strings.Cut(r.Calendar.Patches.Source, ". ")
 	ev := []string{fmt.Sprintf("patch data of %s (%s; --patches overrides it)", lag.DataDate, src),
-		fmt.Sprintf("support of %s: %s", v.MinorString(), sup.Message)}
+		fmt.Sprintf("support of %s (%s, %s window): %s", v.MinorString(), sup.Provider, sup.Window, sup.Message)}
+	if sup.Note != "" {
+		ev = append(ev, sup.Note)
+	}
 	g := Gate{Message: fmt.Sprintf("apiserver %s: %s", info.GitVersion, lag.Message), Evidence: ev,
 		Command: fmt.Sprintf("kubectl skew plan --target v%s", v.MinorString())}
 	// The lag's days are exact, or a lower bound (AtLeast): a lower bound
@@ -82,15 +100,19 @@ func (r *Runner) patchGate(ctx context.Context) (Gate, *PatchFact) {
 		g.Status = StatusUnknown
 	}
 	if sup.Status == skew.StatusViolation {
-		g.Status = StatusFail
-		g.Message = fmt.Sprintf("%s is out of support: %s", v.MinorString(), sup.Message)
+		g.Status = StatusWarn
+		g.Message = fmt.Sprintf("%s is out of support: %s; the upgrade fixes it, follow the plan", v.MinorString(), sup.Message)
+		if !r.Target.IsZero() {
+			g.Command = fmt.Sprintf("kubectl skew plan --target v%s", r.Target.MinorString())
+		}
 	}
 	return g, f
 }
 
 // verifyPatch reports a cluster now out of support, or now past the patch
-// SLO, that was not at the baseline.
-func verifyPatch(base, now *PolicyEvidence) []Regression {
+// SLO, that was not at the baseline: both WARN (an upgrade under way is
+// what fixes them).
+func verifyPatch(base, now *PolicyEvidence, target string) []Regression {
 	n := now.Patch
 	if n == nil {
 		return nil
@@ -98,7 +120,12 @@ func verifyPatch(base, now *PolicyEvidence) []Regression {
 	b := base.Patch
 	var out []Regression
 	if n.Support == skew.StatusViolation && (b == nil || b.Support != skew.StatusViolation) {
-		out = append(out, Regression{Kind: RegPatch, Status: StatusFail, Object: "apiserver/" + n.Version, Message: fmt.Sprintf("apiserver %s: its minor is out of support", n.Version)})
+		win := ""
+		if n.Provider != "" && n.Window != "" {
+			win = fmt.Sprintf(" (%s, %s window)", n.Provider, n.Window)
+		}
+		out = append(out, Regression{Kind: RegPatch, Status: StatusWarn, Object: "apiserver/" + n.Version, Message: fmt.Sprintf("apiserver %s: its minor is out of support%s; finish the upgrade", n.Version, win),
+			Command: planCommand(target)})
 	}
 	past := func(f *PatchFact) bool { return f.Lag.Status == skew.StatusInfo && f.Lag.DaysBehind > f.MaxDays }
 	if past(n) && (b == nil || !past(b)) {
@@ -113,4 +140,13 @@ func verifyPatch(base, now *PolicyEvidence) []Regression {
 func onPatch(latest string, v skew.Version) bool {
 	l, err := skew.ParseVersion(latest)
 	return err == nil && l.Major == v.Major && l.Minor == v.Minor && l.Patch == v.Patch
+}
+
+// planCommand is the command that shows the rest of the upgrade to the
+// baseline's target ("kubectl skew plan" alone without one).
+func planCommand(target string) string {
+	if target == "" {
+		return "kubectl skew plan --target vMAJOR.MINOR   # the version the upgrade goes to"
+	}
+	return "kubectl skew plan --target v" + strings.TrimPrefix(target, "v")
 }

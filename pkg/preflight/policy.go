@@ -52,14 +52,19 @@ type PolicyEvidence struct {
 	// Probes are the admission probes and their outcomes; the object of
 	// each probe denied by its control is kept, for verify to replay.
 	Probes []Probe `json:"probes,omitempty"`
+	// Admission is the admission webhooks', policies' and bindings'
+	// configuration (admissionconfig.go), which verify diffs.
+	Admission *AdmissionConfig `json:"admission,omitempty"`
 	// PodSecurity are the namespaces with Pod Security enforce labels.
 	PodSecurity []NamespacePodSecurity `json:"podSecurity,omitempty"`
 	// RBAC is every role and binding (nil when not readable).
 	RBAC *RBACEvidence `json:"rbac,omitempty"`
 	// Certificates are the certificates read and the thresholds used.
 	Certificates []CertFact `json:"certificates,omitempty"`
-	CertWarnDays int        `json:"certWarnDays,omitempty"`
-	CertFailDays int        `json:"certFailDays,omitempty"`
+	// CSRs are the kubelet serving certificate requests nobody answered.
+	CSRs         *CSREvidence `json:"csrs,omitempty"`
+	CertWarnDays int          `json:"certWarnDays,omitempty"`
+	CertFailDays int          `json:"certFailDays,omitempty"`
 	// Images are the containers the image-pinning gate looked at.
 	Images []ImageFact `json:"images,omitempty"`
 	// Patch is the cluster's patch level and support.
@@ -81,12 +86,26 @@ func (r *Runner) policyGates(ev *Evidence, mu *sync.Mutex) map[string]func(conte
 	pe := &PolicyEvidence{}
 	ev.Policy = pe
 	return map[string]func(context.Context) Gate{
-		GatePSAPins:   recorded(mu, pe, GatePSAPins, r.podSecurityPinsGate, func(v []NamespacePodSecurity) { pe.PodSecurity = v }),
-		GateAdmission: recorded(mu, pe, GateAdmission, r.admissionGate, func(v []Probe) { pe.Probes = v }),
-		GateRBAC:      recorded(mu, pe, GateRBAC, r.rbacGate, func(v *RBACEvidence) { pe.RBAC = v }),
-		GatePatch:     recorded(mu, pe, GatePatch, r.patchGate, func(v *PatchFact) { pe.Patch = v }),
-		GateCerts: recorded(mu, pe, GateCerts, r.certsGate, func(v []CertFact) {
-			pe.Certificates, pe.CertWarnDays, pe.CertFailDays = v, r.certWarnDays(), r.certFailDays()
+		GatePSAPins: recorded(mu, pe, GatePSAPins, r.podSecurityPinsGate, func(v []NamespacePodSecurity) { pe.PodSecurity = v }),
+		GateAdmission: recorded(mu, pe, GateAdmission, r.admissionGate, func(v admissionRead) {
+			pe.Probes, pe.Admission = v.probes, v.config
+			if v.configErr != "" {
+				if pe.Unread == nil {
+					pe.Unread = map[string]string{}
+				}
+				pe.Unread[unreadAdmissionConfig] = v.configErr
+			}
+		}),
+		GateRBAC:  recorded(mu, pe, GateRBAC, r.rbacGate, func(v *RBACEvidence) { pe.RBAC = v }),
+		GatePatch: recorded(mu, pe, GatePatch, r.patchGate, func(v *PatchFact) { pe.Patch = v }),
+		GateCerts: recorded(mu, pe, GateCerts, r.certsGate, func(v certsRead) {
+			pe.Certificates, pe.CertWarnDays, pe.CertFailDays, pe.CSRs = v.certs, r.certWarnDays(), r.certFailDays(), v.csrs
+			if v.csrErr != "" {
+				if pe.Unread == nil {
+					pe.Unread = map[string]string{}
+				}
+				pe.Unread[unreadCSRs] = v.csrErr
+			}
 		}),
 		GateImages: recorded(mu, pe, GateImages, r.imagesGate, func(v []ImageFact) { pe.Images = v }),
 	}
@@ -134,16 +153,50 @@ const (
 	RegImagePin       = "image-pin"
 	RegPolicyUnread   = "policy-unread"
 	RegPatch          = "patch-level"
+	// RegAdmissionConfig: an admission control configured weaker than at
+	// the baseline (admissionconfig.go).
+	RegAdmissionConfig = "admission-config"
 )
 
+// unreadAdmissionConfig keys PolicyEvidence.Unread when the admission
+// configuration could not be read.
+const unreadAdmissionConfig = "admission-config"
+
+// unreadCSRs keys PolicyEvidence.Unread when the CSRs could not be listed.
+const unreadCSRs = "certificatesigningrequests"
+
 // verifyPolicy compares the policy evidence of the baseline with now's.
+// A baseline without policy evidence (saved by a preflight that did not
+// record it, or edited) cannot show that a control still holds: UNKNOWN.
 func verifyPolicy(base, now Evidence, opts VerifyOptions) []Regression {
 	out := verifyPodSecurityPins(base, now)
 	b, n := base.Policy, now.Policy
-	if b == nil || n == nil {
-		return out
+	if b == nil {
+		return append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: "baseline",
+			Message: "the baseline has no policy evidence (admission probes and configuration, RBAC, certificates), so no security control can be compared: save a new one with kubectl skew preflight --save",
+			Command: "kubectl skew preflight --target v" + base.Target + " --save FILE"})
 	}
-	out = append(out, verifyProbes(b, n)...)
+	if n == nil {
+		return append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: "policy", Message: "the policy gates did not run now, so no security control can be compared"})
+	}
+	var unchanged map[string]bool
+	switch {
+	case b.Admission != nil && n.Admission == nil:
+		out = append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: unreadAdmissionConfig,
+			Message: "the admission configuration was recorded at the baseline and cannot be read now, so a weakened webhook or policy cannot be ruled out: " + n.Unread[unreadAdmissionConfig]})
+	case b.Admission != nil:
+		var regs []Regression
+		regs, unchanged = verifyAdmissionConfig(b.Admission, n.Admission)
+		out = append(out, regs...)
+		for _, p := range b.PodSecurity {
+			for _, q := range n.PodSecurity {
+				if p == q {
+					unchanged["namespace/"+p.Namespace] = true
+				}
+			}
+		}
+	}
+	out = append(out, verifyProbes(b, n, func(ref string) bool { return unchanged[ref] })...)
 	switch {
 	case b.RBAC != nil && n.RBAC == nil:
 		out = append(out, Regression{Kind: RegPolicyUnread, Status: StatusUnknown, Object: GateRBAC,
@@ -152,6 +205,7 @@ func verifyPolicy(base, now Evidence, opts VerifyOptions) []Regression {
 		out = append(out, verifyRBAC(b.RBAC, n.RBAC, opts.AllowGrants)...)
 	}
 	out = append(out, verifyCerts(b, n, base.CollectedAt, now.CollectedAt)...)
-	out = append(out, verifyPatch(b, n)...)
+	out = append(out, verifyCSRs(b, n, now.CollectedAt, opts.Settle)...)
+	out = append(out, verifyPatch(b, n, base.Target)...)
 	return append(out, verifyImages(b, n)...)
 }

@@ -276,10 +276,20 @@ func TestPSAGate(t *testing.T) {
 	if g.Status != StatusWarn || !strings.Contains(ev, "namespace floating") || !strings.Contains(ev, "namespace implicit") || strings.Contains(ev, "pinned") {
 		t.Errorf("PSA: %s %s\n%s", g.Status, g.Message, ev)
 	}
-	// The dry run runs against today's apiserver, which evaluates a newer
-	// version as its own newest: the message says what it shows.
-	if !strings.Contains(g.Message, "as the running apiserver defines it, not 1.37's") {
-		t.Errorf("PSA message does not say what the dry run shows: %s", g.Message)
+	// The gate runs no dry run: its command does, against today's
+	// apiserver; the message says so, and what the target adds.
+	if !strings.Contains(g.Message, "the command's server-side dry run lists the pods the level forbids, as the running apiserver judges them") || strings.Contains(g.Message, "the dry run below") {
+		t.Errorf("PSA message: %s", g.Message)
+	}
+	for _, tc := range []struct{ server, says string }{
+		{"v1.33.4", "checks 1.37 adds, which only an apiserver at 1.37 applies: hostProbesAndHostLifecycle (baseline, v1.34)"},
+		{"v1.35.2", "1.37 adds no Pod Security check over 1.35"},
+	} {
+		inv := skew.Inventory{Server: skew.ServerVersion{GitVersion: tc.server}}
+		g := (&Runner{Kube: kc, Target: mustVersion("v1.37"), inventory: func() *skew.Inventory { return &inv }}).psaGate(context.Background())
+		if !strings.HasSuffix(g.Message, tc.says) {
+			t.Errorf("from %s: %s", tc.server, g.Message)
+		}
 	}
 }
 
@@ -373,7 +383,9 @@ func TestVerify(t *testing.T) {
 		Nodes:             []NodeFact{{Name: "a-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8}, {Name: "b-0", Pool: "gpu-b", Kubelet: "v1.36.2", Ready: false}},
 		SystemPods:        []PodFact{{Name: "coredns-x", Phase: "Running"}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
 		Addons:            []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
-		RemovedAPICallers: []string{"metrics old"}, LastSystemWarning: &t0}
+		RemovedAPICallers: []string{"metrics old"},
+		SystemWarnings:    []WarningFact{{Reason: "BackOff", Object: "daemonset/kube-proxy", First: t0.Add(-time.Hour), Last: t0, Count: 3}},
+		Policy:            &PolicyEvidence{}}
 	same := base
 	same.CollectedAt = now
 	if regs := Verify(base, same, VerifyOptions{}); len(regs) != 0 {
@@ -384,7 +396,10 @@ func TestVerify(t *testing.T) {
 		Nodes:             []NodeFact{{Name: "a-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 7}, {Name: "b-0", Pool: "gpu-b", Kubelet: "v1.37.0", Ready: false}},
 		SystemPods:        []PodFact{{Name: "coredns-x", Phase: "Running", Problem: "CrashLoopBackOff", Restarts: 4}, {Name: "flaky", Phase: "Running", Problem: "CrashLoopBackOff"}},
 		Addons:            []Addon{{Name: "cluster-autoscaler", Namespace: "kube-system", Workload: "deployment/ca", Version: "v1.36.0"}},
-		RemovedAPICallers: []string{"metrics old", "objects new"}, LastSystemWarning: &later}
+		RemovedAPICallers: []string{"metrics old", "objects new"},
+		SystemWarnings: []WarningFact{{Reason: "BackOff", Object: "daemonset/kube-proxy", First: t0, Last: later, Count: 9},
+			{Reason: "FailedCreate", Object: "daemonset/kube-proxy", First: later, Last: later, Count: 1}},
+		Policy: &PolicyEvidence{}}
 	regs := Verify(base, cur, VerifyOptions{PoolVersions: map[string]skew.Version{"gpu-a": mustVersion("v1.37")}, Addons: []string{"cluster-autoscaler"}})
 	kinds := map[string]int{}
 	for _, r := range regs {
@@ -400,6 +415,13 @@ func TestVerify(t *testing.T) {
 	if kinds[RegNodeNotReady] != 0 || len(regs) != 6 {
 		t.Errorf("regressions: %+v", regs)
 	}
+	// A baseline without policy evidence proves no control: UNKNOWN, never
+	// a silent pass.
+	base.Policy = nil
+	regs = Verify(base, same, VerifyOptions{})
+	if len(regs) != 1 || regs[0].Kind != RegPolicyUnread || regs[0].Status != StatusUnknown {
+		t.Errorf("no policy evidence in the baseline: %+v", regs)
+	}
 }
 
 // A planned pool whose nodes were replaced is no regression as long as it
@@ -409,8 +431,8 @@ func TestVerifyPlannedPools(t *testing.T) {
 	base := Evidence{CollectedAt: now.Add(-time.Hour), Target: "1.37", Nodes: []NodeFact{
 		{Name: "old-0", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8},
 		{Name: "old-1", Pool: "gpu-a", Kubelet: "v1.36.2", Ready: true, GPUAllocatable: 8},
-		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}}
-	replaced := Evidence{CollectedAt: now, Nodes: []NodeFact{
+		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}, Policy: &PolicyEvidence{}}
+	replaced := Evidence{CollectedAt: now, Policy: &PolicyEvidence{}, Nodes: []NodeFact{
 		{Name: "new-0", Pool: "gpu-a", Kubelet: "v1.37.1", Ready: true, GPUAllocatable: 8},
 		{Name: "new-1", Pool: "gpu-a", Kubelet: "v1.37.1", Ready: true, GPUAllocatable: 8},
 		{Name: "cpu-0", Pool: "cpu", Kubelet: "v1.36.2", Ready: true}}}

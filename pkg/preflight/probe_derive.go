@@ -37,6 +37,10 @@ import (
 // probeSet collects derived probes and what could not be probed.
 type probeSet struct {
 	probes []Probe
+	// spread are, per control (its probes' ID prefix), the namespace
+	// selectors of a webhook or policy binding: what it denied in its
+	// first namespace is sent in the others it selects too (spreadProbes).
+	spread map[string][]*metav1.LabelSelector
 	// notes are controls not probed, and why (one line each).
 	notes []string
 	// unread are reads that failed (one line each): the gate is UNKNOWN.
@@ -53,6 +57,8 @@ func (r *Runner) deriveProbes(ctx context.Context) probeSet {
 		return ps
 	}
 	ps.podSecurityProbes(nss)
+	ps.unlabelledProbe(nss)
+	r.runtimeClassProbes(ctx, nss, &ps, nil)
 	hooks, err := r.webhooks(ctx)
 	if err != nil {
 		ps.unread = append(ps.unread, unknown("list validatingwebhookconfigurations and mutatingwebhookconfigurations", err).Message)
@@ -109,6 +115,149 @@ func (ps *probeSet) podSecurityProbes(nss []corev1.Namespace) {
 	}
 }
 
+// Probe ID prefixes of the Pod Security probes that are not of a
+// namespace's own level.
+const (
+	idRuntimeClass = "psa-runtimeclass/"
+	idUnlabelled   = "psa-default/"
+)
+
+// unlabelledProbe sends a privileged pod to a namespace without a Pod
+// Security enforce label (default when it has none): denied there, Pod
+// Security enforces a cluster-wide default (the defaults of the
+// apiserver's PodSecurity admission configuration,
+// https://kubernetes.io/docs/tasks/configure-pod-container/enforce-standards-admission-controller/),
+// which verify proves still holds. Admitted, there is no such default.
+func (ps *probeSet) unlabelledProbe(nss []corev1.Namespace) {
+	var pick string
+	for _, ns := range nss {
+		if _, ok := ns.Labels[psaapi.EnforceLevelLabel]; ok || ns.Status.Phase == corev1.NamespaceTerminating || strings.HasPrefix(ns.Name, "kube-") {
+			continue
+		}
+		if pick == "" || ns.Name == metav1.NamespaceDefault {
+			pick = ns.Name
+		}
+	}
+	if pick == "" {
+		return // no namespace without an enforce label: the default applies nowhere
+	}
+	obj, err := podsKind.object(pick, nil, VariantPrivileged)
+	if err != nil {
+		return
+	}
+	ps.probes = append(ps.probes, Probe{ID: idUnlabelled + pick, Control: fmt.Sprintf("Pod Security's cluster default (namespace %s has no enforce label)", pick),
+		Ref: "podsecurity/defaults", Check: "kubectl get ns " + pick + " --show-labels; the apiserver's --admission-control-config-file (PodSecurity defaults.enforce)",
+		Expect: DeniedByPodSecurity, Resource: podsKind.gvr.Resource, Namespace: pick, Variant: VariantPrivileged, Object: obj})
+}
+
+// runtimeClassProbes sends, for every RuntimeClass, a privileged pod of
+// that class to a namespace that enforces Pod Security: Pod Security lets
+// every pod of a RuntimeClass the apiserver's configuration exempts
+// through (exemptions.runtimeClasses; k8s.io/pod-security-admission@v0.37.2
+// admission/admission.go, EvaluatePod), so adding the GPU Operator's
+// "nvidia" RuntimeClass to an exempt list exempts every GPU pod. skip
+// names the RuntimeClasses probed already (verify probes the new ones).
+func (r *Runner) runtimeClassProbes(ctx context.Context, nss []corev1.Namespace, ps *probeSet, skip map[string]bool) {
+	var pick string
+	for _, ns := range nss {
+		level, ok := ns.Labels[psaapi.EnforceLevelLabel]
+		if !ok || ns.Status.Phase == corev1.NamespaceTerminating {
+			continue
+		}
+		if lv, _ := psaapi.ParseLevel(level); lv != psaapi.LevelPrivileged {
+			pick = ns.Name
+			break
+		}
+	}
+	rcs, err := r.Kube.NodeV1().RuntimeClasses().List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err != nil {
+		ps.unread = append(ps.unread, unknown("list runtimeclasses", err).Message)
+		return
+	}
+	if pick == "" {
+		if len(rcs.Items) > 0 {
+			ps.notes = append(ps.notes, fmt.Sprintf("%d RuntimeClasses not probed for Pod Security exemptions: no namespace enforces a level", len(rcs.Items)))
+		}
+		return
+	}
+	sort.Slice(rcs.Items, func(i, j int) bool { return rcs.Items[i].Name < rcs.Items[j].Name })
+	for _, rc := range rcs.Items {
+		if skip[idRuntimeClass+rc.Name] {
+			continue
+		}
+		obj, err := podsKind.object(pick, nil, VariantPrivileged)
+		if err != nil {
+			continue
+		}
+		obj["spec"].(map[string]any)["runtimeClassName"] = rc.Name
+		ps.probes = append(ps.probes, Probe{ID: idRuntimeClass + rc.Name, Control: fmt.Sprintf("Pod Security for pods of RuntimeClass %s (in namespace %s)", rc.Name, pick),
+			Ref: "runtimeclass/" + rc.Name, Check: "kubectl get runtimeclass " + rc.Name + "; the apiserver's --admission-control-config-file (PodSecurity exemptions.runtimeClasses)",
+			Expect: DeniedByPodSecurity, Resource: podsKind.gvr.Resource, Namespace: pick, Variant: VariantPrivileged, Object: obj})
+	}
+}
+
+// maxSpread bounds the namespaces a control's denied probes are spread to.
+const maxSpread = 20
+
+// spreadProbes sends what each webhook and policy binding denied in the
+// namespace it was probed in to every other namespace it selects (up to
+// maxSpread; the admission configuration's selectors cover the rest), so
+// that an exception for one namespace (a parameter, a matchCondition on
+// the namespace) shows.
+func (ps *probeSet) spreadProbes(nss []corev1.Namespace) []Probe {
+	var out []Probe
+	for _, p := range ps.probes {
+		if p.Result != ProbeDenied || p.Namespace == "" || p.Object == nil {
+			continue
+		}
+		prefix, sels, ok := ps.spreadOf(p.ID)
+		if !ok {
+			continue
+		}
+		n := 0
+		skipped := 0
+		for _, ns := range nss {
+			if ns.Name == p.Namespace || ns.Status.Phase == corev1.NamespaceTerminating {
+				continue
+			}
+			all := true
+			for _, s := range sels {
+				all = all && selects(s, ns.Labels)
+			}
+			if !all {
+				continue
+			}
+			if n >= maxSpread {
+				skipped++
+				continue
+			}
+			n++
+			q := p
+			q.ID = fmt.Sprintf("%sns/%s/%s/%s", prefix, ns.Name, p.Resource, p.Variant)
+			q.Namespace, q.Object = ns.Name, withNamespace(p.Object, ns.Name)
+			q.Result, q.DeniedBy, q.Message = "", "", ""
+			out = append(out, q)
+		}
+		if skipped > 0 {
+			ps.notes = append(ps.notes, fmt.Sprintf("%s: its %s probe (%s) sent to %d more namespaces it selects, not to %d others (its configuration is diffed for all)", p.Control, p.Resource, p.Variant, n, skipped))
+		}
+	}
+	return out
+}
+
+// spreadOf finds the control of a probe ID among those to spread.
+func (ps *probeSet) spreadOf(id string) (string, []*metav1.LabelSelector, bool) {
+	for prefix, sels := range ps.spread {
+		if strings.HasPrefix(id, prefix) && !strings.HasPrefix(id, prefix+"ns/") {
+			return prefix, sels, true
+		}
+	}
+	return "", nil, false
+}
+
 // hookDecl is what the probes need of one admission webhook.
 type hookDecl struct {
 	kind, config, name string
@@ -143,29 +292,19 @@ func (ps *probeSet) webhookProbes(nss []corev1.Namespace, h hookDecl) {
 // policyProbes builds the probes of every ValidatingAdmissionPolicy
 // binding that denies.
 func (r *Runner) policyProbes(ctx context.Context, nss []corev1.Namespace, ps *probeSet) {
-	api := r.Kube.AdmissionregistrationV1()
-	bindings, err := api.ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
-	if apierrors.IsNotFound(err) {
+	pols, bindings, served, err := r.vaps(ctx)
+	if !served {
 		return // not served: no policy to probe
 	}
 	if err != nil {
-		ps.unread = append(ps.unread, unknown("list validatingadmissionpolicybindings", err).Message)
-		return
-	}
-	if len(bindings.Items) == 0 {
-		return
-	}
-	pols, err := api.ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		ps.unread = append(ps.unread, unknown("list validatingadmissionpolicies", err).Message)
+		ps.unread = append(ps.unread, unknown(r.vapWhat, err).Message)
 		return
 	}
 	byName := map[string]*admissionv1.ValidatingAdmissionPolicy{}
-	for i := range pols.Items {
-		byName[pols.Items[i].Name] = &pols.Items[i]
+	for i := range pols {
+		byName[pols[i].Name] = &pols[i]
 	}
-	sort.Slice(bindings.Items, func(i, j int) bool { return bindings.Items[i].Name < bindings.Items[j].Name })
-	for _, b := range bindings.Items {
+	for _, b := range bindings {
 		control := fmt.Sprintf("ValidatingAdmissionPolicy %s (binding %s)", b.Spec.PolicyName, b.Name)
 		pol := byName[b.Spec.PolicyName]
 		if pol == nil {
@@ -261,6 +400,12 @@ func (ps *probeSet) build(nss []corev1.Namespace, m matchDecl, base Probe, idPre
 	}
 	if conditions > 0 {
 		ps.notes = append(ps.notes, fmt.Sprintf("%s has %d matchConditions, which the probes do not try to meet", base.Control, conditions))
+	}
+	if kind.namespaced {
+		if ps.spread == nil {
+			ps.spread = map[string][]*metav1.LabelSelector{}
+		}
+		ps.spread[idPrefix+"/"] = m.nsSels
 	}
 	for _, v := range kind.variants() {
 		obj, err := kind.object(ns, lbl, v)

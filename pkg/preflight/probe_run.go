@@ -61,6 +61,17 @@ type Probe struct {
 	Resource  string `json:"resource"`
 	Namespace string `json:"namespace,omitempty"`
 	Variant   string `json:"variant,omitempty"`
+	// Accept are the other deniers whose denial of this probe counts: the
+	// controls that denied the same object at the baseline. When several
+	// controls deny an object, which one the apiserver names is not
+	// fixed: it builds its ValidatingAdmissionPolicy list by ranging a Go
+	// map and reports the first denial (k8s.io/apiserver@v0.37.2
+	// pkg/admission/plugin/policy/generic/policy_source.go,
+	// refreshPolicies; pkg/admission/plugin/policy/validating/dispatcher.go,
+	// deniedDecisions[0]), and it calls the validating webhooks in
+	// parallel and returns the error that arrived first
+	// (pkg/admission/plugin/webhook/validating/dispatcher.go, errs[0]).
+	Accept []string `json:"accept,omitempty"`
 	// Result, the denier and the apiserver's message.
 	Result   ProbeResult `json:"result"`
 	DeniedBy string      `json:"deniedBy,omitempty"`
@@ -140,6 +151,12 @@ func classify(p *Probe, err error) {
 	if p.Expect == "" || p.Expect == denier {
 		p.Result = ProbeDenied
 		return
+	}
+	for _, a := range p.Accept {
+		if a == denier {
+			p.Result = ProbeDenied
+			return
+		}
 	}
 	p.Result = ProbeMasked
 }

@@ -42,21 +42,32 @@ func (p NamespacePodSecurity) enforces() bool {
 }
 
 // checksSince names the Pod Security checks of a level that a pin at
-// minor `pinned` does not apply and minor `to` does: those added or
-// tightened in between, from the checks Pod Security itself runs
+// minor `pinned` does not apply and minor `to` does: the checks first
+// introduced in between (one that takes over another check's rule is not
+// new), from the checks Pod Security itself runs
 // (k8s.io/pod-security-admission policy.DefaultChecks, each with the
-// minimum version of every revision).
+// minimum version of every revision). A check's later revisions relax it
+// (the Windows exemptions of 1.25, the sysctls Pod Security allows from
+// 1.27, 1.29, 1.32 and 1.37, the SELinux types of 1.31, the user-namespace
+// relaxations of 1.35; TestPodSecurityRevisionsAreRelaxations keeps the
+// list): an older pin enforces more of them, not less, and they are not
+// named.
 func checksSince(level psaapi.Level, pinned, to skew.Version) []string {
 	var out []string
 	for _, c := range psapolicy.DefaultChecks() {
-		if level == psaapi.LevelBaseline && c.Level != psaapi.LevelBaseline {
+		if level == psaapi.LevelBaseline && c.Level != psaapi.LevelBaseline || len(c.Versions) == 0 {
 			continue
 		}
-		for _, v := range c.Versions {
-			mv := skew.Version{Major: v.MinimumVersion.Major(), Minor: v.MinimumVersion.Minor()}
-			if mv.MinorsAfter(pinned) > 0 && mv.MinorsAfter(to) <= 0 {
-				out = append(out, fmt.Sprintf("%s (%s, v%s)", c.ID, c.Level, mv.MinorString()))
-			}
+		if len(c.Versions[0].OverrideCheckIDs) > 0 {
+			// It keeps, at this level, a rule another check had (1.35's
+			// procMount_restricted keeps procMount's unconditional block
+			// while baseline relaxes it): nothing new.
+			continue
+		}
+		v := c.Versions[0].MinimumVersion
+		mv := skew.Version{Major: v.Major(), Minor: v.Minor()}
+		if mv.MinorsAfter(pinned) > 0 && mv.MinorsAfter(to) <= 0 {
+			out = append(out, fmt.Sprintf("%s (%s, v%s)", c.ID, c.Level, mv.MinorString()))
 		}
 	}
 	sort.Strings(out)

@@ -101,10 +101,11 @@ func (r *Runner) readRBAC(ctx context.Context) (*RBACEvidence, Gate, bool) {
 }
 
 // rbacGate records every role and binding for verify, and lists the
-// subjects outside system: that hold escalate, bind, impersonate or
-// secrets access through bindings other than the release's own (its
+// subjects outside system: that hold a privilege escalation path
+// (sensitive) through bindings other than the release's own (its
 // controllers' service accounts hold them by design); it warns when a
-// group every user or service account belongs to holds one.
+// group every user or service account belongs to, or the anonymous user,
+// holds one.
 func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 	ev, g, ok := r.readRBAC(ctx)
 	if !ok {
@@ -112,7 +113,7 @@ func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 	}
 	var lines, broad []string
 	for _, gr := range ev.grants() {
-		if gr.role == nil || systemSubject(gr.subject) || (gr.binding.Default && !broadGroup(gr.subject)) {
+		if gr.role == nil || systemSubject(gr.subject) || releaseGrant(gr) {
 			continue
 		}
 		var risky []rbacv1.PolicyRule
@@ -127,7 +128,7 @@ func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 			continue
 		}
 		line := fmt.Sprintf("%s holds %s %s via %s", subjectString(gr.subject), describeAtoms(risky), gr.scopeString(), gr.via())
-		if broadGroup(gr.subject) {
+		if untrusted(gr.subject) {
 			broad = append(broad, line)
 		} else {
 			lines = append(lines, line)
@@ -137,10 +138,10 @@ func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 	sort.Strings(lines)
 	roles, bindings := len(ev.Roles), len(ev.Bindings)
 	if len(broad) > 0 {
-		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d grants of escalate, bind, impersonate or secrets to every user or service account (recorded %d roles, %d bindings for verify)", len(broad), roles, bindings),
-			Evidence: capLines(append(broad, lines...)), Command: "kubectl get clusterrolebindings,rolebindings -A -o wide | grep -E 'system:(authenticated|unauthenticated|serviceaccounts)'"}, ev
+		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d grants of a privilege escalation path to every user, anonymous requests or every service account (recorded %d roles, %d bindings for verify)", len(broad), roles, bindings),
+			Evidence: capLines(append(broad, lines...)), Command: "kubectl get clusterrolebindings,rolebindings -A -o wide | grep -E 'system:(authenticated|unauthenticated|serviceaccounts|anonymous)'"}, ev
 	}
-	return Gate{Status: StatusPass, Message: fmt.Sprintf("recorded %d roles and %d bindings for verify; %d grants of escalate, bind, impersonate or secrets to subjects outside system:", roles, bindings, len(lines)),
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("recorded %d roles and %d bindings for verify; %d grants of a privilege escalation path to subjects outside system:", roles, bindings, len(lines)),
 		Evidence: capLines(lines), Command: "kubectl get clusterrolebindings,rolebindings -A -o wide"}, ev
 }
 
@@ -228,10 +229,10 @@ func subjectString(s rbacv1.Subject) string {
 }
 
 // systemSubject: a user or group of the control plane (system:...). The
-// groups every user or service account belongs to are not, nor are
-// service accounts, which run workloads.
+// groups every user or service account belongs to are not, nor is the
+// anonymous user, nor are service accounts, which run workloads.
 func systemSubject(s rbacv1.Subject) bool {
-	return s.Kind != rbacv1.ServiceAccountKind && strings.HasPrefix(s.Name, "system:") && !broadGroup(s)
+	return s.Kind != rbacv1.ServiceAccountKind && strings.HasPrefix(s.Name, "system:") && !untrusted(s)
 }
 
 // broadGroup: a group every user, every anonymous request or every
@@ -242,36 +243,100 @@ func broadGroup(s rbacv1.Subject) bool {
 		s.Name == "system:serviceaccounts" || strings.HasPrefix(s.Name, "system:serviceaccounts:"))
 }
 
-// sensitive names what of escalate, bind, impersonate and secrets access
-// an atomic rule (one verb, group and resource) grants
-// (https://kubernetes.io/docs/concepts/security/rbac-good-practices/#privilege-escalation-risks).
+// anyone: the subjects of a request nobody authenticated, which anyone
+// who can reach the apiserver makes (User system:anonymous, Group
+// system:unauthenticated;
+// https://kubernetes.io/docs/reference/access-authn-authz/authentication/#anonymous-requests).
+func anyone(s rbacv1.Subject) bool {
+	return (s.Kind == rbacv1.UserKind && s.Name == "system:anonymous") || (s.Kind == rbacv1.GroupKind && s.Name == "system:unauthenticated")
+}
+
+// untrusted: a subject no grant to is the release's or the control
+// plane's own business: a broad group or the anonymous user.
+func untrusted(s rbacv1.Subject) bool { return broadGroup(s) || anyone(s) }
+
+// The privilege escalation paths of
+// https://kubernetes.io/docs/concepts/security/rbac-good-practices/#privilege-escalation-risks
+// (kubernetes/website content/en/docs/concepts/security/rbac-good-practices.md,
+// read 2026-12-06): listing secrets, workload creation, persistent volume
+// creation, the proxy subresource of nodes, the escalate, bind and
+// impersonate verbs, CSRs and certificate issuing, token request, control
+// of admission webhooks (and, as the same control, admission policies and
+// their bindings) and namespace modification (a namespace's Pod Security
+// labels).
+const (
+	pathSecrets     = "secrets"
+	pathEscalate    = "escalate"
+	pathBind        = "bind"
+	pathImpersonate = "impersonate"
+	pathWorkloads   = "workload creation"
+	pathPV          = "persistent volume creation"
+	pathNodeProxy   = "nodes/proxy"
+	pathToken       = "token request"
+	pathCSR         = "certificate signing"
+	pathAdmission   = "admission control"
+	pathNamespace   = "namespace modification"
+)
+
+// sensitive names the escalation paths an atomic rule (one verb, group
+// and resource) opens. In RBAC "*" matches every group, resource
+// (subresources included) and verb.
 func sensitive(a rbacv1.PolicyRule) []string {
 	if len(a.Verbs) != 1 || len(a.APIGroups) != 1 || len(a.Resources) != 1 {
 		return nil
 	}
-	verb, group, res := a.Verbs[0], a.APIGroups[0], strings.SplitN(a.Resources[0], "/", 2)[0]
+	verb, group, resource := a.Verbs[0], a.APIGroups[0], a.Resources[0]
+	res, sub, _ := strings.Cut(resource, "/")
 	in := func(v string, set ...string) bool {
 		for _, s := range set {
-			if v == s {
+			if v == s || v == "*" {
 				return true
 			}
 		}
 		return false
 	}
+	// is: the rule covers resource r (with subresource sb, "" for none)
+	// of group g.
+	is := func(g, r, sb string) bool {
+		if !in(group, g) {
+			return false
+		}
+		if resource == "*" {
+			return true
+		}
+		return res == r && (sub == sb || sb != "" && sub == "*")
+	}
+	write := []string{"create", "update", "patch", "delete", "deletecollection"}
 	var out []string
-	rbacRes := in(group, "rbac.authorization.k8s.io", "*") && in(res, "roles", "clusterroles", "*")
-	if rbacRes && in(verb, "escalate", "*") {
-		out = append(out, "escalate")
+	add := func(ok bool, path string) {
+		if ok {
+			out = append(out, path)
+		}
 	}
-	if rbacRes && in(verb, "bind", "*") {
-		out = append(out, "bind")
+	add(is("rbac.authorization.k8s.io", "roles", "") && in(verb, "escalate") || is("rbac.authorization.k8s.io", "clusterroles", "") && in(verb, "escalate"), pathEscalate)
+	add((is("rbac.authorization.k8s.io", "roles", "") || is("rbac.authorization.k8s.io", "clusterroles", "")) && in(verb, "bind"), pathBind)
+	add(in(verb, "impersonate") && (is("", "users", "") || is("", "groups", "") || is("", "serviceaccounts", "") ||
+		in(group, "authentication.k8s.io") && (resource == "*" || res == "uids" || res == "userextras")), pathImpersonate)
+	add(is("", "secrets", ""), pathSecrets)
+	workload := is("", "pods", "") || is("", "replicationcontrollers", "") || is("", "podtemplates", "") ||
+		is("apps", "deployments", "") || is("apps", "daemonsets", "") || is("apps", "statefulsets", "") || is("apps", "replicasets", "") ||
+		is("batch", "jobs", "") || is("batch", "cronjobs", "")
+	// Running a command in a pod (exec, attach, an ephemeral container)
+	// is that pod's access too.
+	add(workload && in(verb, "create") || (is("", "pods", "exec") || is("", "pods", "attach")) && in(verb, "create", "get") ||
+		is("", "pods", "ephemeralcontainers") && in(verb, "update", "patch"), pathWorkloads)
+	add(is("", "persistentvolumes", "") && in(verb, "create"), pathPV)
+	add(is("", "nodes", "proxy"), pathNodeProxy)
+	add(is("", "serviceaccounts", "token") && in(verb, "create"), pathToken)
+	add(is("certificates.k8s.io", "certificatesigningrequests", "approval") && in(verb, "update", "patch") ||
+		is("certificates.k8s.io", "signers", "") && in(verb, "approve", "sign"), pathCSR)
+	admission := false
+	for _, r := range []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations", "validatingadmissionpolicies",
+		"validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"} {
+		admission = admission || is("admissionregistration.k8s.io", r, "")
 	}
-	if in(verb, "impersonate", "*") && in(group, "", "authentication.k8s.io", "*") && in(res, "users", "groups", "serviceaccounts", "uids", "userextras", "*") {
-		out = append(out, "impersonate")
-	}
-	if in(group, "", "*") && in(res, "secrets", "*") {
-		out = append(out, "secrets")
-	}
+	add(admission && in(verb, write...), pathAdmission)
+	add(is("", "namespaces", "") && in(verb, "patch", "update"), pathNamespace)
 	return out
 }
 
@@ -330,8 +395,10 @@ func allowed(patterns []string, g grant) (string, bool) {
 // baseline: per subject and binding, the rules its baseline grants do not
 // cover (the apiserver's own escalation check,
 // k8s.io/component-helpers/auth/rbac/validation.Covers), and the new rules
-// of aggregated ClusterRoles. Escalate, bind, impersonate or secrets newly
-// granted is a FAIL unless --allow-grant names the subject, role or
+// of aggregated ClusterRoles. The release's own grants (releaseGrant) are
+// left out, as preflight's gate leaves them out. A privilege escalation
+// path newly granted (sensitive), and any new grant to anonymous
+// requests, is a FAIL unless --allow-grant names the subject, role or
 // binding; other new grants are WARN for subjects outside system: and for
 // the release's default roles, and not listed for system: users and groups.
 func verifyRBAC(base, now *RBACEvidence, allow []string) []Regression {
@@ -349,7 +416,7 @@ func verifyRBAC(base, now *RBACEvidence, allow []string) []Regression {
 	}
 	var out []Regression
 	for _, g := range now.grants() {
-		if g.role == nil {
+		if g.role == nil || releaseGrant(g) {
 			continue
 		}
 		if old := held[bindingRef(*g.binding)+"\x00"+g.binding.RoleKind+"/"+g.binding.RoleName+"\x00"+subjectKey(g.subject)]; old != nil && equality.Semantic.DeepEqual(old.Rules, g.role.Rules) {
@@ -373,9 +440,13 @@ func verifyRBAC(base, now *RBACEvidence, allow []string) []Regression {
 			Message: fmt.Sprintf("%s newly granted %s %s via %s", subjectString(g.subject), describeAtoms(newRules), g.scopeString(), g.via()),
 			Command: fmt.Sprintf("kubectl get %s -o yaml; kubectl describe %s %s", bindingKindName(*g.binding), strings.ToLower(g.binding.RoleKind), g.binding.RoleName)}
 		switch {
-		case len(risky) > 0:
+		case len(risky) > 0 || anyone(g.subject):
 			reg.Status = StatusFail
-			reg.Message += fmt.Sprintf(": new %s access", strings.Join(risky, ", "))
+			if len(risky) > 0 {
+				reg.Message += fmt.Sprintf(": new %s access", strings.Join(risky, ", "))
+			} else {
+				reg.Message += ": anyone who can reach the apiserver gets it"
+			}
 			if p, ok := allowed(allow, g); ok {
 				reg.Status = StatusWarn
 				reg.Message += fmt.Sprintf(" (allowed by --allow-grant %s)", p)
@@ -388,6 +459,63 @@ func verifyRBAC(base, now *RBACEvidence, allow []string) []Regression {
 		out = append(out, reg)
 	}
 	return append(out, verifyAggregation(base, now, allow)...)
+}
+
+// releaseGrant: a grant the release makes itself, through one of its own
+// bindings (kubernetes.io/bootstrapping=rbac-defaults) of one of its own
+// roles, to a subject other than a group every user or service account
+// belongs to: each new release adds and widens these for its controllers
+// (https://kubernetes.io/docs/reference/access-authn-authz/rbac/#default-roles-and-role-bindings),
+// and preflight's gate leaves them out too.
+// The label alone is not enough, as anyone who may create a binding may
+// set it: the binding, role and subject must also be where and what the
+// release's are (k8s.io/kubernetes@v1.37.2
+// plugin/pkg/auth/authorizer/rbac/bootstrappolicy: policy.go,
+// controller_policy.go and namespace_policy.go): a ClusterRoleBinding
+// named cluster-admin or system:..., or a RoleBinding in kube-system or
+// kube-public named system:...; a role named as the release names them;
+// a system: user or group, or a service account of kube-system.
+func releaseGrant(g grant) bool {
+	if !g.binding.Default || g.role == nil || !g.role.Default || untrusted(g.subject) {
+		return false
+	}
+	b := g.binding
+	switch b.Kind {
+	case "ClusterRoleBinding":
+		if b.Name != "cluster-admin" && !strings.HasPrefix(b.Name, "system:") {
+			return false
+		}
+	case "RoleBinding":
+		if (b.Namespace != metav1.NamespaceSystem && b.Namespace != metav1.NamespacePublic) || !strings.HasPrefix(b.Name, "system:") {
+			return false
+		}
+	default:
+		return false
+	}
+	if !releaseRoleName(g.role.Kind, g.role.Name) {
+		return false
+	}
+	switch g.subject.Kind {
+	case rbacv1.ServiceAccountKind:
+		return g.subject.Namespace == metav1.NamespaceSystem
+	case rbacv1.UserKind, rbacv1.GroupKind:
+		return strings.HasPrefix(g.subject.Name, "system:")
+	}
+	return false
+}
+
+// releaseRoleName: a name the release gives its own roles: the
+// user-facing ClusterRoles, system:..., and kube-system's
+// extension-apiserver-authentication-reader Role.
+func releaseRoleName(kind, name string) bool {
+	switch {
+	case strings.HasPrefix(name, "system:"):
+		return true
+	case kind == "ClusterRole":
+		return name == "cluster-admin" || name == "admin" || name == "edit" || name == "view"
+	default:
+		return name == "extension-apiserver-authentication-reader"
+	}
 }
 
 func bindingKindName(b BindingFact) string {
@@ -432,6 +560,17 @@ func verifyAggregation(base, now *RBACEvidence, allow []string) []Regression {
 			if old := before[src.Name]; picked && (old == nil || !sameRules(old.Rules, src.Rules)) {
 				sources = append(sources, src.Name)
 			}
+		}
+		release := f.Default && releaseRoleName(f.Kind, f.Name) && len(sources) > 0
+		for _, src := range sources {
+			for j := range now.Roles {
+				if now.Roles[j].Kind == "ClusterRole" && now.Roles[j].Name == src {
+					release = release && now.Roles[j].Default && strings.HasPrefix(src, "system:")
+				}
+			}
+		}
+		if release {
+			continue // the release's own roles aggregated into its own role
 		}
 		var risky []string
 		for _, a := range newRules {

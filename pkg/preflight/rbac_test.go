@@ -37,6 +37,11 @@ func sa(ns, n string) rbacv1.Subject {
 
 var defaults = map[string]string{bootstrapLabel: bootstrapDefaults}
 
+func defaultBinding(b *rbacv1.ClusterRoleBinding) *rbacv1.ClusterRoleBinding {
+	b.Labels = defaults
+	return b
+}
+
 func baseRBAC() []runtime.Object {
 	view := clusterRole("view", defaults, grantRule("", "pods,configmaps", "get,list,watch"))
 	view.AggregationRule = &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}}}}
@@ -89,6 +94,10 @@ func TestVerifyRBAC(t *testing.T) {
 		// The release adds a controller role granting secrets.
 		clusterRole("system:controller:bar", defaults, grantRule("", "secrets", "get")),
 		crb("system:controller:bar", "system:controller:bar", sa("kube-system", "bar")),
+		// The new release's own binding of its own role: not listed, even
+		// with secrets.
+		defaultBinding(crb("system:controller:baz", "system:controller:baz", sa("kube-system", "baz"))),
+		clusterRole("system:controller:baz", defaults, grantRule("", "secrets", "get,list,watch")),
 		// A system: user gains a plain read through a role of the cluster's.
 		crb("scheduler-extra", "reader", user("system:kube-scheduler")),
 		// cluster-admin to another group of masters: covered? No: new subject.
@@ -119,21 +128,57 @@ func TestVerifyRBAC(t *testing.T) {
 			t.Errorf("%s: %s %q, want %s %q", obj, r.Status, r.Message, want.st, want.sub)
 		}
 	}
-	for _, quiet := range []string{"clusterrolebinding/scheduler-extra", "clusterrolebinding/ops-admin", "clusterrolebinding/readers"} {
+	for _, quiet := range []string{"clusterrolebinding/system:controller:baz", "clusterrolebinding/scheduler-extra", "clusterrolebinding/ops-admin", "clusterrolebinding/readers"} {
 		if r, ok := got[quiet]; ok {
 			t.Errorf("%s listed: %+v", quiet, r)
 		}
 	}
 }
 
+// The release's label on a binding or role anyone may create is not
+// enough to leave a grant out: it must be where and what the release's
+// own are.
+func TestVerifyRBACReleaseLabelNotEnough(t *testing.T) {
+	base := readEvidence(t, baseRBAC()...)
+	rbLabelled := func(b *rbacv1.RoleBinding) *rbacv1.RoleBinding { b.Labels = defaults; return b }
+	after := append(baseRBAC(),
+		// A chart's binding of cluster-admin to its own service account,
+		// labelled as the release's.
+		defaultBinding(crb("gpu-operator-admin", "cluster-admin", sa("gpu-operator", "gpu-operator"))),
+		// A release-named binding of the release's role to a workload's
+		// service account outside kube-system.
+		defaultBinding(crb("system:controller:qux", "system:controller:foo", sa("ml", "ci"))),
+		// A labelled RoleBinding in a user namespace.
+		rbLabelled(rb("ml", "system:ml-admin", "ClusterRole", "view", user("mallory"))),
+		// A labelled role that is not named as the release names them.
+		clusterRole("secrets-reader", defaults, grantRule("", "secrets", "get")),
+		defaultBinding(crb("system:secrets-reader", "secrets-reader", user("system:kube-scheduler"))),
+	)
+	got := map[string]Regression{}
+	for _, r := range verifyRBAC(base, readEvidence(t, after...), nil) {
+		got[r.Object] = r
+	}
+	for _, obj := range []string{"clusterrolebinding/gpu-operator-admin", "clusterrolebinding/system:controller:qux", "rolebinding/ml/system:ml-admin", "clusterrolebinding/system:secrets-reader"} {
+		if _, ok := got[obj]; !ok {
+			t.Errorf("%s not listed: %+v", obj, got)
+		}
+	}
+	if r := got["clusterrolebinding/gpu-operator-admin"]; r.Status != StatusFail {
+		t.Errorf("cluster-admin to a chart's service account: %+v", r)
+	}
+}
+
 func TestRBACGate(t *testing.T) {
 	gc := crb("system:controller:generic-garbage-collector", "cluster-admin", sa("kube-system", "generic-garbage-collector"))
 	gc.Labels = defaults
-	objs := append(baseRBAC(), crb("oops", "cluster-admin", group("system:authenticated")), rb("ml", "edit", "ClusterRole", "cluster-admin", sa("ml", "runner")), gc)
+	// A chart's binding labelled as the release's is listed all the same.
+	chart := defaultBinding(crb("gpu-operator", "cluster-admin", sa("gpu-operator", "gpu-operator")))
+	objs := append(baseRBAC(), crb("oops", "cluster-admin", group("system:authenticated")), rb("ml", "edit", "ClusterRole", "cluster-admin", sa("ml", "runner")), gc, chart)
 	g, ev := (&Runner{Kube: fake.NewClientset(objs...)}).rbacGate(context.Background())
 	ev2 := strings.Join(g.Evidence, "\n")
 	if g.Status != StatusWarn || !strings.Contains(ev2, "Group system:authenticated holds") || !strings.Contains(ev2, "ServiceAccount ml/runner holds") ||
-		strings.Contains(ev2, "system:masters") || strings.Contains(ev2, "garbage-collector") || ev == nil || len(ev.Bindings) != 7 {
+		!strings.Contains(ev2, "ServiceAccount gpu-operator/gpu-operator holds") ||
+		strings.Contains(ev2, "system:masters") || strings.Contains(ev2, "garbage-collector") || ev == nil || len(ev.Bindings) != 8 {
 		t.Errorf("%s %s\n%s", g.Status, g.Message, ev2)
 	}
 	kc := fake.NewClientset()
@@ -142,5 +187,100 @@ func TestRBACGate(t *testing.T) {
 	})
 	if g, ev := (&Runner{Kube: kc}).rbacGate(context.Background()); g.Status != StatusUnknown || ev != nil || !strings.Contains(g.Message, "cannot list roles") {
 		t.Errorf("forbidden: %s %s", g.Status, g.Message)
+	}
+}
+
+// Each privilege escalation path of the RBAC good practices page, and
+// what only looks like one.
+func TestSensitive(t *testing.T) {
+	for _, tc := range []struct {
+		rule string // group resource verb
+		want string
+	}{
+		{"'' secrets list", pathSecrets},
+		{"'' pods create", pathWorkloads},
+		{"apps deployments create", pathWorkloads},
+		{"batch cronjobs create", pathWorkloads},
+		{"'' pods/exec create", pathWorkloads},
+		{"'' persistentvolumes create", pathPV},
+		{"'' nodes/proxy get", pathNodeProxy},
+		{"rbac.authorization.k8s.io clusterroles escalate", pathEscalate},
+		{"rbac.authorization.k8s.io roles bind", pathBind},
+		{"'' users impersonate", pathImpersonate},
+		{"authentication.k8s.io userextras/scopes impersonate", pathImpersonate},
+		{"certificates.k8s.io certificatesigningrequests/approval update", pathCSR},
+		{"certificates.k8s.io signers approve", pathCSR},
+		{"'' serviceaccounts/token create", pathToken},
+		{"admissionregistration.k8s.io validatingwebhookconfigurations patch", pathAdmission},
+		{"admissionregistration.k8s.io validatingadmissionpolicybindings update", pathAdmission},
+		{"'' namespaces patch", pathNamespace},
+		{"* * *", pathNodeProxy},
+		{"'' pods get", ""},
+		{"apps deployments patch", ""},
+		{"'' nodes get", ""},
+		{"admissionregistration.k8s.io validatingwebhookconfigurations list", ""},
+		{"'' namespaces get", ""},
+		{"'' serviceaccounts create", ""},
+		{"certificates.k8s.io certificatesigningrequests create", ""},
+	} {
+		f := strings.Fields(tc.rule)
+		if f[0] == "''" {
+			f[0] = ""
+		}
+		got := sensitive(rbacv1.PolicyRule{APIGroups: []string{f[0]}, Resources: []string{f[1]}, Verbs: []string{f[2]}})
+		has := false
+		for _, g := range got {
+			has = has || g == tc.want
+		}
+		if tc.want == "" && len(got) > 0 || tc.want != "" && !has {
+			t.Errorf("%s: %v, want %q", tc.rule, got, tc.want)
+		}
+	}
+}
+
+// A new grant of any escalation path fails verify; the anonymous user is
+// no trusted system identity: any new grant to it fails, and is listed.
+func TestVerifyRBACEscalationPaths(t *testing.T) {
+	base := readEvidence(t, baseRBAC()...)
+	after := append(baseRBAC(),
+		clusterRole("relabel", nil, grantRule("", "namespaces", "patch")),
+		rb("ml", "ns-admins", "ClusterRole", "relabel", user("dana")),
+		clusterRole("hooks", nil, grantRule("admissionregistration.k8s.io", "validatingwebhookconfigurations,validatingadmissionpolicybindings", "update")),
+		crb("hook-editors", "hooks", group("platform")),
+		clusterRole("kubelet-api", nil, grantRule("", "nodes/proxy", "get")),
+		crb("node-debuggers", "kubelet-api", user("erin")),
+		clusterRole("tokens", nil, grantRule("", "serviceaccounts/token", "create")),
+		rb("ml", "token-makers", "ClusterRole", "tokens", sa("ml", "ci")),
+		clusterRole("csr-approver", nil, grantRule("certificates.k8s.io", "certificatesigningrequests/approval", "update"), grantRule("certificates.k8s.io", "signers", "approve")),
+		crb("approvers", "csr-approver", user("frank")),
+		clusterRole("runner", nil, grantRule("batch", "jobs", "create")),
+		rb("ml", "runners", "ClusterRole", "runner", sa("ml", "ci")),
+		clusterRole("pv-maker", nil, grantRule("", "persistentvolumes", "create")),
+		crb("pv-makers", "pv-maker", user("gina")),
+		crb("anon-read", "reader", user("system:anonymous")),
+	)
+	got := map[string]Regression{}
+	for _, r := range verifyRBAC(base, readEvidence(t, after...), nil) {
+		got[r.Object] = r
+	}
+	for obj, path := range map[string]string{
+		"rolebinding/ml/ns-admins": pathNamespace, "clusterrolebinding/hook-editors": pathAdmission, "clusterrolebinding/node-debuggers": pathNodeProxy,
+		"rolebinding/ml/token-makers": pathToken, "clusterrolebinding/approvers": pathCSR, "rolebinding/ml/runners": pathWorkloads,
+		"clusterrolebinding/pv-makers": pathPV, "clusterrolebinding/anon-read": "anyone who can reach the apiserver",
+	} {
+		if r, ok := got[obj]; !ok || r.Status != StatusFail || !strings.Contains(r.Message, path) {
+			t.Errorf("%s: %+v, want a FAIL naming %q", obj, r, path)
+		}
+	}
+	// The release's own aggregation into its own role is not listed.
+	view := clusterRole("view", defaults, grantRule("", "pods,configmaps", "get,list,watch"), grantRule("", "events", "list"))
+	view.AggregationRule = &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-view": "true"}}}}
+	rel := baseRBAC()
+	rel[1] = view
+	rel = append(rel, clusterRole("system:aggregate-to-view", map[string]string{bootstrapLabel: bootstrapDefaults, "rbac.authorization.k8s.io/aggregate-to-view": "true"}, grantRule("", "events", "list")))
+	for _, r := range verifyRBAC(base, readEvidence(t, rel...), nil) {
+		if r.Object == "clusterrole/view" || r.Status == StatusFail {
+			t.Errorf("the release's own aggregation: %+v", r)
+		}
 	}
 }

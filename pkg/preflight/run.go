@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,6 +82,8 @@ type Runner struct {
 	Raw func(ctx context.Context, path string) ([]byte, error)
 	// Policy tunes the policy-continuity gates (policy.go).
 	Policy PolicyOptions
+	// Health picks and tunes the health gates (health.go).
+	Health HealthOptions
 
 	snapOnce sync.Once
 	snap     *eviction.Snapshot
@@ -108,6 +111,16 @@ type Runner struct {
 	helmRes  dep.HelmResult
 	helmErr  error
 	pol      policyState
+
+	vapOnce     sync.Once
+	vapPolicies []admissionregv1.ValidatingAdmissionPolicy
+	vapBindings []admissionregv1.ValidatingAdmissionPolicyBinding
+	vapServed   bool
+	vapErr      error
+	vapWhat     string
+
+	// inventory waits for Run's inventory (nil when it failed).
+	inventory func() *skew.Inventory
 }
 
 func (r *Runner) now() time.Time {
@@ -185,6 +198,13 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		return metricsText, metricsErr
 	}
 
+	r.inventory = func() *skew.Inventory {
+		invWG.Wait()
+		if invErr != nil {
+			return nil
+		}
+		return &inv
+	}
 	type gateFn func(ctx context.Context) Gate
 	var mu sync.Mutex
 	gates := map[string]gateFn{
@@ -215,13 +235,7 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 		GateEtcd: func(ctx context.Context) Gate {
 			// The quota and commands depend on where etcd runs, which the
 			// inventory tells: judged once it is read.
-			return r.etcdGate(ctx, readMetrics, func() *skew.Inventory {
-				invWG.Wait()
-				if invErr != nil {
-					return nil
-				}
-				return &inv
-			})
+			return r.etcdGate(ctx, readMetrics, r.inventory)
 		},
 		GateNodes: func(ctx context.Context) Gate {
 			g, nodes := r.nodesGate(ctx)
@@ -231,9 +245,10 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 			return g
 		},
 		GateSystemPods: func(ctx context.Context) Gate {
-			g, pods, last := r.systemPodsGate(ctx)
+			g, pods, warnings := r.systemPodsGate(ctx)
 			mu.Lock()
-			ev.SystemPods, ev.LastSystemWarning = pods, last
+			ev.SystemPods, ev.SystemWarnings = pods, warnings
+			ev.LastSystemWarning = lastWarning(warnings)
 			mu.Unlock()
 			return g
 		},
@@ -245,9 +260,13 @@ func (r *Runner) Run(ctx context.Context) (*Result, error) {
 	for name, fn := range r.policyGates(ev, &mu) {
 		gates[name] = fn
 	}
-	out := make([]Gate, len(GateOrder))
+	for name, fn := range r.healthGates(ev, &mu, r.inventory) {
+		gates[name] = fn
+	}
+	order := append(GateOrder[:len(GateOrder):len(GateOrder)], r.healthGateOrder()...)
+	out := make([]Gate, len(order))
 	var wg sync.WaitGroup
-	for i, name := range GateOrder {
+	for i, name := range order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -497,9 +516,9 @@ func restarts(p *corev1.Pod) int32 {
 }
 
 // systemPodsGate checks kube-system pods (kept whole by the drain gate's
-// snapshot, listed only when it could not read them) and finds the newest
-// Warning event there.
-func (r *Runner) systemPodsGate(ctx context.Context) (Gate, []PodFact, *time.Time) {
+// snapshot, listed only when it could not read them) and reads the
+// Warning events there, per reason and object, for verify.
+func (r *Runner) systemPodsGate(ctx context.Context) (Gate, []PodFact, []WarningFact) {
 	pods, ok := r.systemPods(ctx)
 	if !ok {
 		list, err := r.Kube.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{})
@@ -522,7 +541,7 @@ func (r *Runner) systemPodsGate(ctx context.Context) (Gate, []PodFact, *time.Tim
 	}
 	sort.Slice(facts, func(i, j int) bool { return facts[i].Name < facts[j].Name })
 	sort.Strings(bad)
-	last, evErr := r.lastWarning(ctx)
+	warnings, evErr := r.systemWarnings(ctx, pods)
 	var notes []string
 	if evErr != nil {
 		notes = append(notes, fmt.Sprintf("Warning events in kube-system not read (verify cannot compare them): %v", evErr))
@@ -530,38 +549,50 @@ func (r *Runner) systemPodsGate(ctx context.Context) (Gate, []PodFact, *time.Tim
 	if len(bad) > 0 {
 		name := strings.TrimSuffix(firstWord(bad[0], "pod kube-system/"), ":")
 		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d of %d kube-system pods unhealthy", len(bad), len(facts)), Evidence: append(capLines(bad), notes...),
-			Command: fmt.Sprintf("kubectl -n kube-system describe pod %s && kubectl -n kube-system logs %s --previous", name, name)}, facts, last
+			Command: fmt.Sprintf("kubectl -n kube-system describe pod %s && kubectl -n kube-system logs %s --previous", name, name)}, facts, warnings
 	}
-	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %d kube-system pods healthy", len(facts)), Evidence: notes, Command: "kubectl -n kube-system get pods"}, facts, last
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %d kube-system pods healthy", len(facts)), Evidence: notes, Command: "kubectl -n kube-system get pods"}, facts, warnings
 }
 
-// lastWarning returns the newest Warning event in kube-system (nil when
-// none or unreadable).
-func (r *Runner) lastWarning(ctx context.Context) (*time.Time, error) {
+// systemWarnings reads the Warning events of kube-system, grouped per
+// reason and object (nil when none).
+func (r *Runner) systemWarnings(ctx context.Context, pods []*corev1.Pod) ([]WarningFact, error) {
 	evs, err := r.Kube.CoreV1().Events(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{FieldSelector: "type=Warning"})
 	if err != nil {
 		return nil, err
 	}
+	controllers := map[string]string{}
+	if dss, err := r.daemonSets(ctx); err == nil {
+		for _, d := range inNamespace(dss, metav1.NamespaceSystem) {
+			controllers[d.Name] = "daemonset/" + d.Name
+		}
+	}
+	if deps, err := r.deployments(ctx); err == nil {
+		for _, d := range inNamespace(deps, metav1.NamespaceSystem) {
+			if _, ds := controllers[d.Name]; !ds {
+				controllers[d.Name] = "deployment/" + d.Name
+			}
+		}
+	}
+	out := warningFacts(evs.Items, pods, controllers)
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// lastWarning is the newest of the Warning events (nil when none).
+func lastWarning(fs []WarningFact) *time.Time {
 	var last time.Time
-	for i := range evs.Items {
-		if t := eventTime(&evs.Items[i]); t.After(last) {
-			last = t
+	for _, f := range fs {
+		if f.Last.After(last) {
+			last = f.Last
 		}
 	}
 	if last.IsZero() {
-		return nil, nil
+		return nil
 	}
-	last = last.UTC()
-	return &last, nil
-}
-
-func eventTime(e *corev1.Event) time.Time {
-	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.FirstTimestamp.Time, e.CreationTimestamp.Time} {
-		if !t.IsZero() {
-			return t
-		}
-	}
-	return time.Time{}
+	return &last
 }
 
 // readAll drains a reader (used by Raw implementations).

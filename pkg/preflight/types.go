@@ -93,8 +93,13 @@ type Evidence struct {
 	RemovedAPICallers []string `json:"removedAPICallers,omitempty"`
 	// LastSystemWarning is the newest Warning event in kube-system.
 	LastSystemWarning *time.Time `json:"lastSystemWarning,omitempty"`
+	// SystemWarnings are kube-system's Warning events, one per reason and
+	// object (events.go), which verify compares.
+	SystemWarnings []WarningFact `json:"systemWarnings,omitempty"`
 	// Policy is what the policy-continuity gates read (policy.go).
 	Policy *PolicyEvidence `json:"policy,omitempty"`
+	// Health is what the health gates read (health.go).
+	Health *HealthEvidence `json:"health,omitempty"`
 }
 
 // NodeFact is one node's state.

@@ -44,9 +44,12 @@ type VerifyOptions struct {
 	// Addons names the addons planned to move; each must have a version
 	// other than the baseline's.
 	Addons []string
-	// AllowGrants name subjects, roles or bindings whose new escalate,
-	// bind, impersonate or secrets grants are expected (WARN, not FAIL).
+	// AllowGrants name subjects, roles or bindings whose new grants of a
+	// privilege escalation path are expected (WARN, not FAIL).
 	AllowGrants []string
+	// Settle is how long the Warning events an upgrade is expected to
+	// cause may fire before they are a regression (DefaultSettle when 0).
+	Settle time.Duration
 }
 
 // Verify compares the cluster now with the baseline and returns the
@@ -161,17 +164,7 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 		}
 	}
 
-	if now.LastSystemWarning != nil && (base.LastSystemWarning == nil || now.LastSystemWarning.After(*base.LastSystemWarning)) {
-		since := base.CollectedAt
-		if base.LastSystemWarning != nil && base.LastSystemWarning.After(since) {
-			since = *base.LastSystemWarning
-		}
-		if now.LastSystemWarning.After(since) {
-			out = append(out, Regression{Kind: RegWarningEvents, Object: "namespace/kube-system",
-				Message: fmt.Sprintf("Warning events in kube-system newer than the baseline (newest %s)", now.LastSystemWarning.UTC().Format(time.RFC3339)),
-				Command: "kubectl -n kube-system get events --field-selector type=Warning --sort-by=.lastTimestamp"})
-		}
-	}
+	out = append(out, verifyWarnings(base, now, opts.Settle)...)
 
 	callersBefore := map[string]bool{}
 	for _, c := range base.RemovedAPICallers {
@@ -184,6 +177,7 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 		}
 	}
 	out = append(out, verifyPolicy(base, now, opts)...)
+	out = append(out, verifyHealth(base, now)...)
 	for i := range out {
 		if out[i].Status == "" {
 			out[i].Status = StatusFail

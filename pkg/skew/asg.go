@@ -82,6 +82,7 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		fmt.Sprintf("LT=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)", describe),
 		fmt.Sprintf("OLD=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.Version' --output text)", describe),
 		fmt.Sprintf(`NEW=$(aws ec2 create-launch-template-version %s --launch-template-id "$LT" --source-version "$OLD" --version-description 'gpufleet v%s AMI' --launch-template-data "{\"ImageId\":\"$AMI\"}" --query LaunchTemplateVersion.VersionNumber --output text)`, reg, s.To),
+		fmt.Sprintf(`echo "$OLD" > %s-old.version   # kept for the pool's way back`, file),
 		version("OLD"),
 		version("NEW"))...)
 	b.add(fmt.Sprintf("diff %s-old.json %s-new.json   # the whole difference", file, file))
@@ -91,15 +92,9 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		fmt.Sprintf("aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result CONTINUE", reg, asgHook),
 		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}' --query InstanceRefreshId --output text)`, reg))...)
 	b.cut()
-	drain := fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
-	if gpu {
-		drain = fmt.Sprintf(`kubectl gang-drain run "$NODE" --run-id %s --timeout %s`, run, selfDrainTimeout)
-	}
-	status := fmt.Sprintf(`S=$(aws autoscaling describe-instance-refreshes %s --auto-scaling-group-name "$ASG" --instance-refresh-ids "$REFRESH" --query 'InstanceRefreshes[0].Status' --output text)`, reg)
-	waiting := fmt.Sprintf(`$(%s --query "AutoScalingGroups[0].Instances[?LifecycleState=='Terminating:Wait'].InstanceId" --output text)`, describe)
+	status := refreshStatus(reg)
 	b.add(fmt.Sprintf("# watch the refresh to its end: drain the node of each instance waiting to terminate, then let it go; pause it (cancel) when more than %s of the pool are NotReady", Nodes(asgBatch(r.pools[s.Pool].Nodes))),
-		fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); [ -n "$NODE" ] && %s && aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
-			status, waiting, drain, reg, asgHook, sel, asgBatch(r.pools[s.Pool].Nodes), reg))
+		r.asgWatch(s, sel, gpu))
 	b.cut()
 	then := []string{fmt.Sprintf("aws autoscaling delete-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s", reg, asgHook)}
 	gates := []string{status, `[ "$S" = Successful ]`}
@@ -110,6 +105,67 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		b.add("# the refresh succeeded: take the hook off:")
 	}
 	b.add(chain(append(gates, then...)...)...)
+	return b
+}
+
+// refreshStatus reads the status of instance refresh $REFRESH into S.
+func refreshStatus(reg string) string {
+	return fmt.Sprintf(`S=$(aws autoscaling describe-instance-refreshes %s --auto-scaling-group-name "$ASG" --instance-refresh-ids "$REFRESH" --query 'InstanceRefreshes[0].Status' --output text)`, reg)
+}
+
+// asgWatch is the loop that follows refresh $REFRESH of group $ASG to its
+// end (a rollback included): the node of each instance held in
+// Terminating:Wait is drained, GPU nodes with gang-drain, and the
+// instance let go; the refresh is cancelled when more than a batch of the
+// pool is NotReady.
+func (r *renderer) asgWatch(s Step, sel string, gpu bool) string {
+	reg := "--region " + sq(r.region)
+	describe := fmt.Sprintf("aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names \"$ASG\"", reg)
+	drain := fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
+	if gpu {
+		drain = fmt.Sprintf(`kubectl gang-drain run "$NODE" --run-id %s --timeout %s`, poolRun(s), selfDrainTimeout)
+	}
+	waiting := fmt.Sprintf(`$(%s --query "AutoScalingGroups[0].Instances[?LifecycleState=='Terminating:Wait'].InstanceId" --output text)`, describe)
+	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); [ -n "$NODE" ] && %s && aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
+		refreshStatus(reg), waiting, drain, reg, asgHook, sel, asgBatch(r.pools[s.Pool].Nodes), reg)
+}
+
+// asgBack is an ASG pool's way back. A refresh still running is rolled
+// back (rollback-instance-refresh "Cancels an instance refresh that is in
+// progress and rolls back any changes that it made"); one that ended
+// (succeeded, cancelled by the watch loop, failed) cannot be, and a new
+// refresh moves the group to the launch template version it ran before
+// (https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_RollbackInstanceRefresh.html,
+// https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CancelInstanceRefresh.html).
+// Either way the hook holds each instance it replaces for its drain, and
+// the same watch follows it.
+func (r *renderer) asgBack(s Step) blocks {
+	reg := "--region " + sq(r.region)
+	file := "lt-" + fileSafe(s.Pool)
+	sel := r.selector(s.Pool)
+	gpu := r.gpuPool(s.Pool)
+	var b blocks
+	b.add("# roll back the refresh while it runs, else refresh the group back to the launch template version it ran before the step (kept in "+file+"-old.version):",
+		"ASG="+sq(r.asgOf(s.Pool)))
+	b.add(chain(
+		fmt.Sprintf(`REFRESH=$(aws autoscaling describe-instance-refreshes %s --auto-scaling-group-name "$ASG" --max-records 1 --query 'InstanceRefreshes[0].InstanceRefreshId' --output text)`, reg),
+		refreshStatus(reg),
+		fmt.Sprintf(`LT=$(aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names "$ASG" --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)`, reg),
+		fmt.Sprintf(`OLD=$(cat %s-old.version)`, file),
+		fmt.Sprintf(`aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result CONTINUE`, reg, asgHook),
+		fmt.Sprintf(`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG";; *) REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}}" --preferences '{"MinHealthyPercentage":80,"SkipMatching":true}' --query InstanceRefreshId --output text);; esac`, reg, reg))...)
+	b.cut()
+	b.add("# watch it to its end, draining as the step did:", r.asgWatch(s, sel, gpu))
+	b.cut()
+	prev := prevMinor(s.To)
+	gates := []string{refreshStatus(reg), `case "$S" in Successful|RollbackSuccessful) true;; *) false;; esac`}
+	if gpu {
+		b.add("# back on the previous nodes and they pass validation: bring the gangs back, take the hook off:")
+		gates = append(gates, fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s %s", sel, prev, validateChecks), "kubectl gang-drain restore "+poolRun(s))
+	} else {
+		b.add("# back on the previous nodes: take the hook off:")
+	}
+	b.add(chain(append(gates, fmt.Sprintf("aws autoscaling delete-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s", reg, asgHook))...)...)
 	return b
 }
 

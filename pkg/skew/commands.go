@@ -99,6 +99,7 @@ func forProvider(p *Plan, inv Inventory, prov Provider, asgs map[string]string) 
 	for i := range p.Steps {
 		p.Steps[i].Blocks = r.commands(p.Steps[i]).done()
 		p.Steps[i].Commands = FlattenBlocks(p.Steps[i].Blocks)
+		p.Steps[i].Rollback = r.rollback(p.Steps[i])
 	}
 	p.Warnings = append(p.Warnings, r.warnings()...)
 }
@@ -814,21 +815,32 @@ func (r *renderer) resourceGroup() string {
 // chain where the script installed nothing (curl | sh succeeds on an empty
 // download).
 func k3sInstall(role, to string) []string {
+	note, lines := k3sSteps(role, to, true)
+	return append([]string{note}, chain(lines...)...)
+}
+
+// k3sSteps are the commands of k3sInstall, and its note; without start
+// the release is in place and the service not started, for a restore
+// that runs before it starts.
+func k3sSteps(role, to string, start bool) (string, []string) {
 	unit := "k3s"
 	if role == "agent" {
 		unit = "k3s-agent"
 	}
 	keep := "/root/" + unit + "-pre-" + to
 	files := fmt.Sprintf("/etc/systemd/system/%s.service /etc/systemd/system/%s.service.env", unit, unit)
-	return append([]string{fmt.Sprintf("# keep the %s unit and its env file (its flags, K3S_URL, K3S_TOKEN): the install script rewrites both from what it is given (systemd; on OpenRC /etc/init.d/%s and /etc/rancher/k3s/%s.env)", unit, unit, unit)},
-		chain(
-			"sudo mkdir -p "+keep,
-			fmt.Sprintf("sudo cp -p %s %s/", files, keep),
-			fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s INSTALL_K3S_SKIP_START=true sh -s - %s", to, role),
-			fmt.Sprintf("sudo cp -p %s/%s.service %s/%s.service.env /etc/systemd/system/", keep, unit, keep, unit),
-			"sudo systemctl daemon-reload",
-			"sudo systemctl restart "+unit,
-			fmt.Sprintf("k3s --version | grep -F ' v%s.'", to))...)
+	lines := []string{
+		"sudo mkdir -p " + keep,
+		fmt.Sprintf("sudo cp -p %s %s/", files, keep),
+		fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s INSTALL_K3S_SKIP_START=true sh -s - %s", to, role),
+		fmt.Sprintf("sudo cp -p %s/%s.service %s/%s.service.env /etc/systemd/system/", keep, unit, keep, unit),
+		"sudo systemctl daemon-reload",
+	}
+	if start {
+		lines = append(lines, "sudo systemctl restart "+unit)
+	}
+	lines = append(lines, fmt.Sprintf("k3s --version | grep -F ' v%s.'", to))
+	return fmt.Sprintf("# keep the %s unit and its env file (its flags, K3S_URL, K3S_TOKEN): the install script rewrites both from what it is given (systemd; on OpenRC /etc/init.d/%s and /etc/rancher/k3s/%s.env)", unit, unit, unit), lines
 }
 
 // rke2Install re-runs the RKE2 install script for the channel of minor to

@@ -99,6 +99,20 @@ func (r *renderer) capiTopologies() []string {
 
 const labelKarpenterPool = "karpenter.sh/nodepool"
 
+// Cluster API's hold of one MachineDeployment topology and the label that
+// names a MachineDeployment's topology: "If the annotation is set on a
+// MachineDeployment topology in Cluster.spec.topology.workers, the
+// Kubernetes upgrade for this MachineDeployment topology is deferred. It
+// doesn't affect other MachineDeployment topologies"
+// (kubernetes-sigs/cluster-api api module v1.14.0,
+// api/core/v1beta2/common_types.go, ClusterTopologyDeferUpgradeAnnotation;
+// hold-upgrade-sequence there holds every later topology too, which a
+// per-pool release cannot use).
+const (
+	CAPIDeferUpgradeAnnotation  = "topology.cluster.x-k8s.io/defer-upgrade"
+	CAPITopologyDeploymentLabel = "topology.cluster.x-k8s.io/deployment-name"
+)
+
 // insertHolds puts a hold-rollouts step before each control-plane step that
 // the provider would follow with pools on its own, holding each such pool
 // that has a step of its own later; the pool's step releases it. On
@@ -225,7 +239,7 @@ func (r *renderer) capiGet(jsonpath string) string {
 func (r *renderer) capiApplyDefer(set bool) string {
 	ann := "{}"
 	if set {
-		ann = fmt.Sprintf(`{annotations: {topology.cluster.x-k8s.io/defer-upgrade: %s}}`, deferValue)
+		ann = fmt.Sprintf(`{annotations: {%s: %s}}`, CAPIDeferUpgradeAnnotation, deferValue)
 	}
 	return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\nspec: {topology: {workers: {machineDeployments: [{name: %%s, metadata: %s}]}}}\n' "$MD" | %s apply --server-side --field-manager="gpufleet-defer-$MD" -f -`,
 		r.capiAPI, r.capiName, r.capiNS, ann, r.kubectlMgmt())
@@ -304,7 +318,7 @@ func (r *renderer) karpenterPin(pool string) []string {
 		"# pin NodePool " + pool + "'s EC2NodeClass to the AMIs its nodes run now (an alias drifts with the control plane); shared NodeClasses pin every pool on them:",
 		fmt.Sprintf("NODECLASS=$(kubectl get nodepool %s -o jsonpath='{.spec.template.spec.nodeClassRef.name}')", p),
 		fmt.Sprintf(`kubectl get ec2nodeclass "$NODECLASS" -o jsonpath='{.spec.amiSelectorTerms}' > "ec2nodeclass-$NODECLASS-terms.json"   # put back at pool %s's step`, pool),
-		fmt.Sprintf(`AMIS=$(kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o jsonpath='{range .items[*]}{.status.imageID}{"\n"}{end}' | sort -u | sed 's/.*/{"id":"&"}/' | paste -sd, -)`, p),
+		fmt.Sprintf(`AMIS=$(kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o jsonpath='{range .items[*]}{.status.imageID}{"\n"}{end}' | sort -u | sed 's/.*/{"id":"&"}/' | paste -sd, -) && echo "[$AMIS]" > "ec2nodeclass-$NODECLASS-pinned.json"   # the AMIs before the upgrade: the pool's way back`, p),
 		`FAMILY=$(kubectl get ec2nodeclass "$NODECLASS" -o jsonpath='{.spec.amiSelectorTerms[0].alias}' | cut -d@ -f1 | sed 's/^al2023$/AL2023/;s/^al2$/AL2/;s/^bottlerocket$/Bottlerocket/')`,
 		`[ -n "$FAMILY" ] && kubectl patch ec2nodeclass "$NODECLASS" --type merge -p "{\"spec\":{\"amiFamily\":\"$FAMILY\",\"amiSelectorTerms\":[$AMIS]}}"   # no alias: nothing drifts, nothing to pin`,
 	}
@@ -352,7 +366,7 @@ func budgetRestore(pool string) []string {
 // refuses an end past it, and the command fails before anything changes);
 // a plan that runs longer moves the end with the same flag.
 func (r *renderer) gkeExclusion(add bool) []string {
-	name := "gpufleet-upgrade-" + strings.ReplaceAll(r.target, ".", "-")
+	name := r.gkeExclusionName()
 	loc := fmt.Sprintf("--location=%s%s", sq(phLocation), r.project())
 	if add {
 		r.gkeHeld = true
@@ -366,4 +380,9 @@ func (r *renderer) gkeExclusion(add bool) []string {
 		"# every held pool has moved: lift the maintenance exclusion",
 		fmt.Sprintf("gcloud container clusters update %s %s --remove-maintenance-exclusion=%s --quiet", sq(r.cluster), loc, name),
 	}
+}
+
+// gkeExclusionName names the maintenance exclusion of a plan.
+func (r *renderer) gkeExclusionName() string {
+	return "gpufleet-upgrade-" + strings.ReplaceAll(r.target, ".", "-")
 }

@@ -19,16 +19,31 @@ import (
 
 // selector returns the label selector of a pool's nodes.
 func (r *renderer) selector(pool string) string {
-	pl, ok := r.pools[pool]
-	if !ok || pl.Label == "" || pool == NoPool {
-		return phSelector
+	if sel := r.pools[pool].Selector(); sel != "" {
+		return sel
+	}
+	return phSelector
+}
+
+// ControlPlane reports whether the pool is the control-plane nodes (named
+// by their role label).
+func (p Pool) ControlPlane() bool { return slices.Contains(controlPlaneRoles, p.Label) }
+
+// Selector is the label selector of the pool's nodes: the pool label with
+// the pool's name, or, for the control-plane nodes, the role label alone
+// (an exists-selector: node-role.kubernetes.io/control-plane carries an
+// empty value, and node-role.kubernetes.io/master on older clusters). It
+// is "" for nodes without a pool label, which no selector picks alone.
+func (p Pool) Selector() string {
+	if p.Label == "" || p.Name == NoPool {
+		return ""
 	}
 	for _, l := range controlPlaneRoles {
-		if pl.Label == l {
+		if p.Label == l {
 			return l
 		}
 	}
-	return pl.Label + "=" + pool
+	return p.Label + "=" + p.Name
 }
 
 // poolLabelFlag is the --pool-label the skew commands of the runbook
@@ -354,7 +369,7 @@ func (r *renderer) inPlaceUnits(s Step, sel string) blocks {
 	// The unit's gangs come back only to nodes that pass validation.
 	if unitSel == "" {
 		b.add("# here, then the next batch:")
-		b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s", s.To), "kubectl gang-drain restore $NODES")...)
+		b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s %s", s.To, validateChecks), "kubectl gang-drain restore $NODES")...)
 	} else {
 		b.add("# here, then the next unit:")
 		b.add(chain(validateCmd(unitSel, s), "kubectl gang-drain restore "+run)...)
@@ -385,9 +400,17 @@ func reactivate(run string, validate ...string) []string {
 		chain(append(validate, "kubectl gang-drain restore "+run+" --dry-run", "kubectl gang-drain restore "+run)...)...)
 }
 
+// validateChecks are the gpu-validate checks an upgraded GPU node passes
+// before its gangs come back, beyond the GPU count and kubelet version:
+// --xid fails a node on fatal Xid events in its kernel log since it last
+// became Ready, --dcgm on DCGM's level-1 diagnostics, which need the GPUs
+// free, as they are before the gangs return (the flags of
+// plugins/gpuvalidate, held by TestRunbookValidateFlags).
+const validateChecks = "--xid --dcgm"
+
 // validateCmd is gpu-validate over a selector at the step's version.
 func validateCmd(sel string, s Step) string {
-	return fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s", sel, s.To)
+	return fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s %s", sel, s.To, validateChecks)
 }
 
 // providerRollout moves a pool the provider replaces as a whole: EKS

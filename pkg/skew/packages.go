@@ -43,6 +43,20 @@ func install(pm, to string, final bool, pkgs ...string) []string {
 	return []string{fmt.Sprintf("sudo apt-mark unhold %s && sudo apt-get update && sudo apt-get install -y %s && sudo apt-mark hold %s", names, strings.Join(av, " "), names)}
 }
 
+// downgrade installs pkgs at the newest patch of minor to over a newer
+// version: apt refuses a downgrade under -y without --allow-downgrades;
+// dnf install of an exact version installs it "no matter which version of
+// the package is already installed" (dnf(8), install command).
+func downgrade(pm, to string, pkgs ...string) []string {
+	out := install(pm, to, false, pkgs...)
+	if pm != pkgDnf {
+		for i := range out {
+			out[i] = strings.Replace(out[i], "apt-get install -y ", "apt-get install -y --allow-downgrades ", 1)
+		}
+	}
+	return out
+}
+
 // osChoice is the choice between the package managers of a node whose OS
 // image does not tell; osWhen says how to tell, from /etc/os-release (ID
 // and ID_LIKE: debian, ubuntu; rhel, centos, fedora, rocky, almalinux,

@@ -52,6 +52,9 @@ type Step struct {
 	// alternative's lines follow a comment that says when it applies.
 	// Paste Blocks, not Commands.
 	Commands []string `json:"commands,omitempty"`
+	// Rollback is the step's way back and the trigger that starts it,
+	// declared before the step runs.
+	Rollback *Rollback `json:"rollback,omitempty"`
 }
 
 // PoolUpgrade is one upgrade of a node pool in a plan.

@@ -175,7 +175,7 @@ func parseBlock(t *testing.T, where string, b Block) *syntax.File {
 func TestRunbookBlocksParse(t *testing.T) {
 	for _, v := range variants {
 		for _, s := range variantPlan(t, v).Steps {
-			for i, b := range s.Blocks {
+			for i, b := range stepBlocks(s) {
 				parseBlock(t, fmt.Sprintf("%s step %d block %d", v, s.Number, i+1), b)
 			}
 		}
@@ -620,7 +620,7 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 		})
 	}
 	gpu := cmds(lastStepOf(t, p, PhaseNodePool, "gpu-h100"))
-	if v, r := strings.Index(gpu, "kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38 && \\"), strings.Index(gpu, `kubectl gang-drain restore "gpu-h100-to-1.38" && \`); v < 0 || r < v {
+	if v, r := strings.Index(gpu, "kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38 --xid --dcgm && \\"), strings.Index(gpu, `kubectl gang-drain restore "gpu-h100-to-1.38" && \`); v < 0 || r < v {
 		t.Errorf("the gangs do not come back behind validation:\n%s", gpu)
 	}
 	// Without --asg the plan says the path exists.

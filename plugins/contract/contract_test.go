@@ -52,6 +52,11 @@ var want = contracttest.Want{
 	// A manifest that does not parse is listed under notScanned and the
 	// run could not read everything: exit 3 (README's exit codes).
 	"kubectl deprecations unparsable-file": 3,
+	// A local input that cannot be read, or holds no object or audit
+	// event, is refused: exit 3 (README's exit codes), nothing on stdout.
+	"kubectl deprecations missing-file":    3,
+	"kubectl deprecations empty-file":      3,
+	"kubectl deprecations empty-audit-log": 3,
 }
 
 // base are the arguments a command needs before the flag under test.

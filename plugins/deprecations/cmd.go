@@ -44,7 +44,10 @@ var long = templates.LongDesc(`
 	unrendered templates, are listed on stderr (and under notScanned in
 	-o json), counted in the summary and never dropped silently: a file
 	that is not scanned at all makes the exit code 3 (could not read
-	everything), unless a worse code applies.`)
+	everything), unless a worse code applies. A -f, -k or --audit-log path
+	that does not exist, and a file, directory or stdin that holds no
+	object (an audit log no event), are refused with exit 3 before
+	anything is printed.`)
 
 var example = templates.Examples(`
   # What the apiserver saw, objects, Helm releases and CRDs, for the next minor
@@ -153,10 +156,12 @@ func (o *RulesOptions) Run() error {
 		return cli.PrintStructured(o.Out, o.Print.Output, RulesReport{APIVersion: cli.APIVersion, Kind: apilifecycle.RulesKind,
 			Source: apilifecycle.BuiltinSource(), Items: tab.Entries()})
 	}
-	t := cli.Table{Columns: []cli.Column{{Name: "API", Shrink: true, Min: 20, Elide: cli.ElideMiddle},
-		{Name: "KIND", Shrink: true, Min: 20}, {Name: "RESOURCE", Wide: true}, {Name: "INTRODUCED", Wide: true},
-		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT", Shrink: true, Min: 20, Elide: cli.ElideMiddle},
-		{Name: "AVAILABLE"}, {Name: "SOURCE", Wide: true}}}
+	// API and KIND stay whole; REPLACEMENT is shortened and AVAILABLE
+	// left to -o wide when they do not fit beside them.
+	t := cli.Table{Columns: []cli.Column{{Name: "API"},
+		{Name: "KIND"}, {Name: "RESOURCE", Wide: true}, {Name: "INTRODUCED", Wide: true},
+		{Name: "DEPRECATED"}, {Name: "REMOVED"}, {Name: "REPLACEMENT", Shrink: true, Min: 18, Elide: cli.ElideMiddle},
+		{Name: "AVAILABLE", Drop: true}, {Name: "SOURCE", Wide: true}}}
 	for _, e := range tab.Entries() {
 		kind := e.Kind
 		if kind == "" {

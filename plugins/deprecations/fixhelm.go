@@ -304,9 +304,11 @@ func (o *FixHelmOptions) print(rep FixHelmReport) error {
 			}
 		}
 	}
-	t := cli.Table{Columns: []cli.Column{{Name: "NAMESPACE", Shrink: true, Min: 16, Elide: cli.ElideMiddle},
-		{Name: "RELEASE", Shrink: true, Min: 20, Elide: cli.ElideMiddle}, {Name: "REVISION"}, {Name: "ACTION"},
-		{Name: "CHANGES", Shrink: true, Min: 30}, {Name: "STORAGE", Wide: true}, {Name: "CHART", Wide: true}, {Name: "DETAIL", Wide: true}}}
+	// The namespace and release stay whole: CHANGES is shortened, then
+	// left to -o wide.
+	t := cli.Table{Columns: []cli.Column{{Name: "NAMESPACE"},
+		{Name: "RELEASE"}, {Name: "REVISION"}, {Name: "ACTION"},
+		{Name: "CHANGES", Shrink: true, Min: 30, Drop: true}, {Name: "STORAGE", Wide: true}, {Name: "CHART", Wide: true}, {Name: "DETAIL", Wide: true}}}
 	for _, it := range rep.Items {
 		rev := fmt.Sprint(it.Revision)
 		if it.NewRevision != 0 {

@@ -213,6 +213,11 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 		err     error
 		cluster *dep.Cluster
 	)
+	// Local input first: a missing file is refused before the cluster is
+	// asked anything.
+	if err := dep.CheckInputs(o.Filenames, o.Kustomize, o.AuditLogs); err != nil {
+		return nil, 0, cli.InputErr(err)
+	}
 	if o.needsCluster() {
 		md, err = cli.Connect(ctx, cg)
 		if err != nil {
@@ -239,6 +244,10 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 		HelmHistory: o.HelmHistory, Namespace: o.namespace, Retry: o.retry(prefix),
 	}
 	res, err := k.Run(ctx, cluster)
+	var bad *dep.ErrBadInput
+	if errors.As(err, &bad) {
+		return nil, 0, cli.InputErr(bad)
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -257,16 +266,16 @@ func (o *Options) check(ctx context.Context, cg cli.ClientGetter, prefix string)
 	return rep, code, nil
 }
 
-// sourceErr gives a source's error its exit code: bad local input (a
-// path that does not exist, an audit log that cannot be read) is a usage
-// error, a cluster source's failure is classified as the cluster's.
+// sourceErr gives a source's error its exit code: local input that could
+// not be read is exit 3 (Run refuses it before a report is made), a
+// cluster source's failure is classified as the cluster's.
 func sourceErr(st dep.SourceStatus, md cli.Metadata) error {
 	if st.Err == nil {
 		return nil
 	}
 	var bad *dep.ErrBadInput
 	if errors.As(st.Err, &bad) {
-		return cli.UsageErr(bad)
+		return cli.InputErr(bad)
 	}
 	if st.Name == dep.SourceManifests || st.Name == dep.SourceAudit {
 		return st.Err

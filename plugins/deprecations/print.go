@@ -186,30 +186,23 @@ func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
 	// Helm release, the object): only -o wide shows it unless a file is
 	// among the findings.
 	whereWide := !narrow && !files
-	// The minimum widths shortening stops at: STATUS, KIND and a concrete
-	// API stay whole in practice; a manifest scan keeps more of each other
-	// cell; a cluster scan (SOURCE, WHO) and several contexts show more
-	// columns, so each keeps less.
-	lo := func(manifests, cluster int) int {
-		if narrow && !withContext {
-			return manifests
-		}
-		return cluster
-	}
+	// NAME, KIND, API and WHERE (the file path relative to the scanned
+	// folder, or the object) are what a user looks up or opens, and stay
+	// whole like the context; WHO (a user agent can be long) and
+	// REPLACEMENT are shortened first, and REPLACEMENT is left to -o wide
+	// when the names leave it no room.
 	cols := []cli.Column{
 		{Name: "STATUS"}, {Name: "SOURCE", Wide: narrow},
-		{Name: "NAME", Shrink: true, Min: lo(12, 8), Elide: cli.ElideMiddle},
-		{Name: "KIND", Shrink: true, Min: 19},
-		{Name: "API", Shrink: true, Min: lo(18, 14), Elide: cli.ElideMiddle},
+		{Name: "NAME"}, {Name: "KIND"}, {Name: "API"},
 		{Name: "DEPRECATED", Wide: true}, {Name: "REMOVED"},
 		{Name: "WHO", Wide: narrow, Shrink: true, Min: 12, Elide: cli.ElideMiddle},
 		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true},
-		{Name: "WHERE", Wide: whereWide, Shrink: true, Min: lo(18, 7), Elide: cli.ElideStart},
-		{Name: "REPLACEMENT", Shrink: true, Min: lo(18, 10), Elide: cli.ElideMiddle},
+		{Name: "WHERE", Wide: whereWide},
+		{Name: "REPLACEMENT", Shrink: true, Min: 18, Elide: cli.ElideMiddle, Drop: true},
 		{Name: "AVAILABLE", Wide: true}, {Name: "DETAIL", Wide: true},
 	}
 	if withContext {
-		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
 	}
 	return cli.Table{Columns: cols}
 }

@@ -93,13 +93,28 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 			checkpoint, the GPU-hours a plain drain would lose against checkpoint-and-yield,
 			the PodDisruptionBudget and other blockers of the remaining pods, and the
 			steps run would take. Exit 1 when a gang cannot be stopped as a unit or a
-			pod can never be evicted.`),
+			pod can never be evicted.
+
+			With --inference, the plan of an inference pool instead: the model
+			Deployments on the nodes with their replicas, PodDisruptionBudgets and
+			weight bytes, the surge the free GPUs of the same product outside the pool
+			allow, and the waves with the cold start of each (weight bytes over the
+			hydrate bandwidth of their source), every model's Ready replicas at every
+			step and the ETA. Exit 1 when the plan is refused: a step would take a model
+			below its PodDisruptionBudget or --min-serving, or an input is missing.`),
 		Example: templates.Examples(`
 			kubectl gang-drain plan gpu-node-0412 gpu-node-0413
-			kubectl gang-drain plan -l gpufleet.dev/rack-set=rs-14 -o yaml`),
+			kubectl gang-drain plan -l gpufleet.dev/rack-set=rs-14 -o yaml
+			kubectl gang-drain plan --inference -l cloud.google.com/gke-nodepool=h100-serve --hydrate-bandwidth object-store=1250M/s --min-serving 0.75`),
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			if err := o.validateNodeChoice(); err != nil {
 				return cli.UsageErr(err)
+			}
+			if err := o.validateInference(cmd); err != nil {
+				return cli.UsageErr(err)
+			}
+			if o.inf.Inference {
+				return o.RunInferencePlan(cmd.Context())
 			}
 			return o.RunPlan(cmd.Context())
 		}),
@@ -107,6 +122,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 	o.Print.AddFlags(cmd)
 	o.addSelectFlags(cmd)
 	o.addProtocolFlags(cmd)
+	o.addInferenceFlags(cmd)
 	cli.DefaultRequestTimeout(cmd, ReadOnlyRequestTimeout)
 	return cmd
 }
@@ -129,14 +145,28 @@ func newRunCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.C
 
 			Progress goes to stderr, one line per state change. The run's state is
 			kept in the cluster: Ctrl-C, a lost connection or --timeout leave a state
-			that running the same command again completes (exit 4).`),
+			that running the same command again completes (exit 4).
+
+			With --inference the nodes are an inference pool: run refuses a plan that
+			plan --inference refuses (exit 1, nothing changed); otherwise it cordons
+			every node, scales the model Deployments up by the planned surge (recorded
+			on each, so that restore undoes exactly that), drains the waves, each only
+			once the replicas the previous one displaced are Ready elsewhere (weights
+			loaded) and every model keeps its floor, and scales the surge back.`),
 		Example: templates.Examples(`
 			kubectl gang-drain run -l gpufleet.dev/rack-set=rs-14 --checkpoint-deadline 20m --on-timeout abort
 			kubectl gang-drain run gpu-node-0412 --dry-run
-			kubectl gang-drain run -l gpufleet.dev/rack-set=rs-14 --annotation platform.example.com/checkpoint-and-yield=requested`),
+			kubectl gang-drain run -l gpufleet.dev/rack-set=rs-14 --annotation platform.example.com/checkpoint-and-yield=requested
+			kubectl gang-drain run --inference -l cloud.google.com/gke-nodepool=h100-serve --hydrate-bandwidth object-store=1250M/s --min-serving 0.75`),
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			if err := o.validateNodeChoice(); err != nil {
 				return cli.UsageErr(err)
+			}
+			if err := o.validateInference(cmd); err != nil {
+				return cli.UsageErr(err)
+			}
+			if o.inf.Inference {
+				return o.RunInference(cmd.Context())
 			}
 			return o.RunDrain(cmd.Context())
 		}),
@@ -145,6 +175,7 @@ func newRunCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.C
 	o.addSelectFlags(cmd)
 	o.addProtocolFlags(cmd)
 	o.addRunFlags(cmd)
+	o.addInferenceFlags(cmd)
 	return cmd
 }
 
@@ -199,5 +230,6 @@ func newRestoreCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
 	f.DurationVar(&o.Timeout, "timeout", o.Timeout, "Stop after this long, leaving a state restore resumes (exit 4); 0 waits for ever. Transient API errors (an apiserver restart, throttling, 5xx) are retried until then.")
 	f.DurationVar(&o.PollInterval, "poll-interval", o.PollInterval, "How often states are re-read.")
 	f.StringVar(&o.RunID, "run-id", o.RunID, "Only restore nodes of this run.")
+	f.BoolVar(&o.inf.Inference, "inference", o.inf.Inference, "Also scale back the model Deployments the run surged (found without it when the run's nodes record an --inference run; needed when a provider replaced them).")
 	return cmd
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
@@ -41,6 +44,7 @@ type Options struct {
 	CheckpointDeadline time.Duration
 	HeartbeatTimeout   time.Duration
 	MaxGangsInFlight   int
+	PodDeleteQPS       float32
 	MaxUnavailableGPUs string
 	DeleteEmptyDirData bool
 	Force              bool
@@ -56,6 +60,8 @@ type Options struct {
 
 	// dryRun is --dry-run of run and restore.
 	dryRun cli.DryRunFlag
+	// inf are the --inference flags of plan, run and restore.
+	inf inferenceFlags
 
 	keys   checkpoint.Keys
 	budget gang.Budget
@@ -75,10 +81,12 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		CheckpointDeadline: 30 * time.Minute,
 		HeartbeatTimeout:   2 * time.Minute,
 		MaxGangsInFlight:   4,
+		PodDeleteQPS:       DefaultPodDeleteQPS,
 		Reason:             "node maintenance",
 		PollInterval:       time.Second,
 		StopTimeout:        15 * time.Minute,
 		RestoreTimeout:     15 * time.Minute,
+		inf:                inferenceFlags{Surge: true, MaxColdStart: 15 * time.Minute},
 		IOStreams:          streams,
 		clock:              clock.RealClock{},
 	}
@@ -97,6 +105,7 @@ func (o *Options) addProtocolFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.CheckpointDeadline, "checkpoint-deadline", o.CheckpointDeadline, "How long a gang has to report ready-to-stop (0: no deadline).")
 	f.DurationVar(&o.HeartbeatTimeout, "heartbeat-timeout", o.HeartbeatTimeout, "Longest silence allowed between a responder's heartbeats (0: not checked).")
 	f.IntVar(&o.MaxGangsInFlight, "max-gangs-in-flight", o.MaxGangsInFlight, "Gangs checkpointing or stopping at the same time (0: no limit).")
+	f.Float32Var(&o.PodDeleteQPS, "pod-delete-qps", o.PodDeleteQPS, "Requests per second (burst twice that) with which run deletes a stopped gang's pods itself as each of its Jobs is suspended, two per pod (the Job's tracking finalizer, then the pod), each gang through a rate limiter of its own; 0 leaves them to the Job controller, which kube-controller-manager's --kube-api-qps paces.")
 	f.StringVar(&o.MaxUnavailableGPUs, "max-unavailable-gpus", o.MaxUnavailableGPUs, "GPUs of the chosen nodes taken out at once, as a number or a percentage (N or P%); the other nodes wait for a later run.")
 	f.BoolVar(&o.DeleteEmptyDirData, "delete-emptydir-data", o.DeleteEmptyDirData, "Evict pods with emptyDir volumes (their data is lost).")
 	f.BoolVar(&o.Force, "force", o.Force, "Evict pods that no controller recreates.")
@@ -154,6 +163,9 @@ func (o *Options) Validate() error {
 	if o.MaxGangsInFlight < 0 {
 		return errors.New("--max-gangs-in-flight must not be negative")
 	}
+	if o.PodDeleteQPS < 0 {
+		return errors.New("--pod-delete-qps must not be negative (0 leaves a stopped gang's pods to the Job controller)")
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -203,12 +215,16 @@ func (o *Options) drainer(ctx context.Context, requester string) (*gang.Drainer,
 		DeleteEmptyDirData: o.DeleteEmptyDirData,
 		Force:              o.Force,
 		DisableEviction:    o.DisableEviction,
+		DeleteStoppedPods:  o.PodDeleteQPS > 0,
 		DryRun:             o.DryRun,
 		PollInterval:       o.PollInterval,
 		StopTimeout:        o.StopTimeout,
 		EvictionTimeout:    o.EvictionTimeout,
 		RestoreTimeout:     o.RestoreTimeout,
 	}}
+	if o.PodDeleteQPS > 0 {
+		d.PodClient = o.podClient()
+	}
 	installed, err := kueueInstalled(ctx, kube)
 	if err != nil {
 		// Running as if Kueue were absent would evict a queued gang's
@@ -223,6 +239,44 @@ func (o *Options) drainer(ctx context.Context, requester string) (*gang.Drainer,
 		d.Kueue = kc
 	}
 	return d, nil
+}
+
+// DefaultPodDeleteQPS is the --pod-delete-qps default: a 512-rank gang
+// sends 1,024 requests, which at 200 per second (burst 400) take about
+// 3 s. The API server's priority and fairness still bounds what it takes
+// in at once.
+const DefaultPodDeleteQPS = 200
+
+// podClient returns the factory of the clients that delete stopped gangs'
+// pods: each a clientset with a token bucket of its own at
+// --pod-delete-qps (client-go builds one per clientset when the config
+// has none), over one shared HTTP client.
+func (o *Options) podClient() func() (kubernetes.Interface, error) {
+	var (
+		once sync.Once
+		cfg  *rest.Config
+		hc   *http.Client
+		err  error
+	)
+	return func() (kubernetes.Interface, error) {
+		once.Do(func() {
+			var c *rest.Config
+			if c, err = o.cg.ToRESTConfig(); err != nil {
+				return
+			}
+			cfg = rest.CopyConfig(c)
+			cfg.QPS, cfg.Burst, cfg.RateLimiter = o.PodDeleteQPS, max(1, int(2*o.PodDeleteQPS)), nil
+			if cfg.UserAgent == "" {
+				// As the other clients of the plugin name themselves.
+				cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+			}
+			hc, err = rest.HTTPClientFor(cfg)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return kubernetes.NewForConfigAndClient(cfg, hc)
+	}
 }
 
 // kueueClient builds the Kueue clientset. It lives here, not in pkg/cli,
@@ -267,6 +321,17 @@ func (o *Options) requester(ctx context.Context) string {
 		return u + " (" + tool + ")"
 	}
 	return tool
+}
+
+// connectNodes connects to the cluster and resolves the node choice, the
+// start of plan and run.
+func (o *Options) connectNodes(ctx context.Context) (cli.Metadata, []string, error) {
+	md, err := cli.Connect(ctx, o.cg)
+	if err != nil {
+		return md, nil, err
+	}
+	nodes, err := o.resolveNodes(ctx, md)
+	return md, nodes, err
 }
 
 // resolveNodes returns the NODE arguments plus the nodes matching -l.

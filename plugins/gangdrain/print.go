@@ -10,6 +10,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 )
 
 // PlanReport is the output of `plan` (kind GangDrainPlan).
@@ -306,6 +307,9 @@ func printStatus(w io.Writer, rep StatusReport, opts cli.TableOptions, c cli.Col
 type RestoreReport struct {
 	cli.Header
 	*gang.RestoreResult
+	// Surges are the model Deployments an --inference run surged, scaled
+	// back.
+	Surges []inference.SurgeOutcome `json:"surges,omitempty"`
 }
 
 func printRestore(w io.Writer, rep RestoreReport, opts cli.TableOptions, c cli.Colorizer) error {
@@ -325,7 +329,17 @@ func printRestore(w io.Writer, rep RestoreReport, opts cli.TableOptions, c cli.C
 		for _, g := range rep.Gangs {
 			gt.AddRow(g.Key, g.Action, fmt.Sprint(g.Requeued), fmt.Sprint(g.Admitted), fmt.Sprintf("%d/%d", g.ReadyPods, g.Ranks), g.Message)
 		}
-		return gt.Print(w, opts)
+		if err := gt.Print(w, opts); err != nil {
+			return err
+		}
+	}
+	if len(rep.Surges) > 0 {
+		fmt.Fprintln(w)
+		st := cli.Table{Columns: []cli.Column{{Name: "DEPLOYMENT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "RUN"}, {Name: "SURGE"}, {Name: "REPLICAS"}, {Name: "ACTION"}, {Name: "MESSAGE", Shrink: true, Min: 20}}}
+		for _, s := range rep.Surges {
+			st.AddRow(s.Deployment, s.Run, fmt.Sprintf("+%d", s.Surge), fmt.Sprintf("%d->%d", s.ReplicasNow, s.ReplicasAfter), s.Action, s.Message)
+		}
+		return st.Print(w, opts)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 )
 
 func (o *Options) progress() *cli.Progress {
@@ -35,11 +36,7 @@ func (o *Options) colorizer() cli.Colorizer {
 
 // RunPlan prints what a drain of the nodes would do.
 func (o *Options) RunPlan(ctx context.Context) error {
-	md, err := cli.Connect(ctx, o.cg)
-	if err != nil {
-		return err
-	}
-	nodes, err := o.resolveNodes(ctx, md)
+	md, nodes, err := o.connectNodes(ctx)
 	if err != nil {
 		return err
 	}
@@ -67,12 +64,11 @@ func (o *Options) RunPlan(ctx context.Context) error {
 
 // RunDrain drains the nodes.
 func (o *Options) RunDrain(ctx context.Context) error {
-	md, err := cli.Connect(ctx, o.cg)
+	md, nodes, err := o.connectNodes(ctx)
 	if err != nil {
 		return err
 	}
-	nodes, err := o.resolveNodes(ctx, md)
-	if err != nil {
+	if err := o.refuseInferenceResume(ctx, md, nodes); err != nil {
 		return err
 	}
 	d, err := o.drainer(ctx, o.requester(ctx))
@@ -206,8 +202,16 @@ func (o *Options) RunRestore(ctx context.Context) error {
 	if errors.Is(err, gang.ErrUnknownRun) {
 		return cli.WithHint(cli.UsageErr(fmt.Errorf("%q is neither a run id nor a node", o.Args[0])), "kubectl gang-drain status")
 	}
+	var surges []inference.SurgeOutcome
+	if res != nil {
+		var serr error
+		surges, serr = o.undoSurges(restoreCtx, nodes, res.RunIDs)
+		if serr != nil && err == nil {
+			err = serr
+		}
+	}
 	if res != nil && !o.Print.Quiet {
-		rep := RestoreReport{Header: cli.NewHeader("GangDrainRestore", md), RestoreResult: res}
+		rep := RestoreReport{Header: cli.NewHeader("GangDrainRestore", md), RestoreResult: res, Surges: surges}
 		if o.Print.Structured() {
 			if perr := cli.PrintStructured(o.Out, o.Print.Output, rep); perr != nil {
 				return perr
@@ -220,3 +224,30 @@ func (o *Options) RunRestore(ctx context.Context) error {
 }
 
 func outcomeWord(o eviction.Outcome) string { return strings.ToUpper(string(o)) }
+
+// undoSurges scales back the model Deployments surged by the restored runs
+// that were --inference runs (recorded on their nodes, or --inference),
+// after the nodes are uncordoned.
+func (o *Options) undoSurges(ctx context.Context, nodes, runIDs []string) ([]inference.SurgeOutcome, error) {
+	runs := runIDs
+	if !o.inf.Inference {
+		var err error
+		if runs, err = inferenceRuns(ctx, o, nodes, false); err != nil {
+			return nil, fmt.Errorf("reading the nodes' inference runs: %w", err)
+		}
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	kube, err := o.cg.Kube()
+	if err != nil {
+		return nil, err
+	}
+	outs, err := inference.UndoRuns(ctx, kube, runs, o.DryRun, o.clock.Now())
+	for _, s := range outs {
+		if !o.Print.Quiet {
+			fmt.Fprintf(o.ErrOut, "model %s: surge of run %s %s (%d -> %d replicas)\n", s.Deployment, s.Run, s.Action, s.ReplicasNow, s.ReplicasAfter)
+		}
+	}
+	return outs, err
+}

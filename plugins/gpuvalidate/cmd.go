@@ -43,7 +43,7 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 			return cmd.Help()
 		},
 	}
-	cmd.AddCommand(newNodesCmd(cg, streams), newNCCLCmd(cg, streams), newXidCatalogCmd(cg, streams))
+	cmd.AddCommand(newNodesCmd(cg, streams), newNCCLCmd(cg, streams), newXidCatalogCmd(cg, streams), newFeatureGatesCmd(cg, streams))
 	cli.BindFlags(cg, cmd)
 	cli.Setup(cmd, streams)
 	return cmd
@@ -54,9 +54,10 @@ var nodesLong = templates.LongDesc(`
 	FAIL) with its reasons, and a summary of the wave.
 
 	Always checked: the Ready condition and kubelet version; the GPU count
-	(allocatable nvidia.com/gpu against --expected-gpus, else the node's
-	nvidia.com/gpu.count label, else the pool's majority), telling missing
-	GPUs (capacity short), unhealthy GPUs (allocatable short) and a device
+	(allocatable nvidia.com/gpu against --expected-gpus, else the larger
+	of the node's nvidia.com/gpu.count label and the majority of the pool's
+	nodes of its instance type, GPU model and MIG layout: the label counts
+	the GPUs the driver still sees), telling missing GPUs (capacity short), unhealthy GPUs (allocatable short) and a device
 	plugin that advertises nothing apart, counting DRA devices of driver
 	gpu.nvidia.com in ResourceSlices and reporting MIG layouts without failing
 	them; and kubelet configuration drift against a node of the same pool on
@@ -64,7 +65,7 @@ var nodesLong = templates.LongDesc(`
 	/api/v1/nodes/NAME/proxy/configz (needs get on nodes/proxy).
 
 	Opt-in: --xid runs a privileged pod per node that reads the kernel log
-	since the upgrade and fails on fatal Xid codes; --dcgm runs
+	from the node's boot (or its last Ready, when earlier) and fails on fatal Xid codes; --dcgm runs
 	"dcgmi diag -r 1" (with -j and as the table) with all the node's GPUs
 	and fails every test DCGM itself failed, whatever the severity, while
 	DCGM's own warnings warn and name the fix (--dcgm-warn-fails fails
@@ -118,9 +119,21 @@ var ncclLong = templates.LongDesc(`
 	--dry-run=server creates every object with dryRun=All instead.
 
 	The bus bandwidth at one large message size (--gate-size, 8G) is compared
-	with the pool's baseline; any #wrong or out-of-bounds value fails whatever
-	the bandwidth. --save-baseline records the measured value as the pool's
-	baseline when the run is clean.`)
+	with the pool's baseline, and fails when the run's GPUs per node or
+	fabric are not the baseline's, or it runs on one node against a
+	baseline of several or the other way (another shape measures something
+	else; another count of several nodes is compared, with a warning, as
+	nccl-tests corrects bus bandwidth for the rank count); --min-busbw sets an absolute floor, with or without a baseline
+	(without either the result only warns). Any #wrong or out-of-bounds
+	value fails whatever the bandwidth. --save-baseline records the measured
+	value as the pool's baseline when the run is clean. Without --fabric
+	the test runs over the baseline's fabric, else efa or ib where every
+	node advertises vpc.amazonaws.com/efa or an rdma/ device, else tcp
+	(which cannot see a broken IB or EFA fabric); a baseline measured over
+	tcp on nodes that have such a fabric is not compared (the run goes
+	over the fabric: save a baseline of it); efa forces NCCL onto the
+	OFI plugin (NCCL_NET), so a plugin that does not load fails the run
+	instead of falling back to sockets.`)
 
 var ncclExample = templates.Examples(`
 	# Print the manifests for a runbook or GitOps (JobSet launcher, InfiniBand)

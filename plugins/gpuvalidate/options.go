@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
@@ -35,6 +36,8 @@ type Options struct {
 	XidImage string
 	// XidCatalogFile replaces the embedded Xid catalog.
 	XidCatalogFile string
+	// RemovedGatesFile replaces the embedded removed feature gates.
+	RemovedGatesFile string
 
 	DCGM          bool
 	DCGMImage     string
@@ -50,6 +53,7 @@ type Options struct {
 	GPUsPerNode   int
 	GateSize      string
 	Tolerance     string
+	MinBusBW      float64
 	SaveBaseline  bool
 	PrintManifest bool
 	Deadline      time.Duration
@@ -67,6 +71,7 @@ type Options struct {
 	fabric    nccl.Fabric
 
 	xidCatalog *gpucheck.XidCatalog
+	gates      *apilifecycle.FeatureGates
 
 	// dryRun is --dry-run of nccl: client prints the manifests, server
 	// creates them with dryRun=All.
@@ -92,7 +97,6 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		XidImage:    gpucheck.DefaultXidImage,
 		DCGMImage:   gpucheck.DefaultDCGMImage,
 		Launcher:    string(nccl.LauncherJob),
-		Fabric:      string(nccl.FabricTCP),
 		GateSize:    "8G",
 		Tolerance:   "10%",
 		Deadline:    15 * time.Minute,
@@ -119,15 +123,17 @@ func (o *Options) AddContextFlags(cmd *cobra.Command) {
 
 // AddCheckFlags registers the per-node gate flags of `nodes`.
 func (o *Options) AddCheckFlags(cmd *cobra.Command) {
-	cmd.Flags().IntVar(&o.ExpectedGPUs, "expected-gpus", o.ExpectedGPUs, "GPUs every node must have allocatable (default: the nvidia.com/gpu.count label, else the pool's majority).")
+	cmd.Flags().IntVar(&o.ExpectedGPUs, "expected-gpus", o.ExpectedGPUs, "GPUs every node must have allocatable (default: the larger of the nvidia.com/gpu.count label and the majority of the pool's nodes of the same instance type, GPU model and MIG layout).")
 	cmd.Flags().StringVar(&o.KubeletVersion, "kubelet-version", o.KubeletVersion, "Fail nodes whose kubelet is not at this version (v1.37.2), or not on this minor (v1.37: any patch).")
 	cmd.Flags().BoolVar(&o.ConfigDrift, "config-drift", o.ConfigDrift, "Compare each node's kubelet configuration (configz) with a baseline node; needs get on nodes/proxy.")
 	cmd.Flags().StringVar(&o.BaselineNode, "baseline-node", o.BaselineNode, "Node whose kubelet configuration is the reference (default: a node of the same pool on an older kubelet).")
 	cmd.Flags().BoolVar(&o.XID, "xid", o.XID, "Read each node's kernel log in a privileged pod (the -n namespace must allow privileged pods) and fail on fatal Xid events.")
-	cmd.Flags().StringVar(&o.Since, "since", o.Since, "Kernel log window for --xid: a duration (2h) or an RFC 3339 time (default: since the node last became Ready).")
+	cmd.Flags().StringVar(&o.Since, "since", o.Since, "Kernel log window for --xid: a duration (2h) or an RFC 3339 time (default: from the earlier of the node's boot and its last Ready, so the Xids logged while the driver loads count).")
 	cmd.Flags().StringVar(&o.XidImage, "xid-image", o.XidImage, "Image of the --xid pod (needs sh, chroot and dmesg).")
 	cmd.Flags().StringVar(&o.XidCatalogFile, "xid-catalog", o.XidCatalogFile, "Xid catalog file (CSV: xid,mnemonic,description,immediate_action,investigatory_action,source_url) instead of the embedded one; see \"kubectl gpu-validate xid-catalog\".")
 	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
+	cmd.Flags().StringVar(&o.RemovedGatesFile, "removed-gates", o.RemovedGatesFile, "Removed feature gate file (YAML: dataDate, source, gates[name, removedIn, lastStage]) instead of the embedded one; see \"kubectl gpu-validate feature-gates\".")
+	_ = cmd.MarkFlagFilename("removed-gates", "yaml", "yml", "json")
 	cmd.Flags().BoolVar(&o.DCGM, "dcgm", o.DCGM, "Run DCGM level-1 diagnostics (dcgmi diag -r 1, with -j and as the table) in a privileged pod with all of each node's GPUs (the GPUs must be free).")
 	cmd.Flags().StringVar(&o.DCGMImage, "dcgm-image", o.DCGMImage, "Image of the --dcgm pod.")
 	cmd.Flags().BoolVar(&o.DCGMWarnFails, "dcgm-warn-fails", o.DCGMWarnFails, "Fail nodes on DCGM's own warnings (persistence mode off, CUDA environment variables, graphics processes, a GPU count mismatch), which otherwise warn and name the fix; what DCGM fails always fails.")
@@ -141,7 +147,8 @@ func (o *Options) AddNCCLFlags(cmd *cobra.Command, full bool) {
 	cmd.Flags().StringVar(&o.Image, "image", o.Image, "nccl-tests image (all_reduce_perf built with MPI, Open MPI, and OpenSSH for the job and jobset launchers).")
 	cmd.Flags().BoolVar(&o.NoResolve, "no-resolve", o.NoResolve, "Use --image as given instead of resolving it to a digest (a registry lookup). --print-manifest and --dry-run=client use it as given unless --no-resolve=false asks for the digest.")
 	cmd.Flags().StringVar(&o.Launcher, "launcher", o.Launcher, "How to start the test: job (Indexed Job and headless Service), jobset or mpijob (MPIJob v2beta1).")
-	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa or tcp (GKE GPUDirect-TCPX/TCPXO is not offered: use Google's published nccl-test manifest).")
+	cmd.Flags().StringVar(&o.Fabric, "fabric", o.Fabric, "Fabric profile: ib, roce, efa or tcp (GKE GPUDirect-TCPX/TCPXO is not offered: use Google's published nccl-test manifest). Default: the pool baseline's fabric, else efa where every node advertises vpc.amazonaws.com/efa, ib where every node advertises an rdma/ device, else tcp.")
+	cmd.Flags().Float64Var(&o.MinBusBW, "min-busbw", o.MinBusBW, "Absolute floor of the gated bus bandwidth in GB/s: below it fails, with or without a baseline (0: none; without a baseline and a floor the result only warns).")
 	cmd.Flags().StringVar(&o.RDMAResource, "rdma-resource", o.RDMAResource, "RDMA device resource for the ib and roce fabrics (default rdma/rdma_shared_device_a).")
 	cmd.Flags().IntVar(&o.EFADevices, "efa-devices", o.EFADevices, "vpc.amazonaws.com/efa devices per worker for the efa fabric (default 32).")
 	cmd.Flags().StringVar(&o.GateSize, "gate-size", o.GateSize, "Message size whose bus bandwidth is gated (also the top of the sweep).")
@@ -247,6 +254,16 @@ func (o *Options) Validate() error {
 		}
 		o.xidCatalog = c
 	}
+	if o.RemovedGatesFile != "" {
+		if !o.ConfigDrift {
+			return fmt.Errorf("--removed-gates only applies with --config-drift")
+		}
+		fg, err := readRemovedGates(o.RemovedGatesFile)
+		if err != nil {
+			return fmt.Errorf("--removed-gates: %w", err)
+		}
+		o.gates = fg
+	}
 	if o.Since != "" && !o.XID {
 		return fmt.Errorf("--since only applies with --xid")
 	}
@@ -261,8 +278,13 @@ func (o *Options) Validate() error {
 		if o.launcher, err = nccl.ParseLauncher(o.Launcher); err != nil {
 			return err
 		}
-		if o.fabric, err = nccl.ParseFabric(o.Fabric); err != nil {
-			return err
+		if o.Fabric != "" {
+			if o.fabric, err = nccl.ParseFabric(o.Fabric); err != nil {
+				return err
+			}
+		}
+		if o.MinBusBW < 0 {
+			return fmt.Errorf("--min-busbw must not be negative")
 		}
 		if o.gateSize, err = nccl.ParseBytes(o.GateSize); err != nil {
 			return fmt.Errorf("--gate-size: %w", err)

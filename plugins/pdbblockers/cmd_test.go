@@ -536,10 +536,12 @@ func TestRun_SkipsTheRunningWorkflow(t *testing.T) {
 }
 
 // TestRun_DemoNames pins the default table for names as long as the demo
-// cluster's: node, pod, budget names and reasons are shortened with the
-// mark so that every column before FIX fits the 120-column budget with
-// FIX's reserve; FIX is never cut (a longer one runs past the budget), and
-// -o wide carries every value whole.
+// cluster's: node, pod and budget names are what a user acts on and stay
+// whole, so REASON, which no longer fits beside them within the
+// 120-column budget and FIX's reserve, is left to -o wide; FIX is never
+// cut (a longer one runs past the budget), and -o wide carries every
+// value whole. Names that leave room keep REASON, shortened
+// (TestRun_MixedFits).
 func TestRun_DemoNames(t *testing.T) {
 	nodes := []string{"gke-gpufleet-prod-h100-c-8f3a2b1c-q7xk", "gke-gpufleet-prod-h100-c-8f3a2b1c-z2mp"}
 	r := run(t, fake.NewClientset(loadObjects(t, "demo")...), "", append(nodes, "--color", "never")...)
@@ -549,17 +551,16 @@ func TestRun_DemoNames(t *testing.T) {
 	golden(t, "demo.table", r.out)
 	table := strings.SplitN(r.out, "\n\n", 2)[0]
 	lines := strings.Split(table, "\n")
-	fix := strings.Index(lines[0], "FIX")
-	if fix < 0 || fix+fixReserve > cli.DefaultTableWidth {
-		t.Fatalf("FIX starts at column %d: the columns before it do not leave its reserve of %d:\n%s", fix, fixReserve, table)
+	if strings.Contains(table, cli.ElisionMark) {
+		t.Errorf("a name is shortened:\n%s", table)
 	}
-	for _, l := range lines[1:] {
-		if rs := []rune(l); len(rs) > fix && len([]rune(strings.TrimSpace(string(rs[fix:])))) <= fixReserve {
-			goldenfile.CheckWidth(t, l, cli.DefaultTableWidth)
+	if strings.Contains(lines[0], "REASON") {
+		t.Errorf("REASON is kept although the names leave it no room within %d columns:\n%s", cli.DefaultTableWidth, table)
+	}
+	for _, name := range append(nodes, "inference/llm-serve-canary-5f6b7c8d9e-p4v9w", "training/llama-pretrain-checkpoint-store-0", "llama-pretrain-checkpoint-store") {
+		if !strings.Contains(table, name+"   ") {
+			t.Errorf("%s is not whole in its column:\n%s", name, table)
 		}
-	}
-	if !strings.Contains(table, cli.ElisionMark) {
-		t.Errorf("nothing is marked as shortened:\n%s", table)
 	}
 	wide := run(t, fake.NewClientset(loadObjects(t, "demo")...), "", append(nodes, "--color", "never", "-o", "wide")...)
 	golden(t, "demo.wide", wide.out)
@@ -575,6 +576,28 @@ func TestRun_DemoNames(t *testing.T) {
 	} {
 		if !strings.Contains(r.out, want) || !strings.Contains(wide.out, want) {
 			t.Errorf("a fix is cut: %q", want)
+		}
+	}
+}
+
+// TestRun_MixedFits: with short names, REASON stays and is shortened so
+// that every column before FIX fits the 120-column budget with FIX's
+// reserve; names stay whole.
+func TestRun_MixedFits(t *testing.T) {
+	r := run(t, fake.NewClientset(loadObjects(t, "mixed")...), "", "gpu-1", "gpu-2", "--color", "never")
+	table := strings.SplitN(r.out, "\n\n", 2)[0]
+	lines := strings.Split(table, "\n")
+	fix := strings.Index(lines[0], "FIX")
+	if !strings.Contains(lines[0], "REASON") || fix < 0 || fix+fixReserve > cli.DefaultTableWidth {
+		t.Fatalf("REASON missing, or FIX at column %d leaves less than its reserve of %d:\n%s", fix, fixReserve, table)
+	}
+	if !strings.Contains(table, cli.ElisionMark) {
+		t.Errorf("no reason is shortened:\n%s", table)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 3 || strings.Contains(f[0]+f[1]+f[2], cli.ElisionMark) {
+			t.Errorf("a name is cut: %q", l)
 		}
 	}
 }

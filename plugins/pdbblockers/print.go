@@ -365,16 +365,16 @@ const fixReserve = 30
 func (o *Options) table(withContext bool) cli.Table {
 	// FIX is the command to paste: never shortened, it ends the default
 	// view and may run past the width budget; the columns before it are
-	// fitted to leave it fixReserve columns (VERDICT and FOR stay whole).
+	// fitted to leave it fixReserve columns. The context, node, pod and
+	// PDB are names to act on and stay whole, as do VERDICT and FOR:
+	// REASON is shortened, then left to -o wide, when they do not fit.
 	cols := []cli.Column{
-		{Name: "NODE", Shrink: true, Min: 12, Elide: cli.ElideMiddle},
-		{Name: "POD", Shrink: true, Min: 18, Elide: cli.ElideMiddle},
-		{Name: "PDB", Shrink: true, Min: 8, Elide: cli.ElideMiddle},
-		{Name: "VERDICT"}, {Name: "REASON", Shrink: true, Min: 20}, {Name: "FOR"}, {Name: "FIX", Overflow: true, Min: fixReserve},
+		{Name: "NODE"}, {Name: "POD"}, {Name: "PDB"},
+		{Name: "VERDICT"}, {Name: "REASON", Shrink: true, Min: 20, Drop: true}, {Name: "FOR"}, {Name: "FIX", Overflow: true, Min: fixReserve},
 		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true}, {Name: "BREAK-GLASS", Wide: true},
 	}
 	if withContext {
-		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
 	}
 	return cli.Table{Columns: cols}
 }

@@ -181,6 +181,10 @@ evidence:
   collectedAt: "2026-12-04T13:57:43Z"
 `
 
+// auditLine is one event of an apiserver audit log (audit.k8s.io/v1), for
+// examples that pipe a log into --audit-log -.
+const auditLine = `{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","stage":"ResponseComplete","verb":"list","objectRef":{"resource":"pods","apiVersion":"v1"}}` + "\n"
+
 // inputFixture says what the file given to flag of plugin sub must hold;
 // ok is false for a flag that does not read a file.
 func inputFixture(plugin, sub, flag string) (fixture, bool) {
@@ -289,7 +293,14 @@ func TestREADMEExamples(t *testing.T) {
 	for _, ex := range exs {
 		t.Run(fmt.Sprintf("L%d-%s", ex.line, ex.plugin), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &stdout, ErrOut: &stderr}
+			// A piped example reads stdin: what the pipe would carry.
+			stdin := ""
+			for i := 0; i+1 < len(ex.args); i++ {
+				if ex.args[i+1] == "-" && ex.args[i] == "--audit-log" {
+					stdin = auditLine
+				}
+			}
+			streams := genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &stdout, ErrOut: &stderr}
 			cmd := plugins[ex.plugin](streams)
 			cmd.SetArgs(ex.args)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

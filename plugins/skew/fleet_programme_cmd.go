@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ func fleetProgrammeCmds(cg cli.ClientGetter, streams genericiooptions.IOStreams,
 	return []*cobra.Command{
 		newFleetPlanCmd(cg, streams, d), newFleetStepCmd(cg, streams, d), newFleetGateCmd(cg, streams, d),
 		newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionApprove), newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionHalt),
+		newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionSkip),
 		newFleetStatusCmd(cg, streams, d), newFleetRenderCmd(cg, streams, d),
 	}
 }
@@ -40,6 +42,7 @@ type runFlags struct {
 	RunName string
 
 	fleet *fleetfile.Fleet
+	cmd   *cobra.Command
 }
 
 func (f *runFlags) add(cmd *cobra.Command, needFile bool) {
@@ -53,8 +56,11 @@ func (f *runFlags) add(cmd *cobra.Command, needFile bool) {
 }
 
 // load reads the fleet file when one is given; a bad file is exit 2 with
-// the field path.
-func (f *runFlags) load() error {
+// the field path. Its kubeconfig and a store given as a plain directory
+// are relative to the file; its kubeconfig is used unless --kubeconfig is
+// given.
+func (f *runFlags) load(cmd *cobra.Command) error {
+	f.cmd = cmd
 	if f.File == "" {
 		return nil
 	}
@@ -62,8 +68,18 @@ func (f *runFlags) load() error {
 	if err != nil {
 		return cli.UsageErr(err)
 	}
+	dir, err := filepath.Abs(filepath.Dir(f.File))
+	if err != nil {
+		return cli.UsageErr(err)
+	}
+	if kc := fl.Spec.Kubeconfig; kc != "" && !filepath.IsAbs(kc) {
+		fl.Spec.Kubeconfig = filepath.Join(dir, kc)
+	}
+	if st := fl.Spec.Store; st != nil && !strings.Contains(st.URL, "://") && !filepath.IsAbs(st.URL) {
+		st.URL = filepath.Join(dir, st.URL)
+	}
 	f.fleet = fl
-	return nil
+	return useFleetKubeconfig(cmd, f.File, fl.Spec.Kubeconfig)
 }
 
 func (f *runFlags) storeURL() (string, error) {
@@ -93,6 +109,14 @@ func (f *runFlags) programme(ctx context.Context, cg cli.ClientGetter, d deps, e
 			return nil, cli.UsageErr(err)
 		}
 		return nil, cli.ClusterErr(err)
+	}
+	if f.fleet == nil && f.cmd != nil {
+		// The frozen plan's kubeconfig (made absolute when it was
+		// planned), unless --kubeconfig is given.
+		if err := useFleetKubeconfig(f.cmd, "the run's plan", p.Spec.Kubeconfig); err != nil {
+			_ = st.Close()
+			return nil, err
+		}
 	}
 	return &fleetrun.Programme{Store: st, Plan: p, Now: d.now, ErrOut: errOut,
 		Access: &fleetrun.Access{Getter: cg, Credentials: p.Spec.Credentials}}, nil
@@ -168,7 +192,7 @@ func newFleetPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	return cmd
 }
 
-func (o *fleetPlanOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+func (o *fleetPlanOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
 	// A bad -o is reported as itself, before what else is missing.
@@ -178,7 +202,7 @@ func (o *fleetPlanOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []s
 	if o.File == "" {
 		return cli.Usagef("-f FLEET is required")
 	}
-	return o.load()
+	return o.load(cmd)
 }
 
 func (o *fleetPlanOptions) Validate() error {
@@ -276,7 +300,11 @@ func makeFleetPlan(ctx context.Context, cg cli.ClientGetter, d deps, f *fleetfil
 		}
 		last := errs[len(errs)-1]
 		code := cli.Worst(append(codes, cli.ExitCode(last.Err))...)
-		return nil, &cli.ExitError{Code: code, Err: fmt.Errorf("%s (a plan needs every cluster of its rings)", last.Error())}
+		where := ""
+		if fromDir == "" && strings.Contains(last.Error(), "is not in the kubeconfig") {
+			where = " (kubeconfig " + fleetrun.KubeconfigFiles(cg) + ")"
+		}
+		return nil, &cli.ExitError{Code: code, Err: fmt.Errorf("%s%s (a plan needs every cluster of its rings)", last.Error(), where), Hint: cli.ContextHint}
 	}
 	p, err := fleetrun.MakePlan(f, infos, now)
 	if err != nil {
@@ -303,7 +331,7 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	fmt.Fprintf(w, "Fleet %s to %s: %d clusters in %d rings, %d GPUs; %s; a disruptive step takes %s\n\n",
 		p.Fleet, p.Target, len(p.Clusters), len(p.Rings), p.GPUs, capText, p.StepDuration)
 	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
-		{Name: "action", Shrink: true, Min: 12}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
+		{Name: "action", Shrink: true, Min: 12}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "projected", Wide: true}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
 	for _, r := range p.Rings {
 		gate := "-"
 		if r.Approvers > 0 {
@@ -322,7 +350,7 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 				for _, s := range c.Steps {
 					names = append(names, s.Name)
 				}
-				t.AddRow(r.Name, fmt.Sprint(bi+1), c.Name, fmt.Sprint(c.GPUs), c.From, fmt.Sprint(len(c.Steps)), c.Action, next, gate,
+				t.AddRow(r.Name, fmt.Sprint(bi+1), c.Name, fmt.Sprint(c.GPUs), c.From, fmt.Sprint(len(c.Steps)), c.Action, next, gate, spanText(c.Projected),
 					orNoneText(strings.Join(c.Windows, "; ")), strings.Join(names, ","))
 				gate = ""
 			}
@@ -334,10 +362,27 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	fmt.Fprintln(w)
 	for i, r := range p.Rings {
 		line := fmt.Sprintf("ring %s: %d batch(es), at most %s at once, failure budget %d", r.Name, len(r.Batches), atMost(r.MaxConcurrent), r.MaxFailures)
+		if r.Projected != nil {
+			line += ", projected " + spanText(r.Projected)
+			if r.Approvers > 0 {
+				line += " once approved"
+			}
+		}
 		if r.Soak != "" && i < len(p.Rings)-1 {
 			line += ", then soak " + r.Soak
+			if r.Projected != nil {
+				line += " until " + r.Projected.End.Add(fleetfile.Duration(r.Soak).Value()).Format("2006-01-02T15:04Z")
+			}
 		}
 		fmt.Fprintln(w, line+", then the ring gate")
+	}
+	if len(p.Rings) > 0 && p.Rings[0].Projected != nil {
+		fmt.Fprintln(w, "projected: each step at its kind's expected duration, each ring from the end of the one before and its soak, gates and approvals at once")
+	}
+	for _, c := range p.Clusters {
+		if c.DrainOverride {
+			fmt.Fprintf(w, "cluster %s drains with its own settings (spec.clusters[].drain): gang-drain run %s\n", c.Name, strings.Join(c.DrainArgs, " "))
+		}
 	}
 	for _, u := range p.Unplanned {
 		fmt.Fprintf(w, "not in any ring: %s\n", u)
@@ -346,6 +391,14 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
 	return nil
+}
+
+// spanText is a projected span, or "-" where a window never opens.
+func spanText(s *fleetrun.Span) string {
+	if s == nil {
+		return "-"
+	}
+	return s.Start.Format("2006-01-02T15:04Z") + " to " + s.End.Format("2006-01-02T15:04Z")
 }
 
 func atMost(n int) string {
@@ -399,10 +452,20 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			gang-drain run fixed by the run, cluster, pool and version, so a
 			repeated attempt resumes the drain's own state in the cluster.
 
-			Exit codes: 0 done, 1 halt (a person decides; the ring is halted until
-			"kubectl skew fleet approve"), 3 the cluster could not be evaluated,
-			4 not yet (window closed, cap full, manual step pending, interrupted):
-			run it again later.`),
+			A failed step counts against its ring's failure budget (maxFailures,
+			as Azure Fleet Manager's maxAllowedFailures): within it the cluster
+			leaves the run with its record and the ring goes on without it (exit
+			5); past it the ring halts (exit 1), and so do the later rings, until
+			as many distinct people as the ring's approvers lift the halt with
+			"kubectl skew fleet approve". "kubectl skew fleet skip" takes a cluster
+			out of the run. A step refused by a halt changes nothing (exit 1).
+
+			Exit codes: 0 done (or nothing to do: completed, or the cluster left
+			the run), 1 halt (a person decides), 3 the cluster could not be
+			evaluated, 4 not yet (an earlier step not done, window closed, cap
+			full, manual step pending, update in flight, interrupted): run it again
+			later, 5 failed within the ring's failure budget: the cluster left the
+			run.`),
 		Example: templates.Examples(`
 			kubectl skew fleet step --store file:///var/lib/gpufleet --run 2026-12-v1-38 --cluster canary-use1 --step gate
 			kubectl skew fleet step -f fleet.yaml --run 2026-12-v1-38 --cluster canary-use1 --step pool-gpu-a-1-38-drain -o json`),
@@ -418,10 +481,10 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	return cmd
 }
 
-func (o *fleetStepOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+func (o *fleetStepOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	return o.load()
+	return o.load(cmd)
 }
 
 func (o *fleetStepOptions) Validate() error {
@@ -443,7 +506,11 @@ func (o *fleetStepOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeProgramme(p)
-	p.Exec = fleetrun.ExecPlugins{BinDir: o.BinDir}
+	ex := fleetrun.ExecPlugins{BinDir: o.BinDir}
+	if self, err := os.Executable(); err == nil {
+		ex.Supervisor = []string{self, "fleet", "supervise", "--"}
+	}
+	p.Exec = ex
 	p.RateWindow = o.RateWindow
 	res, err := p.RunStep(ctx, o.Cluster, o.Step)
 	if err != nil {
@@ -532,10 +599,10 @@ func newFleetGateCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	return cmd
 }
 
-func (o *fleetGateOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+func (o *fleetGateOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	return o.load()
+	return o.load(cmd)
 }
 
 func (o *fleetGateOptions) Validate() error {
@@ -677,6 +744,20 @@ func newFleetDecisionCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams
 		cmd.Example = templates.Examples(`
 			kubectl skew fleet approve -f fleet.yaml --run 2026-12-v1-38 --ring prod --reason "CHG-1234: canary soaked clean"
 			kubectl skew fleet approve -f fleet.yaml --run 2026-12-v1-38 --ring canary --reason "node fixed, gate re-run"`)
+	} else if kind == fleetrun.DecisionSkip {
+		cmd.Use = "skip --run RUN --cluster CLUSTER --reason WHY"
+		cmd.Short = "Take a cluster out of a run; the ring and the later rings go on without it"
+		cmd.Long = templates.LongDesc(`
+			Record a skip of one cluster in the run's store (who, when, why), as
+			"az fleet updaterun skip" takes a member out of an update run. It takes
+			the same approvals as lifting a halt of the cluster's ring: once as many
+			distinct people as the ring's approval.approvers (at least one) have
+			skipped the cluster, its remaining steps do nothing (exit 0), its place
+			in flight is free, it does not count against the ring's failure budget,
+			and the gates of later rings treat it as decided. The steps of the
+			cluster held in the run's Argo Workflow are released.`)
+		cmd.Example = templates.Examples(`
+			kubectl skew fleet skip -f fleet.yaml --run 2026-12-v1-38 --cluster prod-use1 --reason "CHG-1240: node RMA, upgrade next run"`)
 	} else {
 		cmd.Use = "halt --run RUN [--ring RING | --cluster CLUSTER] --reason WHY"
 		cmd.Short = "Halt a run, a ring or a cluster: no further step starts until approve"
@@ -694,18 +775,20 @@ func newFleetDecisionCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams
 	cmd.Flags().StringVar(&o.Cluster, "cluster", o.Cluster, "The cluster the decision covers.")
 	cmd.Flags().StringVar(&o.Reason, "reason", o.Reason, "Why (kept with the decision).")
 	cmd.Flags().StringVar(&o.Approver, "approver", o.Approver, "Who decides (default: the user the management cluster authenticates, else the local user).")
-	if kind == fleetrun.DecisionApprove {
-		cmd.Flags().StringVar(&o.Step, "step", o.Step, "With --cluster: the manual step done.")
+	if kind == fleetrun.DecisionApprove || kind == fleetrun.DecisionSkip {
+		if kind == fleetrun.DecisionApprove {
+			cmd.Flags().StringVar(&o.Step, "step", o.Step, "With --cluster: the manual step done.")
+		}
 		cmd.Flags().StringVar(&o.Namespace, "workflow-namespace", o.Namespace, "Namespace of the run's Workflow (default: the file's spec.engine.argo.namespace, else argo).")
 		cmd.Flags().BoolVar(&o.NoResume, "no-resume", o.NoResume, "Record the decision only; leave the Workflow alone.")
 	}
 	return cmd
 }
 
-func (o *fleetDecisionOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+func (o *fleetDecisionOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	return o.load()
+	return o.load(cmd)
 }
 
 func (o *fleetDecisionOptions) Validate() error {
@@ -720,6 +803,9 @@ func (o *fleetDecisionOptions) Validate() error {
 	}
 	if o.Step != "" && o.Cluster == "" {
 		return fmt.Errorf("--step needs --cluster")
+	}
+	if o.Kind == fleetrun.DecisionSkip && o.Cluster == "" {
+		return fmt.Errorf("skip needs --cluster CLUSTER: it takes one cluster out of the run")
 	}
 	return nil
 }
@@ -752,7 +838,7 @@ func (o *fleetDecisionOptions) Run(ctx context.Context) error {
 	defer closeProgramme(p)
 	d := fleetrun.Decision{Run: o.RunName, Decision: o.Kind, Ring: o.Ring, Cluster: o.Cluster, Step: o.Step, Reason: o.Reason, By: o.identity(ctx), At: p.Plan.CreatedAt}
 	d.At = o.deps.now()
-	res, err := p.Decide(ctx, d, fleetrun.DecideOptions{Resume: o.Kind == fleetrun.DecisionApprove && !o.NoResume, Namespace: o.Namespace})
+	res, err := p.Decide(ctx, d, fleetrun.DecideOptions{Resume: o.Kind != fleetrun.DecisionHalt && !o.NoResume, Namespace: o.Namespace})
 	if err != nil {
 		return err
 	}
@@ -815,10 +901,10 @@ func newFleetStatusCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 	return cmd
 }
 
-func (o *fleetStatusOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+func (o *fleetStatusOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	return o.load()
+	return o.load(cmd)
 }
 
 func (o *fleetStatusOptions) Validate() error {
@@ -909,12 +995,12 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 	return cmd
 }
 
-func (o *fleetRenderOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
+func (o *fleetRenderOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ []string) error {
 	o.cg = cg
 	if o.File == "" {
 		return cli.Usagef("-f FLEET is required")
 	}
-	return o.load()
+	return o.load(cmd)
 }
 
 func (o *fleetRenderOptions) Validate() error {

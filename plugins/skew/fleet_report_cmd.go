@@ -155,17 +155,27 @@ func (o *InventoryOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ [
 	if f.Spec.Store != nil && o.Store == "" {
 		o.Store = f.Spec.Store.URL
 	}
-	// The fleet file may name its kubeconfig, relative to itself; an
-	// explicit --kubeconfig wins.
-	if kc := f.Spec.Kubeconfig; kc != "" {
-		if fl := cmd.Flag("kubeconfig"); fl != nil && !fl.Changed {
-			if !filepath.IsAbs(kc) {
-				kc = filepath.Join(filepath.Dir(o.FleetFile), kc)
-			}
-			if err := fl.Value.Set(kc); err != nil {
-				return cli.UsageErr(fmt.Errorf("%s: spec.kubeconfig: %v", o.FleetFile, err))
-			}
-		}
+	// The fleet file may name its kubeconfig, relative to itself.
+	kc := f.Spec.Kubeconfig
+	if kc != "" && !filepath.IsAbs(kc) {
+		kc = filepath.Join(filepath.Dir(o.FleetFile), kc)
+	}
+	return useFleetKubeconfig(cmd, o.FleetFile, kc)
+}
+
+// useFleetKubeconfig makes the fleet file's kubeconfig the command's when
+// --kubeconfig is not given: every fleet subcommand reads the clusters
+// through the file the fleet names.
+func useFleetKubeconfig(cmd *cobra.Command, source, kc string) error {
+	if kc == "" || cmd == nil {
+		return nil
+	}
+	fl := cmd.Flag("kubeconfig")
+	if fl == nil || fl.Changed {
+		return nil
+	}
+	if err := fl.Value.Set(kc); err != nil {
+		return cli.UsageErr(fmt.Errorf("%s: spec.kubeconfig: %v", source, err))
 	}
 	return nil
 }

@@ -58,9 +58,14 @@ var preflightLong = templates.LongDesc(`
 	shown, and of the manifests in --probe-file (for policies no probe can
 	be built for, such as an image signature policy: give a pod running an
 	unsigned image); every role and binding, and who outside system: holds
-	escalate, bind, impersonate or secrets access; the cluster's days behind
+	a privilege escalation path of the Kubernetes RBAC good practices
+	(secrets, workload or persistent volume creation, nodes/proxy,
+	escalate, bind, impersonate, certificate approval, token requests,
+	admission control writes, namespace patch); the cluster's days behind
 	the newest patch of its minor (--patch-max-days, the patch data of
-	--patches) and its minor's support; the apiserver's serving
+	--patches) and its minor's support, on the provider's own calendar
+	where it has one (EKS extended support, AKS LTS; --provider-calendar),
+	out of support being a warning that points at the plan; the apiserver's serving
 	certificate and the cluster CA (--cert-warn-days, --cert-fail-days), and
 	on kubeadm the command that checks the rest; images of control-plane
 	static pods, kube-system and the GPU stack run by tag, not digest. The
@@ -96,10 +101,13 @@ type PreflightOptions struct {
 	Save         string
 	CompatFile   string
 	CalendarFile string
-	PoolLabel    string
-	EtcdQuota    string
-	ChunkSize    int64
-	policy       policyFlags
+	// ProviderCalendarFile is --provider-calendar.
+	ProviderCalendarFile string
+	PoolLabel            string
+	EtcdQuota            string
+	ChunkSize            int64
+	policy               policyFlags
+	health               healthFlags
 
 	cg       cli.ClientGetter
 	deps     deps
@@ -164,10 +172,12 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.Save, "save", o.Save, "Write the whole report with its evidence (YAML) to this file, the baseline of kubectl skew verify.")
 	cmd.Flags().StringVar(&o.CompatFile, "compat", o.CompatFile, "Addon compatibility table file (YAML or JSON, as kubectl skew compat -o yaml prints it) instead of the embedded one.")
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
+	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().StringVar(&o.EtcdQuota, "etcd-quota", o.EtcdQuota, "etcd's backend quota (--quota-backend-bytes); default: EKS's 8Gi, etcd's 2Gi on a control plane of the cluster's own. The etcd gate fails above 60% of it.")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
 	o.policy.addFlags(cmd)
+	o.health.addFlags(cmd)
 	_ = cmd.MarkFlagFilename("save", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("compat", "yaml", "yml", "json")
 	return cmd
@@ -177,7 +187,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 func (o *PreflightOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
-	cal, err := loadCalendar(o.CalendarFile)
+	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
 		return cli.UsageErr(err)
 	}
@@ -227,6 +237,9 @@ func (o *PreflightOptions) Validate() error {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
 	if err := o.policy.validate(); err != nil {
+		return err
+	}
+	if err := o.health.validate(); err != nil {
 		return err
 	}
 	if o.Save != "" && o.Contexts.Multi() {
@@ -296,6 +309,7 @@ func (o *PreflightOptions) check(ctx context.Context, cg cli.ClientGetter) (*Pre
 	}
 	r.Target, r.Compat, r.Calendar, r.EtcdQuota = o.target, o.compat, o.calendar, o.quota
 	o.policy.apply(r)
+	o.health.apply(r, nil)
 	res, err := r.Run(ctx)
 	if err != nil {
 		return nil, cli.ClassifyClusterErr(err, md, "reading the version inventory")

@@ -113,6 +113,10 @@ func printRunbook(w io.Writer, rep *PlanReport) error {
 			fmt.Fprintf(&b, "\n   %s\n", st.Note)
 		}
 		writeBlocks(&b, st.Blocks)
+		if rb := st.Rollback; rb != nil {
+			fmt.Fprintf(&b, "\n   Roll back if %s:\n", rb.Trigger)
+			writeBlocks(&b, rb.Blocks)
+		}
 		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), "\n")+"\n")

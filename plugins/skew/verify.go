@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,22 +38,45 @@ var verifyLong = templates.LongDesc(`
 	nodes), when the pool must still have a node, as many nodes and as many
 	GPUs as in the baseline; a
 	kube-system pod unhealthy that was healthy; an addon named in --addon
-	that still runs its baseline version; Warning events in kube-system
-	newer than the baseline; a node whose nvidia.com/gpu allocatable
-	dropped; a user of an API removed at the target that was not there
+	that still runs its baseline version; a Warning event in kube-system
+	for a reason and object (a pod counts as its DaemonSet or Deployment)
+	that did not fire at the baseline, except the events an upgrade causes
+	while its pods restart (BackOff, Unhealthy, FailedCreatePodSandBox,
+	NetworkNotReady, FailedMount, FailedKillPod, NodeNotReady,
+	FailedScheduling), which are a regression only when they keep firing
+	longer than --settle-time (listed as WARN while they may still settle);
+	a node whose nvidia.com/gpu allocatable dropped; a user of an API removed at the target that was not there
 	before.
 
 	Security controls: every admission probe that Pod Security, a webhook,
-	a ValidatingAdmissionPolicy or a --probe-file denied at the baseline is
-	sent again (a server-side dry run): admitted now is a FAIL naming the
-	namespace or policy, no verdict (a forbidden create, a webhook that
-	fails or hangs past --request-timeout) is UNKNOWN. RBAC grants that are
-	new since the baseline: escalate, bind, impersonate or secrets access is
-	a FAIL unless --allow-grant names the subject, role or binding, other new
-	grants are WARN. A Pod Security enforce-version pin now more than one
-	minor behind the apiserver, a certificate now within the baseline's
-	thresholds, an image pinned by digest that now runs by tag: WARN (or
-	FAIL for a certificate within --cert-fail-days).
+	a ValidatingAdmissionPolicy or a --probe-file denied at the baseline
+	(by its own control or first by another) is sent again (a server-side
+	dry run): admitted now is a FAIL naming the namespace or policy; a
+	denial by any control that denied the same object at the baseline
+	counts; no verdict (a forbidden create, a webhook that fails or hangs
+	past --request-timeout) is UNKNOWN. A privileged pod of every
+	RuntimeClass new since the baseline is sent where Pod Security enforces
+	a level: admitted, its class is exempt (FAIL). The admission
+	configuration is diffed: a webhook, policy or denying binding gone,
+	failurePolicy Fail turned Ignore, operations, resources or kinds no
+	longer matched, a namespace no longer selected (by a new selector or
+	new namespace labels), an object selector or matchCondition added or
+		changed, a validation dropped, a binding that no longer denies: FAIL.
+	RBAC grants that are new since the baseline, except the release's own
+	bindings of its own roles: a privilege escalation path of the
+	Kubernetes RBAC good practices (listing secrets, workload creation,
+	persistent volume creation, nodes/proxy, escalate, bind, impersonate,
+	CSR approval and signers, serviceaccounts/token create, admission
+	webhook, policy and binding writes, namespace patch), or anything
+	granted to system:anonymous or system:unauthenticated, is a FAIL unless
+	--allow-grant names the subject, role or binding; other new grants are
+	WARN. A Pod Security enforce-version pin now more than one minor behind
+	the apiserver, a certificate further into the baseline's thresholds
+	than it was (warn window, fail window, expired), an image pinned by
+	digest that now runs by tag: WARN (or FAIL for a certificate within
+	--cert-fail-days or expired). A kubelet serving certificate request
+	new since the baseline and pending longer than --settle-time (core
+	Kubernetes never approves them): FAIL.
 
 	FAIL and UNKNOWN items are regressions and exit 1; WARN items are listed
 	and exit 0.`)
@@ -73,11 +97,18 @@ type VerifyOptions struct {
 	ChunkSize int64
 	// AllowGrants are the --allow-grant patterns.
 	AllowGrants []string
+	// Settle is --settle-time.
+	Settle time.Duration
+	// CalendarFile and ProviderCalendarFile are --calendar and
+	// --provider-calendar.
+	CalendarFile, ProviderCalendarFile string
+	calendar                           pkgskew.Calendar
 
-	cg    cli.ClientGetter
-	deps  deps
-	base  *PreflightReport
-	pools map[string]pkgskew.Version
+	health healthFlags
+	cg     cli.ClientGetter
+	deps   deps
+	base   *PreflightReport
+	pools  map[string]pkgskew.Version
 	genericiooptions.IOStreams
 }
 
@@ -97,7 +128,7 @@ type VerifyReport struct {
 }
 
 func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *cobra.Command {
-	o := &VerifyOptions{Print: cli.NewPrintFlags(), ChunkSize: 500, IOStreams: streams, deps: d}
+	o := &VerifyOptions{Print: cli.NewPrintFlags(), ChunkSize: 500, Settle: preflight.DefaultSettle, IOStreams: streams, deps: d}
 	cmd := &cobra.Command{
 		Use:     "verify --baseline FILE [flags]",
 		Short:   "Report what got worse since the saved pre-flight evidence",
@@ -112,7 +143,11 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 	cmd.Flags().StringArrayVar(&o.Addons, "addon", o.Addons, "An addon planned to move in this wave (repeatable): it must no longer run its baseline version.")
 	cmd.Flags().StringVar(&o.PoolLabel, "pool-label", o.PoolLabel, "Node label that names node pools (default: the well-known labels).")
 	cmd.Flags().Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize, "Objects per page of each list.")
-	cmd.Flags().StringArrayVar(&o.AllowGrants, "allow-grant", o.AllowGrants, "A subject (user, group, namespace/serviceaccount), role or binding name, glob allowed, whose new escalate, bind, impersonate or secrets grants are expected: WARN instead of FAIL (repeatable).")
+	cmd.Flags().StringArrayVar(&o.AllowGrants, "allow-grant", o.AllowGrants, "A subject (user, group, namespace/serviceaccount), role or binding name, glob allowed, whose new grants of a privilege escalation path are expected: WARN instead of FAIL (repeatable).")
+	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
+	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
+	cmd.Flags().DurationVar(&o.Settle, "settle-time", o.Settle, "How long the Warning events an upgrade causes in kube-system (BackOff, Unhealthy, FailedCreatePodSandBox, NetworkNotReady ...) may keep firing before they are a regression.")
+	o.health.addFlags(cmd)
 	_ = cmd.MarkFlagFilename("baseline", "yaml", "yml", "json")
 	return cmd
 }
@@ -121,6 +156,11 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 func (o *VerifyOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	o.cg = cg
 	cli.SetQuiet(cg, o.Print.Quiet)
+	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
+	if err != nil {
+		return cli.UsageErr(err)
+	}
+	o.calendar = cal
 	if o.Baseline == "" {
 		return nil
 	}
@@ -159,7 +199,10 @@ func (o *VerifyOptions) Validate() error {
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
-	return nil
+	if o.Settle <= 0 {
+		return fmt.Errorf("--settle-time must be positive, got %s", o.Settle)
+	}
+	return o.health.validate()
 }
 
 // Run collects the current evidence and compares.
@@ -172,7 +215,7 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 	if v, err := pkgskew.ParseVersion(target); err == nil {
 		r.Target = v
 	}
-	r.Compat, r.Calendar = preflight.DefaultCompat(), pkgskew.DefaultCalendar()
+	r.Compat, r.Calendar = preflight.DefaultCompat(), o.calendar
 	r.Policy.Baseline = o.base.Evidence.Policy
 	if r.Policy.Baseline != nil {
 		r.Policy.CertWarnDays, r.Policy.CertFailDays = r.Policy.Baseline.CertWarnDays, r.Policy.Baseline.CertFailDays
@@ -180,11 +223,12 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 			r.Policy.PatchMaxDays = p.MaxDays
 		}
 	}
+	o.health.apply(r, o.base.Evidence.Health)
 	res, err := r.Run(ctx)
 	if err != nil {
 		return cli.ClassifyClusterErr(err, md, "reading the cluster")
 	}
-	regs := preflight.Verify(o.base.Evidence, res.Evidence, preflight.VerifyOptions{PoolVersions: o.pools, Target: r.Target, Addons: o.Addons, AllowGrants: o.AllowGrants})
+	regs := preflight.Verify(o.base.Evidence, res.Evidence, preflight.VerifyOptions{PoolVersions: o.pools, Target: r.Target, Addons: o.Addons, AllowGrants: o.AllowGrants, Settle: o.Settle})
 	rep := &VerifyReport{Header: cli.NewHeader(KindVerifyReport, md), Baseline: o.base.Evidence.CollectedAt.UTC().Format("2006-01-02T15:04:05Z"), Target: target, Items: regs}
 	if rep.Items == nil {
 		rep.Items = []preflight.Regression{}

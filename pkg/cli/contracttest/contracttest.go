@@ -43,6 +43,9 @@ type Case struct {
 	// Lenient cases may also succeed (exit 0 or 1 with no error line): a
 	// command that never reads the kubeconfig has nothing to refuse.
 	Lenient bool
+	// Refused cases print nothing on stdout: the input is refused before
+	// any report is made.
+	Refused bool
 }
 
 // Cases are the shared bad inputs.
@@ -50,7 +53,11 @@ var Cases = []Case{
 	{Name: "unknown-flag", Args: func(string) []string { return []string{"--no-such-flag"} }},
 	{Name: "bad-output", Flag: "output", Says: "bogus", Args: func(string) []string { return []string{"-o", "bogus"} }},
 	{Name: "unknown-context", Flag: "context", Says: "no-such-context", Lenient: true, Args: func(string) []string { return []string{"--context", "no-such-context"} }},
-	{Name: "missing-file", Flag: "filename", Says: "/nonexistent/gpufleet.yaml", Args: func(string) []string { return []string{"-f", "/nonexistent/gpufleet.yaml"} }},
+	{Name: "missing-file", Flag: "filename", Says: "/nonexistent/gpufleet.yaml", Refused: true, Args: func(string) []string { return []string{"-f", "/nonexistent/gpufleet.yaml"} }},
+	{Name: "empty-file", Flag: "filename", Says: "empty.yaml", Refused: true, Args: func(dir string) []string { return []string{"-f", filepath.Join(dir, "empty.yaml")} }},
+	{Name: "empty-audit-log", Flag: "audit-log", Says: "empty.yaml", Refused: true, Args: func(dir string) []string {
+		return []string{"--source", "audit", "--audit-log", filepath.Join(dir, "empty.yaml")}
+	}},
 	{Name: "unparsable-file", Flag: "filename", Says: "broken.yaml", Args: func(dir string) []string { return []string{"-f", filepath.Join(dir, "broken.yaml")} }},
 	{Name: "dry-run-bad", Flag: "dry-run", Says: "bogus", Args: func(string) []string { return []string{"--dry-run=bogus"} }},
 	{Name: "dry-run-read-only", Without: "dry-run", Says: "has no --dry-run", Args: func(string) []string { return []string{"--dry-run=client"} }},
@@ -72,6 +79,9 @@ func Run(t *testing.T, newRoot NewRoot, want Want, base Base) {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("apiVersion: v1\nkind: [Pod\nmetadata: {name: \n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "empty.yaml"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -116,9 +126,12 @@ users:
 				continue
 			}
 			args := append(append(append([]string(nil), path...), base[name]...), tc.Args(dir)...)
-			code, stderr := run(newRoot, args)
+			code, stdout, stderr := run(newRoot, args)
 			t.Logf("%s [%s]: exit %d: %s", name, tc.Name, code, strings.ReplaceAll(strings.TrimSpace(stderr), "\n", " | "))
 			check(t, name, tc, args, code, stderr, want)
+			if tc.Refused && stdout != "" {
+				t.Errorf("%s [%s]: the input is refused, yet stdout has:\n%s", name, tc.Name, stdout)
+			}
 		}
 	}
 }
@@ -136,7 +149,7 @@ func displayName(c *cobra.Command) string {
 	return strings.TrimSpace(c.CommandPath())
 }
 
-func run(newRoot NewRoot, args []string) (int, string) {
+func run(newRoot NewRoot, args []string) (int, string, string) {
 	in := &bytes.Buffer{}
 	var out, errOut bytes.Buffer
 	streams := genericiooptions.IOStreams{In: in, Out: &out, ErrOut: &errOut}
@@ -147,7 +160,7 @@ func run(newRoot NewRoot, args []string) (int, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	code := cli.Run(ctx, root, streams)
-	return code, errOut.String()
+	return code, out.String(), errOut.String()
 }
 
 func check(t *testing.T, name string, tc Case, args []string, code int, stderr string, want Want) {

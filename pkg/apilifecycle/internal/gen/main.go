@@ -33,6 +33,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle/internal/gen/modproxy"
 )
 
 // olderAPI are older k8s.io/api releases read for kinds deleted since,
@@ -123,7 +125,7 @@ func run(out string) error {
 	if err != nil {
 		return err
 	}
-	aggDir, err := download("k8s.io/kube-aggregator", apiVer)
+	aggDir, err := modproxy.Download("k8s.io/kube-aggregator", apiVer)
 	if err != nil {
 		return err
 	}
@@ -133,7 +135,7 @@ func run(out string) error {
 		{"k8s.io/kube-aggregator", apiVer, filepath.Join(aggDir, "pkg", "apis"), true},
 	}
 	for _, v := range append(append([]string{}, olderAPI...), existenceOnly...) {
-		d, err := download("k8s.io/api", v)
+		d, err := modproxy.Download("k8s.io/api", v)
 		if err != nil {
 			return err
 		}
@@ -653,25 +655,10 @@ func required(module string) (string, string, error) {
 		return "", "", err
 	}
 	if m.Dir == "" {
-		d, err := download(module, m.Version)
+		d, err := modproxy.Download(module, m.Version)
 		return m.Version, d, err
 	}
 	return m.Version, m.Dir, nil
-}
-
-// download fetches module@version from the module proxy into the module
-// cache, outside this module so go.mod and go.sum stay untouched.
-func download(module, version string) (string, error) {
-	cmd := exec.Command("go", "mod", "download", "-json", module+"@"+version)
-	cmd.Dir = os.TempDir()
-	cmd.Env = append(os.Environ(), "GO111MODULE=on", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	var m struct{ Dir, Error string }
-	_ = json.Unmarshal(out, &m)
-	if err != nil || m.Dir == "" {
-		return "", fmt.Errorf("go mod download %s@%s: %v %s", module, version, err, m.Error)
-	}
-	return m.Dir, nil
 }
 
 func contains(list []string, s string) bool {

@@ -1,0 +1,44 @@
+package fleetrun
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+)
+
+func TestAlertsHaltCheck(t *testing.T) {
+	recorded, err := os.ReadFile("../health/testdata/alertmanager-v0.35.0-alerts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var filters []string
+	body := []byte("[]")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		filters = r.URL.Query()["filter"]
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	h := fleetfile.HaltCheck{Check: "alerts", AlertmanagerURL: srv.URL, Matchers: []string{`severity="critical"`}, ClusterLabel: "cluster"}
+	checks := haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil)
+	if len(checks) != 1 || checks[0].Result != CheckPass {
+		t.Fatalf("no alert: %+v", checks)
+	}
+	if strings.Join(filters, " ") != `severity="critical" cluster="prod-usw2"` {
+		t.Errorf("filters %q, want the matchers and the cluster's", filters)
+	}
+	body = recorded
+	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil)
+	if checks[0].Result != CheckFail || !strings.Contains(checks[0].Message, "3 active alert(s): DiskFilling{") {
+		t.Errorf("alerts firing: %+v", checks[0])
+	}
+	srv.Close()
+	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil)
+	if checks[0].Result != CheckUnknown {
+		t.Errorf("Alertmanager down: %+v", checks[0])
+	}
+}

@@ -1,0 +1,472 @@
+package inference
+
+// The plan of an inference pool's drain: surge, waves, cold-start times,
+// serving capacity per model at every step, the ETA, and the reasons to
+// refuse it.
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Options shape a plan.
+type Options struct {
+	// MinServing is the fraction (0 to 1) of each model's replicas that
+	// must stay Ready at every step, on top of its PodDisruptionBudget.
+	MinServing float64
+	// NodesPerWave caps the nodes drained at once (0: no cap beyond the
+	// floors and MaxColdStart).
+	NodesPerWave int
+	// MaxColdStart bounds a wave's cold start: the bytes its replacements
+	// hydrate at once from each source stay within that source's
+	// bandwidth times this (0: no bound).
+	MaxColdStart time.Duration
+	// NoSurge plans without surging the models first.
+	NoSurge bool
+	// Bandwidth is the hydrate bandwidth of each weight source.
+	Bandwidth Bandwidth
+}
+
+// ModelPlan is a model with its floor and planned surge.
+type ModelPlan struct {
+	*Model
+	// Floor is the fewest Ready replicas the plan allows: the larger of
+	// PDBFloor (the budget's desiredHealthy at the surged replica count,
+	// which the eviction API enforces) and MinServingFloor (--min-serving
+	// of the replicas, which the plan's waves keep).
+	Floor           int32  `json:"floor"`
+	PDBFloor        int32  `json:"pdbFloor"`
+	MinServingFloor int32  `json:"minServingFloor"`
+	FloorFrom       string `json:"floorFrom"`
+	// Surge is the replicas added before the first drain (applied earlier
+	// by this run when Model.Surged is set).
+	Surge int32 `json:"surge"`
+}
+
+// Phase is the surge before the first wave.
+type Phase struct {
+	// Added are the replicas each model gains.
+	Added        map[string]int32 `json:"added"`
+	HydrateBytes map[Source]int64 `json:"hydrateBytes"`
+	ColdStart    time.Duration    `json:"-"`
+	// ColdStartSeconds is ColdStart in seconds.
+	ColdStartSeconds float64          `json:"coldStartSeconds"`
+	ServingAfter     map[string]int32 `json:"servingAfter"`
+}
+
+// Wave is a set of nodes drained at once.
+type Wave struct {
+	Index int      `json:"index"`
+	Nodes []string `json:"nodes"`
+	// Displaced are the model replicas the wave evicts; Placed those whose
+	// replacements find a free GPU outside the pool, Unplaced the rest
+	// (Pending until the pool is back).
+	Displaced map[string]int32 `json:"displaced"`
+	Placed    map[string]int32 `json:"placed"`
+	Unplaced  map[string]int32 `json:"unplaced,omitempty"`
+	// AtOnce are the Ready replicas each model loses at once: the
+	// displaced ones, or fewer when its PodDisruptionBudget paces them.
+	AtOnce map[string]int32 `json:"atOnce"`
+	// HydrateBytes are the bytes the replacements load at once, per source;
+	// ColdStart is the longest source's bytes over its bandwidth.
+	HydrateBytes     map[Source]int64 `json:"hydrateBytes"`
+	ColdStart        time.Duration    `json:"-"`
+	ColdStartSeconds float64          `json:"coldStartSeconds"`
+	// ServingDuring is each model's Ready replicas while the replacements
+	// hydrate, ServingAfter once they are Ready.
+	ServingDuring map[string]int32 `json:"servingDuring"`
+	ServingAfter  map[string]int32 `json:"servingAfter"`
+	// Below lists the models under their floor at this wave.
+	Below []string `json:"below,omitempty"`
+}
+
+// Plan is the drain of an inference pool, step by step.
+type Plan struct {
+	Models []ModelPlan `json:"models"`
+	// Start is each model's Ready replicas now.
+	Start    map[string]int32 `json:"start"`
+	Surge    *Phase           `json:"surge,omitempty"`
+	Waves    []Wave           `json:"waves"`
+	Headroom int64            `json:"headroomGPUs"`
+	// Drained are the pool's nodes a run drained already (resume).
+	Drained []string `json:"drained,omitempty"`
+	// ETA is the surge's and every wave's cold start, one after another.
+	ETA        time.Duration `json:"-"`
+	ETASeconds float64       `json:"etaSeconds"`
+	// Refusals say why the plan must not run; Notes what it cannot help.
+	Refusals []string `json:"refusals,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Refused reports whether the plan must not run.
+func (p *Plan) Refused() bool { return len(p.Refusals) > 0 }
+
+// Model returns the model plan of key, or nil.
+func (p *Plan) Model(key string) *ModelPlan {
+	for i := range p.Models {
+		if p.Models[i].Key == key {
+			return &p.Models[i]
+		}
+	}
+	return nil
+}
+
+// PDBFloor is the number of healthy pods a PodDisruptionBudget keeps when
+// expected pods are wanted: the disruption controller's desiredHealthy
+// (kubernetes/kubernetes@v1.37.2 pkg/controller/disruption/disruption.go,
+// getExpectedPodCount): maxUnavailable, scaled against the expected count
+// rounding up, is subtracted from it; minAvailable is taken as it is when
+// a number, scaled rounding up when a percentage.
+func PDBFloor(pdb *policyv1.PodDisruptionBudget, expected int32) (int32, error) {
+	if pdb == nil {
+		return 0, nil
+	}
+	switch {
+	case pdb.Spec.MaxUnavailable != nil:
+		mu, err := intstr.GetScaledValueFromIntOrPercent(pdb.Spec.MaxUnavailable, int(expected), true)
+		if err != nil {
+			return 0, err
+		}
+		return max(expected-int32(mu), 0), nil
+	case pdb.Spec.MinAvailable != nil:
+		if pdb.Spec.MinAvailable.Type == intstr.Int {
+			return pdb.Spec.MinAvailable.IntVal, nil
+		}
+		v, err := intstr.GetScaledValueFromIntOrPercent(pdb.Spec.MinAvailable, int(expected), true)
+		return int32(v), err
+	}
+	return 0, nil
+}
+
+// slots are the free GPUs outside the pool, node by node, taken first fit.
+type slots []HeadroomNode
+
+func (s slots) clone() slots { return append(slots(nil), s...) }
+
+func (s slots) place(m *Model) bool {
+	for i := range s {
+		if s[i].FreeGPUs >= m.GPUsPerReplica && m.fits(&s[i]) {
+			s[i].FreeGPUs -= m.GPUsPerReplica
+			return true
+		}
+	}
+	return false
+}
+
+// Compute plans the drain of the pool's nodes that are not drained yet.
+// It never touches the cluster.
+func Compute(pool *Pool, o Options) *Plan {
+	plan := &Plan{Start: map[string]int32{}}
+	var undrained []string
+	for _, n := range pool.Nodes {
+		if n.Drained {
+			plan.Drained = append(plan.Drained, n.Name)
+		} else {
+			undrained = append(undrained, n.Name)
+		}
+	}
+	free := slots(nil)
+	for _, h := range pool.Headroom {
+		plan.Headroom += h.FreeGPUs
+		free = append(free, h)
+	}
+	active := map[string]bool{}
+	for _, n := range pool.Nodes {
+		if n.RunID != "" && n.State.Active() {
+			active[n.RunID] = true
+		}
+	}
+	for _, m := range pool.Models {
+		if m.SurgedBy != "" && !active[m.SurgedBy] {
+			plan.Refusals = append(plan.Refusals, fmt.Sprintf("deployment %s carries the surge of run %s, which runs on none of these nodes: undo it first with `kubectl gang-drain restore %s --inference`", m.Key, m.SurgedBy, m.SurgedBy))
+		}
+	}
+	for _, g := range pool.Gangs {
+		plan.Refusals = append(plan.Refusals, fmt.Sprintf("training gang %s has ranks on the pool: drain it with `kubectl gang-drain run` (checkpoint-and-yield), not --inference", g))
+	}
+	plan.Notes = append(plan.Notes, pool.Notes...)
+	if len(pool.Models) == 0 && len(undrained) > 0 {
+		plan.Notes = append(plan.Notes, "no model Deployment (pods asking for GPUs) runs on the pool: it drains as any pool does")
+	}
+	models := make([]*Model, len(pool.Models))
+	copy(models, pool.Models)
+	sort.Slice(models, func(i, j int) bool { return models[i].Key < models[j].Key })
+	needSource := map[Source][]string{}
+	for _, m := range models {
+		plan.Models = append(plan.Models, ModelPlan{Model: m, Surge: m.Surged})
+		plan.Start[m.Key] = m.Ready
+		if m.WeightsProblem != "" {
+			plan.Refusals = append(plan.Refusals, m.WeightsProblem)
+		} else if m.Weights != nil {
+			if _, ok := o.Bandwidth[m.Weights.Source]; !ok {
+				needSource[m.Weights.Source] = append(needSource[m.Weights.Source], m.Key)
+			}
+		}
+		if m.PDBProblem != "" {
+			plan.Refusals = append(plan.Refusals, m.PDBProblem)
+		}
+	}
+	for _, s := range sortedSources(needSource) {
+		plan.Refusals = append(plan.Refusals, fmt.Sprintf("no hydrate bandwidth for source %s (models %s): pass --hydrate-bandwidth %s=<bytes per second, e.g. 1250M/s>", s, strings.Join(needSource[s], ", "), s))
+	}
+
+	// 1. Surge: each model gains up to the most replicas it has on one
+	// node, from the headroom left once every displaced replica has a
+	// place, round robin over the models.
+	if !o.NoSurge && len(undrained) > 0 {
+		scratch := free.clone()
+		for _, m := range models {
+			for i := int32(0); i < m.OnPoolTotal(); i++ {
+				scratch.place(m)
+			}
+		}
+		target := map[string]int32{}
+		for _, m := range models {
+			if m.Surged > 0 {
+				continue // applied earlier by this run
+			}
+			if m.Autoscaler != "" {
+				// The autoscaler sets spec.replicas: back to maxReplicas at
+				// once when above it ("Current number of replicas above
+				// Spec.MaxReplicas"), else to what its metrics want once
+				// the downscale stabilization window (5m by default) has
+				// passed (kubernetes/kubernetes@v1.37.2
+				// pkg/controller/podautoscaler/horizontal.go and
+				// config/v1alpha1/defaults.go), so a surge would not stay.
+				plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: no surge: HorizontalPodAutoscaler %s sets its replicas and would scale a surge away; to surge it, raise the autoscaler's minReplicas for the drain and plan again", m.Key, m.Autoscaler))
+				continue
+			}
+			for _, n := range undrained {
+				target[m.Key] = max(target[m.Key], m.OnPool[n])
+			}
+		}
+		added := map[string]int32{}
+		for more := true; more; {
+			more = false
+			for _, m := range models {
+				if target[m.Key] <= added[m.Key] || !scratch.place(m) {
+					continue
+				}
+				free.place(m)
+				added[m.Key]++
+				more = true
+			}
+		}
+		if len(added) > 0 {
+			ph := &Phase{Added: added, HydrateBytes: map[Source]int64{}, ServingAfter: map[string]int32{}}
+			for i := range plan.Models {
+				mp := &plan.Models[i]
+				mp.Surge += added[mp.Key]
+				if mp.Weights != nil {
+					if n := added[mp.Key]; n > 0 {
+						ph.HydrateBytes[mp.Weights.Source] += int64(n) * mp.Weights.Bytes
+					}
+				}
+				ph.ServingAfter[mp.Key] = mp.Ready + mp.Loading + added[mp.Key]
+			}
+			ph.ColdStart = coldStart(ph.HydrateBytes, o.Bandwidth)
+			ph.ColdStartSeconds = ph.ColdStart.Seconds()
+			plan.Surge = ph
+		} else if plan.Headroom == 0 {
+			plan.Notes = append(plan.Notes, "no free GPU of the pool's product outside it: no surge, and each displaced replica waits for the pool to come back")
+		}
+	}
+
+	// 2. Floors, at the replica count the waves run with.
+	serving := map[string]int32{}
+	for i := range plan.Models {
+		mp := &plan.Models[i]
+		desired := mp.Desired + mp.Surge - mp.Surged
+		pf, err := PDBFloor(mp.pdb, desired)
+		if err != nil {
+			plan.Refusals = append(plan.Refusals, fmt.Sprintf("model %s: PodDisruptionBudget %s: %v", mp.Key, mp.PDB, err))
+		}
+		mp.PDBFloor = pf
+		mp.MinServingFloor = int32(math.Ceil(o.MinServing*float64(mp.Replicas) - 1e-9))
+		mp.Floor = max(mp.PDBFloor, mp.MinServingFloor)
+		switch {
+		case mp.Floor == 0:
+			mp.FloorFrom = "none"
+		case mp.PDBFloor >= mp.MinServingFloor:
+			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d)", mp.PDB, mp.PDBRule, desired)
+		default:
+			mp.FloorFrom = fmt.Sprintf("--min-serving %g of %d", o.MinServing, mp.Replicas)
+		}
+		// Replicas still loading their weights outside the pool count as
+		// serving from the first wave on: the run waits for them first.
+		serving[mp.Key] = mp.Ready + mp.Loading
+		if plan.Surge != nil {
+			serving[mp.Key] = plan.Surge.ServingAfter[mp.Key]
+		}
+		if mp.Loading > 0 {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: %d replica(s) outside the pool are still loading their weights: the first wave waits for them", mp.Key, mp.Loading))
+		}
+		// A model with nothing left on the pool (its replicas displaced
+		// by an interrupted run) loses nothing more: the run only waits
+		// for its replacements.
+		if mp.Ready+mp.Loading < mp.Floor && len(undrained) > 0 && mp.OnPoolTotal() > 0 {
+			plan.Refusals = append(plan.Refusals, fmt.Sprintf("model %s serves %d Ready replicas now, below its floor of %d (%s), before any drain", mp.Key, mp.Ready+mp.Loading, mp.Floor, mp.FloorFrom))
+		}
+	}
+
+	// 3. Waves. The eviction API keeps each model at its
+	// PodDisruptionBudget by itself: past the disruptions the budget
+	// allows, evictions wait for replacements to be Ready. The plan adds a
+	// node to a wave while every model can lose the wave's Ready replicas
+	// at once within its budget and keep its --min-serving floor, the
+	// bytes hydrated at once stay within bandwidth x MaxColdStart, and the
+	// wave is under NodesPerWave.
+	allowed := func(mp *ModelPlan) int32 { return max(serving[mp.Key]-mp.PDBFloor, 0) }
+	fitsWave := func(nodes []string) bool {
+		if o.NodesPerWave > 0 && len(nodes) > o.NodesPerWave {
+			return false
+		}
+		d, _ := displaced(plan.Models, nodes)
+		for i := range plan.Models {
+			mp := &plan.Models[i]
+			if d[mp.Key] > allowed(mp) || serving[mp.Key]-d[mp.Key] < mp.MinServingFloor {
+				return false
+			}
+		}
+		if o.MaxColdStart > 0 {
+			bytes, _, _ := hydrate(plan.Models, nodes, free.clone())
+			if coldStart(bytes, o.Bandwidth) > o.MaxColdStart {
+				return false
+			}
+		}
+		return true
+	}
+	var cur []string
+	closeWave := func() {
+		if len(cur) == 0 {
+			return
+		}
+		w := Wave{Index: len(plan.Waves) + 1, Nodes: cur, AtOnce: map[string]int32{}, ServingDuring: map[string]int32{}, ServingAfter: map[string]int32{}}
+		nodes := strings.Join(cur, ", ")
+		dReady, dAll := displaced(plan.Models, cur)
+		w.Displaced = dAll
+		w.HydrateBytes, w.Placed, w.Unplaced = hydrate(plan.Models, cur, free)
+		w.ColdStart = coldStart(w.HydrateBytes, o.Bandwidth)
+		w.ColdStartSeconds = w.ColdStart.Seconds()
+		for i := range plan.Models {
+			mp := &plan.Models[i]
+			a, d := allowed(mp), dReady[mp.Key]
+			atOnce := min(d, a)
+			during := serving[mp.Key] - atOnce
+			after := serving[mp.Key] - d + w.Placed[mp.Key]
+			w.AtOnce[mp.Key], w.ServingDuring[mp.Key], w.ServingAfter[mp.Key] = atOnce, during, after
+			below := true
+			switch {
+			case d > 0 && a == 0:
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s): PodDisruptionBudget %s/%s (%s) allows no disruption of model %s (%d Ready, at least %d kept): its evictions would wait for ever",
+					w.Index, nodes, mp.Namespace, mp.PDB, mp.PDBRule, mp.Key, serving[mp.Key], mp.PDBFloor))
+			case after < mp.PDBFloor:
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s below its PodDisruptionBudget %s (%s: at least %d): %d replacement(s) find no free GPU outside the pool, so it serves %d and the budget refuses further evictions",
+					w.Index, nodes, mp.Key, mp.PDB, mp.PDBRule, mp.PDBFloor, w.Unplaced[mp.Key], after))
+			case during < mp.MinServingFloor:
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s to %d Ready replicas while its replacements hydrate, below --min-serving (%d of %d): free %d more GPU(s) of %s outside the pool for surge, or lower --min-serving",
+					w.Index, nodes, mp.Key, during, mp.MinServingFloor, mp.Replicas, int64(mp.MinServingFloor-during)*mp.GPUsPerReplica, productWord(mp.Product)))
+			case after < mp.MinServingFloor:
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("after wave %d (%s) model %s serves %d replicas, below --min-serving (%d of %d): %d replacement(s) find no free GPU outside the pool",
+					w.Index, nodes, mp.Key, after, mp.MinServingFloor, mp.Replicas, w.Unplaced[mp.Key]))
+			default:
+				below = false
+			}
+			if below {
+				w.Below = append(w.Below, mp.Key)
+			}
+			if d > a && a > 0 {
+				plan.Notes = append(plan.Notes, fmt.Sprintf("wave %d: PodDisruptionBudget %s/%s lets %d of the %d Ready replicas of %s go at once; the drain evicts the rest as their replacements become Ready",
+					w.Index, mp.Namespace, mp.PDB, a, d, mp.Key))
+			}
+			if n := w.Unplaced[mp.Key]; n > 0 {
+				plan.Notes = append(plan.Notes, fmt.Sprintf("wave %d: %d replica(s) of %s find no free GPU outside the pool and stay Pending until the pool is back", w.Index, n, mp.Key))
+			}
+			serving[mp.Key] = after
+		}
+		if o.MaxColdStart > 0 && len(cur) == 1 && w.ColdStart > o.MaxColdStart {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("node %s alone hydrates for %s, above --max-cold-start %s: its wave holds it alone", cur[0], w.ColdStart.Round(time.Second), o.MaxColdStart))
+		}
+		plan.Waves = append(plan.Waves, w)
+		cur = nil
+	}
+	for _, n := range undrained {
+		try := append(append([]string(nil), cur...), n)
+		if len(cur) > 0 && !fitsWave(try) {
+			closeWave()
+			try = []string{n}
+		}
+		cur = try
+	}
+	closeWave()
+
+	if plan.Surge != nil {
+		plan.ETA += plan.Surge.ColdStart
+	}
+	for _, w := range plan.Waves {
+		plan.ETA += w.ColdStart
+	}
+	plan.ETASeconds = plan.ETA.Seconds()
+	return plan
+}
+
+// displaced counts, per model, the Ready and all pods on nodes.
+func displaced(models []ModelPlan, nodes []string) (ready, all map[string]int32) {
+	ready, all = map[string]int32{}, map[string]int32{}
+	for _, mp := range models {
+		for _, n := range nodes {
+			ready[mp.Key] += mp.OnPoolReady[n]
+			all[mp.Key] += mp.OnPool[n]
+		}
+	}
+	return ready, all
+}
+
+// hydrate places the replacements of the pods on nodes in free (first
+// fit, models in order) and sums the bytes they load, per source.
+func hydrate(models []ModelPlan, nodes []string, free slots) (bytes map[Source]int64, placed, unplaced map[string]int32) {
+	bytes, placed, unplaced = map[Source]int64{}, map[string]int32{}, map[string]int32{}
+	for _, mp := range models {
+		for _, n := range nodes {
+			for i := int32(0); i < mp.OnPool[n]; i++ {
+				if !free.place(mp.Model) {
+					unplaced[mp.Key]++
+					continue
+				}
+				placed[mp.Key]++
+				if mp.Weights != nil {
+					bytes[mp.Weights.Source] += mp.Weights.Bytes
+				}
+			}
+		}
+	}
+	for k, v := range unplaced {
+		if v == 0 {
+			delete(unplaced, k)
+		}
+	}
+	return bytes, placed, unplaced
+}
+
+// coldStart is the time the slowest source takes to serve its bytes; the
+// sources serve at once, each at its own bandwidth.
+func coldStart(bytes map[Source]int64, bw Bandwidth) time.Duration {
+	var d time.Duration
+	for s, b := range bytes {
+		d = max(d, HydrateTime(b, bw[s]))
+	}
+	return d
+}
+
+func productWord(p string) string {
+	if p == "" {
+		return "the pool's GPU product"
+	}
+	return p
+}

@@ -1,0 +1,544 @@
+package inference
+
+// The paced run: cordon the pool, surge, then drain wave by wave, each only
+// when the replicas the previous one displaced are Ready elsewhere and
+// every model keeps its floor, and scale the surge back at the end. Every
+// step is recorded in the cluster (pkg/gang's node records, the surge
+// record on each Deployment), so a re-run resumes where it stopped.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+)
+
+// EventModel is the type of events about a model (surge, readiness,
+// floors); the other events are pkg/gang's.
+const EventModel gang.EventType = "model"
+
+// ErrRefused is wrapped by the error of a run whose plan is refused: it
+// changed nothing.
+var ErrRefused = errors.New("plan refused")
+
+// RunOptions configure a run.
+type RunOptions struct {
+	// Plan shapes the plan the run keeps.
+	Plan Options
+	// Drain configures pkg/gang's drain of each wave (RunID, Requester,
+	// DryRun, PollInterval, EvictionTimeout, DeleteEmptyDirData, Force).
+	Drain gang.Options
+}
+
+func (o RunOptions) poll() time.Duration {
+	if o.Drain.PollInterval > 0 {
+		return o.Drain.PollInterval
+	}
+	return time.Second
+}
+
+// WaveOutcome is what the run did in one wave.
+type WaveOutcome struct {
+	Index int      `json:"index"`
+	Nodes []string `json:"nodes"`
+	// GateStartedAt is when the run began waiting for the previous wave's
+	// replicas; DrainStartedAt when the drain began; DrainedAt when the
+	// nodes were empty; ReadyAt when every replacement that found a GPU
+	// was Ready (known at the next wave's gate, or at the end).
+	GateStartedAt  time.Time `json:"gateStartedAt,omitzero"`
+	DrainStartedAt time.Time `json:"drainStartedAt,omitzero"`
+	DrainedAt      time.Time `json:"drainedAt,omitzero"`
+	ReadyAt        time.Time `json:"readyAt,omitzero"`
+	// PlannedColdStartSeconds is the plan's cold start of the wave.
+	PlannedColdStartSeconds float64 `json:"plannedColdStartSeconds"`
+}
+
+// RunResult is the outcome of Runner.Run.
+type RunResult struct {
+	RunID   string `json:"runID"`
+	Resumed bool   `json:"resumed"`
+	DryRun  bool   `json:"dryRun"`
+	Plan    *Plan  `json:"plan"`
+	// Surges are the Deployments surged before the first wave, ScaledBack
+	// those scaled back at the end.
+	Surges     []SurgeOutcome `json:"surges"`
+	Waves      []WaveOutcome  `json:"waves"`
+	ScaledBack []SurgeOutcome `json:"scaledBack"`
+	// MinServing is the fewest Ready replicas each model had at any poll
+	// of the run, beside its Floor.
+	MinServing map[string]int32  `json:"minServing"`
+	Floor      map[string]int32  `json:"floor"`
+	Nodes      []gang.NodeRecord `json:"nodes"`
+	// Steps are what a dry run would do.
+	Steps      []string  `json:"steps,omitempty"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	Complete   bool      `json:"complete"`
+}
+
+// Runner drains an inference pool by its plan. Kube, Dynamic and Clock
+// are required (Clock defaults to the real one); Kueue may be nil.
+type Runner struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+	Kueue   kueueclient.Interface
+	Clock   clock.WithTicker
+	Options RunOptions
+	// Weights override the weight annotations per model (namespace/name).
+	Weights map[string]Weights
+	// OnEvent receives one event per state change, pkg/gang's included.
+	OnEvent      func(gang.Event)
+	GPUResources []corev1.ResourceName
+
+	mu         sync.Mutex
+	minServing map[string]int32
+}
+
+func (r *Runner) clock() clock.WithTicker {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
+}
+
+func (r *Runner) emit(e gang.Event) {
+	if r.OnEvent != nil {
+		r.OnEvent(e)
+	}
+}
+
+func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.clock().After(d):
+		return nil
+	}
+}
+
+// Reader returns the pool reader the runner uses.
+func (r *Runner) Reader() *Reader {
+	return &Reader{Kube: r.Kube, GPUResources: r.GPUResources, Weights: r.Weights,
+		Discoverer: &gang.Discoverer{Kube: r.Kube, Dynamic: r.Dynamic, Kueue: r.Kueue, GPUResources: r.GPUResources}}
+}
+
+// Plan reads the pool and plans its drain, touching nothing.
+func (r *Runner) Plan(ctx context.Context, nodes []string) (*Pool, *Plan, error) {
+	pool, err := r.Reader().Read(ctx, nodes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pool, Compute(pool, r.Options.Plan), nil
+}
+
+func (r *Runner) drainer(runID string) *gang.Drainer {
+	o := r.Options.Drain
+	o.RunID = runID
+	return &gang.Drainer{Kube: r.Kube, Dynamic: r.Dynamic, Kueue: r.Kueue, Clock: r.clock(), Options: o, OnEvent: r.OnEvent, GPUResources: r.GPUResources}
+}
+
+// Run drains the pool's nodes by the plan. It refuses (wrapping
+// ErrRefused, having changed nothing) a plan that takes a model below its
+// floor; otherwise it cordons every node, surges, drains the waves and
+// scales the surge back. Errors that leave a state a re-run resumes wrap
+// gang.ErrIncomplete.
+func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
+	res := &RunResult{DryRun: r.Options.Drain.DryRun, StartedAt: r.clock().Now(), MinServing: map[string]int32{}, Floor: map[string]int32{}}
+	_, plan, err := r.Plan(ctx, nodes)
+	if err != nil {
+		return nil, err
+	}
+	res.Plan = plan
+	for _, mp := range plan.Models {
+		res.Floor[mp.Key] = mp.Floor
+	}
+	if plan.Refused() {
+		return res, fmt.Errorf("%w: %s", ErrRefused, strings.Join(plan.Refusals, "; "))
+	}
+	d := r.drainer(r.Options.Drain.RunID)
+	runID, resumed, err := d.Cordon(ctx, nodes)
+	res.RunID, res.Resumed = runID, resumed
+	if err != nil {
+		return res, err
+	}
+	defer func() { res.Nodes = r.nodeRecords(context.WithoutCancel(ctx), nodes); res.FinishedAt = r.clock().Now() }()
+	if r.Options.Drain.DryRun {
+		res.Steps = Steps(plan, runID, len(nodes))
+		return res, nil
+	}
+	for _, n := range nodes {
+		var held []string
+		for _, mp := range plan.Models {
+			if mp.OnPool[n] > 0 {
+				held = append(held, mp.Key)
+			}
+		}
+		if err := r.markNode(ctx, n, runID, held); err != nil {
+			return res, incomplete(err)
+		}
+	}
+
+	// The serving capacity is read every poll for the whole run.
+	r.minServing = map[string]int32{}
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.sample(sampleCtx, plan) }()
+	defer func() {
+		stopSampling()
+		wg.Wait()
+		r.mu.Lock()
+		for k, v := range r.minServing {
+			res.MinServing[k] = v
+		}
+		r.mu.Unlock()
+	}()
+
+	// 1. Surge.
+	for _, mp := range plan.Models {
+		if mp.Surged > 0 && mp.SurgedBy == runID {
+			res.Surges = append(res.Surges, SurgeOutcome{Deployment: mp.Key, Run: runID, Surge: mp.Surged, ReplicasBefore: mp.Replicas, ReplicasSet: mp.Desired,
+				ReplicasNow: mp.Desired, ReplicasAfter: mp.Desired, Action: ActionSurged, Message: "surged earlier by this run"})
+		}
+		add := mp.Surge - mp.Surged
+		if add <= 0 {
+			continue
+		}
+		dep, err := r.Kube.AppsV1().Deployments(mp.Namespace).Get(ctx, mp.Name, metav1.GetOptions{})
+		if err != nil {
+			return res, incomplete(fmt.Errorf("reading deployment %s: %w", mp.Key, err))
+		}
+		o, err := ApplySurge(ctx, r.Kube, dep, runID, add, r.clock().Now())
+		if err != nil {
+			return res, incomplete(err)
+		}
+		res.Surges = append(res.Surges, o)
+		r.emit(gang.Event{Type: EventModel, Message: fmt.Sprintf("model %s: surged from %d to %d replicas before the drain (+%d)", mp.Key, o.ReplicasNow, o.ReplicasAfter, add)})
+	}
+
+	// 2. The waves, each once the previous one's replicas are Ready.
+	for i := range plan.Waves {
+		w := &plan.Waves[i]
+		wo := WaveOutcome{Index: w.Index, Nodes: w.Nodes, PlannedColdStartSeconds: w.ColdStartSeconds, GateStartedAt: r.clock().Now()}
+		if err := r.gate(ctx, plan, w); err != nil {
+			res.Waves = append(res.Waves, wo)
+			return res, incomplete(err)
+		}
+		if n := len(res.Waves); n > 0 {
+			res.Waves[n-1].ReadyAt = r.clock().Now()
+		}
+		wo.DrainStartedAt = r.clock().Now()
+		r.emit(gang.Event{Type: EventModel, Message: fmt.Sprintf("wave %d of %d: draining %s (planned cold start %s)", w.Index, len(plan.Waves), strings.Join(w.Nodes, ", "), w.ColdStart.Round(time.Millisecond))})
+		dr, err := r.drainer(runID).Run(ctx, w.Nodes)
+		wo.DrainedAt = r.clock().Now()
+		res.Waves = append(res.Waves, wo)
+		if err != nil {
+			return res, incomplete(err)
+		}
+		if !dr.Complete {
+			return res, incomplete(fmt.Errorf("wave %d: not every node drained", w.Index))
+		}
+	}
+
+	// 3. The last wave's replicas Ready, then the surge scaled back.
+	if err := r.gate(ctx, plan, nil); err != nil {
+		return res, incomplete(err)
+	}
+	if n := len(res.Waves); n > 0 {
+		res.Waves[n-1].ReadyAt = r.clock().Now()
+	}
+	back, err := UndoRuns(ctx, r.Kube, []string{runID}, false, r.clock().Now())
+	res.ScaledBack = back
+	for _, o := range back {
+		r.emit(gang.Event{Type: EventModel, Message: fmt.Sprintf("model %s: surge scaled back from %d to %d replicas", o.Deployment, o.ReplicasNow, o.ReplicasAfter)})
+	}
+	if err != nil {
+		return res, incomplete(err)
+	}
+	res.Complete = true
+	return res, nil
+}
+
+func incomplete(err error) error {
+	if err == nil || errors.Is(err, gang.ErrIncomplete) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", gang.ErrIncomplete, err)
+}
+
+// markNode records on a node that the run is an inference run, and adds
+// the models with replicas on it to those it records there (a resumed run
+// keeps what the first one saw on a node it drained in part).
+func (r *Runner) markNode(ctx context.Context, node, runID string, models []string) error {
+	n, err := r.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading node %s: %w", node, err)
+	}
+	recorded := ""
+	if n.Annotations[AnnInferenceRun] == runID {
+		recorded = n.Annotations[AnnInferenceModels]
+	}
+	merged := mergeModels(recorded, models)
+	if n.Annotations[AnnInferenceRun] == runID && n.Annotations[AnnInferenceModels] == merged {
+		return nil
+	}
+	ann := map[string]any{AnnInferenceRun: runID, AnnInferenceModels: merged}
+	if merged == "" {
+		ann[AnnInferenceModels] = nil
+	}
+	body, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if _, err := r.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("updating node %s: %w", node, err)
+	}
+	return nil
+}
+
+func (r *Runner) nodeRecords(ctx context.Context, nodes []string) []gang.NodeRecord {
+	var out []gang.NodeRecord
+	for _, n := range nodes {
+		node, err := r.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		out = append(out, gang.ReadNodeRecord(node, r.GPUResources))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
+// modelState is one read of a model's pods.
+type modelState struct {
+	desired   int32
+	observed  bool
+	pods      int32 // not terminating
+	ready     int32
+	hydrating []string
+	pending   int32
+	onNodes   map[string]int32 // Ready pods per node
+}
+
+func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]bool) (modelState, error) {
+	st := modelState{onNodes: map[string]int32{}}
+	dep, err := r.Kube.AppsV1().Deployments(mp.Namespace).Get(ctx, mp.Name, metav1.GetOptions{})
+	if err != nil {
+		return st, fmt.Errorf("reading deployment %s: %w", mp.Key, err)
+	}
+	st.desired = replicasOf(dep)
+	st.observed = dep.Status.ObservedGeneration >= dep.Generation
+	pods, err := r.Kube.CoreV1().Pods(mp.Namespace).List(ctx, metav1.ListOptions{LabelSelector: mp.Selector})
+	if err != nil {
+		return st, fmt.Errorf("listing the pods of %s: %w", mp.Key, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if podFinished(p) || p.DeletionTimestamp != nil {
+			continue
+		}
+		st.pods++
+		switch {
+		case podReady(p):
+			st.ready++
+			st.onNodes[p.Spec.NodeName]++
+		case p.Spec.NodeName == "":
+			st.pending++
+		case !pool[p.Spec.NodeName]:
+			st.hydrating = append(st.hydrating, p.Name+" on "+p.Spec.NodeName)
+		}
+	}
+	sort.Strings(st.hydrating)
+	return st, nil
+}
+
+// gate waits until every model has all its pods (the ReplicaSet caught up
+// with the evictions), none scheduled outside the pool is still loading
+// its weights, and, for the wave about to drain, every model keeps its
+// floor once the wave's Ready replicas go and its PodDisruptionBudget
+// allows as many disruptions.
+func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave) error {
+	inWave := map[string]bool{}
+	if w != nil {
+		for _, n := range w.Nodes {
+			inWave[n] = true
+		}
+	}
+	pool := map[string]bool{}
+	for _, mp := range plan.Models {
+		for n := range mp.OnPool {
+			pool[n] = true
+		}
+	}
+	for _, n := range plan.Drained {
+		pool[n] = true
+	}
+	for _, w := range plan.Waves {
+		for _, n := range w.Nodes {
+			pool[n] = true
+		}
+	}
+	last := ""
+	for {
+		var waiting []string
+		for i := range plan.Models {
+			mp := &plan.Models[i]
+			st, err := r.readModel(ctx, mp, pool)
+			if err != nil {
+				return err
+			}
+			r.note(mp.Key, st.ready)
+			switch {
+			case !st.observed:
+				waiting = append(waiting, fmt.Sprintf("model %s: the Deployment controller has not yet acted on its change", mp.Key))
+				continue
+			case st.pods < st.desired:
+				waiting = append(waiting, fmt.Sprintf("model %s: %d of %d replicas created", mp.Key, st.pods, st.desired))
+				continue
+			case len(st.hydrating) > 0:
+				waiting = append(waiting, fmt.Sprintf("model %s: %d replica(s) loading weights (%s)", mp.Key, len(st.hydrating), strings.Join(st.hydrating, ", ")))
+				continue
+			}
+			var leaving int32
+			for n := range inWave {
+				leaving += st.onNodes[n]
+			}
+			if leaving == 0 {
+				continue
+			}
+			// What the wave takes at once: all its Ready replicas, or as
+			// many as the budget allows (the rest go as replacements
+			// become Ready); the plan counted on at least w.AtOnce.
+			atOnce := leaving
+			if mp.pdb != nil {
+				pdb, err := r.readPDB(ctx, mp.Namespace, mp.pdb.Name)
+				if err != nil {
+					return err
+				}
+				want := min(leaving, w.AtOnce[mp.Key])
+				if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed < want {
+					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %d disruption(s), the wave takes %d at once", mp.Key, pdb.Name, pdb.Status.DisruptionsAllowed, want))
+					continue
+				}
+				atOnce = min(leaving, pdb.Status.DisruptionsAllowed)
+			}
+			if st.ready-atOnce < mp.MinServingFloor {
+				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, --min-serving keeps %d", mp.Key, st.ready, atOnce, mp.MinServingFloor)
+				if st.pending > 0 {
+					why += fmt.Sprintf("; %d replica(s) Pending: no free GPU for them", st.pending)
+				}
+				waiting = append(waiting, why)
+			}
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+		if msg := strings.Join(waiting, "; "); msg != last {
+			r.emit(gang.Event{Type: EventModel, Message: "waiting: " + msg})
+			last = msg
+		}
+		if err := r.sleep(ctx, r.Options.poll()); err != nil {
+			return fmt.Errorf("waiting for the models before %s: %s: %w", waveWord(w), last, err)
+		}
+	}
+}
+
+// readPDB reads one PodDisruptionBudget with the list the plan already
+// needs (a field selector on its name), so that no get is asked for.
+func (r *Runner) readPDB(ctx context.Context, ns, name string) (*policyv1.PodDisruptionBudget, error) {
+	list, err := r.Kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return nil, fmt.Errorf("reading PodDisruptionBudget %s/%s: %w", ns, name, err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == name { // fakes ignore field selectors
+			return &list.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("PodDisruptionBudget %s/%s is gone", ns, name)
+}
+
+func waveWord(w *Wave) string {
+	if w == nil {
+		return "scaling the surge back"
+	}
+	return fmt.Sprintf("wave %d", w.Index)
+}
+
+// note records a model's Ready count if it is the lowest seen.
+func (r *Runner) note(key string, ready int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v, ok := r.minServing[key]; !ok || ready < v {
+		r.minServing[key] = ready
+	}
+}
+
+// sample reads every model's Ready replicas each poll until ctx ends.
+func (r *Runner) sample(ctx context.Context, plan *Plan) {
+	for {
+		for i := range plan.Models {
+			mp := &plan.Models[i]
+			pods, err := r.Kube.CoreV1().Pods(mp.Namespace).List(ctx, metav1.ListOptions{LabelSelector: mp.Selector})
+			if err != nil {
+				continue
+			}
+			var ready int32
+			for j := range pods.Items {
+				if podReady(&pods.Items[j]) {
+					ready++
+				}
+			}
+			r.note(mp.Key, ready)
+		}
+		if r.sleep(ctx, r.Options.poll()) != nil {
+			return
+		}
+	}
+}
+
+// Steps describes what a run of plan would do, for a dry run.
+func Steps(plan *Plan, runID string, nodes int) []string {
+	out := []string{fmt.Sprintf("cordon the %d node(s) of the pool, recording run %s on each", nodes, runID)}
+	if plan.Surge != nil {
+		for _, mp := range plan.Models {
+			if add := plan.Surge.Added[mp.Key]; add > 0 {
+				out = append(out, fmt.Sprintf("surge: scale deployment %s from %d to %d replicas (+%d), recorded on it", mp.Key, mp.Desired, mp.Desired+add, add))
+			}
+		}
+		out = append(out, fmt.Sprintf("wait until the surge is Ready (planned cold start %s)", plan.Surge.ColdStart.Round(time.Millisecond)))
+	}
+	for _, w := range plan.Waves {
+		var evict []string
+		for _, k := range sortedKeys(w.Displaced) {
+			if n := w.Displaced[k]; n > 0 {
+				evict = append(evict, fmt.Sprintf("%d of %s", n, k))
+			}
+		}
+		if len(evict) == 0 {
+			evict = []string{"no model replica"}
+		}
+		out = append(out, fmt.Sprintf("wave %d: once every displaced replica is Ready elsewhere and each model keeps its floor, drain %s (evicts %s; planned cold start %s)",
+			w.Index, strings.Join(w.Nodes, ", "), strings.Join(evict, ", "), w.ColdStart.Round(time.Millisecond)))
+	}
+	for _, mp := range plan.Models {
+		if mp.Surge > 0 {
+			out = append(out, fmt.Sprintf("scale deployment %s back by its surge of %d once the last wave is Ready", mp.Key, mp.Surge))
+		}
+	}
+	out = append(out, fmt.Sprintf("after the upgrade: kubectl gang-drain restore %s", runID))
+	return out
+}

@@ -1,0 +1,153 @@
+package preflight
+
+import (
+	"context"
+	"net/url"
+	"sync"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
+	"github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// The health gates read the systems operators already run (etcd itself,
+// Alertmanager, Prometheus) and prove that workloads still run, reach
+// their identity and stay fenced by network policy. Each runs only when
+// asked (HealthOptions), after the built-in gates; preflight records what
+// it read in Evidence.Health and verify compares (verifyHealth).
+const (
+	GateEtcdQuorum = "etcd-quorum"
+	GateAlerts     = "alerts"
+)
+
+// HealthOptions say which health gates run and how they reach their source.
+type HealthOptions struct {
+	// EtcdQuorum runs the etcd-quorum gate.
+	EtcdQuorum bool
+	// Etcd reaches etcd's client port; with no Endpoints they are read from
+	// the kube-apiserver pod's --etcd-servers.
+	Etcd health.EtcdAccess
+	// EtcdMaxLag is the raft entries a member may be behind the leader
+	// (health.DefaultEtcdMaxLag when 0).
+	EtcdMaxLag uint64
+	// Alerts runs the alerts gate against Alertmanager.
+	Alerts bool
+	// Alertmanager is where the alerts gate reads and which alerts count.
+	Alertmanager health.AlertmanagerAccess
+}
+
+// HealthEvidence is what the health gates read, saved with the baseline.
+type HealthEvidence struct {
+	// Etcd is the etcd quorum as read (nil when not read).
+	Etcd *health.EtcdQuorum `json:"etcd,omitempty"`
+	// EtcdMaxLag is the threshold it was judged with.
+	EtcdMaxLag uint64 `json:"etcdMaxLag,omitempty"`
+	// EtcdAccess is how it was read (endpoints and certificate paths), for
+	// verify to read it again the same way.
+	EtcdAccess *health.EtcdAccess `json:"etcdAccess,omitempty"`
+	// Alerts are the active alerts read (empty when none fired).
+	Alerts []health.Alert `json:"alerts,omitempty"`
+	// Alertmanager is where they were read and with which matchers (nil
+	// when the alerts gate did not run).
+	Alertmanager *health.AlertmanagerAccess `json:"alertmanager,omitempty"`
+	// Unread says, per gate, what could not be read.
+	Unread map[string]string `json:"unread,omitempty"`
+}
+
+// healthGateOrder is the order of the health gates the options ask for.
+func (r *Runner) healthGateOrder() []string {
+	var out []string
+	if r.Health.EtcdQuorum {
+		out = append(out, GateEtcdQuorum)
+	}
+	if r.Health.Alerts {
+		out = append(out, GateAlerts)
+	}
+	return out
+}
+
+// healthGates returns the health gates asked for, each storing its evidence
+// in ev.Health under mu; inv waits for the inventory (nil when it failed).
+func (r *Runner) healthGates(ev *Evidence, mu *sync.Mutex, inv func() *skew.Inventory) map[string]func(context.Context) Gate {
+	order := r.healthGateOrder()
+	if len(order) == 0 {
+		return nil
+	}
+	he := &HealthEvidence{}
+	ev.Health = he
+	unread := func(name string, g Gate) {
+		if g.Status == StatusUnknown {
+			if he.Unread == nil {
+				he.Unread = map[string]string{}
+			}
+			he.Unread[name] = g.Message
+		}
+	}
+	gates := map[string]func(context.Context) Gate{}
+	if r.Health.EtcdQuorum {
+		gates[GateEtcdQuorum] = func(ctx context.Context) Gate {
+			g, q, acc := r.etcdQuorumGate(ctx, inv)
+			mu.Lock()
+			defer mu.Unlock()
+			he.Etcd, he.EtcdMaxLag, he.EtcdAccess = q, r.etcdMaxLag(), acc
+			unread(GateEtcdQuorum, g)
+			return g
+		}
+	}
+	if r.Health.Alerts {
+		gates[GateAlerts] = func(ctx context.Context) Gate {
+			g, alerts := r.alertsGate(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			acc := r.Health.Alertmanager
+			if u, err := url.Parse(acc.URL); err == nil && u.User != nil {
+				// Never store a password in the baseline.
+				acc.URL = u.Redacted()
+			}
+			he.Alerts, he.Alertmanager = alerts, &acc
+			unread(GateAlerts, g)
+			return g
+		}
+	}
+	return gates
+}
+
+// Regression kinds of the health gates.
+const (
+	RegEtcdQuorum   = "etcd-quorum"
+	RegHealthUnread = "health-unread"
+	RegAlert        = "alert"
+)
+
+// verifyHealth compares the health evidence: a problem now is a regression
+// unless the baseline had it too; a source read at the baseline and not
+// now is UNKNOWN.
+func verifyHealth(base, now Evidence) []Regression {
+	b, n := base.Health, now.Health
+	if n == nil {
+		return nil
+	}
+	var out []Regression
+	if n.Etcd != nil {
+		had := map[string]bool{}
+		if b != nil && b.Etcd != nil {
+			for _, p := range b.Etcd.Problems(b.EtcdMaxLag) {
+				had[p] = true
+			}
+		}
+		for _, p := range n.Etcd.Problems(n.EtcdMaxLag) {
+			if !had[p] {
+				out = append(out, Regression{Kind: RegEtcdQuorum, Object: "etcd", Message: p, Command: etcdQuorumCommand(n.EtcdAccess)})
+			}
+		}
+	}
+	out = append(out, verifyAlerts(b, n)...)
+	if b != nil {
+		for gate, why := range n.Unread {
+			if _, was := b.Unread[gate]; !was {
+				out = append(out, Regression{Kind: RegHealthUnread, Status: StatusUnknown, Object: gate,
+					Message: gate + " was read at the baseline and cannot be read now: " + why})
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,332 @@
+package skew
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Rollback is what a step undoes, and when: the trigger is declared before
+// the step runs, and the commands are the way back for the step's layer.
+// Control plane: the etcd snapshot restored and the binaries downgraded
+// (a managed control plane has no downgrade: said so); workers: the
+// provider's way back (cancel an instance refresh and return to the
+// previous launch template version, roll back a GKE node pool upgrade,
+// put back a Karpenter NodeClass's AMI terms) or the previous kubelet
+// reinstalled in place; addons: kubectl rollout undo, helm rollback, the
+// previous EKS add-on version.
+type Rollback struct {
+	// Trigger is the observation that starts the rollback: a failed gate,
+	// a timeout, a share of pods not Running.
+	Trigger string `json:"trigger"`
+	// Blocks are the commands of the way back.
+	Blocks []Block `json:"blocks,omitempty"`
+}
+
+// podsTrigger is the workload trigger of a step that moves nodes.
+const podsTrigger = "more than half of the pods on the step's nodes are not Running 10 minutes after they return (kubectl get pods -A -o wide --field-selector spec.nodeName=NODE)"
+
+// rollback returns the rollback of a step, after its commands were
+// written (it reads the renderer's state at that point).
+func (r *renderer) rollback(s Step) *Rollback {
+	var b blocks
+	rb := &Rollback{}
+	prev := prevMinor(s.To)
+	switch s.Phase {
+	case PhasePreflight:
+		rb.Trigger = "a gate FAILs (kubectl skew preflight exits 1)"
+		b.add("# nothing has changed yet: stop here, fix what the gate names, and run the step again")
+	case PhaseEtcd:
+		rb.Trigger = "the snapshot, or its copy off the node, fails its check"
+		b.add("# nothing has changed yet: take the backup again; no hop starts without a checked copy off the node")
+	case PhaseHold:
+		rb.Trigger = "the hold's own check fails, or the plan is abandoned before the control plane moves"
+		b.add(r.holdRelease(s)...)
+	case PhaseAPIServers:
+		rb.Trigger = "a node's upgrade command fails, or its kube-apiserver is not Ready 10 minutes after it (kubectl -n kube-system get pods -l component=kube-apiserver -o wide)"
+		b.join(r.controlPlaneBack(s, prev))
+	case PhaseControllers:
+		rb.Trigger = "a kube-controller-manager or kube-scheduler pod is not Running 10 minutes after the apiservers moved"
+		b.add("# the controllers moved with the apiservers (kubeadm upgrade, the server binary): roll back the apiservers step")
+	case PhaseControlPlane:
+		rb.Trigger = "the provider's update does not succeed, or the apiserver does not answer kubectl version 30 minutes after it"
+		b.add(r.managedBack(s)...)
+	case PhaseAddons:
+		rb.Trigger = "an addon's rollout does not finish within 10 minutes, or more than half of its pods are not Running"
+		b.join(r.addonsBack(s))
+	case PhaseNodePool:
+		rb.Trigger = "gpu-validate or skew verify fails, or " + podsTrigger
+		b.join(r.poolBack(s, prev))
+	default:
+		return nil
+	}
+	rb.Blocks = b.done()
+	return rb
+}
+
+// holdRelease undoes a hold step.
+func (r *renderer) holdRelease(s Step) []string {
+	switch r.prov {
+	case ProviderCAPI:
+		return []string{fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(false))}
+	case ProviderGKE:
+		return []string{fmt.Sprintf("gcloud container clusters update %s --location=%s%s --remove-maintenance-exclusion=%s --quiet", sq(r.cluster), sq(phLocation), r.project(), r.gkeExclusionName())}
+	}
+	var out []string
+	for _, pool := range s.Holds {
+		switch r.rolls(pool) {
+		case rollKarpenter:
+			out = append(out, r.karpenterUnpin(pool)...)
+		case rollAutoMode:
+			out = append(out, budgetRestore(pool)...)
+		}
+	}
+	return out
+}
+
+// controlPlaneBack is the way back of a self-managed control plane: the
+// etcd snapshot restored and the previous binaries put back.
+//   - kubeadm keeps the static pod manifests an upgrade replaced under
+//     /etc/kubernetes/tmp/kubeadm-backup-manifests-<date> ("Recovering from
+//     a failure state",
+//     https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/#recovering-from-a-failure-state);
+//     a manifest kubeadm did not replace (etcd's, when etcd kept its
+//     version) is not there, so the backups go over the stopped manifests.
+//   - etcd: every member stops before any restores, each member restores
+//     the same snapshot into a new data directory with its own --name and
+//     --initial-advertise-peer-urls and the whole --initial-cluster
+//     (https://etcd.io/docs/v3.6/op-guide/recovery/, and for kubeadm
+//     https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#restoring-an-etcd-cluster).
+//   - k3s and RKE2: every server stops, the first restores with
+//     --cluster-reset --cluster-reset-restore-path, the others delete their
+//     db directory and rejoin (https://docs.k3s.io/datastore/backup-restore,
+//     https://docs.rke2.io/datastore/backup_restore); SQLite is its db
+//     directory put back.
+func (r *renderer) controlPlaneBack(s Step, prev string) blocks {
+	var b blocks
+	switch r.prov {
+	case ProviderKubeadm:
+		r.kubeadmBack(&b, s, prev)
+	case ProviderK3s:
+		r.k3sBack(&b, "k3s", s, prev)
+	case ProviderRKE2:
+		r.k3sBack(&b, "rke2", s, prev)
+	default:
+		b.add(fmt.Sprintf("# with the installer that made the cluster: restore the etcd snapshot into a fresh data directory and put kube-apiserver back to v%s", prev))
+	}
+	return b
+}
+
+// kubeadmBack restores a kubeadm control plane.
+func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
+	file := fmt.Sprintf("etcd-pre-%s.db", s.To)
+	node := r.firstCP()
+	b.add("# here, while etcd still answers: the members, for each member's restore; writes since the snapshot are lost")
+	b.add(chain(fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '{printf "%%s%%s=%%s", sep, $3, $4; sep=","}')`, etcdctl(node, "member list -w simple")),
+		`echo "INITIAL='$INITIAL'"`)...)
+	b.cut()
+	b.add("# here, for each control-plane node: the checked copy goes back to it",
+		backupDir(),
+		sshTo("NODE_SSH", "<control-plane-node>", "the node"),
+		fmt.Sprintf(`scp "$BACKUP_DIR/%s" "$NODE_SSH":/tmp/ && ssh "$NODE_SSH" sudo install -m 0600 /tmp/%s /root/%s && ssh "$NODE_SSH" rm /tmp/%s`, file, file, file, file))
+	b.cut()
+	b.add("# on every control-plane node, before any of them restores: stop its static pods",
+		"sudo mkdir -p /etc/kubernetes/manifests-stopped && sudo mv /etc/kubernetes/manifests/*.yaml /etc/kubernetes/manifests-stopped/")
+	b.cut()
+	b.add("# then on each control-plane node: restore the snapshot into a fresh data directory as this member (etcdutl of the cluster's etcd release, https://github.com/etcd-io/etcd/releases), put the manifests kubeadm replaced back over the stopped ones, and the previous packages:",
+		"INITIAL='<the INITIAL printed above>'")
+	manifest := "/etc/kubernetes/manifests-stopped/etcd.yaml"
+	byManager(b, packageManager(r.controlPlaneOS()), func(pm string) []string {
+		lines := []string{
+			fmt.Sprintf(`sudo etcdutl snapshot restore /root/%s --data-dir /var/lib/etcd-restored --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL"`, file, manifest, manifest),
+			"sudo mv /var/lib/etcd /var/lib/etcd-failed-" + s.To + " && sudo mv /var/lib/etcd-restored /var/lib/etcd",
+			`sudo cp "$(ls -d /etc/kubernetes/tmp/kubeadm-backup-manifests-* | tail -n1)"/*.yaml /etc/kubernetes/manifests-stopped/`,
+			"sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/",
+		}
+		lines = append(lines, repoSwitch(pm, s.To, prev)...)
+		lines = append(lines, downgrade(pm, prev, "kubeadm", "kubelet", "kubectl")...)
+		return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
+	})
+	b.cut()
+	b.add("# here, when every node has restored:", "kubectl -n kube-system get pods -l tier=control-plane -o wide")
+}
+
+// k3sBack restores a k3s or RKE2 datastore and puts the previous release
+// back on the servers, matching the backup k3sBackup took.
+func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
+	data := "/var/lib/rancher/" + dist + "/server"
+	unit := map[string]string{"k3s": "k3s", "rke2": "rke2-server"}[dist]
+	// reinstall puts the previous release in place, not started, and
+	// chains then to it.
+	reinstall := func(then ...string) []string {
+		if dist == "k3s" {
+			note, lines := k3sSteps("server", prev, false)
+			return append([]string{note}, chain(append(lines, then...)...)...)
+		}
+		// RKE2's install script installs and does not start the service.
+		return chain(append([]string{fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s sh -", prev), fmt.Sprintf("rke2 --version | grep -F ' v%s.'", prev)}, then...)...)
+	}
+	b.add("# here, over ssh to the first server; writes since the backup are lost:", sshTo("SERVER", phServer, "the first server"), backupDir())
+	switch {
+	case dist == "rke2" || r.pf.EtcdNodes > 0:
+		name := strings.ReplaceAll("pre-"+s.To, ".", `\.`)
+		b.add(chain(
+			fmt.Sprintf(`SNAP=$(ls -t "$BACKUP_DIR" | grep -m1 '^%s-')`, name),
+			fmt.Sprintf(`scp "$BACKUP_DIR/$SNAP" "$SERVER":/tmp/`),
+			fmt.Sprintf(`ssh "$SERVER" sudo install -m 0600 "/tmp/$SNAP" "%s/db/snapshots/$SNAP"`, data),
+			`echo "SNAP='$SNAP'"`)...)
+		b.cut()
+		b.add("# on every server, before the first one restores:", "sudo systemctl stop "+unit)
+		b.cut()
+		b.add(fmt.Sprintf("# on the first server: v%s back (not started), the snapshot restored, then started:", prev), "SNAP='<the SNAP printed above>'")
+		b.add(reinstall(fmt.Sprintf(`sudo %s server --cluster-reset --cluster-reset-restore-path="%s/db/snapshots/$SNAP"`, dist, data), "sudo systemctl start "+unit)...)
+		b.cut()
+		b.add(fmt.Sprintf("# then on each other server: v%s back, its db directory out of the way, rejoined:", prev))
+		b.add(reinstall(fmt.Sprintf("sudo mv %s/db %s/db-failed-%s", data, data, s.To), "sudo systemctl start "+unit)...)
+	case r.pf.ServerNodes > 1:
+		b.add(fmt.Sprintf("# an external datastore: restore it with the database's own tools, then on each server put v%s back and start it:", prev))
+		b.cut()
+		b.add(reinstall("sudo systemctl start " + unit)...)
+	default:
+		tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
+		b.add(chain(
+			fmt.Sprintf(`ssh "$SERVER" sudo systemctl stop %s`, unit),
+			fmt.Sprintf(`ssh "$SERVER" sudo mv %s/db %s/db-failed-%s`, data, data, s.To),
+			fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -xzf - db < "$BACKUP_DIR/%s"`, data, tgz))...)
+		b.cut()
+		b.add(fmt.Sprintf("# on the server: v%s back, started:", prev))
+		b.add(reinstall("sudo systemctl start " + unit)...)
+	}
+}
+
+// managedBack says how far back a managed control plane goes. Cluster
+// API's Cluster webhook refuses a lower topology version ("version cannot
+// be decreased", kubernetes-sigs/cluster-api@v1.14.0
+// core/webhooks/admission/cluster.go).
+func (r *renderer) managedBack(s Step) []string {
+	switch r.prov {
+	case ProviderEKS:
+		return []string{"# EKS does not downgrade a control plane; read the update's errors, fix what they name and run the step again:",
+			fmt.Sprintf("aws eks describe-update --region %s --name %s --update-id \"$UPDATE_ID\" --query 'update.errors'", sq(r.region), sq(r.cluster))}
+	case ProviderGKE:
+		return []string{"# GKE does not downgrade a control plane's minor; the cluster's operations say what failed:",
+			fmt.Sprintf("gcloud container operations list --location=%s%s --filter=targetLink~%s --limit=5", sq(phLocation), r.project(), sq(r.cluster))}
+	case ProviderAKS:
+		return []string{"# AKS does not downgrade a control plane; the cluster's state says what failed:",
+			fmt.Sprintf("az aks show --resource-group %s --name %s --query '{state:provisioningState,version:currentKubernetesVersion}'", sq(r.resourceGroup()), sq(r.cluster))}
+	case ProviderCAPI:
+		return []string{"# Cluster API does not move a topology version back (the Cluster webhook refuses a lower one): the control plane's way back is the etcd snapshot restored on the control-plane machines by hand, as for kubeadm; first see what failed:",
+			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s --show-conditions all", sq(r.capiName), sq(r.capiNS), sq(phMgmt))}
+	}
+	return nil
+}
+
+// addonsBack undoes the addons step. An EKS add-on goes back with
+// update-addon to the version it ran before, where EKS still lists it for
+// the cluster's version (aws eks describe-addon-versions); a self-managed
+// one with rollout undo. Where the cluster does not show who manages an
+// add-on, the two ways are alternatives, one block each, as in the step.
+func (r *renderer) addonsBack(s Step) blocks {
+	var b blocks
+	undo := []string{"kubectl -n kube-system rollout undo daemonset/kube-proxy", "kubectl -n kube-system rollout undo deployment/coredns"}
+	helm := "# an addon installed with Helm: helm history RELEASE -n NAMESPACE, then helm rollback RELEASE REVISION -n NAMESPACE --wait"
+	switch r.prov {
+	case ProviderEKS:
+		for _, a := range []string{"vpc-cni", "kube-proxy", "coredns"} {
+			managed, seen := r.pf.EKSAddons[a]
+			back := append([]string{"# <previous-" + a + "-version>: the version describe-addon printed before the step's update"}, chain(
+				fmt.Sprintf("aws eks update-addon --region %s --cluster-name %s --addon-name %s --addon-version %s --resolve-conflicts PRESERVE", sq(r.region), sq(r.cluster), a, sq("<previous-"+a+"-version>")),
+				fmt.Sprintf("aws eks wait addon-active --region %s --cluster-name %s --addon-name %s", sq(r.region), sq(r.cluster), a))...)
+			w := map[string]string{"vpc-cni": "daemonset/aws-node", "kube-proxy": "daemonset/kube-proxy", "coredns": "deployment/coredns"}[a]
+			self := chain("kubectl -n kube-system rollout undo "+w, fmt.Sprintf("kubectl -n kube-system rollout status %s --timeout=10m", w))
+			switch {
+			case seen && managed:
+				b.add("# " + a + ", an EKS add-on: the version before the step")
+				b.add(back...)
+			case seen:
+				b.add("# " + a + ", self-managed:")
+				b.add(self...)
+			default:
+				choice := "who manages " + a
+				b.alt(choice, "describe-addon printed a version: "+a+" is an EKS add-on", back...)
+				b.alt(choice, "describe-addon failed with ResourceNotFoundException: "+a+" is self-managed", self...)
+			}
+		}
+		b.add(helm)
+	case ProviderGKE, ProviderAKS:
+		b.add(fmt.Sprintf("# %s runs kube-proxy and the cluster DNS itself: only addons of your own go back", r.prov.Title()), helm)
+	case ProviderK3s, ProviderRKE2:
+		b.add(fmt.Sprintf("# %s's kube-proxy and packaged components go back with the servers (roll back the apiservers step); addons of your own:", r.prov.Title()), helm)
+	default:
+		b.add(append(undo, helm)...)
+	}
+	return b
+}
+
+// poolBack is a node pool's way back, by who replaced its nodes.
+func (r *renderer) poolBack(s Step, prev string) blocks {
+	var b blocks
+	if r.controlPlanePool(s.Pool) && (r.prov == ProviderKubeadm || r.prov == ProviderK3s || r.prov == ProviderRKE2 || r.prov == ProviderCAPI) {
+		b.add("# the control-plane nodes moved with the control-plane step: roll that step back")
+		return b
+	}
+	if r.asgOf(s.Pool) != "" {
+		b.join(r.asgBack(s))
+		return b
+	}
+	switch r.replacer(s.Pool) {
+	case replaceInPlace:
+		drain := fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
+		back := []string{`kubectl uncordon "$NODE"`}
+		if gpu := r.gpuPool(s.Pool); gpu {
+			run := fmt.Sprintf(`"%s-back-%s"`, s.Pool, s.To)
+			drain = fmt.Sprintf(`kubectl gang-drain run "$NODE" --run-id %s --timeout %s`, run, selfDrainTimeout)
+			back = chain(fmt.Sprintf(`kubectl gpu-validate nodes "$NODE" --kubelet-version v%s %s`, prev, validateChecks), "kubectl gang-drain restore "+run)
+		}
+		b.add(fmt.Sprintf("# the failing node (or unit) only: drain it, put a v%s kubelet on it, bring it back; a kubelet one minor older than the control plane stays inside the skew", prev),
+			"NODE="+sq(phNode), drain)
+		b.cut()
+		b.add("# on $NODE:")
+		switch r.prov {
+		case ProviderKubeadm:
+			byManager(&b, packageManager(r.pools[s.Pool].OSImages), func(pm string) []string {
+				lines := append(repoSwitch(pm, s.To, prev), downgrade(pm, prev, "kubelet", "kubectl")...)
+				return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
+			})
+		case ProviderK3s:
+			b.add(k3sInstall("agent", prev)...)
+		case ProviderRKE2:
+			b.add(rke2Install("agent", prev)...)
+		default:
+			b.add(fmt.Sprintf("# put the v%s kubelet back with the installer that made the cluster", prev))
+		}
+		b.cut()
+		b.add("# here:")
+		b.add(back...)
+	case replaceGKE:
+		np := sq(r.providerPool(s.Pool, "<node-pool-name>", labelGKENodepool))
+		b.add("# a node pool upgrade that failed or was cancelled goes back to its previous version (gcloud container node-pools rollback, Google Cloud SDK 528):",
+			fmt.Sprintf("gcloud container node-pools rollback %s --cluster=%s --location=%s%s --quiet", np, sq(r.cluster), sq(phLocation), r.project()))
+	case replaceAKS:
+		b.add("# AKS does not downgrade a node pool (azure-cli 2.45 has no az aks nodepool rollback): create a pool at the previous version beside it and move the workloads, then delete the failed one:",
+			fmt.Sprintf("az aks nodepool list --resource-group %s --cluster-name %s --query '[].{name:name,version:currentOrchestratorVersion,state:provisioningState}' --output table", sq(r.resourceGroup()), sq(r.cluster)))
+	case replaceEKSNodegroup:
+		if r.pools[s.Pool].LaunchTemplateNodes > 0 {
+			ng := r.providerPool(s.Pool, "<nodegroup-name>", labelEKSNodegroup, "alpha.eksctl.io/nodegroup-name")
+			b.add("# back to the launch template version in use before the step (its AMI):",
+				fmt.Sprintf("aws eks update-nodegroup-version --region %s --cluster-name %s --nodegroup-name %s --launch-template %s", sq(r.region), sq(r.cluster), sq(ng), sq("id=<launch-template-id>,version=<version-in-use>")))
+		} else {
+			b.add("# EKS does not downgrade a managed node group's Kubernetes version: create a node group at the previous version beside it and move the workloads, then delete the failed one")
+		}
+	case replaceKarpenter:
+		b.add("# pin the NodePool's EC2NodeClass back to the AMIs it ran before (kept at the hold): its nodes drift back",
+			fmt.Sprintf("NODECLASS=$(kubectl get nodepool %s -o jsonpath='{.spec.template.spec.nodeClassRef.name}')", sq(s.Pool)),
+			`kubectl patch ec2nodeclass "$NODECLASS" --type merge -p "{\"spec\":{\"amiSelectorTerms\":$(cat "ec2nodeclass-$NODECLASS-pinned.json")}}"`)
+	case replaceAutoMode:
+		b.add("# EKS Auto Mode chooses the AMI for the control plane's version: there is no way back for its nodes; hold further drift with the disruption budget:")
+		b.add(r.budgetHold(s.Pool)...)
+	case replaceCAPI:
+		b.add("# Cluster API follows the topology version, which does not go back: hold the topologies again and replace a failing Machine (it is recreated at the Cluster's version):")
+		b.add(fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(true)))
+	}
+	return b
+}

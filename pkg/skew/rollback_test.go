@@ -1,0 +1,150 @@
+package skew
+
+import (
+	"strings"
+	"testing"
+)
+
+// stepBlocks are a step's blocks and its rollback's, every block a reader
+// may paste.
+func stepBlocks(s Step) []Block {
+	if s.Rollback == nil {
+		return s.Blocks
+	}
+	return append(append([]Block(nil), s.Blocks...), s.Rollback.Blocks...)
+}
+
+func rollbackText(s Step) string {
+	if s.Rollback == nil {
+		return ""
+	}
+	return strings.Join(FlattenBlocks(s.Rollback.Blocks), "\n")
+}
+
+// Every step of every variant declares its trigger and its way back
+// before it runs.
+func TestRunbookEveryStepHasRollback(t *testing.T) {
+	for _, v := range variants {
+		for _, s := range variantPlan(t, v).Steps {
+			if s.Rollback == nil || s.Rollback.Trigger == "" || len(s.Rollback.Blocks) == 0 {
+				t.Errorf("%s step %d (%s %s): no trigger or no way back: %+v", v, s.Number, s.Phase, s.Pool, s.Rollback)
+			}
+		}
+	}
+}
+
+// The way back per layer and provider: the control plane by its snapshot
+// and the previous binaries, workers by the provider's own way back,
+// addons by rollout undo, helm rollback or the previous add-on version.
+func TestRunbookRollbackPerLayer(t *testing.T) {
+	for _, tc := range []struct {
+		variant, phase, pool string
+		want, bad            []string
+		order                []string
+	}{
+		{variant: "kubeadm-ha", phase: PhaseAPIServers,
+			want: []string{"member list -w simple", "--initial-cluster \"$INITIAL\"", "--allow-downgrades kubeadm='1.37.*'", "sed -i 's#/v1.38/#/v1.37/#'"},
+			order: []string{"scp \"$BACKUP_DIR/etcd-pre-1.38.db\"", "# on every control-plane node, before any of them restores", "sudo etcdutl snapshot restore /root/etcd-pre-1.38.db",
+				"kubeadm-backup-manifests-* | tail -n1)\"/*.yaml /etc/kubernetes/manifests-stopped/", "sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/", "sudo systemctl restart kubelet"}},
+		{variant: "kubeadm-rpm", phase: PhaseAPIServers,
+			want: []string{"sudo dnf install -y 'kubeadm-1.37.*'"}},
+		{variant: "k3s-etcd", phase: PhaseAPIServers,
+			order: []string{"SNAP=$(ls -t \"$BACKUP_DIR\" | grep -m1 '^pre-1\\.38-')", "# on every server, before the first one restores", "sudo systemctl stop k3s",
+				"INSTALL_K3S_SKIP_START=true sh -s - server", "sudo k3s server --cluster-reset --cluster-reset-restore-path=", "sudo systemctl start k3s",
+				"sudo mv /var/lib/rancher/k3s/server/db /var/lib/rancher/k3s/server/db-failed-1.38"},
+			bad: []string{"sudo systemctl restart k3s"}},
+		{variant: "k3s-sqlite", phase: PhaseAPIServers,
+			order: []string{"ssh \"$SERVER\" sudo systemctl stop k3s", "ssh \"$SERVER\" sudo tar -C /var/lib/rancher/k3s/server -xzf - db < \"$BACKUP_DIR/k3s-server-db-pre-1.38.tgz\"", "sudo systemctl start k3s"}},
+		{variant: "rke2", phase: PhaseAPIServers,
+			order: []string{"sudo systemctl stop rke2-server", "INSTALL_RKE2_CHANNEL=v1.37 sh -", "sudo rke2 server --cluster-reset --cluster-reset-restore-path=", "sudo systemctl start rke2-server"}},
+		{variant: "eks-managed", phase: PhaseControlPlane, want: []string{"EKS does not downgrade a control plane", "aws eks describe-update"}},
+		{variant: "eks-managed", phase: PhaseAddons, want: []string{"aws eks update-addon", "--addon-name kube-proxy", "helm rollback"}},
+		{variant: "eks-selfmanaged", phase: PhaseAddons, want: []string{"kubectl -n kube-system rollout undo daemonset/kube-proxy"}, bad: []string{"aws eks update-addon"}},
+		{variant: "kubeadm-apt", phase: PhaseAddons, want: []string{"rollout undo daemonset/kube-proxy", "rollout undo deployment/coredns", "helm rollback"}},
+		{variant: "gke", phase: PhaseNodePool, want: []string{"gcloud container node-pools rollback", "--quiet"}},
+		{variant: "gke", phase: PhaseHold, want: []string{"--remove-maintenance-exclusion=gpufleet-upgrade-1-38"}},
+		{variant: "aks", phase: PhaseNodePool, want: []string{"AKS does not downgrade a node pool", "az aks nodepool list"}},
+		{variant: "eks-automode", phase: PhaseNodePool, want: []string{"no way back"}},
+		{variant: "kubeadm-ha", phase: PhaseNodePool, pool: "gpu-h200",
+			order: []string{"kubectl gang-drain run \"$NODE\" --run-id \"gpu-h200-back-1.38\"", "--allow-downgrades kubelet='1.37.*'", "kubectl gpu-validate nodes \"$NODE\" --kubelet-version v1.37 --xid --dcgm", "kubectl gang-drain restore \"gpu-h200-back-1.38\""}},
+	} {
+		t.Run(tc.variant+" "+tc.phase+" "+tc.pool, func(t *testing.T) {
+			s := stepOf(t, variantPlan(t, tc.variant), tc.phase, tc.pool)
+			text := rollbackText(s)
+			wantIn(t, "rollback", text, tc.want...)
+			wantNotIn(t, "rollback", text, tc.bad...)
+			at := -1
+			for _, w := range tc.order {
+				i := strings.Index(text[at+1:], w)
+				if i < 0 {
+					t.Fatalf("lacks, or out of order, %q:\n%s", w, text)
+				}
+				at += 1 + i
+			}
+		})
+	}
+}
+
+// An Auto Scaling group's pool goes back by rolling back a refresh that
+// still runs, else by a refresh to the launch template version the step
+// kept, with the drain hook and the watch of the forward step.
+func TestRunbookRollbackASG(t *testing.T) {
+	p, err := MakePlan(awsKubeadm(t), MustParseVersion("v1.38"), PlanOptions{ASGs: map[string]string{"gpu-h100": "gpu-h100-asg"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := stepOf(t, p, PhaseNodePool, "gpu-h100")
+	wantIn(t, "step", cmds(s), `echo "$OLD" > lt-gpu-h100-old.version`)
+	text := rollbackText(s)
+	at := -1
+	for _, w := range []string{
+		"OLD=$(cat lt-gpu-h100-old.version)",
+		"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING",
+		`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh`,
+		`*) REFRESH=$(aws autoscaling start-instance-refresh`, `\"Version\":\"$OLD\"`,
+		"kubectl gang-drain run \"$NODE\" --run-id \"gpu-h100-to-1.38\"",
+		`case "$S" in Successful|RollbackSuccessful) true;; *) false;; esac`,
+		"--kubelet-version v1.37 --xid --dcgm",
+		"kubectl gang-drain restore \"gpu-h100-to-1.38\"",
+		"aws autoscaling delete-lifecycle-hook",
+	} {
+		i := strings.Index(text[at+1:], w)
+		if i < 0 {
+			t.Fatalf("lacks, or out of order, %q:\n%s", w, text)
+		}
+		at += 1 + i
+	}
+	// cancel-instance-refresh before rollback-instance-refresh would leave
+	// nothing in progress to roll back.
+	if i := strings.Index(text, "cancel-instance-refresh"); i >= 0 && i < strings.Index(text, "rollback-instance-refresh") {
+		t.Errorf("cancels before rolling back:\n%s", text)
+	}
+}
+
+// An EKS add-on whose management the cluster does not show goes back by
+// one of two blocks, never both in one.
+func TestRunbookRollbackEKSAddonAlternatives(t *testing.T) {
+	unknown := variantInventory(t, "eks-managed")
+	pf := *unknown.Platform
+	pf.EKSAddons = nil
+	unknown.Platform = &pf
+	s := stepOf(t, planOf(t, unknown, "v1.38", ""), PhaseAddons, "")
+	choices := map[string]int{}
+	for _, b := range s.Rollback.Blocks {
+		c := strings.Join(b.Commands, "\n")
+		if strings.Contains(c, "aws eks update-addon") && strings.Contains(c, "rollout undo") {
+			t.Errorf("one block runs both ways:\n%s", c)
+		}
+		if b.Choice != "" {
+			choices[b.Choice]++
+		}
+	}
+	if len(choices) != 3 {
+		t.Errorf("%d choices, want 3: %v", len(choices), choices)
+	}
+	for c, n := range choices {
+		if n != 2 {
+			t.Errorf("%s: %d alternatives, want 2", c, n)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package skew
+
+import (
+	"fmt"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
+	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
+)
+
+// healthFlags are the flags of the health gates, shared by preflight and
+// verify. Verify without them reads each source the way the baseline did.
+type healthFlags struct {
+	EtcdQuorum      bool
+	EtcdEndpoints   []string
+	EtcdCACert      string
+	EtcdCert        string
+	EtcdKey         string
+	EtcdMaxLag      uint64
+	AlertmanagerURL string
+	AlertMatchers   []string
+
+	cmd *cobra.Command
+}
+
+func (f *healthFlags) addFlags(cmd *cobra.Command) {
+	f.cmd = cmd
+	f.EtcdMaxLag = health.DefaultEtcdMaxLag
+	fs := cmd.Flags()
+	fs.BoolVar(&f.EtcdQuorum, "etcd-quorum", f.EtcdQuorum, "Run the etcd-quorum gate: member list (odd count, all started and reachable), raft index lag against the leader, one leader, alarms (NOSPACE, CORRUPT), read with etcd's client. Implied by --etcd-endpoints.")
+	fs.StringSliceVar(&f.EtcdEndpoints, "etcd-endpoints", f.EtcdEndpoints, "etcd client URLs (default: the kube-apiserver pod's --etcd-servers).")
+	fs.StringVar(&f.EtcdCACert, "etcd-cacert", f.EtcdCACert, "CA bundle of etcd's serving certificate (kubeadm: /etc/kubernetes/pki/etcd/ca.crt).")
+	fs.StringVar(&f.EtcdCert, "etcd-cert", f.EtcdCert, "Client certificate signed by etcd's CA (kubeadm: /etc/kubernetes/pki/etcd/healthcheck-client.crt).")
+	fs.StringVar(&f.EtcdKey, "etcd-key", f.EtcdKey, "Key of --etcd-cert.")
+	fs.Uint64Var(&f.EtcdMaxLag, "etcd-max-lag", f.EtcdMaxLag, "Raft entries a member may be behind the leader's committed index before the etcd-quorum gate fails.")
+	fs.StringVar(&f.AlertmanagerURL, "alertmanager-url", f.AlertmanagerURL, "Run the alerts gate: fail on active alerts no silence or inhibition suppresses, read from this Alertmanager's API v2 (http://alertmanager.monitoring:9093; or `kubectl port-forward -n monitoring svc/alertmanager-main 9093` and http://127.0.0.1:9093).")
+	fs.StringArrayVar(&f.AlertMatchers, "alert-matcher", f.AlertMatchers, "Alertmanager matcher the alerts must match, in Alertmanager's syntax (severity=\"critical\", cluster=~\"prod-.*\"); repeatable, all must match.")
+	for _, n := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
+		_ = cmd.MarkFlagFilename(n, "crt", "pem", "key")
+	}
+}
+
+func (f *healthFlags) changed(names ...string) bool {
+	for _, n := range names {
+		if f.cmd != nil && f.cmd.Flags().Changed(n) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *healthFlags) validate() error {
+	if f.EtcdMaxLag == 0 {
+		return fmt.Errorf("--etcd-max-lag must be at least 1")
+	}
+	if f.AlertmanagerURL != "" {
+		if u, err := url.Parse(f.AlertmanagerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--alertmanager-url %q: want http(s)://HOST[:PORT][/PATH]", f.AlertmanagerURL)
+		}
+	}
+	if len(f.AlertMatchers) > 0 && f.AlertmanagerURL == "" && f.cmd != nil && f.cmd.Name() == "preflight" {
+		return fmt.Errorf("--alert-matcher needs --alertmanager-url")
+	}
+	if (f.EtcdCert == "") != (f.EtcdKey == "") {
+		return fmt.Errorf("--etcd-cert and --etcd-key go together: give both, or neither for an etcd without client certificates")
+	}
+	return nil
+}
+
+// apply sets the runner's health options from the flags, falling back to
+// how the baseline read each source (base may be nil).
+func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence) {
+	h := &r.Health
+	etcdFlags := f.changed("etcd-quorum", "etcd-endpoints", "etcd-cacert", "etcd-cert", "etcd-key", "etcd-max-lag")
+	switch {
+	case etcdFlags:
+		h.EtcdQuorum = f.EtcdQuorum || len(f.EtcdEndpoints) > 0 || f.changed("etcd-cacert", "etcd-cert", "etcd-key", "etcd-max-lag")
+		h.Etcd = health.EtcdAccess{Endpoints: f.EtcdEndpoints, CAFile: f.EtcdCACert, CertFile: f.EtcdCert, KeyFile: f.EtcdKey}
+		h.EtcdMaxLag = f.EtcdMaxLag
+	case base != nil && (base.Etcd != nil || base.EtcdAccess != nil || base.Unread[preflight.GateEtcdQuorum] != ""):
+		h.EtcdQuorum, h.EtcdMaxLag = true, base.EtcdMaxLag
+		if base.EtcdAccess != nil {
+			h.Etcd = *base.EtcdAccess
+		}
+	}
+	switch {
+	case f.changed("alertmanager-url", "alert-matcher"):
+		h.Alerts = true
+		h.Alertmanager = health.AlertmanagerAccess{URL: f.AlertmanagerURL, Matchers: f.AlertMatchers}
+		if f.AlertmanagerURL == "" && base != nil && base.Alertmanager != nil {
+			h.Alertmanager.URL = base.Alertmanager.URL
+		}
+	case base != nil && base.Alertmanager != nil:
+		h.Alerts, h.Alertmanager = true, *base.Alertmanager
+	}
+}
