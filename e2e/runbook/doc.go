@@ -26,6 +26,10 @@
 //     node's repository and their documented arguments, and their effect
 //     is applied to the World. Pasted on the workstation, a host command
 //     meets a shim that refuses it.
+//   - azure-cli before 2.46.0 crashes in az aks nodepool upgrade before it
+//     sends anything (Azure/azure-cli#25530): with such an az, that one
+//     command is checked through the installed az's own --help, listed
+//     as not executed, and its request sent as 2.46 sends it (azshim.go).
 //   - curl and kubectl downloads go through an HTTPS proxy that answers
 //     dl.k8s.io's release markers and refuses every other host.
 //

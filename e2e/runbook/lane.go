@@ -42,6 +42,8 @@ type Lane struct {
 	// provider request, before the CLI has its answer: what the provider
 	// changed is visible to the next command.
 	sync func()
+	// AzNote says why az aks nodepool upgrade is not run ("" when it is).
+	AzNote string
 	// Log receives progress lines.
 	Log func(format string, args ...any)
 }
@@ -93,6 +95,16 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 		if err := os.WriteFile(filepath.Join(shims, p), []byte(s), 0o755); err != nil {
 			return nil, err
 		}
+	}
+	if v := azVersion(context.Background()); azCrashes(v) {
+		real, err := exec.LookPath("az")
+		if err != nil {
+			return nil, err
+		}
+		if err := writeAzWrapper(shims, real, v, filepath.Join(dir, azNotExecuted)); err != nil {
+			return nil, err
+		}
+		l.AzNote = azWrapperNote(v)
 	}
 	token := filepath.Join(dir, "gcloud-token")
 	if err := os.WriteFile(token, []byte("local-gke-access-token\n"), 0o600); err != nil {
@@ -520,6 +532,7 @@ func (l *Lane) paste(ctx context.Context, sc Scenario, w *World, m *Mirror, sh *
 	if err != nil {
 		r.Problems = append(r.Problems, "running the block: "+err.Error())
 	}
+	r.Host = append(r.Host, takeAzNotExecuted(l.Dir)...)
 	r.Output = out
 	l.EKS.Settle()
 	if err := m.Sync(ctx); err != nil {

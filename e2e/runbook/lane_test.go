@@ -88,6 +88,9 @@ func TestRunbookPasted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lane.Close()
+	if lane.AzNote != "" {
+		t.Log(lane.AzNote)
+	}
 	start, cpu0 := time.Now(), cpuTime()
 	var all []*BlockResult
 	for _, sc := range scenarios() {
