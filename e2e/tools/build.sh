@@ -2,7 +2,7 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|alertmanager|prometheus|argo|s3|capi|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|alertmanager|prometheus|argo|s3|capi|kubeadmcheck|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl and kwok; helm is the helm client e2e/deprecations drives; argo
@@ -60,6 +60,7 @@ usual() {
 	prometheus) echo "about 4 min after the alertmanager" ;;
 	workflow-controller) echo "about 7 min" ;;
 	validate) echo "about 2 min" ;;
+	kubeadmcheck) echo "about 1 min after core" ;;
 	*) echo "under a minute" ;;
 	esac
 }
@@ -110,6 +111,12 @@ core() {
 		chmod -R u+w "$cache/kwok-$KWOK_VERSION/stage.tmp"
 		mv "$cache/kwok-$KWOK_VERSION/stage.tmp" "$cache/kwok-$KWOK_VERSION/stage"
 	fi
+}
+
+# kubeadmcheck checks kubeadm command lines with kubeadm's own command
+# tree and version policy, from the same Kubernetes release (e2e/runbook).
+kubeadmcheck() {
+	build kube "$cache/kubernetes-$KUBE_VERSION/kubeadmcheck" ./kubeadmcheck
 }
 
 crds() { # crds MODULE_DIR MODULE PATH DEST
@@ -244,10 +251,10 @@ locked() {
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm | pushgateway | alertmanager | prometheus | argo | s3 | capi) locked "$what" ;;
+	core | kueue | jobset | krew | helm | pushgateway | alertmanager | prometheus | argo | s3 | capi | kubeadmcheck) locked "$what" ;;
 	krew-validate) locked krew_validate ;;
-	all) for c in core kueue jobset krew_validate helm pushgateway alertmanager prometheus argo s3 capi; do locked "$c"; done ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, alertmanager, prometheus, argo, s3, capi or all)" >&2; exit 2 ;;
+	all) for c in core kueue jobset krew_validate helm pushgateway alertmanager prometheus argo s3 capi kubeadmcheck; do locked "$c"; done ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, alertmanager, prometheus, argo, s3, capi, kubeadmcheck or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"

@@ -715,21 +715,6 @@ func (r *renderer) autoModeOnly() bool {
 // warnings are the provider's caveats the runbook states up front.
 func (r *renderer) warnings() []string {
 	var out []string
-	if r.prov == ProviderEKS {
-		for _, pl := range r.inv.Pools {
-			// Every pool EKS does not run through Karpenter or Auto Mode is
-			// a node group here, whatever label grouped its nodes.
-			if r.replacer(pl.Name) == replaceEKSNodegroup && pl.Name != NoPool && r.plan != nil && r.behindAtHop(pl.Name) {
-				// The EKS user guide contradicts itself on node groups that
-				// lag the control plane: update-cluster.html asks for
-				// managed node groups on the control plane's minor before an
-				// update, the EKS Best Practices Guide follows the upstream
-				// kubelet skew (read 2026-09-20).
-				out = append(out, "EKS documents two rules for managed node groups that lag the control plane: https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html asks for them on the control plane's minor before an update, while https://docs.aws.amazon.com/eks/latest/best-practices/cluster-upgrades.html follows the upstream kubelet skew; if update-cluster-version is refused, upgrade the lagging node groups to the control plane's minor first (the plan's drains saved then shrink)")
-				break
-			}
-		}
-	}
 	if r.prov == ProviderCAPI {
 		out = append(out, "Cluster API commands that change the Cluster, MachineDeployments or Machines run against the management cluster: they carry kubectl's --context '<management-context>' (clusterctl's --kubeconfig-context)")
 	}

@@ -516,8 +516,30 @@ func isAre(n int) string {
 // internal/webhooks/cluster.go): deferring a MachineDeployment's upgrade
 // holds it within one hop, never across two.
 // KubeadmControlPlane replaces the control-plane machines at every hop.
+//
+// On EKS, UpdateClusterVersion is refused while a managed node group is
+// not on the cluster's current minor ("Nodegroups NAME must be updated to
+// match cluster version X before updating cluster version"): "make sure
+// that the Kubernetes minor version of both the managed nodes and Fargate
+// nodes in your cluster are the same as your control plane's current
+// version" (https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html,
+// read 2026-12-06). Self-managed node groups follow the same hops: the
+// inventory cannot tell them from managed ones by label, and keeping one
+// behind would save a drain only where the API does not check. Karpenter
+// and Auto Mode pools are not node groups.
 func followsEveryHop(p Provider, pool string, inv Inventory) string {
-	if p != ProviderCAPI || pool == NoPool {
+	if pool == NoPool {
+		return ""
+	}
+	if p == ProviderEKS {
+		for _, pl := range inv.Pools {
+			if pl.Name == pool && pl.Label != labelKarpenterPool {
+				return "EKS: update-cluster-version is refused while a node group is not on the control plane's current minor (https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html), so the pool follows every hop"
+			}
+		}
+		return ""
+	}
+	if p != ProviderCAPI {
 		return ""
 	}
 	for _, pl := range inv.Pools {

@@ -321,9 +321,14 @@ func TestPlanProviderSkewLimits(t *testing.T) {
 			if tc.limit == 2 && first > cp.Number {
 				t.Errorf("the pool two behind moves at step %d, after the hop at step %d", first, cp.Number)
 			}
-			// (Cluster API moves every MachineDeployment with every hop.)
-			if tc.limit == 3 && tc.prov != ProviderCAPI && first < cp.Number {
+			// Cluster API moves every MachineDeployment with every hop, and
+			// EKS refuses update-cluster-version while a node group lags.
+			every := tc.prov == ProviderCAPI || tc.prov == ProviderEKS
+			if tc.limit == 3 && !every && first < cp.Number {
 				t.Errorf("the pool within the upstream limit moves at step %d, before the hop at step %d", first, cp.Number)
+			}
+			if every && first > cp.Number {
+				t.Errorf("the pool two behind moves at step %d, after the hop at step %d that the provider refuses while it lags", first, cp.Number)
 			}
 			all := strings.Join(p.Warnings, "\n")
 			for _, s := range p.Steps {
@@ -513,7 +518,7 @@ func TestRunbookWholePoolCostSaid(t *testing.T) {
 }
 
 // Before you start says why a plan reports a violation, and EKS's node
-// group caveat does not depend on the label that grouped the nodes.
+// group rule does not depend on the label that grouped the nodes.
 func TestRunbookBeforeYouStart(t *testing.T) {
 	inv := Inventory{Server: ServerVersion{GitVersion: "v1.37.2"}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", "v1.37.2")},
 		Pools: []Pool{pool("old", "v1.33.4"), pool("train", "v1.37.2")}}
@@ -523,8 +528,12 @@ func TestRunbookBeforeYouStart(t *testing.T) {
 		t.Errorf("first warning %q", p.Warnings)
 	}
 	for _, label := range []string{labelEKSNodegroup, "node.kubernetes.io/pool"} {
-		w := strings.Join(planOf(t, relabel(variantInventory(t, "eks-managed"), label), "v1.38", "").Warnings, "\n")
-		wantIn(t, label, w, "EKS documents two rules for managed node groups")
+		ep := planOf(t, relabel(variantInventory(t, "eks-managed"), label), "v1.38", "")
+		notes := ""
+		for _, s := range ep.Steps {
+			notes += s.Note + "\n"
+		}
+		wantIn(t, label, notes, "update-cluster-version is refused while a node group is not on the control plane's current minor")
 	}
 }
 

@@ -308,8 +308,8 @@ func TestRunbookK3sRKE2(t *testing.T) {
 
 // Finding 7: EKS add-ons: update-addon only for EKS-managed add-ons, the
 // self-managed path otherwise, the VPC CNI one minor at a time; a
-// custom-AMI node group rolls a launch template version; the contradicting
-// EKS pages on lagging node groups are both named.
+// custom-AMI node group rolls a launch template version; node groups
+// are on the control plane's minor before each hop.
 func TestRunbookEKSAddonsAndNodeGroups(t *testing.T) {
 	managed := variantPlan(t, "eks-managed")
 	add := cmds(stepOf(t, managed, PhaseAddons, ""))
@@ -321,8 +321,17 @@ func TestRunbookEKSAddonsAndNodeGroups(t *testing.T) {
 	gpu := cmds(stepOf(t, managed, PhaseNodePool, "gpu-p5"))
 	wantIn(t, "custom-AMI node group", gpu, "aws ec2 create-launch-template-version", "--launch-template 'id=<launch-template-id>,version=<new-version>'")
 	wantNotIn(t, "custom-AMI node group", gpu, "--kubernetes-version 1.38")
-	wantIn(t, "system node group", cmds(stepOf(t, managed, PhaseNodePool, "system")), "--kubernetes-version 1.38")
-	wantIn(t, "warnings", strings.Join(managed.Warnings, "\n"), "https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html", "https://docs.aws.amazon.com/eks/latest/best-practices/cluster-upgrades.html")
+	// A node group follows every control-plane hop: EKS refuses
+	// update-cluster-version while one lags the cluster's minor.
+	first, last := stepOf(t, managed, PhaseNodePool, "system"), lastStepOf(t, managed, PhaseNodePool, "system")
+	wantIn(t, "system node group, before the hop", cmds(first), "--kubernetes-version 1.37")
+	wantIn(t, "system node group, after the hop", cmds(last), "--kubernetes-version 1.38")
+	cp := lastStepOf(t, managed, PhaseControlPlane, "")
+	if first.Number > cp.Number || last.Number < cp.Number {
+		t.Errorf("system node group steps %d and %d do not surround the hop at step %d", first.Number, last.Number, cp.Number)
+	}
+	wantIn(t, "system node group note", first.Note, "https://docs.aws.amazon.com/eks/latest/userguide/update-cluster.html")
+	wantNotIn(t, "warnings", strings.Join(managed.Warnings, "\n"), "two rules")
 }
 
 // Finding 8: GKE Standard runs kube-dns; every placeholder is quoted, so a

@@ -1,0 +1,52 @@
+// Package runbooke2e runs kubectl skew plan --runbook the way an on-call
+// engineer pastes it, for every provider (kubeadm, EKS, GKE, AKS, Cluster
+// API, k3s, RKE2) on five inventories each (skip-level jumps, mixed
+// pools, GPU pools, nodes of an unknown OS, add-ons of unknown
+// management), against real clients:
+//
+//   - kubectl and the plugins reach the e2e package's local control plane
+//     through a proxy that reports the provider's version on /version (the
+//     version the provider's side moved to); the scenario's nodes are KWOK
+//     nodes labelled as the provider labels them.
+//   - aws, gcloud and az reach recording endpoints in this package by
+//     their documented overrides: AWS_ENDPOINT_URL, the
+//     CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER override with an access
+//     token file, and az cloud register of a local cloud (an ADFS
+//     authority, as for Azure Stack Hub) and az login with a service
+//     principal. The endpoints answer in the APIs' shapes (botocore's EKS
+//     model, gcloud's bundled container v1 messages,
+//     azure-mgmt-containerservice 2022-11-01), keep state in a World, and
+//     refuse what the providers refuse with the providers' own error
+//     texts (each cited where it is raised).
+//   - Host commands (package managers, systemd, kubeadm, the k3s and RKE2
+//     installers) are not run: bash -n and mvdan.cc/sh parse them,
+//     kubeadm's own command tree and version policy check kubeadm lines
+//     (kubeadmcheck, built from the control plane's Kubernetes release),
+//     apt-get, dnf, systemctl and the installers are checked against the
+//     node's repository and their documented arguments, and their effect
+//     is applied to the World. Pasted on the workstation, a host command
+//     meets a shim that refuses it.
+//   - azure-cli before 2.46.0 crashes in az aks nodepool upgrade before it
+//     sends anything (Azure/azure-cli#25530): with such an az, that one
+//     command is checked through the installed az's own --help, listed
+//     as not executed, and its request sent as 2.46 sends it (azshim.go).
+//   - curl and kubectl downloads go through an HTTPS proxy that answers
+//     dl.k8s.io's release markers and refuses every other host.
+//
+// Each block runs in a non-interactive bash with standard input closed, so
+// a command that prompts fails instead of reading the next pasted line; a
+// block with a loop placeholder (NODE='<node-name>', UNIT='<clique>',
+// NODES='<node-name> ...') runs once per node, unit or batch, as the
+// reader repeats it, together with the blocks after it that go on with
+// the loop (those that use its variable or are pasted on its node). The
+// shell variables a block sets carry to the blocks pasted after it, as in
+// one terminal. An alternative ("Only if ...") runs when its condition
+// holds: the outcome of the block before it, or the OS family of the node
+// it is pasted on ("on cp-0:", or the node a block before it ended on). Every failing command, every provider refusal and
+// every request or effect outside the step's intent (which call, which
+// version, which pool) is a problem of the block, reported with the block
+// and the requests; the test fails on any.
+//
+// RUNBOOK_SCENARIOS=eks,gke/gpu-pools runs some scenarios only;
+// RUNBOOK_REPORT=/tmp/r writes /tmp/r.json and /tmp/r.txt.
+package runbooke2e

@@ -1,0 +1,145 @@
+//go:build e2e
+
+package runbooke2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
+)
+
+func TestMain(m *testing.M) {
+	harness.Main(m, harness.Options{})
+}
+
+// kubeadmCheck returns the kubeadmcheck binary, building it with
+// e2e/tools/build.sh when it is missing.
+func kubeadmCheck(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(harness.CacheDir(), "kubernetes-"+harness.KubeVersion, "kubeadmcheck")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	if os.Getenv("E2E_NO_BUILD") != "" {
+		t.Fatalf("%s is missing and E2E_NO_BUILD is set: run e2e/tools/build.sh kubeadmcheck", path)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(root, "e2e", "tools", "build.sh"), "kubeadmcheck")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("building kubeadmcheck: %v", err)
+	}
+	return path
+}
+
+// scenarios are the provider/variant pairs to run: all, or those
+// RUNBOOK_SCENARIOS names (comma-separated, "eks" for all of a provider).
+func scenarios() []Scenario {
+	var out []Scenario
+	want := map[string]bool{}
+	for _, s := range strings.Split(os.Getenv("RUNBOOK_SCENARIOS"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			want[s] = true
+		}
+	}
+	for _, p := range Providers {
+		for _, v := range Variants {
+			sc := Scenario{Provider: p, Variant: v}
+			if len(want) == 0 || want[p] || want[sc.Name()] {
+				out = append(out, sc)
+			}
+		}
+	}
+	return out
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestRunbookPasted renders kubectl skew plan --runbook for every
+// provider on every inventory variant and runs each block as a reader
+// pastes it, against the local control plane and the recording
+// endpoints; see doc.go.
+func TestRunbookPasted(t *testing.T) {
+	cp := harness.Shared(t)
+	check := kubeadmCheck(t)
+	dir := t.TempDir()
+	lane, err := StartLane(dir, cp.Config, cp.Client, LaneOptions{
+		KubectlDir: filepath.Dir(cp.Binaries.Kubectl), PluginDir: plugintest.BinDir(t), KubeadmCheck: check,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lane.Close()
+	if lane.AzNote != "" {
+		t.Log(lane.AzNote)
+	}
+	start, cpu0 := time.Now(), cpuTime()
+	var all []*BlockResult
+	for _, sc := range scenarios() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		s0, c0 := time.Now(), cpuTime()
+		rs, err := lane.Run(ctx, sc)
+		cancel()
+		if err != nil {
+			t.Errorf("%s: %v", sc.Name(), err)
+			continue
+		}
+		bad := 0
+		for _, r := range rs {
+			if !r.OK() {
+				bad++
+			}
+		}
+		t.Logf("%s: %d pastes, %d failing, %.1fs wall, %.1fs CPU of children", sc.Name(), len(rs), bad, time.Since(s0).Seconds(), (cpuTime() - c0).Seconds())
+		all = append(all, rs...)
+	}
+	t.Logf("lane: %d pastes in %.1fs wall, %.1fs CPU of children", len(all), time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds())
+	if out := os.Getenv("RUNBOOK_REPORT"); out != "" {
+		writeReport(t, out, all)
+	}
+	for _, r := range all {
+		if !r.OK() {
+			t.Errorf("a pasted block fails:\n%s", r.Report())
+		}
+	}
+}
+
+// writeReport writes every paste's result as JSON and the failing ones
+// as text, for reading after a run.
+func writeReport(t *testing.T, path string, rs []*BlockResult) {
+	b, _ := json.MarshalIndent(rs, "", "  ")
+	if err := os.WriteFile(path+".json", b, 0o644); err != nil {
+		t.Error(err)
+	}
+	var txt strings.Builder
+	var keys []string
+	for _, r := range rs {
+		if !r.OK() {
+			keys = append(keys, r.Key())
+			txt.WriteString(r.Report() + "\n")
+		}
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(&txt, "\n%d of %d pastes fail:\n%s\n", len(keys), len(rs), strings.Join(keys, "\n"))
+	if err := os.WriteFile(path+".txt", []byte(txt.String()), 0o644); err != nil {
+		t.Error(err)
+	}
+}

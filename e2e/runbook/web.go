@@ -1,0 +1,178 @@
+package runbooke2e
+
+import (
+	"bufio"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// CA issues the certificates of the lane's HTTPS endpoints (Azure
+// Resource Manager, and the web proxy's stand-ins for public hosts); the
+// CLIs trust it through REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and
+// SSL_CERT_FILE.
+type CA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	// PEM is the CA certificate file.
+	PEM  string
+	mu   sync.Mutex
+	next int64
+}
+
+// NewCA makes a CA and writes its certificate to dir/ca.pem.
+func NewCA(dir string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gpufleet runbook lane CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, _ := x509.ParseCertificate(der)
+	path := dir + "/ca.pem"
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return nil, err
+	}
+	return &CA{cert: cert, key: key, PEM: path, next: 2}, nil
+}
+
+// Issue returns a serving certificate for a host name or IP.
+func (c *CA) Issue(host string) (tls.Certificate, error) {
+	c.mu.Lock()
+	serial := c.next
+	c.next++
+	c.mu.Unlock()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: host},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if ip := net.ParseIP(host); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{host}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// Web is an HTTPS proxy standing in for the public web the runbook
+// reads from a workstation (HTTPS_PROXY): it answers the release markers
+// of dl.k8s.io (release/stable-X.Y.txt, the newest patch of a minor, as
+// kubeadm resolves version labels: kubernetes
+// cmd/kubeadm/app/util/version.go) from the lane's catalog, records every
+// request, and refuses every other host, so that a block that needs
+// another download fails and names it.
+type Web struct {
+	URL string
+	Rec *Recorder
+	ca  *CA
+	ln  net.Listener
+}
+
+var stableMarker = regexp.MustCompile(`^/release/stable-(1\.\d+)\.txt$`)
+
+// StartWeb serves on a free loopback port.
+func StartWeb(ca *CA, rec *Recorder) (*Web, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	w := &Web{URL: "http://" + ln.Addr().String(), Rec: rec, ca: ca, ln: ln}
+	go w.serve()
+	return w, nil
+}
+
+// Close stops the proxy.
+func (w *Web) Close() { _ = w.ln.Close() }
+
+func (w *Web) serve() {
+	for {
+		c, err := w.ln.Accept()
+		if err != nil {
+			return
+		}
+		go w.conn(c)
+	}
+}
+
+func (w *Web) conn(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return
+	}
+	host := req.URL.Hostname()
+	if req.Method != http.MethodConnect {
+		w.Rec.Add(Call{Service: "web", Op: "GET", Method: req.Method, Path: req.URL.String(), Status: http.StatusForbidden, Error: "plain HTTP is not served"})
+		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+		return
+	}
+	if host != "dl.k8s.io" {
+		w.Rec.Add(Call{Service: "web", Op: "CONNECT", Method: "CONNECT", Path: req.Host, Status: http.StatusForbidden,
+			Error: host + " is not reachable from the lane: the block needs a download the lane cannot check"})
+		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+		return
+	}
+	fmt.Fprintf(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+	cert, err := w.ca.Issue(host)
+	if err != nil {
+		return
+	}
+	tc := tls.Server(c, &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err := tc.Handshake(); err != nil {
+		return
+	}
+	tbr := bufio.NewReader(tc)
+	for {
+		r, err := http.ReadRequest(tbr)
+		if err != nil {
+			return
+		}
+		call := Call{Service: "web", Op: "GET " + host, Method: r.Method, Path: "https://" + host + r.URL.Path}
+		resp := &http.Response{StatusCode: http.StatusNotFound, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}}
+		body := "not found\n"
+		if m := stableMarker.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+			if _, ok := patches[m[1]]; ok {
+				resp.StatusCode, body = http.StatusOK, "v"+Patch(m[1])
+			}
+		}
+		call.Status = resp.StatusCode
+		w.Rec.Add(call)
+		resp.Header.Set("Content-Type", "text/plain")
+		resp.ContentLength = int64(len(body))
+		resp.Body = readCloser{strings.NewReader(body)}
+		_ = resp.Write(tc)
+		if r.Close {
+			return
+		}
+	}
+}
+
+type readCloser struct{ *strings.Reader }
+
+func (readCloser) Close() error { return nil }
