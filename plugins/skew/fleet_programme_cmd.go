@@ -24,14 +24,14 @@ import (
 )
 
 // fleetProgrammeCmds are the fleet programme's subcommands (plan, step,
-// gate, approve, halt, status, render). The orchestration lives in
+// gate, approve, halt, status, render, end). The orchestration lives in
 // pkg/fleetrun; these wire flags and print.
 func fleetProgrammeCmds(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) []*cobra.Command {
 	return []*cobra.Command{
 		newFleetPlanCmd(cg, streams, d), newFleetStepCmd(cg, streams, d), newFleetGateCmd(cg, streams, d),
 		newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionApprove), newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionHalt),
 		newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionSkip),
-		newFleetStatusCmd(cg, streams, d), newFleetRenderCmd(cg, streams, d),
+		newFleetStatusCmd(cg, streams, d), newFleetRenderCmd(cg, streams, d), newFleetEndCmd(cg, streams, d),
 	}
 }
 
