@@ -25,6 +25,7 @@ func fleetOf(tb testing.TB, n int) (*fleetfile.Fleet, map[string]ClusterInfo) {
 	canary, staging, training, pairs := n/30, n/6, n/2, n*16/120
 	f := loadFleet(tb, func(f *fleetfile.Fleet) {
 		f.Metadata.Name = fmt.Sprintf("fleet-%d", n)
+		withSecrets(f)
 		f.Spec.Clusters = nil
 		ring := func(name string, soak fleetfile.Duration, max int) fleetfile.Ring {
 			return fleetfile.Ring{Name: name, Selector: metav1.LabelSelector{MatchLabels: map[string]string{"gpufleet.dev/ring": name}}, Soak: soak, MaxConcurrent: max}

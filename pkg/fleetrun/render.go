@@ -3,6 +3,7 @@ package fleetrun
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -356,6 +357,9 @@ func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 	if p.Spec.Store == nil {
 		return nil, cli.Usagef("spec.store.url: required")
 	}
+	if err := servable(p); err != nil {
+		return nil, err
+	}
 	var out bytes.Buffer
 	r := &Rendered{}
 	fmt.Fprintf(&out, "# Fleet %s, run %s, to %s: rendered by kubectl skew fleet render --engine argo\n# from plan %s (fleet file %s). Apply in namespace %s; the Workflow starts the run.\n",
@@ -389,6 +393,25 @@ func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 	return r, nil
 }
 
+// servable refuses a run whose step pods could not reach their clusters:
+// a pod has none of the operator's kubeconfig contexts, so every cluster's
+// kubeconfig must come from a Secret the render grants it, and a Cluster
+// API management cluster named by a context is out of its reach.
+func servable(p *Plan) error {
+	if c := p.Spec.Credentials; c == nil || c.SecretNamespace == "" {
+		return cli.Usagef("spec.credentials.secretNamespace: required to render for Argo: a step pod has no kubeconfig contexts, so put each cluster's kubeconfig in a Secret (CLUSTER-kubeconfig, key value, as Cluster API writes them) and name its namespace; the render grants the step pods get on those Secrets")
+	}
+	for _, c := range p.Spec.Clusters {
+		if !slices.ContainsFunc(p.Clusters, func(cp ClusterPlan) bool { return cp.Name == c.Name }) {
+			continue
+		}
+		if a, ok := p.Spec.Upgrade.ActionFor(c.Labels); ok && a.ClusterAPI != nil && a.ClusterAPI.ManagementContext != "" {
+			return cli.Usagef("cluster %s: clusterAPI.managementContext %q is a kubeconfig context a step pod does not have: run its steps with kubectl skew fleet step from a machine that has it, or leave it out of the rendered run", c.Name, a.ClusterAPI.ManagementContext)
+		}
+	}
+	return nil
+}
+
 type support struct {
 	kind, name string
 	obj        any
@@ -412,19 +435,35 @@ func supportObjects(p *Plan, a fleetfile.ArgoEngine) []support {
 	rules := []map[string]any{{
 		"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflowtaskresults"}, "verbs": []string{"create", "patch"},
 	}}
-	if c := p.Spec.Credentials; c != nil && c.SecretNamespace == a.Namespace {
+	// Each cluster's kubeconfig Secret, by name, in the namespace that
+	// holds them: the engine's, or a Role and RoleBinding of their own.
+	var secrets []map[string]any
+	if c := p.Spec.Credentials; c != nil && c.SecretNamespace != "" {
 		var names []string
 		for _, cl := range p.Clusters {
 			names = append(names, c.SecretName(cl.Name))
 		}
-		rules = append(rules, map[string]any{"apiGroups": []string{""}, "resources": []string{"secrets"}, "resourceNames": names, "verbs": []string{"get"}})
+		secrets = []map[string]any{{"apiGroups": []string{""}, "resources": []string{"secrets"}, "resourceNames": names, "verbs": []string{"get"}}}
+		if c.SecretNamespace == a.Namespace {
+			rules, secrets = append(rules, secrets...), nil
+		}
 	}
-	out = append(out, support{"Role", a.ServiceAccount, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": md(a.ServiceAccount), "rules": rules}})
-	out = append(out, support{"RoleBinding", a.ServiceAccount, map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": md(a.ServiceAccount),
-		"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": a.ServiceAccount},
-		"subjects": []map[string]string{{"kind": "ServiceAccount", "name": a.ServiceAccount, "namespace": a.Namespace}},
-	}})
+	role := func(ns string, rules []map[string]any) []support {
+		m := md(a.ServiceAccount)
+		m["namespace"] = ns
+		return []support{
+			{"Role", a.ServiceAccount, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": m, "rules": rules}},
+			{"RoleBinding", a.ServiceAccount, map[string]any{
+				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": m,
+				"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": a.ServiceAccount},
+				"subjects": []map[string]string{{"kind": "ServiceAccount", "name": a.ServiceAccount, "namespace": a.Namespace}},
+			}},
+		}
+	}
+	out = append(out, role(a.Namespace, rules)...)
+	if secrets != nil {
+		out = append(out, role(p.Spec.Credentials.SecretNamespace, secrets)...)
+	}
 	return out
 }
 

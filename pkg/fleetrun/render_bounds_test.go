@@ -34,7 +34,7 @@ func renderedObjects(t *testing.T, y []byte) []*unstructured.Unstructured {
 // and every template that makes a pod has a deadline, resources and the
 // restricted security profile; templates are named per run.
 func TestRenderBoundsEveryPod(t *testing.T) {
-	f := loadFleet(t, nil)
+	f := loadFleet(t, withSecrets)
 	p := mustPlan(t, f, infos(f, nil), monday0930)
 	p.Run = "r1"
 	r, err := Render(p, RenderOptions{})
@@ -126,7 +126,7 @@ func TestRenderBoundsEveryPod(t *testing.T) {
 // TestRenderTemplatesDoNotCollideAcrossRuns: rendering the next run of a
 // fleet names none of the templates the current run's Workflow resolves.
 func TestRenderTemplatesDoNotCollideAcrossRuns(t *testing.T) {
-	f := loadFleet(t, nil)
+	f := loadFleet(t, withSecrets)
 	names := map[string]string{}
 	for _, run := range []string{"r1", "r2"} {
 		p := mustPlan(t, f, infos(f, nil), monday0930)

@@ -9,8 +9,14 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 )
 
+// withSecrets gives the test fleet what a rendered run needs: each
+// cluster's kubeconfig in a Secret of the engine's namespace.
+func withSecrets(f *fleetfile.Fleet) {
+	f.Spec.Credentials = &fleetfile.Credentials{SecretNamespace: "argo"}
+}
+
 func TestRender(t *testing.T) {
-	f := loadFleet(t, nil)
+	f := loadFleet(t, withSecrets)
 	p := mustPlan(t, f, infos(f, nil), monday0930)
 	p.Run = "r1"
 	r, err := Render(p, RenderOptions{})
@@ -55,7 +61,7 @@ func TestRender(t *testing.T) {
 }
 
 func TestRenderNeedsAPinnedImage(t *testing.T) {
-	f := loadFleet(t, func(f *fleetfile.Fleet) { f.Spec.Engine.Argo.Image = "ghcr.io/gpufleet/suite:v0.1.0" })
+	f := loadFleet(t, func(f *fleetfile.Fleet) { withSecrets(f); f.Spec.Engine.Argo.Image = "ghcr.io/gpufleet/suite:v0.1.0" })
 	p := mustPlan(t, f, infos(f, nil), monday0930)
 	p.Run = "r1"
 	_, err := Render(p, RenderOptions{})
