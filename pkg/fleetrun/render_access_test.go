@@ -16,15 +16,9 @@ import (
 // ServiceAccount, on those Secrets by name; the engine's Role does not
 // name them.
 func TestRenderGrantsSecretsInTheirNamespace(t *testing.T) {
-	f := loadFleet(t, func(f *fleetfile.Fleet) {
+	p, r := mustRender(t, func(f *fleetfile.Fleet) {
 		f.Spec.Credentials = &fleetfile.Credentials{SecretNamespace: "fleet-secrets", NameTemplate: "{{.Cluster}}-admin"}
 	})
-	p := mustPlan(t, f, infos(f, nil), monday0930)
-	p.Run = "r1"
-	r, err := Render(p, RenderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want []string
 	for _, c := range p.Clusters {
 		want = append(want, c.Name+"-admin")
@@ -72,10 +66,7 @@ func TestRenderRefusesWhatAPodCannotReach(t *testing.T) {
 		}, `clusterAPI.managementContext "mgmt" is a kubeconfig context a step pod does not have`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := loadFleet(t, tc.mutate)
-			p := mustPlan(t, f, infos(f, nil), monday0930)
-			p.Run = "r1"
-			r, err := Render(p, RenderOptions{})
+			r, err := Render(planRun(t, tc.mutate), RenderOptions{})
 			if cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(fmt.Sprint(err), tc.want) || strings.Contains(fmt.Sprint(err), "\n") || r != nil {
 				t.Errorf("err = %v, want a one-line usage error containing %q", err, tc.want)
 			}

@@ -34,13 +34,7 @@ func renderedObjects(t *testing.T, y []byte) []*unstructured.Unstructured {
 // and every template that makes a pod has a deadline, resources and the
 // restricted security profile; templates are named per run.
 func TestRenderBoundsEveryPod(t *testing.T) {
-	f := loadFleet(t, withSecrets)
-	p := mustPlan(t, f, infos(f, nil), monday0930)
-	p.Run = "r1"
-	r, err := Render(p, RenderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, r := mustRender(t, withSecrets)
 	str := func(o map[string]any, path ...string) string {
 		v, _, _ := unstructured.NestedFieldNoCopy(o, path...)
 		if f, ok := v.(float64); ok && f == float64(int64(f)) {

@@ -53,22 +53,10 @@ func (p *Programme) RecordEnd(ctx context.Context, workflow, phase string) (RunE
 
 // ReadEnds reads a run's Workflow ends, oldest first.
 func ReadEnds(ctx context.Context, st Store, run string) ([]RunEnd, error) {
-	keys, err := st.List(ctx, runKey(run, "ends")+"/")
+	out, err := readRecords(ctx, st, runKey(run, "ends")+"/", "workflow end", func(e *RunEnd, k string) { e.Key = k })
 	if err != nil {
 		return nil, err
 	}
-	var out []RunEnd
-	for _, k := range keys {
-		b, err := st.Read(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		var e RunEnd
-		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		out = append(out, e)
-	}
-	slices.SortFunc(out, func(a, b RunEnd) int { return a.At.Compare(b.At) })
+	slices.SortStableFunc(out, func(a, b RunEnd) int { return a.At.Compare(b.At) })
 	return out, nil
 }
