@@ -83,6 +83,17 @@ func TestDemoTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkRunbook(t, i+1, scn, runs[i], b, out)
+		if i == 0 {
+			// README's abridged transcript is lines of a real run: the
+			// test fails when the output moves away from it.
+			lines, err := readmeTranscript(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if msg := transcriptMismatch(lines, out, dir); msg != "" {
+				t.Errorf("%s; update README's transcript from this run's output (logged above)", msg)
+			}
+		}
 		if i == 1 && !strings.Contains(out, "Restarting the demo cluster") {
 			t.Errorf("run 2 did not restart the cluster")
 		}

@@ -76,7 +76,7 @@ func TestDeprecationsContexts(t *testing.T) {
 	if got.Context != live || got.ExitCode != 1 || got.Report == nil {
 		t.Fatalf("live context: %+v\n%s", got, r)
 	}
-	if got.Report.TargetVersion != "v1.38" {
+	if got.Report.TargetVersion != "1.38" {
 		t.Errorf("target %s, want the live server's next minor v1.38", got.Report.TargetVersion)
 	}
 	if find(got.Report.Items, func(i item) bool { return i.Kind == "CronJob" && i.Who == "helm release "+ns+"/fleet" }) == nil {

@@ -49,7 +49,7 @@ type item struct {
 
 type report struct {
 	Kind          string `json:"kind"`
-	TargetVersion string `json:"targetVersion"`
+	TargetVersion string `json:"target"`
 	Metadata      struct {
 		ServerVersion string `json:"serverVersion"`
 	} `json:"metadata"`
@@ -132,7 +132,7 @@ func TestDeprecationsCallerThroughMetricAuditAndManagedFields(t *testing.T) {
 	if res.ExitCode != 1 {
 		t.Fatalf("want exit 1 (removed at the target)\n%s", res)
 	}
-	if rep.TargetVersion != "v1.38" || !strings.HasPrefix(rep.Metadata.ServerVersion, "v1.37") {
+	if rep.TargetVersion != "1.38" || !strings.HasPrefix(rep.Metadata.ServerVersion, "v1.37") {
 		t.Errorf("target %s for server %s, want v1.38", rep.TargetVersion, rep.Metadata.ServerVersion)
 	}
 	for _, s := range rep.Sources {
@@ -343,12 +343,12 @@ func TestDeprecationsFilesAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	res, rep := run(t, "--ci", "-f", dir, "-o", "json")
-	if res.ExitCode != 1 || len(rep.Items) != 1 || rep.TargetVersion != "v1.39" {
+	if res.ExitCode != 1 || len(rep.Items) != 1 || rep.TargetVersion != "1.39" {
 		t.Errorf("--ci: %s", res)
 	}
 	res = plugintest.RunCmd(t, plugintest.Binary(t, binary), plugintest.Cmd{
 		Args: []string{"--kubeconfig", cp.Kubeconfig, "-f", "-", "--target-version", "+1", "-o", "json"}, Stdin: "kind: CronJob\napiVersion: batch/v1beta1\nmetadata: {name: b}\n"})
-	if res.ExitCode != 1 || !strings.Contains(res.Stdout, `"targetVersion": "v1.38"`) {
+	if res.ExitCode != 1 || !strings.Contains(res.Stdout, `"target": "1.38"`) {
 		t.Errorf("stdin with a relative target: %s", res)
 	}
 	res, _ = run(t, "-f", dir)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -35,7 +36,8 @@ const (
 	ExitInterrupted = 130
 )
 
-// ExitCodesHelp is the exit-code table printed at the end of every --help.
+// ExitCodesHelp is the full exit-code table, the one README lists. Each
+// command's --help prints the rows it can return (ExitCodesFor).
 const ExitCodesHelp = `Exit codes:
   0    ran fully; nothing at or above --fail-on
   1    ran; findings at or above --fail-on
@@ -45,6 +47,45 @@ const ExitCodesHelp = `Exit codes:
   4    stopped before the end but resumable (mutating commands): run the same command again
   130  interrupted
   When several apply, the worst wins: 130 > 2 > 3 > 4 > 1 > 0.`
+
+// OfflineAnnotation marks a command that never reaches a cluster (it
+// prints embedded data or a file): it returns neither 1 nor 3.
+const OfflineAnnotation = "gpufleet.dev/offline"
+
+// ExitCodesFor is the exit-code table of one command: only the codes it
+// can return, and --fail-on named only where the command has the flag.
+// Mutating commands (those with --dry-run) can stop resumably (4).
+func ExitCodesFor(c *cobra.Command) string {
+	var b strings.Builder
+	b.WriteString("Exit codes:\n")
+	switch {
+	case c.Annotations[OfflineAnnotation] != "":
+		b.WriteString("  0    printed\n")
+	case c.Flags().Lookup("fail-on") != nil:
+		b.WriteString("  0    ran fully; nothing at or above --fail-on\n")
+		b.WriteString("  1    ran; findings at or above --fail-on\n")
+	default:
+		b.WriteString("  0    ran fully; no findings\n")
+		b.WriteString("  1    ran; findings (what counts is said above)\n")
+	}
+	b.WriteString("  2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig or input file)\n")
+	worst := "130 > 2"
+	if c.Annotations[OfflineAnnotation] == "" {
+		b.WriteString("  3    could not evaluate the cluster (unreachable, timeout, forbidden on a required read, API missing),\n")
+		b.WriteString("       or could not read every input (a file that does not exist or holds nothing to read)\n")
+		worst += " > 3"
+	}
+	if c.Flags().Lookup("dry-run") != nil {
+		b.WriteString("  4    stopped before the end but resumable: run the same command again\n")
+		worst += " > 4"
+	}
+	b.WriteString("  130  interrupted\n")
+	if c.Annotations[OfflineAnnotation] == "" {
+		worst += " > 1 > 0"
+		b.WriteString("  When several apply, the worst wins: " + worst + ".")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
 
 // ExitError carries an exit code, the error to print and an optional hint
 // (usually the exact command that helps). With no Err nothing is printed:

@@ -3,6 +3,8 @@ package cli
 import (
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -46,7 +48,33 @@ func KubeconfigErr(err error) error {
 		return UnknownContextErr(name)
 	}
 	msg := strings.TrimPrefix(err.Error(), "reading kubeconfig: ")
+	if strings.HasPrefix(msg, "Invalid timeout value") {
+		// client-go checks --request-timeout while it builds the config.
+		return Usagef("--request-timeout: want a duration such as 30s or 2m, a whole number of seconds, or 0 for none")
+	}
 	return WithHint(Usagef("reading kubeconfig: %s", msg), "kubectl config view")
+}
+
+// checkKubeconfigEnv refuses a KUBECONFIG that names only files that do
+// not exist. client-go skips missing files in KUBECONFIG and, finding no
+// cluster, falls back to http://localhost:8080, so the mistake would be
+// reported as an unreachable server (exit 3) where the same missing file
+// given to --kubeconfig is a usage error (exit 2).
+func checkKubeconfigEnv() error {
+	env, ok := os.LookupEnv(clientcmd.RecommendedConfigPathEnvVar)
+	if !ok || strings.TrimSpace(env) == "" {
+		return nil
+	}
+	paths := filepath.SplitList(env)
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return nil
+		}
+	}
+	return WithHint(Usagef("reading kubeconfig: KUBECONFIG=%s names no file that exists", env), "echo $KUBECONFIG; kubectl config view")
 }
 
 // CheckKubeconfigFlags reads the kubeconfig when --kubeconfig or --context
@@ -60,7 +88,7 @@ func CheckKubeconfigFlags(cmd *cobra.Command) error {
 		return nil
 	}
 	kf, cf := cmd.Flags().Lookup("kubeconfig"), cmd.Flags().Lookup("context")
-	if kf == nil || cf == nil || (!kf.Changed && !cf.Changed) {
+	if kf == nil || cf == nil {
 		return nil
 	}
 	// A command given files (-f) works from them, offline: a kubeconfig it
@@ -69,6 +97,14 @@ func CheckKubeconfigFlags(cmd *cobra.Command) error {
 		if f := cmd.Flags().Lookup(name); f != nil && f.Changed {
 			return nil
 		}
+	}
+	if !kf.Changed {
+		if err := checkKubeconfigEnv(); err != nil {
+			return err
+		}
+	}
+	if !kf.Changed && !cf.Changed {
+		return nil
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kf.Value.String()

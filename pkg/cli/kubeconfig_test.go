@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // newTestPlugin is a root with the real kubeconfig flags and a subcommand.
@@ -72,6 +73,25 @@ func TestUsageErrorsNameTheSubcommandAndOneWording(t *testing.T) {
 			t.Errorf("stderr %q", errOut)
 		}
 	})
+	t.Run("KUBECONFIG names no file that exists", func(t *testing.T) {
+		missing := filepath.Join(dir, "missing") + string(os.PathListSeparator) + filepath.Join(dir, "gone")
+		t.Setenv("KUBECONFIG", missing)
+		root, streams, got := newTestPlugin(t)
+		root.SetArgs([]string{"sub"})
+		if code := Run(context.Background(), root, streams); code != ExitUsage {
+			t.Errorf("exit %d, want 2 as for --kubeconfig naming a missing file", code)
+		}
+		if want := "error: reading kubeconfig: KUBECONFIG=" + missing + " names no file that exists\nhint: echo $KUBECONFIG; kubectl config view\n"; func() string { _, e := got(); return e }() != want {
+			t.Errorf("stderr, want %q", want)
+		}
+		// One file of the list that exists is enough, as for client-go.
+		t.Setenv("KUBECONFIG", filepath.Join(dir, "missing")+string(os.PathListSeparator)+kc)
+		root, streams, _ = newTestPlugin(t)
+		root.SetArgs([]string{"sub"})
+		if code := Run(context.Background(), root, streams); code == ExitUsage {
+			t.Errorf("exit 2 with one KUBECONFIG file present")
+		}
+	})
 	t.Run("version reads no kubeconfig", func(t *testing.T) {
 		root, streams, _ := newTestPlugin(t)
 		root.SetArgs([]string{"version", "--context", "nope"})
@@ -109,4 +129,23 @@ func regexpLines(s string, patterns ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestRequestTimeoutInTheSuitesWords: client-go's own error for a bad
+// --request-timeout becomes one line that names the flag.
+func TestRequestTimeoutInTheSuitesWords(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\ncontexts: [{name: a, context: {cluster: a}}]\nclusters: [{name: a, cluster: {server: https://127.0.0.1:1}}]\ncurrent-context: a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: kc},
+		&clientcmd.ConfigOverrides{Timeout: "bogus"}).ClientConfig()
+	if err == nil {
+		t.Fatal("client-go took --request-timeout bogus")
+	}
+	got := KubeconfigErr(err)
+	if ExitCode(got) != ExitUsage || got.Error() != "--request-timeout: want a duration such as 30s or 2m, a whole number of seconds, or 0 for none" {
+		t.Errorf("%v -> %v", err, got)
+	}
 }

@@ -52,7 +52,7 @@ func Setup(root *cobra.Command, streams genericiooptions.IOStreams) {
 			if c.Long == "" {
 				c.Long = c.Short
 			}
-			c.Long = strings.TrimRight(c.Long, "\n") + "\n\n" + ExitCodesHelp
+			c.Long = strings.TrimRight(c.Long, "\n") + "\n\n" + ExitCodesFor(c)
 		}
 	})
 }
@@ -120,6 +120,10 @@ func flagError(cmd *cobra.Command, err error) error {
 		} else {
 			err = fmt.Errorf("%w: %s only reads and changes nothing, so it has no --dry-run", err, cmd.CommandPath())
 		}
+	}
+	if msg := err.Error(); msg == "unknown shorthand flag: 'n' in -n" || strings.HasPrefix(msg, "unknown flag: --namespace") ||
+		strings.HasPrefix(msg, "unknown shorthand flag: 'n' in -n") {
+		err = fmt.Errorf("%s has no -n/--namespace: it works cluster-wide", cmd.CommandPath())
 	}
 	return UsageErr(err)
 }

@@ -50,9 +50,10 @@ func GetVersion() VersionInfo {
 func NewVersionCmd(streams genericiooptions.IOStreams) *cobra.Command {
 	output := ""
 	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print the plugin's version",
-		Args:  cobra.NoArgs,
+		Use:         "version",
+		Short:       "Print the plugin's version",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{OfflineAnnotation: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v := GetVersion()
 			switch output {

@@ -66,7 +66,14 @@ func DefaultCalendar() Calendar {
 func ParseCalendar(data []byte) (Calendar, error) {
 	c := Calendar{Patches: DefaultPatches(), Providers: DefaultProviderCalendar()}
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return Calendar{}, fmt.Errorf("calendar: %w", err)
+		// sigs.k8s.io/yaml's text ("error unmarshaling JSON: while decoding
+		// JSON: json: unknown field ...") says nothing of what the file
+		// should be.
+		msg := err.Error()
+		if i := strings.LastIndex(msg, "json: "); i >= 0 {
+			msg = msg[i+len("json: "):]
+		}
+		return Calendar{}, fmt.Errorf("not a release calendar (%s): print one with kubectl skew calendar -o yaml", msg)
 	}
 	if _, err := time.Parse(dateLayout, c.DataDate); err != nil {
 		return Calendar{}, fmt.Errorf("calendar: dataDate %q: want YYYY-MM-DD", c.DataDate)

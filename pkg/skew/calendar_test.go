@@ -93,3 +93,12 @@ func TestFleetPolicy(t *testing.T) {
 		t.Errorf("1.35 under n-1: %+v", f)
 	}
 }
+
+// TestParseCalendarRefusesAnotherKindOfFile: a manifest given as
+// --calendar is refused in one line that says what the file should be.
+func TestParseCalendarRefusesAnotherKindOfFile(t *testing.T) {
+	_, err := ParseCalendar([]byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: x}\n"))
+	if err == nil || err.Error() != `not a release calendar (unknown field "apiVersion"): print one with kubectl skew calendar -o yaml` {
+		t.Errorf("got %v", err)
+	}
+}

@@ -126,7 +126,8 @@ func newRulesCmd(streams genericiooptions.IOStreams) *cobra.Command {
 
   # A map file for the helm-mapkubeapis plugin
   kubectl deprecations rules -o mapkubeapis > Map.yaml && helm mapkubeapis RELEASE --mapfile Map.yaml`),
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{cli.OfflineAnnotation: "true"},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Print.Validate(); err != nil {
 				return cli.UsageErr(err)

@@ -222,7 +222,7 @@ func TestClusterSources(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.TargetVersion != "v1.25" || len(rep.Items) != 1 {
+	if rep.TargetVersion != "1.25" || len(rep.Items) != 1 {
 		t.Fatalf("report: %s", out)
 	}
 	it := rep.Items[0]
@@ -304,10 +304,10 @@ func TestContexts(t *testing.T) {
 		t.Fatalf("list: %s", out)
 	}
 	old, clean, bad := list.Items[0], list.Items[1], list.Items[2]
-	if old.Context != "old" || old.ExitCode != cli.ExitFindings || old.Report == nil || old.Report.TargetVersion != "v1.25" || len(old.Report.Items) != 1 {
+	if old.Context != "old" || old.ExitCode != cli.ExitFindings || old.Report == nil || old.Report.TargetVersion != "1.25" || len(old.Report.Items) != 1 {
 		t.Errorf("context old: %+v", old)
 	}
-	if clean.ExitCode != cli.ExitOK || clean.Report == nil || clean.Report.TargetVersion != "v1.37" || len(clean.Report.Items) != 0 {
+	if clean.ExitCode != cli.ExitOK || clean.Report == nil || clean.Report.TargetVersion != "1.37" || len(clean.Report.Items) != 0 {
 		t.Errorf("context clean: %+v", clean)
 	}
 	if bad.Context != "down" || bad.ExitCode != cli.ExitUnavailable || bad.Error == "" || bad.Report != nil {

@@ -44,7 +44,7 @@ type FixHelmOptions struct {
 // FixHelmReport is what fix-helm prints with -o json|yaml.
 type FixHelmReport struct {
 	cli.Header
-	TargetVersion string        `json:"targetVersion"`
+	TargetVersion string        `json:"target"`
 	DryRun        bool          `json:"dryRun"`
 	Items         []dep.HelmFix `json:"items"`
 	// Errors are the storages that could not be read.
@@ -209,7 +209,7 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 		}
 		return cli.ClassifyClusterErr(runErr, md, "reading Helm releases")
 	}
-	rep := FixHelmReport{Header: cli.NewHeader("FixHelmReport", md), TargetVersion: "v" + target.String(), DryRun: o.DryRun, Items: res.Items}
+	rep := FixHelmReport{Header: cli.NewHeader("FixHelmReport", md), TargetVersion: target.String(), DryRun: o.DryRun, Items: res.Items}
 	if rep.Items == nil {
 		rep.Items = []dep.HelmFix{}
 	}

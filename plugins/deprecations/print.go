@@ -16,7 +16,7 @@ import (
 type Report struct {
 	cli.Header
 	// TargetVersion is the release the findings are judged against.
-	TargetVersion string             `json:"targetVersion"`
+	TargetVersion string             `json:"target"`
 	Items         []Item             `json:"items"`
 	NotScanned    []dep.Skipped      `json:"notScanned,omitempty"`
 	Sources       []dep.SourceStatus `json:"sources"`
@@ -41,7 +41,7 @@ type Summary struct {
 }
 
 func newReport(md cli.Metadata, target apilifecycle.Release) *Report {
-	return &Report{Header: cli.NewHeader("DeprecationsReport", md), TargetVersion: "v" + target.String(), Items: []Item{}}
+	return &Report{Header: cli.NewHeader("DeprecationsReport", md), TargetVersion: target.String(), Items: []Item{}}
 }
 
 func (r *Report) addSource(st dep.SourceStatus, err error, code *int) {
@@ -148,12 +148,12 @@ func (r *Report) summaryLine(prefix string) string {
 	s := r.Summary
 	var line string
 	if len(r.Items) == 0 {
-		line = "No deprecated or removed APIs found for " + r.TargetVersion
+		line = "No deprecated or removed APIs found for " + "v" + r.TargetVersion
 		if r.failed() != "" {
 			line += " in the sources that could be read"
 		}
 	} else {
-		line = fmt.Sprintf("%d removed, %d deprecated, %d undeterminable at %s", s.Removed, s.Deprecated, s.Undeterminable, r.TargetVersion)
+		line = fmt.Sprintf("%d removed, %d deprecated, %d undeterminable at %s", s.Removed, s.Deprecated, s.Undeterminable, "v"+r.TargetVersion)
 	}
 	if s.NotScanned > 0 {
 		line += fmt.Sprintf("; %d not scanned (see stderr or notScanned in -o json)", s.NotScanned)
@@ -196,7 +196,7 @@ func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
 		{Name: "NAME"}, {Name: "KIND"}, {Name: "API"},
 		{Name: "DEPRECATED", Wide: true}, {Name: "REMOVED"},
 		{Name: "WHO", Wide: narrow, Shrink: true, Min: 12, Elide: cli.ElideMiddle},
-		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true},
+		{Name: "COUNT", Wide: true}, {Name: "LAST-SEEN", Wide: true},
 		{Name: "WHERE", Wide: whereWide},
 		{Name: "REPLACEMENT", Shrink: true, Min: 18, Elide: cli.ElideMiddle, Drop: true},
 		{Name: "AVAILABLE", Wide: true}, {Name: "DETAIL", Wide: true},

@@ -191,7 +191,7 @@ func newStatusCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobr
 		Example: templates.Examples(`
 			kubectl gang-drain status
 			kubectl gang-drain status gd-20260102-030405-ab12 -o json`),
-		Args: cobra.MaximumNArgs(1),
+		Args: cli.MaximumArgs(1),
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			return o.RunStatus(cmd.Context())
 		}),
@@ -217,7 +217,7 @@ func newRestoreCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
 		Example: templates.Examples(`
 			kubectl gang-drain restore gd-20260102-030405-ab12
 			kubectl gang-drain restore gpu-node-0412 --dry-run`),
-		Args: cobra.MinimumNArgs(1),
+		Args: cli.MinimumArgs(1),
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			return o.RunRestore(cmd.Context())
 		}),

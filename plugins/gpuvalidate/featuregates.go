@@ -33,12 +33,13 @@ type FeatureGatesOptions struct {
 func newFeatureGatesCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &FeatureGatesOptions{Print: cli.NewPrintFlags(), IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:     "feature-gates [flags]",
-		Short:   "Print the removed Kubernetes feature gates the kubelet config check uses, with their source and date",
-		Long:    featureGatesLong,
-		Example: "  kubectl gpu-validate feature-gates\n  kubectl gpu-validate feature-gates -o yaml > gates.yaml\n  kubectl gpu-validate nodes -l pool=gpu-a --removed-gates gates.yaml",
-		Args:    cobra.NoArgs,
-		RunE:    cli.RunE(cg, o),
+		Use:         "feature-gates [flags]",
+		Short:       "Print the removed Kubernetes feature gates the kubelet config check uses, with their source and date",
+		Long:        featureGatesLong,
+		Example:     "  kubectl gpu-validate feature-gates\n  kubectl gpu-validate feature-gates -o yaml > gates.yaml\n  kubectl gpu-validate nodes -l pool=gpu-a --removed-gates gates.yaml",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{cli.OfflineAnnotation: "true"},
+		RunE:        cli.RunE(cg, o),
 	}
 	cmd.Flags().StringVar(&o.File, "removed-gates", o.File, "Check and print this removed-gate file instead of the embedded data.")
 	_ = cmd.MarkFlagFilename("removed-gates", "yaml", "yml", "json")

@@ -35,12 +35,13 @@ type XidCatalogReport struct {
 func newXidCatalogCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &XidCatalogOptions{Print: cli.NewPrintFlags(), IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:     "xid-catalog [flags]",
-		Short:   "Print the Xid catalog the --xid gate uses, with its source and date",
-		Long:    xidCatalogLong,
-		Example: "  kubectl gpu-validate xid-catalog\n  kubectl gpu-validate xid-catalog -o json | jq '.entries[] | select(.class==\"fatal\") | .xid'",
-		Args:    cobra.NoArgs,
-		RunE:    cli.RunE(cg, o),
+		Use:         "xid-catalog [flags]",
+		Short:       "Print the Xid catalog the --xid gate uses, with its source and date",
+		Long:        xidCatalogLong,
+		Example:     "  kubectl gpu-validate xid-catalog\n  kubectl gpu-validate xid-catalog -o json | jq '.entries[] | select(.class==\"fatal\") | .xid'",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{cli.OfflineAnnotation: "true"},
+		RunE:        cli.RunE(cg, o),
 	}
 	cmd.Flags().StringVar(&o.File, "xid-catalog", o.File, "Check and print this catalog file instead of the embedded one.")
 	_ = cmd.MarkFlagFilename("xid-catalog", "csv")
@@ -69,7 +70,7 @@ func (o *XidCatalogOptions) Run(context.Context) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, XidCatalogReport{Header: cli.NewHeader("XidCatalog", cli.Metadata{}), XidCatalog: c})
 	}
-	t := cli.Table{Columns: []cli.Column{{Name: "XID"}, {Name: "CLASS"}, {Name: "IMMEDIATE ACTION", Shrink: true, Min: 20}, {Name: "MNEMONIC", Wide: true},
+	t := cli.Table{Columns: []cli.Column{{Name: "XID"}, {Name: "CLASS"}, {Name: "IMMEDIATE-ACTION", Shrink: true, Min: 20}, {Name: "MNEMONIC", Wide: true},
 		{Name: "INVESTIGATORY ACTION", Wide: true}, {Name: "DESCRIPTION", Shrink: true, Min: 20}}}
 	for _, e := range c.Entries {
 		action, class := e.ImmediateAction, e.ClassHere()

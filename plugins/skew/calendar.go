@@ -33,9 +33,10 @@ func newCalendarCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *co
 			"support per minor), each with the page it came from and the date it was read. A managed cluster whose minor the provider " +
 			"calendar lacks is judged by the upstream end of life. -o yaml prints a valid --calendar file; with --providers, a valid " +
 			"--provider-calendar file.",
-		Example: "  kubectl skew calendar\n  kubectl skew calendar --providers -o yaml > providers.yaml\n  kubectl skew --provider-calendar providers.yaml",
-		Args:    cobra.NoArgs,
-		RunE:    cli.RunE(cg, o),
+		Example:     "  kubectl skew calendar\n  kubectl skew calendar --providers -o yaml > providers.yaml\n  kubectl skew --provider-calendar providers.yaml",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{cli.OfflineAnnotation: "true"},
+		RunE:        cli.RunE(cg, o),
 	}
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -404,5 +405,49 @@ func TestFleetRenderRefusesATag(t *testing.T) {
 	r := run(t, cli.NewTestClientGetter(), "", "fleet", "render", "-f", "../../pkg/fleetrun/testdata/fleet.yaml", "--run", "r1", "--image", "ghcr.io/gpufleet/suite:v0.1.0")
 	if r.Code != cli.ExitUsage || !strings.HasPrefix(r.Err, `error: --image "ghcr.io/gpufleet/suite:v0.1.0": a tag without digest`) || !strings.Contains(r.Err, "make image prints") || r.Out != "" {
 		t.Errorf("exit %d\nstdout %s\nstderr %s", r.Code, r.Out, r.Err)
+	}
+}
+
+// TestPlanRelativeTarget: --target +N is N minors after the apiserver, as
+// kubectl deprecations takes it, and plans exactly what the release does.
+func TestPlanRelativeTarget(t *testing.T) {
+	rel := run(t, getter(cluster("v1.37.2")), "", "plan", "--target", "+1", "-o", "json")
+	abs := run(t, getter(cluster("v1.37.2")), "", "plan", "--target", "v1.38", "-o", "json")
+	if rel.Code != abs.Code || rel.Err != abs.Err {
+		t.Fatalf("+1: exit %d %q; v1.37: exit %d %q", rel.Code, rel.Err, abs.Code, abs.Err)
+	}
+	strip := func(s string) string {
+		return regexp.MustCompile(`"(collectedAt|generatedAt|time)": "[^"]*"`).ReplaceAllString(s, "")
+	}
+	if strip(rel.Out) != strip(abs.Out) || !strings.Contains(rel.Out, `"target": "1.38"`) {
+		t.Errorf("+1 from 1.37 plans differently from v1.38:\n%s", rel.Out)
+	}
+	for _, bad := range []string{"+0", "+x", "+", "latest"} {
+		if r := run(t, getter(cluster("v1.36.4")), "", "plan", "--target", bad); r.Code != cli.ExitUsage || !strings.Contains(r.Err, "want +1, +2") {
+			t.Errorf("--target %s: exit %d %q", bad, r.Code, r.Err)
+		}
+	}
+}
+
+// TestReadReportEmptyFile: a file with no report in it says how to make one.
+func TestReadReportEmptyFile(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, getter(cluster("v1.37.2")), "", "-f", empty)
+	if r.Code != cli.ExitUsage || !strings.Contains(r.Err, "no SkewReport in it: save one with kubectl skew -o yaml > FILE") {
+		t.Errorf("exit %d: %s", r.Code, r.Err)
+	}
+}
+
+// TestSupportPhraseWithoutAnEndDate: a minor older than the calendar's
+// first row is out of support with no date, never "since )".
+func TestSupportPhraseWithoutAnEndDate(t *testing.T) {
+	if got := supportPhrase(pkgskew.Support{Minor: "1.25", Status: pkgskew.StatusViolation}); got != "1.25 out of support" {
+		t.Errorf("got %q", got)
+	}
+	if got := supportPhrase(pkgskew.Support{Minor: "1.30", Status: pkgskew.StatusViolation, SupportEnds: "2025-06-28"}); got != "1.30 out of support since 2025-06-28" {
+		t.Errorf("got %q", got)
 	}
 }

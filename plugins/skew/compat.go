@@ -31,9 +31,10 @@ func newCompatCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 			"and the Kubernetes minors they support, the upstream page each row came from and the date it was read. " +
 			"-o wide adds every release row, what was read and the notes (where a vendor's pages disagree, the stricter is kept). " +
 			"The output of -o yaml is a valid --compat file.",
-		Example: "  kubectl skew compat -o yaml > compat.yaml\n  kubectl skew preflight --target v1.37 --compat compat.yaml",
-		Args:    cobra.NoArgs,
-		RunE:    cli.RunE(cg, o),
+		Example:     "  kubectl skew compat -o yaml > compat.yaml\n  kubectl skew preflight --target v1.37 --compat compat.yaml",
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{cli.OfflineAnnotation: "true"},
+		RunE:        cli.RunE(cg, o),
 	}
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.CompatFile, "compat", o.CompatFile, "Compatibility table file instead of the embedded one.")

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -68,8 +70,12 @@ type PlanOptions struct {
 	// FailOn is the lowest step severity that makes exit code 1.
 	FailOn *cli.FailOnFlag
 
-	// Target is the minor to reach (v1.37, 1.37 or v1.37.2).
+	// Target is the minor to reach (v1.37, 1.37 or v1.37.2), or +N minors
+	// after the apiserver.
 	Target string
+	// relMinors is N of a --target +N, resolved once the apiserver's
+	// version is read.
+	relMinors int
 	// PoolLabel, FromFile, CalendarFile and ChunkSize as for the check.
 	PoolLabel    string
 	FromFile     string
@@ -112,7 +118,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 	}
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
-	cli.AddTargetFlag(cmd, &o.Target, "The minor to reach, such as v1.37.", calendarMinors())
+	cli.AddTargetFlag(cmd, &o.Target, "The minor to reach, such as v1.37, or +N minors after the apiserver (+1).", calendarMinors())
 	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
 	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	addRunbookFlags(cmd, o)
@@ -154,11 +160,20 @@ func (o *PlanOptions) Validate() error {
 	if o.Target == "" {
 		return fmt.Errorf("--target is required, for example --target v1.37")
 	}
-	v, err := pkgskew.ParseVersion(o.Target)
-	if err != nil {
-		return fmt.Errorf("--target: %w", err)
+	if rest, ok := strings.CutPrefix(o.Target, "+"); ok {
+		// +N: N minors after the apiserver, as kubectl deprecations takes it.
+		n, err := strconv.Atoi(rest)
+		if err != nil || n < 1 || n > 20 {
+			return fmt.Errorf("--target %q: want +1, +2 (minors after the apiserver) or a release such as v1.37", o.Target)
+		}
+		o.relMinors = n
+	} else {
+		v, err := pkgskew.ParseVersion(o.Target)
+		if err != nil {
+			return fmt.Errorf("--target %q: want +1, +2 (minors after the apiserver) or a release such as v1.37", o.Target)
+		}
+		o.target = v
 	}
-	o.target = v
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
@@ -182,6 +197,13 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		h, inv = cli.NewHeader(KindPlanReport, md), got
 	}
 	h.APIVersion, h.Kind = cli.APIVersion, KindPlanReport
+	if o.relMinors > 0 {
+		_, newest, ok := inv.APIServerVersions()
+		if !ok {
+			return cli.ClusterErr(fmt.Errorf("cannot tell the apiserver's version to resolve --target %s: give a release such as v1.37", o.Target))
+		}
+		o.target = newest.MinorOnly().AddMinors(o.relMinors)
+	}
 	now := o.deps.now()
 	provider := o.provider
 	if provider == "" {

@@ -121,7 +121,10 @@ func readSaved(path string, stdin func() ([]byte, error)) (*SkewReport, error) {
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if rep.Kind != KindSkewReport || !strings.HasPrefix(rep.APIVersion, cli.Group+"/") {
-		return nil, fmt.Errorf("reading %s: want a %s (%s), got kind %q apiVersion %q", path, KindSkewReport, cli.APIVersion, rep.Kind, rep.APIVersion)
+		if rep.Kind == "" && rep.APIVersion == "" {
+			return nil, fmt.Errorf("reading %s: no %s in it: save one with kubectl skew -o yaml > FILE", path, KindSkewReport)
+		}
+		return nil, fmt.Errorf("reading %s: want a %s (%s), got kind %q apiVersion %q: save one with kubectl skew -o yaml > FILE", path, KindSkewReport, cli.APIVersion, rep.Kind, rep.APIVersion)
 	}
 	// A report without an apiserver version still holds pools and
 	// components worth judging; only one without any of them is no
