@@ -64,8 +64,8 @@ func fleetOf(tb testing.TB, n int) (*fleetfile.Fleet, map[string]ClusterInfo) {
 }
 
 // TestRenderObjectsUnder1MiB: every rendered object of a 120- and a
-// 500-cluster run stays under the 1 MiB an object may hold (etcd's
-// default request limit, and Argo's packer's limit on a Workflow,
+// 500-cluster run stays under 1 MiB, the default limit Argo's packer puts
+// on a Workflow (getMaxWorkflowSize, 1024 * 1024, in
 // workflow/packer/packer.go at argo-workflows v3.7.15). These are the
 // objects as applied; a Workflow's status grows as it runs (README,
 // "Object sizes").
