@@ -15,9 +15,17 @@ import (
 // training), windows on prod and training, DR pairs across prod and
 // staging, each cluster with three pools (two GPU, one CPU).
 func fleet120(tb testing.TB) (*fleetfile.Fleet, map[string]ClusterInfo) {
+	return fleetOf(tb, 120)
+}
+
+// fleetOf is fleet120's shape at n clusters: the rings and DR pairs in the
+// same proportions (n a multiple of 30 keeps them whole).
+func fleetOf(tb testing.TB, n int) (*fleetfile.Fleet, map[string]ClusterInfo) {
 	tb.Helper()
+	canary, staging, training, pairs := n/30, n/6, n/2, n*16/120
 	f := loadFleet(tb, func(f *fleetfile.Fleet) {
-		f.Metadata.Name = "fleet-120"
+		f.Metadata.Name = fmt.Sprintf("fleet-%d", n)
+		withSecrets(f)
 		f.Spec.Clusters = nil
 		ring := func(name string, soak fleetfile.Duration, max int) fleetfile.Ring {
 			return fleetfile.Ring{Name: name, Selector: metav1.LabelSelector{MatchLabels: map[string]string{"gpufleet.dev/ring": name}}, Soak: soak, MaxConcurrent: max}
@@ -25,21 +33,21 @@ func fleet120(tb testing.TB) (*fleetfile.Fleet, map[string]ClusterInfo) {
 		f.Spec.Rings = []fleetfile.Ring{ring("canary", "48h", 2), ring("staging", "72h", 4), ring("prod", "72h", 8), ring("training", "", 1)}
 		f.Spec.Rings[2].Approval = &fleetfile.Approval{Approvers: 2}
 		f.Spec.Caps = fleetfile.Caps{MaxConcurrentClusters: 8, MaxGPUPercentInFlight: 10}
-		for i := 0; i < 120; i++ {
+		for i := 0; i < n; i++ {
 			r, env := "prod", "prod"
 			switch {
-			case i < 4:
+			case i < canary:
 				r, env = "canary", "staging"
-			case i < 20:
+			case i < staging:
 				r, env = "staging", "staging"
-			case i >= 60:
+			case i >= training:
 				r = "training"
 			}
 			labels := map[string]string{"gpufleet.dev/ring": r, "env": env}
-			if i >= 20 && i < 36 {
-				labels["gpufleet.dev/dr-pair"] = fmt.Sprintf("pair-%02d", i-20)
-			} else if i >= 4 && i < 20 {
-				labels["gpufleet.dev/dr-pair"] = fmt.Sprintf("pair-%02d", i-4)
+			if i >= staging && i < staging+pairs {
+				labels["gpufleet.dev/dr-pair"] = fmt.Sprintf("pair-%02d", i-staging)
+			} else if i >= canary && i < staging {
+				labels["gpufleet.dev/dr-pair"] = fmt.Sprintf("pair-%02d", i-canary)
 			}
 			f.Spec.Clusters = append(f.Spec.Clusters, fleetfile.Cluster{Name: fmt.Sprintf("%s-%03d", r, i), Labels: labels})
 		}
@@ -47,7 +55,7 @@ func fleet120(tb testing.TB) (*fleetfile.Fleet, map[string]ClusterInfo) {
 	in := map[string]ClusterInfo{}
 	for i, c := range f.Spec.Clusters {
 		gpus := 512
-		if i >= 60 {
+		if i >= training {
 			gpus = 4096 // training cells
 		}
 		in[c.Name] = ClusterInfo{Inventory: inventory("v1.36.3", "gpu-a", "v1.34.1", "gpu-b", "v1.35.2", "cpu", "v1.36.3"), GPUs: gpus}
@@ -55,30 +63,35 @@ func fleet120(tb testing.TB) (*fleetfile.Fleet, map[string]ClusterInfo) {
 	return f, in
 }
 
-// TestRender120ObjectsUnder1MB: every object of a 120-cluster run stays
-// far under the 1 MB an etcd object may hold (a Workflow per run, a
-// WorkflowTemplate per cluster).
-func TestRender120ObjectsUnder1MB(t *testing.T) {
-	f, in := fleet120(t)
-	p := mustPlan(t, f, in, monday0930)
-	p.Run = "r120"
-	r, err := Render(p, RenderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	largest := RenderedObject{}
-	for _, o := range r.Objects {
-		if o.Bytes > largest.Bytes {
-			largest = o
+// TestRenderObjectsUnder1MiB: every rendered object of a 120- and a
+// 500-cluster run stays under 1 MiB, the default limit Argo's packer puts
+// on a Workflow (getMaxWorkflowSize, 1024 * 1024, in
+// workflow/packer/packer.go at argo-workflows v3.7.15). These are the
+// objects as applied; a Workflow's status grows as it runs (README,
+// "Object sizes").
+func TestRenderObjectsUnder1MiB(t *testing.T) {
+	for _, n := range []int{120, 500} {
+		f, in := fleetOf(t, n)
+		p := mustPlan(t, f, in, monday0930)
+		p.Run = fmt.Sprintf("r%d", n)
+		r, err := Render(p, RenderOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
+		largest := RenderedObject{}
+		for _, o := range r.Objects {
+			if o.Bytes > largest.Bytes {
+				largest = o
+			}
+		}
+		if largest.Bytes >= 1<<20 {
+			t.Errorf("%d clusters: %s %s is %d bytes", n, largest.Kind, largest.Name, largest.Bytes)
+		}
+		if len(r.Objects) != n+4+1 {
+			t.Errorf("%d clusters: %d objects", n, len(r.Objects))
+		}
+		t.Logf("%d clusters: %d objects, %d bytes in all, largest %s %s %d bytes", n, len(r.Objects), len(r.YAML), largest.Kind, largest.Name, largest.Bytes)
 	}
-	if largest.Bytes >= 1<<20 {
-		t.Errorf("%s %s is %d bytes", largest.Kind, largest.Name, largest.Bytes)
-	}
-	if len(r.Objects) != 120+4+1 {
-		t.Errorf("%d objects", len(r.Objects))
-	}
-	t.Logf("%d objects, %d bytes in all, largest %s %s %d bytes", len(r.Objects), len(r.YAML), largest.Kind, largest.Name, largest.Bytes)
 }
 
 // BenchmarkPlanAndRender120 plans (lint, batches, 120 skew plans) and

@@ -74,24 +74,34 @@ func RecordDecision(ctx context.Context, st Store, d Decision) (Decision, error)
 
 // ReadDecisions reads a run's decisions, oldest first.
 func ReadDecisions(ctx context.Context, st Store, run string) ([]Decision, error) {
-	keys, err := st.List(ctx, runKey(run, "decisions")+"/")
+	out, err := readRecords(ctx, st, runKey(run, "decisions")+"/", "decision", func(d *Decision, k string) { d.Key = k })
 	if err != nil {
 		return nil, err
 	}
-	var out []Decision
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out, nil
+}
+
+// readRecords reads every JSON record under prefix, in key order, giving
+// each its key.
+func readRecords[T any](ctx context.Context, st Store, prefix, what string, setKey func(*T, string)) ([]T, error) {
+	keys, err := st.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []T
 	for _, k := range keys {
 		b, err := st.Read(ctx, k)
 		if err != nil {
 			return nil, err
 		}
-		var d Decision
-		if err := json.Unmarshal(b, &d); err != nil {
-			return nil, fmt.Errorf("decision %s is not readable: %w", k, err)
+		var r T
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("%s %s is not readable: %w", what, k, err)
 		}
-		d.Key = k
-		out = append(out, d)
+		setKey(&r, k)
+		out = append(out, r)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out, nil
 }
 

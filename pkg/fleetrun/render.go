@@ -3,6 +3,7 @@ package fleetrun
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -35,7 +36,42 @@ type (
 		ServiceAccountName string            `json:"serviceAccountName,omitempty"`
 		NodeSelector       map[string]string `json:"nodeSelector,omitempty"`
 		Arguments          *argoArguments    `json:"arguments,omitempty"`
+		OnExit             string            `json:"onExit,omitempty"`
+		PodGC              *argoPodGC        `json:"podGC,omitempty"`
+		TTLStrategy        *argoTTL          `json:"ttlStrategy,omitempty"`
+		Synchronization    *argoSync         `json:"synchronization,omitempty"`
+		SecurityContext    *argoPodSecurity  `json:"securityContext,omitempty"`
 		Templates          []argoTemplate    `json:"templates"`
+	}
+	argoPodGC struct {
+		Strategy string `json:"strategy"`
+	}
+	argoTTL struct {
+		SecondsAfterSuccess int32 `json:"secondsAfterSuccess"`
+		SecondsAfterFailure int32 `json:"secondsAfterFailure"`
+	}
+	// argoPodSecurity and argoSecurity are the Pod Security Standards'
+	// "restricted" profile (https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted):
+	// non-root, the runtime's default seccomp profile, no privilege
+	// escalation, every capability dropped.
+	argoPodSecurity struct {
+		RunAsNonRoot   bool        `json:"runAsNonRoot"`
+		SeccompProfile argoSeccomp `json:"seccompProfile"`
+	}
+	argoSeccomp struct {
+		Type string `json:"type"`
+	}
+	argoSecurity struct {
+		AllowPrivilegeEscalation bool     `json:"allowPrivilegeEscalation"`
+		RunAsNonRoot             bool     `json:"runAsNonRoot"`
+		Capabilities             argoCaps `json:"capabilities"`
+	}
+	argoCaps struct {
+		Drop []string `json:"drop"`
+	}
+	argoResources struct {
+		Requests map[string]string `json:"requests"`
+		Limits   map[string]string `json:"limits"`
 	}
 	argoParam struct {
 		Name        string `json:"name"`
@@ -55,17 +91,24 @@ type (
 		Parallelism     *int              `json:"parallelism,omitempty"`
 		Synchronization *argoSync         `json:"synchronization,omitempty"`
 		NodeSelector    map[string]string `json:"nodeSelector,omitempty"`
-		Steps           [][]argoStep      `json:"steps,omitempty"`
-		DAG             *argoDAG          `json:"dag,omitempty"`
-		Suspend         *argoSuspend      `json:"suspend,omitempty"`
-		Container       *argoContainer    `json:"container,omitempty"`
-		RetryStrategy   *argoRetry        `json:"retryStrategy,omitempty"`
+		SecurityContext *argoPodSecurity  `json:"securityContext,omitempty"`
+		// ActiveDeadlineSeconds is an int or an Argo expression string.
+		ActiveDeadlineSeconds any            `json:"activeDeadlineSeconds,omitempty"`
+		Steps                 [][]argoStep   `json:"steps,omitempty"`
+		DAG                   *argoDAG       `json:"dag,omitempty"`
+		Suspend               *argoSuspend   `json:"suspend,omitempty"`
+		Container             *argoContainer `json:"container,omitempty"`
+		RetryStrategy         *argoRetry     `json:"retryStrategy,omitempty"`
 	}
 	argoPodMeta struct {
 		Labels map[string]string `json:"labels,omitempty"`
 	}
 	argoSync struct {
-		Semaphores []argoSemaphore `json:"semaphores"`
+		Semaphores []argoSemaphore `json:"semaphores,omitempty"`
+		Mutexes    []argoMutex     `json:"mutexes,omitempty"`
+	}
+	argoMutex struct {
+		Name string `json:"name"`
 	}
 	argoSemaphore struct {
 		ConfigMapKeyRef argoKeyRef `json:"configMapKeyRef"`
@@ -102,11 +145,13 @@ type (
 		Duration string `json:"duration,omitempty"`
 	}
 	argoContainer struct {
-		Image   string        `json:"image"`
-		Command []string      `json:"command"`
-		Args    []string      `json:"args"`
-		Env     []argoEnv     `json:"env"`
-		EnvFrom []argoEnvFrom `json:"envFrom,omitempty"`
+		Image           string        `json:"image"`
+		Command         []string      `json:"command"`
+		Args            []string      `json:"args"`
+		Env             []argoEnv     `json:"env"`
+		EnvFrom         []argoEnvFrom `json:"envFrom,omitempty"`
+		Resources       argoResources `json:"resources"`
+		SecurityContext argoSecurity  `json:"securityContext"`
 	}
 	argoEnv struct {
 		Name      string        `json:"name"`
@@ -127,7 +172,7 @@ type (
 	argoRetry struct {
 		Limit       string       `json:"limit"`
 		RetryPolicy string       `json:"retryPolicy"`
-		Expression  string       `json:"expression"`
+		Expression  string       `json:"expression,omitempty"`
 		Backoff     argoBackoffs `json:"backoff"`
 	}
 	argoBackoffs struct {
@@ -158,7 +203,59 @@ const (
 	// Suspend node kinds, the "kind" input parameter approve looks for.
 	SuspendApproval = "approval"
 	SuspendHold     = "hold"
+	// PodGCStrategy deletes a step's pod once it succeeded (its output is
+	// evidence in the store); a failed one stays for kubectl logs.
+	PodGCStrategy = "OnPodSuccess"
+	// A finished Workflow stays a week after success and a month after a
+	// failure (ttlStrategy), for status and post-mortems; the store keeps
+	// the run's record for good.
+	TTLAfterSuccess = 7 * 24 * 3600
+	TTLAfterFailure = 30 * 24 * 3600
+	// Template names of the run's exit handler and its step.
+	exitTemplate = "record-end"
 )
+
+// StepDeadlines bound one attempt of each step kind: the pod's
+// activeDeadlineSeconds, past which the kubelet stops it (exit 137/143, a
+// signal, so RetryExpression retries it and the step resumes from the
+// state it recorded in the store). They are the longest a healthy attempt
+// takes, not the step's whole wait: a step waiting on a window or a cap
+// answers "not yet" and ends.
+var StepDeadlines = map[string]time.Duration{
+	StepGate:         10 * time.Minute,
+	StepPreflight:    30 * time.Minute,
+	StepEtcdSnapshot: 30 * time.Minute,
+	StepHold:         15 * time.Minute,
+	StepControlPlane: 4 * time.Hour,
+	StepPDBBlockers:  15 * time.Minute,
+	StepDrain:        6 * time.Hour,
+	StepPoolUpgrade:  12 * time.Hour,
+	StepGPUValidate:  2 * time.Hour,
+	StepRestore:      15 * time.Minute,
+	StepVerify:       30 * time.Minute,
+	StepCRDMigrate:   2 * time.Hour,
+}
+
+// stepDeadline is StepDeadlines[kind] in seconds, 12 hours for a kind the
+// table lacks.
+func stepDeadline(kind string) int64 {
+	if d, ok := StepDeadlines[kind]; ok {
+		return int64(d.Seconds())
+	}
+	return int64((12 * time.Hour).Seconds())
+}
+
+// Resources of every step container: a step is one kubectl-skew process
+// talking to API servers and the store.
+var stepResources = argoResources{
+	Requests: map[string]string{"cpu": "100m", "memory": "128Mi"},
+	Limits:   map[string]string{"memory": "512Mi"},
+}
+
+// restricted is the pod-level part of the restricted profile.
+func restricted() *argoPodSecurity {
+	return &argoPodSecurity{RunAsNonRoot: true, SeccompProfile: argoSeccomp{Type: "RuntimeDefault"}}
+}
 
 // Rendered is what render produces: the objects in order and the YAML.
 type Rendered struct {
@@ -206,8 +303,14 @@ func pinnedImage(ref string) error {
 // WorkflowName is the Workflow of a run.
 func WorkflowName(fleet, run string) string { return stepName(fleet, run) }
 
-// TemplateName is the WorkflowTemplate of a cluster.
-func TemplateName(fleet, cluster string) string { return stepName(fleet, cluster) }
+// TemplateName is the WorkflowTemplate of a cluster in a run: per run, so
+// rendering the next run never rewrites templates a running Workflow still
+// resolves.
+func TemplateName(fleet, run, cluster string) string { return stepName(fleet, run, cluster) }
+
+// MutexName is the run's mutex: one Workflow of a run at a time, so a
+// second copy applied by mistake (or a resubmission) waits for the first.
+func MutexName(fleet, run string) string { return stepName(fleet, run) }
 
 // SemaphoreName is the ConfigMap holding the cluster cap's semaphore.
 func SemaphoreName(fleet string) string { return stepName(fleet, "inflight") }
@@ -259,6 +362,9 @@ func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 	if p.Spec.Store == nil {
 		return nil, cli.Usagef("spec.store.url: required")
 	}
+	if err := servable(p); err != nil {
+		return nil, err
+	}
 	var out bytes.Buffer
 	r := &Rendered{}
 	fmt.Fprintf(&out, "# Fleet %s, run %s, to %s: rendered by kubectl skew fleet render --engine argo\n# from plan %s (fleet file %s). Apply in namespace %s; the Workflow starts the run.\n",
@@ -292,6 +398,25 @@ func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 	return r, nil
 }
 
+// servable refuses a run whose step pods could not reach their clusters:
+// a pod has none of the operator's kubeconfig contexts, so every cluster's
+// kubeconfig must come from a Secret the render grants it, and a Cluster
+// API management cluster named by a context is out of its reach.
+func servable(p *Plan) error {
+	if c := p.Spec.Credentials; c == nil || c.SecretNamespace == "" {
+		return cli.Usagef("spec.credentials.secretNamespace: required to render for Argo: a step pod has no kubeconfig contexts, so put each cluster's kubeconfig in a Secret (CLUSTER-kubeconfig, key value, as Cluster API writes them) and name its namespace; the render grants the step pods get on those Secrets")
+	}
+	for _, c := range p.Spec.Clusters {
+		if !slices.ContainsFunc(p.Clusters, func(cp ClusterPlan) bool { return cp.Name == c.Name }) {
+			continue
+		}
+		if a, ok := p.Spec.Upgrade.ActionFor(c.Labels); ok && a.ClusterAPI != nil && a.ClusterAPI.ManagementContext != "" {
+			return cli.Usagef("cluster %s: clusterAPI.managementContext %q is a kubeconfig context a step pod does not have: run its steps with kubectl skew fleet step from a machine that has it, or leave it out of the rendered run", c.Name, a.ClusterAPI.ManagementContext)
+		}
+	}
+	return nil
+}
+
 type support struct {
 	kind, name string
 	obj        any
@@ -315,19 +440,35 @@ func supportObjects(p *Plan, a fleetfile.ArgoEngine) []support {
 	rules := []map[string]any{{
 		"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflowtaskresults"}, "verbs": []string{"create", "patch"},
 	}}
-	if c := p.Spec.Credentials; c != nil && c.SecretNamespace == a.Namespace {
+	// Each cluster's kubeconfig Secret, by name, in the namespace that
+	// holds them: the engine's, or a Role and RoleBinding of their own.
+	var secrets []map[string]any
+	if c := p.Spec.Credentials; c != nil && c.SecretNamespace != "" {
 		var names []string
 		for _, cl := range p.Clusters {
 			names = append(names, c.SecretName(cl.Name))
 		}
-		rules = append(rules, map[string]any{"apiGroups": []string{""}, "resources": []string{"secrets"}, "resourceNames": names, "verbs": []string{"get"}})
+		secrets = []map[string]any{{"apiGroups": []string{""}, "resources": []string{"secrets"}, "resourceNames": names, "verbs": []string{"get"}}}
+		if c.SecretNamespace == a.Namespace {
+			rules, secrets = append(rules, secrets...), nil
+		}
 	}
-	out = append(out, support{"Role", a.ServiceAccount, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": md(a.ServiceAccount), "rules": rules}})
-	out = append(out, support{"RoleBinding", a.ServiceAccount, map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": md(a.ServiceAccount),
-		"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": a.ServiceAccount},
-		"subjects": []map[string]string{{"kind": "ServiceAccount", "name": a.ServiceAccount, "namespace": a.Namespace}},
-	}})
+	role := func(ns string, rules []map[string]any) []support {
+		m := md(a.ServiceAccount)
+		m["namespace"] = ns
+		return []support{
+			{"Role", a.ServiceAccount, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": m, "rules": rules}},
+			{"RoleBinding", a.ServiceAccount, map[string]any{
+				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": m,
+				"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": a.ServiceAccount},
+				"subjects": []map[string]string{{"kind": "ServiceAccount", "name": a.ServiceAccount, "namespace": a.Namespace}},
+			}},
+		}
+	}
+	out = append(out, role(a.Namespace, rules)...)
+	if secrets != nil {
+		out = append(out, role(p.Spec.Credentials.SecretNamespace, secrets)...)
+	}
 	return out
 }
 
@@ -367,7 +508,8 @@ func podIdentity() []argoEnv {
 // container is a step pod running `kubectl-skew fleet ARGS --store URL`.
 func container(p *Plan, a fleetfile.ArgoEngine, args ...string) *argoContainer {
 	c := &argoContainer{Image: a.Image, Command: []string{BinSkew}, Args: append(append([]string{"fleet"}, args...), "--store", p.Spec.Store.URL),
-		Env: podIdentity()}
+		Env: podIdentity(), Resources: stepResources,
+		SecurityContext: argoSecurity{AllowPrivilegeEscalation: false, RunAsNonRoot: true, Capabilities: argoCaps{Drop: []string{"ALL"}}}}
 	if a.StoreSecret != "" {
 		c.EnvFrom = []argoEnvFrom{{SecretRef: argoSecretRef{Name: a.StoreSecret}}}
 	}
@@ -399,7 +541,7 @@ func clusterTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine) argoObject
 	dag := &argoDAG{}
 	prev := ""
 	for _, s := range c.Steps {
-		t := argoTask{Name: s.Name, Template: "guarded-step", Depends: prev, Arguments: params("run", "{{inputs.parameters.run}}", "step", s.Name)}
+		t := argoTask{Name: s.Name, Template: "guarded-step", Depends: prev, Arguments: params("run", "{{inputs.parameters.run}}", "step", s.Name, "deadline", fmt.Sprint(stepDeadline(s.Kind)))}
 		dag.Tasks = append(dag.Tasks, t)
 		prev = s.Name
 	}
@@ -407,17 +549,18 @@ func clusterTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine) argoObject
 	if p.MaxClustersInFlight > 0 {
 		entry.Synchronization = &argoSync{Semaphores: []argoSemaphore{{ConfigMapKeyRef: argoKeyRef{Name: SemaphoreName(p.Fleet), Key: "clusters"}}}}
 	}
-	step := argoTemplate{Name: "step", Inputs: inputs("run", "step"), NodeSelector: a.NodeSelector,
+	step := argoTemplate{Name: "step", Inputs: inputs("run", "step", "deadline"), NodeSelector: a.NodeSelector,
+		SecurityContext: restricted(), ActiveDeadlineSeconds: "{{inputs.parameters.deadline}}",
 		Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/cluster": c.Name}},
 		Container:     container(p, a, "step", "--run", "{{inputs.parameters.run}}", "--cluster", c.Name, "--step", "{{inputs.parameters.step}}"),
 		RetryStrategy: retryStrategy(a)}
 	return argoObject{APIVersion: "argoproj.io/v1alpha1", Kind: "WorkflowTemplate",
-		Metadata: argoMeta{Name: TemplateName(p.Fleet, c.Name), Namespace: a.Namespace,
-			Labels:      map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/cluster": c.Name, fleetfile.Group + "/ring": c.Ring},
+		Metadata: argoMeta{Name: TemplateName(p.Fleet, p.Run, c.Name), Namespace: a.Namespace,
+			Labels:      map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/run": p.Run, fleetfile.Group + "/cluster": c.Name, fleetfile.Group + "/ring": c.Ring},
 			Annotations: map[string]string{fleetfile.Group + "/steps": fmt.Sprint(len(c.Steps)), fleetfile.Group + "/plan": p.FleetDigest}},
 		Spec: argoSpec{ServiceAccountName: a.ServiceAccount, Templates: []argoTemplate{
 			entry,
-			guarded("guarded-step", "step", []string{"run", "step"}, "kind", SuspendHold, "ring", c.Ring, "cluster", c.Name, "step", "{{inputs.parameters.step}}"),
+			guarded("guarded-step", "step", []string{"run", "step", "deadline"}, "kind", SuspendHold, "ring", c.Ring, "cluster", c.Name, "step", "{{inputs.parameters.step}}"),
 			step,
 			holdTemplate(),
 		}}}
@@ -441,7 +584,7 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
 		for _, b := range r.Batches {
 			var group []argoStep
 			for _, c := range b.Clusters {
-				group = append(group, argoStep{Name: c, TemplateRef: &argoTmplRef{Name: TemplateName(p.Fleet, c), Template: "cluster"},
+				group = append(group, argoStep{Name: c, TemplateRef: &argoTmplRef{Name: TemplateName(p.Fleet, p.Run, c), Template: "cluster"},
 					Arguments: params("run", "{{workflow.parameters.run}}")})
 			}
 			rt.Steps = append(rt.Steps, group)
@@ -462,9 +605,17 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
 	tmpls = append(tmpls,
 		guarded("guarded-gate", "gate", []string{"run", "ring"}, "kind", SuspendHold, "ring", "{{inputs.parameters.ring}}", "cluster", "-", "step", "gate"),
 		argoTemplate{Name: "gate", Inputs: inputs("run", "ring"), NodeSelector: a.NodeSelector,
+			SecurityContext: restricted(), ActiveDeadlineSeconds: stepDeadline(StepGate),
 			Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet}},
 			Container:     container(p, a, "gate", "--run", "{{inputs.parameters.run}}", "--ring", "{{inputs.parameters.ring}}"),
 			RetryStrategy: retryStrategy(a)},
+		// The exit handler records how the Workflow ended in the store
+		// (kubectl skew fleet end), whatever the phase.
+		argoTemplate{Name: exitTemplate, NodeSelector: a.NodeSelector,
+			SecurityContext: restricted(), ActiveDeadlineSeconds: stepDeadline(StepGate),
+			Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet}},
+			Container:     container(p, a, "end", "--run", "{{workflow.parameters.run}}", "--workflow", "{{workflow.name}}", "--phase", "{{workflow.status}}"),
+			RetryStrategy: &argoRetry{Limit: "5", RetryPolicy: "Always", Backoff: argoBackoffs{Duration: "10s", Factor: "2", Cap: "2m"}}},
 		argoTemplate{Name: SuspendApproval, Inputs: inputs("kind", "ring", "approvers"), Suspend: &argoSuspend{}},
 		holdTemplate(),
 	)
@@ -472,5 +623,10 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
 		Metadata: argoMeta{Name: WorkflowName(p.Fleet, p.Run), Namespace: a.Namespace,
 			Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/run": p.Run}},
 		Spec: argoSpec{Entrypoint: "fleet", ServiceAccountName: a.ServiceAccount, NodeSelector: a.NodeSelector,
-			Arguments: params("run", p.Run), Templates: tmpls}}
+			Arguments: params("run", p.Run), OnExit: exitTemplate,
+			PodGC:           &argoPodGC{Strategy: PodGCStrategy},
+			TTLStrategy:     &argoTTL{SecondsAfterSuccess: TTLAfterSuccess, SecondsAfterFailure: TTLAfterFailure},
+			Synchronization: &argoSync{Mutexes: []argoMutex{{Name: MutexName(p.Fleet, p.Run)}}},
+			SecurityContext: restricted(),
+			Templates:       tmpls}}
 }

@@ -9,14 +9,34 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 )
 
-func TestRender(t *testing.T) {
-	f := loadFleet(t, nil)
+// withSecrets gives the test fleet what a rendered run needs: each
+// cluster's kubeconfig in a Secret of the engine's namespace.
+func withSecrets(f *fleetfile.Fleet) {
+	f.Spec.Credentials = &fleetfile.Credentials{SecretNamespace: "argo"}
+}
+
+// planRun plans run r1 of the test fleet, mutate applied to the file.
+func planRun(t *testing.T, mutate func(*fleetfile.Fleet)) *Plan {
+	t.Helper()
+	f := loadFleet(t, mutate)
 	p := mustPlan(t, f, infos(f, nil), monday0930)
 	p.Run = "r1"
+	return p
+}
+
+// mustRender renders run r1 of the test fleet.
+func mustRender(t *testing.T, mutate func(*fleetfile.Fleet)) (*Plan, *Rendered) {
+	t.Helper()
+	p := planRun(t, mutate)
 	r, err := Render(p, RenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, r
+}
+
+func TestRender(t *testing.T) {
+	p, r := mustRender(t, withSecrets)
 	golden.Check(t, "render.yaml", string(r.YAML))
 	kinds := map[string]int{}
 	for _, o := range r.Objects {
@@ -55,9 +75,7 @@ func TestRender(t *testing.T) {
 }
 
 func TestRenderNeedsAPinnedImage(t *testing.T) {
-	f := loadFleet(t, func(f *fleetfile.Fleet) { f.Spec.Engine.Argo.Image = "ghcr.io/gpufleet/suite:v0.1.0" })
-	p := mustPlan(t, f, infos(f, nil), monday0930)
-	p.Run = "r1"
+	p := planRun(t, func(f *fleetfile.Fleet) { withSecrets(f); f.Spec.Engine.Argo.Image = "ghcr.io/gpufleet/suite:v0.1.0" })
 	_, err := Render(p, RenderOptions{})
 	if cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "pin it by digest") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("err = %v", err)

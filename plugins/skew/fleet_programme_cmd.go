@@ -24,14 +24,14 @@ import (
 )
 
 // fleetProgrammeCmds are the fleet programme's subcommands (plan, step,
-// gate, approve, halt, status, render). The orchestration lives in
+// gate, approve, halt, status, render, end). The orchestration lives in
 // pkg/fleetrun; these wire flags and print.
 func fleetProgrammeCmds(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) []*cobra.Command {
 	return []*cobra.Command{
 		newFleetPlanCmd(cg, streams, d), newFleetStepCmd(cg, streams, d), newFleetGateCmd(cg, streams, d),
 		newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionApprove), newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionHalt),
 		newFleetDecisionCmd(cg, streams, d, fleetrun.DecisionSkip),
-		newFleetStatusCmd(cg, streams, d), newFleetRenderCmd(cg, streams, d),
+		newFleetStatusCmd(cg, streams, d), newFleetRenderCmd(cg, streams, d), newFleetEndCmd(cg, streams, d),
 	}
 }
 
@@ -972,7 +972,15 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 			its multi-arch index; a tag alone is refused (exit 2).
 
 			The run's frozen plan is used when the store has one (plan --run),
-			else the plan is made now as plan would make it.`),
+			else the plan is made now as plan would make it. With --from-dir the
+			plan is made from the saved reports and the store is not read, so a
+			render needs no access to it.
+
+			The render refuses (exit 2) a run its step pods could not serve: each
+			cluster's kubeconfig must be a Secret (spec.credentials), and a Cluster
+			API management cluster named by a kubeconfig context is out of a pod's
+			reach. It grants the step pods get on those Secrets in their own
+			namespace.`),
 		Example: templates.Examples(`
 			kubectl skew fleet plan -f fleet.yaml --run 2026-12-v1-38
 			kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo > gitops/fleet/run.yaml
@@ -983,7 +991,7 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 	}
 	o.add(cmd, true)
 	cmd.Flags().StringVar(&o.Engine, "engine", o.Engine, "The engine to render for: argo.")
-	cmd.Flags().StringVar(&o.FromDir, "from-dir", o.FromDir, "When the run has no frozen plan: plan offline from DIR/<cluster>.yaml.")
+	cmd.Flags().StringVar(&o.FromDir, "from-dir", o.FromDir, "Plan offline from DIR/<cluster>.yaml and render that plan, without reading the store.")
 	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "Clusters read at once when planning.")
 	cmd.Flags().StringVar(&o.Image, "image", o.Image, "The suite's image by digest, REPO@sha256:... (make image prints it); overrides spec.engine.argo.image.")
 	cmd.Flags().BoolVar(&o.AllowUnpinned, "allow-unpinned-image", o.AllowUnpinned, "Accept an image without a digest (for a local test, never for a real run).")
@@ -1012,7 +1020,9 @@ func (o *fleetRenderOptions) Validate() error {
 
 func (o *fleetRenderOptions) Run(ctx context.Context) error {
 	var p *fleetrun.Plan
-	if s := o.fleet.Spec.Store; s != nil {
+	// --from-dir renders offline: the plan made from the saved reports,
+	// the store not read (a render in CI or Git review has no access to it).
+	if s := o.fleet.Spec.Store; s != nil && o.FromDir == "" {
 		if st, err := fleetrun.OpenStore(ctx, s.URL); err == nil {
 			p, err = fleetrun.ReadPlan(ctx, st, o.RunName)
 			_ = st.Close()
@@ -1028,7 +1038,11 @@ func (o *fleetRenderOptions) Run(ctx context.Context) error {
 		}
 		np.Run = o.RunName
 		p = np
-		fmt.Fprintf(o.ErrOut, "run %s has no frozen plan: rendered from a plan made now; freeze it with kubectl skew fleet plan -f %s --run %s before applying\n", o.RunName, o.File, o.RunName)
+		if o.FromDir != "" {
+			fmt.Fprintf(o.ErrOut, "rendered from the plan made from %s, without reading the store; the steps run the plan frozen in the store: freeze this one with kubectl skew fleet plan -f %s --run %s --from-dir %s before applying\n", o.FromDir, o.File, o.RunName, o.FromDir)
+		} else {
+			fmt.Fprintf(o.ErrOut, "run %s has no frozen plan: rendered from a plan made now; freeze it with kubectl skew fleet plan -f %s --run %s before applying\n", o.RunName, o.File, o.RunName)
+		}
 	} else if p.FleetDigest != fleetrun.Digest(o.fleet) {
 		fmt.Fprintf(o.ErrOut, "warning: the fleet file changed since run %s was planned (%s): rendering the frozen plan\n", o.RunName, p.CreatedAt.Format(time.RFC3339))
 	}
