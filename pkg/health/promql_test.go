@@ -152,3 +152,26 @@ func TestPromQLCommand(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestREADMEChecks: the example checks README.md shows (kept in
+// testdata/promql-checks.yaml, which the README examples test feeds to
+// --promql-checks) are valid, and README shows them as they are there.
+func TestREADMEChecks(t *testing.T) {
+	b, err := os.ReadFile("testdata/promql-checks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := ParsePromQLChecks(b)
+	if err != nil || len(cs) != 4 {
+		t.Fatalf("%d checks, %v", len(cs), err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if !strings.Contains(string(readme), "expr: "+c.Expr+"\n") {
+			t.Errorf("README does not show check %s as testdata has it: %s", c.Name, c.Expr)
+		}
+	}
+}
