@@ -139,4 +139,19 @@ func TestPromQLGate(t *testing.T) {
 	if g.Status != "UNKNOWN" || !evidenceHas(g, "UNKNOWN absent: no sample") {
 		t.Fatalf("no series: want UNKNOWN naming no sample, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
+
+	// README's example checks are expressions this Prometheus accepts.
+	b, err := os.ReadFile("../../pkg/health/testdata/promql-checks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, err := health.ParsePromQLChecks(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range health.ReadPromQL(ctxT(t), health.PrometheusAccess{URL: prom}, examples) {
+		if strings.Contains(res.Unread, "rejected") || strings.Contains(res.Unread, "Prometheus at") {
+			t.Errorf("README check %s: %s", res.Name, res.Unread)
+		}
+	}
 }
