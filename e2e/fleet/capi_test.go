@@ -137,11 +137,7 @@ spec:
 			created = append(created, n.Name)
 		}
 	}
-	cpNode := harness.GPUNode("capi-cp-0", harness.GPUPool{Name: "cp", KubeletVersion: "v1.36.4"}, "")
-	delete(cpNode.Labels, harness.PoolLabel)
-	delete(cpNode.Status.Capacity, "nvidia.com/gpu")
-	delete(cpNode.Status.Allocatable, "nvidia.com/gpu")
-	cpNode.Labels["node-role.kubernetes.io/control-plane"] = ""
+	cpNode := controlPlaneNode("capi-cp-0", "v1.36.4")
 	if _, err := cp.Client.CoreV1().Nodes().Create(ctx, cpNode, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -415,8 +415,8 @@ func TestSkewControlPlaneBehindFromFile(t *testing.T) {
 }
 
 // TestSkewForbidden reads as a user who may list nodes but nothing in
-// kube-system (skipped with notes) and as one who may not list nodes
-// (exit 3).
+// kube-system or PodDisruptionBudgets (skipped with notes) and as one who
+// may not list nodes (exit 3).
 func TestSkewForbidden(t *testing.T) {
 	cp := scenario(t)
 	ctx := context.Background()
@@ -452,7 +452,8 @@ func TestSkewForbidden(t *testing.T) {
 	}
 	var rep report
 	decode(t, r, &rep)
-	if len(rep.Inventory.Notes) != 3 || !strings.Contains(r.Stderr, "note: listing pods in kube-system is forbidden") {
+	if len(rep.Inventory.Notes) != 4 || !strings.Contains(r.Stderr, "note: listing pods in kube-system is forbidden") ||
+		!strings.Contains(r.Stderr, "note: listing poddisruptionbudgets (policy) in all namespaces is forbidden: nodes that host stateful services are not moved first") {
 		t.Errorf("notes %q stderr %q", rep.Inventory.Notes, r.Stderr)
 	}
 	if v := verdicts(rep.Items); v["kubelet pool skew-133 kubelet-vs-apiserver"] != "violation" {

@@ -74,3 +74,39 @@ func TestNamespaceOnACommandWithoutIt(t *testing.T) {
 		}
 	}
 }
+
+func TestWrapSummary(t *testing.T) {
+	line := "max skew 0 minors; 10 violations, 0 at the edge, 0 unknown; 1 out of support (1.25 out of support); apiserver v1.37.2, kubelets v1.33.10-gke.100..v1.37.2 on 6 nodes"
+	got := WrapSummary(line, 120)
+	want := []string{
+		"max skew 0 minors; 10 violations, 0 at the edge, 0 unknown; 1 out of support (1.25 out of support);",
+		"  apiserver v1.37.2, kubelets v1.33.10-gke.100..v1.37.2 on 6 nodes",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s", strings.Join(got, "\n"))
+	}
+	for _, l := range got {
+		if len(l) > 120 {
+			t.Errorf("%d columns: %s", len(l), l)
+		}
+	}
+	if got := WrapSummary("short", 120); len(got) != 1 || got[0] != "short" {
+		t.Errorf("short: %q", got)
+	}
+	long := strings.Repeat("x", 130)
+	if got := WrapSummary("a "+long+" b", 120); strings.Join(got, "|") != "a|  "+long+"|  b" {
+		t.Errorf("a word longer than the width: %q", got)
+	}
+}
+
+func TestTableHeadersAreOneWord(t *testing.T) {
+	tb := Table{Columns: []Column{{Name: "NODE"}, {Name: "last seen"}}}
+	tb.Rows = append(tb.Rows, []string{"n1", "5m"})
+	var b strings.Builder
+	if err := tb.Print(&b, TableOptions{Width: 120}); err != nil {
+		t.Fatal(err)
+	}
+	if first := strings.SplitN(b.String(), "\n", 2)[0]; len(strings.Fields(first)) != 2 || !strings.Contains(first, "LAST-SEEN") {
+		t.Errorf("header %q", first)
+	}
+}

@@ -196,12 +196,41 @@ func (f *PrintFlags) PrintSummary(w io.Writer, afterTable bool, lines ...string)
 	if afterTable {
 		b.WriteByte('\n')
 	}
+	width := max(DefaultTableWidth, terminalWidth(w))
 	for _, l := range lines {
-		b.WriteString(l)
-		b.WriteByte('\n')
+		for _, part := range WrapSummary(l, width) {
+			b.WriteString(part)
+			b.WriteByte('\n')
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// WrapSummary breaks a summary line longer than width: after the last
+// "; " that fits, else at the last space, the lines after the first
+// indented by two spaces. A word longer than the width stays whole.
+func WrapSummary(line string, width int) []string {
+	var out []string
+	indent := ""
+	for len(indent)+len(line) > width {
+		room := width - len(indent)
+		cut := strings.LastIndex(line[:room], "; ")
+		skip := 2
+		if cut <= 0 {
+			cut, skip = strings.LastIndex(line[:room+1], " "), 1
+		}
+		if cut <= 0 {
+			cut = strings.Index(line, " ")
+		}
+		if cut <= 0 {
+			break
+		}
+		out = append(out, indent+strings.TrimRight(line[:cut+skip-1], " "))
+		line = strings.TrimLeft(line[cut+skip:], " ")
+		indent = "  "
+	}
+	return append(out, indent+line)
 }
 
 // AddTargetFlag registers --target, the release a command judges or plans

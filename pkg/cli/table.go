@@ -157,7 +157,9 @@ func (t *Table) cells(idx []int, opts TableOptions) ([][]string, []int) {
 	if !opts.NoHeaders {
 		h := make([]string, len(idx))
 		for j, i := range idx {
-			h[j] = strings.ToUpper(t.Columns[i].Name)
+			// One word per header, so that awk's fields line up with
+			// the columns: "LAST SEEN" is printed LAST-SEEN.
+			h[j] = strings.ReplaceAll(strings.ToUpper(t.Columns[i].Name), " ", "-")
 		}
 		lines = append(lines, h)
 	}

@@ -132,8 +132,9 @@ type Ring struct {
 	MaxConcurrent int `json:"maxConcurrent,omitempty"`
 	// Approval before the ring starts, when set.
 	Approval *Approval `json:"approval,omitempty"`
-	// MaxFailures is the ring's failure budget: more failed clusters halt
-	// the programme. 0 means any failure halts.
+	// MaxFailures is the ring's failure budget: a failed cluster within it
+	// leaves the run and the ring goes on; one more halts the ring, and
+	// with it every later ring. 0 means any failure halts.
 	MaxFailures int `json:"maxFailures,omitempty"`
 }
 

@@ -118,10 +118,10 @@ func TestHaltsAcrossRingsAndTwoApprovers(t *testing.T) {
 	}
 }
 
-// TestSkip: a skip takes effect once the ring's approver count of people
-// asked; the cluster's steps then do nothing, it does not count against
-// the budget, and the gates of later rings treat it as decided.
-func TestSkip(t *testing.T) {
+// prodUse1InFlight is a run with the canary ring done, prod approved,
+// prod-euw1 done and prod-use1 admitted, without caps or windows.
+func prodUse1InFlight(t *testing.T) *harness {
+	t.Helper()
 	h := newHarness(t, func(f *fleetfile.Fleet) {
 		for i := range f.Spec.Rings {
 			f.Spec.Rings[i].MaxConcurrent = 0
@@ -138,6 +138,14 @@ func TestSkip(t *testing.T) {
 	}
 	h.runCluster(t, "prod-euw1")
 	h.step(t, "prod-use1", "gate")
+	return h
+}
+
+// TestSkip: a skip takes effect once the ring's approver count of people
+// asked; the cluster's steps then do nothing, it does not count against
+// the budget, and the gates of later rings treat it as decided.
+func TestSkip(t *testing.T) {
+	h := prodUse1InFlight(t)
 	res := h.decide(t, Decision{Decision: DecisionSkip, Cluster: "prod-use1", By: "alice", Reason: "hardware RMA"})
 	if !strings.Contains(res.Approvals, "1 of 2 people (alice): it stays in the run") {
 		t.Errorf("one skip of two: %q", res.Approvals)
@@ -169,5 +177,69 @@ func TestSkip(t *testing.T) {
 		if c.Name == "failure-budget" && c.Result != CheckPass {
 			t.Errorf("a skip counted as a failure: %+v", c)
 		}
+	}
+}
+
+// TestSkipCountsBeforeItsNextStep: a run by hand may never run another
+// step of a skipped cluster; the later ring's gate, the budget and the
+// status count it as skipped from the decision that made the count.
+func TestSkipCountsBeforeItsNextStep(t *testing.T) {
+	h := prodUse1InFlight(t)
+	h.decide(t, Decision{Decision: DecisionSkip, Cluster: "prod-use1", By: "alice"})
+	second := h.decide(t, Decision{Decision: DecisionSkip, Cluster: "prod-use1", By: "bob"})
+	g, err := h.p.PreviewClusterGate(context.Background(), "prod-usw2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range g.Checks {
+		if c.Name == "earlier-rings" && c.Result != CheckPass {
+			t.Errorf("earlier rings with prod-use1 skipped and no step of it run since: %+v", c)
+		}
+	}
+	s, err := ReadStatus(context.Background(), h.p.Store, h.p.Plan, h.clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.Rings {
+		if r.Name == "prod" && (r.Skipped != 1 || r.Failed != 0) {
+			t.Errorf("status of ring prod: %+v", r)
+		}
+	}
+	// Its next step records the skip at the decision's time.
+	if r := h.step(t, "prod-use1", "preflight-1-38"); r.Skipped == "" {
+		t.Fatalf("step of a skipped cluster: %+v", r)
+	}
+	if st := h.state(t, "prod-use1"); st.LeftAt == nil || !st.LeftAt.Equal(second.Decision.At) {
+		t.Errorf("left at %v, want the second skip's %s", st.LeftAt, second.Decision.At)
+	}
+}
+
+// TestLiftCommand: the hint of a step refused by a halt names the halt's
+// own scope (an earlier ring's, a cluster's, the run's) and how many people
+// lift it, not the refused cluster's ring.
+func TestLiftCommand(t *testing.T) {
+	h := newHarness(t, nil)
+	p := h.p.Plan
+	read := func() []Decision {
+		ds, err := ReadDecisions(context.Background(), h.p.Store, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	if got, want := p.LiftCommand(read(), "train-a"), "kubectl skew fleet approve --run r1 --ring training --reason ..."; got != want {
+		t.Errorf("no halt: %q, want %q", got, want)
+	}
+	h.decide(t, Decision{Decision: DecisionHalt, Ring: "prod", By: "oncall"})
+	if got, want := p.LiftCommand(read(), "train-a"), "kubectl skew fleet approve --run r1 --ring prod --reason ... (by 2 distinct people)"; got != want {
+		t.Errorf("a later ring under prod's halt: %q, want %q", got, want)
+	}
+	h.decide(t, Decision{Decision: DecisionHalt, Cluster: "canary-a", By: "oncall"})
+	if got, want := p.LiftCommand(read(), "canary-a"), "kubectl skew fleet approve --run r1 --cluster canary-a --reason ..."; got != want {
+		t.Errorf("a cluster's halt: %q, want %q", got, want)
+	}
+	h.decide(t, Decision{Decision: DecisionHalt, By: "oncall"})
+	if got, want := p.LiftCommand(read(), "canary-b"), "kubectl skew fleet approve --run r1 --reason ... (by 2 distinct people)"; got != want {
+		t.Errorf("a run-wide halt: %q, want %q", got, want)
 	}
 }

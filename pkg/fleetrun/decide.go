@@ -83,7 +83,7 @@ func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) 
 			res.Approvals += ": it stays in the run until more agree"
 			return res, nil
 		}
-		res.Approvals += ": it leaves the run at its next step"
+		res.Approvals += ": it leaves the run now; the gates count it as decided and its remaining steps do nothing"
 		sel = append(sel, SuspendSelector{Kind: SuspendHold, Ring: d.Ring, Cluster: d.Cluster})
 	case d.Step != "":
 		// A manual step is retried by the engine; nothing is suspended.

@@ -15,8 +15,11 @@ import (
 const (
 	DecisionApprove = "approve"
 	DecisionHalt    = "halt"
-	// DecisionSkip takes a cluster out of a run (az fleet updaterun skip
-	// is the anchor): once the ring's approver count of distinct people
+	// DecisionSkip takes a cluster out of a run (the anchor is az fleet
+	// updaterun skip, which "sets targets to be skipped within an
+	// UpdateRun": members, groups, stages or after-stage waits,
+	// https://learn.microsoft.com/cli/azure/fleet/updaterun, read
+	// 2026-12-06): once the ring's approver count of distinct people
 	// asked for it, its remaining steps do nothing and the gates treat it
 	// as decided. It does not count against the failure budget.
 	DecisionSkip = "skip"
@@ -173,6 +176,33 @@ func (p *Plan) ActiveHalt(ds []Decision, ring, cluster string) (Decision, bool) 
 	return Decision{}, false
 }
 
+// LiftCommand is the approval that lifts the halt holding the cluster now:
+// of the halt's own scope (its cluster, its ring, which may be an earlier
+// ring than the cluster's, or the run), by as many distinct people as its
+// ring's approver count. Without a halt it names the cluster's ring.
+func (p *Plan) LiftCommand(ds []Decision, cluster string) string {
+	ring := ""
+	if c, ok := p.Cluster(cluster); ok {
+		ring = c.Ring
+	}
+	h, ok := p.ActiveHalt(ds, ring, cluster)
+	if !ok {
+		h = Decision{Ring: ring}
+	}
+	scope := ""
+	switch {
+	case h.Cluster != "":
+		scope = " --cluster " + h.Cluster
+	case h.Ring != "":
+		scope = " --ring " + h.Ring
+	}
+	cmd := "kubectl skew fleet approve --run " + p.Run + scope + " --reason ..."
+	if n := p.Lifters(h.Ring); n > 1 {
+		cmd += fmt.Sprintf(" (by %d distinct people)", n)
+	}
+	return cmd
+}
+
 // Skippers are the distinct people who asked to skip a cluster.
 func Skippers(ds []Decision, cluster string) []string {
 	seen := map[string]bool{}
@@ -195,6 +225,43 @@ func (p *Plan) Skipped(ds []Decision, cluster string) ([]string, bool) {
 	}
 	who := Skippers(ds, cluster)
 	return who, len(who) >= p.Lifters(c.Ring)
+}
+
+// SkippedAt is when enough people had skipped the cluster (the decision
+// that made the count), and whether they have.
+func (p *Plan) SkippedAt(ds []Decision, cluster string) (time.Time, bool) {
+	c, ok := p.Cluster(cluster)
+	if !ok {
+		return time.Time{}, false
+	}
+	need := p.Lifters(c.Ring)
+	seen := map[string]bool{}
+	for _, d := range ds {
+		if d.Decision != DecisionSkip || d.Cluster != cluster || seen[d.By] {
+			continue
+		}
+		seen[d.By] = true
+		if len(seen) >= need {
+			return d.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// ApplySkips marks every cluster that enough people skipped, and that has
+// neither finished nor left, as having left the run (skipped) when the
+// skip was agreed: gates, admissions and the status count it as decided
+// from then, before its next step records it (a run by hand may never run
+// one).
+func (p *Plan) ApplySkips(ds []Decision, states map[string]*ClusterState) {
+	for name, s := range states {
+		if s == nil || s.FinishedAt != nil || s.LeftAt != nil {
+			continue
+		}
+		if at, ok := p.SkippedAt(ds, name); ok {
+			s.LeftAt, s.Outcome = &at, OutcomeSkipped
+		}
+	}
 }
 
 // Approvers returns the distinct people who approved a ring.

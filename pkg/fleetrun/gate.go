@@ -413,7 +413,11 @@ func (p *Programme) readRun(ctx context.Context) ([]Decision, map[string]*Cluste
 		return nil, nil, err
 	}
 	states, err := ReadStates(ctx, p.Store, p.Plan)
-	return ds, states, err
+	if err != nil {
+		return nil, nil, err
+	}
+	p.Plan.ApplySkips(ds, states)
+	return ds, states, nil
 }
 
 // GateRun is the run-wide view: halts of the run and each ring's budget.
@@ -498,6 +502,11 @@ func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) e
 		if err != nil {
 			return err
 		}
+		ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+		if err != nil {
+			return err
+		}
+		p.Plan.ApplySkips(ds, states)
 		st := states[cp.Name]
 		if st.InFlight() {
 			g.add("caps", cp.Name, CheckPass, "admitted at %s", st.AdmittedAt.Format(time.RFC3339))

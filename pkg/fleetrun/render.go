@@ -144,8 +144,13 @@ const (
 	// RetryExpression retries a step that answered "not yet" (4) or was
 	// killed (a signal: 128+n), or whose pod failed outside the command
 	// (Argo's Error); a halt (1), an unreachable cluster (3) or a usage
-	// error (2) go to a person instead. The status test comes first: an
-	// errored node may have no exit code for asInt.
+	// error (2) go to a person instead. lastRetry.exitCode is a string,
+	// "-1" when not available, and lastRetry.status is Error or Failed
+	// (argoproj/argo-workflows v3.7.15, docs/retries.md); the status test
+	// comes first, so an errored node is retried whatever its code. The
+	// e2e suite runs it under that release's workflow-controller: "not
+	// yet" in e2e/fleet TestFleetClosedWindowWaits, a SIGKILL (137) in
+	// TestFleetResumesAfterKills.
 	RetryExpression = `lastRetry.status == "Error" || asInt(lastRetry.exitCode) == 4 || asInt(lastRetry.exitCode) > 128`
 	// RetryLimit bounds the retries of one attempt chain; at the default
 	// cap of 10 minutes it covers about a week of closed windows.

@@ -80,6 +80,7 @@ func ReadStatus(ctx context.Context, st Store, p *Plan, now time.Time) (*Status,
 	if err != nil {
 		return nil, err
 	}
+	p.ApplySkips(ds, states)
 	s := &Status{APIVersion: APIVersion, Kind: KindStatus, Fleet: p.Fleet, Run: p.Run, Target: p.Target, At: now.UTC(), Decisions: ds}
 	for _, c := range p.Clusters {
 		cs := states[c.Name]

@@ -125,8 +125,8 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 		return nil, err
 	}
 	if who, ok := p.Plan.Skipped(ds, cluster); ok {
-		now := p.now()
-		st.LeftAt, st.Outcome = &now, OutcomeSkipped
+		at, _ := p.Plan.SkippedAt(ds, cluster)
+		st.LeftAt, st.Outcome = &at, OutcomeSkipped
 		if err := WriteState(ctx, p.Store, st); err != nil {
 			return nil, err
 		}
@@ -266,8 +266,11 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 // ExitLeftRun is `fleet step`'s exit code for a step that failed while its
 // ring's failure budget still had room: the cluster leaves the run (its
 // place in flight is free, its other steps do nothing) and the ring goes
-// on without it, as Azure Fleet Manager's maxAllowedFailures lets a stage
-// complete with failures. Past the budget a failure is exit 1 and halts.
+// on without it. The budget is the programme's own: Azure Fleet Manager's
+// update strategy has stages, groups, maxConcurrency,
+// afterStageWaitInSeconds and gates and no failure budget (Azure Policy
+// aliases of Microsoft.ContainerService/fleets/updateStrategies, read
+// 2026-12-06). Past the budget a failure is exit 1 and halts.
 const ExitLeftRun = 5
 
 // settleFailure counts a failed cluster against its ring's budget (seed:
@@ -281,6 +284,11 @@ func (p *Programme) settleFailure(ctx context.Context, cp *ClusterPlan, st *Clus
 	if err != nil {
 		return 0, "", err
 	}
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return 0, "", err
+	}
+	p.Plan.ApplySkips(ds, states)
 	states[cp.Name] = st
 	var failed []string
 	for _, c := range p.Plan.Clusters {
@@ -298,10 +306,6 @@ func (p *Programme) settleFailure(ctx context.Context, cp *ClusterPlan, st *Clus
 		}
 		return ExitLeftRun, fmt.Sprintf("%s; cluster %s leaves the run: %d failed in ring %s (%s), within its failure budget of %d",
 			message, cp.Name, len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures), nil
-	}
-	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
-	if err != nil {
-		return 0, "", err
 	}
 	budget := fmt.Sprintf("%d failed in ring %s (%s), past its failure budget of %d", len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures)
 	if _, held := p.Plan.ActiveHalt(ds, cp.Ring, ""); !held {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +32,9 @@ var cliMarkers = map[string]*regexp.Regexp{
 	"gcloud": regexp.MustCompile(`You do not currently have an active account selected`),
 	// azure-cli: arguments parsed and validated, no login.
 	"az": regexp.MustCompile(`Please run 'az login' to setup account`),
+	// clusterctl (v1.14.0): flags parsed, no management cluster; a flag
+	// it does not know is "unknown flag".
+	"clusterctl": regexp.MustCompile(`clusterctl requires either a valid kubeconfig or in cluster config to connect to the management cluster`),
 }
 
 // cliCall is one provider CLI command found in a block.
@@ -119,7 +123,7 @@ func unescape(s string, dq bool) string {
 	return b.String()
 }
 
-// cliCalls returns the aws, gcloud and az commands of every block of the
+// cliCalls returns the aws, gcloud, az and clusterctl commands of every block of the
 // plans, nested command substitutions included.
 func cliCalls(t *testing.T, plans map[string]Plan) []cliCall {
 	var out []cliCall
@@ -184,11 +188,12 @@ func cliEnv(dir string) []string {
 		"AWS_CONFIG_FILE="+filepath.Join(dir, "aws-config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "aws-credentials"),
 		"AWS_ENDPOINT_URL=http://127.0.0.1:9", "AWS_MAX_ATTEMPTS=1", "AWS_EC2_METADATA_DISABLED=true", "AWS_PAGER=",
 		"CLOUDSDK_CONFIG="+filepath.Join(dir, "gcloud"), "CLOUDSDK_CORE_DISABLE_PROMPTS=0", "CLOUDSDK_CORE_PROJECT=",
-		"AZURE_CONFIG_DIR="+filepath.Join(dir, "azure"), "AZURE_CORE_COLLECT_TELEMETRY=false", "AZURE_CORE_NO_COLOR=true")
+		"AZURE_CONFIG_DIR="+filepath.Join(dir, "azure"), "AZURE_CORE_COLLECT_TELEMETRY=false", "AZURE_CORE_NO_COLOR=true",
+		"KUBECONFIG="+filepath.Join(dir, "no-kubeconfig"), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
 }
 
-// TestRunbookCommandsPassTheRealCLIs runs every aws, gcloud and az command
-// of the runbooks through the installed CLI.
+// TestRunbookCommandsPassTheRealCLIs runs every aws, gcloud, az and
+// clusterctl command of the runbooks through the installed CLI.
 func TestRunbookCommandsPassTheRealCLIs(t *testing.T) {
 	calls := cliCalls(t, cliPlans(t))
 	byShape := map[string]cliCall{}
@@ -271,5 +276,51 @@ func TestRunbookProviderCommandsTakeNoPrompt(t *testing.T) {
 	}
 	if n < 4 {
 		t.Errorf("only %d mutating gcloud and az commands found", n)
+	}
+}
+
+// clusterctl takes the management cluster's context as --kubeconfig-context
+// and has no --context (cmd/clusterctl/cmd/describe_cluster.go,
+// kubernetes-sigs/cluster-api v1.14.0): per provider, every clusterctl
+// command carries the former and never the latter, and only Cluster API's
+// runbook has any.
+func TestRunbookClusterctlContextFlag(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		want    int // clusterctl commands at least
+	}{
+		{"kubeadm-apt", 0}, {"eks-managed", 0}, {"gke", 0}, {"aks", 0}, {"k3s-etcd", 0}, {"rke2", 0},
+		{"capi", 5},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			n := 0
+			for _, s := range variantPlan(t, tc.variant).Steps {
+				for _, b := range stepBlocks(s) {
+					f := parseBlock(t, tc.variant, b)
+					if f == nil {
+						continue
+					}
+					syntax.Walk(f, func(nd syntax.Node) bool {
+						ce, ok := nd.(*syntax.CallExpr)
+						if !ok || len(ce.Args) < 2 || ce.Args[0].Lit() != "clusterctl" {
+							return true
+						}
+						n++
+						var args []string
+						for _, a := range ce.Args {
+							args = append(args, wordValue(a))
+						}
+						line := strings.Join(args, " ")
+						if slices.Contains(args, "--context") || !slices.Contains(args, "--kubeconfig-context") {
+							t.Errorf("step %d: clusterctl without --kubeconfig-context, or with --context:\n  %s", s.Number, line)
+						}
+						return true
+					})
+				}
+			}
+			if (tc.want == 0) != (n == 0) || n < tc.want {
+				t.Errorf("%d clusterctl commands, want %d or more (none where 0)", n, tc.want)
+			}
+		})
 	}
 }

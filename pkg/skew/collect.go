@@ -71,8 +71,15 @@ type Collector struct {
 	// CountGPUs also counts each pool's allocatable GPUs by resource and
 	// product label (Pool.GPUs), as the fleet report shows them.
 	CountGPUs bool
+	// Stateful also reads, per pool, the nodes that host stateful services
+	// behind PodDisruptionBudgets (Pool.StatefulNodes), which the plan
+	// moves first: the PodDisruptionBudgets of every namespace, then the
+	// pods of each one that allows at most one disruption.
+	Stateful bool
 
 	platform *platformAcc
+	// nodePool is each node's pool, as listNodes counted it.
+	nodePool map[string]poolKey
 }
 
 // ErrNoKubectl says there is no kubectl on PATH.
@@ -94,7 +101,8 @@ func (e *RequiredReadError) Error() string { return e.What + ": " + e.Err.Error(
 func (e *RequiredReadError) Unwrap() error { return e.Err }
 
 // Collect reads the inventory: /version, the nodes (paged), the kube-system
-// static pods, DaemonSets and Deployments, and kubectl. Forbidden
+// static pods, DaemonSets and Deployments, kubectl, and with Stateful the
+// nodes that host stateful services behind PodDisruptionBudgets. Forbidden
 // kube-system reads become notes; a failed /version or node list is an
 // error.
 func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
@@ -115,6 +123,7 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 		pools                          []Pool
 		podComps, wlComps, kubectlComp []Component
 		notes                          []string
+		stateful                       map[string][]StatefulService
 	)
 	addNote := func(n string) {
 		mu.Lock()
@@ -127,7 +136,18 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(6)
+	wg.Add(7)
+	go func() {
+		defer wg.Done()
+		if !c.Stateful {
+			return
+		}
+		var ns []string
+		stateful, ns = c.statefulNodes(ctx)
+		for _, n := range ns {
+			addNote(n)
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		if n := c.clusterAPI(ctx); n != "" {
@@ -183,6 +203,7 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 	if sv.MinCompatibilityMajor != "" && sv.MinCompatibilityMinor != "" {
 		inv.Server.MinCompatibilityVersion = sv.MinCompatibilityMajor + "." + sv.MinCompatibilityMinor
 	}
+	statefulPools(pools, c.nodePool, stateful)
 	inv.Pools = pools
 	inv.Components = append(append(append(inv.Components, podComps...), wlComps...), kubectlComp...)
 	// A cloud-controller-manager found as a workload replaces the
@@ -263,6 +284,7 @@ func PoolOf(labels map[string]string, poolLabel string) (name, label string) {
 
 func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 	acc := map[poolKey]*poolAcc{}
+	c.nodePool = map[string]poolKey{}
 	if c.Nodes != nil {
 		if nodes, ok := c.Nodes(ctx); ok {
 			for _, n := range nodes {
@@ -296,6 +318,7 @@ func (c *Collector) node(acc map[poolKey]*poolAcc, n *corev1.Node) {
 	name, label := PoolOf(n.Labels, c.PoolLabel)
 	c.platform.node(n)
 	k := poolKey{name, label}
+	c.nodePool[n.Name] = k
 	a := acc[k]
 	if a == nil {
 		a = &poolAcc{versions: map[string]int{}}

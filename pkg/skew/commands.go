@@ -250,7 +250,7 @@ func (r *renderer) preflight(s Step) []string {
 	case ProviderAKS:
 		out = append(out, fmt.Sprintf("az aks get-upgrades --resource-group %s --name %s --output table", sq(r.resourceGroup()), sq(r.cluster)))
 	case ProviderCAPI:
-		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s   # on the management cluster", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s   # on the management cluster", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	case ProviderKubeadm:
 		// kubeadm upgrade plan lists what the installed kubeadm can reach,
 		// not the target's patch releases; dl.k8s.io/release/stable-X.Y.txt
@@ -556,7 +556,7 @@ func (r *renderer) controlPlane(s Step) []string {
 		} else {
 			out = append(out, patch)
 		}
-		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+		out = append(out, fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	if r.prov == ProviderGKE || r.prov == ProviderAKS {
 		// The upgrade waits for its operation: the check runs only after
@@ -731,7 +731,7 @@ func (r *renderer) warnings() []string {
 		}
 	}
 	if r.prov == ProviderCAPI {
-		out = append(out, "Cluster API commands that change the Cluster, MachineDeployments or Machines run against the management cluster: they carry --context '<management-context>'")
+		out = append(out, "Cluster API commands that change the Cluster, MachineDeployments or Machines run against the management cluster: they carry kubectl's --context '<management-context>' (clusterctl's --kubeconfig-context)")
 	}
 	if w := r.asgWarning(); w != "" {
 		out = append(out, w)

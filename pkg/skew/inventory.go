@@ -102,6 +102,11 @@ type Pool struct {
 	// eks.amazonaws.com/sourceLaunchTemplateId), where a custom AMI is set
 	// in the launch template rather than by the Kubernetes version.
 	LaunchTemplateNodes int `json:"launchTemplateNodes,omitempty"`
+	// StatefulNodes are the pool's nodes that host pods of a StatefulSet
+	// whose PodDisruptionBudget allows at most one disruption (a quorum,
+	// a primary), sorted by name: the plan moves them first in the pool,
+	// one at a time, each service checked after each.
+	StatefulNodes []StatefulNode `json:"statefulNodes,omitempty"`
 }
 
 // FabricUnits are the values of one topology label over a pool's nodes.

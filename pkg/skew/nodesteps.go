@@ -199,6 +199,16 @@ func (r *renderer) nodePool(s Step) blocks {
 		b.join(r.providerRollout(s, sel, gpu))
 		validated = gpu
 	}
+	if replaced := r.asgOf(s.Pool) != "" || (r.replacer(s.Pool) != replaceInPlace && !r.controlPlanePool(s.Pool)); replaced {
+		who := r.prov.Title()
+		if r.asgOf(s.Pool) != "" {
+			who = "the instance refresh"
+		}
+		if c := r.statefulAfter(s.Pool, who+" replaces the nodes in an order it picks, so they cannot go first", "once the rollout ends"); c != nil {
+			b.cut()
+			b.add(c...)
+		}
+	}
 	b.cut()
 	// The pool's gates, chained, and what may only follow them: a hold
 	// is lifted only once the pool passed.
@@ -274,9 +284,14 @@ func (r *renderer) inPlaceNodes(s Step, sel string) blocks {
 	if r.controlPlanePool(s.Pool) {
 		who = "the control-plane nodes strictly one at a time"
 	}
+	each := fmt.Sprintf("for each node of kubectl get nodes -l %s -o name", sel)
+	order, checks := r.statefulFirst(s.Pool)
+	if order != "" {
+		each = order + " of kubectl get nodes -l " + sel + " -o name"
+	}
 	var b blocks
 	b.add(r.pdbBlockers(s.Pool, sel),
-		fmt.Sprintf("# %s (kubectl drain -l would cordon the whole pool first); for each node of kubectl get nodes -l %s -o name:", who, sel),
+		fmt.Sprintf("# %s (kubectl drain -l would cordon the whole pool first); %s:", who, each),
 		"NODE="+sq(phNode),
 		fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout))
 	b.cut()
@@ -284,6 +299,8 @@ func (r *renderer) inPlaceNodes(s Step, sel string) blocks {
 	b.join(r.onNode(s))
 	b.cut()
 	b.add("# here:", `kubectl uncordon "$NODE"`)
+	b.cut()
+	b.join(checks)
 	return b
 }
 
@@ -374,6 +391,10 @@ func (r *renderer) inPlaceUnits(s Step, sel string) blocks {
 		b.add("# here, then the next unit:")
 		b.add(chain(validateCmd(unitSel, s), "kubectl gang-drain restore "+run)...)
 	}
+	if c := r.statefulAfter(s.Pool, "a unit moves whole, so the stateful nodes go with their units", "after each unit, before the next"); c != nil {
+		b.cut()
+		b.add(c...)
+	}
 	return b
 }
 
@@ -454,7 +475,7 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) blocks {
 		}
 		out = append(out,
 			fmt.Sprintf("%s -n %s get machinedeployments.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o wide   # each MachineDeployment's strategy (maxSurge, maxUnavailable) is its batch; wait until every replica is updated", r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName)),
-			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+			fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	}
 	if gpu {
 		// Validate the new nodes before the gangs come back to them, and

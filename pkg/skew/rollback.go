@@ -49,7 +49,11 @@ func (r *renderer) rollback(s Step) *Rollback {
 		b.add("# the controllers moved with the apiservers (kubeadm upgrade, the server binary): roll back the apiservers step")
 	case PhaseControlPlane:
 		rb.Trigger = "the provider's update does not succeed, or the apiserver does not answer kubectl version 30 minutes after it"
-		b.add(r.managedBack(s)...)
+		if r.prov == ProviderCAPI {
+			b.join(r.capiControlPlaneBack(s, prev))
+		} else {
+			b.add(r.managedBack(s)...)
+		}
 	case PhaseAddons:
 		rb.Trigger = "an addon's rollout does not finish within 10 minutes, or more than half of its pods are not Running"
 		b.join(r.addonsBack(s))
@@ -118,36 +122,120 @@ func (r *renderer) controlPlaneBack(s Step, prev string) blocks {
 
 // kubeadmBack restores a kubeadm control plane.
 func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
-	file := fmt.Sprintf("etcd-pre-%s.db", s.To)
-	node := r.firstCP()
-	b.add("# here, while etcd still answers: the members, for each member's restore; writes since the snapshot are lost")
-	b.add(chain(fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '{printf "%%s%%s=%%s", sep, $3, $4; sep=","}')`, etcdctl(node, "member list -w simple")),
-		`echo "INITIAL='$INITIAL'"`)...)
-	b.cut()
-	b.add("# here, for each control-plane node: the checked copy goes back to it",
-		backupDir(),
-		sshTo("NODE_SSH", "<control-plane-node>", "the node"),
-		fmt.Sprintf(`scp "$BACKUP_DIR/%s" "$NODE_SSH":/tmp/ && ssh "$NODE_SSH" sudo install -m 0600 /tmp/%s /root/%s && ssh "$NODE_SSH" rm /tmp/%s`, file, file, file, file))
-	b.cut()
-	b.add("# on every control-plane node, before any of them restores: stop its static pods",
-		"sudo mkdir -p /etc/kubernetes/manifests-stopped && sudo mv /etc/kubernetes/manifests/*.yaml /etc/kubernetes/manifests-stopped/")
-	b.cut()
+	r.etcdRestoreIntro(b, s, "control-plane node", r.firstCP())
 	b.add("# then on each control-plane node: restore the snapshot into a fresh data directory as this member (etcdutl of the cluster's etcd release, https://github.com/etcd-io/etcd/releases), put the manifests kubeadm replaced back over the stopped ones, and the previous packages:",
 		"INITIAL='<the INITIAL printed above>'")
-	manifest := "/etc/kubernetes/manifests-stopped/etcd.yaml"
 	byManager(b, packageManager(r.controlPlaneOS()), func(pm string) []string {
-		lines := []string{
-			fmt.Sprintf(`sudo etcdutl snapshot restore /root/%s --data-dir /var/lib/etcd-restored --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL"`, file, manifest, manifest),
-			"sudo mv /var/lib/etcd /var/lib/etcd-failed-" + s.To + " && sudo mv /var/lib/etcd-restored /var/lib/etcd",
+		lines := append(etcdRestoreLines(s),
 			`sudo cp "$(ls -d /etc/kubernetes/tmp/kubeadm-backup-manifests-* | tail -n1)"/*.yaml /etc/kubernetes/manifests-stopped/`,
-			"sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/",
-		}
+			"sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")
 		lines = append(lines, repoSwitch(pm, s.To, prev)...)
 		lines = append(lines, downgrade(pm, prev, "kubeadm", "kubelet", "kubectl")...)
 		return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
 	})
 	b.cut()
 	b.add("# here, when every node has restored:", "kubectl -n kube-system get pods -l tier=control-plane -o wide")
+}
+
+// etcdSnapshotFile is the snapshot the etcd step of a hop to minor takes.
+func etcdSnapshotFile(to string) string { return fmt.Sprintf("etcd-pre-%s.db", to) }
+
+// etcdRestoreIntro writes what precedes the restore on each member of a
+// kubeadm-made etcd (kubeadm, Cluster API's KubeadmControlPlane): the
+// members read while etcd still answers, the checked copy taken back to
+// each node, every member's static pods stopped before any restores.
+func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
+	file := etcdSnapshotFile(s.To)
+	b.add("# here, while etcd still answers: the members, for each member's restore; writes since the snapshot are lost")
+	b.add(chain(fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '{printf "%%s%%s=%%s", sep, $3, $4; sep=","}')`, etcdctl(node, "member list -w simple")),
+		`echo "INITIAL='$INITIAL'"`)...)
+	b.cut()
+	b.add(fmt.Sprintf("# here, for each %s: the checked copy goes back to it", what),
+		backupDir(),
+		sshTo("NODE_SSH", "<"+strings.ReplaceAll(what, " ", "-")+">", "the "+what[strings.LastIndex(what, " ")+1:]),
+		fmt.Sprintf(`scp "$BACKUP_DIR/%s" "$NODE_SSH":/tmp/ && ssh "$NODE_SSH" sudo install -m 0600 /tmp/%s /root/%s && ssh "$NODE_SSH" rm /tmp/%s`, file, file, file, file))
+	b.cut()
+	b.add(fmt.Sprintf("# on every %s, before any of them restores: stop its static pods", what),
+		"sudo mkdir -p /etc/kubernetes/manifests-stopped && sudo mv /etc/kubernetes/manifests/*.yaml /etc/kubernetes/manifests-stopped/")
+	b.cut()
+}
+
+// etcdRestoreLines restore the snapshot on one member, as the member its
+// stopped etcd manifest names, into a fresh data directory put in place
+// of the old one.
+func etcdRestoreLines(s Step) []string {
+	manifest := "/etc/kubernetes/manifests-stopped/etcd.yaml"
+	return []string{
+		fmt.Sprintf(`sudo etcdutl snapshot restore /root/%s --data-dir /var/lib/etcd-restored --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL"`, etcdSnapshotFile(s.To), manifest, manifest),
+		"sudo mv /var/lib/etcd /var/lib/etcd-failed-" + s.To + " && sudo mv /var/lib/etcd-restored /var/lib/etcd",
+	}
+}
+
+// Cluster API facts the control-plane rollback rests on, all at
+// kubernetes-sigs/cluster-api v1.14.0 (the release e2e/tools/capi pins):
+//   - the Cluster webhook refuses a lower spec.topology.version ("version
+//     cannot be decreased", core/webhooks/admission/cluster.go) unless the
+//     Cluster carries ClusterTopologyUnsafeUpdateVersionAnnotation
+//     (api/core/v1beta2/common_types.go; docs/book/src/reference/api/labels-and-annotations.md);
+//   - the KubeadmControlPlane webhook refuses only a version more than one
+//     minor up (validateVersion in
+//     controlplane/kubeadm/webhooks/admission/kubeadmcontrolplane.go), and
+//     the topology controller does not hand a new version to a control
+//     plane that is still upgrading (computeControlPlaneVersion in
+//     exp/topology/desiredstate/desired_state.go), so a rollout that stopped
+//     half way goes back only by the KubeadmControlPlane's own spec.version;
+//   - spec.paused "can be used to prevent controllers from processing the
+//     Cluster and all its associated objects" (api/core/v1beta2/cluster_types.go;
+//     the same field in v1beta1), so that no remediation replaces a
+//     machine while its etcd member restores;
+//   - Cluster API documents no etcd restore of its own ("Cluster API does
+//     not support version downgrades", docs/book/src/reference/versions.md,
+//     is about Cluster API's own releases): the machines run kubeadm's
+//     static pods, so the restore is kubeadm's.
+const capiUnsafeVersionAnnotation = "unsafe.topology.cluster.x-k8s.io/disable-update-version-check"
+
+// phCPNow is a control-plane node of the workload cluster as it runs now
+// (kubectl get nodes -l node-role.kubernetes.io/control-plane).
+const phCPNow = "<control-plane-node-now>"
+
+// capiControlPlaneBack is the way back of a KubeadmControlPlane rollout:
+// the etcd snapshot restored when the data is at fault, then the version
+// put back on the Cluster and on the KubeadmControlPlane, which replaces
+// the machines at the previous version one at a time.
+func (r *renderer) capiControlPlaneBack(s Step, prev string) blocks {
+	var b blocks
+	mgmt := r.kubectlMgmt()
+	cluster := fmt.Sprintf("%s -n %s %%s cluster.cluster.x-k8s.io %s", mgmt, sq(r.capiNS), sq(r.capiName))
+	kcps := fmt.Sprintf("%s -n %s get kubeadmcontrolplanes.controlplane.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s", mgmt, sq(r.capiNS), sq(r.capiName))
+	b.add("# on the management cluster: what failed; <control-plane-node-now> below is a control-plane node of the workload cluster that runs now (kubectl get nodes -l node-role.kubernetes.io/control-plane): the rollout may have replaced the one the plan read",
+		fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s --show-conditions all", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
+	b.cut()
+	pause := func(on bool) string {
+		return fmt.Sprintf(`%s --type merge -p '{"spec":{"paused":%t}}'`, fmt.Sprintf(cluster, "patch"), on)
+	}
+	b.add("# only when etcd's data is at fault (objects lost or damaged since the snapshot); otherwise go on to the version below. On the management cluster: pause the Cluster, so that no controller replaces a machine while its member restores:",
+		pause(true))
+	b.cut()
+	// The rollout replaced machines: the node the inventory names may be
+	// gone, so the member to ask is one that runs now.
+	r.etcdRestoreIntro(&b, s, "control-plane machine", phCPNow)
+	b.add(fmt.Sprintf("# then on each control-plane machine: restore the snapshot into a fresh data directory as this member and start its static pods again (the machine keeps its v%s manifests: the machines go back to v%s below, replaced by Cluster API):", s.To, prev),
+		"INITIAL='<the INITIAL printed above>'")
+	b.add(chain(append(etcdRestoreLines(s), "sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")...)...)
+	b.cut()
+	b.add("# here, when every machine has restored: the members answer; then resume the Cluster on the management cluster")
+	b.add(chain(etcdctl(phCPNow, "endpoint health --cluster"), pause(false))...)
+	b.cut()
+	ann := fmt.Sprintf(cluster, "annotate")
+	b.add(fmt.Sprintf("# on the management cluster: the version back to the v%s patch the Cluster ran before (the Cluster webhook takes a lower version only under %s, taken off again at once), and on the KubeadmControlPlane too, which Cluster API does not move while its rollout is unfinished; it then replaces the machines at v%s one at a time:", prev, capiUnsafeVersionAnnotation, prev),
+		"PREV='v"+prev+"."+phPatch+"'   # the version spec.topology.version had before the step")
+	b.add(chain(
+		fmt.Sprintf("%s %s=true --overwrite", ann, capiUnsafeVersionAnnotation),
+		fmt.Sprintf(`%s --type merge -p "{\"spec\":{\"topology\":{\"version\":\"$PREV\"}}}"`, fmt.Sprintf(cluster, "patch")),
+		fmt.Sprintf("%s %s-", ann, capiUnsafeVersionAnnotation),
+		fmt.Sprintf(`%s -o name | xargs -r -I{} %s -n %s patch {} --type merge -p "{\"spec\":{\"version\":\"$PREV\"}}"`, kcps, mgmt, sq(r.capiNS)))...)
+	b.add(kcps + " -o wide   # until every replica is updated, at $PREV")
+	return b
 }
 
 // k3sBack restores a k3s or RKE2 datastore and puts the previous release
@@ -198,10 +286,7 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	}
 }
 
-// managedBack says how far back a managed control plane goes. Cluster
-// API's Cluster webhook refuses a lower topology version ("version cannot
-// be decreased", kubernetes-sigs/cluster-api@v1.14.0
-// core/webhooks/admission/cluster.go).
+// managedBack says how far back a managed control plane goes.
 func (r *renderer) managedBack(s Step) []string {
 	switch r.prov {
 	case ProviderEKS:
@@ -213,9 +298,6 @@ func (r *renderer) managedBack(s Step) []string {
 	case ProviderAKS:
 		return []string{"# AKS does not downgrade a control plane; the cluster's state says what failed:",
 			fmt.Sprintf("az aks show --resource-group %s --name %s --query '{state:provisioningState,version:currentKubernetesVersion}'", sq(r.resourceGroup()), sq(r.cluster))}
-	case ProviderCAPI:
-		return []string{"# Cluster API does not move a topology version back (the Cluster webhook refuses a lower one): the control plane's way back is the etcd snapshot restored on the control-plane machines by hand, as for kubeadm; first see what failed:",
-			fmt.Sprintf("clusterctl describe cluster %s -n %s --context %s --show-conditions all", sq(r.capiName), sq(r.capiNS), sq(phMgmt))}
 	}
 	return nil
 }

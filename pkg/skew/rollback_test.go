@@ -57,6 +57,21 @@ func TestRunbookRollbackPerLayer(t *testing.T) {
 			order: []string{"ssh \"$SERVER\" sudo systemctl stop k3s", "ssh \"$SERVER\" sudo tar -C /var/lib/rancher/k3s/server -xzf - db < \"$BACKUP_DIR/k3s-server-db-pre-1.38.tgz\"", "sudo systemctl start k3s"}},
 		{variant: "rke2", phase: PhaseAPIServers,
 			order: []string{"sudo systemctl stop rke2-server", "INSTALL_RKE2_CHANNEL=v1.37 sh -", "sudo rke2 server --cluster-reset --cluster-reset-restore-path=", "sudo systemctl start rke2-server"}},
+		// Cluster API: the snapshot restored with the Cluster paused, then
+		// the version back on the Cluster under the webhook's unsafe
+		// annotation (taken off again) and on the KubeadmControlPlane.
+		{variant: "capi", phase: PhaseControlPlane,
+			want: []string{"--show-conditions all", "--initial-cluster \"$INITIAL\"", "PREV='v1.36.<patch>'", "exec etcd-'<control-plane-node-now>' -- etcdctl"},
+			order: []string{`patch cluster.cluster.x-k8s.io gpu-cell-07 --type merge -p '{"spec":{"paused":true}}'`, "member list -w simple",
+				"scp \"$BACKUP_DIR/etcd-pre-1.37.db\"", "# on every control-plane machine, before any of them restores", "sudo etcdutl snapshot restore /root/etcd-pre-1.37.db",
+				"sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/", "endpoint health --cluster", `-p '{"spec":{"paused":false}}'`,
+				"annotate cluster.cluster.x-k8s.io gpu-cell-07 unsafe.topology.cluster.x-k8s.io/disable-update-version-check=true --overwrite && \\",
+				`patch cluster.cluster.x-k8s.io gpu-cell-07 --type merge -p "{\"spec\":{\"topology\":{\"version\":\"$PREV\"}}}" && \`,
+				"unsafe.topology.cluster.x-k8s.io/disable-update-version-check- && \\",
+				`get kubeadmcontrolplanes.controlplane.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=gpu-cell-07 -o name | xargs -r -I{} kubectl --context '<management-context>' -n fleet patch {} --type merge -p "{\"spec\":{\"version\":\"$PREV\"}}"`},
+			// The member asked is one that runs now, not the machine the
+			// rollout may have replaced.
+			bad: []string{"apt-get", "dnf", "kubeadm-backup-manifests", "etcd-gpu-cell-07-cp-7xk2p"}},
 		{variant: "eks-managed", phase: PhaseControlPlane, want: []string{"EKS does not downgrade a control plane", "aws eks describe-update"}},
 		{variant: "eks-managed", phase: PhaseAddons, want: []string{"aws eks update-addon", "--addon-name kube-proxy", "helm rollback"}},
 		{variant: "eks-selfmanaged", phase: PhaseAddons, want: []string{"kubectl -n kube-system rollout undo daemonset/kube-proxy"}, bad: []string{"aws eks update-addon"}},

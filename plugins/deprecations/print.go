@@ -196,7 +196,7 @@ func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
 		{Name: "NAME"}, {Name: "KIND"}, {Name: "API"},
 		{Name: "DEPRECATED", Wide: true}, {Name: "REMOVED"},
 		{Name: "WHO", Wide: narrow, Shrink: true, Min: 12, Elide: cli.ElideMiddle},
-		{Name: "COUNT", Wide: true}, {Name: "LAST SEEN", Wide: true},
+		{Name: "COUNT", Wide: true}, {Name: "LAST-SEEN", Wide: true},
 		{Name: "WHERE", Wide: whereWide},
 		{Name: "REPLACEMENT", Shrink: true, Min: 18, Elide: cli.ElideMiddle, Drop: true},
 		{Name: "AVAILABLE", Wide: true}, {Name: "DETAIL", Wide: true},

@@ -117,7 +117,7 @@ func protocolWord(s checkpoint.Support) string {
 }
 
 func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Colorizer) error {
-	nt := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "GPUS"}, {Name: "GANG PODS"}, {Name: "OTHER PODS"}, {Name: "CORDONED"}, {Name: "RUN"}, {Name: "STATE", Wide: true}}}
+	nt := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "GPUS"}, {Name: "GANG-PODS"}, {Name: "OTHER-PODS"}, {Name: "CORDONED"}, {Name: "RUN"}, {Name: "STATE", Wide: true}}}
 	for _, n := range rep.Nodes {
 		run := n.RunID
 		if !n.Selected {
@@ -191,8 +191,11 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 		fmt.Fprintln(w)
 	}
 	s := rep.Summary
-	fmt.Fprintf(w, "%d gang(s), %d/%d ranks and %d/%d GPUs on the %d node(s); a plain drain loses %.2f GPU-h, checkpoint-and-yield %.2f GPU-h; %d other pod(s) to evict (%d later, %d never)\n",
+	summary := fmt.Sprintf("%d gang(s), %d/%d ranks and %d/%d GPUs on the %d node(s); a plain drain loses %.2f GPU-h, checkpoint-and-yield %.2f GPU-h; %d other pod(s) to evict (%d later, %d never)",
 		s.Gangs, s.RanksOnNodes, s.Ranks, s.GPUsOnNodes, s.GPUs, s.Nodes, s.PlainDrainLossGPUHours, s.YieldLossGPUHours, s.PodsToEvict, s.PodsLater, s.PodsNever)
+	for _, l := range cli.WrapSummary(summary, cli.DefaultTableWidth) {
+		fmt.Fprintln(w, l)
+	}
 	if len(rep.Steps) > 0 {
 		fmt.Fprintln(w, "\nSteps of `run`:")
 		for _, st := range rep.Steps {
@@ -236,7 +239,7 @@ func printRun(w io.Writer, rep RunReport, opts cli.TableOptions, c cli.Colorizer
 		}
 		return nil
 	}
-	nt := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "STATE"}, {Name: "WAS CORDONED"}, {Name: "MESSAGE", Shrink: true, Min: 20}}}
+	nt := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "STATE"}, {Name: "WAS-CORDONED"}, {Name: "MESSAGE", Shrink: true, Min: 20}}}
 	for _, n := range rep.Nodes {
 		nt.AddRow(n.Node, stateWord(c, n.State), fmt.Sprint(n.WasCordoned), n.Message)
 	}
@@ -275,7 +278,7 @@ type StatusReport struct {
 }
 
 func printStatus(w io.Writer, rep StatusReport, opts cli.TableOptions, c cli.Colorizer) error {
-	nt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "NODE"}, {Name: "STATE"}, {Name: "WAS CORDONED", Wide: true}, {Name: "UPDATED"}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "REQUESTER", Wide: true}, {Name: "DISABLE-EVICTION BY", Wide: true}}}
+	nt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "NODE"}, {Name: "STATE"}, {Name: "WAS-CORDONED", Wide: true}, {Name: "UPDATED"}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "REQUESTER", Wide: true}, {Name: "DISABLE-EVICTION-BY", Wide: true}}}
 	gt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "GANG", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "STOP"}, {Name: "STATE", Shrink: true, Min: 20}, {Name: "CHECKPOINT"}, {Name: "STEP"}, {Name: "RESTORED"}, {Name: "URI", Wide: true}}}
 	for _, r := range rep.Items {
 		for _, n := range r.Nodes {
@@ -316,7 +319,7 @@ func printRestore(w io.Writer, rep RestoreReport, opts cli.TableOptions, c cli.C
 	if rep.DryRun {
 		fmt.Fprintln(w, "Dry run: nothing was changed.")
 	}
-	nt := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "RUN"}, {Name: "STATE"}, {Name: "WAS CORDONED"}, {Name: "CORDONED NOW"}}}
+	nt := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "RUN"}, {Name: "STATE"}, {Name: "WAS-CORDONED"}, {Name: "CORDONED-NOW"}}}
 	for _, n := range rep.Nodes {
 		nt.AddRow(n.Node, n.RunID, stateWord(c, n.State), fmt.Sprint(n.WasCordoned), fmt.Sprint(n.Unschedulable))
 	}

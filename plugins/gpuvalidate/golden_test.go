@@ -49,7 +49,7 @@ func TestGolden_XidCatalog(t *testing.T) {
 	golden(t, "xid-catalog.table.golden", out)
 	wide, _, _ := run(t, fake.NewClientset(), "xid-catalog", "-o", "wide")
 	golden(t, "xid-catalog.wide.golden", wide)
-	if strings.Contains(wide, cli.ElisionMark) || !strings.Contains(wide, "INVESTIGATORY ACTION") {
+	if strings.Contains(wide, cli.ElisionMark) || !strings.Contains(wide, "INVESTIGATORY-ACTION") {
 		t.Errorf("-o wide shortened a value or lacks a column")
 	}
 }

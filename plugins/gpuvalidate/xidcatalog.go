@@ -70,7 +70,7 @@ func (o *XidCatalogOptions) Run(context.Context) error {
 	if o.Print.Structured() {
 		return cli.PrintStructured(o.Out, o.Print.Output, XidCatalogReport{Header: cli.NewHeader("XidCatalog", cli.Metadata{}), XidCatalog: c})
 	}
-	t := cli.Table{Columns: []cli.Column{{Name: "XID"}, {Name: "CLASS"}, {Name: "IMMEDIATE ACTION", Shrink: true, Min: 20}, {Name: "MNEMONIC", Wide: true},
+	t := cli.Table{Columns: []cli.Column{{Name: "XID"}, {Name: "CLASS"}, {Name: "IMMEDIATE-ACTION", Shrink: true, Min: 20}, {Name: "MNEMONIC", Wide: true},
 		{Name: "INVESTIGATORY ACTION", Wide: true}, {Name: "DESCRIPTION", Shrink: true, Min: 20}}}
 	for _, e := range c.Entries {
 		action, class := e.ImmediateAction, e.ClassHere()

@@ -65,11 +65,13 @@ func (e example) String() string {
 // stand-ins for the placeholders README writes, so the example runs as a
 // reader would run it after filling them in.
 var placeholders = map[string]string{
-	"<run-id>":  "gd-20261204-135819-b3ec",
-	"s3://…":    "file://STORE",
-	"<context>": "readme",
-	"$c":        "readme", // the loop over contexts
-	"<digest>":  "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+	"<run-id>": "gd-20261204-135819-b3ec",
+	"s3://…":   "file://STORE",
+	// the by-hand transcript's store, its endpoint query elided
+	"s3://fleet/byhand?…": "file://STORE",
+	"<context>":           "readme",
+	"$c":                  "readme", // the loop over contexts
+	"<digest>":            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 }
 
 // examples reads README's code blocks and returns each command of the six

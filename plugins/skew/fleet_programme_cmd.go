@@ -537,17 +537,12 @@ func (o *fleetStepOptions) Run(ctx context.Context) error {
 	}
 	e := res.Err()
 	if res.ExitCode == cli.ExitFindings {
-		// Printed already: the report carries the halt.
-		return &cli.ExitError{Code: res.ExitCode, Err: fmt.Errorf("halt: %s", res.Message), Hint: fmt.Sprintf("after the fix: kubectl skew fleet approve --run %s --ring %s --reason ...", o.RunName, ringOf(p.Plan, o.Cluster))}
+		// Printed already: the report carries the halt. The hint lifts
+		// the halt that holds the cluster, whichever scope it has.
+		ds, _ := fleetrun.ReadDecisions(ctx, p.Store, o.RunName)
+		return &cli.ExitError{Code: res.ExitCode, Err: fmt.Errorf("halt: %s", res.Message), Hint: "after the fix: " + p.Plan.LiftCommand(ds, o.Cluster)}
 	}
 	return e
-}
-
-func ringOf(p *fleetrun.Plan, cluster string) string {
-	if c, ok := p.Cluster(cluster); ok {
-		return c.Ring
-	}
-	return "RING"
 }
 
 // ---- gate

@@ -233,7 +233,9 @@ func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabe
 	if err != nil {
 		return md, pkgskew.Inventory{}, cli.ClassifyClusterErr(err, md, "building the client")
 	}
-	c := &pkgskew.Collector{Client: kc, PoolLabel: poolLabel, PageSize: chunk, Kubectl: d.kubectl, Now: d.now, CountGPUs: gpus}
+	// The plan moves the nodes of stateful services first; the fleet
+	// report (gpus) plans nothing and reads no more than its RBAC allows.
+	c := &pkgskew.Collector{Client: kc, PoolLabel: poolLabel, PageSize: chunk, Kubectl: d.kubectl, Now: d.now, CountGPUs: gpus, Stateful: !gpus}
 	inv, err := c.Collect(ctx)
 	if err != nil {
 		return md, inv, cli.ClassifyClusterErr(err, md, "reading the version inventory")

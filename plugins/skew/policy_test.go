@@ -75,7 +75,7 @@ func TestVerifyRBACGrants(t *testing.T) {
 	}
 	mk("pod-reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}})
 	w := run(t, getter(c), "", "verify", "--baseline", path, "--color", "never")
-	if w.Code != cli.ExitOK || !strings.Contains(w.Out, "WARN") || !strings.Contains(w.Out, "User dana newly granted [pods: get]") || !strings.Contains(w.Out, "0 regressions against the baseline of ") || !strings.Contains(w.Out, "; 1 warnings") {
+	if w.Code != cli.ExitOK || !strings.Contains(w.Out, "WARN") || !strings.Contains(w.Out, "User dana newly granted [pods: get]") || !strings.Contains(w.Out, "0 regressions against the baseline of ") || !strings.Contains(w.Out, "; 1 warning\n") {
 		t.Errorf("a plain new grant: exit %d\n%s%s", w.Code, w.Out, w.Err)
 	}
 	mk("secret-reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}})

@@ -112,7 +112,7 @@ func supportPhrase(s pkgskew.Support) string {
 // summaryLine totals a report: the skew counts, then the support window
 // and the fleet policy, so that every exit 1 is named.
 func summaryLine(s Summary) string {
-	line := fmt.Sprintf("max skew %s; %d violations, %d at the edge, %d unknown", pkgskew.Minors(s.MaxSkew), s.Violations, s.Edge, s.Unknown)
+	line := fmt.Sprintf("max skew %s; %s, %d at the edge, %d unknown", pkgskew.Minors(s.MaxSkew), cli.Plural(s.Violations, "violation"), s.Edge, s.Unknown)
 	switch {
 	case s.OutOfSupport > 0:
 		line += fmt.Sprintf("; %d out of support (%s)", s.OutOfSupport, s.SupportWindow)

@@ -49,3 +49,20 @@ func TestREADMEExamplesAsWritten(t *testing.T) {
 		use(strings.TrimSuffix(m[1], "`"), "PreflightReport")
 	}
 }
+
+// README's run by hand of the fleet programme is the transcript e2e/fleet
+// TestFleetByHand writes, byte for byte, so the README shows what the
+// commands print.
+func TestReadmeFleetByHandIsGolden(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.ReadFile(filepath.Join("..", "..", "e2e", "fleet", "testdata", "byhand-transcript.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```console\n"+string(g)+"```\n") {
+		t.Error("README.md's run by hand differs from e2e/fleet/testdata/byhand-transcript.txt: copy the golden file into it")
+	}
+}

@@ -270,8 +270,8 @@ func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) err
 	}
 	warn := ""
 	if rep.Summary.Warnings > 0 {
-		warn = fmt.Sprintf("; %d warnings", rep.Summary.Warnings)
+		warn = "; " + cli.Plural(rep.Summary.Warnings, "warning")
 	}
-	_, err := fmt.Fprintf(w, "%d regressions against the baseline of %s%s\n", rep.Summary.Regressions, rep.Baseline, warn)
+	_, err := fmt.Fprintf(w, "%s against the baseline of %s%s\n", cli.Plural(rep.Summary.Regressions, "regression"), rep.Baseline, warn)
 	return err
 }
