@@ -162,7 +162,7 @@ func TestREADMEChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs, err := ParsePromQLChecks(b)
-	if err != nil || len(cs) != 4 {
+	if err != nil || len(cs) != 5 {
 		t.Fatalf("%d checks, %v", len(cs), err)
 	}
 	readme, err := os.ReadFile("../../README.md")
