@@ -300,7 +300,7 @@ func BaselineValue(base []PromQLResult, name string) *float64 {
 
 // PromQLCommand is the query as a curl command, for a human to run.
 func PromQLCommand(a PrometheusAccess, expr string) string {
-	return fmt.Sprintf("curl -sG %s/api/v1/query --data-urlencode %s", strings.TrimRight(redact(a.URL), "/"), shellQuote("query="+expr))
+	return fmt.Sprintf("curl -sG %s/api/v1/query --data-urlencode %s", strings.TrimRight(redact(a.URL), "/"), ShellQuote("query="+expr))
 }
 
 // FormatValue prints a value the way the checks' messages do.
@@ -313,4 +313,5 @@ func redact(u string) string {
 	return u
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// ShellQuote quotes s for a POSIX shell, for the commands the gates print.
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
