@@ -29,7 +29,8 @@ DIST     := dist
 PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 # Components of the local control plane the e2e suite needs (see
 # e2e/tools/build.sh): the core (etcd, the kube binaries, KWOK) that every
-# e2e package needs, then the rest: helm, the Pushgateway, krew, the Kueue
+# e2e package needs, then the rest: helm, the Pushgateway, Alertmanager and
+# Prometheus (e2e/skew), krew, the Kueue
 # and JobSet managers, and for the fleet programme's e2e (e2e/fleet) Argo's
 # workflow-controller and validation and an S3 server. E2E_QUEUEING=0 leaves
 # out the suites that need the Kueue and JobSet managers (e2e/gangdrain,
@@ -37,10 +38,10 @@ PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 E2E_QUEUEING ?= 1
 export E2E_QUEUEING
 ifeq ($(E2E_QUEUEING),0)
-E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager krew
+E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager prometheus krew
 E2E_EXCLUDE := gangdrain queueing demo fleet
 else
-E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager krew kueue jobset argo s3
+E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager prometheus krew kueue jobset argo s3
 E2E_EXCLUDE :=
 endif
 E2E_COMPONENTS ?= core $(E2E_LATE_COMPONENTS)

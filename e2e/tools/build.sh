@@ -199,8 +199,8 @@ alertmanager() {
 }
 
 # prometheus is a Prometheus server for a PromQL check to query, scraping
-# the local apiserver and a test's exporter through static_configs; no test
-# runs it yet, so make test does not build it. remove_all_sd leaves out every service discovery but the
+# the local apiserver and a test's exporter through static_configs (e2e/skew
+# TestPromQLGate). remove_all_sd leaves out every service discovery but the
 # file and HTTP ones (prometheus@v0.315.1 plugins/plugin_*.go carry
 # `//go:build !remove_all_sd || enable_<name>_sd`, plugins/minimum.go keeps
 # file and http), and without the builtinassets tag the UI is not compiled

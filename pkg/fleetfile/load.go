@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
 
 // Error is a fleet file that cannot be used: the file, the field path and
@@ -219,6 +221,7 @@ func Validate(f *Fleet) field.ErrorList {
 			errs = append(errs, field.Invalid(sp.Child("drPairs", "labelKey"), d.LabelKey, m))
 		}
 	}
+	promqls := 0
 	for i, h := range f.Spec.HaltOn {
 		p := sp.Child("haltOn").Index(i)
 		if !haltChecks[h.Check] {
@@ -234,6 +237,29 @@ func Validate(f *Fleet) field.ErrorList {
 				for _, m := range validation.IsQualifiedName(h.ClusterLabel) {
 					errs = append(errs, field.Invalid(p.Child("clusterLabel"), h.ClusterLabel, m))
 				}
+			}
+		}
+		if h.Check == "promql" {
+			if promqls++; promqls == 2 {
+				errs = append(errs, field.Duplicate(p.Child("check"), h.Check))
+			}
+			u, qs := h.PromQLFor("c")
+			if h.PrometheusURL == "" {
+				errs = append(errs, field.Required(p.Child("prometheusURL"), "the Prometheus the queries run against (http://prometheus.monitoring:9090)"))
+			} else if health.ValidatePrometheusURL(u) != nil {
+				errs = append(errs, field.Invalid(p.Child("prometheusURL"), h.PrometheusURL, "want http(s)://HOST[:PORT][/PATH]"))
+			}
+			if len(qs) == 0 {
+				errs = append(errs, field.Required(p.Child("queries"), "a list of {name, expr, and one of maxRatio, max, min}"))
+			}
+			seen := map[string]bool{}
+			for j, q := range qs {
+				if err := q.Validate(); err != nil {
+					errs = append(errs, field.Invalid(p.Child("queries").Index(j), q.Name, err.Error()))
+				} else if seen[q.Name] {
+					errs = append(errs, field.Duplicate(p.Child("queries").Index(j).Child("name"), q.Name))
+				}
+				seen[q.Name] = true
 			}
 		}
 	}
@@ -329,6 +355,7 @@ var haltChecks = map[string]bool{
 	"apiserver-429-rate": true,
 	"gpu-validate":       true,
 	"alerts":             true,
+	"promql":             true,
 }
 
 func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }

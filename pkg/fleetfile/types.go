@@ -5,6 +5,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
 
 // APIVersion and Kind of the fleet file.
@@ -204,7 +206,7 @@ func (d *DRPairs) Key() string {
 // fields are its parameters.
 type HaltCheck struct {
 	// Check is one of verify-regressions, gpu-allocatable, nodes-not-ready,
-	// apiserver-429-rate, gpu-validate, alerts.
+	// apiserver-429-rate, gpu-validate, alerts, promql.
 	Check string `json:"check"`
 	// BelowBaselinePercent: gpu-allocatable halts when allocatable GPUs are
 	// more than this percent below the pre-flight baseline.
@@ -224,6 +226,29 @@ type HaltCheck struct {
 	// that one Alertmanager serving the fleet halts only the cluster whose
 	// alert fires.
 	ClusterLabel string `json:"clusterLabel,omitempty"`
+	// PrometheusURL: promql runs its queries against this Prometheus' HTTP
+	// API. "$cluster" in it is replaced by the cluster's name.
+	PrometheusURL string `json:"prometheusURL,omitempty"`
+	// Queries: promql halts when one of these is out of its bound, each
+	// judged against the value the cluster's pre-flight baseline recorded
+	// (the list --promql-checks reads). "$cluster" in an expression is
+	// replaced by the cluster's name, for a Prometheus serving the fleet.
+	Queries []health.PromQLCheck `json:"queries,omitempty"`
+}
+
+// ClusterVar is replaced by the cluster's name in a promql check's URL and
+// expressions.
+const ClusterVar = "$cluster"
+
+// PromQLFor is the promql check's Prometheus URL and queries for one
+// cluster, "$cluster" replaced by its name.
+func (h HaltCheck) PromQLFor(cluster string) (string, []health.PromQLCheck) {
+	qs := make([]health.PromQLCheck, len(h.Queries))
+	for i, q := range h.Queries {
+		q.Expr = strings.ReplaceAll(q.Expr, ClusterVar, cluster)
+		qs[i] = q
+	}
+	return strings.ReplaceAll(h.PrometheusURL, ClusterVar, cluster), qs
 }
 
 // Upgrade holds the upgrade actions; the first whose selector matches a

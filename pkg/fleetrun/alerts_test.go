@@ -24,7 +24,7 @@ func TestAlertsHaltCheck(t *testing.T) {
 	}))
 	defer srv.Close()
 	h := fleetfile.HaltCheck{Check: "alerts", AlertmanagerURL: srv.URL, Matchers: []string{`severity="critical"`}, ClusterLabel: "cluster"}
-	checks := haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil)
+	checks := haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil, nil)
 	if len(checks) != 1 || checks[0].Result != CheckPass {
 		t.Fatalf("no alert: %+v", checks)
 	}
@@ -32,12 +32,12 @@ func TestAlertsHaltCheck(t *testing.T) {
 		t.Errorf("filters %q, want the matchers and the cluster's", filters)
 	}
 	body = recorded
-	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil)
+	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil, nil)
 	if checks[0].Result != CheckFail || !strings.Contains(checks[0].Message, "3 active alert(s): DiskFilling{") {
 		t.Errorf("alerts firing: %+v", checks[0])
 	}
 	srv.Close()
-	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil)
+	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil, nil)
 	if checks[0].Result != CheckUnknown {
 		t.Errorf("Alertmanager down: %+v", checks[0])
 	}

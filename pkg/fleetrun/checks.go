@@ -96,7 +96,10 @@ func requestTotal429(text []byte) (float64, error) {
 // is the GPU count the cluster was planned with; 0 skips gpu-allocatable
 // (before the upgrade there is nothing to compare with). rateWindow is the
 // time between the two /metrics reads of apiserver-429-rate.
-func haltChecks(ctx context.Context, kc kubernetes.Interface, checks []fleetfile.HaltCheck, cluster string, baselineGPUs int, rateWindow time.Duration, only map[string]bool) []Check {
+//
+// base reads the PromQL values of the cluster's pre-flight baseline for
+// the promql check (nil: none recorded).
+func haltChecks(ctx context.Context, kc kubernetes.Interface, checks []fleetfile.HaltCheck, cluster string, baselineGPUs int, rateWindow time.Duration, only map[string]bool, base promqlBaseline) []Check {
 	var out []Check
 	var counts *NodeCounts
 	nodes := func() (*NodeCounts, error) {
@@ -194,6 +197,9 @@ func haltChecks(ctx context.Context, kc kubernetes.Interface, checks []fleetfile
 			}
 		case "alerts":
 			c.Result, c.Message = alertsCheck(ctx, h, cluster)
+		case "promql":
+			out = append(out, promqlChecks(ctx, h, cluster, base)...)
+			continue
 		default:
 			// verify-regressions and gpu-validate are the verify and
 			// gpu-validate steps' own verdicts: the failure budget and the

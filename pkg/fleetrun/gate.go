@@ -240,7 +240,7 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 	}
 	kc, err := target.Getter.Kube()
 	if err == nil {
-		g.Checks = append(g.Checks, haltChecks(ctx, kc, p.Plan.Spec.HaltOn, cluster, 0, p.rateWindow(), nil)...)
+		g.Checks = append(g.Checks, haltChecks(ctx, kc, p.Plan.Spec.HaltOn, cluster, 0, p.rateWindow(), nil, p.promqlBaselineOf(st))...)
 	} else {
 		g.add("access", cluster, CheckUnknown, "%v", err)
 	}
@@ -366,7 +366,7 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 			g.add("access", cp.Name, CheckUnknown, "%v", err)
 			continue
 		}
-		g.Checks = append(g.Checks, haltChecks(ctx, kc, p.Plan.Spec.HaltOn, cp.Name, cp.GPUs, p.rateWindow(), nil)...)
+		g.Checks = append(g.Checks, haltChecks(ctx, kc, p.Plan.Spec.HaltOn, cp.Name, cp.GPUs, p.rateWindow(), nil, p.promqlBaselineOf(st))...)
 	}
 	g.finish()
 	return g, nil

@@ -41,7 +41,7 @@ func (r *stepRun) health(ctx context.Context) (bool, string, error) {
 		if err != nil {
 			return false, "", err
 		}
-		cs := haltChecks(ctx, kc, r.p.Plan.Spec.HaltOn, r.cp.Name, 0, r.p.rateWindow(), map[string]bool{"nodes-not-ready": true})
+		cs := haltChecks(ctx, kc, r.p.Plan.Spec.HaltOn, r.cp.Name, 0, r.p.rateWindow(), map[string]bool{"nodes-not-ready": true}, nil)
 		if len(cs) == 0 {
 			return true, "the apiserver answers (spec.haltOn has no nodes-not-ready check)", nil
 		}

@@ -607,6 +607,11 @@ func (r *stepRun) preflight(ctx context.Context) stepOutcome {
 	if first {
 		args = append(args, "--save", base)
 	}
+	pq, err := promqlFlags(r.p.Plan.Spec.HaltOn, r.cp.Name, dir)
+	if err != nil {
+		return stepOutcome{code: cli.ExitUsage, message: "writing the PromQL checks: " + err.Error()}
+	}
+	args = append(args, pq...)
 	out := r.exec(ctx, r.plugin(BinSkew, args...))
 	if len(out.report) > 0 && json.Valid(out.report) {
 		if err := r.p.Store.Write(context.WithoutCancel(ctx), LatestPreflightKey(r.cp.Name), out.report); err != nil {

@@ -16,12 +16,10 @@ func alertsCommand(a *health.AlertmanagerAccess) string {
 	}
 	cmd := fmt.Sprintf("curl -sG %s/api/v2/alerts -d active=true -d silenced=false -d inhibited=false", strings.TrimRight(a.URL, "/"))
 	for _, m := range a.Matchers {
-		cmd += " --data-urlencode " + shellQuote("filter="+m)
+		cmd += " --data-urlencode " + health.ShellQuote("filter="+m)
 	}
 	return cmd
 }
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // alertsGate reads the active alerts no silence or inhibition suppresses
 // from Alertmanager's API v2 (pkg/health.ReadAlerts), filtered by the

@@ -17,6 +17,7 @@ import (
 const (
 	GateEtcdQuorum = "etcd-quorum"
 	GateAlerts     = "alerts"
+	GatePromQL     = "promql"
 )
 
 // HealthOptions say which health gates run and how they reach their source.
@@ -33,6 +34,12 @@ type HealthOptions struct {
 	Alerts bool
 	// Alertmanager is where the alerts gate reads and which alerts count.
 	Alertmanager health.AlertmanagerAccess
+	// PromQL runs the promql gate against Prometheus.
+	PromQL bool
+	// Prometheus is where the promql gate queries.
+	Prometheus health.PrometheusAccess
+	// PromQLChecks are the checks it runs.
+	PromQLChecks []health.PromQLCheck
 }
 
 // HealthEvidence is what the health gates read, saved with the baseline.
@@ -49,6 +56,12 @@ type HealthEvidence struct {
 	// Alertmanager is where they were read and with which matchers (nil
 	// when the alerts gate did not run).
 	Alertmanager *health.AlertmanagerAccess `json:"alertmanager,omitempty"`
+	// PromQL are the PromQL checks with the values read (each check's
+	// definition travels with its value, for verify to run it again).
+	PromQL []health.PromQLResult `json:"promql,omitempty"`
+	// Prometheus is where they were read (nil when the promql gate did
+	// not run).
+	Prometheus *health.PrometheusAccess `json:"prometheus,omitempty"`
 	// Unread says, per gate, what could not be read.
 	Unread map[string]string `json:"unread,omitempty"`
 }
@@ -61,6 +74,9 @@ func (r *Runner) healthGateOrder() []string {
 	}
 	if r.Health.Alerts {
 		out = append(out, GateAlerts)
+	}
+	if r.Health.PromQL {
+		out = append(out, GatePromQL)
 	}
 	return out
 }
@@ -108,6 +124,21 @@ func (r *Runner) healthGates(ev *Evidence, mu *sync.Mutex, inv func() *skew.Inve
 			return g
 		}
 	}
+	if r.Health.PromQL {
+		gates[GatePromQL] = func(ctx context.Context) Gate {
+			g, res := r.promqlGate(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			acc := r.Health.Prometheus
+			if u, err := url.Parse(acc.URL); err == nil && u.User != nil {
+				acc.URL = u.Redacted()
+			}
+			// Each check's UNKNOWN is its own verify item (verifyPromQL),
+			// so the gate is not listed in Unread.
+			he.PromQL, he.Prometheus = res, &acc
+			return g
+		}
+	}
 	return gates
 }
 
@@ -116,6 +147,7 @@ const (
 	RegEtcdQuorum   = "etcd-quorum"
 	RegHealthUnread = "health-unread"
 	RegAlert        = "alert"
+	RegPromQL       = "promql"
 )
 
 // verifyHealth compares the health evidence: a problem now is a regression
@@ -141,6 +173,7 @@ func verifyHealth(base, now Evidence) []Regression {
 		}
 	}
 	out = append(out, verifyAlerts(b, n)...)
+	out = append(out, verifyPromQL(b, n)...)
 	if b != nil {
 		for gate, why := range n.Unread {
 			if _, was := b.Unread[gate]; !was {

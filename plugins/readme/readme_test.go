@@ -200,6 +200,8 @@ func inputFixture(plugin, sub, flag string) (fixture, bool) {
 		return fixture{kind: "a skew report (kubectl skew -o yaml)", from: "../../testdata/runbook/gke.yaml"}, true
 	case plugin == "deprecations" && (flag == "-f" || flag == "--filename"):
 		return fixture{kind: "manifests", from: "../deprecations/testdata/ci/app.yaml"}, true
+	case flag == "--promql-checks":
+		return fixture{kind: "a list of PromQL checks", from: "../../pkg/health/testdata/promql-checks.yaml"}, true
 	case flag == "--probe-file":
 		return fixture{kind: "a Pod manifest", body: "apiVersion: v1\nkind: Pod\nmetadata: {name: probe}\nspec:\n  containers: [{name: c, image: registry.k8s.io/pause:3.10}]\n"}, true
 	}

@@ -21,8 +21,11 @@ type healthFlags struct {
 	EtcdMaxLag      uint64
 	AlertmanagerURL string
 	AlertMatchers   []string
+	PrometheusURL   string
+	PromQLChecks    string
 
-	cmd *cobra.Command
+	promqlChecks []health.PromQLCheck
+	cmd          *cobra.Command
 }
 
 func (f *healthFlags) addFlags(cmd *cobra.Command) {
@@ -37,6 +40,9 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.Uint64Var(&f.EtcdMaxLag, "etcd-max-lag", f.EtcdMaxLag, "Raft entries a member may be behind the leader's committed index before the etcd-quorum gate fails.")
 	fs.StringVar(&f.AlertmanagerURL, "alertmanager-url", f.AlertmanagerURL, "Run the alerts gate: fail on active alerts no silence or inhibition suppresses, read from this Alertmanager's API v2 (http://alertmanager.monitoring:9093; or `kubectl port-forward -n monitoring svc/alertmanager-main 9093` and http://127.0.0.1:9093).")
 	fs.StringArrayVar(&f.AlertMatchers, "alert-matcher", f.AlertMatchers, "Alertmanager matcher the alerts must match, in Alertmanager's syntax (severity=\"critical\", cluster=~\"prod-.*\"); repeatable, all must match.")
+	fs.StringVar(&f.PrometheusURL, "prometheus-url", f.PrometheusURL, "Run the promql gate against this Prometheus' HTTP API (http://prometheus.monitoring:9090; or `kubectl port-forward -n monitoring svc/prometheus-k8s 9090` and http://127.0.0.1:9090), reached directly with no cluster credentials.")
+	fs.StringVar(&f.PromQLChecks, "promql-checks", f.PromQLChecks, "YAML list of PromQL checks, each {name, expr, and one of maxRatio (value may grow to baseline x ratio), max, min}; preflight --save records each value as the baseline, verify compares.")
+	_ = cmd.MarkFlagFilename("promql-checks", "yaml", "yml")
 	for _, n := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
 		_ = cmd.MarkFlagFilename(n, "crt", "pem", "key")
 	}
@@ -62,6 +68,22 @@ func (f *healthFlags) validate() error {
 	}
 	if len(f.AlertMatchers) > 0 && f.AlertmanagerURL == "" && f.cmd != nil && f.cmd.Name() == "preflight" {
 		return fmt.Errorf("--alert-matcher needs --alertmanager-url")
+	}
+	if f.PrometheusURL != "" {
+		if err := health.ValidatePrometheusURL(f.PrometheusURL); err != nil {
+			return fmt.Errorf("--prometheus-url %q: want http(s)://HOST[:PORT][/PATH]", f.PrometheusURL)
+		}
+	}
+	isPreflight := f.cmd != nil && f.cmd.Name() == "preflight"
+	if isPreflight && (f.PrometheusURL == "") != (f.PromQLChecks == "") {
+		return fmt.Errorf("--prometheus-url and --promql-checks go together: give both to run the promql gate")
+	}
+	if f.PromQLChecks != "" {
+		checks, err := health.LoadPromQLChecks(f.PromQLChecks)
+		if err != nil {
+			return fmt.Errorf("--promql-checks: %w", err)
+		}
+		f.promqlChecks = checks
 	}
 	if (f.EtcdCert == "") != (f.EtcdKey == "") {
 		return fmt.Errorf("--etcd-cert and --etcd-key go together: give both, or neither for an etcd without client certificates")
@@ -94,5 +116,20 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 		}
 	case base != nil && base.Alertmanager != nil:
 		h.Alerts, h.Alertmanager = true, *base.Alertmanager
+	}
+	// promql: the flags override, each falling back to the baseline's
+	// Prometheus and checks.
+	if f.changed("prometheus-url", "promql-checks") || (base != nil && base.Prometheus != nil) {
+		h.PromQL = true
+		h.Prometheus = health.PrometheusAccess{URL: f.PrometheusURL}
+		if f.PrometheusURL == "" && base != nil && base.Prometheus != nil {
+			h.Prometheus.URL = base.Prometheus.URL
+		}
+		h.PromQLChecks = f.promqlChecks
+		if f.PromQLChecks == "" && base != nil {
+			for _, r := range base.PromQL {
+				h.PromQLChecks = append(h.PromQLChecks, r.PromQLCheck)
+			}
+		}
 	}
 }

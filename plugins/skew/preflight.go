@@ -89,7 +89,10 @@ var preflightExample = templates.Examples(`
 	kubectl skew preflight --target v1.37 --fail-on warning -q
 
 	# Also prove an image signature policy denies an unsigned image
-	kubectl skew preflight --target v1.37 --probe-file unsigned-pod.yaml --save before.yaml`)
+	kubectl skew preflight --target v1.37 --probe-file unsigned-pod.yaml --save before.yaml
+
+	# Record PromQL checks (apiserver latency, TTFT...) as the baseline verify judges
+	kubectl skew preflight --target v1.37 --prometheus-url http://127.0.0.1:9090 --promql-checks checks.yaml --save before.yaml`)
 
 // PreflightOptions holds the parsed state of `kubectl skew preflight`.
 type PreflightOptions struct {

@@ -1,0 +1,98 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
+)
+
+// promqlGate runs each PromQL check against Prometheus (pkg/health): a
+// check with an absolute bound (max, min) is judged now; a maxRatio check
+// records its value as the baseline verify compares with. A query that
+// gives no single number is UNKNOWN with the reason, never a pass.
+func (r *Runner) promqlGate(ctx context.Context) (Gate, []health.PromQLResult) {
+	a := r.Health.Prometheus
+	if len(r.Health.PromQLChecks) == 0 {
+		return Gate{Status: StatusUnknown, Message: "no PromQL check: pass --promql-checks FILE"}, nil
+	}
+	var res []health.PromQLResult
+	if a.URL == "" {
+		for _, c := range r.Health.PromQLChecks {
+			res = append(res, health.PromQLResult{PromQLCheck: c, Unread: "no Prometheus URL: pass --prometheus-url"})
+		}
+	} else {
+		res = health.ReadPromQL(ctx, a, r.Health.PromQLChecks)
+	}
+	g := Gate{Status: StatusPass}
+	var fails, unknowns []string
+	var failCmd, unknownCmd string
+	for _, c := range res {
+		verdict, msg := health.Judge(c, nil)
+		if c.MaxRatio != nil && c.Value != nil {
+			verdict, msg = health.PromQLPass, fmt.Sprintf("%s: %s recorded as the baseline (verify: %s)", c.Name, health.FormatValue(*c.Value), c.Bound())
+		}
+		switch verdict {
+		case health.PromQLFail:
+			fails = append(fails, c.Name)
+			g.Evidence = append(g.Evidence, "FAIL "+msg)
+			if failCmd == "" {
+				failCmd = health.PromQLCommand(a, c.Expr)
+			}
+		case health.PromQLUnknown:
+			unknowns = append(unknowns, c.Name)
+			g.Evidence = append(g.Evidence, "UNKNOWN "+msg)
+			if unknownCmd == "" && a.URL != "" {
+				unknownCmd = health.PromQLCommand(a, c.Expr)
+			}
+		default:
+			g.Evidence = append(g.Evidence, "PASS "+msg)
+		}
+	}
+	switch {
+	case len(fails) > 0:
+		g.Command = failCmd
+		g.Status, g.Message = StatusFail, fmt.Sprintf("%d of %d PromQL check(s) out of bounds, first %s", len(fails), len(res), fails[0])
+	case len(unknowns) > 0:
+		g.Command = unknownCmd
+		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d of %d PromQL check(s) gave no single value, first %s", len(unknowns), len(res), unknowns[0])
+	default:
+		g.Message = fmt.Sprintf("%d PromQL check(s) within bounds or recorded as the baseline", len(res))
+	}
+	return g, res
+}
+
+// verifyPromQL judges each check read now against the baseline's value:
+// out of bounds is a FAIL naming the baseline and the value now; a check
+// that gives no single value now, or a maxRatio check without a baseline
+// value, is UNKNOWN.
+func verifyPromQL(b, n *HealthEvidence) []Regression {
+	if n.Prometheus == nil {
+		return nil
+	}
+	var base []health.PromQLResult
+	if b != nil {
+		base = b.PromQL
+	}
+	var out []Regression
+	for _, c := range n.PromQL {
+		bv := health.BaselineValue(base, c.Name)
+		verdict, msg := health.Judge(c, bv)
+		if c.MaxRatio != nil && c.Value != nil && bv == nil {
+			why := "the baseline has no such check"
+			for _, x := range base {
+				if x.Name == c.Name && x.Unread != "" {
+					why = "the baseline could not read it: " + x.Unread
+				}
+			}
+			msg = fmt.Sprintf("%s: now %s, no baseline value to compare with (%s)", c.Name, health.FormatValue(*c.Value), why)
+		}
+		switch verdict {
+		case health.PromQLFail:
+			out = append(out, Regression{Kind: RegPromQL, Object: c.Name, Message: msg, Command: health.PromQLCommand(*n.Prometheus, c.Expr)})
+		case health.PromQLUnknown:
+			out = append(out, Regression{Kind: RegPromQL, Status: StatusUnknown, Object: c.Name, Message: msg, Command: health.PromQLCommand(*n.Prometheus, c.Expr)})
+		}
+	}
+	return out
+}
