@@ -197,24 +197,27 @@ func bytesWord(b map[inference.Source]int64) string {
 func printInferencePlan(w io.Writer, rep InferencePlanReport, pf *cli.PrintFlags, c cli.Colorizer) error {
 	opts := pf.TableOptions()
 	p := rep.Plan
-	// The model's name is never cut: the step table below heads a column
-	// with it. Its namespace may be.
-	mt := cli.Table{Columns: []cli.Column{{Name: "NAMESPACE", Shrink: true, Min: 9, Elide: cli.ElideMiddle}, {Name: "MODEL"}, {Name: "REPLICAS"}, {Name: "READY"}, {Name: "ON POOL"}, {Name: "GPUS/REPLICA"},
-		{Name: "WEIGHTS"}, {Name: "PDB", Shrink: true, Min: 12}, {Name: "FLOOR"}, {Name: "SURGE"}, {Name: "FLOOR FROM", Wide: true}}}
+	// Identifiers are never cut: the namespace, the model (the step table
+	// below heads a column with it) and its PodDisruptionBudget, which a
+	// reader looks up. The budget's rule and the weights' source shorten
+	// first. READY is Ready/desired replicas, as kubectl prints a
+	// Deployment; GPUS is per replica.
+	mt := cli.Table{Columns: []cli.Column{{Name: "NAMESPACE"}, {Name: "MODEL"}, {Name: "READY"}, {Name: "ON POOL"}, {Name: "GPUS"},
+		{Name: "WEIGHTS", Shrink: true, Min: 10}, {Name: "PDB"}, {Name: "BUDGET", Shrink: true, Min: 8}, {Name: "FLOOR"}, {Name: "SURGE"}, {Name: "FLOOR FROM", Wide: true}}}
 	for _, m := range p.Models {
 		weights := "unknown"
 		if m.Weights != nil {
 			weights = inference.FormatBytes(m.Weights.Bytes) + " " + string(m.Weights.Source)
 		}
-		pdb := "-"
+		pdb, rule := "-", "-"
 		if m.PDB != "" {
-			pdb = m.PDB + " (" + m.PDBRule + ")"
+			pdb, rule = m.PDB, m.PDBRule
 		}
 		surge := "-"
 		if m.Surge > 0 {
 			surge = fmt.Sprintf("+%d", m.Surge)
 		}
-		mt.AddRow(m.Namespace, m.Name, fmt.Sprint(m.Replicas), fmt.Sprint(m.Ready), fmt.Sprint(m.OnPoolTotal()), fmt.Sprint(m.GPUsPerReplica), weights, pdb, fmt.Sprint(m.Floor), surge, m.FloorFrom)
+		mt.AddRow(m.Namespace, m.Name, fmt.Sprintf("%d/%d", m.Ready, m.Replicas), fmt.Sprint(m.OnPoolTotal()), fmt.Sprint(m.GPUsPerReplica), weights, pdb, rule, fmt.Sprint(m.Floor), surge, m.FloorFrom)
 	}
 	if len(mt.Rows) > 0 {
 		if err := mt.Print(w, opts); err != nil {
