@@ -123,12 +123,12 @@ func (r *renderer) controlPlaneBack(s Step, prev string) blocks {
 // kubeadmBack restores a kubeadm control plane.
 func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
 	r.etcdRestoreIntro(b, s, "control-plane node", r.firstCP())
-	b.add("# then on each control-plane node: restore the snapshot into a fresh data directory as this member (etcdutl of the cluster's etcd release, https://github.com/etcd-io/etcd/releases), put the manifests kubeadm replaced back over the stopped ones, and the previous packages:",
+	b.add("# then on each control-plane node: put the manifests kubeadm replaced back over the stopped ones, restore the snapshot into a fresh data directory as this member with etcdutl of the etcd release its manifest names, then the previous packages:",
 		"INITIAL='<the INITIAL printed above>'")
 	byManager(b, packageManager(r.controlPlaneOS()), func(pm string) []string {
-		lines := append(etcdRestoreLines(s),
-			`sudo cp "$(ls -d /etc/kubernetes/tmp/kubeadm-backup-manifests-* | tail -n1)"/*.yaml /etc/kubernetes/manifests-stopped/`,
-			"sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")
+		lines := append([]string{`sudo cp "$(ls -d /etc/kubernetes/tmp/kubeadm-backup-manifests-* | tail -n1)"/*.yaml /etc/kubernetes/manifests-stopped/`},
+			etcdRestoreLines(s)...)
+		lines = append(lines, "sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")
 		lines = append(lines, repoSwitch(pm, s.To, prev)...)
 		lines = append(lines, downgrade(pm, prev, "kubeadm", "kubelet", "kubectl")...)
 		return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
@@ -162,13 +162,19 @@ func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
 
 // etcdRestoreLines restore the snapshot on one member, as the member its
 // stopped etcd manifest names, into a fresh data directory put in place
-// of the old one.
+// of the old one, with etcdutl of the etcd release the manifest's image
+// tag names (kubeadm writes registry.k8s.io/etcd:<version>-<revision>),
+// downloaded for the restore: kubeadm puts none on the host.
 func etcdRestoreLines(s Step) []string {
 	manifest := "/etc/kubernetes/manifests-stopped/etcd.yaml"
-	return []string{
-		fmt.Sprintf(`sudo etcdutl snapshot restore /root/%s --data-dir /var/lib/etcd-restored --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL"`, etcdSnapshotFile(s.To), manifest, manifest),
-		"sudo mv /var/lib/etcd /var/lib/etcd-failed-" + s.To + " && sudo mv /var/lib/etcd-restored /var/lib/etcd",
+	lines := []string{
+		fmt.Sprintf(`ETCD_VER=$(sudo sed -n 's/^ *image: .*:v\{0,1\}\([0-9][0-9.]*\).*/\1/p' %s)`, manifest),
+		`ETCDUTL_DIR=$(mktemp -d)`,
 	}
+	lines = append(lines, etcdutlFetch("ETCDUTL_DIR", "")...)
+	return append(lines,
+		fmt.Sprintf(`sudo "$ETCDUTL_DIR/etcdutl" snapshot restore /root/%s --data-dir /var/lib/etcd-restored --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL"`, etcdSnapshotFile(s.To), manifest, manifest),
+		"sudo mv /var/lib/etcd /var/lib/etcd-failed-"+s.To+" && sudo mv /var/lib/etcd-restored /var/lib/etcd")
 }
 
 // Cluster API facts the control-plane rollback rests on, all at
