@@ -292,6 +292,75 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	}
 }
 
+// eksNodegroupBack is the way back of a managed node group that runs a
+// custom AMI from a launch template of the user's. EKS takes no node group
+// back in place: "You cannot roll back a node group to an earlier
+// Kubernetes version or AMI version" (UpdateNodegroupVersion,
+// https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupVersion.html,
+// and aws eks update-nodegroup-version help, aws-cli 1.45.11). The way
+// back is a node group beside it made from the launch template version in
+// use before the step, whose AMI is the previous release (create-nodegroup
+// takes the template by name or id, not both, and a version: the
+// LaunchTemplateSpecification shape; without --kubernetes-version, which
+// fails "If you specify launchTemplate, and your launch template uses a
+// custom AMI": aws eks create-nodegroup help, aws-cli 1.45.11, botocore
+// 1.43.11 data/eks/2017-11-01/service-2.json). It copies the failed group's
+// role, subnets, size, capacity type, labels and taints (describe-nodegroup's
+// Nodegroup shape, the same shapes CreateNodegroup takes: scalingConfig,
+// labels, taints), the pool moves
+// onto it, and the failed group is deleted. A node group name takes
+// letters, digits, hyphens and underscores, starting with a letter or
+// digit, at most 63 characters (CreateNodegroup nodegroupName,
+// https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html).
+func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
+	var b blocks
+	ng := r.providerPool(s.Pool, "<nodegroup-name>", labelEKSNodegroup, "alpha.eksctl.io/nodegroup-name")
+	suffix := "-v" + strings.ReplaceAll(prev, ".", "-")
+	loc := fmt.Sprintf("--region %s --cluster-name %s", sq(r.region), sq(r.cluster))
+	describe := func(query, output string) string {
+		return fmt.Sprintf(`aws eks describe-nodegroup %s --nodegroup-name "$NG" --query %s --output %s`, loc, sq(query), output)
+	}
+	// Each block names the two groups itself, so that it also runs in a
+	// shell of its own.
+	groups := []string{"NG=" + sq(ng) + "   # the failed node group",
+		fmt.Sprintf(`BACK="${NG:0:%d}%s"   # the new node group's name: letters, digits, hyphens, at most 63 characters`, 63-len(suffix), suffix)}
+	b.add(fmt.Sprintf("# EKS takes no managed node group back to an earlier AMI in place: create a node group beside it from the launch template version in use before the step (its v%s AMI; no --kubernetes-version, which fails with a custom AMI), copying the failed group's role, subnets, capacity type, size, labels and taints, then move the pool onto it and delete the failed group:", prev))
+	b.add(groups...)
+	b.add("PREV_LT_VERSION=" + sq("<version-in-use>") + "   # the launchTemplate.version describe-nodegroup printed before the step's update")
+	// The size, labels and taints go in as --cli-input-json: the CLI's
+	// JSON output prints nothing for an empty map (aws-cli 1.45.11
+	// JSONFormatter), which --labels would refuse; the object holding
+	// them is never empty.
+	b.add(chain(
+		`read -r ROLE LT_NAME CAPACITY < <(`+describe("nodegroup.[nodeRole,launchTemplate.name,capacityType]", "text")+`)`,
+		"SUBNETS=$("+describe("nodegroup.subnets", "text")+")",
+		"NGCONF=$("+describe("nodegroup.{scalingConfig: scalingConfig, labels: labels || `{}`, taints: taints || `[]`}", "json")+")",
+		fmt.Sprintf(`aws eks create-nodegroup %s --nodegroup-name "$BACK" --node-role "$ROLE" --subnets $SUBNETS --launch-template "name=$LT_NAME,version=$PREV_LT_VERSION" --capacity-type "$CAPACITY" --cli-input-json "$NGCONF" --query nodegroup.nodegroupName --output text`, loc),
+		fmt.Sprintf(`aws eks wait nodegroup-active %s --nodegroup-name "$BACK"`, loc),
+		`kubectl get nodes -l eks.amazonaws.com/nodegroup="$BACK" -o wide`)...)
+	b.cut()
+	old := `eks.amazonaws.com/nodegroup="$NG"`
+	if r.gpuPool(s.Pool) {
+		run := fmt.Sprintf(`"%s-back-%s"`, s.Pool, s.To)
+		b.add(fmt.Sprintf("# the new group's nodes validated at v%s first; then the failed group's gangs stopped at a checkpoint, all at once (the new group already has the pool's size, so no capacity is lost), and brought back on the new group (a workload that selects eks.amazonaws.com/nodegroup by the failed group's name needs the new one):", prev))
+		b.add(groups...)
+		b.add(chain(
+			fmt.Sprintf(`kubectl gpu-validate nodes -l eks.amazonaws.com/nodegroup="$BACK" --kubelet-version v%s %s`, prev, validateChecks),
+			fmt.Sprintf("kubectl gang-drain run -l %s --run-id %s --timeout %s", old, run, selfDrainTimeout),
+			"kubectl gang-drain restore "+run)...)
+	} else {
+		b.add("# the failed group's nodes drained onto the new group, one at a time (a workload that selects eks.amazonaws.com/nodegroup by the failed group's name needs the new one):")
+		b.add(groups[0])
+		b.add(fmt.Sprintf(`kubectl get nodes -l %s -o name | while read -r NODE; do kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s || exit 1; done`, old, selfDrainTimeout))
+	}
+	b.cut()
+	b.add("# then the failed group deleted:", groups[0])
+	b.add(chain(
+		fmt.Sprintf(`aws eks delete-nodegroup %s --nodegroup-name "$NG" --query nodegroup.status --output text`, loc),
+		fmt.Sprintf(`aws eks wait nodegroup-deleted %s --nodegroup-name "$NG"`, loc))...)
+	return b
+}
+
 // managedBack says how far back a managed control plane goes.
 func (r *renderer) managedBack(s Step) []string {
 	switch r.prov {
@@ -399,9 +468,7 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 			fmt.Sprintf("az aks nodepool list --resource-group %s --cluster-name %s --query '[].{name:name,version:currentOrchestratorVersion,state:provisioningState}' --output table", sq(r.resourceGroup()), sq(r.cluster)))
 	case replaceEKSNodegroup:
 		if r.pools[s.Pool].LaunchTemplateNodes > 0 {
-			ng := r.providerPool(s.Pool, "<nodegroup-name>", labelEKSNodegroup, "alpha.eksctl.io/nodegroup-name")
-			b.add("# back to the launch template version in use before the step (its AMI):",
-				fmt.Sprintf("aws eks update-nodegroup-version --region %s --cluster-name %s --nodegroup-name %s --launch-template %s", sq(r.region), sq(r.cluster), sq(ng), sq("id=<launch-template-id>,version=<version-in-use>")))
+			b.join(r.eksNodegroupBack(s, prev))
 		} else {
 			b.add("# EKS does not downgrade a managed node group's Kubernetes version: create a node group at the previous version beside it and move the workloads, then delete the failed one")
 		}
