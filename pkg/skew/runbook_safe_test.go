@@ -487,7 +487,9 @@ func isGate(call string) bool {
 
 // Gates gate: a validation is never followed, in its block, by a command
 // of its own line that would run whatever it said; gangs come back
-// (gang-drain restore) only in a chain behind gpu-validate of their nodes.
+// (gang-drain restore) only in a chain behind gpu-validate of their nodes,
+// in a step's blocks and in its rollback's, on every provider (on
+// provider-rolled pools too, where the provider's rollout ends first).
 func TestRunbookGatesGate(t *testing.T) {
 	// Karpenter and EKS Auto Mode start the new nodes only for the
 	// readmitted gangs: there is nothing to validate before the restore.
@@ -495,7 +497,7 @@ func TestRunbookGatesGate(t *testing.T) {
 	restores := 0
 	for _, v := range variants {
 		for _, s := range variantPlan(t, v).Steps {
-			for i, b := range s.Blocks {
+			for i, b := range stepBlocks(s) {
 				where := fmt.Sprintf("%s step %d (%s %s) block %d", v, s.Number, s.Phase, s.Pool, i+1)
 				f := parseBlock(t, where, b)
 				if f == nil {
