@@ -279,12 +279,14 @@ func TestRunbookCommandsPassTheRealCLIs(t *testing.T) {
 func TestRunbookProviderCommandsTakeNoPrompt(t *testing.T) {
 	mutating := regexp.MustCompile(`^(gcloud container (clusters (upgrade|update)|node-pools (complete-upgrade|create|delete|rollback))|az aks (upgrade|nodepool (upgrade|add|delete)))\b`)
 	n := 0
+	seen := map[string]bool{}
 	for _, c := range cliCalls(t, cliPlans(t)) {
 		line := strings.Join(c.argv, " ")
 		if !mutating.MatchString(line) {
 			continue
 		}
 		n++
+		seen[strings.Join(c.argv[:min(4, len(c.argv))], " ")] = true
 		want := "--quiet"
 		if c.argv[0] == "az" {
 			want = "--yes"
@@ -295,6 +297,13 @@ func TestRunbookProviderCommandsTakeNoPrompt(t *testing.T) {
 	}
 	if n < 4 {
 		t.Errorf("only %d mutating gcloud and az commands found", n)
+	}
+	// The upgrades themselves are among them: GKE's control plane and
+	// node pools, AKS's control plane and node pools.
+	for _, want := range []string{"gcloud container clusters upgrade", "az aks upgrade --resource-group", "az aks nodepool upgrade"} {
+		if !seen[want] {
+			t.Errorf("no %q in the runbooks: its prompt flag is not checked (seen %v)", want, seen)
+		}
 	}
 }
 
