@@ -307,11 +307,12 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 // 1.43.11 data/eks/2017-11-01/service-2.json). It copies the failed group's
 // role, subnets, size, capacity type, labels and taints (describe-nodegroup's
 // Nodegroup shape, the same shapes CreateNodegroup takes: scalingConfig,
-// labels, taints), the pool moves
-// onto it, and the failed group is deleted. A node group name takes
-// letters, digits, hyphens and underscores, starting with a letter or
-// digit, at most 63 characters (CreateNodegroup nodegroupName,
-// https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html).
+// labels, taints), the pool moves onto it, and the failed group is
+// deleted. "The node group name can't be
+// longer than 63 characters. It must start with letter or digit, but can
+// also include hyphens and underscores for the remaining characters"
+// (Amazon EKS User Guide, doc_source/cni-custom-network.md,
+// awsdocs/amazon-eks-user-guide 9c5afd0060c3).
 func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
 	var b blocks
 	ng := r.providerPool(s.Pool, "<nodegroup-name>", labelEKSNodegroup, "alpha.eksctl.io/nodegroup-name")
@@ -328,9 +329,9 @@ func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
 	b.add(groups...)
 	b.add("PREV_LT_VERSION=" + sq("<version-in-use>") + "   # the launchTemplate.version describe-nodegroup printed before the step's update")
 	// The size, labels and taints go in as --cli-input-json: the CLI's
-	// JSON output prints nothing for an empty map (aws-cli 1.45.11
-	// JSONFormatter), which --labels would refuse; the object holding
-	// them is never empty.
+	// JSON output prints nothing for an empty map (JSONFormatter skips a
+	// response equal to {}, awscli/formatter.py, aws-cli 1.45.11), which
+	// --labels would refuse; the object holding them is never empty.
 	b.add(chain(
 		`read -r ROLE LT_NAME CAPACITY < <(`+describe("nodegroup.[nodeRole,launchTemplate.name,capacityType]", "text")+`)`,
 		"SUBNETS=$("+describe("nodegroup.subnets", "text")+")",
