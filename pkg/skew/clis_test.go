@@ -75,6 +75,17 @@ func sample(s string) string {
 	})
 }
 
+// varSamples are the values of the runbook's variables that a CLI parses
+// as a structure, in the form the command that sets them prints: the EKS
+// node group rollback's describe-nodegroup --output json of scalingConfig,
+// labels and taints (the Nodegroup shape of botocore's
+// data/eks/2017-11-01/service-2.json), which create-nodegroup reads as
+// --cli-input-json. TestRunbookEKSNodegroupRollback runs those describe
+// calls for real.
+var varSamples = map[string]string{
+	"NGCONF": `{"scalingConfig": {"minSize": 2, "maxSize": 8, "desiredSize": 8}, "labels": {"gpufleet.dev/pool": "gpu-p5"}, "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]}`,
+}
+
 // wordValue is a shell word as the shell would pass it, with parameter
 // expansions and command substitutions (their values come at run time)
 // replaced by a sample.
@@ -91,6 +102,14 @@ func wordValue(w *syntax.Word) string {
 			for _, q := range x.Parts {
 				part(q, true)
 			}
+		case *syntax.ParamExp:
+			// A variable a CLI parses as a structure holds what the
+			// describe call that set it prints.
+			if v, ok := varSamples[x.Param.Value]; ok && !x.Excl && x.Slice == nil && x.Repl == nil && x.Exp == nil {
+				b.WriteString(v)
+				return
+			}
+			b.WriteString("sample")
 		case *syntax.CmdSubst:
 			// $(date -u +...) is a timestamp when it runs.
 			if len(x.Stmts) == 1 {
@@ -260,12 +279,14 @@ func TestRunbookCommandsPassTheRealCLIs(t *testing.T) {
 func TestRunbookProviderCommandsTakeNoPrompt(t *testing.T) {
 	mutating := regexp.MustCompile(`^(gcloud container (clusters (upgrade|update)|node-pools (complete-upgrade|create|delete|rollback))|az aks (upgrade|nodepool (upgrade|add|delete)))\b`)
 	n := 0
+	seen := map[string]bool{}
 	for _, c := range cliCalls(t, cliPlans(t)) {
 		line := strings.Join(c.argv, " ")
 		if !mutating.MatchString(line) {
 			continue
 		}
 		n++
+		seen[strings.Join(c.argv[:min(4, len(c.argv))], " ")] = true
 		want := "--quiet"
 		if c.argv[0] == "az" {
 			want = "--yes"
@@ -276,6 +297,13 @@ func TestRunbookProviderCommandsTakeNoPrompt(t *testing.T) {
 	}
 	if n < 4 {
 		t.Errorf("only %d mutating gcloud and az commands found", n)
+	}
+	// The upgrades themselves are among them: GKE's control plane and
+	// node pools, AKS's control plane and node pools.
+	for _, want := range []string{"gcloud container clusters upgrade", "az aks upgrade --resource-group", "az aks nodepool upgrade"} {
+		if !seen[want] {
+			t.Errorf("no %q in the runbooks: its prompt flag is not checked (seen %v)", want, seen)
+		}
 	}
 }
 

@@ -261,11 +261,15 @@ func (r *renderer) preflight(s Step) []string {
 	return out
 }
 
-// etcdctl runs etcdctl or etcdutl with kubeadm's etcd certificates
+// etcdctl runs etcdctl with kubeadm's etcd certificates
 // (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#snapshot-using-etcdctl-options)
-// inside the etcd static pod of node: kubeadm installs neither etcdctl
-// nor etcdutl on the host, and the registry.k8s.io/etcd image carries
-// both (kubernetes cluster/images/etcd/Dockerfile: COPY etcd* etcdctl*).
+// inside the etcd static pod of node: kubeadm installs no etcdctl on the
+// host, and the registry.k8s.io/etcd image carries etcd and etcdctl
+// (kubernetes cluster/images/etcd/Makefile installs those two from each
+// etcd release, at kubernetes/kubernetes 003187fd5a08; Dockerfile: COPY
+// etcd* etcdctl* /usr/local/bin/, at 147581efd2a5), on
+// gcr.io/distroless/static with no cat, tar or sha256sum: the snapshot
+// leaves the node over ssh, and etcdutl checks it off the node.
 func etcdctl(node, args string) string {
 	return fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key %s", sq(node), args)
 }
@@ -292,15 +296,21 @@ func sshTo(v, node, what string) string {
 	return fmt.Sprintf("%s=%s   # how ssh reaches %s (user@address where the name does not resolve); sudo there without a password", v, sq(node), what)
 }
 
-// etcd takes the snapshot of a hop, verifies it, copies it off the node
-// and checks the copy: on Cluster API the KubeadmControlPlane rollout that
-// follows replaces the control-plane machines (rolloutStrategy maxSurge
-// "Defaults to 1", api/controlplane/kubeadm/v1beta2/kubeadm_control_plane_types.go,
+// etcd takes the snapshot of a hop, copies it off the node, checks the
+// copy byte for byte against the node's file and then with etcdutl of the
+// cluster's etcd release on the operator's machine: on Cluster API the
+// KubeadmControlPlane rollout that follows replaces the control-plane
+// machines (rolloutStrategy maxSurge "Defaults to 1",
+// api/controlplane/kubeadm/v1beta2/kubeadm_control_plane_types.go,
 // kubernetes-sigs/cluster-api v1.14.0), and on kubeadm the node is the one
 // upgraded next, so a copy left on it is no backup. The snapshot leaves
-// etcd's data directory once copied.
+// etcd's data directory once copied. etcdctl has no snapshot status since
+// etcd v3.6 (etcdctl/ctlv3/command/snapshot_command.go has save alone at
+// etcd-io/etcd v3.6.0 and v3.7.1; v3.5.0 marked status "[deprecated]");
+// etcdutl snapshot status is the check (etcdutl/etcdutl/snapshot_command.go,
+// v3.7.1), and the etcd image has no etcdutl.
 func (r *renderer) etcd(s Step) []string {
-	file := fmt.Sprintf("etcd-pre-%s.db", s.To)
+	file := etcdSnapshotFile(s.To)
 	switch r.prov {
 	case ProviderK3s:
 		return r.k3sBackup("k3s", s)
@@ -316,16 +326,49 @@ func (r *renderer) etcd(s Step) []string {
 	case ProviderUnknown:
 		out = append(out, "# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates")
 	}
+	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory on the node, then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory:",
+		backupDir(), sshTo("NODE_SSH", node, node))
 	out = append(out, chain(
 		etcdctl(node, "snapshot save "+onNode),
-		fmt.Sprintf("kubectl -n kube-system exec etcd-%s -- etcdutl snapshot status %s -w table", sq(node), onNode))...)
-	out = append(out, "# copy it off the node and check the copy byte for byte, then take it out of etcd's data directory:",
-		backupDir(), sshTo("NODE_SSH", node, node))
-	return append(out, chain(
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s"`, onNode, file),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm %s`, onNode))...)
+	out = append(out, "# here: etcdutl of the release the etcd pod runs (its image tag) checks the copy; the etcd image carries no etcdutl, and etcdctl has no snapshot status since etcd v3.6:")
+	lines := []string{
+		fmt.Sprintf(`ETCD_VER=$(kubectl -n kube-system get pod etcd-%s -o jsonpath='{.spec.containers[0].image}' | sed 's/.*://; s/^v//; s/-.*//')`, sq(node)),
+		`ETCDUTL_DIR="$BACKUP_DIR/etcd-v$ETCD_VER"`,
+		`mkdir -p "$ETCDUTL_DIR"`,
+	}
+	lines = append(lines, etcdutlFetch("ETCDUTL_DIR", "")...)
+	lines = append(lines, fmt.Sprintf(`"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/%s" -w table`, file))
+	return append(out, chain(lines...)...)
 }
+
+// etcdutlFetch puts etcdutl of etcd release $ETCD_VER into the directory
+// $dirVar names (sudo before tar where it is root's) and checks the
+// binary's version. etcd
+// publishes each release as etcd-v<version>-linux-<arch>.tar.gz holding
+// etcd-v<version>-linux-<arch>/{etcd,etcdctl,etcdutl}
+// (scripts/build-binary.sh and scripts/release.sh, whose own check is
+// "etcdutl version: <version>", etcd-io/etcd v3.7.1) under
+// https://github.com/etcd-io/etcd/releases/download/v<version>/ (the URL
+// kubernetes cluster/images/etcd/Makefile fetches). Linux on amd64 or
+// arm64, as uname -m names them x86_64 and aarch64.
+func etcdutlFetch(dirVar, sudo string) []string {
+	return []string{
+		`ETCD_ARCH=$(uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')`,
+		fmt.Sprintf(`curl -fsSL "https://github.com/etcd-io/etcd/releases/download/v$ETCD_VER/etcd-v$ETCD_VER-linux-$ETCD_ARCH.tar.gz" | %star -xzf - -C "$%s" --strip-components=1 "etcd-v$ETCD_VER-linux-$ETCD_ARCH/etcdutl"`, sudo, dirVar),
+		fmt.Sprintf(`"$%s/etcdutl" version | grep -F "etcdutl version: $ETCD_VER"`, dirVar),
+	}
+}
+
+// etcdutlCheckRelease is the etcd release whose etcdutl checks a k3s or
+// RKE2 snapshot off the node, where no manifest names the embedded etcd's
+// release: snapshot status opens the file read-only with bbolt, checks its
+// integrity and hashes its buckets, reading the storage version only where
+// the file has one (v3Manager.Status, etcdutl/snapshot/v3_snapshot.go,
+// etcd-io/etcd v3.7.1), so it reads a snapshot of an older v3 member.
+const etcdutlCheckRelease = "3.7.1"
 
 // k3sBackup backs up a k3s or RKE2 datastore and its server token, without
 // which a snapshot cannot be restored, and copies both off the node:
@@ -334,19 +377,27 @@ func (r *renderer) etcd(s Step) []string {
 // an external datastore is backed up with its own tools
 // (https://docs.k3s.io/datastore/backup-restore, https://docs.k3s.io/cli/etcd-snapshot,
 // https://docs.rke2.io/datastore/backup_restore, read 2026-12-06). The
-// etcd snapshot is checked with etcdutl here: neither k3s nor RKE2 ships
-// it on the node.
+// copy of an etcd snapshot is checked against the server's file and with
+// etcdutl of etcdutlCheckRelease here: neither k3s nor RKE2 ships etcdutl
+// on the node.
 func (r *renderer) k3sBackup(dist string, s Step) []string {
 	data := "/var/lib/rancher/" + dist + "/server"
 	token := fmt.Sprintf(`ssh "$SERVER" sudo cat %s/token > "$BACKUP_DIR/%s-token-pre-%s"   # the server token: a restore needs it`, data, dist, s.To)
 	head := []string{"# here, over ssh to a server node; the backup and the server token go off the node:", sshTo("SERVER", phServer, "a server node"), backupDir()}
 	if dist == "rke2" || r.pf.EtcdNodes > 0 {
 		name := "pre-" + s.To
-		return append(append(head, "# etcdutl from an etcd release (https://github.com/etcd-io/etcd/releases) checks the copy here:"), chain(
+		lines := []string{
 			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, strings.ReplaceAll(name, ".", `\.`)),
 			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP"`, data),
+			fmt.Sprintf(`ssh "$SERVER" sudo sha256sum "%s/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP" '{print $1 "  " f}' | sha256sum -c -`, data),
 			token,
-			`etcdutl snapshot status "$BACKUP_DIR/$SNAP" -w table`)...)
+			"ETCD_VER=" + etcdutlCheckRelease,
+			`ETCDUTL_DIR="$BACKUP_DIR/etcd-v$ETCD_VER"`,
+			`mkdir -p "$ETCDUTL_DIR"`,
+		}
+		lines = append(lines, etcdutlFetch("ETCDUTL_DIR", "")...)
+		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`)
+		return append(append(head, fmt.Sprintf("# the snapshot, copied here and checked byte for byte against the server's file, then by etcdutl of etcd v%s (neither k3s nor RKE2 ships etcdutl on the node):", etcdutlCheckRelease)), chain(lines...)...)
 	}
 	if r.pf.ServerNodes > 1 {
 		return append([]string{

@@ -123,12 +123,12 @@ func (r *renderer) controlPlaneBack(s Step, prev string) blocks {
 // kubeadmBack restores a kubeadm control plane.
 func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
 	r.etcdRestoreIntro(b, s, "control-plane node", r.firstCP())
-	b.add("# then on each control-plane node: restore the snapshot into a fresh data directory as this member (etcdutl of the cluster's etcd release, https://github.com/etcd-io/etcd/releases), put the manifests kubeadm replaced back over the stopped ones, and the previous packages:",
+	b.add("# then on each control-plane node: put the manifests kubeadm replaced back over the stopped ones, restore the snapshot into a fresh data directory as this member with etcdutl of the etcd release its manifest names, then the previous packages:",
 		"INITIAL='<the INITIAL printed above>'")
 	byManager(b, packageManager(r.controlPlaneOS()), func(pm string) []string {
-		lines := append(etcdRestoreLines(s),
-			`sudo cp "$(ls -d /etc/kubernetes/tmp/kubeadm-backup-manifests-* | tail -n1)"/*.yaml /etc/kubernetes/manifests-stopped/`,
-			"sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")
+		lines := append([]string{`sudo cp "$(ls -d /etc/kubernetes/tmp/kubeadm-backup-manifests-* | tail -n1)"/*.yaml /etc/kubernetes/manifests-stopped/`},
+			etcdRestoreLines(s)...)
+		lines = append(lines, "sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")
 		lines = append(lines, repoSwitch(pm, s.To, prev)...)
 		lines = append(lines, downgrade(pm, prev, "kubeadm", "kubelet", "kubectl")...)
 		return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
@@ -162,13 +162,19 @@ func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
 
 // etcdRestoreLines restore the snapshot on one member, as the member its
 // stopped etcd manifest names, into a fresh data directory put in place
-// of the old one.
+// of the old one, with etcdutl of the etcd release the manifest's image
+// tag names (kubeadm writes registry.k8s.io/etcd:<version>-<revision>),
+// downloaded for the restore: kubeadm puts none on the host.
 func etcdRestoreLines(s Step) []string {
 	manifest := "/etc/kubernetes/manifests-stopped/etcd.yaml"
-	return []string{
-		fmt.Sprintf(`sudo etcdutl snapshot restore /root/%s --data-dir /var/lib/etcd-restored --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL"`, etcdSnapshotFile(s.To), manifest, manifest),
-		"sudo mv /var/lib/etcd /var/lib/etcd-failed-" + s.To + " && sudo mv /var/lib/etcd-restored /var/lib/etcd",
+	lines := []string{
+		fmt.Sprintf(`ETCD_VER=$(sudo sed -n 's/^ *image: .*:v\{0,1\}\([0-9][0-9.]*\).*/\1/p' %s)`, manifest),
+		`ETCDUTL_DIR=$(mktemp -d)`,
 	}
+	lines = append(lines, etcdutlFetch("ETCDUTL_DIR", "")...)
+	return append(lines,
+		fmt.Sprintf(`sudo "$ETCDUTL_DIR/etcdutl" snapshot restore /root/%s --data-dir /var/lib/etcd-restored --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL"`, etcdSnapshotFile(s.To), manifest, manifest),
+		"sudo mv /var/lib/etcd /var/lib/etcd-failed-"+s.To+" && sudo mv /var/lib/etcd-restored /var/lib/etcd")
 }
 
 // Cluster API facts the control-plane rollback rests on, all at
@@ -286,6 +292,76 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	}
 }
 
+// eksNodegroupBack is the way back of a managed node group that runs a
+// custom AMI from a launch template of the user's. EKS takes no node group
+// back in place: "You cannot roll back a node group to an earlier
+// Kubernetes version or AMI version" (UpdateNodegroupVersion,
+// https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupVersion.html,
+// and aws eks update-nodegroup-version help, aws-cli 1.45.11). The way
+// back is a node group beside it made from the launch template version in
+// use before the step, whose AMI is the previous release (create-nodegroup
+// takes the template by name or id, not both, and a version: the
+// LaunchTemplateSpecification shape; without --kubernetes-version, which
+// fails "If you specify launchTemplate, and your launch template uses a
+// custom AMI": aws eks create-nodegroup help, aws-cli 1.45.11, botocore
+// 1.43.11 data/eks/2017-11-01/service-2.json). It copies the failed group's
+// role, subnets, size, capacity type, labels and taints (describe-nodegroup's
+// Nodegroup shape, the same shapes CreateNodegroup takes: scalingConfig,
+// labels, taints), the pool moves onto it, and the failed group is
+// deleted. "The node group name can't be
+// longer than 63 characters. It must start with letter or digit, but can
+// also include hyphens and underscores for the remaining characters"
+// (Amazon EKS User Guide, doc_source/cni-custom-network.md,
+// awsdocs/amazon-eks-user-guide 9c5afd0060c3).
+func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
+	var b blocks
+	ng := r.providerPool(s.Pool, "<nodegroup-name>", labelEKSNodegroup, "alpha.eksctl.io/nodegroup-name")
+	suffix := "-v" + strings.ReplaceAll(prev, ".", "-")
+	loc := fmt.Sprintf("--region %s --cluster-name %s", sq(r.region), sq(r.cluster))
+	describe := func(query, output string) string {
+		return fmt.Sprintf(`aws eks describe-nodegroup %s --nodegroup-name "$NG" --query %s --output %s`, loc, sq(query), output)
+	}
+	// Each block names the two groups itself, so that it also runs in a
+	// shell of its own.
+	groups := []string{"NG=" + sq(ng) + "   # the failed node group",
+		fmt.Sprintf(`BACK="${NG:0:%d}%s"   # the new node group's name: letters, digits, hyphens, at most 63 characters`, 63-len(suffix), suffix)}
+	b.add(fmt.Sprintf("# EKS takes no managed node group back to an earlier AMI in place: create a node group beside it from the launch template version in use before the step (its v%s AMI; no --kubernetes-version, which fails with a custom AMI), copying the failed group's role, subnets, capacity type, size, labels and taints, then move the pool onto it and delete the failed group:", prev))
+	b.add(groups...)
+	b.add("PREV_LT_VERSION=" + sq("<version-in-use>") + "   # the launchTemplate.version describe-nodegroup printed before the step's update")
+	// The size, labels and taints go in as --cli-input-json: the CLI's
+	// JSON output prints nothing for an empty map (JSONFormatter skips a
+	// response equal to {}, awscli/formatter.py, aws-cli 1.45.11), which
+	// --labels would refuse; the object holding them is never empty.
+	b.add(chain(
+		`read -r ROLE LT_NAME CAPACITY < <(`+describe("nodegroup.[nodeRole,launchTemplate.name,capacityType]", "text")+`)`,
+		"SUBNETS=$("+describe("nodegroup.subnets", "text")+")",
+		"NGCONF=$("+describe("nodegroup.{scalingConfig: scalingConfig, labels: labels || `{}`, taints: taints || `[]`}", "json")+")",
+		fmt.Sprintf(`aws eks create-nodegroup %s --nodegroup-name "$BACK" --node-role "$ROLE" --subnets $SUBNETS --launch-template "name=$LT_NAME,version=$PREV_LT_VERSION" --capacity-type "$CAPACITY" --cli-input-json "$NGCONF" --query nodegroup.nodegroupName --output text`, loc),
+		fmt.Sprintf(`aws eks wait nodegroup-active %s --nodegroup-name "$BACK"`, loc),
+		`kubectl get nodes -l eks.amazonaws.com/nodegroup="$BACK" -o wide`)...)
+	b.cut()
+	old := `eks.amazonaws.com/nodegroup="$NG"`
+	if r.gpuPool(s.Pool) {
+		run := fmt.Sprintf(`"%s-back-%s"`, s.Pool, s.To)
+		b.add(fmt.Sprintf("# the new group's nodes validated at v%s first; then the failed group's gangs stopped at a checkpoint, all at once (the new group already has the pool's size, so no capacity is lost), and brought back on the new group (a workload that selects eks.amazonaws.com/nodegroup by the failed group's name needs the new one):", prev))
+		b.add(groups...)
+		b.add(chain(
+			fmt.Sprintf(`kubectl gpu-validate nodes -l eks.amazonaws.com/nodegroup="$BACK" --kubelet-version v%s %s`, prev, validateChecks),
+			fmt.Sprintf("kubectl gang-drain run -l %s --run-id %s --timeout %s", old, run, selfDrainTimeout),
+			"kubectl gang-drain restore "+run)...)
+	} else {
+		b.add("# the failed group's nodes drained onto the new group, one at a time (a workload that selects eks.amazonaws.com/nodegroup by the failed group's name needs the new one):")
+		b.add(groups[0])
+		b.add(fmt.Sprintf(`kubectl get nodes -l %s -o name | while read -r NODE; do kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s || exit 1; done`, old, selfDrainTimeout))
+	}
+	b.cut()
+	b.add("# then the failed group deleted:", groups[0])
+	b.add(chain(
+		fmt.Sprintf(`aws eks delete-nodegroup %s --nodegroup-name "$NG" --query nodegroup.status --output text`, loc),
+		fmt.Sprintf(`aws eks wait nodegroup-deleted %s --nodegroup-name "$NG"`, loc))...)
+	return b
+}
+
 // managedBack says how far back a managed control plane goes.
 func (r *renderer) managedBack(s Step) []string {
 	switch r.prov {
@@ -393,9 +469,7 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 			fmt.Sprintf("az aks nodepool list --resource-group %s --cluster-name %s --query '[].{name:name,version:currentOrchestratorVersion,state:provisioningState}' --output table", sq(r.resourceGroup()), sq(r.cluster)))
 	case replaceEKSNodegroup:
 		if r.pools[s.Pool].LaunchTemplateNodes > 0 {
-			ng := r.providerPool(s.Pool, "<nodegroup-name>", labelEKSNodegroup, "alpha.eksctl.io/nodegroup-name")
-			b.add("# back to the launch template version in use before the step (its AMI):",
-				fmt.Sprintf("aws eks update-nodegroup-version --region %s --cluster-name %s --nodegroup-name %s --launch-template %s", sq(r.region), sq(r.cluster), sq(ng), sq("id=<launch-template-id>,version=<version-in-use>")))
+			b.join(r.eksNodegroupBack(s, prev))
 		} else {
 			b.add("# EKS does not downgrade a managed node group's Kubernetes version: create a node group at the previous version beside it and move the workloads, then delete the failed one")
 		}

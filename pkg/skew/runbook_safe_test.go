@@ -112,22 +112,46 @@ func TestRunbookHoldsFromTheProvider(t *testing.T) {
 func r0(p Plan) *renderer { return &renderer{plan: &p} }
 
 // A backup step copies the backup off the node with a command, to a
-// directory the operator names, and checks the copy; nothing is left
-// only in /root of a machine the next step upgrades or deletes.
+// directory the operator names, checks the copy byte for byte against the
+// node's file, and then checks the copy (not the node's file) with etcdutl
+// of an etcd release downloaded to the operator's machine: etcdctl has no
+// snapshot status since etcd v3.6 and the etcd image carries no etcdutl.
+// Nothing is left only in /root of a machine the next step upgrades or
+// deletes. The order holds: the check of a copy comes after the copy.
 func TestRunbookBackupsLeaveTheNode(t *testing.T) {
+	kubeadmOrder := func(to string) []string {
+		f := "etcd-pre-" + to + ".db"
+		return []string{"exec etcd-", "-- etcdctl ", "snapshot save /var/lib/etcd/" + f + " && \\",
+			`ssh "$NODE_SSH" sudo cat /var/lib/etcd/` + f + ` > "$BACKUP_DIR/` + f + `" && \`,
+			`ssh "$NODE_SSH" sudo sha256sum /var/lib/etcd/` + f + ` | awk -v f="$BACKUP_DIR/` + f + `" '{print $1 "  " f}' | sha256sum -c - && \`,
+			`ssh "$NODE_SSH" sudo rm /var/lib/etcd/` + f,
+			`-o jsonpath='{.spec.containers[0].image}' | sed 's/.*://; s/^v//; s/-.*//') && \`,
+			`curl -fsSL "https://github.com/etcd-io/etcd/releases/download/v$ETCD_VER/etcd-v$ETCD_VER-linux-$ETCD_ARCH.tar.gz" | tar -xzf - -C "$ETCDUTL_DIR" --strip-components=1 "etcd-v$ETCD_VER-linux-$ETCD_ARCH/etcdutl" && \`,
+			`"$ETCDUTL_DIR/etcdutl" version | grep -F "etcdutl version: $ETCD_VER" && \`,
+			`"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/` + f + `" -w table`}
+	}
+	k3sOrder := func(dist string) []string {
+		data := "/var/lib/rancher/" + dist + "/server"
+		return []string{"sudo " + dist + " etcd-snapshot save --name pre-1.38 >&2", "sudo ls -t " + data + "/db/snapshots | grep -m1 '^pre-1\\.38-')",
+			`ssh "$SERVER" sudo cat "` + data + `/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP" && \`,
+			`ssh "$SERVER" sudo sha256sum "` + data + `/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP" '{print $1 "  " f}' | sha256sum -c - && \`,
+			`ssh "$SERVER" sudo cat ` + data + `/token > "$BACKUP_DIR/` + dist + `-token-pre-1.38" && \`,
+			"ETCD_VER=" + etcdutlCheckRelease + " && \\",
+			`"$ETCDUTL_DIR/etcdutl" version | grep -F "etcdutl version: $ETCD_VER" && \`,
+			`"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`}
+	}
 	for _, tc := range []struct {
 		variant string
 		wants   []string
+		order   []string // of the first hop's backup
 	}{
-		{"kubeadm-apt", []string{`ssh "$NODE_SSH" sudo cat /var/lib/etcd/etcd-pre-1.37.db > "$BACKUP_DIR/etcd-pre-1.37.db" && \`,
-			`| sha256sum -c - && \`, "etcdutl snapshot status /var/lib/etcd/etcd-pre-1.37.db -w table", "NODE_SSH=cp-0"}},
-		{"kubeadm-ha", []string{`sudo cat /var/lib/etcd/etcd-pre-1.38.db > "$BACKUP_DIR/etcd-pre-1.38.db"`, "sha256sum -c -"}},
-		{"capi", []string{`sudo cat /var/lib/etcd/etcd-pre-1.37.db > "$BACKUP_DIR/etcd-pre-1.37.db"`, "sha256sum -c -", "replaces the machines at the next step"}},
-		{"k3s-etcd", []string{"sudo k3s etcd-snapshot save --name pre-1.38", `> "$BACKUP_DIR/$SNAP" && \`, `etcdutl snapshot status "$BACKUP_DIR/$SNAP" -w table`,
-			`sudo cat /var/lib/rancher/k3s/server/token > "$BACKUP_DIR/k3s-token-pre-1.38"`}},
-		{"rke2", []string{"sudo rke2 etcd-snapshot save --name pre-1.38", "/var/lib/rancher/rke2/server/db/snapshots", `etcdutl snapshot status "$BACKUP_DIR/$SNAP"`,
-			`sudo cat /var/lib/rancher/rke2/server/token > "$BACKUP_DIR/rke2-token-pre-1.38"`}},
-		{"k3s-sqlite", []string{`sudo tar -C /var/lib/rancher/k3s/server -czf - db token > "$BACKUP_DIR/k3s-server-db-pre-1.38.tgz" && \`, "grep -qx db/state.db"}},
+		{"kubeadm-apt", []string{"NODE_SSH=cp-0", "kubectl -n kube-system get pod etcd-cp-0 -o jsonpath"}, kubeadmOrder("1.37")},
+		{"kubeadm-rpm", nil, kubeadmOrder("1.38")},
+		{"kubeadm-ha", nil, kubeadmOrder("1.38")},
+		{"capi", []string{"replaces the machines at the next step"}, kubeadmOrder("1.37")},
+		{"k3s-etcd", nil, k3sOrder("k3s")},
+		{"rke2", []string{"/var/lib/rancher/rke2/server/db/snapshots"}, k3sOrder("rke2")},
+		{"k3s-sqlite", []string{`sudo tar -C /var/lib/rancher/k3s/server -czf - db token > "$BACKUP_DIR/k3s-server-db-pre-1.38.tgz" && \`, "grep -qx db/state.db"}, nil},
 	} {
 		t.Run(tc.variant, func(t *testing.T) {
 			p := variantPlan(t, tc.variant)
@@ -141,8 +165,18 @@ func TestRunbookBackupsLeaveTheNode(t *testing.T) {
 				wantIn(t, "backup", c, "BACKUP_DIR='<backup-dir>'")
 				if s.To == stepOf(t, p, PhaseEtcd, "").To {
 					wantIn(t, "backup", c, tc.wants...)
+					at := -1
+					for _, w := range tc.order {
+						i := strings.Index(c[at+1:], w)
+						if i < 0 {
+							t.Fatalf("backup lacks, or out of order, %q:\n%s", w, c)
+						}
+						at += 1 + i
+					}
 				}
-				wantNotIn(t, "backup", c, "/root/", "sudo mv ", "sudo cp ")
+				// Nothing checked on the node or in the etcd pod with a tool
+				// that is not there; nothing parked in /root.
+				wantNotIn(t, "backup", c, "/root/", "sudo mv ", "sudo cp ", "-- etcdutl", "etcdctl snapshot status", "sudo etcdutl", "sudo etcdctl")
 			}
 			if n == 0 {
 				t.Fatalf("no backup step in %q", phases(p))
@@ -453,7 +487,9 @@ func isGate(call string) bool {
 
 // Gates gate: a validation is never followed, in its block, by a command
 // of its own line that would run whatever it said; gangs come back
-// (gang-drain restore) only in a chain behind gpu-validate of their nodes.
+// (gang-drain restore) only in a chain behind gpu-validate of their nodes,
+// in a step's blocks and in its rollback's, on every provider (on
+// provider-rolled pools too, where the provider's rollout ends first).
 func TestRunbookGatesGate(t *testing.T) {
 	// Karpenter and EKS Auto Mode start the new nodes only for the
 	// readmitted gangs: there is nothing to validate before the restore.
@@ -461,7 +497,7 @@ func TestRunbookGatesGate(t *testing.T) {
 	restores := 0
 	for _, v := range variants {
 		for _, s := range variantPlan(t, v).Steps {
-			for i, b := range s.Blocks {
+			for i, b := range stepBlocks(s) {
 				where := fmt.Sprintf("%s step %d (%s %s) block %d", v, s.Number, s.Phase, s.Pool, i+1)
 				f := parseBlock(t, where, b)
 				if f == nil {

@@ -269,8 +269,9 @@ func TestRunbookKubeadmFacts(t *testing.T) {
 	wantIn(t, "pre-flight", cmds(stepOf(t, apt, PhasePreflight, "")), "https://dl.k8s.io/release/stable-1.37.txt")
 	wantNotIn(t, "pre-flight", cmds(stepOf(t, apt, PhasePreflight, "")), "kubeadm upgrade plan")
 	wantIn(t, "etcd", cmds(stepOf(t, apt, PhaseEtcd, "")), "kubectl -n kube-system exec etcd-cp-0 -- etcdctl --endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/etcd/server.crt --key=/etc/kubernetes/pki/etcd/server.key snapshot save",
-		"etcdutl snapshot status")
-	wantNotIn(t, "etcd", cmds(stepOf(t, apt, PhaseEtcd, "")), "sudo etcdctl", "sudo etcdutl")
+		`"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/etcd-pre-1.37.db" -w table`)
+	// Neither etcdutl nor etcdctl snapshot status runs in the etcd pod or on the node.
+	wantNotIn(t, "etcd", cmds(stepOf(t, apt, PhaseEtcd, "")), "sudo etcdctl", "sudo etcdutl", "-- etcdutl", "etcdctl snapshot status")
 
 	rpm := variantPlan(t, "kubeadm-rpm")
 	all := strings.Join(allCommandsOf(rpm), "\n")
