@@ -36,7 +36,8 @@ type Block struct {
 	Intro []string
 	// StartHost is where the block's first lines are pasted when that is
 	// a node: the prose's "on HOST:" before it, or the host a block
-	// before it ended on ("# on the node:" as its last line).
+	// before it ended on (its last lines pasted there, or "# on the
+	// node:" as its last line).
 	StartHost string
 }
 
@@ -67,7 +68,7 @@ func startHosts(st *Step) {
 			alt = b.StartHost
 		}
 		segs := b.Segments()
-		if n := len(segs); n > 0 && segs[n-1].Host != "" && len(segs[n-1].Lines) == 0 {
+		if n := len(segs); n > 0 && segs[n-1].Host != "" {
 			carried = segs[n-1].Host
 		} else if b.Condition() == "" {
 			carried = ""

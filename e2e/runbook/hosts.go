@@ -53,6 +53,14 @@ func (h *Hosts) Nodes(host, pool string, env map[string]string) ([]*Node, error)
 		names = []string{env["NODE"]}
 	case host == "each node of $NODES":
 		names = strings.Fields(env["NODES"])
+	case host == "each control-plane node":
+		for _, p := range w.Pools {
+			if p.ControlPlane {
+				for _, n := range p.Nodes {
+					names = append(names, n.Name)
+				}
+			}
+		}
 	case strings.HasPrefix(host, "each node of the unit"):
 		p := w.Pool(pool)
 		if p == nil {

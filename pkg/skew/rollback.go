@@ -123,7 +123,7 @@ func (r *renderer) controlPlaneBack(s Step, prev string) blocks {
 // kubeadmBack restores a kubeadm control plane.
 func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
 	r.etcdRestoreIntro(b, s, "control-plane node", r.firstCP())
-	b.add("# then on each control-plane node: put the manifests kubeadm replaced back over the stopped ones, restore the snapshot into a fresh data directory as this member with etcdutl of the etcd release its manifest names, then the previous packages:",
+	b.add("# on each control-plane node, once every one has stopped its static pods: put the manifests kubeadm replaced back over the stopped ones, restore the snapshot into a fresh data directory as this member with etcdutl of the etcd release its manifest names, then the previous packages:",
 		"INITIAL='<the INITIAL printed above>'")
 	byManager(b, packageManager(r.controlPlaneOS()), func(pm string) []string {
 		lines := append([]string{`sudo cp "$(ls -d /etc/kubernetes/tmp/kubeadm-backup-manifests-* | tail -n1)"/*.yaml /etc/kubernetes/manifests-stopped/`},
