@@ -105,7 +105,7 @@ core() {
 		"-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION"
 	# KWOK's Stage objects ship in the module; copy them next to the binary.
 	local src
-	src=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+	src=$(moddir kwok sigs.k8s.io/kwok)
 	if [[ ! -d $cache/kwok-$KWOK_VERSION/stage ]]; then
 		cp -r "$src/kustomize/stage" "$cache/kwok-$KWOK_VERSION/stage.tmp"
 		chmod -R u+w "$cache/kwok-$KWOK_VERSION/stage.tmp"
@@ -119,9 +119,23 @@ kubeadmcheck() {
 	build kube "$cache/kubernetes-$KUBE_VERSION/kubeadmcheck" ./kubeadmcheck
 }
 
+# moddir TOOLS_MODULE MODULE: the directory of MODULE (at the version the
+# tools module TOOLS_MODULE pins) in the module cache, downloaded first:
+# `go list -m -f {{.Dir}}` prints an empty Dir for a module not yet in the
+# cache, which a fresh machine's cache is until a build fetched it.
+moddir() {
+	local dir
+	dir=$(cd "$here/$1" && go mod download -json "$2" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	if [[ -z $dir || ! -d $dir ]]; then
+		echo "build.sh: go mod download $2 (e2e/tools/$1) gave no directory" >&2
+		return 1
+	fi
+	echo "$dir"
+}
+
 crds() { # crds MODULE_DIR MODULE PATH DEST
 	local src
-	src=$(cd "$here/$1" && go list -m -f '{{.Dir}}' "$2")
+	src=$(moddir "$1" "$2")
 	if [[ ! -d $4 ]]; then
 		mkdir -p "$4.tmp" && cp -r "$src/$3/." "$4.tmp/" && chmod -R u+w "$4.tmp" && mv "$4.tmp" "$4"
 	fi
@@ -177,7 +191,7 @@ alertmanager() {
 	local src=$cache/alertmanager-$ALERTMANAGER_VERSION/src scratch
 	if [[ ! -f $src/go.mod ]]; then
 		local mod
-		mod=$(cd "$here/prometheus" && go list -m -f '{{.Dir}}' github.com/prometheus/alertmanager)
+		mod=$(moddir prometheus github.com/prometheus/alertmanager)
 		mkdir -p "$(dirname "$src")"
 		rm -rf "$src.tmp"
 		cp -r "$mod" "$src.tmp"
@@ -223,7 +237,7 @@ argo() {
 # Cluster and MachineDeployment to a local control plane.
 capi() {
 	local src
-	src=$(cd "$here/capi" && go mod download -json sigs.k8s.io/cluster-api | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	src=$(moddir capi sigs.k8s.io/cluster-api)
 	local d=$cache/capi-$CAPI_VERSION/crds
 	if [[ ! -d $d ]]; then
 		mkdir -p "$d.tmp" && cp "$src"/core/config/crd/bases/cluster.x-k8s.io_*.yaml "$d.tmp/" && chmod -R u+w "$d.tmp" && mv "$d.tmp" "$d"
