@@ -125,7 +125,13 @@ func TestWaitGoneWatchesPods(t *testing.T) {
 		d := newDrainer(c, Options{StopTimeout: 5 * time.Second}, ev)
 		g := podGroupGang(c, t)
 		go func() {
+			// The pods go after 300 ms; where the drain cannot watch, only
+			// once it has listed 20 times, so that a loaded machine's
+			// slower polls still show a list each interval.
 			time.Sleep(300 * time.Millisecond)
+			for deadline := time.Now().Add(4 * time.Second); forbid && count(c.kube.Actions(), "list", "pods") < 20 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			for _, p := range g.Pods {
 				_ = c.kube.Tracker().Delete(podsGVR, "ml", p.Name)
 			}
