@@ -82,7 +82,7 @@ func verdictWord(v crdmigrate.Verdict) string {
 
 func list(s []string) string {
 	if len(s) == 0 {
-		return "<none>"
+		return cli.EmptyCell
 	}
 	return strings.Join(s, ",")
 }
