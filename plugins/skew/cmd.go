@@ -6,6 +6,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl skew`: a 30s
@@ -77,6 +78,8 @@ func newCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *co
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl skew"},
 		RunE:        cli.RunE(cg, o),
 	}
+	// The check's words, and ERROR for a context --contexts could not read.
+	cli.SetStatusWords(cmd, append(pkgskew.Words, cli.StatusError)...)
 	o.AddFlags(cmd)
 	cmd.AddCommand(newPlanCmd(cg, streams, d))
 	cmd.AddCommand(newPreflightCmd(cg, streams, d), newVerifyCmd(cg, streams, d), newCompatCmd(cg, streams, d), newCalendarCmd(cg, streams))
