@@ -27,16 +27,16 @@ var long = templates.LongDesc(`
 	planes), every kubelet grouped by node pool, kube-proxy and CoreDNS from
 	their workloads' images, other known addons, and the kubectl on PATH.
 
-	Each rule of the policy gives one row: OK, EDGE (inside the policy but
-	exactly at its limit, so the next control-plane upgrade is blocked),
-	VIOLATION, UNKNOWN, or INFO for inventory-only rows. The support window
+	Each rule of the policy gives one row: OK, WARN (at the edge: inside the
+	policy but exactly at its limit, so the next control-plane upgrade is
+	blocked), FAIL (a violation), UNKNOWN, or INFO for inventory-only rows. The support window
 	of the control plane's minor is printed in a table of its own: the
 	provider's (EKS, AKS standard and extended support) where the embedded
 	provider calendar has the minor (--provider-calendar overrides it), else
 	the upstream end of life from the embedded release calendar (--calendar
 	overrides it); "kubectl skew calendar" prints both. Extended support is
-	EDGE, past the window's end VIOLATION. Violations exit 1; --fail-on=warning
-	also counts EDGE and UNKNOWN. The summary line names every finding that
+	WARN, past the window's end FAIL. Violations exit 1; --fail-on=warning
+	also counts WARN and UNKNOWN. The summary line names every finding that
 	decides the exit code: skew violations, the support window and the fleet
 	policy.
 
