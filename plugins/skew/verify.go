@@ -273,6 +273,10 @@ func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) err
 	if rep.Summary.Warnings > 0 {
 		warn = "; " + cli.Plural(rep.Summary.Warnings, "warning")
 	}
+	if len(rep.Items) > 0 {
+		// A blank line ends the table, as under every other table.
+		fmt.Fprintln(w)
+	}
 	_, err := fmt.Fprintf(w, "%s against the baseline of %s%s\n", cli.Plural(rep.Summary.Regressions, "regression"), rep.Baseline, warn)
 	return err
 }
