@@ -178,11 +178,11 @@ func TestDeprecationsCallerThroughMetricAuditAndManagedFields(t *testing.T) {
 	// The table names the caller too: -o wide whole, the default table
 	// within 120 columns (the caller shortened with the mark when long).
 	res, _ = run(t, "--kubeconfig", cp.Kubeconfig, "--source", "audit", "--audit-log", cp.AuditLogPath, "--color", "never", "-o", "wide")
-	if res.ExitCode != 1 || !strings.Contains(res.Stdout, agent) || !strings.Contains(res.Stdout, "REMOVED") {
+	if res.ExitCode != 1 || !strings.Contains(res.Stdout, agent) || !strings.Contains(res.Stdout, "FAIL") {
 		t.Errorf("wide table output:\n%s", res)
 	}
 	res, _ = run(t, "--kubeconfig", cp.Kubeconfig, "--source", "audit", "--audit-log", cp.AuditLogPath, "--color", "never")
-	if res.ExitCode != 1 || !strings.Contains(res.Stdout, "WHO") || !strings.Contains(res.Stdout, "REMOVED") {
+	if res.ExitCode != 1 || !strings.Contains(res.Stdout, "WHO") || !strings.Contains(res.Stdout, "FAIL") {
 		t.Errorf("table output:\n%s", res)
 	}
 	for _, l := range strings.Split(strings.SplitN(res.Stdout, "\n\n", 2)[0], "\n") {

@@ -118,7 +118,7 @@ func TestPDBBlockersUsage(t *testing.T) {
 		err  string
 	}{
 		{[]string{"no-such-node-pdbb"}, 2, "node(s) not found: no-such-node-pdbb"},
-		{[]string{}, 2, "name the nodes to check"},
+		{[]string{}, 2, "no nodes given"},
 		{[]string{"--all-nodes", "-o", "xml"}, 2, "unknown output format"},
 		{[]string{"--all-nodes", "--context", "nope"}, 2, "error:"},
 	} {

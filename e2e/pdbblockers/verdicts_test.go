@@ -250,7 +250,7 @@ func TestPDBBlockersVerdictsMatchEvictions(t *testing.T) {
 
 	// The table names each blocker with its fix.
 	tab := plugintest.Run(t, bin, "--kubeconfig", e.cp.Kubeconfig, node, "--color", "never")
-	for _, s := range []string{"NEVER", "LATER", "kubectl delete pdb", "unhealthyPodEvictionPolicy", "Drain in progress on " + node} {
+	for _, s := range []string{"BLOCKED", "WAIT", "kubectl delete pdb", "unhealthyPodEvictionPolicy", "Drain in progress on " + node} {
 		if !strings.Contains(tab.Stdout+tab.Stderr, s) {
 			t.Errorf("table output lacks %q\n%s", s, tab)
 		}

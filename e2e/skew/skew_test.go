@@ -236,7 +236,7 @@ func TestSkewCheckLive(t *testing.T) {
 	// Table, quiet and --fail-on.
 	tbl := skew(t, cp, "--color", "never")
 	t.Logf("kubectl skew:\n%s", tbl.Stdout)
-	if tbl.ExitCode != 1 || !strings.Contains(tbl.Stdout, "pool skew-133") || !strings.Contains(tbl.Stdout, "VIOLATION") ||
+	if tbl.ExitCode != 1 || !strings.Contains(tbl.Stdout, "pool skew-133") || !strings.Contains(tbl.Stdout, "FAIL") ||
 		!strings.Contains(tbl.Stdout, "max skew 4 minors") {
 		t.Errorf("table:\n%s", tbl)
 	}

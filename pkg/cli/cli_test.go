@@ -145,7 +145,7 @@ func TestTablePrint(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = "gpu-1           OK     8/8\n" +
-		"gpu-long-name   \x1b[31mFAIL\x1b[0m   <none>\n"
+		"gpu-long-name   \x1b[31mFAIL\x1b[0m   -\n"
 	if diff := cmp.Diff(want, b.String()); diff != "" {
 		t.Errorf("wide table (-want +got):\n%s", diff)
 	}

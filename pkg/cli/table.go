@@ -170,7 +170,7 @@ func (t *Table) cells(idx []int, opts TableOptions) ([][]string, []int) {
 				l[j] = strings.ReplaceAll(r[i], "\n", " ")
 			}
 			if l[j] == "" {
-				l[j] = "<none>"
+				l[j] = EmptyCell
 			}
 		}
 		lines = append(lines, l)

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Outcome says whether an eviction succeeds now, later (after waiting for
@@ -36,6 +38,27 @@ const (
 	// the PodDisruptionBudgets of the pod's namespace could not be read).
 	OutcomeUnknown Outcome = "Unknown"
 )
+
+// Status is the outcome's word in a table's STATUS column: OK (evicts
+// now), WAIT (later), BLOCKED (never, until someone acts), UNKNOWN, and
+// SKIP for a pod a drain leaves alone. JSON keeps the Outcome itself.
+func (o Outcome) Status() cli.Status {
+	switch o {
+	case OutcomeNow:
+		return cli.StatusOK
+	case OutcomeIgnored:
+		return cli.StatusSkip
+	case OutcomeLater:
+		return cli.StatusWait
+	case OutcomeNever:
+		return cli.StatusBlocked
+	}
+	return cli.StatusUnknown
+}
+
+// OutcomeStatuses are the status words Status returns, for a command's
+// legend.
+var OutcomeStatuses = []cli.Status{cli.StatusOK, cli.StatusSkip, cli.StatusWait, cli.StatusUnknown, cli.StatusBlocked}
 
 func (o Outcome) rank() int {
 	switch o {

@@ -1,6 +1,10 @@
 package gpucheck
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+)
 
 // Level grades a finding.
 type Level string
@@ -39,6 +43,19 @@ const (
 	StatusWarn Status = "WARN"
 	StatusFail Status = "FAIL"
 )
+
+// Word is the status's word in a table's STATUS column: OK for PASS, so
+// that every plugin's tables say OK for a clean check. JSON keeps the
+// Status itself.
+func (s Status) Word() cli.Status {
+	if s == StatusPass {
+		return cli.StatusOK
+	}
+	return cli.Status(s)
+}
+
+// Words are the status words Word returns, for a command's legend.
+var Words = []cli.Status{cli.StatusOK, cli.StatusWarn, cli.StatusFail}
 
 // StatusOf is FAIL when any finding fails, WARN when any warns, else PASS.
 func StatusOf(fs []Finding) Status {

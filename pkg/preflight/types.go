@@ -3,6 +3,7 @@ package preflight
 import (
 	"time"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -16,6 +17,18 @@ const (
 	StatusUnknown Status = "UNKNOWN"
 	StatusFail    Status = "FAIL"
 )
+
+// Word is the status's word in a table's STATUS column: OK for PASS, as
+// in every plugin's tables. JSON keeps the Status itself.
+func (s Status) Word() string {
+	if s == StatusPass {
+		return cli.StatusOK.String()
+	}
+	return string(s)
+}
+
+// Words are the status words Word returns, for a command's legend.
+var Words = []cli.Status{cli.StatusOK, cli.StatusWarn, cli.StatusUnknown, cli.StatusFail}
 
 // Rank orders statuses, worst highest.
 func (s Status) Rank() int {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Status is the verdict of one finding.
@@ -39,8 +41,24 @@ func (s Status) Rank() int {
 	return 0
 }
 
-// Word is the upper-case status word for tables.
-func (s Status) Word() string { return strings.ToUpper(string(s)) }
+// Word is the status's word in a table's STATUS column (pkg/cli's closed
+// set): edge is WARN and violation FAIL. JSON keeps the Status itself.
+func (s Status) Word() string {
+	switch s {
+	case StatusOK:
+		return cli.StatusOK.String()
+	case StatusInfo:
+		return cli.StatusInfo.String()
+	case StatusEdge:
+		return cli.StatusWarn.String()
+	case StatusViolation:
+		return cli.StatusFail.String()
+	}
+	return cli.StatusUnknown.String()
+}
+
+// Words are the status words Word returns, for a command's legend.
+var Words = []cli.Status{cli.StatusOK, cli.StatusInfo, cli.StatusWarn, cli.StatusUnknown, cli.StatusFail}
 
 // Rule identifiers, one per rule of the version-skew policy.
 const (

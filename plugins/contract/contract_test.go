@@ -3,6 +3,9 @@
 package contract
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -43,7 +46,43 @@ func TestBadInput(t *testing.T) {
 			return crdmigrate.NewCmd(cli.NewClientGetter(s, crdmigrate.ConfigOptions), s)
 		}},
 	} {
-		t.Run(p.name, func(t *testing.T) { contracttest.Run(t, p.root, want, base) })
+		t.Run(p.name, func(t *testing.T) {
+			contracttest.Run(t, p.root, want, base)
+			contracttest.CheckHelpLegend(t, p.root)
+		})
+	}
+}
+
+// TestTableVocabulary holds every table the plugins' goldens record (the
+// output of each command's tables, default, wide and coloured) to the
+// suite's vocabulary: the status column is STATUS, its words are pkg/cli's
+// closed set, an empty cell is -.
+func TestTableVocabulary(t *testing.T) {
+	files, err := filepath.Glob("../*/testdata/*.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, err := filepath.Glob("../../pkg/fleetrun/testdata/*.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, more...)
+	tables := 0
+	for _, f := range files {
+		if !strings.Contains(f, ".table.") && !strings.Contains(f, ".wide.") && !strings.Contains(f, ".color.") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		contracttest.CheckTables(t, f, string(b))
+		tables++
+	}
+	// Every plugin's tables are recorded: a glob that stopped matching
+	// would check nothing.
+	if tables < 40 {
+		t.Errorf("only %d table goldens found", tables)
 	}
 }
 

@@ -40,11 +40,12 @@ var statusLong = templates.LongDesc(`
 	objects (paged metadata lists), the conversion strategy and the health
 	of its conversion webhook and of the validating and mutating webhooks
 	that an update of its objects goes through (ready endpoints behind their
-	Services), with a verdict: OK (nothing to do), MIGRATE (storedVersions
-	lists an old version) or BLOCKED (a webhook the migration needs is down).
+	Services), with a status: OK (nothing to do), WARN (storedVersions lists
+	an old version: a migration is needed) or BLOCKED (a webhook the
+	migration needs is down).
 
 	The exit code is 1 when a CRD is at or above --fail-on: warning (the
-	default) counts MIGRATE and BLOCKED, blocking only BLOCKED.`)
+	default) counts WARN and BLOCKED, blocking only BLOCKED.`)
 
 var statusExample = templates.Examples(`
   # Every CRD
@@ -121,6 +122,7 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 			return runStatus(cg, rootStatus, cmd, args)
 		},
 	}
+	cli.SetStatusWords(cmd, statusWords...)
 	rootStatus.AddFlags(cmd)
 	cmd.AddCommand(newStatusCmd(cg, streams), newRunCmd(cg, streams))
 	cli.BindFlags(cg, cmd)
@@ -152,6 +154,7 @@ func newStatusCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobr
 			return runStatus(cg, o, cmd, args)
 		},
 	}
+	cli.SetStatusWords(cmd, statusWords...)
 	o.AddFlags(cmd)
 	return cmd
 }
@@ -167,6 +170,8 @@ func newRunCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.C
 		ValidArgsFunction: completeCRDs(cg),
 		RunE:              cli.RunE(cg, o),
 	}
+	// The run's words, and the dry run's (the status words).
+	cli.SetStatusWords(cmd, cli.StatusOK, cli.StatusDone, cli.StatusWarn, cli.StatusBlocked, cli.StatusFail, cli.StatusError)
 	o.AddFlags(cmd)
 	return cmd
 }

@@ -307,8 +307,8 @@ func TestRun_StopsOnObjectExit4(t *testing.T) {
 	if code != cli.ExitIncomplete || !strings.Contains(errOut, "rewriting queues.example.dev ml/q-1 stopped the migration") {
 		t.Errorf("exit %d\nstderr %s", code, errOut)
 	}
-	if !strings.Contains(out, "INCOMPLETE") {
-		t.Errorf("table does not say INCOMPLETE:\n%s", out)
+	if !strings.Contains(out, "ERROR") {
+		t.Errorf("table does not say ERROR:\n%s", out)
 	}
 	got, _ := cg.ExtClient.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), "queues.example.dev", metav1.GetOptions{})
 	if !slices.Equal(got.Status.StoredVersions, []string{"v1beta1", "v1"}) {

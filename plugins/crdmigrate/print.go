@@ -64,25 +64,30 @@ func (rep *StatusReport) summaryLine() string {
 	if s.CRDs == 0 {
 		return "No CustomResourceDefinitions found."
 	}
-	return fmt.Sprintf("%d CRD(s): %d OK, %d need a migration (MIGRATE), %d blocked by a webhook (BLOCKED).", s.CRDs, s.UpToDate, s.MigrationNeeded, s.Blocked)
+	return fmt.Sprintf("%d CRD(s): %d OK, %d need a migration (WARN), %d blocked by a webhook (BLOCKED).", s.CRDs, s.UpToDate, s.MigrationNeeded, s.Blocked)
 }
 
-// verdictWord is the table word for a verdict.
-func verdictWord(v crdmigrate.Verdict) string {
+// statusWords are the words of the status tables (status and run
+// --dry-run).
+var statusWords = []cli.Status{cli.StatusOK, cli.StatusWarn, cli.StatusBlocked}
+
+// verdictWord is the status word for a verdict: WARN for a CRD that needs
+// a migration. JSON keeps the Verdict.
+func verdictWord(v crdmigrate.Verdict) cli.Status {
 	switch v {
 	case crdmigrate.VerdictUpToDate:
-		return "OK"
+		return cli.StatusOK
 	case crdmigrate.VerdictMigrationNeeded:
-		return "MIGRATE"
+		return cli.StatusWarn
 	case crdmigrate.VerdictBlocked:
-		return "BLOCKED"
+		return cli.StatusBlocked
 	}
-	return string(v)
+	return cli.StatusUnknown
 }
 
 func list(s []string) string {
 	if len(s) == 0 {
-		return "<none>"
+		return cli.EmptyCell
 	}
 	return strings.Join(s, ",")
 }
@@ -132,12 +137,12 @@ func statusTable(items []crdmigrate.CRDStatus, c cli.Colorizer) *cli.Table {
 	t := &cli.Table{Columns: []cli.Column{
 		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "STORAGE"},
 		{Name: "STORED", Shrink: true, Min: 10}, {Name: "SERVED", Wide: true}, {Name: "DEPRECATED", Wide: true},
-		{Name: "OBJECTS"}, {Name: "CONVERSION"}, {Name: "WEBHOOKS"}, {Name: "VERDICT"}, {Name: "REASON", Shrink: true, Min: 24},
+		{Name: "OBJECTS"}, {Name: "CONVERSION"}, {Name: "WEBHOOKS"}, {Name: cli.StatusColumn}, {Name: "REASON", Shrink: true, Min: 24},
 	}}
 	for _, st := range items {
 		reason := strings.Join(reasonsFirstCause(st.Reasons), "; ")
 		t.AddRow(st.Name, st.StorageVersion, list(st.StoredVersions), list(st.ServedVersions), list(st.DeprecatedVersions),
-			objectsCell(st.Objects), conversionCell(st, c), webhooksCell(st, c), c.Status(verdictWord(st.Verdict)), orDash(reason))
+			objectsCell(st.Objects), conversionCell(st, c), webhooksCell(st, c), c.Status(verdictWord(st.Verdict).String()), orDash(reason))
 	}
 	return t
 }
@@ -238,16 +243,19 @@ func newRunReport(md cli.Metadata, items []RunItem) *RunReport {
 	return rep
 }
 
-func outcomeWord(o string) string {
+// outcomeWord is the status word for a run's outcome: DONE (migrated),
+// OK (nothing to do), FAIL (refused by a preflight or storedVersions
+// check) and ERROR (stopped part way). JSON keeps the outcome.
+func outcomeWord(o string) cli.Status {
 	switch o {
 	case OutcomeMigrated:
-		return "DONE"
+		return cli.StatusDone
 	case OutcomeNothingToDo:
-		return "NONE"
+		return cli.StatusOK
 	case OutcomeFailed:
-		return "FAIL"
+		return cli.StatusFail
 	}
-	return "INCOMPLETE"
+	return cli.StatusError
 }
 
 func (o *RunOptions) printRun(rep *RunReport) error {
@@ -264,7 +272,7 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 	t := &cli.Table{Columns: []cli.Column{
 		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "METHOD"}, {Name: "STORAGE"}, {Name: "OBJECTS"},
 		{Name: "REWRITTEN"}, {Name: "UNCHANGED"}, {Name: "CONFLICTS", Wide: true}, {Name: "GONE", Wide: true}, {Name: "RUN", Wide: true},
-		{Name: "STORED", Shrink: true, Min: 16}, {Name: "DURATION"}, {Name: "RESULT"},
+		{Name: "STORED", Shrink: true, Min: 16}, {Name: "DURATION"}, {Name: cli.StatusColumn},
 	}}
 	for _, it := range rep.Items {
 		stored := list(it.StoredVersionsBefore)
@@ -277,7 +285,7 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 		}
 		t.AddRow(it.CRD, it.Method, it.StorageVersion, strconv.FormatInt(it.Processed, 10), strconv.FormatInt(it.Rewritten, 10),
 			strconv.FormatInt(it.Unchanged, 10), strconv.FormatInt(it.Conflicts, 10), strconv.FormatInt(it.Gone, 10), orDash(run),
-			stored, (time.Duration(it.Seconds * float64(time.Second))).Round(100*time.Millisecond).String(), c.Status(outcomeWord(it.Outcome)))
+			stored, (time.Duration(it.Seconds * float64(time.Second))).Round(100*time.Millisecond).String(), c.Status(outcomeWord(it.Outcome).String()))
 	}
 	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 		return err
@@ -308,7 +316,7 @@ func (o *RunOptions) printPlan(rep *PlanReport) error {
 	t := &cli.Table{Columns: []cli.Column{
 		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "STORAGE"}, {Name: "STORED", Shrink: true, Min: 10},
 		{Name: "OBJECTS"}, {Name: "REQUESTS"}, {Name: "ESTIMATE"},
-		{Name: "METHOD", Wide: true}, {Name: "PROBE", Wide: true}, {Name: "VERDICT"}, {Name: "PROBLEMS", Shrink: true, Min: 24},
+		{Name: "METHOD", Wide: true}, {Name: "PROBE", Wide: true}, {Name: cli.StatusColumn}, {Name: "PROBLEMS", Shrink: true, Min: 24},
 	}}
 	for _, it := range rep.Items {
 		req, est := "-", "-"
@@ -316,15 +324,15 @@ func (o *RunOptions) printPlan(rep *PlanReport) error {
 			req = strconv.FormatInt(it.Estimate.Requests, 10)
 			est = it.Estimate.Duration().Round(100 * time.Millisecond).String()
 		}
-		v := "OK"
+		v := cli.StatusOK
 		switch {
 		case len(it.Problems) > 0:
-			v = "BLOCKED"
+			v = cli.StatusBlocked
 		case it.NeedsMigration:
-			v = "MIGRATE"
+			v = cli.StatusWarn
 		}
 		t.AddRow(it.CRD, it.StorageVersion, list(it.StoredVersions), objectsCell(it.Objects), req, est, it.Method, orDash(it.Probe),
-			c.Status(v), orDash(strings.Join(it.Problems, "; ")))
+			c.Status(v.String()), orDash(strings.Join(it.Problems, "; ")))
 	}
 	if err := t.Print(o.Out, o.Print.TableOptions()); err != nil {
 		return err

@@ -80,6 +80,7 @@ func NewCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.Comm
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl deprecations"},
 		RunE:        cli.RunE(cg, o),
 	}
+	cli.SetStatusWords(cmd, statusWords...)
 	o.AddFlags(cmd)
 	cmd.AddCommand(newRulesCmd(streams))
 	cmd.AddCommand(newFixHelmCmd(cg, streams))

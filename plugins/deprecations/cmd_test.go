@@ -54,7 +54,7 @@ func TestCIFiles(t *testing.T) {
 	golden(t, "ci.wide", out)
 	// One file: its path relative to the folder holding it.
 	out, _, _ = runCmd(t, cg, "", "--ci", "-f", "testdata/ci/app.yaml", "--color", "never", "--no-headers")
-	if !strings.HasPrefix(out, "REMOVED   nightly   CronJob") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "   app.yaml:1") {
+	if !strings.HasPrefix(out, "FAIL   nightly   CronJob") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "   app.yaml:1") {
 		t.Errorf("one file:\n%s", out)
 	}
 	out, _, code = runCmd(t, cg, "", "--ci", "-f", "testdata/ci", "-o", "json")

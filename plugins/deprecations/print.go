@@ -167,6 +167,22 @@ func (r *Report) summaryLine(prefix string) string {
 	return prefix + line + "."
 }
 
+// statusWord is a finding's word in the STATUS column: an API removed at
+// the target FAILs, a deprecated one WARNs, an undeterminable one is
+// UNKNOWN. JSON keeps the finding's status.
+func statusWord(status string) cli.Status {
+	switch status {
+	case dep.StatusRemoved:
+		return cli.StatusFail
+	case dep.StatusDeprecated:
+		return cli.StatusWarn
+	}
+	return cli.StatusUnknown
+}
+
+// statusWords are the words statusWord returns.
+var statusWords = []cli.Status{cli.StatusWarn, cli.StatusUnknown, cli.StatusFail}
+
 // findingsTable returns the empty findings table, with a CONTEXT column first when
 // several contexts are reported together. SOURCE and WHO show only with
 // -o wide when the reports have one source and no finding names a
@@ -192,7 +208,7 @@ func (o *Options) findingsTable(withContext bool, reps ...*Report) cli.Table {
 	// REPLACEMENT are shortened first, and REPLACEMENT is left to -o wide
 	// when the names leave it no room.
 	cols := []cli.Column{
-		{Name: "STATUS"}, {Name: "SOURCE", Wide: narrow},
+		{Name: cli.StatusColumn}, {Name: "SOURCE", Wide: narrow},
 		{Name: "NAME"}, {Name: "KIND"}, {Name: "API"},
 		{Name: "DEPRECATED", Wide: true}, {Name: "REMOVED"},
 		{Name: "WHO", Wide: narrow, Shrink: true, Min: 12, Elide: cli.ElideMiddle},
@@ -235,7 +251,7 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 	base := dep.DisplayBase(o.Filenames)
 	for _, it := range r.Items {
 		f := it.Finding
-		status := strings.ToUpper(f.Status)
+		status := statusWord(f.Status).String()
 		kind := f.Kind
 		if kind == "" {
 			kind = f.Resource

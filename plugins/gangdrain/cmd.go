@@ -119,6 +119,8 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 			return o.RunPlan(cmd.Context())
 		}),
 	}
+	// The pods' table: OK shows with -o wide only.
+	cli.SetStatusWords(cmd, cli.StatusOK, cli.StatusWait, cli.StatusUnknown, cli.StatusBlocked)
 	o.Print.AddFlags(cmd)
 	o.addSelectFlags(cmd)
 	o.addProtocolFlags(cmd)

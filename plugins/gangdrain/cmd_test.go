@@ -55,7 +55,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"plan"}, "choose nodes"},
+		{[]string{"plan"}, "no nodes given: name them (NODE...) or select them with -l SELECTOR"},
 		{[]string{"run", "gpu-1", "--on-timeout=maybe"}, "unknown --on-timeout"},
 		{[]string{"run", "gpu-1", "--max-unavailable-gpus=lots"}, "--max-unavailable-gpus"},
 		{[]string{"run", "gpu-1", "--annotation=bad"}, "--annotation"},

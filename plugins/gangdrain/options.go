@@ -14,7 +14,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -178,8 +177,8 @@ func (o *Options) Validate() error {
 		return errors.New("--poll-interval must be positive")
 	}
 	if o.Selector != "" {
-		if _, err := labels.Parse(o.Selector); err != nil {
-			return fmt.Errorf("--selector %q: %w", o.Selector, err)
+		if err := cli.ParseSelector(o.Selector); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -187,7 +186,7 @@ func (o *Options) Validate() error {
 
 func (o *Options) validateNodeChoice() error {
 	if len(o.Args) == 0 && o.Selector == "" {
-		return errors.New("choose nodes: give NODE arguments or -l SELECTOR")
+		return cli.NoNodes()
 	}
 	return nil
 }
@@ -370,7 +369,7 @@ func (o *Options) resolveNodes(ctx context.Context, md cli.Metadata) ([]string, 
 		out = append(out, sel...)
 	}
 	if len(out) == 0 {
-		return nil, cli.Usagef("no nodes match %q", o.Selector)
+		return nil, cli.UsageErr(errors.New(cli.NoNodesMatch(o.Selector)))
 	}
 	return out, nil
 }

@@ -157,7 +157,7 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 	// A fix is a command to paste, never shortened: whole in -o wide's FIX
 	// column, and on a line of its own under the default table, whose
 	// reasons give way to fit 120 columns.
-	pt := cli.Table{Columns: []cli.Column{{Name: "POD", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "NODE"}, {Name: "EVICTION"}, {Name: "WHY", Shrink: true, Min: 20}, {Name: "FIX", Wide: true}}}
+	pt := cli.Table{Columns: []cli.Column{{Name: "POD", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "NODE"}, {Name: cli.StatusColumn}, {Name: "WHY", Shrink: true, Min: 20}, {Name: "FIX", Wide: true}}}
 	var fixes []string
 	fixed := map[string]bool{}
 	for _, v := range rep.Pods {
@@ -171,7 +171,7 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 				fix = v.Blockers[0].Fix
 			}
 		}
-		pt.AddRow(v.Namespace+"/"+v.Name, v.Node, c.Status(outcomeWord(v.Outcome)), why, fix)
+		pt.AddRow(v.Namespace+"/"+v.Name, v.Node, c.Status(v.Outcome.Status().String()), why, fix)
 		if fix != "-" && !fixed[fix] {
 			fixed[fix] = true
 			fixes = append(fixes, fmt.Sprintf("# %s/%s\n  %s", v.Namespace, v.Name, fix))
@@ -191,7 +191,7 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 		fmt.Fprintln(w)
 	}
 	s := rep.Summary
-	summary := fmt.Sprintf("%d gang(s), %d/%d ranks and %d/%d GPUs on the %d node(s); a plain drain loses %.2f GPU-h, checkpoint-and-yield %.2f GPU-h; %d other pod(s) to evict (%d later, %d never)",
+	summary := fmt.Sprintf("%d gang(s), %d/%d ranks and %d/%d GPUs on the %d node(s); a plain drain loses %.2f GPU-h, checkpoint-and-yield %.2f GPU-h; %d other pod(s) to evict (%d wait, %d blocked)",
 		s.Gangs, s.RanksOnNodes, s.Ranks, s.GPUsOnNodes, s.GPUs, s.Nodes, s.PlainDrainLossGPUHours, s.YieldLossGPUHours, s.PodsToEvict, s.PodsLater, s.PodsNever)
 	for _, l := range cli.WrapSummary(summary, cli.DefaultTableWidth) {
 		fmt.Fprintln(w, l)

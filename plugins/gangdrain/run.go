@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
-	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 )
@@ -222,8 +221,6 @@ func (o *Options) RunRestore(ctx context.Context) error {
 	}
 	return finish(ctx, err, md, "kubectl gang-drain restore "+strings.Join(o.Args, " "))
 }
-
-func outcomeWord(o eviction.Outcome) string { return strings.ToUpper(string(o)) }
 
 // undoSurges scales back the model Deployments surged by the restored runs
 // that were --inference runs (recorded on their nodes, or --inference),

@@ -6,6 +6,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl gpu-validate`.
@@ -95,6 +96,7 @@ func newNodesCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra
 		Example: nodesExample,
 		RunE:    cli.RunE(cg, o),
 	}
+	cli.SetStatusWords(cmd, gpucheck.Words...)
 	o.AddNodeFlags(cmd)
 	o.AddContextFlags(cmd)
 	o.AddCheckFlags(cmd)
@@ -155,6 +157,7 @@ func newNCCLCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobra.
 		Example: ncclExample,
 		RunE:    cli.RunE(cg, o),
 	}
+	cli.SetStatusWords(cmd, gpucheck.Words...)
 	o.AddNodeFlags(cmd)
 	o.AddNCCLFlags(cmd, true)
 	o.Print.AddFlags(cmd)

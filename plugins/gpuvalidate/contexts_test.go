@@ -44,7 +44,7 @@ func TestNodes_Contexts(t *testing.T) {
 	if code != cli.ExitFindings {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"CONTEXT   NODE", "a         gpu-0   h100   v1.37.2   8/8    PASS", "b         gpu-0   h100   v1.37.2   7/8    FAIL"} {
+	for _, want := range []string{"CONTEXT   NODE", "a         gpu-0   h100   v1.37.2   8/8    OK", "b         gpu-0   h100   v1.37.2   7/8    FAIL"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

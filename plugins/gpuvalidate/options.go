@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
 
@@ -218,14 +217,14 @@ func (o *Options) Validate() error {
 		}
 	}
 	if len(o.Nodes) == 0 && o.Selector == "" {
-		return fmt.Errorf("name the nodes to validate or pass -l SELECTOR")
+		return cli.NoNodes()
 	}
 	if len(o.Nodes) > 0 && o.Selector != "" {
 		return fmt.Errorf("pass NODE arguments or -l, not both")
 	}
 	if o.Selector != "" {
-		if _, err := labels.Parse(o.Selector); err != nil {
-			return fmt.Errorf("invalid selector %q: %w", o.Selector, err)
+		if err := cli.ParseSelector(o.Selector); err != nil {
+			return err
 		}
 	}
 	if o.ExpectedGPUs < 0 {

@@ -25,7 +25,7 @@ func checkStatus(it *gpucheck.NodeReport, check string) string {
 	if len(fs) == 0 {
 		return "-"
 	}
-	return string(gpucheck.StatusOf(fs))
+	return gpucheck.StatusOf(fs).Word().String()
 }
 
 func reasons(it *gpucheck.NodeReport) string {
@@ -71,7 +71,7 @@ func (o *Options) print(r *Report) error {
 // table returns the report table, with a CONTEXT column for several
 // contexts.
 func (o *Options) table(withContext bool) cli.Table {
-	t := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "POOL"}, {Name: "KUBELET"}, {Name: "GPUS"}, {Name: "STATUS"},
+	t := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "POOL"}, {Name: "KUBELET"}, {Name: "GPUS"}, {Name: cli.StatusColumn},
 		{Name: "CONFIG", Wide: true}, {Name: "XID", Wide: true}, {Name: "DCGM", Wide: true}, {Name: "NCCL", Wide: true}, {Name: "REASONS", Shrink: true, Min: 20}}}
 	if withContext {
 		t.Columns = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 12, Elide: cli.ElideMiddle}}, t.Columns...)
@@ -94,7 +94,7 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 		if pool == "" {
 			pool = "-"
 		}
-		row := []string{it.Name, pool, it.KubeletVersion, gpus, c.Status(string(it.Status)),
+		row := []string{it.Name, pool, it.KubeletVersion, gpus, c.Status(it.Status.Word().String()),
 			checkStatus(it, gpucheck.CheckConfig), checkStatus(it, gpucheck.CheckXid), checkStatus(it, gpucheck.CheckDCGM), checkStatus(it, gpucheck.CheckNCCL),
 			reasons(it)}
 		if context != "" {

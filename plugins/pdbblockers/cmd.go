@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl pdb-blockers`:
@@ -104,6 +105,7 @@ func NewCmdWithClock(cg cli.ClientGetter, streams genericiooptions.IOStreams, cl
 		RunE:              cli.RunE(cg, o),
 		ValidArgsFunction: nodeCompletion(cg),
 	}
+	cli.SetStatusWords(cmd, eviction.OutcomeStatuses...)
 	o.AddFlags(cmd)
 	cli.BindFlags(cg, cmd)
 	cli.Setup(cmd, streams)

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -127,11 +126,11 @@ func (o *Options) Validate() error {
 	case given > 1:
 		return errors.New("give node names, -l SELECTOR or --all-nodes, not several of them")
 	case given == 0 && o.namespace == "":
-		return errors.New("name the nodes to check: NODE..., -l SELECTOR or --all-nodes")
+		return cli.NoNodes("pass --all-nodes")
 	}
 	if o.Selector != "" {
-		if _, err := labels.Parse(o.Selector); err != nil {
-			return fmt.Errorf("invalid -l selector %q: %w", o.Selector, err)
+		if err := cli.ParseSelector(o.Selector); err != nil {
+			return err
 		}
 	}
 	seen := map[string]bool{}
@@ -335,7 +334,7 @@ func (o *Options) drainOrder(snap *eviction.Snapshot, idx *eviction.Index) ([]st
 		}
 		sort.Strings(names)
 		if len(names) == 0 && o.Selector != "" {
-			fmt.Fprintf(o.ErrOut, "No nodes match %q.\n", o.Selector)
+			fmt.Fprintf(o.ErrOut, "Note: %s.\n", cli.NoNodesMatch(o.Selector))
 		}
 		return names, nil
 	}

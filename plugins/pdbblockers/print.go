@@ -289,9 +289,9 @@ func summaryLines(r *Report, prefix string) []string {
 	case s.Nodes == 0:
 		out = append(out, prefix+"No nodes to check.")
 	case s.Blocking+s.Warning == 0:
-		out = append(out, fmt.Sprintf("%sNo pods block draining %d node(s): %d pod(s) evict now, %d ignored.", prefix, s.Nodes, s.Now, s.Ignored))
+		out = append(out, fmt.Sprintf("%sNo pods block draining %d node(s): %d pod(s) evict now, %d skipped.", prefix, s.Nodes, s.Now, s.Ignored))
 	default:
-		out = append(out, fmt.Sprintf("%s%d node(s), %d pod(s): %d evict now, %d wait, %d never, %d unknown, %d ignored.",
+		out = append(out, fmt.Sprintf("%s%d node(s), %d pod(s): %d evict now, %d wait, %d blocked, %d unknown, %d skipped.",
 			prefix, s.Nodes, s.Pods, s.Now, s.Later, s.Never, s.Unknown, s.Ignored))
 	}
 	for _, n := range r.Nodes {
@@ -302,7 +302,7 @@ func summaryLines(r *Report, prefix string) []string {
 		if n.CordonedSince != nil {
 			since = fmt.Sprintf("%s ago", duration.HumanDuration(now.Sub(n.CordonedSince.Time)))
 		}
-		out = append(out, fmt.Sprintf("%sDrain in progress on %s: cordoned %s, %d pod(s) left, %d blocked.", prefix, n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown))
+		out = append(out, fmt.Sprintf("%sDrain in progress on %s: cordoned %s, %d pod(s) left, %d not evictable now.", prefix, n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown))
 	}
 	return out
 }
@@ -366,11 +366,11 @@ func (o *Options) table(withContext bool) cli.Table {
 	// FIX is the command to paste: never shortened, it ends the default
 	// view and may run past the width budget; the columns before it are
 	// fitted to leave it fixReserve columns. The context, node, pod and
-	// PDB are names to act on and stay whole, as do VERDICT and FOR:
+	// PDB are names to act on and stay whole, as do STATUS and FOR:
 	// REASON is shortened, then left to -o wide, when they do not fit.
 	cols := []cli.Column{
 		{Name: "NODE"}, {Name: "POD"}, {Name: "PDB"},
-		{Name: "VERDICT"}, {Name: "REASON", Shrink: true, Min: 20, Drop: true}, {Name: "FOR"}, {Name: "FIX", Overflow: true, Min: fixReserve},
+		{Name: cli.StatusColumn}, {Name: "REASON", Shrink: true, Min: 20, Drop: true}, {Name: "FOR"}, {Name: "FIX", Overflow: true, Min: fixReserve},
 		{Name: "EVICTION", Wide: true}, {Name: "DRY-RUN", Wide: true}, {Name: "FIX-WARNING", Wide: true}, {Name: "BREAK-GLASS", Wide: true},
 	}
 	if withContext {
@@ -427,7 +427,7 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 			if warn == "" {
 				warn = "-"
 			}
-			add(it.Node, pod, pdb, c.Status(strings.ToUpper(string(b.Outcome))), b.Message, since, fix, evic, dry, warn, breakGlass)
+			add(it.Node, pod, pdb, c.Status(b.Outcome.Status().String()), b.Message, since, fix, evic, dry, warn, breakGlass)
 			rows++
 		}
 		if rows == 0 {
@@ -435,7 +435,7 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 			if msg == "" {
 				msg = "evicts now"
 			}
-			add(it.Node, pod, pdb, c.Status(strings.ToUpper(string(it.Verdict))), msg, since, "-", evic, dry, "-", breakGlass)
+			add(it.Node, pod, pdb, c.Status(it.Verdict.Status().String()), msg, since, "-", evic, dry, "-", breakGlass)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl skew`: a 30s
@@ -26,16 +27,16 @@ var long = templates.LongDesc(`
 	planes), every kubelet grouped by node pool, kube-proxy and CoreDNS from
 	their workloads' images, other known addons, and the kubectl on PATH.
 
-	Each rule of the policy gives one row: OK, EDGE (inside the policy but
-	exactly at its limit, so the next control-plane upgrade is blocked),
-	VIOLATION, UNKNOWN, or INFO for inventory-only rows. The support window
+	Each rule of the policy gives one row: OK, WARN (at the edge: inside the
+	policy but exactly at its limit, so the next control-plane upgrade is
+	blocked), FAIL (a violation), UNKNOWN, or INFO for inventory-only rows. The support window
 	of the control plane's minor is printed in a table of its own: the
 	provider's (EKS, AKS standard and extended support) where the embedded
 	provider calendar has the minor (--provider-calendar overrides it), else
 	the upstream end of life from the embedded release calendar (--calendar
 	overrides it); "kubectl skew calendar" prints both. Extended support is
-	EDGE, past the window's end VIOLATION. Violations exit 1; --fail-on=warning
-	also counts EDGE and UNKNOWN. The summary line names every finding that
+	WARN, past the window's end FAIL. Violations exit 1; --fail-on=warning
+	also counts WARN and UNKNOWN. The summary line names every finding that
 	decides the exit code: skew violations, the support window and the fleet
 	policy.
 
@@ -77,6 +78,8 @@ func newCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps) *co
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl skew"},
 		RunE:        cli.RunE(cg, o),
 	}
+	// The check's words, and ERROR for a context --contexts could not read.
+	cli.SetStatusWords(cmd, append(pkgskew.Words, cli.StatusError)...)
 	o.AddFlags(cmd)
 	cmd.AddCommand(newPlanCmd(cg, streams, d))
 	cmd.AddCommand(newPreflightCmd(cg, streams, d), newVerifyCmd(cg, streams, d), newCompatCmd(cg, streams, d), newCalendarCmd(cg, streams))

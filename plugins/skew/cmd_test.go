@@ -180,7 +180,7 @@ func TestCheckExitCodes(t *testing.T) {
 		noOut  bool
 		stdin  string
 	}{
-		{name: "healthy cluster with a pool at the edge", cg: healthy, code: 0, out: "EDGE"},
+		{name: "healthy cluster with a pool at the edge", cg: healthy, code: 0, out: "WARN"},
 		{name: "fail-on warning counts the edge", cg: healthy, args: []string{"--fail-on", "warning"}, code: 1},
 		{name: "quiet", cg: healthy, args: []string{"-q", "--fail-on", "warning"}, code: 1, noOut: true},
 		{name: "violation", cg: func() cli.ClientGetter { return getter(cluster("v1.37.2")) }, args: []string{"-q"}, code: 1, noOut: true},
@@ -368,8 +368,8 @@ func TestColorGoldenHasANSI(t *testing.T) {
 	if err != nil {
 		t.Skip("golden not written yet")
 	}
-	if !bytes.Contains(b, []byte("\x1b[31mVIOLATION\x1b[0m")) {
-		t.Error("colour golden lacks a red VIOLATION")
+	if !bytes.Contains(b, []byte("\x1b[31mFAIL\x1b[0m")) {
+		t.Error("colour golden lacks a red FAIL")
 	}
 }
 

@@ -586,6 +586,7 @@ func newFleetGateCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 		Args: cobra.NoArgs,
 		RunE: cli.RunE(cg, o),
 	}
+	cli.SetStatusWords(cmd, gateCheckWords...)
 	o.Print.AddFlags(cmd)
 	o.add(cmd, false)
 	cmd.Flags().StringVar(&o.Ring, "ring", o.Ring, "The ring whose gate to evaluate (after its soak).")
@@ -649,16 +650,35 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 	return &cli.ExitError{Code: g.ExitCode, Err: fmt.Errorf("gate %s: %s", g.Verdict, g.Reason())}
 }
 
+// gateCheckWord is a gate check's result in the STATUS column: pass is
+// OK. JSON keeps the result.
+func gateCheckWord(result string) cli.Status {
+	switch result {
+	case fleetrun.CheckPass:
+		return cli.StatusOK
+	case fleetrun.CheckFail:
+		return cli.StatusFail
+	case fleetrun.CheckWait:
+		return cli.StatusWait
+	case fleetrun.CheckSkip:
+		return cli.StatusSkip
+	}
+	return cli.StatusUnknown
+}
+
+// gateCheckWords are the words gateCheckWord returns.
+var gateCheckWords = []cli.Status{cli.StatusOK, cli.StatusSkip, cli.StatusWait, cli.StatusUnknown, cli.StatusFail}
+
 // printGateTable prints a gate's checks and its verdict; messages and
 // cluster names give way to fit 120 columns, -o wide has them whole. A
 // command a message quotes (`kubectl skew fleet approve ...`) is pasted:
 // the default view repeats it whole on a line of its own.
 func printGateTable(w io.Writer, g *fleetrun.GateReport, opts cli.TableOptions) error {
-	t := cli.Table{Columns: []cli.Column{{Name: "check"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "result"}, {Name: "message", Shrink: true, Min: 20}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "check"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: cli.StatusColumn}, {Name: "message", Shrink: true, Min: 20}}}
 	var cmds []string
 	seen := map[string]bool{}
 	for _, c := range g.Checks {
-		t.AddRow(c.Name, orDashText(c.Cluster), strings.ToUpper(c.Result), c.Message)
+		t.AddRow(c.Name, orDashText(c.Cluster), gateCheckWord(c.Result).String(), c.Message)
 		for _, m := range quotedCommand.FindAllStringSubmatch(c.Message, -1) {
 			if !seen[m[1]] {
 				seen[m[1]] = true

@@ -16,6 +16,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetrun"
+	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -113,6 +114,7 @@ func newInventoryCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 		Args:    cobra.NoArgs,
 		RunE:    cli.RunE(cg, o),
 	}
+	cli.SetStatusWords(cmd, append(pkgskew.Words, cli.StatusError)...)
 	o.Print.AddFlags(cmd)
 	o.Contexts.AddFlags(cmd)
 	cmd.Flags().StringVarP(&o.FleetFile, "filename", "f", o.FleetFile, "Fleet file (kind Fleet, gpufleet.dev/v1alpha1) that lists the clusters.")
@@ -291,12 +293,12 @@ func (o *InventoryOptions) printInventoryTable(rep *fleetreport.Report) error {
 	t := cli.Table{Columns: []cli.Column{
 		{Name: "CLUSTER", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "RING"}, {Name: "PROVIDER", Wide: true}, {Name: "VERSION"}, {Name: "LATEST-PATCH", Wide: true}, {Name: "DAYS-BEHIND"},
 		{Name: "SUPPORT-ENDS", Wide: true}, {Name: "DAYS-LEFT"}, {Name: "MAX-SKEW"}, {Name: "POOLS-AT-EDGE", Shrink: true}, {Name: "POOLS", Wide: true}, {Name: "GPUS"},
-		{Name: "PREFLIGHT"}, {Name: "STATUS"}, {Name: "CONTEXT", Wide: true}, {Name: "NODES", Wide: true}, {Name: "ERROR", Wide: true},
+		{Name: "PREFLIGHT"}, {Name: cli.StatusColumn}, {Name: "CONTEXT", Wide: true}, {Name: "NODES", Wide: true}, {Name: "ERROR", Wide: true},
 	}}
 	for _, cl := range rep.Clusters {
 		pf := "-"
 		if p := cl.Preflight; p != nil {
-			pf = p.Verdict
+			pf = preflight.Status(p.Verdict).Word()
 			if p.Error != "" {
 				pf = "ERROR"
 			} else if p.CollectedAt != nil {

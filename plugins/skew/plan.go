@@ -116,6 +116,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 		Args:    cobra.NoArgs,
 		RunE:    cli.RunE(cg, o),
 	}
+	cli.SetStatusWords(cmd, pkgskew.Words...)
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
 	cli.AddTargetFlag(cmd, &o.Target, "The minor to reach, such as v1.37, or +N minors after the apiserver (+1).", calendarMinors())

@@ -168,6 +168,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 		Args:    cobra.NoArgs,
 		RunE:    cli.RunE(cg, o),
 	}
+	cli.SetStatusWords(cmd, preflight.Words...)
 	o.Print.AddFlags(cmd)
 	o.FailOn.AddFlags(cmd)
 	o.Contexts.AddFlags(cmd)
@@ -473,7 +474,7 @@ func printPreflightTable(w io.Writer, rep *PreflightReport, opts cli.TableOption
 	// than a terminal: -o wide has every gate's in COMMAND, the default
 	// view prints those of the gates that did not pass whole, each on a
 	// line of its own under the table, and the message gets the width.
-	cols := []cli.Column{{Name: "GATE"}, {Name: "STATUS"}, {Name: "MESSAGE", Shrink: true, Min: 30}, {Name: "COMMAND", Wide: true}, {Name: "EVIDENCE", Wide: true}}
+	cols := []cli.Column{{Name: "GATE"}, {Name: cli.StatusColumn}, {Name: "MESSAGE", Shrink: true, Min: 30}, {Name: "COMMAND", Wide: true}, {Name: "EVIDENCE", Wide: true}}
 	if context != "" {
 		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 12, Elide: cli.ElideMiddle}}, cols...)
 	}
@@ -484,7 +485,7 @@ func printPreflightTable(w io.Writer, rep *PreflightReport, opts cli.TableOption
 		if len(g.Evidence) > 0 {
 			ev = strings.Join(g.Evidence, "; ")
 		}
-		row := []string{g.Name, c.Status(string(g.Status)), g.Message, dash(g.Command), ev}
+		row := []string{g.Name, c.Status(g.Status.Word()), g.Message, dash(g.Command), ev}
 		if context != "" {
 			row = append([]string{context}, row...)
 		}
@@ -510,6 +511,6 @@ func printPreflightTable(w io.Writer, rep *PreflightReport, opts cli.TableOption
 		}
 	}
 	s := rep.Summary
-	_, err := fmt.Fprintf(w, "\npre-flight to %s: %s; %d pass, %d warn, %d fail, %d unknown\n", rep.Target, s.Status, s.Pass, s.Warn, s.Fail, s.Unknown)
+	_, err := fmt.Fprintf(w, "\npre-flight to %s: %s; %d ok, %d warn, %d fail, %d unknown\n", rep.Target, s.Status.Word(), s.Pass, s.Warn, s.Fail, s.Unknown)
 	return err
 }

@@ -61,7 +61,7 @@ func TestSupportWindowInSummary(t *testing.T) {
 		if r.Code != 0 {
 			t.Fatalf("exit %d, want 0 (extended support is a warning)\n%s%s", r.Code, r.Out, r.Err)
 		}
-		for _, want := range []string{"extended support until 2027-07-29 (239 days)", "support at the edge (1.33 in EKS extended support until 2027-07-29)", "EDGE"} {
+		for _, want := range []string{"extended support until 2027-07-29 (239 days)", "support at the edge (1.33 in EKS extended support until 2027-07-29)", "WARN"} {
 			if !strings.Contains(r.Out, want) {
 				t.Errorf("output lacks %q:\n%s", want, r.Out)
 			}

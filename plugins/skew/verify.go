@@ -137,6 +137,7 @@ func newVerifyCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 		Args:    cobra.NoArgs,
 		RunE:    cli.RunE(cg, o),
 	}
+	cli.SetStatusWords(cmd, preflight.Words...)
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.Baseline, "baseline", o.Baseline, "A report saved with kubectl skew preflight --save FILE.")
 	cmd.Flags().StringArrayVar(&o.Pools, "pool", o.Pools, "POOL=vX.Y: the kubelet minor planned for a pool after this wave (repeatable).")
@@ -256,9 +257,9 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 }
 
 func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) error {
-	t := cli.Table{Columns: []cli.Column{{Name: "STATUS"}, {Name: "KIND"}, {Name: "OBJECT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "COMMAND", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: cli.StatusColumn}, {Name: "KIND"}, {Name: "OBJECT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "COMMAND", Wide: true}}}
 	for _, r := range rep.Items {
-		t.AddRow(string(r.Status), r.Kind, r.Object, r.Message, dash(r.Command))
+		t.AddRow(r.Status.Word(), r.Kind, r.Object, r.Message, dash(r.Command))
 	}
 	if len(rep.Items) > 0 {
 		if err := t.Print(w, opts); err != nil {
@@ -271,6 +272,10 @@ func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) err
 	warn := ""
 	if rep.Summary.Warnings > 0 {
 		warn = "; " + cli.Plural(rep.Summary.Warnings, "warning")
+	}
+	if len(rep.Items) > 0 {
+		// A blank line ends the table, as under every other table.
+		fmt.Fprintln(w)
 	}
 	_, err := fmt.Fprintf(w, "%s against the baseline of %s%s\n", cli.Plural(rep.Summary.Regressions, "regression"), rep.Baseline, warn)
 	return err

@@ -14,6 +14,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -220,4 +221,128 @@ func check(t *testing.T, name string, tc Case, args []string, code int, stderr s
 var caseHints = map[string]string{
 	"unknown-context": "kubectl config get-contexts",
 	"dry-run-client":  "kubectl config get-contexts",
+}
+
+// CheckHelpLegend checks the vocabulary of every runnable command under
+// the root newRoot builds: the status words a command records
+// (cli.SetStatusWords) are in the closed set, and its --help carries their
+// legend as pkg/cli renders it.
+func CheckHelpLegend(t *testing.T, newRoot NewRoot) {
+	t.Helper()
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Runnable() {
+			paths = append(paths, path)
+		}
+		for _, s := range c.Commands() {
+			walk(s, append(append([]string(nil), path...), s.Name()))
+		}
+	}
+	walk(newRoot(genericiooptions.NewTestIOStreamsDiscard()), nil)
+	legends := 0
+	for _, path := range paths {
+		probe := find(newRoot(genericiooptions.NewTestIOStreamsDiscard()), path)
+		name := displayName(probe)
+		words := cli.StatusWords(probe)
+		if len(words) == 0 {
+			continue
+		}
+		legends++
+		for _, w := range words {
+			if !w.Valid() {
+				t.Errorf("%s: status word %q is not in pkg/cli's closed set", name, w)
+			}
+		}
+		code, stdout, stderr := run(newRoot, append(append([]string(nil), path...), "--help"))
+		if code != cli.ExitOK {
+			t.Errorf("%s --help: exit %d\n%s", name, code, stderr)
+			continue
+		}
+		if legend := cli.StatusLegend(words...); !strings.Contains(stdout, strings.TrimRight(legend, "\n")) {
+			t.Errorf("%s --help lacks the legend of its status words:\n%s\nhelp:\n%s", name, legend, stdout)
+		}
+	}
+	// Every plugin has a table with a STATUS column.
+	if legends == 0 {
+		t.Error("no command records its status words (cli.SetStatusWords)")
+	}
+}
+
+// CheckTables checks the tables of a command's output (a golden file):
+// no column is named VERDICT or RESULT (the status column is STATUS),
+// every STATUS cell is a word of pkg/cli's closed set, and no cell is
+// <none> (an empty cell is -). A table is a header line of upper-case
+// words three spaces apart and the rows under it up to a blank line.
+func CheckTables(t *testing.T, name, output string) {
+	t.Helper()
+	lines := strings.Split(ansi.ReplaceAllString(output, ""), "\n")
+	for i := 0; i < len(lines); i++ {
+		cols, ok := headerColumns(lines[i])
+		if !ok {
+			continue
+		}
+		status := -1
+		for _, c := range cols {
+			switch c.name {
+			case "VERDICT", "RESULT":
+				t.Errorf("%s:%d: a status column named %s, want %s", name, i+1, c.name, cli.StatusColumn)
+			case cli.StatusColumn:
+				status = c.start
+			}
+		}
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
+			row := []rune(lines[i])
+			if strings.Contains(lines[i], "<none>") {
+				t.Errorf("%s:%d: an empty cell shows <none>, want %s:\n%s", name, i+1, cli.EmptyCell, lines[i])
+			}
+			if status < 0 || status >= len(row) {
+				continue
+			}
+			word, _, _ := strings.Cut(string(row[status:]), " ")
+			if !cli.Status(word).Valid() {
+				t.Errorf("%s:%d: STATUS %q is not in pkg/cli's closed set:\n%s", name, i+1, word, lines[i])
+			}
+		}
+	}
+}
+
+// ansi matches a colour escape sequence.
+var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+type headerColumn struct {
+	name  string
+	start int // in runes
+}
+
+// headerColumns reads a table header: two or more upper-case words (A-Z,
+// digits, - and /) separated by three or more spaces, from column 0.
+func headerColumns(l string) ([]headerColumn, bool) {
+	if l == "" || l[0] == ' ' {
+		return nil, false
+	}
+	var cols []headerColumn
+	r := []rune(l)
+	for i := 0; i < len(r); {
+		j := i
+		for j < len(r) && r[j] != ' ' {
+			if !(r[j] >= 'A' && r[j] <= 'Z' || r[j] >= '0' && r[j] <= '9' || r[j] == '-' || r[j] == '/') {
+				return nil, false
+			}
+			j++
+		}
+		cols = append(cols, headerColumn{name: string(r[i:j]), start: i})
+		k := j
+		for k < len(r) && r[k] == ' ' {
+			k++
+		}
+		if k < len(r) && k-j < 3 {
+			return nil, false
+		}
+		i = k
+	}
+	return cols, len(cols) >= 2
 }
