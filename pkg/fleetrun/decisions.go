@@ -39,19 +39,19 @@ const (
 // Decisions recorded before identities were kept have none: their By,
 // then free text, stands for the person.
 type Decision struct {
-	APIVersion string    `json:"apiVersion"`
-	Kind       string    `json:"kind"`
-	Run        string    `json:"run"`
-	Decision   string    `json:"decision"`
-	Ring       string    `json:"ring,omitempty"`
-	Cluster    string    `json:"cluster,omitempty"`
-	Step       string    `json:"step,omitempty"`
-	By         string    `json:"by"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Run        string `json:"run"`
+	Decision   string `json:"decision"`
+	Ring       string `json:"ring,omitempty"`
+	Cluster    string `json:"cluster,omitempty"`
+	Step       string `json:"step,omitempty"`
+	By         string `json:"by"`
 	// Identity is who the management cluster authenticated; absent on a
 	// step's halt and on decisions recorded before it was kept.
 	Identity *cli.Identity `json:"identity,omitempty"`
 	At       time.Time     `json:"at"`
-	Reason     string    `json:"reason,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
 	// Key is where it is stored (not stored itself).
 	Key string `json:"-"`
 }
