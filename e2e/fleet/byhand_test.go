@@ -75,15 +75,16 @@ func (h *handRun) say(cmd, out string) {
 	h.transcript = append(h.transcript, "$ "+cmd+"\n"+strings.TrimRight(out, "\n"))
 }
 
-// decide runs approve or skip as a person and returns what it printed.
+// decide runs approve or skip as a person, with their own credentials
+// for the management cluster, and returns what it printed.
 func (h *handRun) decide(t *testing.T, verb, who string, args ...string) string {
 	t.Helper()
-	all := append([]string{"fleet", verb, "--store", h.store, "--run", h.run, "--approver", who}, args...)
-	r := h.skew(t, all...)
+	all := append([]string{"fleet", verb, "--store", h.store, "--run", h.run}, args...)
+	r := h.e.runAs(t, who, "kubectl-skew", all...)
 	if r.ExitCode != 0 {
-		t.Fatalf("kubectl skew %s: %s", strings.Join(all, " "), r)
+		t.Fatalf("kubectl skew %s (as %s): %s", strings.Join(all, " "), who, r)
 	}
-	shown := []string{"kubectl skew fleet", verb, "--store", storeShown, "--run", h.run, "--approver", who}
+	shown := []string{"kubectl skew fleet", verb, "--kubeconfig", who + ".kubeconfig", "--store", storeShown, "--run", h.run}
 	for _, a := range args {
 		if strings.Contains(a, " ") {
 			a = fmt.Sprintf("%q", a)

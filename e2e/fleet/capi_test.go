@@ -276,7 +276,7 @@ spec:
 					t.Errorf("etcd gate: %q", res.Message)
 				}
 				sawEtcdGate = true
-				e.skew(t, "fleet", "approve", "--store", store, "--run", "r1", "--cluster", "capi", "--step", s.Name, "--approver", "alice", "--reason", "snapshot saved off the machines: s3://etcd-backups/capi/pre-1.37.db")
+				e.skewAs(t, "alice", "fleet", "approve", "--store", store, "--run", "r1", "--cluster", "capi", "--step", s.Name, "--reason", "snapshot saved off the machines: s3://etcd-backups/capi/pre-1.37.db")
 			case fleetrun.StepPoolUpgrade:
 				rollout()
 			default:

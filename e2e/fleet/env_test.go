@@ -63,6 +63,10 @@ type fleetEnv struct {
 	took     map[string]time.Duration
 	tookMu   sync.Mutex
 	nodeLogs string
+	// users are the people's kubeconfigs on the management cluster, by
+	// user name (userKubeconfig).
+	users   map[string]string
+	usersMu sync.Mutex
 }
 
 func (e *fleetEnv) timed(what string, since time.Time) {
@@ -451,10 +455,11 @@ func (s *scenario) states(t *testing.T) (*fleetrun.Plan, map[string]*fleetrun.Cl
 	return p, states
 }
 
-// approve runs kubectl skew fleet approve as a person.
+// approve runs kubectl skew fleet approve as a person, with their own
+// credentials.
 func (s *scenario) approve(t *testing.T, who, ring, reason string) string {
 	t.Helper()
-	return s.e.skew(t, "fleet", "approve", "--store", s.store, "--run", s.run, "--ring", ring, "--approver", who, "--reason", reason)
+	return s.e.skewAs(t, who, "fleet", "approve", "--store", s.store, "--run", s.run, "--ring", ring, "--reason", reason)
 }
 
 // nodesUpgraded checks a cluster's pool: every node on the target kubelet

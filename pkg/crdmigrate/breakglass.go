@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 )
 
 // AnnotationBreakGlass is set on a CustomResourceDefinition by a forced
@@ -24,17 +22,6 @@ func BreakGlassValue(what, who string, at time.Time) string {
 		who = "unknown"
 	}
 	return fmt.Sprintf("%s by %s at %s", what, who, at.UTC().Format(time.RFC3339))
-}
-
-// WhoAmI names the user the server sees (impersonation included), from a
-// SelfSubjectReview, which every authenticated user may create. It is ""
-// when the server does not say.
-func WhoAmI(ctx context.Context, kube kubernetes.Interface) string {
-	ssr, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err != nil || ssr == nil {
-		return ""
-	}
-	return ssr.Status.UserInfo.Username
 }
 
 // RecordBreakGlass writes the break-glass annotation onto the CRD with a

@@ -9,6 +9,8 @@ import (
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // MethodAuto picks the in-tree StorageVersionMigration API when it is
@@ -169,7 +171,9 @@ func (r *Run) migrate(ctx context.Context, p *Prepared, crd *apiextv1.CustomReso
 		// Break-glass: the CRD keeps who forced the rewrite and the trim,
 		// and when; a run that cannot record it does not start.
 		if r.who == "" {
-			if r.who = WhoAmI(ctx, c.Kube); r.who == "" {
+			if id, err := cli.WhoAmI(ctx, c.Kube); err == nil {
+				r.who = id.User
+			} else {
 				r.who = "unknown"
 			}
 		}

@@ -20,6 +20,9 @@ func (h *harness) decide(t *testing.T, d Decision) *DecideResult {
 	if d.Reason == "" {
 		d.Reason = "test"
 	}
+	if d.Identity == nil {
+		d.Identity = &cli.Identity{User: d.By}
+	}
 	res, err := h.p.Decide(context.Background(), d, DecideOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,8 @@ type DecideResult struct {
 	WorkflowNote string `json:"workflowNote,omitempty"`
 }
 
-// Decide records an approval or a halt and, for an approval, releases what
+// Decide records a person's approval, halt or skip under their identity
+// (d.Identity; By becomes its user name) and, for an approval, releases what
 // it unblocks in the run's Workflow: the ring's approval suspend once the
 // ring has its approvers, and the steps held in its scope.
 func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) (*DecideResult, error) {
@@ -62,6 +63,10 @@ func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) 
 	if d.Decision == DecisionSkip && (d.Cluster == "" || d.Step != "") {
 		return nil, cli.Usagef("skip takes one cluster out of the run: --cluster CLUSTER")
 	}
+	if d.Identity == nil || d.Identity.User == "" {
+		return nil, cli.Usagef("a decision needs the identity of who makes it (the user the management cluster authenticates)")
+	}
+	d.By = d.Identity.User
 	rec, err := RecordDecision(ctx, p.Store, d)
 	if err != nil {
 		return nil, cli.ClusterErr(fmt.Errorf("recording the decision in %s: %w", p.Store.URL(), err))

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Decision kinds.
@@ -25,24 +27,42 @@ const (
 	DecisionSkip = "skip"
 )
 
-// Decision is a person's (or a gate's) decision on a run, kept under
-// runs/<run>/decisions/ and never changed: who, when, why, and what it
-// covers. A halt covers the whole run, a ring or a cluster; an approval of
-// a ring counts towards the ring's approvers and lifts a halt of it; an
-// approval of a cluster's step completes a manual step.
+// Decision is a person's decision on a run, kept under
+// runs/<run>/decisions/, or a halt a step decided (past a ring's failure
+// budget), kept under runs/<run>/halts/; never changed: who, when, why,
+// and what it covers. A halt covers the whole run, a ring or a cluster; an
+// approval of a ring counts towards the ring's approvers and lifts a halt
+// of it; an approval of a cluster's step completes a manual step.
+//
+// A person's decision carries the identity the management cluster gave
+// its command (SelfSubjectReview), and By is that identity's user name.
+// Decisions recorded before identities were kept have none: their By,
+// then free text, stands for the person.
 type Decision struct {
-	APIVersion string    `json:"apiVersion"`
-	Kind       string    `json:"kind"`
-	Run        string    `json:"run"`
-	Decision   string    `json:"decision"`
-	Ring       string    `json:"ring,omitempty"`
-	Cluster    string    `json:"cluster,omitempty"`
-	Step       string    `json:"step,omitempty"`
-	By         string    `json:"by"`
-	At         time.Time `json:"at"`
-	Reason     string    `json:"reason,omitempty"`
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Run        string `json:"run"`
+	Decision   string `json:"decision"`
+	Ring       string `json:"ring,omitempty"`
+	Cluster    string `json:"cluster,omitempty"`
+	Step       string `json:"step,omitempty"`
+	By         string `json:"by"`
+	// Identity is who the management cluster authenticated; absent on a
+	// step's halt and on decisions recorded before it was kept.
+	Identity *cli.Identity `json:"identity,omitempty"`
+	At       time.Time     `json:"at"`
+	Reason   string        `json:"reason,omitempty"`
 	// Key is where it is stored (not stored itself).
 	Key string `json:"-"`
+}
+
+// Who is the person a decision counts for in the rules of distinct
+// people: the authenticated user name, else (an older record) By.
+func (d Decision) Who() string {
+	if d.Identity != nil && d.Identity.User != "" {
+		return d.Identity.User
+	}
+	return d.By
 }
 
 // Scope names what a decision covers, for messages.
@@ -58,13 +78,36 @@ func (d Decision) Scope() string {
 	return "run " + d.Run
 }
 
-// RecordDecision stores a decision under a fresh key (time-ordered).
+// RecordDecision stores a person's decision under a fresh key
+// (time-ordered) in runs/<run>/decisions/.
 func RecordDecision(ctx context.Context, st Store, d Decision) (Decision, error) {
+	return recordDecision(ctx, st, d, decisionsDir)
+}
+
+// RecordStepHalt stores a halt a step decided under runs/<run>/halts/, so
+// that the step pods' store credentials need no write access to
+// decisions/, where people's approvals are.
+func RecordStepHalt(ctx context.Context, st Store, d Decision) (Decision, error) {
+	if d.Decision != DecisionHalt {
+		return d, fmt.Errorf("a step records halts only, not %s", d.Decision)
+	}
+	d.Identity = nil
+	return recordDecision(ctx, st, d, haltsDir)
+}
+
+// The prefixes of a run's decisions: people's under decisions/, steps'
+// halts under halts/.
+const (
+	decisionsDir = "decisions"
+	haltsDir     = "halts"
+)
+
+func recordDecision(ctx context.Context, st Store, d Decision, dir string) (Decision, error) {
 	d.APIVersion, d.Kind = APIVersion, KindDecision
 	d.At = d.At.UTC()
 	var rnd [3]byte
 	_, _ = rand.Read(rnd[:])
-	d.Key = runKey(d.Run, "decisions", d.At.Format("20060102T150405.000000000Z")+"-"+d.Decision+"-"+hex.EncodeToString(rnd[:])+".json")
+	d.Key = runKey(d.Run, dir, d.At.Format("20060102T150405.000000000Z")+"-"+d.Decision+"-"+hex.EncodeToString(rnd[:])+".json")
 	b, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		return d, err
@@ -72,11 +115,25 @@ func RecordDecision(ctx context.Context, st Store, d Decision) (Decision, error)
 	return d, st.Create(ctx, d.Key, append(b, '\n'))
 }
 
-// ReadDecisions reads a run's decisions, oldest first.
+// ReadDecisions reads a run's decisions, people's and steps' halts, oldest
+// first. A record under halts/ counts as a halt only: one that is anything
+// else is refused (the step pods can write there, people's decisions
+// cannot come from there), and its identity is dropped.
 func ReadDecisions(ctx context.Context, st Store, run string) ([]Decision, error) {
-	out, err := readRecords(ctx, st, runKey(run, "decisions")+"/", "decision", func(d *Decision, k string) { d.Key = k })
+	out, err := readRecords(ctx, st, runKey(run, decisionsDir)+"/", "decision", func(d *Decision, k string) { d.Key = k })
 	if err != nil {
 		return nil, err
+	}
+	halts, err := readRecords(ctx, st, runKey(run, haltsDir)+"/", "halt", func(d *Decision, k string) { d.Key = k })
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range halts {
+		if h.Decision != DecisionHalt {
+			return nil, fmt.Errorf("%s is a %q, not a halt: only halts are kept under %s/; remove it", h.Key, h.Decision, runKey(run, haltsDir))
+		}
+		h.Identity = nil
+		out = append(out, h)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out, nil
@@ -162,9 +219,9 @@ func liftersOf(ds []Decision, h Decision) []string {
 		default:
 			ok = true
 		}
-		if ok && !seen[a.By] {
-			seen[a.By] = true
-			out = append(out, a.By)
+		if ok && !seen[a.Who()] {
+			seen[a.Who()] = true
+			out = append(out, a.Who())
 		}
 	}
 	return out
@@ -218,9 +275,9 @@ func Skippers(ds []Decision, cluster string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, d := range ds {
-		if d.Decision == DecisionSkip && d.Cluster == cluster && !seen[d.By] {
-			seen[d.By] = true
-			out = append(out, d.By)
+		if d.Decision == DecisionSkip && d.Cluster == cluster && !seen[d.Who()] {
+			seen[d.Who()] = true
+			out = append(out, d.Who())
 		}
 	}
 	return out
@@ -247,10 +304,10 @@ func (p *Plan) SkippedAt(ds []Decision, cluster string) (time.Time, bool) {
 	need := p.Lifters(c.Ring)
 	seen := map[string]bool{}
 	for _, d := range ds {
-		if d.Decision != DecisionSkip || d.Cluster != cluster || seen[d.By] {
+		if d.Decision != DecisionSkip || d.Cluster != cluster || seen[d.Who()] {
 			continue
 		}
-		seen[d.By] = true
+		seen[d.Who()] = true
 		if len(seen) >= need {
 			return d.At, true
 		}
@@ -279,9 +336,9 @@ func Approvers(ds []Decision, ring string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, d := range ds {
-		if d.Decision == DecisionApprove && d.Ring == ring && d.Cluster == "" && d.Step == "" && !seen[d.By] {
-			seen[d.By] = true
-			out = append(out, d.By)
+		if d.Decision == DecisionApprove && d.Ring == ring && d.Cluster == "" && d.Step == "" && !seen[d.Who()] {
+			seen[d.Who()] = true
+			out = append(out, d.Who())
 		}
 	}
 	return out

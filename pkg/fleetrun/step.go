@@ -309,7 +309,7 @@ func (p *Programme) settleFailure(ctx context.Context, cp *ClusterPlan, st *Clus
 	}
 	budget := fmt.Sprintf("%d failed in ring %s (%s), past its failure budget of %d", len(failed), r.Name, strings.Join(failed, ", "), r.MaxFailures)
 	if _, held := p.Plan.ActiveHalt(ds, cp.Ring, ""); !held {
-		if _, err := RecordDecision(ctx, p.Store, Decision{Run: p.Plan.Run, Decision: DecisionHalt, Ring: cp.Ring,
+		if _, err := RecordStepHalt(ctx, p.Store, Decision{Run: p.Plan.Run, Decision: DecisionHalt, Ring: cp.Ring,
 			By: "step " + stepName + " of " + cp.Name, At: at, Reason: message + " (" + budget + ")"}); err != nil {
 			return 0, "", err
 		}

@@ -237,8 +237,14 @@ func TestStepExitCodes(t *testing.T) {
 		t.Fatalf("halting step: %+v", r)
 	}
 	ds, _ := ReadDecisions(ctx, h.p.Store, "r1")
-	if _, ok := h.p.Plan.ActiveHalt(ds, "canary", "canary-b"); !ok {
+	halt, ok := h.p.Plan.ActiveHalt(ds, "canary", "canary-b")
+	if !ok {
 		t.Fatal("a failed step halts its ring")
+	}
+	// Kept under the run's halts/, which the step's credentials may write,
+	// not decisions/, which they need not.
+	if !strings.HasPrefix(halt.Key, "runs/r1/halts/") || halt.Identity != nil {
+		t.Errorf("the step's halt is kept at %s with identity %+v, want under runs/r1/halts/ with none", halt.Key, halt.Identity)
 	}
 	// The ring's other clusters do not start.
 	if r := h.step(t, "canary-b", "gate"); r.ExitCode != cli.ExitFindings || !strings.Contains(r.Message, "halted by step pool-gpu-a-1-38-pdb-blockers of canary-a") {
@@ -246,7 +252,7 @@ func TestStepExitCodes(t *testing.T) {
 	}
 	// Approve after the fix: the failed step runs again as attempt 2.
 	h.exec.codes[BinPDBBlockers+" -l"] = 0
-	if _, err := h.p.Decide(ctx, Decision{Run: "r1", Decision: DecisionApprove, Ring: "canary", By: "alice", At: h.clock.Add(time.Minute), Reason: "PDB fixed"}, DecideOptions{}); err != nil {
+	if _, err := h.p.Decide(ctx, Decision{Run: "r1", Decision: DecisionApprove, Ring: "canary", Identity: &cli.Identity{User: "alice"}, At: h.clock.Add(time.Minute), Reason: "PDB fixed"}, DecideOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h.clock = h.clock.Add(2 * time.Minute)
@@ -323,7 +329,7 @@ func TestApprovalsBeforeProd(t *testing.T) {
 	ctx := context.Background()
 	approve := func(who string) {
 		t.Helper()
-		if _, err := h.p.Decide(ctx, Decision{Run: "r1", Decision: DecisionApprove, Ring: "prod", By: who, At: h.clock, Reason: "ok"}, DecideOptions{}); err != nil {
+		if _, err := h.p.Decide(ctx, Decision{Run: "r1", Decision: DecisionApprove, Ring: "prod", Identity: &cli.Identity{User: who}, At: h.clock, Reason: "ok"}, DecideOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -175,7 +175,22 @@ func (cp *Cluster) setAPIServerPort(port int) error {
 // writeKubeconfig writes a kubeconfig with a client certificate for user
 // (group system:masters) and returns its path.
 func (cp *Cluster) writeKubeconfig(name, user string) (string, error) {
-	pair, err := newKeyPair(certSpec{commonName: user, organization: []string{"system:masters"}, usages: clientAuth}, cp.pki.ca)
+	return cp.writeUserKubeconfig(name, user, []string{"system:masters"})
+}
+
+// UserKubeconfig writes a kubeconfig that authenticates as user in groups
+// (a client certificate the cluster's CA signs: its common name is the
+// user, its organizations the groups) and returns its path. The user has
+// what RBAC grants it and nothing else.
+func (cp *Cluster) UserKubeconfig(user string, groups ...string) (string, error) {
+	if cp.pki == nil {
+		return "", fmt.Errorf("control plane at %s was attached, not started: no CA to sign for %s", cp.Host, user)
+	}
+	return cp.writeUserKubeconfig("user-"+user, user, groups)
+}
+
+func (cp *Cluster) writeUserKubeconfig(name, user string, groups []string) (string, error) {
+	pair, err := newKeyPair(certSpec{commonName: user, organization: groups, usages: clientAuth}, cp.pki.ca)
 	if err != nil {
 		return "", err
 	}

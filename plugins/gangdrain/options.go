@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -311,9 +310,8 @@ func kueueInstalled(_ context.Context, kube kubernetes.Interface) (bool, error) 
 func (o *Options) requester(ctx context.Context) string {
 	const tool = "kubectl-gang_drain"
 	if kube, err := o.cg.Kube(); err == nil {
-		ssr, err := kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-		if err == nil && ssr.Status.UserInfo.Username != "" {
-			return ssr.Status.UserInfo.Username + " (" + tool + ")"
+		if id, err := cli.WhoAmI(ctx, kube); err == nil {
+			return id.User + " (" + tool + ")"
 		}
 	}
 	if u := os.Getenv("USER"); u != "" {

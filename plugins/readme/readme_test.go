@@ -200,6 +200,10 @@ func inputFixture(plugin, sub, flag string) (fixture, bool) {
 		return fixture{kind: "a skew report (kubectl skew -o yaml)", from: "../../testdata/runbook/gke.yaml"}, true
 	case plugin == "deprecations" && (flag == "-f" || flag == "--filename"):
 		return fixture{kind: "manifests", from: "../deprecations/testdata/ci/app.yaml"}, true
+	case flag == "--kubeconfig":
+		// A person's own kubeconfig (fleet approve as alice): its server
+		// refuses connections as the shell's does.
+		return fixture{kind: "a kubeconfig", body: "apiVersion: v1\nkind: Config\ncurrent-context: readme\nclusters: [{name: refused, cluster: {server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true}}]\nusers: [{name: readme, user: {token: readme}}]\ncontexts: [{name: readme, context: {cluster: refused, user: readme}}]\n"}, true
 	case flag == "--promql-checks":
 		return fixture{kind: "a list of PromQL checks", from: "../../pkg/health/testdata/promql-checks.yaml"}, true
 	case flag == "--probe-file":

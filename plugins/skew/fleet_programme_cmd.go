@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	authnv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
 
@@ -753,9 +750,13 @@ func newFleetDecisionCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams
 			manual). Without --ring or --cluster the approval lifts a halt of the
 			whole run.
 
-			The approver is the user the management cluster authenticates
-			(SelfSubjectReview), else the local user; --approver names someone else
-			(for a change-ticket system acting for a person).`)
+			The approver is the user the management cluster (the current context)
+			authenticates, as "kubectl auth whoami" shows it (SelfSubjectReview):
+			its name, UID and groups are recorded, and the distinct people a rule
+			counts are distinct user names. To decide for someone else (a
+			change-ticket system acting for a person), impersonate them with
+			--as, which needs the impersonate verb on users. Nothing is recorded
+			when the cluster cannot say who you are (exit 3).`)
 		cmd.Example = templates.Examples(`
 			kubectl skew fleet approve -f fleet.yaml --run 2026-12-v1-38 --ring prod --reason "CHG-1234: canary soaked clean"
 			kubectl skew fleet approve -f fleet.yaml --run 2026-12-v1-38 --ring canary --reason "node fixed, gate re-run"`)
@@ -770,7 +771,8 @@ func newFleetDecisionCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams
 			skipped the cluster, its remaining steps do nothing (exit 0), its place
 			in flight is free, it does not count against the ring's failure budget,
 			and the gates of later rings treat it as decided. The steps of the
-			cluster held in the run's Argo Workflow are released.`)
+			cluster held in the run's Argo Workflow are released. Who skips is the
+			user the management cluster authenticates, as for approve.`)
 		cmd.Example = templates.Examples(`
 			kubectl skew fleet skip -f fleet.yaml --run 2026-12-v1-38 --cluster prod-use1 --reason "CHG-1240: node RMA, upgrade next run"`)
 	} else {
@@ -780,7 +782,8 @@ func newFleetDecisionCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams
 			Record a halt in the run's store (who, when, why). From then on no step
 			of what it covers starts: each answers exit 1 and the engine holds it
 			until "kubectl skew fleet approve" lifts the halt. A step already
-			running finishes.`)
+			running finishes. Who halts is the user the management cluster
+			authenticates, as for approve.`)
 		cmd.Example = templates.Examples(`
 			kubectl skew fleet halt -f fleet.yaml --run 2026-12-v1-38 --ring prod --reason "p99 TTFT regression in use1"`)
 	}
@@ -789,7 +792,7 @@ func newFleetDecisionCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams
 	cmd.Flags().StringVar(&o.Ring, "ring", o.Ring, "The ring the decision covers.")
 	cmd.Flags().StringVar(&o.Cluster, "cluster", o.Cluster, "The cluster the decision covers.")
 	cmd.Flags().StringVar(&o.Reason, "reason", o.Reason, "Why (kept with the decision).")
-	cmd.Flags().StringVar(&o.Approver, "approver", o.Approver, "Who decides (default: the user the management cluster authenticates, else the local user).")
+	cmd.Flags().StringVar(&o.Approver, "approver", o.Approver, "A check only: the user the management cluster authenticates must be this one (exit 2 otherwise); to decide for someone else use --as.")
 	if kind == fleetrun.DecisionApprove || kind == fleetrun.DecisionSkip {
 		if kind == fleetrun.DecisionApprove {
 			cmd.Flags().StringVar(&o.Step, "step", o.Step, "With --cluster: the manual step done.")
@@ -825,24 +828,29 @@ func (o *fleetDecisionOptions) Validate() error {
 	return nil
 }
 
-// identity is who decides: --approver, else the user the management
-// cluster authenticates, else the local user.
-func (o *fleetDecisionOptions) identity(ctx context.Context) string {
-	if o.Approver != "" {
-		return o.Approver
+// whoDecides asks the management cluster who runs the command
+// (SelfSubjectReview): the decision is recorded under that identity, so
+// the rules of distinct people count people the cluster authenticated,
+// not names typed. --approver, when given, must name that user: deciding
+// for someone else is kubectl's impersonation (--as), which the API server
+// authorises with the impersonate verb. Nothing is recorded when the
+// cluster cannot say (exit 3) or the names differ (exit 2).
+func (o *fleetDecisionOptions) whoDecides(ctx context.Context) (*cli.Identity, error) {
+	kc, err := o.cg.Kube()
+	if err != nil {
+		return nil, cli.ClassifyClusterErr(err, o.cg.Metadata(), o.Kind+" not recorded: cannot tell who you are: "+cli.WhoAmIAction)
 	}
-	if kc, err := o.cg.Kube(); err == nil {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if r, err := kc.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil && r.Status.UserInfo.Username != "" {
-			return r.Status.UserInfo.Username
-		}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	id, err := cli.WhoAmI(ctx, kc)
+	if err != nil {
+		return nil, fmt.Errorf("%s not recorded: %w", o.Kind, err)
 	}
-	if u, err := user.Current(); err == nil {
-		h, _ := os.Hostname()
-		return u.Username + "@" + h
+	if o.Approver != "" && o.Approver != id.User {
+		return nil, cli.Usagef("%s not recorded: --approver %s is not who the management cluster authenticates (%s); to decide as %s, run with --as %s (impersonation, granted by the impersonate verb on users), or drop --approver",
+			o.Kind, o.Approver, id.User, o.Approver, o.Approver)
 	}
-	return "unknown"
+	return &id, nil
 }
 
 func (o *fleetDecisionOptions) Run(ctx context.Context) error {
@@ -851,8 +859,11 @@ func (o *fleetDecisionOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeProgramme(p)
-	d := fleetrun.Decision{Run: o.RunName, Decision: o.Kind, Ring: o.Ring, Cluster: o.Cluster, Step: o.Step, Reason: o.Reason, By: o.identity(ctx), At: p.Plan.CreatedAt}
-	d.At = o.deps.now()
+	id, err := o.whoDecides(ctx)
+	if err != nil {
+		return err
+	}
+	d := fleetrun.Decision{Run: o.RunName, Decision: o.Kind, Ring: o.Ring, Cluster: o.Cluster, Step: o.Step, Reason: o.Reason, By: id.User, Identity: id, At: o.deps.now()}
 	res, err := p.Decide(ctx, d, fleetrun.DecideOptions{Resume: o.Kind != fleetrun.DecisionHalt && !o.NoResume, Namespace: o.Namespace})
 	if err != nil {
 		return err
