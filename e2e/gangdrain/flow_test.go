@@ -128,7 +128,7 @@ func TestGangDrainKueueJobSetFlow(t *testing.T) {
 	wantIn(t, r.Stdout, e.ns+"/JobSet/train", "kueue-deactivate", "16/32", "Steps of `run`")
 	goldenfile.CheckFits(t, r.Stdout, cli.DefaultTableWidth)
 	r = e.run(append([]string{"plan", "-o", "wide"}, drained...)...)
-	wantIn(t, r.Stdout, "RANKS ON/ALL", "8/16")
+	wantIn(t, r.Stdout, "RANKS-ON/ALL", "8/16")
 
 	// run, with a responder that takes a second to checkpoint.
 	var mu sync.Mutex
