@@ -477,8 +477,14 @@ func (r *renderer) kubeadmControlPlane(s Step) blocks {
 		if first {
 			upgrade = []string{"sudo kubeadm upgrade plan", "sudo kubeadm upgrade apply " + sq("v"+s.To+"."+phPatch) + " --yes"}
 		}
+		// The node's manifests as they are, for the rollback: copied once,
+		// whole or not at all, so a re-run after a partial upgrade keeps the
+		// first copy (not cp -n, which fails when it skips in coreutils
+		// 9.2 to 9.4, as on Ubuntu 24.04).
+		pre := preUpgradeManifests(s.To)
+		save := fmt.Sprintf("if ! sudo test -d %s; then sudo rm -rf %s.tmp && sudo cp -a /etc/kubernetes/manifests %s.tmp && sudo mv %s.tmp %s; fi", pre, pre, pre, pre, pre)
 		byManager(&b, pm, func(pm string) []string {
-			return chain(append(append(repoSwitch(pm, from, s.To), install(pm, s.To, true, "kubeadm")...), upgrade...)...)
+			return chain(append(append(append([]string{save}, repoSwitch(pm, from, s.To)...), install(pm, s.To, true, "kubeadm")...), upgrade...)...)
 		})
 		b.cut()
 		b.add("# here:", fmt.Sprintf("kubectl drain %s --ignore-daemonsets --delete-emptydir-data --timeout=%s", sq(n), selfDrainTimeout))
@@ -880,7 +886,9 @@ func k3sSteps(role, to string, start bool) (string, []string) {
 }
 
 // rke2Install re-runs the RKE2 install script for the channel of minor to
-// and restarts the service. RKE2 reads its settings from
+// and restarts the service. The script runs as root (its setup_env stops
+// with "You need to be root to perform this install", rancher/rke2
+// install.sh), so sudo carries the channel to it. RKE2 reads its settings from
 // /etc/rancher/rke2/config.yaml, which the script does not write
 // (https://docs.rke2.io/upgrades/manual_upgrade, read 2026-12-06).
 func rke2Install(role, to string) []string {
@@ -889,7 +897,7 @@ func rke2Install(role, to string) []string {
 		typ = " INSTALL_RKE2_TYPE=agent"
 	}
 	return chain(
-		fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s%s sh -", to, typ),
+		fmt.Sprintf("curl -sfL https://get.rke2.io | sudo INSTALL_RKE2_CHANNEL=v%s%s sh -", to, typ),
 		"sudo systemctl restart rke2-"+role,
 		fmt.Sprintf("rke2 --version | grep -F ' v%s.'", to))
 }

@@ -126,15 +126,38 @@ func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
 	b.add("# on each control-plane node, once every one has stopped its static pods: put the manifests kubeadm replaced back over the stopped ones, restore the snapshot into a fresh data directory as this member with etcdutl of the etcd release its manifest names, then the previous packages:",
 		"INITIAL='<the INITIAL printed above>'")
 	byManager(b, packageManager(r.controlPlaneOS()), func(pm string) []string {
-		lines := append([]string{`sudo cp "$(ls -d /etc/kubernetes/tmp/kubeadm-backup-manifests-* | tail -n1)"/*.yaml /etc/kubernetes/manifests-stopped/`},
+		// The copy the upgrade step took before kubeadm ran (a node it
+		// never reached has none, and its stopped manifests are already
+		// the previous ones): not kubeadm's newest kubeadm-backup-manifests-*
+		// directory, which is empty after kubeadm rolled itself back or
+		// re-ran, and is an earlier hop's on a node this hop never reached.
+		pre := preUpgradeManifests(s.To)
+		lines := append([]string{fmt.Sprintf("if sudo test -d %s; then sudo cp -a %s/. %s/; fi", pre, pre, stoppedManifests)},
 			etcdRestoreLines(s)...)
-		lines = append(lines, "sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")
+		lines = append(lines, startManifests)
 		lines = append(lines, repoSwitch(pm, s.To, prev)...)
 		lines = append(lines, downgrade(pm, prev, "kubeadm", "kubelet", "kubectl")...)
 		return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
 	})
 	b.cut()
 	b.add("# here, when every node has restored:", "kubectl -n kube-system get pods -l tier=control-plane -o wide")
+}
+
+// The static pod manifests a rollback stops and starts again. kubeadm
+// creates its directories 0700 (cmd/kubeadm/app/constants/constants.go
+// CreateTimestampDirForKubeadm, cmd/kubeadm/app/util/staticpod/utils.go
+// WriteStaticPodToDisk, kubernetes v1.37.2), so a glob in them is expanded
+// by a root shell, never by the operator's.
+const (
+	stoppedManifests = "/etc/kubernetes/manifests-stopped"
+	startManifests   = `sudo sh -c 'mv ` + stoppedManifests + `/*.yaml /etc/kubernetes/manifests/'`
+)
+
+// preUpgradeManifests is where a kubeadm control-plane node's static pod
+// manifests are copied before its kubeadm upgrade to minor, for the
+// rollback to put back.
+func preUpgradeManifests(minor string) string {
+	return "/etc/kubernetes/manifests-pre-" + minor
 }
 
 // etcdSnapshotFile is the snapshot the etcd step of a hop to minor takes.
@@ -156,7 +179,7 @@ func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
 		fmt.Sprintf(`scp "$BACKUP_DIR/%s" "$NODE_SSH":/tmp/ && ssh "$NODE_SSH" sudo install -m 0600 /tmp/%s /root/%s && ssh "$NODE_SSH" rm /tmp/%s`, file, file, file, file))
 	b.cut()
 	b.add(fmt.Sprintf("# on every %s, before any of them restores: stop its static pods", what),
-		"sudo mkdir -p /etc/kubernetes/manifests-stopped && sudo mv /etc/kubernetes/manifests/*.yaml /etc/kubernetes/manifests-stopped/")
+		"sudo mkdir -p "+stoppedManifests+" && "+`sudo sh -c 'mv /etc/kubernetes/manifests/*.yaml `+stoppedManifests+`/'`)
 	b.cut()
 }
 
@@ -227,7 +250,7 @@ func (r *renderer) capiControlPlaneBack(s Step, prev string) blocks {
 	r.etcdRestoreIntro(&b, s, "control-plane machine", phCPNow)
 	b.add(fmt.Sprintf("# then on each control-plane machine: restore the snapshot into a fresh data directory as this member and start its static pods again (the machine keeps its v%s manifests: the machines go back to v%s below, replaced by Cluster API):", s.To, prev),
 		"INITIAL='<the INITIAL printed above>'")
-	b.add(chain(append(etcdRestoreLines(s), "sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/")...)...)
+	b.add(chain(append(etcdRestoreLines(s), startManifests)...)...)
 	b.cut()
 	b.add("# here, when every machine has restored: the members answer; then resume the Cluster on the management cluster")
 	b.add(chain(etcdctl(phCPNow, "endpoint health --cluster"), pause(false))...)
@@ -257,7 +280,7 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 			return append([]string{note}, chain(append(lines, then...)...)...)
 		}
 		// RKE2's install script installs and does not start the service.
-		return chain(append([]string{fmt.Sprintf("curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v%s sh -", prev), fmt.Sprintf("rke2 --version | grep -F ' v%s.'", prev)}, then...)...)
+		return chain(append([]string{fmt.Sprintf("curl -sfL https://get.rke2.io | sudo INSTALL_RKE2_CHANNEL=v%s sh -", prev), fmt.Sprintf("rke2 --version | grep -F ' v%s.'", prev)}, then...)...)
 	}
 	b.add("# here, over ssh to the first server; writes since the backup are lost:", sshTo("SERVER", phServer, "the first server"), backupDir())
 	switch {

@@ -51,13 +51,15 @@ func TestRunbookRollbackPerLayer(t *testing.T) {
 			// downloaded is the release of the etcd manifest that runs
 			// after the restore.
 			order: []string{"scp \"$BACKUP_DIR/etcd-pre-1.38.db\"", "# on every control-plane node, before any of them restores",
-				"kubeadm-backup-manifests-* | tail -n1)\"/*.yaml /etc/kubernetes/manifests-stopped/",
+				"if sudo test -d /etc/kubernetes/manifests-pre-1.38; then sudo cp -a /etc/kubernetes/manifests-pre-1.38/. /etc/kubernetes/manifests-stopped/; fi",
 				`ETCD_VER=$(sudo sed -n 's/^ *image: .*:v\{0,1\}\([0-9][0-9.]*\).*/\1/p' /etc/kubernetes/manifests-stopped/etcd.yaml) && \`,
 				`curl -fsSL "https://github.com/etcd-io/etcd/releases/download/v$ETCD_VER/etcd-v$ETCD_VER-linux-$ETCD_ARCH.tar.gz"`,
 				`"$ETCDUTL_DIR/etcdutl" version | grep -F "etcdutl version: $ETCD_VER" && \`,
 				`sudo "$ETCDUTL_DIR/etcdutl" snapshot restore /root/etcd-pre-1.38.db`,
-				"sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/", "sudo systemctl restart kubelet"},
-			bad: []string{"sudo etcdutl"}},
+				"sudo sh -c 'mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/'", "sudo systemctl restart kubelet"},
+			// Globs in kubeadm's 0700 directories are a root shell's, and
+			// the manifests put back are the copy taken before this hop.
+			bad: []string{"sudo etcdutl", "kubeadm-backup-manifests", "sudo mv /etc/kubernetes/manifests/*.yaml", "sudo mv /etc/kubernetes/manifests-stopped/*.yaml"}},
 		{variant: "kubeadm-rpm", phase: PhaseAPIServers,
 			want: []string{"sudo dnf install -y 'kubeadm-1.37.*'"}},
 		{variant: "k3s-etcd", phase: PhaseAPIServers,
@@ -77,7 +79,7 @@ func TestRunbookRollbackPerLayer(t *testing.T) {
 			order: []string{`patch cluster.cluster.x-k8s.io gpu-cell-07 --type merge -p '{"spec":{"paused":true}}'`, "member list -w simple",
 				"scp \"$BACKUP_DIR/etcd-pre-1.37.db\"", "# on every control-plane machine, before any of them restores",
 				"/etc/kubernetes/manifests-stopped/etcd.yaml) && \\", `"$ETCDUTL_DIR/etcdutl" version | grep -F`, `sudo "$ETCDUTL_DIR/etcdutl" snapshot restore /root/etcd-pre-1.37.db`,
-				"sudo mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/", "endpoint health --cluster", `-p '{"spec":{"paused":false}}'`,
+				"sudo sh -c 'mv /etc/kubernetes/manifests-stopped/*.yaml /etc/kubernetes/manifests/'", "endpoint health --cluster", `-p '{"spec":{"paused":false}}'`,
 				"annotate cluster.cluster.x-k8s.io gpu-cell-07 unsafe.topology.cluster.x-k8s.io/disable-update-version-check=true --overwrite && \\",
 				`patch cluster.cluster.x-k8s.io gpu-cell-07 --type merge -p "{\"spec\":{\"topology\":{\"version\":\"$PREV\"}}}" && \`,
 				"unsafe.topology.cluster.x-k8s.io/disable-update-version-check- && \\",
@@ -233,4 +235,23 @@ func lineWith(t *testing.T, text, s string) string {
 	}
 	t.Fatalf("no line with %q:\n%s", s, text)
 	return ""
+}
+
+// Each kubeadm control-plane node copies its manifests before its kubeadm
+// upgrade, once: the rollback puts back that copy, not kubeadm's newest
+// kubeadm-backup-manifests-* directory, which is empty after kubeadm rolled
+// itself back and is an earlier hop's on a node this hop never reached.
+func TestRunbookKubeadmManifestsSavedBeforeUpgrade(t *testing.T) {
+	s := stepOf(t, variantPlan(t, "kubeadm-ha"), PhaseAPIServers, "")
+	text := strings.Join(s.Commands, "\n")
+	save := "if ! sudo test -d /etc/kubernetes/manifests-pre-1.38; then sudo rm -rf /etc/kubernetes/manifests-pre-1.38.tmp && sudo cp -a /etc/kubernetes/manifests /etc/kubernetes/manifests-pre-1.38.tmp && sudo mv /etc/kubernetes/manifests-pre-1.38.tmp /etc/kubernetes/manifests-pre-1.38; fi && \\"
+	for _, upgrade := range []string{"sudo kubeadm upgrade apply", "sudo kubeadm upgrade node"} {
+		i, j := strings.Index(text, save), strings.Index(text, upgrade)
+		if i < 0 || j < 0 || i > j {
+			t.Errorf("%q: the manifests are not saved before it:\n%s", upgrade, text)
+		}
+	}
+	if n, m := strings.Count(text, save), strings.Count(text, "sudo kubeadm upgrade "); n == 0 || n != m-strings.Count(text, "sudo kubeadm upgrade plan") {
+		t.Errorf("%d saves for %d kubeadm upgrades:\n%s", n, m, text)
+	}
 }

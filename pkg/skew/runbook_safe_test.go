@@ -253,7 +253,7 @@ func TestRunbookK3sKeepsInstallSettings(t *testing.T) {
 		})
 	}
 	wantIn(t, "rke2 servers", cmds(stepOf(t, variantPlan(t, "rke2"), PhaseAPIServers, "")),
-		"curl -sfL https://get.rke2.io | INSTALL_RKE2_CHANNEL=v1.38 sh - && \\", "sudo systemctl restart rke2-server && \\", "rke2 --version | grep -F ' v1.38.'")
+		"curl -sfL https://get.rke2.io | sudo INSTALL_RKE2_CHANNEL=v1.38 sh - && \\", "sudo systemctl restart rke2-server && \\", "rke2 --version | grep -F ' v1.38.'")
 }
 
 // EKS add-ons whose management the cluster does not show get one block
