@@ -150,8 +150,9 @@ func TestFleetDecisions(t *testing.T) {
 		t.Errorf("alice again counts once: %s", r)
 	}
 	r = approve("alice", "--approver", "bob")
-	if r.ExitCode != cli.ExitUsage || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, "authenticates (alice)") || !strings.Contains(r.Stderr, "--as bob") {
-		t.Errorf("--approver bob as alice: want exit 2 and one line: %s", r)
+	// A usage error: one error line, then the suite's hint line.
+	if r.ExitCode != cli.ExitUsage || strings.Count(r.Stderr, "error: ") != 1 || !strings.HasPrefix(r.Stderr, "error: ") || !strings.Contains(r.Stderr, "authenticates (alice)") || !strings.Contains(r.Stderr, "--as bob") {
+		t.Errorf("--approver bob as alice: want exit 2 and one error line: %s", r)
 	}
 	r = approve("alice", "--as", "bob")
 	if r.ExitCode != cli.ExitUnavailable || !strings.Contains(r.Stderr, "create selfsubjectreviews.authentication.k8s.io") || !strings.Contains(r.Stderr, "cannot impersonate") {
