@@ -105,20 +105,7 @@ users:
 	t.Setenv("NO_COLOR", "1")
 	t.Setenv("HOME", dir)
 
-	var paths [][]string
-	var walk func(c *cobra.Command, path []string)
-	walk = func(c *cobra.Command, path []string) {
-		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
-			return
-		}
-		if c.Runnable() {
-			paths = append(paths, path)
-		}
-		for _, s := range c.Commands() {
-			walk(s, append(append([]string(nil), path...), s.Name()))
-		}
-	}
-	walk(newRoot(genericiooptions.NewTestIOStreamsDiscard()), nil)
+	paths := runnablePaths(newRoot)
 	for _, path := range paths {
 		probe := find(newRoot(genericiooptions.NewTestIOStreamsDiscard()), path)
 		name := displayName(probe)
@@ -229,20 +216,7 @@ var caseHints = map[string]string{
 // legend as pkg/cli renders it.
 func CheckHelpLegend(t *testing.T, newRoot NewRoot) {
 	t.Helper()
-	var paths [][]string
-	var walk func(c *cobra.Command, path []string)
-	walk = func(c *cobra.Command, path []string) {
-		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
-			return
-		}
-		if c.Runnable() {
-			paths = append(paths, path)
-		}
-		for _, s := range c.Commands() {
-			walk(s, append(append([]string(nil), path...), s.Name()))
-		}
-	}
-	walk(newRoot(genericiooptions.NewTestIOStreamsDiscard()), nil)
+	paths := runnablePaths(newRoot)
 	legends := 0
 	for _, path := range paths {
 		probe := find(newRoot(genericiooptions.NewTestIOStreamsDiscard()), path)
@@ -345,4 +319,24 @@ func headerColumns(l string) ([]headerColumn, bool) {
 		i = k
 	}
 	return cols, len(cols) >= 2
+}
+
+// runnablePaths are the paths of every runnable, visible command under the
+// root newRoot builds (help and completion left out).
+func runnablePaths(newRoot NewRoot) [][]string {
+	var paths [][]string
+	var walk func(c *cobra.Command, path []string)
+	walk = func(c *cobra.Command, path []string) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Runnable() {
+			paths = append(paths, path)
+		}
+		for _, s := range c.Commands() {
+			walk(s, append(append([]string(nil), path...), s.Name()))
+		}
+	}
+	walk(newRoot(genericiooptions.NewTestIOStreamsDiscard()), nil)
+	return paths
 }
