@@ -103,14 +103,7 @@ func TestRunbookRollbackPerLayer(t *testing.T) {
 			text := rollbackText(s)
 			wantIn(t, "rollback", text, tc.want...)
 			wantNotIn(t, "rollback", text, tc.bad...)
-			at := -1
-			for _, w := range tc.order {
-				i := strings.Index(text[at+1:], w)
-				if i < 0 {
-					t.Fatalf("lacks, or out of order, %q:\n%s", w, text)
-				}
-				at += 1 + i
-			}
+			wantInOrder(t, "rollback", text, tc.order...)
 		})
 	}
 }
@@ -126,8 +119,7 @@ func TestRunbookRollbackASG(t *testing.T) {
 	s := stepOf(t, p, PhaseNodePool, "gpu-h100")
 	wantIn(t, "step", cmds(s), `echo "$OLD" > lt-gpu-h100-old.version`)
 	text := rollbackText(s)
-	at := -1
-	for _, w := range []string{
+	wantInOrder(t, "rollback", text,
 		"OLD=$(cat lt-gpu-h100-old.version)",
 		"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING",
 		`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh`,
@@ -137,13 +129,7 @@ func TestRunbookRollbackASG(t *testing.T) {
 		"--kubelet-version v1.37 --xid --dcgm",
 		"kubectl gang-drain restore \"gpu-h100-to-1.38\"",
 		"aws autoscaling delete-lifecycle-hook",
-	} {
-		i := strings.Index(text[at+1:], w)
-		if i < 0 {
-			t.Fatalf("lacks, or out of order, %q:\n%s", w, text)
-		}
-		at += 1 + i
-	}
+	)
 	// cancel-instance-refresh before rollback-instance-refresh would leave
 	// nothing in progress to roll back.
 	if i := strings.Index(text, "cancel-instance-refresh"); i >= 0 && i < strings.Index(text, "rollback-instance-refresh") {

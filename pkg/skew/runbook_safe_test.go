@@ -165,14 +165,7 @@ func TestRunbookBackupsLeaveTheNode(t *testing.T) {
 				wantIn(t, "backup", c, "BACKUP_DIR='<backup-dir>'")
 				if s.To == stepOf(t, p, PhaseEtcd, "").To {
 					wantIn(t, "backup", c, tc.wants...)
-					at := -1
-					for _, w := range tc.order {
-						i := strings.Index(c[at+1:], w)
-						if i < 0 {
-							t.Fatalf("backup lacks, or out of order, %q:\n%s", w, c)
-						}
-						at += 1 + i
-					}
+					wantInOrder(t, "backup", c, tc.order...)
 				}
 				// Nothing checked on the node or in the etcd pod with a tool
 				// that is not there; nothing parked in /root.

@@ -78,6 +78,20 @@ func wantIn(t *testing.T, where, text string, wants ...string) {
 	}
 }
 
+// wantInOrder wants each of order in text, each after the start of the one
+// before it.
+func wantInOrder(t *testing.T, where, text string, order ...string) {
+	t.Helper()
+	at := -1
+	for _, w := range order {
+		i := strings.Index(text[at+1:], w)
+		if i < 0 {
+			t.Fatalf("%s lacks, or out of order, %q:\n%s", where, w, text)
+		}
+		at += 1 + i
+	}
+}
+
 func wantNotIn(t *testing.T, where, text string, bad ...string) {
 	t.Helper()
 	for _, b := range bad {
