@@ -31,11 +31,16 @@ make=(make --no-print-directory)
 start=$SECONDS
 failed=()
 
+# Every lane's output is also kept in one log, so that a failed run ends
+# with the failing tests' names: CI shows only the last lines of a run.
+log=$(mktemp -t make-test.XXXXXX)
+trap 'rm -f "$log"' EXIT
+
 # lane NAME CMD...: runs CMD with each output line prefixed by NAME.
 lane() {
 	local name=$1
 	shift
-	"$@" > >(sed -u "s/^/$name| /") 2>&1
+	"$@" > >(sed -u "s/^/$name| /" | tee -a "$log") 2>&1
 }
 
 # finish NAME PID: waits for a lane and records its failure.
@@ -77,6 +82,8 @@ if [[ -n $unit ]]; then
 fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
+	echo "test.sh: what failed (the whole output is above):" >&2
+	grep -E -A3 '^[a-z0-9]+[|] (--- FAIL|FAIL|panic:|.*[*]{3} )' "$log" | grep -v -E '[|] FAIL$' | tail -n 40 >&2 || true
 	echo "test.sh: FAILED: ${failed[*]}" >&2
 	exit 1
 fi
