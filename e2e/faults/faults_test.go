@@ -99,8 +99,9 @@ type invocation struct {
 // readOnly are the read-only commands of every plugin.
 func (f *fixture) readOnly() []invocation {
 	return []invocation{
-		// nodes, kube-system pods, DaemonSets and Deployments
-		{"skew", "kubectl-skew", nil, 4},
+		// nodes, kube-system pods, DaemonSets, Deployments, and the
+		// PodDisruptionBudgets that mark nodes of stateful services
+		{"skew", "kubectl-skew", nil, 5},
 		{"pdb-blockers", "kubectl-pdb_blockers", []string{f.podNode}, 3}, // nodes, pods and PDBs at once
 		// one per cluster source: metrics (its apiserver endpoints), objects, helm, crds
 		{"deprecations", "kubectl-deprecations", nil, 4},
