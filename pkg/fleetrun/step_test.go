@@ -435,6 +435,14 @@ func TestStepInterruptedResumes(t *testing.T) {
 	if err != nil || r.ExitCode != cli.ExitIncomplete || !strings.Contains(r.Message, "is running in test/1") {
 		t.Fatalf("second runner: %+v %v", r, err)
 	}
+	// The step is in progress before its drain command starts; interrupt
+	// the drain itself.
+	for h.exec.count(BinGangDrain+" run") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the drain command never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
 	r = <-done
 	if r.ExitCode != cli.ExitIncomplete || r.Phase != PhasePending {
@@ -447,11 +455,17 @@ func TestStepInterruptedResumes(t *testing.T) {
 	}
 	var ids []string
 	for _, c := range h.exec.commands() {
-		if strings.Contains(c, "gang_drain run") {
-			ids = append(ids, strings.Fields(c)[6])
+		if !strings.HasPrefix(c, BinGangDrain+" run") {
+			continue
+		}
+		f := strings.Fields(c)
+		for i := range f[:len(f)-1] {
+			if f[i] == "--run-id" {
+				ids = append(ids, f[i+1])
+			}
 		}
 	}
-	if len(ids) != 2 || ids[0] != ids[1] {
+	if len(ids) != 2 || ids[0] != ids[1] || ids[0] == "" {
 		t.Errorf("gang-drain run ids %v: a resumed drain names the same run", ids)
 	}
 }
