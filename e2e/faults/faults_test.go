@@ -287,7 +287,10 @@ func TestFaultsPersistentStorm(t *testing.T) {
 				// has Retry-After (waiting it out each time), once without.
 				// Each read in flight may spend that; nothing more, and
 				// no read started after another one failed for good.
-				perCall, maxTime := 11, 15*time.Second
+				// Eleven waits of one second bound the time from below;
+				// the rest is slack for a loaded two-core machine, far
+				// short of what a retry without end would take.
+				perCall, maxTime := 11, 20*time.Second
 				if fc.fault.RetryAfter == 0 {
 					perCall, maxTime = 1, 5*time.Second
 				}
