@@ -390,7 +390,7 @@ const eksNodegroupCopy = "nodegroup | merge({nodeRole: nodeRole, subnets: subnet
 
 // eksSecondCopy is what a node group made beside a pool at its full size
 // costs while both exist.
-const eksSecondCopy = "Capacity: the new group starts at the failed group's full size, so until the failed group is deleted the account runs a second copy of the pool: twice its instances (for a GPU pool, twice its GPUs), within the EC2 quota of the instance family (Service Quotas) and the zone's capacity or capacity reservation. Without room for that, raise the quota or reserve the capacity first; otherwise there is no way back that keeps the pool running: stop its gangs at a checkpoint (kubectl gang-drain run), delete the failed group (the last block) before creating the new one, and bring the gangs back once the new group's nodes pass gpu-validate."
+const eksSecondCopy = "Capacity: the new group starts at the failed group's full size, so until the failed group is deleted the account runs a second copy of the pool: twice its instances (for a GPU pool, twice its GPUs), within the EC2 quota of the instance family (Service Quotas) and the zone's capacity or capacity reservation. Without room for that, raise the quota or reserve the capacity first; otherwise there is no way back that keeps the pool running: stop its gangs at a checkpoint (kubectl gang-drain run), delete the failed group before creating the new one, and bring the gangs back once the new group's nodes pass gpu-validate."
 
 // eksNodegroupBack is the way back of a managed node group that runs a
 // custom AMI from a launch template of the user's. EKS takes no node group
