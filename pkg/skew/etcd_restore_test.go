@@ -119,7 +119,8 @@ func etcdFixtures(t *testing.T, dir, ver string) {
 // The backup's etcdutl for the operator's machine is the asset of its OS
 // and architecture (uname -s, uname -m as Linux and macOS name them), and
 // the one kept for the restore is always Linux, on the node's
-// architecture. The backup's lines run in bash with uname, ssh and curl
+// architecture. The backup's lines run in bash, and in zsh (macOS's login
+// shell) where it is installed, with uname, ssh and curl
 // standing in (curl serves the release assets from a directory, by the
 // file name of the URL's last segment), tar and unzip real.
 func TestRunbookEtcdutlForTheMachine(t *testing.T) {
@@ -140,29 +141,34 @@ func TestRunbookEtcdutlForTheMachine(t *testing.T) {
 		t.Fatalf("no ETCD_VER line:\n%s", cmds(backup))
 	}
 	script := append([]string{"ETCD_VER=3.6.5 && \\"}, lines[start+1:]...)
-	for _, tc := range []struct {
-		os, arch, nodeArch string
-		operator, node     string // the assets fetched
-	}{
-		{"Linux", "x86_64", "x86_64", "linux-amd64.tar.gz", "linux-amd64.tar.gz"},
-		{"Linux", "aarch64", "x86_64", "linux-arm64.tar.gz", "linux-amd64.tar.gz"},
-		{"Darwin", "arm64", "x86_64", "darwin-arm64.zip", "linux-amd64.tar.gz"},
-		{"Darwin", "x86_64", "aarch64", "darwin-amd64.zip", "linux-arm64.tar.gz"},
-	} {
-		t.Run(tc.os+" "+tc.arch+" node "+tc.nodeArch, func(t *testing.T) {
-			dir := t.TempDir()
-			assets, bin, backupDir := filepath.Join(dir, "assets"), filepath.Join(dir, "bin"), filepath.Join(dir, "backup")
-			for _, d := range []string{assets, bin, backupDir} {
-				if err := os.MkdirAll(d, 0o755); err != nil {
-					t.Fatal(err)
+	shells := []string{"bash"}
+	if _, err := exec.LookPath("zsh"); err == nil {
+		shells = append(shells, "zsh")
+	}
+	for _, sh := range shells {
+		for _, tc := range []struct {
+			os, arch, nodeArch string
+			operator, node     string // the assets fetched
+		}{
+			{"Linux", "x86_64", "x86_64", "linux-amd64.tar.gz", "linux-amd64.tar.gz"},
+			{"Linux", "aarch64", "x86_64", "linux-arm64.tar.gz", "linux-amd64.tar.gz"},
+			{"Darwin", "arm64", "x86_64", "darwin-arm64.zip", "linux-amd64.tar.gz"},
+			{"Darwin", "x86_64", "aarch64", "darwin-amd64.zip", "linux-arm64.tar.gz"},
+		} {
+			t.Run(sh+" "+tc.os+" "+tc.arch+" node "+tc.nodeArch, func(t *testing.T) {
+				dir := t.TempDir()
+				assets, bin, backupDir := filepath.Join(dir, "assets"), filepath.Join(dir, "bin"), filepath.Join(dir, "backup")
+				for _, d := range []string{assets, bin, backupDir} {
+					if err := os.MkdirAll(d, 0o755); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			etcdFixtures(t, assets, "3.6.5")
-			stubs := map[string]string{
-				"uname": "#!/bin/sh\ncase \"$1\" in -s) echo " + tc.os + ";; -m) echo " + tc.arch + ";; esac\n",
-				// ssh NODE uname -m: the node's architecture.
-				"ssh": "#!/bin/sh\necho \"$@\" >> \"$LOG\"\n[ \"$2\" = uname ] && echo " + tc.nodeArch + "\n",
-				"curl": `#!/bin/sh
+				etcdFixtures(t, assets, "3.6.5")
+				stubs := map[string]string{
+					"uname": "#!/bin/sh\ncase \"$1\" in -s) echo " + tc.os + ";; -m) echo " + tc.arch + ";; esac\n",
+					// ssh NODE uname -m: the node's architecture.
+					"ssh": "#!/bin/sh\necho \"$@\" >> \"$LOG\"\n[ \"$2\" = uname ] && echo " + tc.nodeArch + "\n",
+					"curl": `#!/bin/sh
 out=
 while [ $# -gt 1 ]; do case "$1" in -o) out=$2; shift 2;; *) shift;; esac; done
 echo "curl $1" >> "$LOG"
@@ -170,39 +176,40 @@ f="$ASSETS/${1##*/}"
 [ -f "$f" ] || { echo "curl: (22) 404 $1" >&2; exit 22; }
 if [ -n "$out" ]; then cp "$f" "$out"; else cat "$f"; fi
 `,
-			}
-			for name, body := range stubs {
-				if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
-					t.Fatal(err)
 				}
-			}
-			log := filepath.Join(dir, "log")
-			cmd := exec.Command("bash", "-c", "set -o pipefail\n"+strings.Join(script, "\n")+"\n")
-			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LOG="+log, "ASSETS="+assets,
-				"BACKUP_DIR="+backupDir, "NODE_SSH=cp-0")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%v\n%s\n%s", err, strings.Join(script, "\n"), out)
-			}
-			got, _ := os.ReadFile(log)
-			var fetched []string
-			for _, l := range strings.Split(string(got), "\n") {
-				if u, ok := strings.CutPrefix(l, "curl "); ok {
-					if !strings.HasPrefix(u, "https://github.com/etcd-io/etcd/releases/download/v3.6.5/etcd-v3.6.5-") {
-						t.Errorf("fetched %s, not from etcd's release", u)
+				for name, body := range stubs {
+					if err := os.WriteFile(filepath.Join(bin, name), []byte(body), 0o755); err != nil {
+						t.Fatal(err)
 					}
-					fetched = append(fetched, strings.TrimPrefix(u, "https://github.com/etcd-io/etcd/releases/download/v3.6.5/etcd-v3.6.5-"))
 				}
-			}
-			if strings.Join(fetched, " ") != tc.operator+" "+tc.node {
-				t.Errorf("fetched %q, want %s for this machine then %s for the node", fetched, tc.operator, tc.node)
-			}
-			nodeArch := map[string]string{"x86_64": "amd64", "aarch64": "arm64"}[tc.nodeArch]
-			kept, err := exec.Command(filepath.Join(backupDir, "etcdutl-pre-1.38-linux-"+nodeArch), "version").Output()
-			if err != nil || !strings.Contains(string(kept), "platform: linux-"+nodeArch) {
-				t.Errorf("the etcdutl kept for the node: %v %s", err, kept)
-			}
-		})
+				log := filepath.Join(dir, "log")
+				cmd := exec.Command(sh, "-c", "set -o pipefail\n"+strings.Join(script, "\n")+"\n")
+				cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LOG="+log, "ASSETS="+assets,
+					"BACKUP_DIR="+backupDir, "NODE_SSH=cp-0")
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%v\n%s\n%s", err, strings.Join(script, "\n"), out)
+				}
+				got, _ := os.ReadFile(log)
+				var fetched []string
+				for _, l := range strings.Split(string(got), "\n") {
+					if u, ok := strings.CutPrefix(l, "curl "); ok {
+						if !strings.HasPrefix(u, "https://github.com/etcd-io/etcd/releases/download/v3.6.5/etcd-v3.6.5-") {
+							t.Errorf("fetched %s, not from etcd's release", u)
+						}
+						fetched = append(fetched, strings.TrimPrefix(u, "https://github.com/etcd-io/etcd/releases/download/v3.6.5/etcd-v3.6.5-"))
+					}
+				}
+				if strings.Join(fetched, " ") != tc.operator+" "+tc.node {
+					t.Errorf("fetched %q, want %s for this machine then %s for the node", fetched, tc.operator, tc.node)
+				}
+				nodeArch := map[string]string{"x86_64": "amd64", "aarch64": "arm64"}[tc.nodeArch]
+				kept, err := exec.Command(filepath.Join(backupDir, "etcdutl-pre-1.38-linux-"+nodeArch), "version").Output()
+				if err != nil || !strings.Contains(string(kept), "platform: linux-"+nodeArch) {
+					t.Errorf("the etcdutl kept for the node: %v %s", err, kept)
+				}
+			})
+		}
 	}
 }
 
