@@ -228,9 +228,13 @@ func TestRunbookEtcdRestoreKeepsRevisions(t *testing.T) {
 				"sudo sh -c 'mv /etc/kubernetes/manifests/*.yaml /etc/kubernetes/manifests-stopped/' && \\",
 				"until ! sudo crictl ps --name etcd -q | grep -q .; do sleep 2; done",
 				"snapshot restore /root/etcd-pre-",
-				`sudo mv "$ETCD_DATA" "$ETCD_DATA-failed-`,
+				`sudo mv "$ETCD_DATA/member" "$ETCD_DATA-failed-`,
+				`sudo mv "$ETCD_DATA-restored/member" "$ETCD_DATA/" && \`,
 				"# on each worker node, once the control plane answers again: restart the kubelet",
 				"sudo systemctl restart kubelet")
+			// The data directory may be a mount point: its member
+			// directory moves, never the directory itself.
+			wantNotIn(t, "restore", text, `sudo mv "$ETCD_DATA" `)
 			// The worker nodes' restart is a block of its own, pasted on them.
 			for _, b := range restore.Rollback.Blocks {
 				c := strings.Join(b.Commands, "\n")

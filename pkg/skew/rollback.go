@@ -242,15 +242,21 @@ const etcdRevisionBump = "1000000000"
 // of the one the manifest's --data-dir names, with the etcdutl the backup
 // kept (kubeadm puts none on the host, and the node may reach no download
 // while the control plane is down), the revision bumped past every one a
-// client saw.
+// client saw. The member directory moves, not the data directory, which
+// is often a mount point of its own (a dedicated disk), which mv cannot
+// move: etcdutl snapshot restore writes member/snap and member/wal under
+// --data-dir when no --wal-dir is given (etcdutl/snapshot/v3_snapshot.go,
+// etcd-io/etcd v3.7.1), and kubeadm sets no --wal-dir.
 func etcdRestoreLines(s Step) []string {
 	manifest := stoppedManifests + "/etcd.yaml"
 	return []string{
 		fmt.Sprintf(`ETCD_DATA=$(sudo sed -n 's/^ *- --data-dir=//p' %s)`, manifest),
 		`test -n "$ETCD_DATA"`,
 		fmt.Sprintf(`sudo %s snapshot restore /root/%s --data-dir "$ETCD_DATA-restored" --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL" --bump-revision %s --mark-compacted`, restoreEtcdutl(s.To), etcdSnapshotFile(s.To), manifest, manifest, etcdRevisionBump),
-		fmt.Sprintf(`sudo mv "$ETCD_DATA" "$ETCD_DATA-failed-%s"`, s.To),
-		`sudo mv "$ETCD_DATA-restored" "$ETCD_DATA"`,
+		fmt.Sprintf(`sudo mkdir -p "$ETCD_DATA-failed-%s"`, s.To),
+		fmt.Sprintf(`sudo mv "$ETCD_DATA/member" "$ETCD_DATA-failed-%s/"`, s.To),
+		`sudo mv "$ETCD_DATA-restored/member" "$ETCD_DATA/"`,
+		`sudo rmdir "$ETCD_DATA-restored"`,
 	}
 }
 
