@@ -160,10 +160,11 @@ func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
 const kubeadmRecovered = "couldn't upgrade control plane. kubeadm has tried to recover everything into the earlier state"
 
 // workersRestart restarts the kubelet on the worker nodes after an etcd
-// restore: "We also recommend restarting any components (e.g.
-// kube-scheduler, kube-controller-manager, kubelet) to ensure that they
-// don't rely on some stale data"
-// (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#restoring-an-etcd-cluster);
+// restore: "The Kubernetes project also recommends restarting Kubernetes
+// components (kube-scheduler, kube-controller-manager, kubelet) to ensure
+// that they don't rely on some stale data"
+// (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#restoring-an-etcd-cluster,
+// the Caution there, read 2026-12-06);
 // the control-plane components started again from their manifests.
 func workersRestart(b *blocks) {
 	b.add("# on each worker node, once the control plane answers again: restart the kubelet, so that it keeps nothing it read from the state the restore replaced (the control-plane components started afresh from their manifests):",
@@ -230,11 +231,12 @@ func restoreEtcdutl(minor string) string { return "/root/etcdutl-pre-" + minor }
 // watcher or informer sees a revision go backward or reads one that the
 // restore discarded: etcdutl snapshot restore --bump-revision and
 // --mark-compacted (etcdutl/etcdutl/snapshot_command.go, etcd-io/etcd
-// v3.5.10 to v3.7.1: --mark-compacted "required if --bump-revision > 0";
-// https://etcd.io/docs/v3.6/op-guide/recovery/ "Restoring with revision
-// bump if needed"), the value the Kubernetes docs give
-// (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#restoring-an-etcd-cluster;
-// kubernetes/kubernetes#118501).
+// v3.5.10 to v3.7.1, absent at v3.5.9: --mark-compacted "required if
+// --bump-revision > 0"), added for restoring Kubernetes' etcd without
+// revisions going backward (etcd-io/etcd#16028, the etcd side of
+// kubernetes/kubernetes#118501); 1000000000 is the bump used there and in
+// kubernetes/kubernetes#131115, far more writes than a cluster makes
+// between a snapshot and its restore.
 const etcdRevisionBump = "1000000000"
 
 // etcdRestoreLines restore the snapshot on one member, as the member its
