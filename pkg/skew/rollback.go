@@ -456,7 +456,9 @@ func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
 	} else {
 		b.add("# the failed group's nodes drained onto the new group, one at a time (a workload that selects eks.amazonaws.com/nodegroup by the failed group's name needs the new one):")
 		b.add(groups[0])
-		b.add(fmt.Sprintf(`kubectl get nodes -l %s -o name | while read -r NODE; do kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s || exit 1; done`, old, selfDrainTimeout))
+		// break, not exit: zsh runs the last command of a pipeline in
+		// the pasting shell itself, which exit would close.
+		b.add(fmt.Sprintf(`kubectl get nodes -l %s -o name | while read -r NODE; do kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s || break; done`, old, selfDrainTimeout))
 	}
 	b.cut()
 	b.add("# then the failed group deleted:", groups[0])
