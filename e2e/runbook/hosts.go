@@ -53,12 +53,27 @@ func (h *Hosts) Nodes(host, pool string, env map[string]string) ([]*Node, error)
 		names = []string{env["NODE"]}
 	case host == "each node of $NODES":
 		names = strings.Fields(env["NODES"])
-	case host == "each control-plane node":
+	case host == "each control-plane node", host == "each server node", host == "each other server", host == "each worker node":
+		// A rollback's markers: the control-plane (server) nodes, those
+		// but the first (the first server restored on its own), or the
+		// nodes of the other pools.
 		for _, p := range w.Pools {
-			if p.ControlPlane {
-				for _, n := range p.Nodes {
-					names = append(names, n.Name)
-				}
+			if p.ControlPlane == (host == "each worker node") {
+				continue
+			}
+			for _, n := range p.Nodes {
+				names = append(names, n.Name)
+			}
+		}
+		if host == "each other server" && len(names) > 0 {
+			names = names[1:]
+		}
+	case host == "the first server", host == "the server":
+		// The server a rollback restores first (k3s, RKE2), the one of a
+		// single-server cluster.
+		for _, p := range w.Pools {
+			if p.ControlPlane && len(p.Nodes) > 0 && len(names) == 0 {
+				names = []string{p.Nodes[0].Name}
 			}
 		}
 	case strings.HasPrefix(host, "each node of the unit"):

@@ -77,13 +77,13 @@ func sample(s string) string {
 
 // varSamples are the values of the runbook's variables that a CLI parses
 // as a structure, in the form the command that sets them prints: the EKS
-// node group rollback's describe-nodegroup --output json of scalingConfig,
-// labels and taints (the Nodegroup shape of botocore's
+// node group rollback's describe-nodegroup --output json of eksNodegroupCopy
+// (the Nodegroup shape of botocore's
 // data/eks/2017-11-01/service-2.json), which create-nodegroup reads as
 // --cli-input-json. TestRunbookEKSNodegroupRollback runs those describe
 // calls for real.
 var varSamples = map[string]string{
-	"NGCONF": `{"scalingConfig": {"minSize": 2, "maxSize": 8, "desiredSize": 8}, "labels": {"gpufleet.dev/pool": "gpu-p5"}, "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]}`,
+	"NGCONF": `{"nodeRole": "arn:aws:iam::111122223333:role/gpu-nodes", "subnets": ["subnet-0e2907431c9988b72", "subnet-04ad87f71c6e5ab4d"], "scalingConfig": {"minSize": 2, "maxSize": 8, "desiredSize": 8}, "labels": {"gpufleet.dev/pool": "gpu-p5"}, "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}], "tags": {"team": "ml"}, "capacityType": "ON_DEMAND", "updateConfig": {"maxUnavailable": 1}, "nodeRepairConfig": {"enabled": true}}`,
 }
 
 // wordValue is a shell word as the shell would pass it, with parameter

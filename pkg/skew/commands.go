@@ -318,7 +318,7 @@ func (r *renderer) etcd(s Step) []string {
 		return r.k3sBackup("rke2", s)
 	}
 	node := r.firstCP()
-	onNode := "/var/lib/etcd/" + file
+	onNode := `"$ETCD_DATA/` + file + `"`
 	var out []string
 	switch r.prov {
 	case ProviderCAPI:
@@ -326,39 +326,83 @@ func (r *renderer) etcd(s Step) []string {
 	case ProviderUnknown:
 		out = append(out, "# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates")
 	}
-	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory on the node, then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory:",
+	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory (its --data-dir, which kubeadm mounts at the same path on the node), then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory:",
 		backupDir(), sshTo("NODE_SSH", node, node))
 	out = append(out, chain(
+		etcdDataDirOfPod(node),
 		etcdctl(node, "snapshot save "+onNode),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s"`, onNode, file),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm %s`, onNode))...)
-	out = append(out, "# here: etcdutl of the release the etcd pod runs (its image tag) checks the copy; the etcd image carries no etcdutl, and etcdctl has no snapshot status since etcd v3.6:")
+	out = append(out, fmt.Sprintf("# here: etcdutl of the release the etcd pod runs (its image tag), for this machine's OS and architecture, checks the copy; the etcd image carries no etcdutl, and etcdctl has no snapshot status since etcd v3.6. Then etcdutl for the restore, Linux on the node's architecture, is kept beside the snapshot as %s: a restore runs while the control plane is down, when a node without internet access could not download it:", nodeEtcdutl(s.To, "$NODE_ARCH")))
 	lines := []string{
 		fmt.Sprintf(`ETCD_VER=$(kubectl -n kube-system get pod etcd-%s -o jsonpath='{.spec.containers[0].image}' | sed 's/.*://; s/^v//; s/-.*//')`, sq(node)),
 		`ETCDUTL_DIR="$BACKUP_DIR/etcd-v$ETCD_VER"`,
 		`mkdir -p "$ETCDUTL_DIR"`,
 	}
-	lines = append(lines, etcdutlFetch("ETCDUTL_DIR", "")...)
+	lines = append(lines, etcdutlFetch("ETCDUTL_DIR")...)
 	lines = append(lines, fmt.Sprintf(`"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/%s" -w table`, file))
+	lines = append(lines, nodeEtcdutlFetch(s.To)...)
 	return append(out, chain(lines...)...)
 }
 
-// etcdutlFetch puts etcdutl of etcd release $ETCD_VER into the directory
-// $dirVar names (sudo before tar where it is root's) and checks the
-// binary's version. etcd
-// publishes each release as etcd-v<version>-linux-<arch>.tar.gz holding
-// etcd-v<version>-linux-<arch>/{etcd,etcdctl,etcdutl}
-// (scripts/build-binary.sh and scripts/release.sh, whose own check is
-// "etcdutl version: <version>", etcd-io/etcd v3.7.1) under
-// https://github.com/etcd-io/etcd/releases/download/v<version>/ (the URL
-// kubernetes cluster/images/etcd/Makefile fetches). Linux on amd64 or
-// arm64, as uname -m names them x86_64 and aarch64.
-func etcdutlFetch(dirVar, sudo string) []string {
+// etcdDataDirOfPod reads the data directory of node's etcd static pod
+// from its --data-dir flag (kubeadm writes it from etcd.local.dataDir,
+// default /var/lib/etcd, and mounts the host directory at the same path:
+// GetEtcdPodSpec and getEtcdCommand in cmd/kubeadm/app/phases/etcd/local.go,
+// kubernetes v1.37.2), so that a cluster with another data directory
+// snapshots into it.
+func etcdDataDirOfPod(node string) string {
+	return fmt.Sprintf(`ETCD_DATA=$(kubectl -n kube-system get pod etcd-%s -o jsonpath='{range .spec.containers[0].command[*]}{@}{"\n"}{end}' | sed -n 's/^--data-dir=//p') && test -n "$ETCD_DATA"`, sq(node))
+}
+
+// etcdRelease is where etcd publishes a release's binaries
+// (https://github.com/etcd-io/etcd/releases/download/v<version>/, the URL
+// kubernetes cluster/images/etcd/Makefile fetches): for Linux on amd64,
+// arm64, ppc64le and s390x etcd-v<version>-linux-<arch>.tar.gz, for macOS
+// on amd64 and arm64 etcd-v<version>-darwin-<arch>.zip, each holding
+// etcd-v<version>-<os>-<arch>/{etcd,etcdctl,etcdutl} (scripts/build-binary.sh
+// at etcd-io/etcd v3.7.1: tar cfz for linux, zip -qr otherwise; the
+// release's own check is "etcdutl version: <version>", scripts/release.sh).
+const etcdRelease = "https://github.com/etcd-io/etcd/releases/download/v$ETCD_VER/etcd-v$ETCD_VER"
+
+// unameArch maps uname -m to the architecture of etcd's asset names: Linux
+// says x86_64 and aarch64, macOS x86_64 and arm64.
+const unameArch = `sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/'`
+
+// etcdutlFetch puts etcdutl of etcd release $ETCD_VER for the machine it
+// runs on (Linux or macOS, by uname -s and uname -m) into the directory
+// $dirVar names, and checks the binary's version.
+func etcdutlFetch(dirVar string) []string {
+	dir := `"$` + dirVar + `"`
+	zip := `"$` + dirVar + `/etcd.zip"`
 	return []string{
-		`ETCD_ARCH=$(uname -m | sed 's/x86_64/amd64/; s/aarch64/arm64/')`,
-		fmt.Sprintf(`curl -fsSL "https://github.com/etcd-io/etcd/releases/download/v$ETCD_VER/etcd-v$ETCD_VER-linux-$ETCD_ARCH.tar.gz" | %star -xzf - -C "$%s" --strip-components=1 "etcd-v$ETCD_VER-linux-$ETCD_ARCH/etcdutl"`, sudo, dirVar),
+		`ETCD_OS=$(uname -s | tr '[:upper:]' '[:lower:]')`,
+		`ETCD_ARCH=$(uname -m | ` + unameArch + `)`,
+		`case "$ETCD_OS" in ` +
+			`linux) curl -fsSL "` + etcdRelease + `-linux-$ETCD_ARCH.tar.gz" | tar -xzf - -C ` + dir + ` --strip-components=1 "etcd-v$ETCD_VER-linux-$ETCD_ARCH/etcdutl";; ` +
+			`darwin) curl -fsSL -o ` + zip + ` "` + etcdRelease + `-darwin-$ETCD_ARCH.zip" && unzip -q -o -j ` + zip + ` "etcd-v$ETCD_VER-darwin-$ETCD_ARCH/etcdutl" -d ` + dir + ` && rm ` + zip + `;; ` +
+			`*) echo "etcd publishes no etcdutl for $ETCD_OS" >&2; false;; esac`,
 		fmt.Sprintf(`"$%s/etcdutl" version | grep -F "etcdutl version: $ETCD_VER"`, dirVar),
+	}
+}
+
+// nodeEtcdutl is the file under $BACKUP_DIR that keeps etcdutl for the
+// restore of the hop to minor, Linux on arch (a shell word).
+func nodeEtcdutl(minor, arch string) string {
+	return fmt.Sprintf(`$BACKUP_DIR/etcdutl-pre-%s-linux-%s`, minor, arch)
+}
+
+// nodeEtcdutlFetch keeps etcdutl of release $ETCD_VER, Linux on the
+// architecture of the node $NODE_SSH reaches, beside the snapshot of the
+// hop to minor: the restore copies it to each member, so that it needs no
+// download while the control plane is down.
+func nodeEtcdutlFetch(minor string) []string {
+	return []string{
+		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | ` + unameArch + `)`,
+		`mkdir -p "$ETCDUTL_DIR/linux-$NODE_ARCH"`,
+		`curl -fsSL "` + etcdRelease + `-linux-$NODE_ARCH.tar.gz" | tar -xzf - -C "$ETCDUTL_DIR/linux-$NODE_ARCH" --strip-components=1 "etcd-v$ETCD_VER-linux-$NODE_ARCH/etcdutl"`,
+		fmt.Sprintf(`cp "$ETCDUTL_DIR/linux-$NODE_ARCH/etcdutl" "%s"`, nodeEtcdutl(minor, "$NODE_ARCH")),
 	}
 }
 
@@ -395,7 +439,7 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 			`ETCDUTL_DIR="$BACKUP_DIR/etcd-v$ETCD_VER"`,
 			`mkdir -p "$ETCDUTL_DIR"`,
 		}
-		lines = append(lines, etcdutlFetch("ETCDUTL_DIR", "")...)
+		lines = append(lines, etcdutlFetch("ETCDUTL_DIR")...)
 		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`)
 		return append(append(head, fmt.Sprintf("# the snapshot, copied here and checked byte for byte against the server's file, then by etcdutl of etcd v%s (neither k3s nor RKE2 ships etcdutl on the node):", etcdutlCheckRelease)), chain(lines...)...)
 	}

@@ -81,9 +81,13 @@ func (e *eksNodegroups) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // use before the step, by launch template name and version (not both name
 // and id), with no Kubernetes version (a custom AMI's node group fails
 // with one), a valid node group name, and the failed group's role,
-// subnets, size, capacity type, labels and taints as describe-nodegroup
-// printed them; then, after the pool moved, deletes the failed group and
-// waits for it to go.
+// subnets, size, capacity type, labels, taints, tags, update and node
+// repair settings as describe-nodegroup printed them, all in the one JSON
+// document of --cli-input-json (no list passed as an unquoted expansion,
+// which zsh does not split), a setting the group lacks left out rather than
+// sent as null; then, after the pool moved, deletes the failed group and
+// waits for it to go. The blocks run in bash, and in zsh where it is
+// installed.
 func TestRunbookEKSNodegroupRollback(t *testing.T) {
 	if _, err := exec.LookPath("aws"); err != nil {
 		t.Skip("aws is not installed")
@@ -100,7 +104,10 @@ func TestRunbookEKSNodegroupRollback(t *testing.T) {
 			commands = append(commands, l)
 		}
 	}
-	wantNotIn(t, "rollback commands", strings.Join(commands, "\n"), "update-nodegroup-version", "--kubernetes-version", "--release-version", "id=")
+	wantNotIn(t, "rollback commands", strings.Join(commands, "\n"), "update-nodegroup-version", "--kubernetes-version", "--release-version", "id=",
+		"--subnets", "--node-role", "--capacity-type", "$SUBNETS", "< <(")
+	// The cost of a second copy of the pool, and what to do without room.
+	wantIn(t, "rollback", text, "a second copy of the pool: twice its instances (for a GPU pool, twice its GPUs)", "Without room for that")
 	create, move, del := s.Rollback.Blocks[0].Commands, s.Rollback.Blocks[1].Commands, s.Rollback.Blocks[2].Commands
 	// The pool moves after the new group is validated, in one chain.
 	m := strings.Join(move, "\n")
@@ -129,14 +136,26 @@ func TestRunbookEKSNodegroupRollback(t *testing.T) {
 	}
 	long := strings.Repeat("gpu-p5-", 8) + "reserved-h100" // 69 characters, as EKS would not take
 	long = long[:63]
-	for _, tc := range []struct {
-		name, ng, back string
-		labels, taints bool
-	}{
-		{"labelled and tainted", "gpu-p5", "gpu-p5-v1-35", true, true},
-		{"no labels or taints", "gpu-p5", "gpu-p5-v1-35", false, false},
-		{"a name of 63 characters", long, long[:57] + "-v1-35", true, false},
-	} {
+	shells := []string{"bash"}
+	if _, err := exec.LookPath("zsh"); err == nil {
+		shells = append(shells, "zsh")
+	}
+	type tcase struct {
+		name, ng, back         string
+		labels, taints, extras bool
+	}
+	var cases []tcase
+	for _, sh := range shells {
+		for _, tc := range []tcase{
+			{"labelled and tainted", "gpu-p5", "gpu-p5-v1-35", true, true, true},
+			{"no labels, taints, tags or settings", "gpu-p5", "gpu-p5-v1-35", false, false, false},
+			{"a name of 63 characters", long, long[:57] + "-v1-35", true, false, false},
+		} {
+			tc.name = sh + " " + tc.name
+			cases = append(cases, tc)
+		}
+	}
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			old := map[string]any{
 				"nodegroupName": tc.ng, "clusterName": "train-prod", "version": "1.36", "releaseVersion": "ami-0abc",
@@ -152,13 +171,18 @@ func TestRunbookEKSNodegroupRollback(t *testing.T) {
 			if tc.taints {
 				old["taints"] = []any{map[string]any{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}}
 			}
+			if tc.extras {
+				old["tags"] = map[string]any{"team": "ml", "cost-center": "4711"}
+				old["updateConfig"] = map[string]any{"maxUnavailablePercentage": float64(25)}
+				old["nodeRepairConfig"] = map[string]any{"enabled": true}
+			}
 			api := &eksNodegroups{groups: map[string]map[string]any{tc.ng: old}}
 			srv := httptest.NewServer(api)
 			defer srv.Close()
 			dir := t.TempDir()
 			env := append(cliEnv(dir), "AWS_ENDPOINT_URL="+srv.URL)
 			for i, lines := range [][]string{create, del} {
-				cmd := exec.Command("bash", "-c", "set -o pipefail\n"+script(lines, tc.ng))
+				cmd := exec.Command(strings.Fields(tc.name)[0], "-c", "set -o pipefail\n"+script(lines, tc.ng))
 				cmd.Env = env
 				out, err := cmd.CombinedOutput()
 				if err != nil {
@@ -183,6 +207,12 @@ func TestRunbookEKSNodegroupRollback(t *testing.T) {
 				"launchTemplate": map[string]any{"name": "gpu-p5-lt", "version": "7"},
 				"labels":         map[string]any{},
 				"taints":         []any{},
+				"tags":           map[string]any{},
+			}
+			if tc.extras {
+				for _, k := range []string{"tags", "updateConfig", "nodeRepairConfig"} {
+					want[k] = old[k]
+				}
 			}
 			if tc.labels {
 				want["labels"] = old["labels"]
@@ -221,8 +251,10 @@ func TestRunbookEKSNodegroupRollbackCPU(t *testing.T) {
 		t.Fatalf("want 3 rollback blocks (create, move, delete):\n%s", rollbackText(s))
 	}
 	move := strings.Join(s.Rollback.Blocks[1].Commands, "\n")
-	wantIn(t, "move", move, `NG=gpu-p5`, `kubectl get nodes -l eks.amazonaws.com/nodegroup="$NG" -o name | while read -r NODE; do kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=1h || exit 1; done`)
-	wantNotIn(t, "move", move, "gang-drain", "kubectl drain -l")
+	wantIn(t, "move", move, `NG=gpu-p5`, `kubectl get nodes -l eks.amazonaws.com/nodegroup="$NG" -o name | while read -r NODE; do kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=1h || break; done`)
+	// No exit: zsh runs a pipeline's last command in the pasting shell,
+	// which exit would close.
+	wantNotIn(t, "move", move, "gang-drain", "kubectl drain -l", "exit")
 	for i, b := range s.Rollback.Blocks {
 		if out, err := exec.Command("bash", "-n", "-c", strings.Join(b.Commands, "\n")).CombinedOutput(); err != nil {
 			t.Errorf("block %d does not parse: %v\n%s", i+1, err, out)

@@ -170,7 +170,7 @@ func TestCommandsKubeadm(t *testing.T) {
 	if strings.Index(api, "upgrade apply") > strings.Index(api, "upgrade node") {
 		t.Errorf("upgrade node before upgrade apply:\n%s", api)
 	}
-	if len(ph[PhaseEtcd]) != 1 || !strings.Contains(strings.Join(ph[PhaseEtcd][0].Commands, "\n"), "snapshot save /var/lib/etcd/etcd-pre-1.36.db") {
+	if len(ph[PhaseEtcd]) != 1 || !strings.Contains(strings.Join(ph[PhaseEtcd][0].Commands, "\n"), `snapshot save "$ETCD_DATA/etcd-pre-1.36.db"`) {
 		t.Errorf("etcd step %+v", ph[PhaseEtcd])
 	}
 	pre := strings.Join(ph[PhasePreflight][0].Commands, "\n")

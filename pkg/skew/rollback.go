@@ -43,6 +43,9 @@ func (r *renderer) rollback(s Step) *Rollback {
 		b.add(r.holdRelease(s)...)
 	case PhaseAPIServers:
 		rb.Trigger = "a node's upgrade command fails, or its kube-apiserver is not Ready 10 minutes after it (kubectl -n kube-system get pods -l component=kube-apiserver -o wide)"
+		if r.prov == ProviderKubeadm {
+			rb.Trigger = fmt.Sprintf("the control plane ran at v%s and must go back: a node's kubeadm upgrade succeeded and its kube-apiserver is not Ready 10 minutes after it (kubectl -n kube-system get pods -l component=kube-apiserver -o wide), or the cluster fails its checks at v%s. A kubeadm upgrade that failed and said it recovered the earlier state is no trigger (see below)", s.To, s.To)
+		}
 		b.join(r.controlPlaneBack(s, prev))
 	case PhaseControllers:
 		rb.Trigger = "a kube-controller-manager or kube-scheduler pod is not Running 10 minutes after the apiservers moved"
@@ -122,8 +125,11 @@ func (r *renderer) controlPlaneBack(s Step, prev string) blocks {
 
 // kubeadmBack restores a kubeadm control plane.
 func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
+	b.add(fmt.Sprintf("# Do NOT restore etcd when a kubeadm upgrade command failed with %q: kubeadm put that node's previous static pod manifests back itself (and etcd's data from its own backup, where it had moved etcd), so etcd's data is unchanged and a restore would only lose the writes since the snapshot. Check that the node runs v%s again (sudo grep image: /etc/kubernetes/manifests/kube-apiserver.yaml), fix what kubeadm named, and run the step again.", kubeadmRecovered, prev),
+		fmt.Sprintf("# Restore etcd only when the control plane ran at v%s and must go back (a kubeadm upgrade succeeded on at least one node, and the trigger above holds): then every control-plane node restores, in the blocks below.", s.To))
+	b.cut()
 	r.etcdRestoreIntro(b, s, "control-plane node", r.firstCP())
-	b.add("# on each control-plane node, once every one has stopped its static pods: put the manifests kubeadm replaced back over the stopped ones, restore the snapshot into a fresh data directory as this member with etcdutl of the etcd release its manifest names, then the previous packages:",
+	b.add("# on each control-plane node, once every one has stopped its static pods: put the manifests kubeadm replaced back over the stopped ones, restore the snapshot into a fresh data directory as this member with the etcdutl the backup kept, then the previous packages:",
 		"INITIAL='<the INITIAL printed above>'")
 	byManager(b, packageManager(r.controlPlaneOS()), func(pm string) []string {
 		// The copy the upgrade step took before kubeadm ran (a node it
@@ -141,6 +147,28 @@ func (r *renderer) kubeadmBack(b *blocks, s Step, prev string) {
 	})
 	b.cut()
 	b.add("# here, when every node has restored:", "kubectl -n kube-system get pods -l tier=control-plane -o wide")
+	b.cut()
+	workersRestart(b)
+}
+
+// kubeadmRecovered is what kubeadm upgrade apply and upgrade node say when
+// an upgrade of the static pods failed and kubeadm moved the previous
+// manifests back (and, where it had upgraded etcd, etcd's data from its
+// backup): rollbackOldManifests and rollbackEtcdData in
+// cmd/kubeadm/app/phases/upgrade/staticpods.go (the message unchanged from
+// kubernetes v1.9 to v1.37).
+const kubeadmRecovered = "couldn't upgrade control plane. kubeadm has tried to recover everything into the earlier state"
+
+// workersRestart restarts the kubelet on the worker nodes after an etcd
+// restore: "The Kubernetes project also recommends restarting Kubernetes
+// components (kube-scheduler, kube-controller-manager, kubelet) to ensure
+// that they don't rely on some stale data"
+// (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#restoring-an-etcd-cluster,
+// the Caution there, read 2026-12-06);
+// the control-plane components started again from their manifests.
+func workersRestart(b *blocks) {
+	b.add("# on each worker node, once the control plane answers again: restart the kubelet, so that it keeps nothing it read from the state the restore replaced (the control-plane components started afresh from their manifests):",
+		"sudo systemctl restart kubelet")
 }
 
 // The static pod manifests a rollback stops and starts again. kubeadm
@@ -173,31 +201,65 @@ func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
 	b.add(chain(fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '{printf "%%s%%s=%%s", sep, $3, $4; sep=","}')`, etcdctl(node, "member list -w simple")),
 		`echo "INITIAL='$INITIAL'"`)...)
 	b.cut()
-	b.add(fmt.Sprintf("# here, for each %s: the checked copy goes back to it", what),
+	util := nodeEtcdutl(s.To, "$NODE_ARCH")
+	b.add(fmt.Sprintf("# here, for each %s: the checked copy goes back to it, with the etcdutl the backup kept for the node's architecture (nothing is downloaded while the control plane is down)", what),
 		backupDir(),
-		sshTo("NODE_SSH", "<"+strings.ReplaceAll(what, " ", "-")+">", "the "+what[strings.LastIndex(what, " ")+1:]),
-		fmt.Sprintf(`scp "$BACKUP_DIR/%s" "$NODE_SSH":/tmp/ && ssh "$NODE_SSH" sudo install -m 0600 /tmp/%s /root/%s && ssh "$NODE_SSH" rm /tmp/%s`, file, file, file, file))
+		sshTo("NODE_SSH", "<"+strings.ReplaceAll(what, " ", "-")+">", "the "+what[strings.LastIndex(what, " ")+1:]))
+	b.add(chain(
+		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | `+unameArch+`)`,
+		fmt.Sprintf(`scp "$BACKUP_DIR/%s" "%s" "$NODE_SSH":/tmp/`, file, util),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo install -m 0600 /tmp/%s /root/%s`, file, file),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo install -m 0700 "/tmp/%s" %s`, util[len("$BACKUP_DIR/"):], restoreEtcdutl(s.To)),
+		fmt.Sprintf(`ssh "$NODE_SSH" rm /tmp/%s "/tmp/%s"`, file, util[len("$BACKUP_DIR/"):]))...)
 	b.cut()
-	b.add(fmt.Sprintf("# on every %s, before any of them restores: stop its static pods", what),
-		"sudo mkdir -p "+stoppedManifests+" && "+`sudo sh -c 'mv /etc/kubernetes/manifests/*.yaml `+stoppedManifests+`/'`)
+	// The member's etcd must be gone before its data directory moves: the
+	// kubelet stops a static pod whose manifest left the directory on its
+	// next sync, not at once.
+	b.add(fmt.Sprintf("# on each %s, before any of them restores: stop its static pods, and wait until its etcd container has stopped", what))
+	b.add(chain("sudo mkdir -p "+stoppedManifests,
+		`sudo sh -c 'mv /etc/kubernetes/manifests/*.yaml `+stoppedManifests+`/'`,
+		"until ! sudo crictl ps --name etcd -q | grep -q .; do sleep 2; done")...)
 	b.cut()
 }
 
+// restoreEtcdutl is where a member keeps the etcdutl of the restore of
+// the hop to minor.
+func restoreEtcdutl(minor string) string { return "/root/etcdutl-pre-" + minor }
+
+// etcdRevisionBump is how far the restore moves etcd's revision past the
+// snapshot's, with the revisions in between marked compacted, so that no
+// watcher or informer sees a revision go backward or reads one that the
+// restore discarded: etcdutl snapshot restore --bump-revision and
+// --mark-compacted (etcdutl/etcdutl/snapshot_command.go, etcd-io/etcd
+// v3.5.10 to v3.7.1, absent at v3.5.9: --mark-compacted "required if
+// --bump-revision > 0"), added for restoring Kubernetes' etcd without
+// revisions going backward (etcd-io/etcd#16028, the etcd side of
+// kubernetes/kubernetes#118501); 1000000000 is the bump used there and in
+// kubernetes/kubernetes#131115, far more writes than a cluster makes
+// between a snapshot and its restore.
+const etcdRevisionBump = "1000000000"
+
 // etcdRestoreLines restore the snapshot on one member, as the member its
 // stopped etcd manifest names, into a fresh data directory put in place
-// of the old one, with etcdutl of the etcd release the manifest's image
-// tag names (kubeadm writes registry.k8s.io/etcd:<version>-<revision>),
-// downloaded for the restore: kubeadm puts none on the host.
+// of the one the manifest's --data-dir names, with the etcdutl the backup
+// kept (kubeadm puts none on the host, and the node may reach no download
+// while the control plane is down), the revision bumped past every one a
+// client saw. The member directory moves, not the data directory, which
+// is often a mount point of its own (a dedicated disk), which mv cannot
+// move: etcdutl snapshot restore writes member/snap and member/wal under
+// --data-dir when no --wal-dir is given (etcdutl/snapshot/v3_snapshot.go,
+// etcd-io/etcd v3.7.1), and kubeadm sets no --wal-dir.
 func etcdRestoreLines(s Step) []string {
-	manifest := "/etc/kubernetes/manifests-stopped/etcd.yaml"
-	lines := []string{
-		fmt.Sprintf(`ETCD_VER=$(sudo sed -n 's/^ *image: .*:v\{0,1\}\([0-9][0-9.]*\).*/\1/p' %s)`, manifest),
-		`ETCDUTL_DIR=$(mktemp -d)`,
+	manifest := stoppedManifests + "/etcd.yaml"
+	return []string{
+		fmt.Sprintf(`ETCD_DATA=$(sudo sed -n 's/^ *- --data-dir=//p' %s)`, manifest),
+		`test -n "$ETCD_DATA"`,
+		fmt.Sprintf(`sudo %s snapshot restore /root/%s --data-dir "$ETCD_DATA-restored" --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL" --bump-revision %s --mark-compacted`, restoreEtcdutl(s.To), etcdSnapshotFile(s.To), manifest, manifest, etcdRevisionBump),
+		fmt.Sprintf(`sudo mkdir -p "$ETCD_DATA-failed-%s"`, s.To),
+		fmt.Sprintf(`sudo mv "$ETCD_DATA/member" "$ETCD_DATA-failed-%s/"`, s.To),
+		`sudo mv "$ETCD_DATA-restored/member" "$ETCD_DATA/"`,
+		`sudo rmdir "$ETCD_DATA-restored"`,
 	}
-	lines = append(lines, etcdutlFetch("ETCDUTL_DIR", "")...)
-	return append(lines,
-		fmt.Sprintf(`sudo "$ETCDUTL_DIR/etcdutl" snapshot restore /root/%s --data-dir /var/lib/etcd-restored --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL"`, etcdSnapshotFile(s.To), manifest, manifest),
-		"sudo mv /var/lib/etcd /var/lib/etcd-failed-"+s.To+" && sudo mv /var/lib/etcd-restored /var/lib/etcd")
 }
 
 // Cluster API facts the control-plane rollback rests on, all at
@@ -247,13 +309,15 @@ func (r *renderer) capiControlPlaneBack(s Step, prev string) blocks {
 	b.cut()
 	// The rollout replaced machines: the node the inventory names may be
 	// gone, so the member to ask is one that runs now.
-	r.etcdRestoreIntro(&b, s, "control-plane machine", phCPNow)
-	b.add(fmt.Sprintf("# then on each control-plane machine: restore the snapshot into a fresh data directory as this member and start its static pods again (the machine keeps its v%s manifests: the machines go back to v%s below, replaced by Cluster API):", s.To, prev),
+	r.etcdRestoreIntro(&b, s, "control-plane node", phCPNow)
+	b.add(fmt.Sprintf("# on each control-plane node, once every one has stopped its static pods: restore the snapshot into a fresh data directory as this member with the etcdutl the backup kept, and start its static pods again (the machine keeps its v%s manifests: the machines go back to v%s below, replaced by Cluster API):", s.To, prev),
 		"INITIAL='<the INITIAL printed above>'")
 	b.add(chain(append(etcdRestoreLines(s), startManifests)...)...)
 	b.cut()
 	b.add("# here, when every machine has restored: the members answer; then resume the Cluster on the management cluster")
 	b.add(chain(etcdctl(phCPNow, "endpoint health --cluster"), pause(false))...)
+	b.cut()
+	workersRestart(&b)
 	b.cut()
 	ann := fmt.Sprintf(cluster, "annotate")
 	b.add(fmt.Sprintf("# on the management cluster: the version back to the v%s patch the Cluster ran before (the Cluster webhook takes a lower version only under %s, taken off again at once), and on the KubeadmControlPlane too, which Cluster API does not move while its rollout is unfinished; it then replaces the machines at v%s one at a time:", prev, capiUnsafeVersionAnnotation, prev),
@@ -292,16 +356,17 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 			fmt.Sprintf(`ssh "$SERVER" sudo install -m 0600 "/tmp/$SNAP" "%s/db/snapshots/$SNAP"`, data),
 			`echo "SNAP='$SNAP'"`)...)
 		b.cut()
-		b.add("# on every server, before the first one restores:", "sudo systemctl stop "+unit)
+		b.add("# on each server node, before the first one restores:", "sudo systemctl stop "+unit)
 		b.cut()
 		b.add(fmt.Sprintf("# on the first server: v%s back (not started), the snapshot restored, then started:", prev), "SNAP='<the SNAP printed above>'")
 		b.add(reinstall(fmt.Sprintf(`sudo %s server --cluster-reset --cluster-reset-restore-path="%s/db/snapshots/$SNAP"`, dist, data), "sudo systemctl start "+unit)...)
 		b.cut()
-		b.add(fmt.Sprintf("# then on each other server: v%s back, its db directory out of the way, rejoined:", prev))
+		b.add(fmt.Sprintf("# on each other server, once the first one has started again: v%s back, its db directory out of the way, rejoined:", prev))
 		b.add(reinstall(fmt.Sprintf("sudo mv %s/db %s/db-failed-%s", data, data, s.To), "sudo systemctl start "+unit)...)
 	case r.pf.ServerNodes > 1:
-		b.add(fmt.Sprintf("# an external datastore: restore it with the database's own tools, then on each server put v%s back and start it:", prev))
+		b.add("# an external datastore: restore it with the database's own tools first, then the servers below")
 		b.cut()
+		b.add(fmt.Sprintf("# on each server node, once the datastore is restored: v%s back, started:", prev))
 		b.add(reinstall("sudo systemctl start " + unit)...)
 	default:
 		tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
@@ -314,6 +379,26 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 		b.add(reinstall("sudo systemctl start " + unit)...)
 	}
 }
+
+// eksNodegroupCopy is the JMESPath over describe-nodegroup's answer that
+// makes the CreateNodegroup input of the node group beside it: the fields
+// of the Nodegroup shape that CreateNodegroupRequest takes too (nodeRole,
+// subnets, capacityType, scalingConfig, labels, taints, tags, updateConfig,
+// nodeRepairConfig: botocore 1.43.11 data/eks/2017-11-01/service-2.json,
+// aws eks create-nodegroup --generate-cli-skeleton, aws-cli 1.45.11), as
+// one JSON document for --cli-input-json, so that no list is passed as an
+// unquoted expansion (zsh does not split one into words). A field the
+// group does not have is left out (merge of an empty object) rather than
+// sent as null, which the CLI's parameter validation refuses; labels,
+// taints and tags go in even when empty, so the document is never {},
+// which the CLI's JSON output prints as nothing (JSONFormatter skips a
+// response equal to {}, awscli/formatter.py, aws-cli 1.45.11).
+const eksNodegroupCopy = "nodegroup | merge({nodeRole: nodeRole, subnets: subnets, scalingConfig: scalingConfig, labels: labels || `{}`, taints: taints || `[]`, tags: tags || `{}`}, " +
+	"capacityType && {capacityType: capacityType} || `{}`, updateConfig && {updateConfig: updateConfig} || `{}`, nodeRepairConfig && {nodeRepairConfig: nodeRepairConfig} || `{}`)"
+
+// eksSecondCopy is what a node group made beside a pool at its full size
+// costs while both exist.
+const eksSecondCopy = "Capacity: the new group starts at the failed group's full size, so until the failed group is deleted the account runs a second copy of the pool: twice its instances (for a GPU pool, twice its GPUs), within the EC2 quota of the instance family (Service Quotas) and the zone's capacity or capacity reservation. Without room for that, raise the quota or reserve the capacity first; otherwise there is no way back that keeps the pool running: stop its gangs at a checkpoint (kubectl gang-drain run), delete the failed group before creating the new one, and bring the gangs back once the new group's nodes pass gpu-validate."
 
 // eksNodegroupBack is the way back of a managed node group that runs a
 // custom AMI from a launch template of the user's. EKS takes no node group
@@ -348,18 +433,14 @@ func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
 	// shell of its own.
 	groups := []string{"NG=" + sq(ng) + "   # the failed node group",
 		fmt.Sprintf(`BACK="${NG:0:%d}%s"   # the new node group's name: letters, digits, hyphens, at most 63 characters`, 63-len(suffix), suffix)}
-	b.add(fmt.Sprintf("# EKS takes no managed node group back to an earlier AMI in place: create a node group beside it from the launch template version in use before the step (its v%s AMI; no --kubernetes-version, which fails with a custom AMI), copying the failed group's role, subnets, capacity type, size, labels and taints, then move the pool onto it and delete the failed group:", prev))
+	b.add(fmt.Sprintf("# EKS takes no managed node group back to an earlier AMI in place: create a node group beside it from the launch template version in use before the step (its v%s AMI; no --kubernetes-version, which fails with a custom AMI), copying the failed group's role, subnets, capacity type, size, labels, taints, tags, update and node repair settings, then move the pool onto it and delete the failed group.", prev),
+		"# "+eksSecondCopy)
 	b.add(groups...)
 	b.add("PREV_LT_VERSION=" + sq("<version-in-use>") + "   # the launchTemplate.version describe-nodegroup printed before the step's update")
-	// The size, labels and taints go in as --cli-input-json: the CLI's
-	// JSON output prints nothing for an empty map (JSONFormatter skips a
-	// response equal to {}, awscli/formatter.py, aws-cli 1.45.11), which
-	// --labels would refuse; the object holding them is never empty.
 	b.add(chain(
-		`read -r ROLE LT_NAME CAPACITY < <(`+describe("nodegroup.[nodeRole,launchTemplate.name,capacityType]", "text")+`)`,
-		"SUBNETS=$("+describe("nodegroup.subnets", "text")+")",
-		"NGCONF=$("+describe("nodegroup.{scalingConfig: scalingConfig, labels: labels || `{}`, taints: taints || `[]`}", "json")+")",
-		fmt.Sprintf(`aws eks create-nodegroup %s --nodegroup-name "$BACK" --node-role "$ROLE" --subnets $SUBNETS --launch-template "name=$LT_NAME,version=$PREV_LT_VERSION" --capacity-type "$CAPACITY" --cli-input-json "$NGCONF" --query nodegroup.nodegroupName --output text`, loc),
+		"LT_NAME=$("+describe("nodegroup.launchTemplate.name", "text")+")",
+		"NGCONF=$("+describe(eksNodegroupCopy, "json")+")",
+		fmt.Sprintf(`aws eks create-nodegroup %s --nodegroup-name "$BACK" --launch-template "name=$LT_NAME,version=$PREV_LT_VERSION" --cli-input-json "$NGCONF" --query nodegroup.nodegroupName --output text`, loc),
 		fmt.Sprintf(`aws eks wait nodegroup-active %s --nodegroup-name "$BACK"`, loc),
 		`kubectl get nodes -l eks.amazonaws.com/nodegroup="$BACK" -o wide`)...)
 	b.cut()
@@ -375,7 +456,9 @@ func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
 	} else {
 		b.add("# the failed group's nodes drained onto the new group, one at a time (a workload that selects eks.amazonaws.com/nodegroup by the failed group's name needs the new one):")
 		b.add(groups[0])
-		b.add(fmt.Sprintf(`kubectl get nodes -l %s -o name | while read -r NODE; do kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s || exit 1; done`, old, selfDrainTimeout))
+		// break, not exit: zsh runs the last command of a pipeline in
+		// the pasting shell itself, which exit would close.
+		b.add(fmt.Sprintf(`kubectl get nodes -l %s -o name | while read -r NODE; do kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s || break; done`, old, selfDrainTimeout))
 	}
 	b.cut()
 	b.add("# then the failed group deleted:", groups[0])
@@ -494,7 +577,7 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 		if r.pools[s.Pool].LaunchTemplateNodes > 0 {
 			b.join(r.eksNodegroupBack(s, prev))
 		} else {
-			b.add("# EKS does not downgrade a managed node group's Kubernetes version: create a node group at the previous version beside it and move the workloads, then delete the failed one")
+			b.add("# EKS does not downgrade a managed node group's Kubernetes version: create a node group at the previous version beside it and move the workloads, then delete the failed one.", "# "+eksSecondCopy)
 		}
 	case replaceKarpenter:
 		b.add("# pin the NodePool's EC2NodeClass back to the AMIs it ran before (kept at the hold): its nodes drift back",

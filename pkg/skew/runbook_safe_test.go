@@ -121,14 +121,16 @@ func r0(p Plan) *renderer { return &renderer{plan: &p} }
 func TestRunbookBackupsLeaveTheNode(t *testing.T) {
 	kubeadmOrder := func(to string) []string {
 		f := "etcd-pre-" + to + ".db"
-		return []string{"exec etcd-", "-- etcdctl ", "snapshot save /var/lib/etcd/" + f + " && \\",
-			`ssh "$NODE_SSH" sudo cat /var/lib/etcd/` + f + ` > "$BACKUP_DIR/` + f + `" && \`,
-			`ssh "$NODE_SSH" sudo sha256sum /var/lib/etcd/` + f + ` | awk -v f="$BACKUP_DIR/` + f + `" '{print $1 "  " f}' | sha256sum -c - && \`,
-			`ssh "$NODE_SSH" sudo rm /var/lib/etcd/` + f,
+		return []string{`-o jsonpath='{range .spec.containers[0].command[*]}{@}{"\n"}{end}' | sed -n 's/^--data-dir=//p') && test -n "$ETCD_DATA" && \`,
+			"exec etcd-", "-- etcdctl ", `snapshot save "$ETCD_DATA/` + f + `" && \`,
+			`ssh "$NODE_SSH" sudo cat "$ETCD_DATA/` + f + `" > "$BACKUP_DIR/` + f + `" && \`,
+			`ssh "$NODE_SSH" sudo sha256sum "$ETCD_DATA/` + f + `" | awk -v f="$BACKUP_DIR/` + f + `" '{print $1 "  " f}' | sha256sum -c - && \`,
+			`ssh "$NODE_SSH" sudo rm "$ETCD_DATA/` + f + `"`,
 			`-o jsonpath='{.spec.containers[0].image}' | sed 's/.*://; s/^v//; s/-.*//') && \`,
-			`curl -fsSL "https://github.com/etcd-io/etcd/releases/download/v$ETCD_VER/etcd-v$ETCD_VER-linux-$ETCD_ARCH.tar.gz" | tar -xzf - -C "$ETCDUTL_DIR" --strip-components=1 "etcd-v$ETCD_VER-linux-$ETCD_ARCH/etcdutl" && \`,
+			`case "$ETCD_OS" in linux) curl -fsSL "https://github.com/etcd-io/etcd/releases/download/v$ETCD_VER/etcd-v$ETCD_VER-linux-$ETCD_ARCH.tar.gz" | tar -xzf - -C "$ETCDUTL_DIR" --strip-components=1 "etcd-v$ETCD_VER-linux-$ETCD_ARCH/etcdutl";; darwin) `,
 			`"$ETCDUTL_DIR/etcdutl" version | grep -F "etcdutl version: $ETCD_VER" && \`,
-			`"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/` + f + `" -w table`}
+			`"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/` + f + `" -w table && \`,
+			`cp "$ETCDUTL_DIR/linux-$NODE_ARCH/etcdutl" "$BACKUP_DIR/etcdutl-pre-` + to + `-linux-$NODE_ARCH"`}
 	}
 	k3sOrder := func(dist string) []string {
 		data := "/var/lib/rancher/" + dist + "/server"

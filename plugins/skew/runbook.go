@@ -75,6 +75,14 @@ func providerLine(d pkgskew.Detection) string {
 	return line
 }
 
+// pasteNote says which shells take the blocks as pasted. An interactive
+// zsh (macOS's login shell) reads # as a word, not a comment, unless
+// INTERACTIVE_COMMENTS is set ("Allow comments even in interactive
+// shells", zshoptions(1), zsh 5.9): a pasted "# ..." line fails as a
+// command, and "VAR=value   # note" runs # with VAR in its environment
+// instead of setting VAR.
+const pasteNote = "Paste each block into bash, or into zsh after `setopt interactive_comments` (without it an interactive zsh runs the blocks' `# ...` comments as commands, and a `VAR=value   # note` line sets nothing)."
+
 // printRunbook writes the plan as a Markdown runbook for a change ticket:
 // one numbered step per plan step, each with its why and its fenced sh
 // blocks of commands. Where the plan cannot tell which of two ways applies
@@ -86,6 +94,7 @@ func printRunbook(w io.Writer, rep *PlanReport) error {
 	s := rep.Summary
 	fmt.Fprintf(&b, "# Upgrade from %s to %s\n\n", s.From, s.Target)
 	fmt.Fprintf(&b, "Provider: %s.\n\n", providerLine(rep.Provider))
+	b.WriteString(pasteNote + "\n\n")
 	hops := "hops"
 	if s.Hops == 1 {
 		hops = "hop"

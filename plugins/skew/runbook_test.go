@@ -3,6 +3,7 @@ package skew
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -129,5 +130,35 @@ func TestRunbookASGFlag(t *testing.T) {
 		"--calendar", filepath.Join(dir, "calendar.yaml"), "--asg", "gpu-h100=gpu-h100-asg")
 	if r.Err != "" || !strings.Contains(r.Out, "ASG=gpu-h100-asg") || !strings.Contains(r.Out, "aws autoscaling start-instance-refresh") {
 		t.Errorf("exit %d\n%s%s", r.Code, r.Out, r.Err)
+	}
+}
+
+// Every runbook says how to paste it into zsh, and what it says works: an
+// interactive zsh with interactive_comments set takes a block's comment
+// lines and trailing notes as bash does, one without it does not.
+func TestRunbookZshPasteNote(t *testing.T) {
+	for _, name := range []string{"kubeadm-ha", "eks-managed", "k3s-etcd"} {
+		if out := variantRunbook(t, name); !strings.Contains(out, "\n"+pasteNote+"\n") {
+			t.Errorf("%s: no paste note:\n%s", name, out[:min(len(out), 400)])
+		}
+	}
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Skip("zsh is not installed")
+	}
+	block := "# the backup directory\nBACKUP_DIR='/backups'   # a directory off the cluster\nprintf 'got=%s\\n' \"$BACKUP_DIR\"\nexit\n"
+	for _, tc := range []struct {
+		setopt bool
+		want   string
+	}{{true, "got=/backups"}, {false, "got=\n"}} {
+		in := block
+		if tc.setopt {
+			in = "setopt interactive_comments\n" + block
+		}
+		cmd := exec.Command("zsh", "-f", "-i")
+		cmd.Stdin = strings.NewReader(in)
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("setopt %v: want %q in\n%s", tc.setopt, tc.want, out)
+		}
 	}
 }
