@@ -258,3 +258,53 @@ func TestDirStoreCompareAndSwap(t *testing.T) {
 func TestBlobStoreCompareAndSwapInProcess(t *testing.T) {
 	casContract(t, &blobStore{b: memblob.OpenBucket(nil), url: "mem://"})
 }
+
+// TestRunnersRaceOnOneStep starts one step of one cluster from several
+// runners at once, as two engines (or an engine and a person) would: the
+// claim is a compare-and-swap of the cluster's state, so the step's
+// command runs once and every other runner finds it claimed or done.
+func TestRunnersRaceOnOneStep(t *testing.T) {
+	raceOneStep(t, newHarness(t, nil))
+}
+
+func raceOneStep(t *testing.T, h *harness) {
+	t.Helper()
+	cp, _ := h.p.Plan.Cluster("canary-a")
+	if r := h.step(t, "canary-a", cp.Steps[0].Name); r.ExitCode != 0 {
+		t.Fatalf("%s: %+v", cp.Steps[0].Name, r)
+	}
+	first := cp.Steps[1]
+	const n = 8
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]*StepResult, n)
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		p := *h.p
+		p.Holder = fmt.Sprintf("runner/%d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i], errs[i] = p.RunStep(context.Background(), "canary-a", first.Name)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	ran := 0
+	for i := range results {
+		if errs[i] != nil {
+			t.Fatalf("runner %d: %v", i, errs[i])
+		}
+		if results[i].Skipped == "" && results[i].ExitCode == 0 {
+			ran++
+		}
+	}
+	if len(h.exec.calls) != 1 || ran != 1 {
+		t.Fatalf("step %s ran %d commands from %d runners, want 1:\n%s", first.Name, len(h.exec.calls), ran, strings.Join(h.exec.commands(), "\n"))
+	}
+	st := h.state(t, "canary-a")
+	if ss := st.Step(first.Name); ss.Phase != PhaseCompleted || ss.Attempt != 1 {
+		t.Fatalf("step %s: %+v", first.Name, ss)
+	}
+}
