@@ -2,15 +2,14 @@
 # build.sh builds the control-plane binaries the e2e harness and `make demo`
 # run, from the Go module proxy only, into a cache keyed by version:
 #
-#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|alertmanager|prometheus|argo|s3|versitygw|capi|kubeadmcheck|all]...
+#   e2e/tools/build.sh [core|kueue|jobset|krew|krew-validate|helm|pushgateway|alertmanager|prometheus|argo|versitygw|capi|kubeadmcheck|all]...
 #
 # core = etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubectl and kwok; helm is the helm client e2e/deprecations drives; argo
 # is Argo Workflows' workflow-controller, its CRDs and validate (Argo's own
-# template validation) for e2e/fleet; s3 is the S3-compatible server the
-# fleet store runs on there; versitygw is the S3 gateway with conditional
-# writes (If-Match, If-None-Match) the store's compare-and-swap is proved
-# on. The
+# template validation) for e2e/fleet; versitygw is the S3-compatible
+# server the fleet store runs on there, with the conditional writes
+# (If-Match, If-None-Match) its compare-and-swap needs. The
 # cache lives outside the work tree (E2E_BIN_DIR, default
 # $HOME/.cache/gpufleet-e2e) so fresh clones on the same machine reuse it;
 # the Go build cache makes a rebuild after a version bump a re-link for
@@ -35,7 +34,6 @@ ALERTMANAGER_VERSION=v0.35.0
 # in one module they do not both compile, so Prometheus stays at v0.315.1.
 PROMETHEUS_VERSION=v0.315.1
 ARGO_VERSION=v3.7.15
-GOFAKES3_VERSION=v1.2.0
 VERSITYGW_VERSION=v1.8.0
 CAPI_VERSION=v1.14.0
 
@@ -248,10 +246,6 @@ capi() {
 	fi
 }
 
-s3() {
-	build s3 "$cache/gofakes3-$GOFAKES3_VERSION/gofakes3" github.com/johannesboyne/gofakes3/cmd/gofakes3
-}
-
 # versitygw is the Versity S3 Gateway (posix backend: objects are files
 # under a directory, their ETags extended attributes or sidecar files),
 # the S3 server e2e/fleet keeps the store on. Its posix backend checks
@@ -284,10 +278,10 @@ locked() {
 [[ $# -gt 0 ]] || set -- core
 for what in "$@"; do
 	case $what in
-	core | kueue | jobset | krew | helm | pushgateway | alertmanager | prometheus | argo | s3 | versitygw | capi | kubeadmcheck) locked "$what" ;;
+	core | kueue | jobset | krew | helm | pushgateway | alertmanager | prometheus | argo | versitygw | capi | kubeadmcheck) locked "$what" ;;
 	krew-validate) locked krew_validate ;;
-	all) for c in core kueue jobset krew_validate helm pushgateway alertmanager prometheus argo s3 versitygw capi kubeadmcheck; do locked "$c"; done ;;
-	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, alertmanager, prometheus, argo, s3, versitygw, capi, kubeadmcheck or all)" >&2; exit 2 ;;
+	all) for c in core kueue jobset krew_validate helm pushgateway alertmanager prometheus argo versitygw capi kubeadmcheck; do locked "$c"; done ;;
+	*) echo "build.sh: unknown component $what (want core, kueue, jobset, krew, krew-validate, helm, pushgateway, alertmanager, prometheus, argo, versitygw, capi, kubeadmcheck or all)" >&2; exit 2 ;;
 	esac
 done
 echo "$cache"
