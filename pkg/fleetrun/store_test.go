@@ -308,3 +308,62 @@ func raceOneStep(t *testing.T, h *harness) {
 		t.Fatalf("step %s: %+v", first.Name, ss)
 	}
 }
+
+// TestTakenOverRunnerStops: a runner whose step another runner took over
+// (its heartbeat looked stale to the other) finds its next heartbeat
+// refused, stops the step's command and leaves the other's record alone.
+func TestTakenOverRunnerStops(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, nil)
+	h.p.Heartbeat = 20 * time.Millisecond
+	cp, _ := h.p.Plan.Cluster("canary-a")
+	var drain Step
+	for _, s := range cp.Steps {
+		if s.Kind == StepDrain {
+			drain = s
+			break
+		}
+		if r := h.step(t, "canary-a", s.Name); r.ExitCode != 0 {
+			t.Fatalf("%s: %+v", s.Name, r)
+		}
+	}
+	h.exec.mu.Lock()
+	h.exec.block = true
+	h.exec.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.p.RunStep(ctx, "canary-a", drain.Name)
+		done <- err
+	}()
+	// The other runner's take-over: a compare-and-swap like any claim,
+	// tried again while the first runner's heartbeats move the version.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("the drain was never claimed, or never taken over")
+		}
+		st := h.state(t, "canary-a")
+		ss := st.Step(drain.Name)
+		if ss.Phase != PhaseInProgress || ss.Holder != "test/1" {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		ss.Holder, ss.Attempt = "other/2", ss.Attempt+1
+		if err := WriteState(ctx, h.p.Store, st); err == nil {
+			break
+		} else if !errors.Is(err, ErrConflict) {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "taken over by another runner") {
+			t.Fatalf("the first runner ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first runner did not stop after its step was taken over")
+	}
+	if ss := h.state(t, "canary-a").Step(drain.Name); ss.Holder != "other/2" || ss.Phase != PhaseInProgress || ss.Attempt != 2 {
+		t.Fatalf("the taken-over runner wrote over the other's record: %+v", ss)
+	}
+}
