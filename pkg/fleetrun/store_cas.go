@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -76,8 +77,8 @@ func (s *blobStore) ReadVersion(ctx context.Context, key string) ([]byte, string
 		if data, err = io.ReadAll(r); err != nil {
 			return err
 		}
-		version = readerVersion(r, data)
-		return nil
+		version, err = readerVersion(r, data)
+		return err
 	})
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, "", fmt.Errorf("%s: %w", key, ErrNotFound)
@@ -87,21 +88,49 @@ func (s *blobStore) ReadVersion(ctx context.Context, key string) ([]byte, string
 
 // readerVersion is the version of what r read: the service's, or the MD5
 // of the bytes on a bucket that has none.
-func readerVersion(r *blob.Reader, data []byte) string {
+func readerVersion(r *blob.Reader, data []byte) (string, error) {
 	var s3out s3.GetObjectOutput
 	if r.As(&s3out) && s3out.ETag != nil {
-		return "s3:" + *s3out.ETag
+		if err := checkS3ETag(&s3out, data); err != nil {
+			return "", err
+		}
+		return "s3:" + *s3out.ETag, nil
 	}
 	var gr *storage.Reader
 	if r.As(&gr) && gr != nil {
-		return "gs:" + strconv.FormatInt(gr.Attrs.Generation, 10)
+		return "gs:" + strconv.FormatInt(gr.Attrs.Generation, 10), nil
 	}
 	var az azblobblob.DownloadStreamResponse
 	if r.As(&az) && az.ETag != nil {
-		return "az:" + string(*az.ETag)
+		return "az:" + string(*az.ETag), nil
 	}
 	sum := md5.Sum(data)
-	return "md5:" + hex.EncodeToString(sum[:])
+	return "md5:" + hex.EncodeToString(sum[:]), nil
+}
+
+// errTornRead is a GetObject whose ETag is not its body's: the server
+// read the two apart while a put replaced the object. versitygw v1.8.0's
+// posix backend does (an object's ETag is metadata beside its data file);
+// the SDK's response checksum, where it is on, catches the same race.
+var errTornRead = errors.New("the object's ETag does not match the body read with it (written meanwhile)")
+
+// checkS3ETag holds a GetObject's ETag to its body where the ETag is an
+// MD5 of the data: a single-part object, plain or SSE-S3 (AWS S3 API
+// Reference, "Object" ETag: not an MD5 for SSE-C, SSE-KMS or multipart
+// uploads). An ETag read beside a newer body would let an Update from it
+// overwrite a write its caller never saw.
+func checkS3ETag(out *s3.GetObjectOutput, data []byte) error {
+	etag := strings.Trim(*out.ETag, `"`)
+	if len(etag) != 32 || out.SSECustomerAlgorithm != nil || (out.ServerSideEncryption != "" && out.ServerSideEncryption != "AES256") {
+		return nil
+	}
+	if _, err := hex.DecodeString(etag); err != nil {
+		return nil
+	}
+	if sum := md5.Sum(data); hex.EncodeToString(sum[:]) != strings.ToLower(etag) {
+		return errTornRead
+	}
+	return nil
 }
 
 // errNoConditions is a bucket whose writer takes none of the conditions
@@ -252,6 +281,13 @@ func Transient(err error) bool {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	// A body read apart from its ETag or checksum while the object was
+	// replaced: reading again gets one version whole. The SDK's checksum
+	// error is of an internal type (aws-sdk-go-v2
+	// service/internal/checksum v1.11.7 algorithms.go validationError).
+	if errors.Is(err, errTornRead) || strings.Contains(err.Error(), "checksum did not match") {
 		return true
 	}
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
