@@ -41,7 +41,7 @@ ifeq ($(E2E_QUEUEING),0)
 E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager prometheus krew
 E2E_EXCLUDE := gangdrain queueing demo fleet
 else
-E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager prometheus krew kueue jobset argo s3
+E2E_LATE_COMPONENTS ?= helm pushgateway alertmanager prometheus krew kueue jobset argo versitygw
 E2E_EXCLUDE :=
 endif
 E2E_COMPONENTS ?= core $(E2E_LATE_COMPONENTS)
@@ -125,7 +125,7 @@ e2e-run:
 ## e2e-fleet: the fleet programme alone, on the real Argo workflow-controller,
 ## four local control planes and an S3 store (e2e/fleet; part of `make test`)
 e2e-fleet: build
-	e2e/tools/build.sh core kueue jobset argo s3
+	e2e/tools/build.sh core kueue jobset argo versitygw
 	PLUGIN_BIN_DIR=$(CURDIR)/$(BIN) go test $(GOFLAGS_TEST) $(E2E_FLAGS) ./e2e/fleet/
 
 ## bench: Go benchmarks, then the scale runs against the local control plane

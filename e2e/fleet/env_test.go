@@ -85,10 +85,10 @@ func (e *fleetEnv) timings() string {
 }
 
 // s3Env are the credentials every store client (the test, the steps) uses
-// with gofakes3, which accepts any. The SDK's default checksums are kept
-// to what an S3-compatible server without the 2025 checksum extensions
-// answers.
-var s3Env = []string{"AWS_ACCESS_KEY_ID=e2e", "AWS_SECRET_ACCESS_KEY=e2e-secret", "AWS_REGION=us-east-1",
+// with versitygw, the root credentials it was started with. The SDK's
+// default checksums are kept to what an S3-compatible server without the
+// 2025 checksum extensions answers.
+var s3Env = []string{"AWS_ACCESS_KEY_ID=" + harness.S3AccessKey, "AWS_SECRET_ACCESS_KEY=" + harness.S3SecretKey, "AWS_REGION=us-east-1",
 	"AWS_REQUEST_CHECKSUM_CALCULATION=when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required"}
 
 func startFleetEnv(ctx context.Context, t *testing.T) (*fleetEnv, error) {

@@ -5,8 +5,8 @@
 // a training cell with the real Kueue and JobSet controllers) and a fourth
 // as the management cluster, the real Argo Workflows workflow-controller
 // v3.7.15 on the management cluster, every rendered object checked by Argo's own
-// validation package, and the store on an S3 server (gofakes3) or a
-// directory. Workflow pods run on a harness ExecNode: it SIMULATES the
+// validation package, and the store on an S3 server (versitygw, which checks conditional
+// writes) or a directory. Workflow pods run on a harness ExecNode: it SIMULATES the
 // kubelet as KWOK simulates nodes, running each pod's `kubectl skew fleet
 // step` command with the suite's binaries and reporting its exit code. The
 // provider's pool upgrade is the demo's simulated one behind the fleet

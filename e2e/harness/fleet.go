@@ -17,8 +17,10 @@ type (
 
 // Versions of the fleet programme's e2e components.
 const (
-	ArgoVersion     = localcluster.ArgoVersion
-	GoFakeS3Version = localcluster.GoFakeS3Version
+	ArgoVersion      = localcluster.ArgoVersion
+	VersityGWVersion = localcluster.VersityGWVersion
+	S3AccessKey      = localcluster.S3AccessKey
+	S3SecretKey      = localcluster.S3SecretKey
 )
 
 // FleetBinariesIn names the fleet components in a cache directory.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	"k8s.io/client-go/util/retry"
 )
 
 // KindGate is a gate's report.
@@ -445,30 +446,70 @@ type lockRecord struct {
 	Expires time.Time `json:"expires"`
 }
 
-// withLock runs f holding the run's lock: a key created only when absent
-// (a link on a directory store, a conditional put on object stores), taken
-// over when its holder let it expire.
+// errLockHeld is a lock another holder has not let expire.
+var errLockHeld = errors.New("held by another command")
+
+// takeLock takes the lock at key for holder until expires, once: created
+// when absent, or taken over from a holder that let it expire (or released
+// it) by an Update from the version read, so that of any number of takers
+// that saw one expired record exactly one wins. It returns the version the
+// lock was written at, or an error wrapping errLockHeld, ErrConflict
+// (another taker won the race) or the store's failure.
+func takeLock(ctx context.Context, st Store, key string, me lockRecord, now time.Time) (string, lockRecord, error) {
+	b, _ := json.Marshal(me)
+	v, err := st.Update(ctx, key, b, "")
+	if err == nil {
+		return v, lockRecord{}, nil
+	}
+	if !errors.Is(err, ErrConflict) {
+		return "", lockRecord{}, err
+	}
+	old, ver, err := st.ReadVersion(ctx, key)
+	if errors.Is(err, ErrNotFound) {
+		return "", lockRecord{}, fmt.Errorf("%s: %w", key, ErrConflict)
+	}
+	if err != nil {
+		return "", lockRecord{}, err
+	}
+	var lr lockRecord
+	if json.Unmarshal(old, &lr) == nil && !now.After(lr.Expires) {
+		return "", lr, fmt.Errorf("%s: %w", key, errLockHeld)
+	}
+	v, err = st.Update(ctx, key, b, ver)
+	return v, lr, err
+}
+
+// releaseLock ends a lock held at version: rewritten as released (expired,
+// no holder) by an Update from that version, so a lock another command
+// took over since is left alone.
+func releaseLock(ctx context.Context, st Store, key, version string) error {
+	b, _ := json.Marshal(lockRecord{})
+	_, err := st.Update(ctx, key, b, version)
+	if errors.Is(err, ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// withLock runs f holding the run's lock (takeLock), waiting up to two
+// minutes for another holder.
 func (p *Programme) withLock(ctx context.Context, f func() error) error {
 	key := lockKey(p.Plan.Run)
 	me := lockRecord{Holder: p.holder() + "/" + fmt.Sprint(time.Now().UnixNano())}
 	deadline := time.Now().Add(2 * time.Minute)
+	var version string
 	for {
 		me.Expires = p.now().Add(30 * time.Second)
-		b, _ := json.Marshal(me)
-		err := p.Store.Create(ctx, key, b)
+		v, old, err := takeLock(ctx, p.Store, key, me, p.now())
 		if err == nil {
+			if old.Holder != "" {
+				p.logf("took over the lock of run %s that %s let expire", p.Plan.Run, old.Holder)
+			}
+			version = v
 			break
 		}
-		if !errors.Is(err, ErrExists) {
+		if !errors.Is(err, errLockHeld) && !errors.Is(err, ErrConflict) && !Transient(err) {
 			return err
-		}
-		if old, rerr := p.Store.Read(ctx, key); rerr == nil {
-			var lr lockRecord
-			if json.Unmarshal(old, &lr) == nil && p.now().After(lr.Expires) {
-				p.logf("taking over the lock of run %s that %s let expire", p.Plan.Run, lr.Holder)
-				_ = p.Store.Delete(ctx, key)
-				continue
-			}
 		}
 		if time.Now().After(deadline) {
 			return cli.Incomplete(fmt.Errorf("the lock of run %s (%s) is held by another command", p.Plan.Run, key))
@@ -479,14 +520,7 @@ func (p *Programme) withLock(ctx context.Context, f func() error) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	defer func() {
-		if b, err := p.Store.Read(context.WithoutCancel(ctx), key); err == nil {
-			var lr lockRecord
-			if json.Unmarshal(b, &lr) == nil && lr.Holder == me.Holder {
-				_ = p.Store.Delete(context.WithoutCancel(ctx), key)
-			}
-		}
-	}()
+	defer func() { _ = releaseLock(context.WithoutCancel(ctx), p.Store, key, version) }()
 	return f()
 }
 
@@ -496,58 +530,68 @@ func (p *Programme) withLock(ctx context.Context, f func() error) error {
 // Decided and recorded under the run's lock, from the store's states, so
 // two gates can never both take the last place (Argo's semaphore is the
 // first line; argoproj/argo-workflows#10286 is why it is not the only one).
+//
+// The admission is itself a compare-and-swap of the cluster's state: a
+// step of the cluster written between the read and the admission sends it
+// round again, under the same lock.
 func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) error {
 	return p.withLock(ctx, func() error {
-		states, err := ReadStates(ctx, p.Store, p.Plan)
-		if err != nil {
-			return err
-		}
-		ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
-		if err != nil {
-			return err
-		}
-		p.Plan.ApplySkips(ds, states)
-		st := states[cp.Name]
-		if st.InFlight() {
-			g.add("caps", cp.Name, CheckPass, "admitted at %s", st.AdmittedAt.Format(time.RFC3339))
-			return nil
-		}
-		r, _ := p.Plan.Ring(cp.Ring)
-		fleet, ring, gpus := 0, 0, 0
-		var names []string
-		for _, c := range p.Plan.Clusters {
-			if s := states[c.Name]; s.InFlight() {
-				fleet++
-				gpus += s.GPUs
-				names = append(names, c.Name)
-				if c.Ring == cp.Ring {
-					ring++
-				}
+		return retry.OnError(storeBackoff, func(err error) bool { return errors.Is(err, ErrConflict) && ctx.Err() == nil }, func() error {
+			return p.admitLocked(ctx, g, cp)
+		})
+	})
+}
+
+func (p *Programme) admitLocked(ctx context.Context, g *GateReport, cp *ClusterPlan) error {
+	states, err := ReadStates(ctx, p.Store, p.Plan)
+	if err != nil {
+		return err
+	}
+	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
+	if err != nil {
+		return err
+	}
+	p.Plan.ApplySkips(ds, states)
+	st := states[cp.Name]
+	if st.InFlight() {
+		g.add("caps", cp.Name, CheckPass, "admitted at %s", st.AdmittedAt.Format(time.RFC3339))
+		return nil
+	}
+	r, _ := p.Plan.Ring(cp.Ring)
+	fleet, ring, gpus := 0, 0, 0
+	var names []string
+	for _, c := range p.Plan.Clusters {
+		if s := states[c.Name]; s.InFlight() {
+			fleet++
+			gpus += s.GPUs
+			names = append(names, c.Name)
+			if c.Ring == cp.Ring {
+				ring++
 			}
 		}
-		switch {
-		case p.Plan.MaxClustersInFlight > 0 && fleet >= p.Plan.MaxClustersInFlight:
-			g.add("caps", cp.Name, CheckWait, "%d clusters in flight (%s), the fleet's cap is %d", fleet, strings.Join(names, ", "), p.Plan.MaxClustersInFlight)
-			return nil
-		case r.MaxConcurrent > 0 && ring >= r.MaxConcurrent:
-			g.add("caps", cp.Name, CheckWait, "%d clusters of ring %s in flight, its cap is %d", ring, r.Name, r.MaxConcurrent)
-			return nil
-		case cp.DRPair != "" && drPartnerInFlight(p.Plan, states, cp) != "":
-			g.add("caps", cp.Name, CheckWait, "%s, the other half of DR pair %s, is in flight: the two are never upgraded at once", drPartnerInFlight(p.Plan, states, cp), cp.DRPair)
-			return nil
-		case p.Plan.MaxGPUsInFlight > 0 && fleet > 0 && gpus+cp.GPUs > p.Plan.MaxGPUsInFlight:
-			g.add("caps", cp.Name, CheckWait, "%d GPUs in flight, %d more would pass the cap of %d", gpus, cp.GPUs, p.Plan.MaxGPUsInFlight)
-			return nil
-		}
-		now := p.now()
-		st.AdmittedAt, st.GPUs, st.Ring = &now, cp.GPUs, cp.Ring
-		if err := WriteState(ctx, p.Store, st); err != nil {
-			return err
-		}
-		g.add("caps", cp.Name, CheckPass, "admitted: %d of %s clusters, %d of %s GPUs in flight with it",
-			fleet+1, capText(p.Plan.MaxClustersInFlight), gpus+cp.GPUs, capText(p.Plan.MaxGPUsInFlight))
+	}
+	switch {
+	case p.Plan.MaxClustersInFlight > 0 && fleet >= p.Plan.MaxClustersInFlight:
+		g.add("caps", cp.Name, CheckWait, "%d clusters in flight (%s), the fleet's cap is %d", fleet, strings.Join(names, ", "), p.Plan.MaxClustersInFlight)
 		return nil
-	})
+	case r.MaxConcurrent > 0 && ring >= r.MaxConcurrent:
+		g.add("caps", cp.Name, CheckWait, "%d clusters of ring %s in flight, its cap is %d", ring, r.Name, r.MaxConcurrent)
+		return nil
+	case cp.DRPair != "" && drPartnerInFlight(p.Plan, states, cp) != "":
+		g.add("caps", cp.Name, CheckWait, "%s, the other half of DR pair %s, is in flight: the two are never upgraded at once", drPartnerInFlight(p.Plan, states, cp), cp.DRPair)
+		return nil
+	case p.Plan.MaxGPUsInFlight > 0 && fleet > 0 && gpus+cp.GPUs > p.Plan.MaxGPUsInFlight:
+		g.add("caps", cp.Name, CheckWait, "%d GPUs in flight, %d more would pass the cap of %d", gpus, cp.GPUs, p.Plan.MaxGPUsInFlight)
+		return nil
+	}
+	now := p.now()
+	st.AdmittedAt, st.GPUs, st.Ring = &now, cp.GPUs, cp.Ring
+	if err := WriteState(ctx, p.Store, st); err != nil {
+		return err
+	}
+	g.add("caps", cp.Name, CheckPass, "admitted: %d of %s clusters, %d of %s GPUs in flight with it",
+		fleet+1, capText(p.Plan.MaxClustersInFlight), gpus+cp.GPUs, capText(p.Plan.MaxGPUsInFlight))
+	return nil
 }
 
 // drPartnerInFlight is the other half of cp's DR pair when it is in

@@ -49,6 +49,12 @@ type ClusterState struct {
 	Baseline string `json:"baseline,omitempty"`
 	// Steps in plan order.
 	Steps []StepState `json:"steps"`
+
+	// version is the store's version of the state as read or last
+	// written ("" for a state not in the store yet): WriteState writes
+	// only over that version, so a runner whose claim another runner
+	// took over cannot write the state again.
+	version string
 }
 
 // InFlight reports whether the cluster holds a place under the caps.
@@ -221,9 +227,9 @@ func FreezePlan(ctx context.Context, st Store, p *Plan, replace bool) (kept bool
 	return false, st.Write(ctx, PlanKey(p.Run), append(b, '\n'))
 }
 
-// ReadState reads a cluster's state; a missing one is new.
+// ReadState reads a cluster's state and its version; a missing one is new.
 func ReadState(ctx context.Context, st Store, run, cluster, ring string) (*ClusterState, error) {
-	b, err := st.Read(ctx, StateKey(run, cluster))
+	b, version, err := st.ReadVersion(ctx, StateKey(run, cluster))
 	if errors.Is(err, ErrNotFound) {
 		return &ClusterState{APIVersion: APIVersion, Kind: KindState, Run: run, Cluster: cluster, Ring: ring}, nil
 	}
@@ -234,16 +240,29 @@ func ReadState(ctx context.Context, st Store, run, cluster, ring string) (*Clust
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("state of %s in run %s is not readable: %w", cluster, run, err)
 	}
+	s.version = version
 	return &s, nil
 }
 
-// WriteState replaces a cluster's state atomically.
+// WriteState replaces a cluster's state atomically when the store still
+// holds the version it was read at (compare-and-swap), and keeps the new
+// version for the next write. When someone else wrote it since, it changes
+// nothing and returns an error wrapping ErrConflict: the caller reads the
+// state again and decides again.
 func WriteState(ctx context.Context, st Store, s *ClusterState) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	return st.Write(ctx, StateKey(s.Run, s.Cluster), append(b, '\n'))
+	v, err := st.Update(ctx, StateKey(s.Run, s.Cluster), append(b, '\n'), s.version)
+	if err != nil {
+		if errors.Is(err, ErrConflict) {
+			return fmt.Errorf("the state of cluster %s in run %s changed since it was read (another runner wrote it): %w", s.Cluster, s.Run, err)
+		}
+		return err
+	}
+	s.version = v
+	return nil
 }
 
 // ReadStates reads the state of every cluster of a plan (new ones for

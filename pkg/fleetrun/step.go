@@ -94,7 +94,46 @@ func (p *Programme) inputsDigest(cp *ClusterPlan, s Step) string {
 // another process is running end it without running anything. Each attempt
 // is counted and its evidence is stored under its own number, never over
 // an earlier one.
+//
+// Every write of the cluster's state is a compare-and-swap from the version
+// read (WriteState): when another runner wrote the state between this
+// one's read and its claim, the claim changes nothing and the step is
+// decided again from a fresh read, which then sees the other runner's
+// claim. A runner whose claim was taken over (its heartbeat stopped long
+// enough for another to take the step) cannot write the state again: its
+// step is stopped and its end is not recorded over the other's.
 func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*StepResult, error) {
+	backoff := storeBackoff
+	for {
+		res, err := p.runStep(ctx, cluster, stepName)
+		if !errors.Is(err, errRedecide) || backoff.Steps <= 1 || ctx.Err() != nil {
+			return res, err
+		}
+		d := backoff.Step()
+		p.logf("%s/%s: %v; deciding again in %s", cluster, stepName, err, d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+// errRedecide is a state write before the claim that met another
+// runner's write: RunStep reads and decides again.
+var errRedecide = errors.New("the state changed while the step was being decided")
+
+// claimWrite writes the state before and at the claim: a conflict there
+// sends RunStep round again.
+func claimWrite(ctx context.Context, st Store, s *ClusterState) error {
+	err := WriteState(ctx, st, s)
+	if errors.Is(err, ErrConflict) {
+		return fmt.Errorf("%w: %w", errRedecide, err)
+	}
+	return err
+}
+
+func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*StepResult, error) {
 	cp, ok := p.Plan.Cluster(cluster)
 	if !ok {
 		return nil, cli.Usagef("cluster %s is not in run %s (clusters: %s)", cluster, p.Plan.Run, strings.Join(p.clusterNames(), ", "))
@@ -127,7 +166,7 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	if who, ok := p.Plan.Skipped(ds, cluster); ok {
 		at, _ := p.Plan.SkippedAt(ds, cluster)
 		st.LeftAt, st.Outcome = &at, OutcomeSkipped
-		if err := WriteState(ctx, p.Store, st); err != nil {
+		if err := claimWrite(ctx, p.Store, st); err != nil {
 			return nil, err
 		}
 		res.Skipped = fmt.Sprintf("cluster %s skipped by %s: it leaves the run", cluster, strings.Join(who, ", "))
@@ -170,7 +209,10 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 				res.ExitCode = g.ExitCode
 				res.Message = "not starting " + stepName + ": " + g.Reason()
 				ss.Message = res.Message
-				return res, WriteState(ctx, p.Store, st)
+				if err := claimWrite(ctx, p.Store, st); err != nil {
+					return nil, err
+				}
+				return res, nil
 			}
 		}
 	}
@@ -196,7 +238,7 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 	if s.Kind == StepDrain || s.Kind == StepRestore {
 		ss.RunID = p.drainRunID(cp, s)
 	}
-	if err := WriteState(ctx, p.Store, st); err != nil {
+	if err := claimWrite(ctx, p.Store, st); err != nil {
 		return nil, err
 	}
 	res.Attempt, res.Phase = ss.Attempt, ss.Phase
@@ -211,12 +253,20 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 		// record is written.
 		out = r.do(ctx)
 		if fresh, err := ReadState(ctx, p.Store, p.Plan.Run, cluster, cp.Ring); err == nil {
-			st.AdmittedAt, st.GPUs = fresh.AdmittedAt, fresh.GPUs
+			st.AdmittedAt, st.GPUs, st.version = fresh.AdmittedAt, fresh.GPUs, fresh.version
 		}
 	} else {
-		stop := r.heartbeat(ctx)
-		out = r.do(ctx)
+		sctx, cancel := context.WithCancelCause(ctx)
+		stop := r.heartbeat(sctx, cancel)
+		out = r.do(sctx)
 		stop()
+		cancel(nil)
+		if err := context.Cause(sctx); errors.Is(err, ErrConflict) {
+			// Taken over: the other runner's record stands.
+			p.logf("%s/%s: attempt %d stopped: %v", cluster, stepName, ss.Attempt, err)
+			return nil, fmt.Errorf("step %s of cluster %s was taken over by another runner while attempt %d ran; its outcome (exit %d: %s) is not recorded: %w",
+				stepName, cluster, ss.Attempt, out.code, out.message, err)
+		}
 	}
 
 	if ctx.Err() != nil && out.code != 0 {
@@ -249,6 +299,9 @@ func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*Ste
 		st.FinishedAt = &end
 	}
 	if err := WriteState(context.WithoutCancel(ctx), p.Store, st); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return nil, fmt.Errorf("step %s of cluster %s was taken over by another runner while attempt %d ran; its outcome (%s) is not recorded: %w", stepName, cluster, ss.Attempt, ss.Phase, err)
+		}
 		return nil, err
 	}
 	if ss.Phase == PhaseFailed && out.code == cli.ExitFindings {
@@ -333,8 +386,10 @@ func (p *Programme) heartbeat() time.Duration {
 }
 
 // heartbeat rewrites the state while the step runs, so another process can
-// tell a running step from one whose process died.
-func (r *stepRun) heartbeat(ctx context.Context) func() {
+// tell a running step from one whose process died. A heartbeat that meets
+// another runner's write (the step was taken over) stops the step: cancel
+// is called with the conflict.
+func (r *stepRun) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -352,8 +407,12 @@ func (r *stepRun) heartbeat(ctx context.Context) func() {
 				r.mu.Lock()
 				now := r.p.now()
 				r.ss.Heartbeat = &now
-				_ = WriteState(ctx, r.p.Store, r.state)
+				err := WriteState(ctx, r.p.Store, r.state)
 				r.mu.Unlock()
+				if errors.Is(err, ErrConflict) {
+					cancel(err)
+					return
+				}
 			}
 		}
 	}()

@@ -1,8 +1,10 @@
 package fleetrun
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // azblob://
@@ -28,16 +32,27 @@ import (
 //
 // Every write is whole or absent: a reader never sees half a file, whatever
 // kills the writer. Write replaces a key; Create writes one only when it
-// does not exist yet, which is how evidence is never overwritten and how
-// the run's lock is taken.
+// does not exist yet, which is how evidence is never overwritten; Update
+// replaces a key only while it holds the version its writer read, which is
+// how a cluster's state and the run's lock change hands: of two writers
+// that read one version, one wins and the other gets ErrConflict.
 type Store interface {
 	// Read returns a key's bytes, or an error wrapping ErrNotFound.
 	Read(ctx context.Context, key string) ([]byte, error)
+	// ReadVersion returns a key's bytes and their version, an opaque
+	// token that changes with every write of the key, or an error
+	// wrapping ErrNotFound.
+	ReadVersion(ctx context.Context, key string) (data []byte, version string, err error)
 	// Write replaces a key atomically.
 	Write(ctx context.Context, key string, data []byte) error
 	// Create writes a key atomically when it does not exist, else
 	// returns an error wrapping ErrExists and changes nothing.
 	Create(ctx context.Context, key string, data []byte) error
+	// Update replaces a key atomically when it still holds version (as
+	// ReadVersion or an earlier Update returned it; "" for a key that
+	// must not exist yet) and returns the new version; else it returns
+	// an error wrapping ErrConflict and changes nothing.
+	Update(ctx context.Context, key string, data []byte, version string) (string, error)
 	// Delete removes a key; a missing key is not an error.
 	Delete(ctx context.Context, key string) error
 	// List returns the keys under prefix, sorted.
@@ -53,6 +68,9 @@ type Store interface {
 var (
 	ErrNotFound error = notFound{}
 	ErrExists         = errors.New("already in the store")
+	// ErrConflict is an Update whose key changed since its version was
+	// read: someone else wrote it first.
+	ErrConflict = errors.New("changed in the store since it was read")
 )
 
 type notFound struct{}
@@ -111,37 +129,40 @@ func checkKey(key string) error {
 
 // blobStore is a bucket of gocloud.dev/blob. An object appears only when
 // its upload completes (S3 PutObject, a finalized GCS upload, a committed
-// Azure block list), so a half-written state file cannot be read; the
-// upload carries its MD5, which the services check.
+// Azure block list), so a half-written state file cannot be read. GCS and
+// Azure check the MD5 the upload carries; S3 does not (gocloud.dev v0.49.0
+// blob/s3blob: "S3 doesn't support ContentMD5 validation anymore", and the
+// option is dropped), so there the SDK's own request checksums are the
+// check. Transient failures (a 5xx, a timeout, S3's 409
+// ConditionalRequestConflict) are retried with backoff (store_cas.go).
 type blobStore struct {
 	b   *blob.Bucket
 	url string
+	// mu serializes Update on a bucket with no conditional writes of
+	// its own (memblob in tests): there versions are MD5s, compared and
+	// written under it, which holds within this process only.
+	mu sync.Mutex
 }
 
 func (s *blobStore) URL() string  { return s.url }
 func (s *blobStore) Close() error { return s.b.Close() }
 
 func (s *blobStore) Read(ctx context.Context, key string) ([]byte, error) {
-	if err := checkKey(key); err != nil {
-		return nil, err
-	}
-	data, err := s.b.ReadAll(ctx, key)
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
-	}
+	data, _, err := s.ReadVersion(ctx, key)
 	return data, err
 }
 
-func (s *blobStore) put(ctx context.Context, key string, data []byte, ifNotExist bool) error {
+func (s *blobStore) put(ctx context.Context, key string, data []byte, opts *blob.WriterOptions) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
 	sum := md5.Sum(data)
+	opts.ContentType, opts.ContentMD5 = contentType(key), sum[:]
 	// Closing a writer commits what was written, so a failed write
 	// cancels its context first: the upload is then abandoned.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.b.NewWriter(wctx, key, &blob.WriterOptions{ContentType: contentType(key), ContentMD5: sum[:], IfNotExist: ifNotExist})
+	w, err := s.b.NewWriter(wctx, key, opts)
 	if err != nil {
 		return err
 	}
@@ -150,49 +171,69 @@ func (s *blobStore) put(ctx context.Context, key string, data []byte, ifNotExist
 		_ = w.Close()
 		return err
 	}
-	err = w.Close()
-	if ifNotExist && gcerrors.Code(err) == gcerrors.FailedPrecondition {
-		return fmt.Errorf("%s: %w", key, ErrExists)
-	}
-	return err
+	return w.Close()
 }
 
 func (s *blobStore) Write(ctx context.Context, key string, data []byte) error {
-	return s.put(ctx, key, data, false)
+	return retryTransient(ctx, func() error { return s.put(ctx, key, data, &blob.WriterOptions{}) })
 }
 
 func (s *blobStore) Create(ctx context.Context, key string, data []byte) error {
-	return s.put(ctx, key, data, true)
+	retried := false
+	err := retryTransient(ctx, func() error {
+		err := s.put(ctx, key, data, &blob.WriterOptions{IfNotExist: true})
+		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+			if retried {
+				// An earlier try may have landed before its
+				// answer was lost: the key holding these very
+				// bytes is this create's own.
+				if cur, rerr := s.Read(ctx, key); rerr == nil && bytes.Equal(cur, data) {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s: %w", key, ErrExists)
+		}
+		if err != nil {
+			retried = true
+		}
+		return err
+	})
+	return err
 }
 
 func (s *blobStore) Delete(ctx context.Context, key string) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
-	err := s.b.Delete(ctx, key)
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return nil
-	}
-	return err
+	return retryTransient(ctx, func() error {
+		err := s.b.Delete(ctx, key)
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil
+		}
+		return err
+	})
 }
 
 func (s *blobStore) List(ctx context.Context, prefix string) ([]string, error) {
 	var keys []string
-	it := s.b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		o, err := it.Next(ctx)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				break
+	err := retryTransient(ctx, func() error {
+		keys = keys[:0]
+		it := s.b.List(&blob.ListOptions{Prefix: prefix})
+		for {
+			o, err := it.Next(ctx)
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
 			}
-			return nil, err
+			if !o.IsDir {
+				keys = append(keys, o.Key)
+			}
 		}
-		if !o.IsDir {
-			keys = append(keys, o.Key)
-		}
-	}
+	})
 	sort.Strings(keys)
-	return keys, nil
+	return keys, err
 }
 
 func contentType(key string) string {
@@ -210,7 +251,11 @@ func contentType(key string) string {
 // DirStore is a store in a directory of this machine. Write goes to a
 // temporary file that is synced and renamed over the key; Create links the
 // temporary file to the key, which fails when the key exists, so two
-// processes can never both create one.
+// processes can never both create one. Update compares and renames holding
+// an advisory lock on the key (flock, LockFileEx: dirlock_*.go) that Write
+// and Delete take too; a version is the SHA-256 of the bytes and the
+// modification time the temporary file got, so a key rewritten with the
+// same bytes has a new one.
 type DirStore struct {
 	dir string
 }
@@ -237,16 +282,83 @@ func (s *DirStore) path(key string) (string, error) {
 	return filepath.Join(s.dir, filepath.FromSlash(key)), nil
 }
 
-func (s *DirStore) Read(_ context.Context, key string) ([]byte, error) {
+func (s *DirStore) Read(ctx context.Context, key string) ([]byte, error) {
+	data, _, err := s.ReadVersion(ctx, key)
+	return data, err
+}
+
+func (s *DirStore) ReadVersion(_ context.Context, key string) ([]byte, string, error) {
 	p, err := s.path(key)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	data, err := os.ReadFile(p)
+	data, v, err := readVersion(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+		return nil, "", fmt.Errorf("%s: %w", key, ErrNotFound)
 	}
-	return data, err
+	return data, v, err
+}
+
+// readVersion reads a file and its version from one open file: a rename
+// over the path does not change what an open file reads.
+func readVersion(p string) ([]byte, string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, fileVersion(data, fi.ModTime()), nil
+}
+
+func fileVersion(data []byte, mod time.Time) string {
+	sum := sha256.Sum256(data)
+	return fmt.Sprintf("%x-%d", sum[:16], mod.UnixNano())
+}
+
+// Update replaces key when it holds version, comparing and renaming under
+// the key's lock.
+func (s *DirStore) Update(_ context.Context, key string, data []byte, version string) (string, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return "", err
+	}
+	unlock, err := lockKeyFile(p)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	_, cur, err := readVersion(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if version != "" {
+			return "", fmt.Errorf("%s: %w", key, ErrConflict)
+		}
+	case err != nil:
+		return "", err
+	case cur != version:
+		return "", fmt.Errorf("%s: %w", key, ErrConflict)
+	}
+	t, err := temp(p, data)
+	if err != nil {
+		return "", err
+	}
+	fi, err := os.Stat(t)
+	if err == nil {
+		err = os.Rename(t, p)
+	}
+	if err != nil {
+		_ = os.Remove(t)
+		return "", err
+	}
+	return fileVersion(data, fi.ModTime()), nil
 }
 
 // temp writes data to a synced temporary file next to p.
@@ -277,6 +389,11 @@ func (s *DirStore) Write(_ context.Context, key string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockKeyFile(p)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	t, err := temp(p, data)
 	if err != nil {
 		return err
@@ -312,6 +429,11 @@ func (s *DirStore) Delete(_ context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	unlock, err := lockKeyFile(p)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}

@@ -17,10 +17,10 @@ import (
 )
 
 // Versions of the fleet programme's e2e components (e2e/tools/build.sh
-// argo and s3).
+// argo and versitygw).
 const (
-	ArgoVersion     = "v3.7.15"
-	GoFakeS3Version = "v1.2.0"
+	ArgoVersion      = "v3.7.15"
+	VersityGWVersion = "v1.8.0"
 )
 
 // FleetBinaries are what e2e/fleet runs beside the control planes: the real
@@ -30,7 +30,7 @@ type FleetBinaries struct {
 	WorkflowController string
 	Validate           string
 	ArgoCRDs           string
-	GoFakeS3           string
+	VersityGW          string
 }
 
 // FleetBinariesIn returns their paths under the cache dir.
@@ -40,12 +40,17 @@ func FleetBinariesIn(dir string) FleetBinaries {
 		WorkflowController: filepath.Join(a, "workflow-controller"),
 		Validate:           filepath.Join(a, "validate"),
 		ArgoCRDs:           filepath.Join(a, "crds"),
-		GoFakeS3:           filepath.Join(dir, "gofakes3-"+GoFakeS3Version, "gofakes3"),
+		VersityGW:          VersityGWIn(dir),
 	}
 }
 
+// VersityGWIn is the S3 gateway's binary under the cache dir.
+func VersityGWIn(dir string) string {
+	return filepath.Join(dir, "versitygw-"+VersityGWVersion, "versitygw")
+}
+
 // EnsureFleetBinaries returns them, building what is missing with
-// e2e/tools/build.sh argo s3 unless E2E_NO_BUILD is set.
+// e2e/tools/build.sh argo versitygw unless E2E_NO_BUILD is set.
 func EnsureFleetBinaries(log func(string, ...any)) (FleetBinaries, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
@@ -55,8 +60,8 @@ func EnsureFleetBinaries(log func(string, ...any)) (FleetBinaries, error) {
 	if !allExist(b.WorkflowController, b.Validate, b.ArgoCRDs) {
 		need = append(need, "argo")
 	}
-	if !allExist(b.GoFakeS3) {
-		need = append(need, "s3")
+	if !allExist(b.VersityGW) {
+		need = append(need, "versitygw")
 	}
 	if len(need) == 0 {
 		return b, nil
@@ -167,31 +172,59 @@ func (a *ArgoController) Stop() { a.proc.stop(5 * time.Second) }
 // Log returns the end of the controller's log.
 func (a *ArgoController) Log(n int) string { return a.proc.tail(n) }
 
-// S3Server is gofakes3's own command serving an in-memory S3 API on
-// 127.0.0.1, the object store the fleet programme's store runs on in e2e.
+// S3Server is the Versity S3 Gateway (versitygw) serving an S3 API on
+// 127.0.0.1 from a directory (its posix backend), the object store the
+// fleet programme's store runs on in e2e. It checks If-Match and
+// If-None-Match on PutObject under the object's publish lock
+// (versitygw@v1.8.0 backend/posix/posix.go checkPutPreconditions), so the
+// store's compare-and-swap meets a production gateway that enforces it.
 type S3Server struct {
 	// Endpoint is http://127.0.0.1:<port>.
 	Endpoint string
 	proc     *process
 }
 
-// StartS3 starts the server with one bucket.
+// The root credentials the server is started with: every client signs with
+// them (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY).
+const (
+	S3AccessKey = "e2e"
+	S3SecretKey = "e2e-secret"
+)
+
+// StartS3 starts the fleet's S3 server with one bucket.
 func StartS3(ctx context.Context, b FleetBinaries, dir, bucket string) (*S3Server, error) {
+	return StartVersityGW(ctx, b.VersityGW, dir, bucket)
+}
+
+// StartVersityGW starts versitygw's posix backend on dir/s3-objects with one
+// bucket (a directory there), its metadata (ETags) in sidecar files under
+// dir/s3-meta rather than extended attributes, which tmpfs may lack.
+func StartVersityGW(ctx context.Context, bin, dir, bucket string) (*S3Server, error) {
+	root, meta := filepath.Join(dir, "s3-objects"), filepath.Join(dir, "s3-meta")
+	for _, d := range []string{filepath.Join(root, bucket), meta} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
 	port, err := reservePort()
 	if err != nil {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	s := &S3Server{Endpoint: "http://" + addr, proc: &process{name: "gofakes3", bin: b.GoFakeS3,
-		args:    []string{"-host", addr, "-backend", "memory", "-initialbucket", bucket, "-quiet"},
-		logPath: filepath.Join(dir, "gofakes3.log")}}
+	// versitygw v1.8.0 cmd/versitygw: --access, --secret and --port are
+	// the gateway's; --sidecar is the posix backend's (`versitygw posix
+	// --help`).
+	s := &S3Server{Endpoint: "http://" + addr, proc: &process{name: "versitygw", bin: bin,
+		args:    []string{"--access", S3AccessKey, "--secret", S3SecretKey, "--port", addr, "--quiet", "posix", "--sidecar", meta, root},
+		logPath: filepath.Join(dir, "versitygw.log")}}
 	if err := s.proc.start(); err != nil {
 		return nil, err
 	}
-	err = Poll(ctx, "gofakes3 on "+addr, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
+	err = Poll(ctx, "versitygw on "+addr, 100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
 		if exited, err := s.proc.exited(); exited {
-			return false, fmt.Errorf("gofakes3 exited: %v: %s", err, s.proc.tail(2000))
+			return false, fmt.Errorf("versitygw exited: %v: %s", err, s.proc.tail(2000))
 		}
+		// Any answer (an unsigned request is 403) means it serves.
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/"+bucket, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -206,6 +239,9 @@ func StartS3(ctx context.Context, b FleetBinaries, dir, bucket string) (*S3Serve
 	}
 	return s, nil
 }
+
+// Log returns the end of the server's log.
+func (s *S3Server) Log(n int) string { return s.proc.tail(n) }
 
 // Stop ends the server.
 func (s *S3Server) Stop() { s.proc.stop(2 * time.Second) }
