@@ -288,7 +288,7 @@ const (
 // encrypted at rest, since a snapshot and the server token open every
 // Secret.
 func backupDir() string {
-	return "BACKUP_DIR=" + sq(phBackupDir) + "   # a directory off the cluster (an encrypted volume here, a mounted backup share): the backup holds every Secret"
+	return "BACKUP_DIR=" + sq(phBackupDir) + "   # this cluster's own directory, off the cluster (an encrypted volume here, a mounted backup share): the backup holds every Secret"
 }
 
 // sshTo names how ssh reaches a node.
@@ -326,14 +326,18 @@ func (r *renderer) etcd(s Step) []string {
 	case ProviderUnknown:
 		out = append(out, "# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates")
 	}
-	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory (its --data-dir, which kubeadm mounts at the same path on the node), then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory:",
+	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory (its --data-dir, which kubeadm mounts at the same path on the node), then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory; the members kept beside it for a restore, when the apiserver may not answer. The directory is this cluster's alone (it keeps the kube-system namespace's UID and refuses another's), and files are made readable by you alone:",
 		backupDir(), sshTo("NODE_SSH", node, node))
-	out = append(out, chain(
+	out = append(out, chain(append(backupDirOwned(),
+		fmt.Sprintf(`test ! -e "$BACKUP_DIR/%s"   # if a backup of this hop is there already, the chain stops: keep it (move it away only to take a new one before the hop began)`, file),
 		etcdDataDirOfPod(node),
 		etcdctl(node, "snapshot save "+onNode),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s"`, onNode, file),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
-		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm %s`, onNode))...)
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm %s`, onNode),
+		memberList(node),
+		`test -n "$INITIAL"`,
+		fmt.Sprintf(`echo "$INITIAL" > "$BACKUP_DIR/%s"`, etcdMembersFile(s.To)))...)...)
 	out = append(out, fmt.Sprintf("# here: etcdutl of the release the etcd pod runs (its image tag), for this machine's OS and architecture, checks the copy; the etcd image carries no etcdutl, and etcdctl has no snapshot status since etcd v3.6. Then etcdutl for the restore, Linux on the node's architecture, is kept beside the snapshot as %s: a restore runs while the control plane is down, when a node without internet access could not download it:", nodeEtcdutl(s.To, "$NODE_ARCH")))
 	lines := []string{
 		fmt.Sprintf(`ETCD_VER=$(kubectl -n kube-system get pod etcd-%s -o jsonpath='{.spec.containers[0].image}' | sed 's/.*://; s/^v//; s/-.*//')`, sq(node)),
@@ -345,6 +349,29 @@ func (r *renderer) etcd(s Step) []string {
 	lines = append(lines, nodeEtcdutlFetch(s.To)...)
 	return append(out, chain(lines...)...)
 }
+
+// backupDirOwned makes $BACKUP_DIR this cluster's own, so that a shared
+// backup location never mixes two clusters' snapshots (a restore installs
+// whatever snapshot of the hop it finds, and etcdutl cannot tell which
+// cluster one came from): the first backup records the kube-system
+// namespace's UID in it, and a directory that holds another cluster's UID
+// is refused. umask 077 keeps the snapshot and token, which hold every
+// Secret, from other users of this machine.
+func backupDirOwned() []string {
+	return []string{
+		"umask 077",
+		`CLUSTER_UID=$(kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')`,
+		`test -n "$CLUSTER_UID"`,
+		`mkdir -p "$BACKUP_DIR"`,
+		`{ test -e "$BACKUP_DIR/cluster-uid" || echo "$CLUSTER_UID" > "$BACKUP_DIR/cluster-uid"; }`,
+		`{ grep -qx "$CLUSTER_UID" "$BACKUP_DIR/cluster-uid" || { echo "$BACKUP_DIR keeps the backups of another cluster: choose a directory of this cluster's own" >&2; false; }; }`,
+	}
+}
+
+// etcdMembersFile is the file under $BACKUP_DIR that keeps the etcd
+// members (name=peer URL, comma-separated: --initial-cluster) the backup
+// of the hop to minor read.
+func etcdMembersFile(minor string) string { return "etcd-members-pre-" + minor }
 
 // etcdDataDirOfPod reads the data directory of node's etcd static pod
 // from its --data-dir flag (kubeadm writes it from etcd.local.dataDir,
@@ -430,7 +457,7 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 	head := []string{"# here, over ssh to a server node; the backup and the server token go off the node:", sshTo("SERVER", phServer, "a server node"), backupDir()}
 	if dist == "rke2" || r.pf.EtcdNodes > 0 {
 		name := "pre-" + s.To
-		lines := []string{
+		lines := append(backupDirOwned(),
 			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, strings.ReplaceAll(name, ".", `\.`)),
 			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP"`, data),
 			fmt.Sprintf(`ssh "$SERVER" sudo sha256sum "%s/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP" '{print $1 "  " f}' | sha256sum -c -`, data),
@@ -438,9 +465,9 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 			"ETCD_VER=" + etcdutlCheckRelease,
 			`ETCDUTL_DIR="$BACKUP_DIR/etcd-v$ETCD_VER"`,
 			`mkdir -p "$ETCDUTL_DIR"`,
-		}
+		)
 		lines = append(lines, etcdutlFetch("ETCDUTL_DIR")...)
-		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`)
+		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`, `echo "SNAP=$SNAP"`)
 		return append(append(head, fmt.Sprintf("# the snapshot, copied here and checked byte for byte against the server's file, then by etcdutl of etcd v%s (neither k3s nor RKE2 ships etcdutl on the node):", etcdutlCheckRelease)), chain(lines...)...)
 	}
 	if r.pf.ServerNodes > 1 {
@@ -449,9 +476,10 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 		}, append(head[1:], token)...)
 	}
 	tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
-	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):"), chain(
+	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):"), chain(append(backupDirOwned(),
+		fmt.Sprintf(`test ! -e "$BACKUP_DIR/%s"   # if a backup of this hop is there already, the chain stops: keep it (move it away only to take a new one before the hop began)`, tgz),
 		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s"`, data, tgz),
-		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s" | grep -qx db/state.db`, tgz))...)
+		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s" | grep -qx db/state.db`, tgz))...)...)
 }
 
 func (r *renderer) firstCP() string {

@@ -226,7 +226,9 @@ func TestRunbookEtcdRestoreKeepsRevisions(t *testing.T) {
 			wantIn(t, "restore", text, " --initial-cluster \"$INITIAL\" --bump-revision 1000000000 --mark-compacted && \\")
 			wantInOrder(t, "restore", text,
 				"sudo sh -c 'mv /etc/kubernetes/manifests/*.yaml /etc/kubernetes/manifests-stopped/' && \\",
-				"until ! sudo crictl ps --name etcd -q | grep -q .; do sleep 2; done",
+				`while ETCD_IDS=$(sudo crictl ps --name '^etcd$' -q) && [ -n "$ETCD_IDS" ]; do sleep 2; done && \`,
+				`ETCD_IDS=$(sudo crictl ps --name '^etcd$' -q) && test -z "$ETCD_IDS"`,
+				`ETCD_IDS=$(sudo crictl ps --name '^etcd$' -q) && test -z "$ETCD_IDS" && \`,
 				"snapshot restore /root/etcd-pre-",
 				`sudo mv "$ETCD_DATA/member" "$ETCD_DATA-failed-`,
 				`sudo mv "$ETCD_DATA-restored/member" "$ETCD_DATA/" && \`,

@@ -197,12 +197,20 @@ func etcdSnapshotFile(to string) string { return fmt.Sprintf("etcd-pre-%s.db", t
 // each node, every member's static pods stopped before any restores.
 func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
 	file := etcdSnapshotFile(s.To)
-	b.add("# here, while etcd still answers: the members, for each member's restore; writes since the snapshot are lost")
-	b.add(chain(fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '{printf "%%s%%s=%%s", sep, $3, $4; sep=","}')`, etcdctl(node, "member list -w simple")),
-		`echo "INITIAL='$INITIAL'"`)...)
+	if r.prov == ProviderCAPI {
+		// The rollout replaced the machines the backup saw: the members
+		// are the ones that run now, read while etcd still answers.
+		b.add("# here, while etcd still answers: the members that run now (the rollout replaced the machines the backup saw), for each member's restore; writes since the snapshot are lost")
+		b.add(chain(memberList(node), `test -n "$INITIAL"`, `echo "INITIAL='$INITIAL'"`)...)
+	} else {
+		b.add("# here: the members as the backup recorded them, for each member's restore (the apiserver need not answer); writes since the snapshot are lost",
+			backupDir())
+		b.add(chain(fmt.Sprintf(`INITIAL=$(cat "$BACKUP_DIR/%s")`, etcdMembersFile(s.To)), `test -n "$INITIAL"`,
+			`echo "INITIAL='$INITIAL'"`)...)
+	}
 	b.cut()
 	util := nodeEtcdutl(s.To, "$NODE_ARCH")
-	b.add(fmt.Sprintf("# here, for each %s: the checked copy goes back to it, with the etcdutl the backup kept for the node's architecture (nothing is downloaded while the control plane is down)", what),
+	b.add(fmt.Sprintf("# here, for each %s: the checked copy goes back to it, with the etcdutl the backup kept for the node's architecture (etcdutl is not downloaded while the control plane is down; the previous packages later come from the package repository, which a node without access needs staged first)", what),
 		backupDir(),
 		sshTo("NODE_SSH", "<"+strings.ReplaceAll(what, " ", "-")+">", "the "+what[strings.LastIndex(what, " ")+1:]))
 	b.add(chain(
@@ -218,9 +226,28 @@ func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
 	b.add(fmt.Sprintf("# on each %s, before any of them restores: stop its static pods, and wait until its etcd container has stopped", what))
 	b.add(chain("sudo mkdir -p "+stoppedManifests,
 		`sudo sh -c 'mv /etc/kubernetes/manifests/*.yaml `+stoppedManifests+`/'`,
-		"until ! sudo crictl ps --name etcd -q | grep -q .; do sleep 2; done")...)
+		`while ETCD_IDS=$(sudo crictl ps --name '^etcd$' -q) && [ -n "$ETCD_IDS" ]; do sleep 2; done`,
+		etcdStopped)...)
 	b.cut()
 }
+
+// memberList sets INITIAL to etcd's members as --initial-cluster takes
+// them (name=peer URL, comma-separated), read in node's etcd pod: etcdctl
+// member list -w simple prints "ID, status, name, peer URLs, client URLs,
+// is learner" joined by ", " (etcdctl/ctlv3/command/printer_simple.go,
+// etcd-io/etcd v3.6.0 to v3.7.1). A member not started yet has no name,
+// and an empty list is a failed read (the pipeline's status is awk's):
+// awk fails on either.
+func memberList(node string) string {
+	return fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '$3 == "" {bad = 1} {printf "%%s%%s=%%s", sep, $3, $4; sep = ","} END {exit bad || NR == 0}')`, etcdctl(node, "member list -w simple"))
+}
+
+// etcdStopped fails unless crictl answers and lists no running etcd
+// container: a crictl that cannot reach the runtime (no
+// /etc/crictl.yaml, not on sudo's PATH) prints nothing, which must not read
+// as "stopped" (crictl ps lists running containers, --name is a regular
+// expression: cri-tools docs/crictl.md, v1.34).
+const etcdStopped = `ETCD_IDS=$(sudo crictl ps --name '^etcd$' -q) && test -z "$ETCD_IDS"`
 
 // restoreEtcdutl is where a member keeps the etcdutl of the restore of
 // the hop to minor.
@@ -252,6 +279,7 @@ const etcdRevisionBump = "1000000000"
 func etcdRestoreLines(s Step) []string {
 	manifest := stoppedManifests + "/etcd.yaml"
 	return []string{
+		etcdStopped,
 		fmt.Sprintf(`ETCD_DATA=$(sudo sed -n 's/^ *- --data-dir=//p' %s)`, manifest),
 		`test -n "$ETCD_DATA"`,
 		fmt.Sprintf(`sudo %s snapshot restore /root/%s --data-dir "$ETCD_DATA-restored" --name "$(sudo sed -n 's/.*--name=//p' %s)" --initial-advertise-peer-urls "$(sudo sed -n 's/.*--initial-advertise-peer-urls=//p' %s)" --initial-cluster "$INITIAL" --bump-revision %s --mark-compacted`, restoreEtcdutl(s.To), etcdSnapshotFile(s.To), manifest, manifest, etcdRevisionBump),
@@ -358,8 +386,14 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 		b.cut()
 		b.add("# on each server node, before the first one restores:", "sudo systemctl stop "+unit)
 		b.cut()
-		b.add(fmt.Sprintf("# on the first server: v%s back (not started), the snapshot restored, then started:", prev), "SNAP='<the SNAP printed above>'")
-		b.add(reinstall(fmt.Sprintf(`sudo %s server --cluster-reset --cluster-reset-restore-path="%s/db/snapshots/$SNAP"`, dist, data), "sudo systemctl start "+unit)...)
+		// --etcd-s3=false: with etcd-s3 in config.yaml the restore path
+		// is read as an object of the bucket ("only the snapshot
+		// filename should be passed", https://docs.rke2.io/datastore/backup_restore;
+		// pkg/etcd/etcd.go Restore, k3s-io/k3s v1.34), and this snapshot
+		// is the local copy; RKE2 refuses a cluster reset while the
+		// server's config names a server URL (rancher/rke2#4806).
+		b.add(fmt.Sprintf("# on the first server: v%s back (not started), the snapshot restored from the local copy, then started (a server whose config.yaml has a server: line refuses the reset: remove that line first):", prev), "SNAP='<the SNAP printed above>'")
+		b.add(reinstall(fmt.Sprintf(`sudo %s server --cluster-reset --cluster-reset-restore-path="%s/db/snapshots/$SNAP" --etcd-s3=false`, dist, data), "sudo systemctl start "+unit)...)
 		b.cut()
 		b.add(fmt.Sprintf("# on each other server, once the first one has started again: v%s back, its db directory out of the way, rejoined:", prev))
 		b.add(reinstall(fmt.Sprintf("sudo mv %s/db %s/db-failed-%s", data, data, s.To), "sudo systemctl start "+unit)...)
@@ -393,8 +427,17 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 // taints and tags go in even when empty, so the document is never {},
 // which the CLI's JSON output prints as nothing (JSONFormatter skips a
 // response equal to {}, awscli/formatter.py, aws-cli 1.45.11).
-const eksNodegroupCopy = "nodegroup | merge({nodeRole: nodeRole, subnets: subnets, scalingConfig: scalingConfig, labels: labels || `{}`, taints: taints || `[]`, tags: tags || `{}`}, " +
-	"capacityType && {capacityType: capacityType} || `{}`, updateConfig && {updateConfig: updateConfig} || `{}`, nodeRepairConfig && {nodeRepairConfig: nodeRepairConfig} || `{}`)"
+//
+// instanceTypes go in where the group has them: without them, and with a
+// launch template that names no instance type, "t3.medium is used, by
+// default" (CreateNodegroup instanceTypes, botocore 1.43.11). Tags do not:
+// a group that eksctl made carries its CloudFormation stack's
+// aws:cloudformation:* tags, and "tag keys prefixed with aws: are
+// reserved for AWS use" and refused (Tagging best practices, Amazon EKS
+// API TagResource); JMESPath cannot drop keys from a map, so the block
+// says to tag the new group with the user's own.
+const eksNodegroupCopy = "nodegroup | merge({nodeRole: nodeRole, subnets: subnets, scalingConfig: scalingConfig, labels: labels || `{}`, taints: taints || `[]`}, " +
+	"instanceTypes && {instanceTypes: instanceTypes} || `{}`, capacityType && {capacityType: capacityType} || `{}`, updateConfig && {updateConfig: updateConfig} || `{}`, nodeRepairConfig && {nodeRepairConfig: nodeRepairConfig} || `{}`)"
 
 // eksSecondCopy is what a node group made beside a pool at its full size
 // costs while both exist.
@@ -433,7 +476,7 @@ func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
 	// shell of its own.
 	groups := []string{"NG=" + sq(ng) + "   # the failed node group",
 		fmt.Sprintf(`BACK="${NG:0:%d}%s"   # the new node group's name: letters, digits, hyphens, at most 63 characters`, 63-len(suffix), suffix)}
-	b.add(fmt.Sprintf("# EKS takes no managed node group back to an earlier AMI in place: create a node group beside it from the launch template version in use before the step (its v%s AMI; no --kubernetes-version, which fails with a custom AMI), copying the failed group's role, subnets, capacity type, size, labels, taints, tags, update and node repair settings, then move the pool onto it and delete the failed group.", prev),
+	b.add(fmt.Sprintf("# EKS takes no managed node group back to an earlier AMI in place: create a node group beside it from the launch template version in use before the step (its v%s AMI; no --kubernetes-version, which fails with a custom AMI), copying the failed group's role, subnets, instance types, capacity type, size, labels, taints, update and node repair settings, then move the pool onto it and delete the failed group. Tags are not copied (a group eksctl made carries its stack's aws:* tags, which AWS reserves and create-nodegroup refuses): add your own afterwards with aws eks tag-resource.", prev),
 		"# "+eksSecondCopy)
 	b.add(groups...)
 	b.add("PREV_LT_VERSION=" + sq("<version-in-use>") + "   # the launchTemplate.version describe-nodegroup printed before the step's update")

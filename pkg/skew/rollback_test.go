@@ -44,7 +44,7 @@ func TestRunbookRollbackPerLayer(t *testing.T) {
 		order                []string
 	}{
 		{variant: "kubeadm-ha", phase: PhaseAPIServers,
-			want: []string{"member list -w simple", "--initial-cluster \"$INITIAL\"", "--allow-downgrades kubeadm='1.37.*'", "sed -i 's#/v1.38/#/v1.37/#'"},
+			want: []string{`INITIAL=$(cat "$BACKUP_DIR/etcd-members-pre-1.38")`, "--initial-cluster \"$INITIAL\"", "--allow-downgrades kubeadm='1.37.*'", "sed -i 's#/v1.38/#/v1.37/#'"},
 			// The manifests kubeadm replaced go back first, then the
 			// restore with the etcdutl the backup kept.
 			order: []string{"scp \"$BACKUP_DIR/etcd-pre-1.38.db\"", "# on each control-plane node, before any of them restores",
