@@ -46,6 +46,8 @@ type Lane struct {
 	AzNote string
 	// Log receives progress lines.
 	Log func(format string, args ...any)
+	// Checks completes gpu-validate's check pods and serves their logs.
+	Checks *CheckPods
 }
 
 // LaneOptions are the binaries the lane runs.
@@ -54,6 +56,9 @@ type LaneOptions struct {
 	// the plugins.
 	KubectlDir, PluginDir string
 	KubeadmCheck          string
+	// Kwok, KwokStages and ClusterKubeconfig run the GPU checks' log
+	// server (CheckPods); empty: none.
+	Kwok, KwokStages, ClusterKubeconfig string
 }
 
 // StartLane starts the endpoints and writes the shell environment.
@@ -82,6 +87,11 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 	}
 	if l.Proxy, err = StartProxy(cfg); err != nil {
 		return nil, err
+	}
+	if o.Kwok != "" {
+		if l.Checks, err = StartCheckPods(dir, o.Kwok, o.KwokStages, o.ClusterKubeconfig, client); err != nil {
+			return nil, err
+		}
 	}
 	if l.Kubeconfig, err = l.Proxy.WriteKubeconfig(filepath.Join(dir, "kube"), "runbook", "mgmt"); err != nil {
 		return nil, err
@@ -159,6 +169,7 @@ func (l *Lane) Close() {
 	}
 	l.Web.Close()
 	l.Proxy.Close()
+	l.Checks.Close()
 }
 
 // Env is the blocks' environment, with the scenario's gcloud project.
@@ -282,6 +293,9 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	defer l.Proxy.SetVersion(nil)
 	name := strings.ReplaceAll(sc.Name(), "/", "-")
 	m := &Mirror{Client: l.Client, World: w, Name: name}
+	if l.Checks != nil {
+		m.KubeletPort = l.Checks.Port
+	}
 	if err := m.Create(ctx); err != nil {
 		return nil, err
 	}

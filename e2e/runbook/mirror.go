@@ -34,6 +34,9 @@ type Mirror struct {
 	Client kubernetes.Interface
 	World  *World
 	Name   string
+	// KubeletPort, when set, is the kubelet endpoint (on 127.0.0.1) the
+	// nodes name: the server of the check pods' logs (CheckPods).
+	KubeletPort int
 }
 
 // Create creates the world's objects and waits for KWOK to report the
@@ -214,6 +217,10 @@ func (m *Mirror) nodes() []*corev1.Node {
 			o.Status = corev1.NodeStatus{
 				Capacity: res, Allocatable: res.DeepCopy(), Phase: corev1.NodeRunning,
 				NodeInfo: corev1.NodeSystemInfo{KubeletVersion: kubeletVersion(w.Provider, n.Kubelet), OperatingSystem: "linux", Architecture: "amd64", OSImage: p.OS},
+			}
+			if m.KubeletPort != 0 {
+				o.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: "127.0.0.1"}}
+				o.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(m.KubeletPort)
 			}
 			out = append(out, o)
 		}
