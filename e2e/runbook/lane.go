@@ -325,6 +325,11 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	l.Rec.Take()
 	for _, st := range steps {
 		var prev []*BlockResult // the paste of the block before an alternative
+		// failed: a paste of the step's own blocks failed, which is when
+		// the reader goes on to its "Roll back if" blocks; after a clean
+		// step they are not pasted (an undo with nothing to undo, a
+		// restore over a good upgrade).
+		failed := false
 		for i := 0; i < len(st.Blocks); i++ {
 			b := st.Blocks[i]
 			loops := b.Loops()
@@ -334,6 +339,9 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 			for len(loops) > 0 && i+1 < len(st.Blocks) && usesLoop(st.Blocks[i+1], loops) {
 				i++
 				group = append(group, st.Blocks[i])
+			}
+			if b.Rollback && !failed {
+				continue
 			}
 			its, err := iterations(w, st, loops)
 			if err != nil {
@@ -360,6 +368,9 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 					}
 					r := l.paste(ctx, sc, w, m, sh, hosts, st, g, ls, it)
 					out = append(out, r)
+					if !r.OK() && !g.Rollback {
+						failed = true
+					}
 					if g.Condition() == "" {
 						prev = []*BlockResult{r}
 					}
