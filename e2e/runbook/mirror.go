@@ -336,7 +336,7 @@ func (m *Mirror) staticPods() []*corev1.Pod {
 			for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"} {
 				img := "registry.k8s.io/" + c + ":v" + n.Host.ControlPlane
 				if c == "etcd" {
-					img = "registry.k8s.io/etcd:3.6.5-0"
+					img = "registry.k8s.io/etcd:" + EtcdRelease + "-0"
 				}
 				pod := &corev1.Pod{ObjectMeta: m.meta(c + "-" + n.Name), Spec: corev1.PodSpec{
 					NodeName:    n.Name,
