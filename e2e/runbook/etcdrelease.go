@@ -54,7 +54,7 @@ func etcdArchive(ver, arch string) ([]byte, error) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	now := time.Now()
+	now := time.Now().Add(-24 * time.Hour) // a release packed before it is fetched
 	files := []struct {
 		name string
 		mode int64
