@@ -61,7 +61,7 @@ func criLog(text string) string {
 }
 
 // StartCheckPods starts the log server and the completer.
-func StartCheckPods(dir, kwok, stages, kubeconfig string, client kubernetes.Interface) (*CheckPods, error) {
+func StartCheckPods(dir, nodes, kwok, stages, kubeconfig string, client kubernetes.Interface) (*CheckPods, error) {
 	dir = filepath.Join(dir, "kwok-logs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -98,6 +98,35 @@ func StartCheckPods(dir, kwok, stages, kubeconfig string, client kubernetes.Inte
 		})
 		docs = append(docs, string(b))
 	}
+	// kubectl exec into the etcd static pods (the backup's etcdctl
+	// snapshot save, the restore's member list) runs the lane's etcdctl
+	// (NodeFiles) on the pod's node's files.
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(bin, "etcdctl"), []byte(fakeEtcdctl), 0o755); err != nil {
+		return nil, err
+	}
+	for i := 0; i < 5; i++ {
+		node := fmt.Sprintf("cp-%d", i)
+		b, _ := yaml.Marshal(map[string]any{
+			"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec",
+			"metadata": map[string]any{"name": "runbook-etcd-" + node},
+			"spec": map[string]any{
+				"selector": map[string]any{"matchNamespaces": []string{"kube-system"}, "matchNames": []string{"etcd-" + node}},
+				"execs": []any{map[string]any{"containers": []string{"etcd"}, "local": map[string]any{
+					"workDir": nodes,
+					"envs": []any{
+						map[string]any{"name": "PATH", "value": bin + ":/usr/local/bin:/usr/bin:/bin"},
+						map[string]any{"name": "RUNBOOK_NODE_ROOT", "value": filepath.Join(nodes, node)},
+						map[string]any{"name": "RUNBOOK_NODE", "value": node},
+					},
+				}}},
+			},
+		})
+		docs = append(docs, string(b))
+	}
 	cfg := filepath.Join(dir, "kwok-logs.yaml")
 	if err := os.WriteFile(cfg, []byte(strings.Join(docs, "---\n")), 0o600); err != nil {
 		return nil, err
@@ -116,6 +145,7 @@ func StartCheckPods(dir, kwok, stages, kubeconfig string, client kubernetes.Inte
 		"--manage-nodes-with-annotation-selector=gpufleet.dev/kwok-logs-only=none",
 		"--server-address=127.0.0.1:"+strconv.Itoa(c.Port), "--config="+cfg)
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
+	c.cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	c.cmd.SysProcAttr = dieWithParent()
 	if err := c.cmd.Start(); err != nil {
 		return nil, err

@@ -89,7 +89,7 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 		return nil, err
 	}
 	if o.Kwok != "" {
-		if l.Checks, err = StartCheckPods(dir, o.Kwok, o.KwokStages, o.ClusterKubeconfig, client); err != nil {
+		if l.Checks, err = StartCheckPods(dir, filepath.Join(dir, "nodes"), o.Kwok, o.KwokStages, o.ClusterKubeconfig, client); err != nil {
 			return nil, err
 		}
 	}
@@ -105,6 +105,9 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 		if err := os.WriteFile(filepath.Join(shims, p), []byte(s), 0o755); err != nil {
 			return nil, err
 		}
+	}
+	if err := writeNodeSSH(shims, filepath.Join(dir, "nodes")); err != nil {
+		return nil, err
 	}
 	if v := azVersion(context.Background()); azCrashes(v) {
 		real, err := exec.LookPath("az")
