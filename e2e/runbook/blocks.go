@@ -39,6 +39,10 @@ type Block struct {
 	// before it ended on (its last lines pasted there, or "# on the
 	// node:" as its last line).
 	StartHost string
+	// Rollback marks the blocks of a step's "Roll back if ...:" section
+	// (that prose and every block after it in the step): the reader
+	// pastes them only when the step failed.
+	Rollback bool
 }
 
 var introHost = regexp.MustCompile(`^on (.+?):$`)
@@ -147,6 +151,14 @@ func ParseRunbook(md string) ([]*Step, error) {
 				return nil, fmt.Errorf("line %d: a sh block before the first step", i+1)
 			}
 			block = &Block{Step: cur, Index: len(cur.Blocks), Intro: prose}
+			if n := len(cur.Blocks); n > 0 && cur.Blocks[n-1].Rollback {
+				block.Rollback = true
+			}
+			for _, p := range prose {
+				if strings.HasPrefix(p, "Roll back if ") {
+					block.Rollback = true
+				}
+			}
 			cur.Blocks = append(cur.Blocks, block)
 			prose = nil
 			continue

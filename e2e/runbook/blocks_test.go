@@ -122,3 +122,30 @@ func TestTheNodeReturnsToTheBatch(t *testing.T) {
 		t.Errorf("segments %+v", segs)
 	}
 }
+
+// TestRollbackBlocks marks a step's "Roll back if" section, and only it:
+// the blocks before it are the step's own, every block after it is the
+// rollback the reader pastes when the step failed.
+func TestRollbackBlocks(t *testing.T) {
+	md := "## Steps\n\n" +
+		"1. **addons 1.36**: upgrade addons\n\n" +
+		"   ```sh\n   kubectl -n kube-system rollout status daemonset/kube-proxy\n   ```\n\n" +
+		"   Roll back if an addon's rollout does not finish within 10 minutes:\n\n" +
+		"   ```sh\n   kubectl -n kube-system rollout undo daemonset/kube-proxy\n   ```\n\n" +
+		"   ```sh\n   # here:\n   kubectl uncordon \"$NODE\"\n   ```\n\n" +
+		"2. **node-pool cpu**: upgrade node pool cpu\n\n" +
+		"   ```sh\n   kubectl get nodes\n   ```\n"
+	steps, err := ParseRunbook(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bool
+	for _, st := range steps {
+		for _, b := range st.Blocks {
+			got = append(got, b.Rollback)
+		}
+	}
+	if want := []bool{false, true, true, false}; len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] || got[3] != want[3] {
+		t.Errorf("rollback marks %v, want %v", got, want)
+	}
+}

@@ -31,7 +31,17 @@
 //     command is checked through the installed az's own --help, listed
 //     as not executed, and its request sent as 2.46 sends it (azshim.go).
 //   - curl and kubectl downloads go through an HTTPS proxy that answers
-//     dl.k8s.io's release markers and refuses every other host.
+//     dl.k8s.io's release markers and etcd's GitHub release archives
+//     (github.com's redirect to its asset host, an archive of the
+//     release's layout whose etcdutl answers version and snapshot
+//     status), and refuses every other host.
+//   - gpu-validate's check pods complete (KWOK's completion Stage) and
+//     their logs (a clean kernel log, a passing DCGM run) come from a
+//     second KWOK process the nodes name as their kubelet; kubectl exec
+//     into an etcd pod runs an etcdctl stand-in there that writes the
+//     snapshot into the node's files the lane keeps, and ssh to a node
+//     runs the backup's file commands (cat, sha256sum, rm, uname -m) on
+//     them; any other command over ssh is a host command and refused.
 //
 // Each block runs in a non-interactive bash with standard input closed, so
 // a command that prompts fails instead of reading the next pasted line; a
@@ -42,7 +52,10 @@
 // shell variables a block sets carry to the blocks pasted after it, as in
 // one terminal. An alternative ("Only if ...") runs when its condition
 // holds: the outcome of the block before it, or the OS family of the node
-// it is pasted on ("on cp-0:", or the node a block before it ended on). Every failing command, every provider refusal and
+// it is pasted on ("on cp-0:", or the node a block before it ended on). A
+// step's "Roll back if" blocks run only when a block of the step failed.
+// Every failing command (an && list that stops before its last command
+// included, which bash's ERR trap misses), every provider refusal and
 // every request or effect outside the step's intent (which call, which
 // version, which pool) is a problem of the block, reported with the block
 // and the requests; the test fails on any.

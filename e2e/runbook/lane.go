@@ -46,6 +46,8 @@ type Lane struct {
 	AzNote string
 	// Log receives progress lines.
 	Log func(format string, args ...any)
+	// Checks completes gpu-validate's check pods and serves their logs.
+	Checks *CheckPods
 }
 
 // LaneOptions are the binaries the lane runs.
@@ -54,6 +56,9 @@ type LaneOptions struct {
 	// the plugins.
 	KubectlDir, PluginDir string
 	KubeadmCheck          string
+	// Kwok, KwokStages and ClusterKubeconfig run the GPU checks' log
+	// server (CheckPods); empty: none.
+	Kwok, KwokStages, ClusterKubeconfig string
 }
 
 // StartLane starts the endpoints and writes the shell environment.
@@ -83,6 +88,11 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 	if l.Proxy, err = StartProxy(cfg); err != nil {
 		return nil, err
 	}
+	if o.Kwok != "" {
+		if l.Checks, err = StartCheckPods(dir, filepath.Join(dir, "nodes"), o.Kwok, o.KwokStages, o.ClusterKubeconfig, client); err != nil {
+			return nil, err
+		}
+	}
 	if l.Kubeconfig, err = l.Proxy.WriteKubeconfig(filepath.Join(dir, "kube"), "runbook", "mgmt"); err != nil {
 		return nil, err
 	}
@@ -95,6 +105,9 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 		if err := os.WriteFile(filepath.Join(shims, p), []byte(s), 0o755); err != nil {
 			return nil, err
 		}
+	}
+	if err := writeNodeSSH(shims, filepath.Join(dir, "nodes")); err != nil {
+		return nil, err
 	}
 	if v := azVersion(context.Background()); azCrashes(v) {
 		real, err := exec.LookPath("az")
@@ -159,6 +172,7 @@ func (l *Lane) Close() {
 	}
 	l.Web.Close()
 	l.Proxy.Close()
+	l.Checks.Close()
 }
 
 // Env is the blocks' environment, with the scenario's gcloud project.
@@ -282,6 +296,9 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	defer l.Proxy.SetVersion(nil)
 	name := strings.ReplaceAll(sc.Name(), "/", "-")
 	m := &Mirror{Client: l.Client, World: w, Name: name}
+	if l.Checks != nil {
+		m.KubeletPort = l.Checks.Port
+	}
 	if err := m.Create(ctx); err != nil {
 		return nil, err
 	}
@@ -311,6 +328,11 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	l.Rec.Take()
 	for _, st := range steps {
 		var prev []*BlockResult // the paste of the block before an alternative
+		// failed: a paste of the step's own blocks failed, which is when
+		// the reader goes on to its "Roll back if" blocks; after a clean
+		// step they are not pasted (an undo with nothing to undo, a
+		// restore over a good upgrade).
+		failed := false
 		for i := 0; i < len(st.Blocks); i++ {
 			b := st.Blocks[i]
 			loops := b.Loops()
@@ -320,6 +342,9 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 			for len(loops) > 0 && i+1 < len(st.Blocks) && usesLoop(st.Blocks[i+1], loops) {
 				i++
 				group = append(group, st.Blocks[i])
+			}
+			if b.Rollback && !failed {
+				continue
 			}
 			its, err := iterations(w, st, loops)
 			if err != nil {
@@ -346,6 +371,9 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 					}
 					r := l.paste(ctx, sc, w, m, sh, hosts, st, g, ls, it)
 					out = append(out, r)
+					if !r.OK() && !g.Rollback {
+						failed = true
+					}
 					if g.Condition() == "" {
 						prev = []*BlockResult{r}
 					}

@@ -83,6 +83,7 @@ func TestRunbookPasted(t *testing.T) {
 	dir := t.TempDir()
 	lane, err := StartLane(dir, cp.Config, cp.Client, LaneOptions{
 		KubectlDir: filepath.Dir(cp.Binaries.Kubectl), PluginDir: plugintest.BinDir(t), KubeadmCheck: check,
+		Kwok: cp.Binaries.Kwok, KwokStages: cp.Binaries.KwokStages, ClusterKubeconfig: cp.Kubeconfig,
 	})
 	if err != nil {
 		t.Fatal(err)

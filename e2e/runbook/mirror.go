@@ -34,6 +34,9 @@ type Mirror struct {
 	Client kubernetes.Interface
 	World  *World
 	Name   string
+	// KubeletPort, when set, is the kubelet endpoint (on 127.0.0.1) the
+	// nodes name: the server of the check pods' logs (CheckPods).
+	KubeletPort int
 }
 
 // Create creates the world's objects and waits for KWOK to report the
@@ -215,6 +218,10 @@ func (m *Mirror) nodes() []*corev1.Node {
 				Capacity: res, Allocatable: res.DeepCopy(), Phase: corev1.NodeRunning,
 				NodeInfo: corev1.NodeSystemInfo{KubeletVersion: kubeletVersion(w.Provider, n.Kubelet), OperatingSystem: "linux", Architecture: "amd64", OSImage: p.OS},
 			}
+			if m.KubeletPort != 0 {
+				o.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: "127.0.0.1"}}
+				o.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(m.KubeletPort)
+			}
 			out = append(out, o)
 		}
 	}
@@ -329,7 +336,7 @@ func (m *Mirror) staticPods() []*corev1.Pod {
 			for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"} {
 				img := "registry.k8s.io/" + c + ":v" + n.Host.ControlPlane
 				if c == "etcd" {
-					img = "registry.k8s.io/etcd:3.6.5-0"
+					img = "registry.k8s.io/etcd:" + EtcdRelease + "-0"
 				}
 				pod := &corev1.Pod{ObjectMeta: m.meta(c + "-" + n.Name), Spec: corev1.PodSpec{
 					NodeName:    n.Name,
@@ -341,6 +348,9 @@ func (m *Mirror) staticPods() []*corev1.Pod {
 				// and eviction leave alone (k8s.io/api/core/v1
 				// MirrorPodAnnotationKey).
 				pod.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "runbook"}
+				if c == "etcd" {
+					pod.Spec.Containers[0].Command = etcdCommand(n.Name, fmt.Sprintf("10.0.0.%d", 10+len(out)/4))
+				}
 				pod.Labels["component"] = c
 				pod.Labels["tier"] = "control-plane"
 				out = append(out, pod)
@@ -348,6 +358,36 @@ func (m *Mirror) staticPods() []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// etcdCommand is the command of kubeadm's etcd static pod on a node, in
+// the order kubeadm writes it (kubernetes v1.37.2
+// cmd/kubeadm/app/phases/etcd/local.go getEtcdCommand, arguments sorted by
+// kubeadmutil.ArgumentsToCommand; the data directory of
+// ClusterConfiguration etcd.local.dataDir's default, /var/lib/etcd).
+func etcdCommand(node, ip string) []string {
+	pki := "/etc/kubernetes/pki/etcd/"
+	return []string{"etcd",
+		"--advertise-client-urls=https://" + ip + ":2379",
+		"--cert-file=" + pki + "server.crt",
+		"--client-cert-auth=true",
+		"--data-dir=/var/lib/etcd",
+		"--feature-gates=InitialCorruptCheck=true",
+		"--initial-advertise-peer-urls=https://" + ip + ":2380",
+		"--initial-cluster=" + node + "=https://" + ip + ":2380",
+		"--key-file=" + pki + "server.key",
+		"--listen-client-urls=https://127.0.0.1:2379,https://" + ip + ":2379",
+		"--listen-metrics-urls=http://127.0.0.1:2381",
+		"--listen-peer-urls=https://" + ip + ":2380",
+		"--name=" + node,
+		"--peer-cert-file=" + pki + "peer.crt",
+		"--peer-client-cert-auth=true",
+		"--peer-key-file=" + pki + "peer.key",
+		"--peer-trusted-ca-file=" + pki + "ca.crt",
+		"--snapshot-count=10000",
+		"--trusted-ca-file=" + pki + "ca.crt",
+		"--watch-progress-notify-interval=5s",
+	}
 }
 
 // wait polls cond every 200ms for up to a minute.

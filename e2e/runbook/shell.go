@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // A block runs as a reader pastes it: one non-interactive bash per
@@ -80,8 +82,53 @@ func (s *Shell) sessionLines(segs []Segment) (head, tail string) {
 
 const preamble = `__gf_err() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" | tr '\n' ' ' >&3; printf '\n' >&3; }
 __gf_host() { printf 'HOST %s\tNODE=%s\tNODES=%s\tUNIT=%s\n' "$1" "${NODE-}" "${NODES-}" "${UNIT-}" >&4; read -r __gf_ack <&5; }
-trap '__gf_err "$?" "$LINENO" "$BASH_COMMAND"' ERR
+__gf_chk() { if [ "$1" -ne 0 ] && [ -z "${__gf_fired-}" ]; then __gf_err "$1" "$2" "` + listStopped + `"; fi; __gf_fired=; return 0; }
+trap '__gf_fired=1; __gf_err "$?" "$LINENO" "$BASH_COMMAND"' ERR
 `
+
+// listStopped is the failure of an && list that stopped before its last
+// command: bash runs no ERR trap for a command of an && or || list
+// other than the last (bash(1), trap), so a list whose third command
+// failed would stop without a failure and the block go on.
+const listStopped = "an && list stopped before its last command"
+
+// checkLists appends to each top-level statement of a workstation
+// segment a check of its status (__gf_chk), on the statement's last
+// line, so that lines keep their numbers; start is the script line of
+// the segment's first line. The check reports a failing statement the
+// ERR trap did not (one that stopped inside an && list), and returns 0:
+// a status it returned would run the ERR trap for the check itself. A segment mvdan.cc/sh cannot parse is left as it is.
+func checkLists(lines []string, start int) []string {
+	src := strings.Join(lines, "\n")
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	if err != nil {
+		return lines
+	}
+	type ins struct {
+		off  uint
+		text string
+	}
+	var all []ins
+	for _, st := range f.Stmts {
+		if st.Background || st.Coprocess || st.Cmd == nil {
+			continue
+		}
+		line := start + int(st.Pos().Line()) - 1
+		if st.Semicolon.IsValid() {
+			all = append(all, ins{st.End().Offset(), fmt.Sprintf(" __gf_chk $? %d;", line)})
+		} else {
+			all = append(all, ins{st.End().Offset(), fmt.Sprintf("; __gf_chk $? %d", line)})
+		}
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		src = src[:all[i].off] + all[i].text + src[all[i].off:]
+	}
+	out := strings.Split(src, "\n")
+	if len(out) != len(lines) {
+		return lines
+	}
+	return out
+}
 
 // Run runs one block. host is called for each host segment the shell
 // reaches, in order; it returns an error to report.
@@ -99,7 +146,7 @@ func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg
 			fmt.Fprintf(&script, "__gf_host %d\n", i)
 			continue
 		}
-		for j, l := range sg.Lines {
+		for j, l := range checkLists(sg.Lines, n+1) {
 			n++
 			lineOf[n] = sg.First + j
 			script.WriteString(l + "\n")
@@ -169,7 +216,11 @@ func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg
 		}
 		code, _ := strconv.Atoi(f[0])
 		ln, _ := strconv.Atoi(f[1])
-		fails = append(fails, Failure{Code: code, Line: lineOf[ln], Command: strings.TrimSpace(f[2])})
+		c := strings.TrimSpace(f[2])
+		if c == listStopped && lineOf[ln] < len(lines) {
+			c += ": " + strings.TrimSpace(lines[lineOf[ln]])
+		}
+		fails = append(fails, Failure{Code: code, Line: lineOf[ln], Command: c})
 	}
 	if ctx.Err() != nil {
 		fails = append(fails, Failure{Code: -1, Line: -1, Command: fmt.Sprintf("the block did not finish within %s", s.Timeout)})

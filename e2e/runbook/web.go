@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"regexp"
 	"strings"
 	"sync"
@@ -132,7 +133,7 @@ func (w *Web) conn(c net.Conn) {
 		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
 		return
 	}
-	if host != "dl.k8s.io" {
+	if host != "dl.k8s.io" && host != "github.com" && host != releaseAssetHost {
 		w.Rec.Add(Call{Service: "web", Op: "CONNECT", Method: "CONNECT", Path: req.Host, Status: http.StatusForbidden,
 			Error: host + " is not reachable from the lane: the block needs a download the lane cannot check"})
 		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
@@ -156,14 +157,34 @@ func (w *Web) conn(c net.Conn) {
 		call := Call{Service: "web", Op: "GET " + host, Method: r.Method, Path: "https://" + host + r.URL.Path}
 		resp := &http.Response{StatusCode: http.StatusNotFound, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}}
 		body := "not found\n"
-		if m := stableMarker.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
-			if _, ok := patches[m[1]]; ok {
-				resp.StatusCode, body = http.StatusOK, "v"+Patch(m[1])
+		ctype := "text/plain"
+		switch host {
+		case "dl.k8s.io":
+			if m := stableMarker.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+				if _, ok := patches[m[1]]; ok {
+					resp.StatusCode, body = http.StatusOK, "v"+Patch(m[1])
+				}
+			}
+		case "github.com":
+			if m := etcdAsset.FindStringSubmatch(r.URL.Path); m != nil && m[1] == m[2] && r.Method == http.MethodGet {
+				// GitHub answers a release asset's download URL with a
+				// redirect to its asset host (curl needs -L).
+				resp.StatusCode, body = http.StatusFound, ""
+				resp.Header.Set("Location", "https://"+releaseAssetHost+"/etcd-io/etcd/"+path.Base(r.URL.Path))
+			}
+		case releaseAssetHost:
+			if m := etcdAssetFile.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet && m[1] == EtcdRelease {
+				if b, err := etcdArchive(m[1], m[2]); err == nil {
+					resp.StatusCode, body, ctype = http.StatusOK, string(b), "application/octet-stream"
+				}
 			}
 		}
 		call.Status = resp.StatusCode
+		if resp.StatusCode >= 400 {
+			call.Error = "no such download in the lane's web"
+		}
 		w.Rec.Add(call)
-		resp.Header.Set("Content-Type", "text/plain")
+		resp.Header.Set("Content-Type", ctype)
 		resp.ContentLength = int64(len(body))
 		resp.Body = readCloser{strings.NewReader(body)}
 		_ = resp.Write(tc)

@@ -458,3 +458,38 @@ func TestFabricForTCPBaseline(t *testing.T) {
 		t.Errorf("--fabric tcp: %s", f)
 	}
 }
+
+// A finished check pod an earlier run left (--keep, or killed before its
+// cleanup) is deleted and the check runs; a running one may be another
+// run testing the node and stops the check.
+func TestNodePodRunnerLeftover(t *testing.T) {
+	spec := NodePodSpec{Check: "dcgm", Namespace: "gv", RunID: "r2", Image: DefaultDCGMImage, Command: DCGMCommand()}
+	for _, tc := range []struct {
+		phase corev1.PodPhase
+		ok    bool
+	}{{corev1.PodSucceeded, true}, {corev1.PodFailed, true}, {corev1.PodRunning, false}, {corev1.PodPending, false}} {
+		old := spec.Pod("gpu-a")
+		old.Labels[RunPodLabel] = "r1"
+		old.UID = "old"
+		old.Status.Phase = tc.phase
+		kube := fake.NewClientset(old)
+		kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+			p.Status.Phase = corev1.PodSucceeded
+			return false, nil, nil
+		})
+		r := &NodePodRunner{Kube: kube, Clock: clocktesting.NewFakeClock(time.Now())}
+		res := r.Run(context.Background(), spec, []string{"gpu-a"})[0]
+		if tc.ok && (res.Err != nil || res.Phase != corev1.PodSucceeded) {
+			t.Errorf("%s pod left: %+v", tc.phase, res)
+		}
+		if !tc.ok {
+			if res.Err == nil || !strings.Contains(res.Err.Error(), "already exists") {
+				t.Errorf("%s pod left: err %v, want already exists", tc.phase, res.Err)
+			}
+			if p, err := kube.CoreV1().Pods("gv").Get(context.Background(), old.Name, metav1.GetOptions{}); err != nil || p.Labels[RunPodLabel] != "r1" {
+				t.Errorf("%s pod of another run touched: %v", tc.phase, err)
+			}
+		}
+	}
+}

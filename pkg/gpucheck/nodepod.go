@@ -204,7 +204,11 @@ func (r *NodePodRunner) runOne(ctx context.Context, spec NodePodSpec, node strin
 	pod := spec.Pod(node)
 	res = NodePodResult{Node: node, Pod: pod.Name}
 	pods := r.Kube.CoreV1().Pods(spec.Namespace)
-	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	_, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) && r.removeFinished(ctx, spec, pod.Name) {
+		_, err = pods.Create(ctx, pod, metav1.CreateOptions{})
+	}
+	if err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			res.Err = fmt.Errorf("pod %s/%s already exists: another gpu-validate run may be testing node %s (delete the pod if not)", spec.Namespace, pod.Name, node)
 		} else {
@@ -261,4 +265,37 @@ func (r *NodePodRunner) runOne(ctx context.Context, spec NodePodSpec, node strin
 		res.Err = fmt.Errorf("reading the log of pod %s/%s: %w", spec.Namespace, pod.Name, err)
 	}
 	return res
+}
+
+// removeFinished deletes a check pod of the same name that has finished
+// (phase Succeeded or Failed): what an earlier run left when it kept its
+// pods (--keep) or was killed before its cleanup, which tests nothing
+// now. It waits until the pod is gone and reports whether the name is
+// free. A pod still pending or running may be another run's test of the
+// node and stays.
+func (r *NodePodRunner) removeFinished(ctx context.Context, spec NodePodSpec, name string) bool {
+	pods := r.Kube.CoreV1().Pods(spec.Namespace)
+	p, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if err != nil || (p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed) || p.Labels[CheckPodLabel] != spec.Check {
+		return false
+	}
+	if err := pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &p.UID}}); err != nil && !apierrors.IsNotFound(err) {
+		return false
+	}
+	r.event("deleted pod %s/%s, which an earlier run left finished (%s)", spec.Namespace, name, p.Status.Phase)
+	clk := r.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	for i := 0; i < 30; i++ {
+		if _, err := pods.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-clk.After(time.Second):
+		}
+	}
+	return false
 }
