@@ -462,7 +462,7 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP"`, data),
 			fmt.Sprintf(`ssh "$SERVER" sudo sha256sum "%s/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP" '{print $1 "  " f}' | sha256sum -c -`, data),
 			token,
-			"ETCD_VER=" + etcdutlCheckRelease,
+			"ETCD_VER="+etcdutlCheckRelease,
 			`ETCDUTL_DIR="$BACKUP_DIR/etcd-v$ETCD_VER"`,
 			`mkdir -p "$ETCDUTL_DIR"`,
 		)
