@@ -81,7 +81,7 @@ func providerLine(d pkgskew.Detection) string {
 // shells", zshoptions(1), zsh 5.9): a pasted "# ..." line fails as a
 // command, and "VAR=value   # note" runs # with VAR in its environment
 // instead of setting VAR.
-const pasteNote = "Paste each block into bash, or into zsh after `setopt interactive_comments` (without it an interactive zsh runs the blocks' `# ...` comments as commands, and a `VAR=value   # note` line sets nothing)."
+const pasteNote = "Paste each block into bash, or into zsh after `setopt interactive_comments sh_word_split` (without them an interactive zsh runs the blocks' `# ...` comments as commands, a `VAR=value   # note` line sets nothing, and `$NODES` stays one word where a block passes several nodes)."
 
 // printRunbook writes the plan as a Markdown runbook for a change ticket:
 // one numbered step per plan step, each with its why and its fenced sh

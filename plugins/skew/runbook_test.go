@@ -145,14 +145,19 @@ func TestRunbookZshPasteNote(t *testing.T) {
 	if _, err := exec.LookPath("zsh"); err != nil {
 		t.Skip("zsh is not installed")
 	}
-	block := "# the backup directory\nBACKUP_DIR='/backups'   # a directory off the cluster\nprintf 'got=%s\\n' \"$BACKUP_DIR\"\nexit\n"
+	const setopt = "setopt interactive_comments sh_word_split"
+	if !strings.Contains(pasteNote, "`"+setopt+"`") {
+		t.Fatalf("the paste note does not say %q: %s", setopt, pasteNote)
+	}
+	// A block that passes several nodes in $NODES, as the GPU batches do.
+	block := "# the backup directory\nBACKUP_DIR='/backups'   # a directory off the cluster\nNODES='n-1 n-2'\nset -- $NODES\nprintf 'got=%s words=%d\\n' \"$BACKUP_DIR\" $#\nexit\n"
 	for _, tc := range []struct {
 		setopt bool
 		want   string
-	}{{true, "got=/backups"}, {false, "got=\n"}} {
+	}{{true, "got=/backups words=2"}, {false, "got= words=1\n"}} {
 		in := block
 		if tc.setopt {
-			in = "setopt interactive_comments\n" + block
+			in = setopt + "\n" + block
 		}
 		cmd := exec.Command("zsh", "-f", "-i")
 		cmd.Stdin = strings.NewReader(in)
