@@ -290,6 +290,53 @@ func etcdRestoreLines(s Step) []string {
 	}
 }
 
+// gpuUnitBack takes the failing unit (or batch) of a GPU pool upgraded in
+// place back to prev under the step's own gang-drain run: a unit whose
+// validation failed is still drained by that run (its restore is chained
+// to the validation), and a run of another id over its nodes would be
+// refused as a conflicting run, while the restore of the step's run would
+// put the failing nodes back in service. gang-drain run with the step's
+// run id resumes that run where it is active and drains the unit afresh
+// where it was restored; its restore then ends it once the unit passes
+// validation at prev.
+func (r *renderer) gpuUnitBack(b *blocks, s Step, prev string) {
+	intro, unitSel, run := r.unitBlock(s, r.selector(s.Pool))
+	b.add(fmt.Sprintf("# the failing unit (or batch) only, under the step's own gang-drain run, which still holds it where its validation failed: drained (or kept drained), a v%s kubelet on each of its nodes, brought back once it validates at v%s; a kubelet one minor older than the control plane stays inside the skew", prev, prev))
+	if unitSel == "" {
+		// The batch's nodes, not the next batch's.
+		b.add(strings.SplitN(intro[1], "   # ", 2)[0] + "   # the nodes of the failing batch")
+	} else {
+		b.add(intro[1:]...)
+	}
+	b.add(r.gangDrain(unitSel, run))
+	b.cut()
+	if unitSel == "" {
+		b.add("# on each node of $NODES:")
+	} else {
+		b.add("# on each node of the unit (kubectl get nodes -l " + unitSel + " -o name):")
+	}
+	switch r.prov {
+	case ProviderKubeadm:
+		byManager(b, packageManager(r.pools[s.Pool].OSImages), func(pm string) []string {
+			lines := append(repoSwitch(pm, s.To, prev), downgrade(pm, prev, "kubelet", "kubectl")...)
+			return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
+		})
+	case ProviderK3s:
+		b.add(k3sInstall("agent", prev)...)
+	case ProviderRKE2:
+		b.add(rke2Install("agent", prev)...)
+	default:
+		b.add(fmt.Sprintf("# put the v%s kubelet back with the installer that made the cluster", prev))
+	}
+	b.cut()
+	b.add("# here:")
+	if unitSel == "" {
+		b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes $NODES --kubelet-version v%s %s", prev, validateChecks), "kubectl gang-drain restore $NODES")...)
+		return
+	}
+	b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s %s", unitSel, prev, validateChecks), "kubectl gang-drain restore "+run)...)
+}
+
 // Cluster API facts the control-plane rollback rests on, all at
 // kubernetes-sigs/cluster-api v1.14.0 (the release e2e/tools/capi pins):
 //   - the Cluster webhook refuses a lower spec.topology.version ("version
@@ -582,15 +629,12 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 	}
 	switch r.replacer(s.Pool) {
 	case replaceInPlace:
-		drain := fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
-		back := []string{`kubectl uncordon "$NODE"`}
-		if gpu := r.gpuPool(s.Pool); gpu {
-			run := fmt.Sprintf(`"%s-back-%s"`, s.Pool, s.To)
-			drain = fmt.Sprintf(`kubectl gang-drain run "$NODE" --run-id %s --timeout %s`, run, selfDrainTimeout)
-			back = chain(fmt.Sprintf(`kubectl gpu-validate nodes "$NODE" --kubelet-version v%s %s`, prev, validateChecks), "kubectl gang-drain restore "+run)
+		if r.gpuPool(s.Pool) {
+			r.gpuUnitBack(&b, s, prev)
+			return b
 		}
-		b.add(fmt.Sprintf("# the failing node (or unit) only: drain it, put a v%s kubelet on it, bring it back; a kubelet one minor older than the control plane stays inside the skew", prev),
-			"NODE="+sq(phNode), drain)
+		b.add(fmt.Sprintf("# the failing node only: drain it, put a v%s kubelet on it, bring it back; a kubelet one minor older than the control plane stays inside the skew", prev),
+			"NODE="+sq(phNode), fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout))
 		b.cut()
 		b.add("# on $NODE:")
 		switch r.prov {
@@ -607,8 +651,7 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 			b.add(fmt.Sprintf("# put the v%s kubelet back with the installer that made the cluster", prev))
 		}
 		b.cut()
-		b.add("# here:")
-		b.add(back...)
+		b.add("# here:", `kubectl uncordon "$NODE"`)
 	case replaceGKE:
 		np := sq(r.providerPool(s.Pool, "<node-pool-name>", labelGKENodepool))
 		b.add("# a node pool upgrade that failed or was cancelled goes back to its previous version (gcloud container node-pools rollback, Google Cloud SDK 528):",

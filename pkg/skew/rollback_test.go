@@ -91,7 +91,11 @@ func TestRunbookRollbackPerLayer(t *testing.T) {
 		{variant: "aks", phase: PhaseNodePool, want: []string{"AKS does not downgrade a node pool", "az aks nodepool list"}},
 		{variant: "eks-automode", phase: PhaseNodePool, want: []string{"no way back"}},
 		{variant: "kubeadm-ha", phase: PhaseNodePool, pool: "gpu-h200",
-			order: []string{"kubectl gang-drain run \"$NODE\" --run-id \"gpu-h200-back-1.38\"", "--allow-downgrades kubelet='1.37.*'", "kubectl gpu-validate nodes \"$NODE\" --kubelet-version v1.37 --xid --dcgm", "kubectl gang-drain restore \"gpu-h200-back-1.38\""}},
+			// Under the step's own run, which still holds a unit whose
+			// validation failed: a run of another id would be refused.
+			order: []string{"UNIT='<clique>'", `kubectl gang-drain run -l "gpufleet.dev/pool=gpu-h200,nvidia.com/gpu.clique=$UNIT" --run-id "gpu-h200-to-1.38-$UNIT"`, "--allow-downgrades kubelet='1.37.*'",
+				`kubectl gpu-validate nodes -l "gpufleet.dev/pool=gpu-h200,nvidia.com/gpu.clique=$UNIT" --kubelet-version v1.37 --xid --dcgm && \`, `kubectl gang-drain restore "gpu-h200-to-1.38-$UNIT"`},
+			bad: []string{"-back-1.38"}},
 	} {
 		t.Run(tc.variant+" "+tc.phase+" "+tc.pool, func(t *testing.T) {
 			s := stepOf(t, variantPlan(t, tc.variant), tc.phase, tc.pool)
