@@ -17,7 +17,7 @@ func TestBackupDirKeepsOneCluster(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bin, "kubectl"), []byte("#!/bin/sh\necho \"$FAKE_UID\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	lines := append(backupDirOwned(), `test ! -e "$BACKUP_DIR/etcd-pre-1.38.db"`, `echo snapshot > "$BACKUP_DIR/etcd-pre-1.38.db"`)
+	lines := append(backupDirOwned(), noBackupYet("etcd-pre-1.38.db"), `echo snapshot > "$BACKUP_DIR/etcd-pre-1.38.db"`)
 	script := "BACKUP_DIR=" + dir + "/b\n" + strings.Join(chain(lines...), "\n")
 	run := func(uid string) (string, error) {
 		cmd := exec.Command("bash", "-c", script)
@@ -34,8 +34,22 @@ func TestBackupDirKeepsOneCluster(t *testing.T) {
 	if out, err := run("uid-b"); err == nil || !strings.Contains(out, "keeps the backups of another cluster") {
 		t.Errorf("another cluster's backup into the same directory: %v\n%s", err, out)
 	}
-	if out, err := run("uid-a"); err == nil {
-		t.Errorf("a second backup of the hop wrote over the first\n%s", out)
+	if out, err := run("uid-a"); err == nil || !strings.Contains(out, "the backup of this hop is there already") {
+		t.Errorf("a second backup of the hop wrote over the first, or stopped silently: %v\n%s", err, out)
+	}
+	// A directory with files and no recorded cluster (another cluster's
+	// backups from before the record) is refused.
+	if err := os.MkdirAll(filepath.Join(dir, "old"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "old", "etcd-pre-1.38.db"), []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	oldScript := strings.Replace(script, "BACKUP_DIR="+dir+"/b\n", "BACKUP_DIR="+dir+"/old\n", 1)
+	cmd := exec.Command("bash", "-c", oldScript)
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "FAKE_UID=uid-a")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "holds files of no recorded cluster") {
+		t.Errorf("a directory of unknown files was taken: %v\n%s", err, out)
 	}
 	if out, err := run(""); err == nil {
 		t.Errorf("an unread cluster UID passed\n%s", out)
@@ -56,6 +70,8 @@ func TestMemberListForInitialCluster(t *testing.T) {
 	}{
 		{"three members", "8e9e05c52164694d, started, cp-0, https://10.0.0.1:2380, https://10.0.0.1:2379, false\n91bc3c398fb3c146, started, cp-1, https://10.0.0.2:2380, https://10.0.0.2:2379, false\n", "0",
 			"cp-0=https://10.0.0.1:2380,cp-1=https://10.0.0.2:2380", true},
+		{"two peer URLs", "8e9e05c52164694d, started, cp-0, https://10.0.0.1:2380,https://[fd00::1]:2380, https://10.0.0.1:2379, false\n", "0",
+			"cp-0=https://10.0.0.1:2380,cp-0=https://[fd00::1]:2380", true},
 		{"unstarted member", "8e9e05c52164694d, started, cp-0, https://10.0.0.1:2380, https://10.0.0.1:2379, false\nfd422379fda50e48, unstarted, , https://10.0.0.3:2380, , false\n", "0", "", false},
 		{"kubectl failed", "", "1", "", false},
 	} {

@@ -329,15 +329,16 @@ func (r *renderer) etcd(s Step) []string {
 	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory (its --data-dir, which kubeadm mounts at the same path on the node), then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory; the members kept beside it for a restore, when the apiserver may not answer. The directory is this cluster's alone (it keeps the kube-system namespace's UID and refuses another's), and files are made readable by you alone:",
 		backupDir(), sshTo("NODE_SSH", node, node))
 	out = append(out, chain(append(backupDirOwned(),
-		fmt.Sprintf(`test ! -e "$BACKUP_DIR/%s"   # if a backup of this hop is there already, the chain stops: keep it (move it away only to take a new one before the hop began)`, file),
-		etcdDataDirOfPod(node),
-		etcdctl(node, "snapshot save "+onNode),
-		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s"`, onNode, file),
-		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
-		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm %s`, onNode),
+		noBackupYet(file),
 		memberList(node),
 		`test -n "$INITIAL"`,
-		fmt.Sprintf(`echo "$INITIAL" > "$BACKUP_DIR/%s"`, etcdMembersFile(s.To)))...)...)
+		fmt.Sprintf(`echo "$INITIAL" > "$BACKUP_DIR/%s"`, etcdMembersFile(s.To)),
+		etcdDataDirOfPod(node),
+		etcdctl(node, "snapshot save "+onNode),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s.partial"`, onNode, file),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s.partial" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm %s`, onNode),
+		fmt.Sprintf(`mv "$BACKUP_DIR/%s.partial" "$BACKUP_DIR/%s"`, file, file))...)...)
 	out = append(out, fmt.Sprintf("# here: etcdutl of the release the etcd pod runs (its image tag), for this machine's OS and architecture, checks the copy; the etcd image carries no etcdutl, and etcdctl has no snapshot status since etcd v3.6. Then etcdutl for the restore, Linux on the node's architecture, is kept beside the snapshot as %s: a restore runs while the control plane is down, when a node without internet access could not download it:", nodeEtcdutl(s.To, "$NODE_ARCH")))
 	lines := []string{
 		fmt.Sprintf(`ETCD_VER=$(kubectl -n kube-system get pod etcd-%s -o jsonpath='{.spec.containers[0].image}' | sed 's/.*://; s/^v//; s/-.*//')`, sq(node)),
@@ -354,18 +355,29 @@ func (r *renderer) etcd(s Step) []string {
 // backup location never mixes two clusters' snapshots (a restore installs
 // whatever snapshot of the hop it finds, and etcdutl cannot tell which
 // cluster one came from): the first backup records the kube-system
-// namespace's UID in it, and a directory that holds another cluster's UID
-// is refused. umask 077 keeps the snapshot and token, which hold every
-// Secret, from other users of this machine.
+// namespace's UID in an empty directory, and a directory that holds
+// another cluster's UID, or files and no UID, is refused. umask 077 keeps
+// the snapshot and token, which hold every Secret, from other users of
+// this machine; it stays set in the pasting shell.
 func backupDirOwned() []string {
 	return []string{
 		"umask 077",
 		`CLUSTER_UID=$(kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')`,
 		`test -n "$CLUSTER_UID"`,
 		`mkdir -p "$BACKUP_DIR"`,
-		`{ test -e "$BACKUP_DIR/cluster-uid" || echo "$CLUSTER_UID" > "$BACKUP_DIR/cluster-uid"; }`,
+		`{ test -e "$BACKUP_DIR/cluster-uid" || { test -z "$(ls -A "$BACKUP_DIR")" && echo "$CLUSTER_UID" > "$BACKUP_DIR/cluster-uid"; } || { echo "$BACKUP_DIR holds files of no recorded cluster: choose an empty directory for this cluster" >&2; false; }; }`,
 		`{ grep -qx "$CLUSTER_UID" "$BACKUP_DIR/cluster-uid" || { echo "$BACKUP_DIR keeps the backups of another cluster: choose a directory of this cluster's own" >&2; false; }; }`,
 	}
+}
+
+// noBackupYet stops a backup chain, loudly, where the hop's backup is
+// there already: pasted again after the hop began, a new snapshot would
+// hold the upgraded state and the one a rollback needs would be lost. A
+// copy is written as <file>.partial and renamed once checked, so a failed
+// copy never passes for a backup.
+func noBackupYet(file string) string {
+	f := `"$BACKUP_DIR/` + file + `"`
+	return fmt.Sprintf(`{ test ! -e %s || { ls -l %s >&2; echo "the backup of this hop is there already: keep it once the hop has begun; before that, move it away to take a new one" >&2; false; }; }`, f, f)
 }
 
 // etcdMembersFile is the file under $BACKUP_DIR that keeps the etcd
@@ -477,9 +489,10 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 	}
 	tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
 	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):"), chain(append(backupDirOwned(),
-		fmt.Sprintf(`test ! -e "$BACKUP_DIR/%s"   # if a backup of this hop is there already, the chain stops: keep it (move it away only to take a new one before the hop began)`, tgz),
-		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s"`, data, tgz),
-		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s" | grep -qx db/state.db`, tgz))...)...)
+		noBackupYet(tgz),
+		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s.partial"`, data, tgz),
+		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s.partial" | grep -qx db/state.db`, tgz),
+		fmt.Sprintf(`mv "$BACKUP_DIR/%s.partial" "$BACKUP_DIR/%s"`, tgz, tgz))...)...)
 }
 
 func (r *renderer) firstCP() string {

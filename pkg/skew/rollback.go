@@ -234,12 +234,14 @@ func (r *renderer) etcdRestoreIntro(b *blocks, s Step, what, node string) {
 // memberList sets INITIAL to etcd's members as --initial-cluster takes
 // them (name=peer URL, comma-separated), read in node's etcd pod: etcdctl
 // member list -w simple prints "ID, status, name, peer URLs, client URLs,
-// is learner" joined by ", " (etcdctl/ctlv3/command/printer_simple.go,
-// etcd-io/etcd v3.6.0 to v3.7.1). A member not started yet has no name,
+// is learner" joined by ", ", a member's several peer URLs joined by ","
+// within their field (etcdctl/ctlv3/command/printer_simple.go,
+// etcd-io/etcd v3.6.0 to v3.7.1), and --initial-cluster takes one
+// name=URL pair per peer URL. A member not started yet has no name,
 // and an empty list is a failed read (the pipeline's status is awk's):
 // awk fails on either.
 func memberList(node string) string {
-	return fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '$3 == "" {bad = 1} {printf "%%s%%s=%%s", sep, $3, $4; sep = ","} END {exit bad || NR == 0}')`, etcdctl(node, "member list -w simple"))
+	return fmt.Sprintf(`INITIAL=$(%s | awk -F', ' '$3 == "" {bad = 1} {n = split($4, u, ","); for (i = 1; i <= n; i++) {printf "%%s%%s=%%s", sep, $3, u[i]; sep = ","}} END {exit bad || NR == 0}')`, etcdctl(node, "member list -w simple"))
 }
 
 // etcdStopped fails unless crictl answers and lists no running etcd

@@ -123,9 +123,11 @@ func TestRunbookBackupsLeaveTheNode(t *testing.T) {
 		f := "etcd-pre-" + to + ".db"
 		return []string{`-o jsonpath='{range .spec.containers[0].command[*]}{@}{"\n"}{end}' | sed -n 's/^--data-dir=//p') && test -n "$ETCD_DATA" && \`,
 			"exec etcd-", "-- etcdctl ", `snapshot save "$ETCD_DATA/` + f + `" && \`,
-			`ssh "$NODE_SSH" sudo cat "$ETCD_DATA/` + f + `" > "$BACKUP_DIR/` + f + `" && \`,
-			`ssh "$NODE_SSH" sudo sha256sum "$ETCD_DATA/` + f + `" | awk -v f="$BACKUP_DIR/` + f + `" '{print $1 "  " f}' | sha256sum -c - && \`,
-			`ssh "$NODE_SSH" sudo rm "$ETCD_DATA/` + f + `"`,
+			`ssh "$NODE_SSH" sudo cat "$ETCD_DATA/` + f + `" > "$BACKUP_DIR/` + f + `.partial" && \`,
+			`ssh "$NODE_SSH" sudo sha256sum "$ETCD_DATA/` + f + `" | awk -v f="$BACKUP_DIR/` + f + `.partial" '{print $1 "  " f}' | sha256sum -c - && \`,
+			`ssh "$NODE_SSH" sudo rm "$ETCD_DATA/` + f + `" && \`,
+			// The copy takes the backup's name only once checked.
+			`mv "$BACKUP_DIR/` + f + `.partial" "$BACKUP_DIR/` + f + `"`,
 			`-o jsonpath='{.spec.containers[0].image}' | sed 's/.*://; s/^v//; s/-.*//') && \`,
 			`case "$ETCD_OS" in linux) curl -fsSL "https://github.com/etcd-io/etcd/releases/download/v$ETCD_VER/etcd-v$ETCD_VER-linux-$ETCD_ARCH.tar.gz" | tar -xzf - -C "$ETCDUTL_DIR" --strip-components=1 "etcd-v$ETCD_VER-linux-$ETCD_ARCH/etcdutl";; darwin) `,
 			`"$ETCDUTL_DIR/etcdutl" version | grep -F "etcdutl version: $ETCD_VER" && \`,
@@ -153,7 +155,8 @@ func TestRunbookBackupsLeaveTheNode(t *testing.T) {
 		{"capi", []string{"replaces the machines at the next step"}, kubeadmOrder("1.37")},
 		{"k3s-etcd", nil, k3sOrder("k3s")},
 		{"rke2", []string{"/var/lib/rancher/rke2/server/db/snapshots"}, k3sOrder("rke2")},
-		{"k3s-sqlite", []string{`sudo tar -C /var/lib/rancher/k3s/server -czf - db token > "$BACKUP_DIR/k3s-server-db-pre-1.38.tgz" && \`, "grep -qx db/state.db"}, nil},
+		{"k3s-sqlite", []string{`sudo tar -C /var/lib/rancher/k3s/server -czf - db token > "$BACKUP_DIR/k3s-server-db-pre-1.38.tgz.partial" && \`, "grep -qx db/state.db",
+			`mv "$BACKUP_DIR/k3s-server-db-pre-1.38.tgz.partial" "$BACKUP_DIR/k3s-server-db-pre-1.38.tgz"`}, nil},
 	} {
 		t.Run(tc.variant, func(t *testing.T) {
 			p := variantPlan(t, tc.variant)
