@@ -1,6 +1,7 @@
 package fleetrun
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,9 @@ type ClusterState struct {
 	// only over that version, so a runner whose claim another runner
 	// took over cannot write the state again.
 	version string
+	// seen is the state's bytes at version: what this process read or
+	// last wrote.
+	seen []byte
 }
 
 // InFlight reports whether the cluster holds a place under the caps.
@@ -240,7 +244,7 @@ func ReadState(ctx context.Context, st Store, run, cluster, ring string) (*Clust
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("state of %s in run %s is not readable: %w", cluster, run, err)
 	}
-	s.version = version
+	s.version, s.seen = version, b
 	return &s, nil
 }
 
@@ -249,19 +253,31 @@ func ReadState(ctx context.Context, st Store, run, cluster, ring string) (*Clust
 // version for the next write. When someone else wrote it since, it changes
 // nothing and returns an error wrapping ErrConflict: the caller reads the
 // state again and decides again.
+//
+// A version this process lost (a write that landed but whose new version
+// could not be read back, a heartbeat cancelled after it landed) is
+// recovered here: when the store still holds exactly the bytes this
+// process last read or wrote, no one else has written since, and the
+// write goes again over the store's current version.
 func WriteState(ctx context.Context, st Store, s *ClusterState) error {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
 	}
-	v, err := st.Update(ctx, StateKey(s.Run, s.Cluster), append(b, '\n'), s.version)
+	key, data := StateKey(s.Run, s.Cluster), append(b, '\n')
+	v, err := st.Update(ctx, key, data, s.version)
+	if errors.Is(err, ErrConflict) && s.seen != nil {
+		if cur, curV, rerr := st.ReadVersion(ctx, key); rerr == nil && bytes.Equal(cur, s.seen) && curV != s.version {
+			v, err = st.Update(ctx, key, data, curV)
+		}
+	}
 	if err != nil {
 		if errors.Is(err, ErrConflict) {
 			return fmt.Errorf("the state of cluster %s in run %s changed since it was read (another runner wrote it): %w", s.Cluster, s.Run, err)
 		}
 		return err
 	}
-	s.version = v
+	s.version, s.seen = v, data
 	return nil
 }
 

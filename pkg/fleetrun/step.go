@@ -252,9 +252,17 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		// heartbeat, and the admission is read back before the step's
 		// record is written.
 		out = r.do(ctx)
-		if fresh, err := ReadState(ctx, p.Store, p.Plan.Run, cluster, cp.Ring); err == nil {
-			st.AdmittedAt, st.GPUs, st.version = fresh.AdmittedAt, fresh.GPUs, fresh.version
+		fresh, err := ReadState(context.WithoutCancel(ctx), p.Store, p.Plan.Run, cluster, cp.Ring)
+		if err != nil {
+			return nil, err
 		}
+		// The admission is this attempt's only while the step's record
+		// is still its claim; another runner's takeover stands.
+		if fs := fresh.Step(stepName); fs == nil || fs.Attempt != ss.Attempt || fs.Holder != ss.Holder {
+			return nil, fmt.Errorf("step %s of cluster %s was taken over by another runner while attempt %d ran; its outcome (exit %d: %s) is not recorded: %w",
+				stepName, cluster, ss.Attempt, out.code, out.message, ErrConflict)
+		}
+		st.AdmittedAt, st.GPUs, st.version, st.seen = fresh.AdmittedAt, fresh.GPUs, fresh.version, fresh.seen
 	} else {
 		sctx, cancel := context.WithCancelCause(ctx)
 		stop := r.heartbeat(sctx, cancel)
