@@ -292,6 +292,24 @@ func etcdRestoreLines(s Step) []string {
 	}
 }
 
+// kubeletBack puts the kubelet of prev back on a node of the pool the
+// step upgraded in place, with the cluster's installer.
+func (r *renderer) kubeletBack(b *blocks, s Step, prev string) {
+	switch r.prov {
+	case ProviderKubeadm:
+		byManager(b, packageManager(r.pools[s.Pool].OSImages), func(pm string) []string {
+			lines := append(repoSwitch(pm, s.To, prev), downgrade(pm, prev, "kubelet", "kubectl")...)
+			return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
+		})
+	case ProviderK3s:
+		b.add(k3sInstall("agent", prev)...)
+	case ProviderRKE2:
+		b.add(rke2Install("agent", prev)...)
+	default:
+		b.add(fmt.Sprintf("# put the v%s kubelet back with the installer that made the cluster", prev))
+	}
+}
+
 // gpuUnitBack takes the failing unit (or batch) of a GPU pool upgraded in
 // place back to prev under the step's own gang-drain run: a unit whose
 // validation failed is still drained by that run (its restore is chained
@@ -317,19 +335,7 @@ func (r *renderer) gpuUnitBack(b *blocks, s Step, prev string) {
 	} else {
 		b.add("# on each node of the unit (kubectl get nodes -l " + unitSel + " -o name):")
 	}
-	switch r.prov {
-	case ProviderKubeadm:
-		byManager(b, packageManager(r.pools[s.Pool].OSImages), func(pm string) []string {
-			lines := append(repoSwitch(pm, s.To, prev), downgrade(pm, prev, "kubelet", "kubectl")...)
-			return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
-		})
-	case ProviderK3s:
-		b.add(k3sInstall("agent", prev)...)
-	case ProviderRKE2:
-		b.add(rke2Install("agent", prev)...)
-	default:
-		b.add(fmt.Sprintf("# put the v%s kubelet back with the installer that made the cluster", prev))
-	}
+	r.kubeletBack(b, s, prev)
 	b.cut()
 	b.add("# here:")
 	if unitSel == "" {
@@ -639,19 +645,7 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 			"NODE="+sq(phNode), fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout))
 		b.cut()
 		b.add("# on $NODE:")
-		switch r.prov {
-		case ProviderKubeadm:
-			byManager(&b, packageManager(r.pools[s.Pool].OSImages), func(pm string) []string {
-				lines := append(repoSwitch(pm, s.To, prev), downgrade(pm, prev, "kubelet", "kubectl")...)
-				return chain(append(lines, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
-			})
-		case ProviderK3s:
-			b.add(k3sInstall("agent", prev)...)
-		case ProviderRKE2:
-			b.add(rke2Install("agent", prev)...)
-		default:
-			b.add(fmt.Sprintf("# put the v%s kubelet back with the installer that made the cluster", prev))
-		}
+		r.kubeletBack(&b, s, prev)
 		b.cut()
 		b.add("# here:", `kubectl uncordon "$NODE"`)
 	case replaceGKE:
