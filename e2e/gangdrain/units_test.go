@@ -74,6 +74,7 @@ func TestGangDrainStopsNonKueueGangsAsUnits(t *testing.T) {
 
 	r = e.run(append([]string{"restore", "-o", "json", "--poll-interval=250ms", "--restore-timeout=2m"}, drained...)...)
 	if r.ExitCode != 0 {
+		e.dumpJobSet("trainer")
 		t.Fatalf("restore: %s", r)
 	}
 	rr := decode[gangdrain.RestoreReport](t, r)
