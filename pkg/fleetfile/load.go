@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 )
 
 // Error is a fleet file that cannot be used: the file, the field path and
@@ -274,6 +275,7 @@ func Validate(f *Fleet) field.ErrorList {
 			errs = append(errs, duration(kp, u.StepDurations[k], true)...)
 		}
 		errs = append(errs, validateDrain(sp.Child("upgrade", "drain"), u.Drain)...)
+		errs = append(errs, validateBandwidth(sp.Child("upgrade", "hydrateBandwidth"), u.HydrateBandwidth)...)
 		for i, a := range u.Actions {
 			p := sp.Child("upgrade", "actions").Index(i)
 			errs = append(errs, selector(p.Child("selector"), a.Selector)...)
@@ -385,8 +387,34 @@ func validateClusters(p *field.Path, cs []Cluster) field.ErrorList {
 			errs = append(errs, field.Invalid(cp.Child("gpus"), strconv.Itoa(*c.GPUs), "must be 0 or more"))
 		}
 		errs = append(errs, validateDrain(cp.Child("drain"), c.Drain)...)
+		errs = append(errs, validateBandwidth(cp.Child("hydrateBandwidth"), c.HydrateBandwidth)...)
 	}
 	return errs
+}
+
+// validateBandwidth checks a hydrate bandwidth (spec.upgrade's or a
+// cluster's) as gang-drain parses its --hydrate-bandwidth: a known source
+// and a byte quantity per second for each.
+func validateBandwidth(bp *field.Path, bw map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(bw)) {
+		if _, err := inference.ParseBandwidth([]string{k + "=" + bw[k]}); err != nil || strings.Contains(bw[k], ",") {
+			msg := "want a byte quantity per second, e.g. 1250M/s"
+			if _, serr := inference.ParseSource(k); serr != nil || k == "" {
+				msg = fmt.Sprintf("unknown weight source %q: want one of %s", k, strings.Join(sourceNames(), ", "))
+			}
+			errs = append(errs, field.Invalid(bp.Key(k), bw[k], msg))
+		}
+	}
+	return errs
+}
+
+func sourceNames() []string {
+	var out []string
+	for _, s := range inference.Sources {
+		out = append(out, string(s))
+	}
+	return out
 }
 
 // validateDrain checks gang-drain settings (spec.upgrade.drain or a

@@ -1,6 +1,8 @@
 package fleetfile
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,6 +109,9 @@ type Cluster struct {
 	// field: what one cluster drifts on (a slow eviction, a longer
 	// checkpoint) without changing the rest of the fleet.
 	Drain *Drain `json:"drain,omitempty"`
+	// HydrateBandwidth overrides spec.upgrade.hydrateBandwidth for this
+	// cluster, source by source.
+	HydrateBandwidth map[string]string `json:"hydrateBandwidth,omitempty"`
 }
 
 // ContextName is the kubeconfig context of the cluster.
@@ -271,6 +276,13 @@ type Upgrade struct {
 	MigrateCRDs bool `json:"migrateCRDs,omitempty"`
 	// Drain tunes the pools' gang-aware drain (kubectl gang-drain run).
 	Drain *Drain `json:"drain,omitempty"`
+	// HydrateBandwidth is what each weight source (object-store,
+	// registry, shared-fs) serves a cluster at once, in bytes per second
+	// ("1250M/s"): the drain of a pool that holds inference workloads
+	// (kubectl gang-drain run --inference --hydrate-bandwidth) is paced
+	// by it, and its waves' cold starts, bytes over this bandwidth, are
+	// added to the drain step's expected duration in the plan's timeline.
+	HydrateBandwidth map[string]string `json:"hydrateBandwidth,omitempty"`
 }
 
 // Drain are the gang-drain settings of a pool's drain step; empty fields
@@ -374,6 +386,27 @@ func (s FleetSpec) DrainArgs(cluster string) []string {
 		}
 	}
 	return d.Args()
+}
+
+// HydrateBandwidth is a cluster's hydrate bandwidth as the values of
+// gang-drain's --hydrate-bandwidth, SOURCE=RATE sorted by source:
+// spec.upgrade.hydrateBandwidth with the cluster's own over it, source by
+// source; nil when neither says.
+func (s FleetSpec) HydrateBandwidth(cluster string) []string {
+	bw := map[string]string{}
+	if s.Upgrade != nil {
+		maps.Copy(bw, s.Upgrade.HydrateBandwidth)
+	}
+	for _, c := range s.Clusters {
+		if c.Name == cluster {
+			maps.Copy(bw, c.HydrateBandwidth)
+		}
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(bw)) {
+		out = append(out, k+"="+bw[k])
+	}
+	return out
 }
 
 // ActionFor returns the first action whose selector matches the labels.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -60,7 +61,7 @@ func Collect(ctx context.Context, f *fleetfile.Fleet, a *Access, parallel int) (
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			in, err := collectOne(ctx, a, c)
+			in, err := collectOne(ctx, a, c, collectBandwidth(f, c.Name))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -75,7 +76,7 @@ func Collect(ctx context.Context, f *fleetfile.Fleet, a *Access, parallel int) (
 	return infos, errs
 }
 
-func collectOne(ctx context.Context, a *Access, c fleetfile.Cluster) (ClusterInfo, error) {
+func collectOne(ctx context.Context, a *Access, c fleetfile.Cluster, bw inference.Bandwidth) (ClusterInfo, error) {
 	t, err := a.ForCluster(ctx, c.Name, c.ContextName())
 	if err != nil {
 		return ClusterInfo{}, err
@@ -88,7 +89,9 @@ func collectOne(ctx context.Context, a *Access, c fleetfile.Cluster) (ClusterInf
 	if err != nil {
 		return ClusterInfo{}, cli.UsageErr(err)
 	}
-	col := &pkgskew.Collector{Client: kc}
+	// The plan drains a GPU pool of model Deployments behind budgets as
+	// an inference pool, its ETA planned at the cluster's bandwidth.
+	col := &pkgskew.Collector{Client: kc, Inference: true, InferenceOptions: inference.Options{Bandwidth: bw}}
 	if dyn, err := t.Getter.Dynamic(); err == nil {
 		col.Dynamic = dyn
 	}

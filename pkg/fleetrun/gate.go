@@ -73,9 +73,10 @@ func (p *Programme) firstDisruptive(cp *ClusterPlan) time.Duration {
 }
 
 // expected is how long a step is expected to take (the fleet file's
-// spec.upgrade.stepDurations by kind).
+// spec.upgrade.stepDurations by kind, and an inference pool's planned
+// cold starts).
 func (p *Programme) expected(s Step) time.Duration {
-	return p.Plan.Spec.Upgrade.ExpectedDuration(s.Kind)
+	return expectedDuration(p.Plan.Spec.Upgrade, s)
 }
 
 // GateReport is what a gate decided, with every check.

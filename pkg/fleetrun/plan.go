@@ -172,6 +172,11 @@ type Step struct {
 	ControlPlane bool `json:"controlPlane,omitempty"`
 	// GPUPool is set when the pool has GPU nodes (gpu-validate runs).
 	GPUPool bool `json:"gpuPool,omitempty"`
+	// Inference is set on the drain and restore of a pool that holds
+	// inference workloads: the drain is gang-drain run --inference, the
+	// restore scales the surge back, and the drain's expected duration
+	// adds its planned cold starts (inference.go).
+	Inference *StepInference `json:"inference,omitempty"`
 	// Holds are the pools a hold-rollouts step keeps from rolling with
 	// the control plane; each is released at its own upgrade.
 	Holds []string `json:"holds,omitempty"`
@@ -314,16 +319,27 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				continue
 			}
 			gpu := gpuPool(inv, s.Pool)
+			inf, w := inferenceStep(pl)
+			warnings = append(warnings, w...)
+			drain := "kubectl gang-drain run -l " + sel + ": checkpoint and stop gangs as units, evict the rest"
+			restore := "kubectl gang-drain restore: uncordon and readmit what the drain stopped"
+			if inf != nil {
+				drain = fmt.Sprintf("kubectl gang-drain run --inference -l %s: surge the %d model Deployment(s), then drain in waves paced by hydrate bandwidth", sel, inf.Models)
+				if inf.ETASeconds > 0 {
+					drain += fmt.Sprintf(" (%d wave(s), ETA %s at %s)", inf.Waves, time.Duration(inf.ETASeconds*float64(time.Second)).Round(time.Second), inf.Bandwidth)
+				}
+				restore = "kubectl gang-drain restore --inference: uncordon, and scale the models back by the surge the drain recorded"
+			}
 			base := Step{Minor: s.To, Pool: s.Pool, PoolFrom: s.From, Selector: sel, Nodes: pl.Nodes, GPUPool: gpu, ControlPlane: pl.ControlPlane(), PlanStep: s.Number}
 			for _, k := range []struct {
 				kind, suffix, action string
 				disruptive           bool
 			}{
 				{StepPDBBlockers, "pdb-blockers", "kubectl pdb-blockers -l " + sel + ": nothing may block the drain", false},
-				{StepDrain, "drain", "kubectl gang-drain run -l " + sel + ": checkpoint and stop gangs as units, evict the rest", true},
+				{StepDrain, "drain", drain, true},
 				{StepPoolUpgrade, "upgrade", "upgrade node pool " + s.Pool + " to " + s.To, true},
 				{StepGPUValidate, "gpu-validate", "kubectl gpu-validate nodes -l " + sel, false},
-				{StepRestore, "restore", "kubectl gang-drain restore: uncordon and readmit what the drain stopped", false},
+				{StepRestore, "restore", restore, false},
 			} {
 				if k.kind == StepGPUValidate && !gpu {
 					continue
@@ -336,6 +352,9 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 				}
 				st := base
 				st.Kind, st.Disruptive, st.Action = k.kind, k.disruptive, k.action
+				if k.kind == StepDrain || k.kind == StepRestore {
+					st.Inference = inf
+				}
 				st.Name = stepName("pool", s.Pool, minorName(s.To), k.suffix)
 				add(st)
 			}

@@ -203,7 +203,7 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 		first := step
 		for _, s := range steps {
 			if s.Disruptive {
-				first = f.Spec.Upgrade.ExpectedDuration(s.Kind)
+				first = expectedDuration(f.Spec.Upgrade, s)
 				break
 			}
 		}

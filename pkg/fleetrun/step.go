@@ -630,12 +630,15 @@ func (r *stepRun) do(ctx context.Context) stepOutcome {
 	case StepPDBBlockers:
 		return r.exec(ctx, r.plugin(BinPDBBlockers, "-l", s.Selector, "--fail-on", "blocking"))
 	case StepDrain:
-		args := append([]string{"run", "-l", s.Selector, "--run-id", r.ss.RunID}, p.Plan.Spec.DrainArgs(r.cp.Name)...)
+		args, err := p.drainArgs(r.cp.Name, s, r.ss.RunID)
+		if err != nil {
+			return stepOutcome{code: cli.ExitUsage, message: "the cluster's hydrate bandwidth: " + err.Error()}
+		}
 		return r.exec(ctx, r.plugin(BinGangDrain, args...))
 	case StepGPUValidate:
 		return r.exec(ctx, r.plugin(BinGPUValidate, "nodes", "-l", s.Selector))
 	case StepRestore:
-		return r.exec(ctx, r.plugin(BinGangDrain, "restore", r.ss.RunID))
+		return r.exec(ctx, r.plugin(BinGangDrain, restoreArgs(s, r.ss.RunID)...))
 	case StepVerify:
 		return r.verify(ctx)
 	case StepCRDMigrate:

@@ -63,7 +63,7 @@ func projectCluster(f *fleetfile.Fleet, cp *ClusterPlan, from time.Time) (Span, 
 		if !s.Disruptive {
 			continue
 		}
-		d := f.Spec.Upgrade.ExpectedDuration(s.Kind)
+		d := expectedDuration(f.Spec.Upgrade, s)
 		start, ok, _ := NextStart(f, cp.Labels, cur, d)
 		if !ok {
 			return Span{}, false

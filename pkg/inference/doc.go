@@ -13,7 +13,9 @@
 // It uses the suite's pieces rather than copies: pkg/gang's Drainer for
 // the run's records on the nodes, cordon and the PDB-aware drain of each
 // wave (pkg/eviction underneath), pkg/eviction's Index to find the
-// PodDisruptionBudgets of a model, and pkg/skew for the GPU product of a
-// node. It never prints, never exits and never reads flags: callers pass
-// options and receive events and typed results.
+// PodDisruptionBudgets of a model, and pkg/nodepool for the GPU product of
+// a node (not pkg/skew, which imports this package: the runbook classifies
+// its GPU pools with Detect and plans their drain with Compute). It never
+// prints, never exits and never reads flags: callers pass options and
+// receive events and typed results.
 package inference

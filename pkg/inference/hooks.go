@@ -20,9 +20,9 @@ type Detection struct {
 // Detect classifies a pool read by Reader.Read (with a Discoverer, so that
 // gangs are seen), for a caller that chooses per GPU pool between
 // `kubectl gang-drain run --inference` (RunArgs) and the gang drain and
-// adds Plan.ETA to the pool step's expected duration. Neither the runbook
-// (pkg/skew, which this package imports for GPUProduct, so it cannot
-// import this one back) nor the fleet programme calls it yet.
+// adds Plan.ETA to the pool step's expected duration: the runbook's
+// collection (pkg/skew, Collector.Inference) and through it the fleet
+// programme's plan.
 func Detect(pool *Pool) Detection {
 	d := Detection{Models: len(pool.Models), Gangs: len(pool.Gangs)}
 	for _, m := range pool.Models {

@@ -29,7 +29,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
-	"github.com/gpufleet/upgrade-plugins/pkg/skew"
+	"github.com/gpufleet/upgrade-plugins/pkg/nodepool"
 )
 
 // Model is one model Deployment with replicas on the pool: a Deployment
@@ -170,7 +170,7 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 			return nil, fmt.Errorf("node %s not found", n)
 		}
 		rec := gang.ReadNodeRecord(node, r.gpuResources())
-		pn := PoolNode{Name: n, GPUs: rec.GPUs, Product: skew.GPUProduct(node.Labels), RunID: rec.RunID, State: rec.State}
+		pn := PoolNode{Name: n, GPUs: rec.GPUs, Product: nodepool.GPUProduct(node.Labels), RunID: rec.RunID, State: rec.State}
 		// A node this run drained stays drained until restore; one
 		// drained and restored by another run is drained again.
 		pn.Drained = rec.State == gang.NodeDrained || rec.State == gang.NodeRestoring
@@ -283,7 +283,7 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 			if err != nil {
 				return nil, err
 			}
-			m.Product = skew.GPUProduct(byName[p.Spec.NodeName].Labels)
+			m.Product = nodepool.GPUProduct(byName[p.Spec.NodeName].Labels)
 			models[key] = m
 		}
 	}
@@ -296,7 +296,7 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 		if err != nil {
 			return nil, err
 		}
-		m.Product = skew.GPUProduct(byName[displacedFrom[key]].Labels)
+		m.Product = nodepool.GPUProduct(byName[displacedFrom[key]].Labels)
 		models[key] = m
 	}
 	for k, m := range models {
@@ -350,7 +350,7 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 		if free < 0 {
 			free = 0
 		}
-		pool.Headroom = append(pool.Headroom, HeadroomNode{Name: n.Name, Product: skew.GPUProduct(n.Labels), FreeGPUs: free, node: byName[n.Name]})
+		pool.Headroom = append(pool.Headroom, HeadroomNode{Name: n.Name, Product: nodepool.GPUProduct(n.Labels), FreeGPUs: free, node: byName[n.Name]})
 	}
 	sort.Slice(pool.Headroom, func(i, j int) bool { return pool.Headroom[i].Name < pool.Headroom[j].Name })
 

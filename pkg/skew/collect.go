@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/pager"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 	"github.com/gpufleet/upgrade-plugins/pkg/nodepool"
 )
 
@@ -76,6 +77,15 @@ type Collector struct {
 	// moves first: the PodDisruptionBudgets of every namespace, then the
 	// pods of each one that allows at most one disruption.
 	Stateful bool
+	// Inference also reads each GPU pool's model Deployments, to tell a
+	// pool that holds inference workloads (Pool.Inference), whose drain
+	// it plans with InferenceOptions (inference.go).
+	Inference        bool
+	InferenceOptions inference.Options
+	// InferenceDynamic is the dynamic client pkg/gang's discovery reads
+	// the owners of pods beside the models with (Dynamic when nil); with
+	// neither, a pool with such pods is drained as a training pool.
+	InferenceDynamic dynamic.Interface
 
 	platform *platformAcc
 	// nodePool is each node's pool, as listNodes counted it.
@@ -204,6 +214,7 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 		inv.Server.MinCompatibilityVersion = sv.MinCompatibilityMajor + "." + sv.MinCompatibilityMinor
 	}
 	statefulPools(pools, c.nodePool, stateful)
+	notes = append(notes, c.inferencePools(ctx, pools)...)
 	inv.Pools = pools
 	inv.Components = append(append(append(inv.Components, podComps...), wlComps...), kubectlComp...)
 	// A cloud-controller-manager found as a workload replaces the

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/nodepool"
 )
 
 // GPUCount is what one pool offers of one GPU resource and product.
@@ -20,13 +22,9 @@ type GPUCount struct {
 	Allocatable int64 `json:"allocatable"`
 }
 
-// GPUProductLabels are the node labels that name the GPU model, tried in
-// this order: NVIDIA GPU feature discovery
-// (NVIDIA/k8s-device-plugin docs/gpu-feature-discovery/README.md,
-// nvidia.com/gpu.product), AMD's node labeller
-// (ROCm/k8s-device-plugin cmd/k8s-node-labeller, amd.com/gpu.product-name)
-// and GKE's accelerator label (cloud.google.com/gke-accelerator).
-var GPUProductLabels = []string{"nvidia.com/gpu.product", "amd.com/gpu.product-name", "cloud.google.com/gke-accelerator"}
+// GPUProductLabels are the node labels that name the GPU model, in the
+// order they are tried (package nodepool holds the list and its sources).
+var GPUProductLabels = nodepool.GPUProductLabels
 
 // IsGPUResource reports whether an extended resource is a GPU: NVIDIA's
 // device plugin resources (nvidia.com/gpu, nvidia.com/gpu.shared when
@@ -39,14 +37,7 @@ func IsGPUResource(name corev1.ResourceName) bool {
 }
 
 // GPUProduct returns the GPU model a node's labels name, or "".
-func GPUProduct(labels map[string]string) string {
-	for _, l := range GPUProductLabels {
-		if v := labels[l]; v != "" {
-			return v
-		}
-	}
-	return ""
-}
+func GPUProduct(labels map[string]string) string { return nodepool.GPUProduct(labels) }
 
 type gpuKey struct{ resource, product string }
 

@@ -107,6 +107,11 @@ type Pool struct {
 	// a primary), sorted by name: the plan moves them first in the pool,
 	// one at a time, each service checked after each.
 	StatefulNodes []StatefulNode `json:"statefulNodes,omitempty"`
+	// Inference is set on a GPU pool that holds inference workloads
+	// (model Deployments behind PodDisruptionBudgets, no training gang),
+	// read with Collector.Inference: the plan drains it with
+	// gang-drain run --inference.
+	Inference *InferencePool `json:"inference,omitempty"`
 }
 
 // FabricUnits are the values of one topology label over a pool's nodes.

@@ -182,6 +182,9 @@ func (r *renderer) nodePool(s Step) blocks {
 	case r.controlPlanePool(s.Pool) && (r.prov == ProviderKubeadm || r.prov == ProviderK3s || r.prov == ProviderRKE2 || r.prov == ProviderCAPI):
 		b.add("# the control-plane nodes' kubelets moved with their own control-plane step, one node at a time; check:",
 			fmt.Sprintf("kubectl get nodes -l %s -o wide", sel))
+	case r.inferencePool(s.Pool):
+		b.join(r.inferenceStep(s, sel))
+		validated = true
 	case rep == replaceInPlace && r.asgOf(s.Pool) != "":
 		b.join(r.asgRefresh(s, sel, gpu))
 		validated = gpu

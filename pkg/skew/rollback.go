@@ -637,6 +637,10 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 	}
 	switch r.replacer(s.Pool) {
 	case replaceInPlace:
+		if r.inferencePool(s.Pool) {
+			r.inferenceBack(&b, s, prev)
+			return b
+		}
 		if r.gpuPool(s.Pool) {
 			r.gpuUnitBack(&b, s, prev)
 			return b

@@ -236,6 +236,15 @@ func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabe
 	// The plan moves the nodes of stateful services first; the fleet
 	// report (gpus) plans nothing and reads no more than its RBAC allows.
 	c := &pkgskew.Collector{Client: kc, PoolLabel: poolLabel, PageSize: chunk, Kubectl: d.kubectl, Now: d.now, CountGPUs: gpus, Stateful: !gpus}
+	if !gpus {
+		// The plan drains a GPU pool of model Deployments behind budgets
+		// as an inference pool; the dynamic client lets pkg/gang look for
+		// training gangs beside them.
+		c.Inference = true
+		if dyn, err := cg.Dynamic(); err == nil {
+			c.InferenceDynamic = dyn
+		}
+	}
 	inv, err := c.Collect(ctx)
 	if err != nil {
 		return md, inv, cli.ClassifyClusterErr(err, md, "reading the version inventory")

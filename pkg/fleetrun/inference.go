@@ -1,0 +1,102 @@
+package fleetrun
+
+// Pools that hold inference workloads in the programme. The cluster's
+// inventory says which GPU pools hold model Deployments behind
+// PodDisruptionBudgets and no training gang (pkg/skew's Pool.Inference,
+// read with pkg/inference); their drain step is `kubectl gang-drain run
+// --inference` paced by the cluster's hydrate bandwidth (the fleet file's
+// spec.upgrade.hydrateBandwidth and spec.clusters[].hydrateBandwidth),
+// their restore scales the surge back, and the plan's timeline adds the
+// drain's waves of cold starts (pkg/inference's ETA) to the drain step.
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
+	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
+)
+
+// expectedDuration is how long a step is expected to take: its kind's
+// expected duration (spec.upgrade.stepDurations), and for the drain of an
+// inference pool also the cold starts of its waves, which the paced run
+// waits for on top of cordoning and evicting.
+func expectedDuration(u *fleetfile.Upgrade, s Step) time.Duration {
+	d := u.ExpectedDuration(s.Kind)
+	if s.Kind == StepDrain && s.Inference != nil {
+		d += time.Duration(s.Inference.ETASeconds * float64(time.Second)).Round(time.Second)
+	}
+	return d
+}
+
+// StepInference is what a pool step of an inference pool carries from the
+// cluster's inventory: the planned drain's waves and ETA, with the
+// bandwidth it was planned with.
+type StepInference struct {
+	// Models counts the model Deployments on the pool.
+	Models int `json:"models"`
+	// Waves and ETASeconds are the planned drain's waves and the sum of
+	// their cold starts (0 when no bandwidth was known).
+	Waves      int     `json:"waves"`
+	ETASeconds float64 `json:"etaSeconds,omitempty"`
+	// Bandwidth is the --hydrate-bandwidth the ETA was planned with.
+	Bandwidth string `json:"bandwidth,omitempty"`
+}
+
+// inferenceStep returns the inference part of a pool step and the plan's
+// warnings about it: a drain that would be refused, or whose ETA is not
+// known, so that the timeline leaves out its cold starts.
+func inferenceStep(pl pkgskew.Pool) (*StepInference, []string) {
+	ip := pl.Inference
+	if ip == nil || pl.ControlPlane() {
+		return nil, nil
+	}
+	si := &StepInference{Models: ip.Models, Waves: ip.Waves, ETASeconds: ip.ETASeconds, Bandwidth: ip.Bandwidth}
+	var warns []string
+	switch {
+	case len(ip.Refusals) > 0:
+		warns = append(warns, fmt.Sprintf("pool %s holds inference workloads and its drain (gang-drain run --inference) would be refused as read: %s", pl.Name, strings.Join(ip.Refusals, "; ")))
+	case ip.ETASeconds == 0:
+		warns = append(warns, fmt.Sprintf("pool %s holds inference workloads but its drain has no ETA (no hydrate bandwidth when the inventory was read): the timeline leaves its cold starts out", pl.Name))
+	}
+	return si, warns
+}
+
+// drainArgs are the gang-drain arguments of a pool's drain step: the gang
+// drain, or for an inference pool pkg/inference's RunArgs with the
+// cluster's hydrate bandwidth; then the run id and the file's drain
+// settings.
+func (p *Programme) drainArgs(cluster string, s Step, runID string) ([]string, error) {
+	args := []string{"run", "-l", s.Selector}
+	if s.Inference != nil {
+		bw, err := inference.ParseBandwidth(p.Plan.Spec.HydrateBandwidth(cluster))
+		if err != nil {
+			return nil, err
+		}
+		args = inference.RunArgs(s.Selector, inference.Options{Bandwidth: bw})
+	}
+	args = append(args, "--run-id", runID)
+	return append(args, p.Plan.Spec.DrainArgs(cluster)...), nil
+}
+
+// restoreArgs are the gang-drain arguments of a pool's restore step; an
+// inference pool's also scales back the surge its run recorded.
+func restoreArgs(s Step, runID string) []string {
+	if s.Inference != nil {
+		return []string{"restore", runID, "--inference"}
+	}
+	return []string{"restore", runID}
+}
+
+// collectBandwidth is the hydrate bandwidth a cluster's inventory plans
+// its inference pools' drains with: the fleet file's, parsed as gang-drain
+// parses it (Lint has checked it).
+func collectBandwidth(f *fleetfile.Fleet, cluster string) inference.Bandwidth {
+	bw, err := inference.ParseBandwidth(f.Spec.HydrateBandwidth(cluster))
+	if err != nil {
+		return nil
+	}
+	return bw
+}

@@ -1,0 +1,272 @@
+package skew
+
+// Inference pools in the runbook. A GPU pool whose nodes hold model
+// Deployments behind PodDisruptionBudgets and no training gang drains as an
+// inference pool (`kubectl gang-drain run --inference`, pkg/inference):
+// the models surge first where GPUs are free outside the pool, and the
+// nodes go in waves paced by the bandwidth their weights load over, rather
+// than one fabric unit at a time with the gang drain. pkg/inference tells
+// such a pool (Detect) and plans its drain (Compute); the inventory records
+// the answer (Pool.Inference), so that a runbook made offline from a saved
+// report gives the same commands, and the fleet plan adds the drain's ETA
+// to the pool's drain step.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
+)
+
+// InferencePool is what the inventory read of a GPU pool that holds
+// inference workloads: model Deployments (pods asking for GPUs) behind
+// PodDisruptionBudgets and no training gang.
+type InferencePool struct {
+	// Models counts the model Deployments with a replica on the pool and
+	// WithPDB those behind a PodDisruptionBudget.
+	Models  int `json:"models"`
+	WithPDB int `json:"withPDB"`
+	// Reason says why it is one, as pkg/inference's Detect words it.
+	Reason string `json:"reason"`
+	// Sources are the weight sources its models load from (object-store,
+	// registry, shared-fs): the drain needs a hydrate bandwidth for each.
+	Sources []string `json:"sources,omitempty"`
+	// Bandwidth is the --hydrate-bandwidth value the drain was planned
+	// with (Collector.InferenceOptions); "" when none was given.
+	Bandwidth string `json:"bandwidth,omitempty"`
+	// Waves are the planned drain's waves and ETASeconds its ETA: the
+	// cold start of the surge and of every wave, bytes over bandwidth
+	// (pkg/inference's Compute); 0 without a bandwidth.
+	Waves      int     `json:"waves"`
+	ETASeconds float64 `json:"etaSeconds,omitempty"`
+	// Refusals are why `kubectl gang-drain plan --inference` would refuse
+	// the drain as read (a model without a weight size, a source without a
+	// bandwidth, a wave below a budget).
+	Refusals []string `json:"refusals,omitempty"`
+}
+
+// ETA is the planned drain's ETA, 0 when it is not known.
+func (p *InferencePool) ETA() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return time.Duration(p.ETASeconds * float64(time.Second)).Round(time.Second)
+}
+
+// inferenceCost is what a GPU pool is drained as when its models cannot
+// be read.
+const inferenceCost = "the runbook drains it as a training pool (kubectl gang-drain run)"
+
+// inferencePools reads, with Collector.Inference, every GPU pool that a
+// selector picks for the workloads pkg/inference drains, and records an
+// inference pool's answer on it. It costs, per GPU pool, what pkg/inference's
+// Reader reads (the nodes, the pods, and the ReplicaSets, Deployments,
+// HorizontalPodAutoscalers and PodDisruptionBudgets of the namespaces with
+// pods on the pool), and only for a pool that holds models behind budgets
+// beside other pods, pkg/gang's discovery of training gangs (a pod list per
+// node). It returns notes for what it could not read, each naming the
+// forbidden verb and resource as the API words it.
+func (c *Collector) inferencePools(ctx context.Context, pools []Pool) []string {
+	if !c.Inference {
+		return nil
+	}
+	byPool := map[poolKey][]string{}
+	for n, k := range c.nodePool {
+		byPool[k] = append(byPool[k], n)
+	}
+	var notes []string
+	for i := range pools {
+		pl := &pools[i]
+		if pl.ControlPlane() || pl.Selector() == "" || pl.GPUNodes == nil || *pl.GPUNodes == 0 {
+			continue
+		}
+		nodes := byPool[poolKey{pl.Name, pl.Label}]
+		sort.Strings(nodes)
+		ip, ns := c.inferencePool(ctx, pl.Name, nodes)
+		pl.Inference = ip
+		notes = append(notes, ns...)
+	}
+	return notes
+}
+
+// inferencePool classifies one GPU pool with pkg/inference and, for an
+// inference pool, plans its drain.
+func (c *Collector) inferencePool(ctx context.Context, name string, nodes []string) (*InferencePool, []string) {
+	r := &inference.Reader{Kube: c.Client}
+	pool, err := r.Read(ctx, nodes)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("pool %s: reading its model Deployments for an inference drain: %v; %s", name, err, inferenceCost)}
+	}
+	det := inference.Detect(pool)
+	if det.Inference && len(pool.OtherPods) > 0 {
+		// Pods beside the models may be training gangs' ranks, which only
+		// pkg/gang's discovery tells (it reads their owners).
+		dyn := c.InferenceDynamic
+		if dyn == nil {
+			dyn = c.Dynamic
+		}
+		if dyn == nil {
+			return nil, []string{fmt.Sprintf("pool %s: %s, beside %d other pod(s) that may be training gangs, which this read cannot tell without a dynamic client; %s", name, det.Reason, len(pool.OtherPods), inferenceCost)}
+		}
+		r.Discoverer = &gang.Discoverer{Kube: c.Client, Dynamic: dyn}
+		if pool, err = r.Read(ctx, nodes); err != nil {
+			return nil, []string{fmt.Sprintf("pool %s: looking for training gangs beside its models: %v; %s", name, err, inferenceCost)}
+		}
+		det = inference.Detect(pool)
+	}
+	var notes []string
+	for _, n := range pool.Notes {
+		notes = append(notes, "pool "+name+": "+n)
+	}
+	if !det.Inference {
+		return nil, notes
+	}
+	plan := inference.Compute(pool, c.InferenceOptions)
+	ip := &InferencePool{Models: det.Models, WithPDB: det.WithPDB, Reason: det.Reason, Waves: len(plan.Waves), ETASeconds: plan.ETASeconds, Refusals: plan.Refusals}
+	if a := c.InferenceOptions.Bandwidth.Args(); len(a) == 2 {
+		ip.Bandwidth = a[1]
+	}
+	seen := map[string]bool{}
+	for _, m := range plan.Models {
+		if m.Weights != nil && !seen[string(m.Weights.Source)] {
+			seen[string(m.Weights.Source)] = true
+			ip.Sources = append(ip.Sources, string(m.Weights.Source))
+		}
+	}
+	sort.Strings(ip.Sources)
+	return ip, notes
+}
+
+// inferencePool reports whether the runbook drains a pool as an inference
+// pool: one the inventory says holds inference workloads, whose nodes this
+// runbook drains or a provider replaces as a whole. An Auto Scaling
+// group's instance refresh, which drains each node as its instance waits
+// to terminate, and an EKS Auto Mode built-in NodePool, which no one
+// drains, keep their own steps.
+func (r *renderer) inferencePool(pool string) bool {
+	pl, ok := r.pools[pool]
+	if !ok || pl.Inference == nil || r.controlPlanePool(pool) || r.asgOf(pool) != "" {
+		return false
+	}
+	return !(r.replacer(pool) == replaceAutoMode && autoModeBuiltin(pool))
+}
+
+// inferenceDrain is the drain of a whole inference pool: the plan as the
+// gate (it exits non-zero when it would take a model below its floor),
+// then the paced run, both with the hydrate bandwidth the reader sets.
+func (r *renderer) inferenceDrain(s Step, sel string) []string {
+	ip := r.pools[s.Pool].Inference
+	words := fmt.Sprintf("# %s holds inference workloads (%s): it drains as an inference pool, the models surged first where GPUs of their product are free outside it and the nodes in waves paced by weight-hydrate bandwidth, each once the replicas the previous one displaced are Ready elsewhere (docs/inference.md), not one fabric unit at a time", s.Pool, ip.Reason)
+	bw := ip.Bandwidth
+	bwLine := "BW=" + sq(bw) + "   # the hydrate bandwidth it was planned with when the inventory was read"
+	if bw == "" {
+		srcs := ip.Sources
+		if len(srcs) == 0 {
+			srcs = []string{string(inference.SourceObjectStore)}
+		}
+		var parts []string
+		for _, src := range srcs {
+			parts = append(parts, src+"=<bytes-per-second>")
+		}
+		bwLine = "BW=" + sq(strings.Join(parts, ",")) + "   # what each weight source serves the cluster at once, e.g. object-store=1250M/s"
+	}
+	out := []string{words}
+	if ip.ETASeconds > 0 {
+		out = append(out, fmt.Sprintf("# planned when the inventory was read: %d wave(s), ETA %s of cold starts", ip.Waves, ip.ETA()))
+	}
+	// pkg/inference's RunArgs are the run's own flags; the bandwidth is a
+	// shell variable here, so that the reader sets it once for both.
+	args := inference.RunArgs(sel, inference.Options{})
+	plan := append([]string{"plan"}, args[1:]...)
+	run := append(append([]string(nil), args...), "--run-id", poolRun(s), "--timeout", selfDrainTimeout)
+	out = append(out, bwLine,
+		fmt.Sprintf("kubectl pdb-blockers -l %s --drain-timeout %s   # gang-drain run --timeout %s below; a run stopped by its --timeout resumes when run again", sel, selfDrainTimeout, selfDrainTimeout))
+	return append(out, chain(
+		"kubectl gang-drain "+strings.Join(plan, " ")+` --hydrate-bandwidth "$BW"   # the gate: refuses a drain that takes a model below its PodDisruptionBudget`,
+		"kubectl gang-drain "+strings.Join(run, " ")+` --hydrate-bandwidth "$BW"`)...)
+}
+
+// inferenceRestore validates the pool's nodes and undoes what the run did:
+// uncordon, and scale the models back by exactly the surge it recorded.
+func inferenceRestore(s Step, sel string, gates ...string) []string {
+	run := poolRun(s)
+	gates = append(gates, validateCmd(sel, s), "kubectl gang-drain restore "+run+" --inference --dry-run", "kubectl gang-drain restore "+run+" --inference")
+	return append([]string{"# once the nodes pass validation: uncordon them and scale each model back by the surge the run recorded on it:"}, chain(gates...)...)
+}
+
+// inferenceStep moves an inference pool: the paced drain of the whole
+// pool, the upgrade (in place node by node, or the provider's rollout of
+// nodes that hold no model any more), then validation and the restore.
+// It validates the pool itself.
+func (r *renderer) inferenceStep(s Step, sel string) blocks {
+	var b blocks
+	switch rep := r.replacer(s.Pool); rep {
+	case replaceInPlace:
+		b.add(r.inferenceDrain(s, sel)...)
+		b.cut()
+		b.add(fmt.Sprintf("# on each node of the pool (kubectl get nodes -l %s -o name), all drained by the run above:", sel))
+		b.join(r.onNode(s))
+		b.cut()
+		b.add("# here, once every node is upgraded:")
+		b.add(inferenceRestore(s, sel)...)
+		if c := r.statefulAfter(s.Pool, "the inference drain moves the pool whole", "once the pool is restored"); c != nil {
+			b.cut()
+			b.add(c...)
+		}
+	case replaceKarpenter, replaceAutoMode:
+		var out []string
+		if !r.held[s.Pool] || rep == replaceKarpenter {
+			out = append(out, r.budgetHold(s.Pool)...)
+		}
+		if rep == replaceKarpenter {
+			out = append(out, r.release(s.Pool)...)
+		}
+		r.held[s.Pool] = false
+		out = append(out, r.inferenceDrain(s, sel)...)
+		out = append(out, fmt.Sprintf("kubectl delete nodes -l %s   # Karpenter terminates them; the replicas left Pending bring up nodes at v%s", sel, s.To),
+			fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until the new nodes are Ready", sq(s.Pool)))
+		out = append(out, inferenceRestore(s, sel)...)
+		b.add(append(out, budgetRestore(s.Pool)...)...)
+	default:
+		b.add(r.inferenceDrain(s, sel)...)
+		b.cut()
+		// The provider's rollout as for a pool without gangs: it finds the
+		// nodes drained and replaces them.
+		roll := r.providerRollout(s, sel, false)
+		var gates []string
+		if n := len(roll); n > 0 {
+			last := &roll[n-1]
+			if m := len(last.Commands); m > 0 && strings.HasPrefix(last.Commands[m-1], `[ "$(aws eks describe-update`) {
+				gates = append(gates, last.Commands[m-1])
+				last.Commands = last.Commands[:m-1]
+			}
+		}
+		b.join(roll)
+		b.add(inferenceRestore(s, sel, gates...)...)
+	}
+	return b
+}
+
+// inferenceBack takes an inference pool upgraded in place back to prev
+// under the step's own run: where its validation failed the pool is still
+// drained by that run (the restore is chained to the validation), and a
+// run of another id would be refused as conflicting. The same run again
+// resumes it, or drains the pool afresh, paced, where it was restored;
+// each node gets the prev kubelet, and the restore follows validation at
+// prev.
+func (r *renderer) inferenceBack(b *blocks, s Step, prev string) {
+	sel := r.selector(s.Pool)
+	b.add(fmt.Sprintf("# the pool, under the step's own inference run, which still holds it where its validation failed: drained (or kept drained), a v%s kubelet on each node, restored once it validates at v%s; a kubelet one minor older than the control plane stays inside the skew", prev, prev))
+	b.add(r.inferenceDrain(s, sel)...)
+	b.cut()
+	b.add(fmt.Sprintf("# on each node of the pool (kubectl get nodes -l %s -o name):", sel))
+	r.kubeletBack(b, s, prev)
+	b.cut()
+	b.add("# here:")
+	run := poolRun(s)
+	b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s %s", sel, prev, validateChecks), "kubectl gang-drain restore "+run+" --inference")...)
+}

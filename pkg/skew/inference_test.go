@@ -1,0 +1,295 @@
+package skew
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
+)
+
+const infPool = "gpufleet.dev/pool"
+
+func infNode(name, pool string) *corev1.Node {
+	n := node(name, map[string]string{infPool: pool, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}, "v1.37.2")
+	n.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	return n
+}
+
+func infSpec() corev1.PodSpec {
+	return corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}}
+}
+
+// infModel is a model Deployment with its ReplicaSet, one Ready replica
+// on each node, and a PodDisruptionBudget that lets one go.
+func infModel(name, weights string, nodes ...string) []runtime.Object {
+	lbl := map[string]string{"app": name}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: name, UID: types.UID("uid-" + name),
+		Annotations: map[string]string{inference.AnnWeightsBytes: weights}},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(len(nodes))), Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: infSpec()}}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: name + "-abc", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "apps/v1", Kind: "Deployment", Name: name, UID: d.UID, Controller: ptr.To(true)}}}}
+	one := intstr.FromInt32(1)
+	objs := []runtime.Object{d, rs, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: name},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: lbl}}}}
+	for i, n := range nodes {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: name + "-" + string(rune('a'+i)), Labels: lbl,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, Controller: ptr.To(true)}}},
+			Spec:   infSpec(),
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
+		p.Spec.NodeName = n
+		objs = append(objs, p)
+	}
+	return objs
+}
+
+// rank is a training rank of a scheduler-plugins pod group on a node.
+func rank(name, node string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "train", Name: name, Labels: map[string]string{gang.LabelSchedulerPodGrp: "pt"}},
+		Spec: infSpec(), Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	p.Spec.NodeName = node
+	return p
+}
+
+func inferenceFixture() []runtime.Object {
+	objs := []runtime.Object{
+		infNode("serve-0", "serve"), infNode("serve-1", "serve"),
+		infNode("spare-0", "spare"),
+		infNode("train-0", "train"),
+		node("cpu-0", map[string]string{infPool: "cpu"}, "v1.37.2"),
+		rank("pt-0", "train-0"),
+	}
+	objs = append(objs, infModel("llm", "8G", "serve-0", "serve-1")...)
+	// A model behind a budget on the training pool too: its gang keeps
+	// the pool a training pool.
+	return append(objs, infModel("embed", "1G", "train-0")...)
+}
+
+func collectInference(t *testing.T, c *Collector) (map[string]*InferencePool, []string) {
+	t.Helper()
+	c.PoolLabel, c.Inference, c.Now = infPool, true, func() time.Time { return t0 }
+	inv, err := c.Collect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*InferencePool{}
+	for _, p := range inv.Pools {
+		if p.Inference != nil {
+			got[p.Name] = p.Inference
+		}
+	}
+	return got, inv.Notes
+}
+
+// The inventory marks the GPU pool of model Deployments behind budgets,
+// and only it: not the pool whose pods beside a model are a training
+// gang's ranks, not a GPU pool that holds no model, not a pool without
+// GPUs. Its drain is planned by pkg/inference at the bandwidth given: two
+// waves (the budget lets one of the two replicas go at once), each an 8 GB
+// replica hydrated at 1 GB/s.
+func TestCollectInferencePools(t *testing.T) {
+	bw, err := inference.ParseBandwidth([]string{"object-store=1G/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, notes := collectInference(t, &Collector{Client: fakeClient("v1.37.2", inferenceFixture()...),
+		InferenceDynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), InferenceOptions: inference.Options{Bandwidth: bw}})
+	if len(got) != 1 || got["serve"] == nil {
+		t.Fatalf("inference pools: %+v (notes %q)", got, notes)
+	}
+	ip := got["serve"]
+	if ip.Models != 1 || ip.WithPDB != 1 || ip.Waves != 2 || ip.ETA() != 16*time.Second || len(ip.Refusals) != 0 {
+		t.Errorf("serve: %+v", ip)
+	}
+	if ip.Bandwidth != "object-store=1000000000/s" || strings.Join(ip.Sources, ",") != "object-store" {
+		t.Errorf("bandwidth %q, sources %q", ip.Bandwidth, ip.Sources)
+	}
+
+	// Without a bandwidth the pool is still one, its drain refused as
+	// gang-drain plan --inference would refuse it, with no ETA.
+	got, _ = collectInference(t, &Collector{Client: fakeClient("v1.37.2", inferenceFixture()...),
+		InferenceDynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())})
+	ip = got["serve"]
+	if ip == nil || ip.ETASeconds != 0 || ip.Bandwidth != "" || !strings.Contains(strings.Join(ip.Refusals, "\n"), "no hydrate bandwidth for source object-store") {
+		t.Errorf("serve without a bandwidth: %+v", ip)
+	}
+}
+
+// Without a dynamic client the pods beside a model cannot be told from a
+// gang's ranks: the pool stays a training pool, with a note; a pool of
+// models alone needs no discovery.
+func TestCollectInferenceNoDynamic(t *testing.T) {
+	got, notes := collectInference(t, &Collector{Client: fakeClient("v1.37.2", inferenceFixture()...)})
+	if got["train"] != nil || got["serve"] == nil {
+		t.Errorf("inference pools: %+v", got)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "pool train: 1 model Deployment(s), 1 behind a PodDisruptionBudget, no training gang, beside 1 other pod(s) that may be training gangs") {
+		t.Errorf("notes: %q", notes)
+	}
+}
+
+// A forbidden pod list is a note that names the verb and resource as the
+// API words it, and the inventory is read all the same, the pools as
+// training pools.
+func TestCollectInferenceForbidden(t *testing.T) {
+	c := fakeClient("v1.37.2", inferenceFixture()...)
+	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New(`User "viewer" cannot list resource "pods" in API group "" at the cluster scope`))
+	})
+	got, notes := collectInference(t, &Collector{Client: c})
+	if len(got) != 0 {
+		t.Errorf("inference pools: %+v", got)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), `pool serve: reading its model Deployments for an inference drain: listing pods: pods is forbidden: User "viewer" cannot list resource "pods"`) {
+		t.Errorf("notes: %q", notes)
+	}
+}
+
+// withInference is a variant's inventory with its pool marked as an
+// inference pool.
+func withInference(t *testing.T, variant, pool string, ip InferencePool) Plan {
+	t.Helper()
+	inv := variantInventory(t, variant)
+	found := false
+	for i := range inv.Pools {
+		if inv.Pools[i].Name == pool {
+			inv.Pools[i].Inference = &ip
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("%s: no pool %s", variant, pool)
+	}
+	p, err := MakePlan(inv, MustParseVersion("v1.38"), PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// An inference pool's step drains it with gang-drain run --inference,
+// gated by gang-drain plan --inference, with the hydrate bandwidth the
+// reader sets (or the one it was planned with), and its restore is
+// restore --inference after validation; never the gang drain unit by
+// unit. By provider: in place (kubeadm), replaced by the provider (EKS,
+// whose update must have succeeded before the restore; GKE), and
+// Karpenter (nodes deleted once drained, drift held).
+func TestRunbookInferencePool(t *testing.T) {
+	ip := InferencePool{Models: 2, WithPDB: 2, Reason: "2 model Deployment(s), 2 behind a PodDisruptionBudget, no training gang", Sources: []string{"object-store", "registry"}, Waves: 2}
+	for _, tc := range []struct {
+		variant, pool string
+		ip            InferencePool
+		want          []string // in order
+	}{
+		{"kubeadm-apt", "gpu-h100", ip, []string{
+			"BW='object-store=<bytes-per-second>,registry=<bytes-per-second>'",
+			`kubectl gang-drain plan --inference -l gpufleet.dev/pool=gpu-h100 --hydrate-bandwidth "$BW" && \`,
+			`kubectl gang-drain run --inference -l gpufleet.dev/pool=gpu-h100 --run-id "gpu-h100-to-1.38" --timeout 1h --hydrate-bandwidth "$BW"`,
+			"sudo apt-mark unhold",
+			"kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38",
+			`kubectl gang-drain restore "gpu-h100-to-1.38" --inference`,
+			"kubectl skew verify"}},
+		{"eks-managed", "gpu-p5", InferencePool{Reason: "r", Bandwidth: "object-store=1250000000/s", Waves: 3, ETASeconds: 754}, []string{
+			"# planned when the inventory was read: 3 wave(s), ETA 12m34s of cold starts",
+			"BW=object-store=1250000000/s",
+			`kubectl gang-drain run --inference -l eks.amazonaws.com/nodegroup=gpu-p5 --run-id "gpu-p5-to-1.`,
+			"aws eks update-nodegroup-version",
+			`= Successful ] && \`,
+			"kubectl gpu-validate nodes -l eks.amazonaws.com/nodegroup=gpu-p5",
+			`--inference`,
+			"kubectl skew verify"}},
+		{"gke", "a3-gpu", ip, []string{
+			`kubectl gang-drain run --inference -l cloud.google.com/gke-nodepool=a3-gpu`,
+			"gcloud container clusters upgrade",
+			`--inference`,
+			"kubectl skew verify"}},
+		{"eks-selfmanaged", "gpu-karpenter", ip, []string{
+			`"value":{"nodes":"0","reasons":["Drifted"]}`,
+			`kubectl gang-drain run --inference -l karpenter.sh/nodepool=gpu-karpenter`,
+			"kubectl delete nodes -l karpenter.sh/nodepool=gpu-karpenter",
+			"kubectl gpu-validate nodes -l karpenter.sh/nodepool=gpu-karpenter",
+			`--inference`,
+			"nodepool-gpu-karpenter-budgets.json",
+			"kubectl skew verify"}},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			p := withInference(t, tc.variant, tc.pool, tc.ip)
+			first := stepOf(t, p, PhaseNodePool, tc.pool)
+			text := strings.Join(FlattenBlocks(first.Blocks), "\n")
+			at := 0
+			for _, w := range tc.want {
+				i := strings.Index(text[at:], w)
+				if i < 0 {
+					t.Fatalf("step %d lacks, or out of order, %q:\n%s", first.Number, w, text)
+				}
+				at += i + len(w)
+			}
+			for _, s := range p.Steps {
+				if s.Phase != PhaseNodePool || s.Pool != tc.pool {
+					continue
+				}
+				text := strings.Join(FlattenBlocks(s.Blocks), "\n")
+				for _, line := range strings.Split(text, "\n") {
+					if strings.Contains(line, "kubectl gang-drain") && !strings.HasPrefix(line, "#") && !strings.Contains(line, "--inference") {
+						t.Errorf("step %d: a gang-drain command without --inference: %q", s.Number, line)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A training pool beside an inference pool keeps the gang drain, one
+// fabric unit at a time.
+func TestRunbookTrainingPoolBesideInference(t *testing.T) {
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Reason: "r"})
+	for _, s := range p.Steps {
+		if s.Phase == PhaseNodePool && s.Pool == "cpu" {
+			if strings.Contains(cmds(s), "--inference") {
+				t.Errorf("pool cpu: %s", cmds(s))
+			}
+		}
+	}
+	q := variantPlan(t, "kubeadm-apt")
+	s := stepOf(t, q, PhaseNodePool, "gpu-h100")
+	text := strings.Join(FlattenBlocks(s.Blocks), "\n")
+	wantIn(t, "gpu-h100 without inference", text, "one fabric unit at a time", `kubectl gang-drain run -l "gpufleet.dev/pool=gpu-h100,gpufleet.dev/rack-set=$UNIT"`)
+	if strings.Contains(text, "--inference") {
+		t.Errorf("a training pool drained as an inference pool:\n%s", text)
+	}
+}
+
+// An inference pool upgraded in place rolls back under the step's own
+// inference run, restored with --inference.
+func TestRollbackInferencePool(t *testing.T) {
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Reason: "r", Sources: []string{"object-store"}})
+	s := lastStepOf(t, p, PhaseNodePool, "gpu-h100")
+	if s.Rollback == nil {
+		t.Fatalf("step %d has no rollback", s.Number)
+	}
+	text := strings.Join(FlattenBlocks(s.Rollback.Blocks), "\n")
+	wantIn(t, "rollback", text, `kubectl gang-drain run --inference -l gpufleet.dev/pool=gpu-h100 --run-id "gpu-h100-to-`, `kubectl gang-drain restore "gpu-h100-to-`)
+	if strings.Contains(text, "$UNIT") {
+		t.Errorf("the rollback goes unit by unit:\n%s", text)
+	}
+}
