@@ -40,11 +40,29 @@ func (c capiRef) String() string {
 	return fmt.Sprintf("Cluster %s/%s (context %s)", c.namespace, c.name, c.context)
 }
 
+// managementClient reaches a Cluster API management cluster: by its
+// kubeconfig context, or, where the run's kubeconfigs are Secrets (a step
+// pod, which has no contexts), by the Secret named for managementContext
+// as for a cluster (spec.credentials: "{{.Cluster}}-kubeconfig" by
+// default, its context managementContext or else the kubeconfig's
+// current one), which render grants the step pods.
+func (a *Access) managementClient(ctx context.Context, managementContext string) (dynamic.Interface, error) {
+	t, err := a.ForCluster(ctx, managementContext, managementContext)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := t.Getter.Dynamic()
+	if err != nil {
+		return nil, cli.UsageErr(err)
+	}
+	return dyn, nil
+}
+
 // capiCluster reads the step's Cluster object from the management cluster.
 func (r *stepRun) capiCluster(ctx context.Context, a *fleetfile.ClusterAPIAction) (capiRef, *unstructured.Unstructured, error) {
-	dyn, err := r.p.Access.Getter.ForContext(a.ManagementContext).Dynamic()
+	dyn, err := r.p.Access.managementClient(ctx, a.ManagementContext)
 	if err != nil {
-		return capiRef{}, nil, cli.UsageErr(err)
+		return capiRef{}, nil, err
 	}
 	ref := capiRef{dyn: dyn, namespace: a.Namespace, name: a.ClusterName, context: a.ManagementContext}
 	if ref.name == "" {

@@ -1008,10 +1008,13 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 			render needs no access to it.
 
 			The render refuses (exit 2) a run its step pods could not serve: each
-			cluster's kubeconfig must be a Secret (spec.credentials), and a Cluster
-			API management cluster named by a kubeconfig context is out of a pod's
-			reach. It grants the step pods get on those Secrets in their own
-			namespace.`),
+			cluster's kubeconfig must be a Secret (spec.credentials). A Cluster
+			API management cluster is read from the Secret named for its
+			managementContext as for a cluster. It grants the step pods get on
+			those Secrets in their own namespace. The store's credentials
+			(spec.engine.argo.storeSecret) reach the pods under the prefix
+			GPUFLEET_STORE_, for the store's client alone: the commands a step
+			starts run without them.`),
 		Example: templates.Examples(`
 			kubectl skew fleet plan -f fleet.yaml --run 2026-12-v1-38
 			kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo > gitops/fleet/run.yaml
