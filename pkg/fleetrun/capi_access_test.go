@@ -58,12 +58,20 @@ current-context: admin@mgmt
 		t.Errorf("Cluster %v at %s, want topology gpu-a at v1beta2", names, ref.version)
 	}
 
-	// Without the Secret: the cluster cannot be evaluated (exit 3), and
-	// the message names the Secret.
-	acc2 := &Access{Getter: cli.NewTestClientGetter().WithKube(fakekube.NewClientset()), Credentials: &fleetfile.Credentials{SecretNamespace: "argo"}}
+	// Without the Secret (a run by hand): the kubeconfig context itself;
+	// in a pod, which has no such context, the error names both.
+	byHand := cli.NewTestClientGetter().WithKube(fakekube.NewClientset())
+	byHand.PerContext = map[string]*cli.TestClientGetter{"mgmt": cli.NewTestClientGetter().WithDynamic(dyn)}
+	acc2 := &Access{Getter: byHand, Credentials: &fleetfile.Credentials{SecretNamespace: "argo"}}
 	defer acc2.Close()
 	r.p.Access = acc2
-	if _, _, err := r.capiCluster(context.Background(), &fleetfile.ClusterAPIAction{ManagementContext: "mgmt", Namespace: "clusters"}); cli.ExitCode(err) != cli.ExitUnavailable || !strings.Contains(err.Error(), "argo/mgmt-kubeconfig") {
-		t.Errorf("no Secret: %v (exit %d)", err, cli.ExitCode(err))
+	if _, _, err := r.capiCluster(context.Background(), &fleetfile.ClusterAPIAction{ManagementContext: "mgmt", Namespace: "clusters"}); err != nil {
+		t.Errorf("by hand, through the context: %v", err)
+	}
+	acc3 := &Access{Getter: cli.NewTestClientGetter().WithKube(fakekube.NewClientset()), Credentials: &fleetfile.Credentials{SecretNamespace: "argo"}}
+	defer acc3.Close()
+	r.p.Access = acc3
+	if _, _, err := r.capiCluster(context.Background(), &fleetfile.ClusterAPIAction{ManagementContext: "mgmt", Namespace: "clusters"}); cli.ExitCode(err) != cli.ExitUsage || !strings.Contains(err.Error(), "no Secret argo/mgmt-kubeconfig") {
+		t.Errorf("neither a Secret nor a context: %v (exit %d)", err, cli.ExitCode(err))
 	}
 }
