@@ -382,9 +382,9 @@ func (r *stepRun) poolNotEmpty(ctx context.Context) (stepOutcome, bool) {
 // patchTopology sets Cluster.spec.topology.version on the management
 // cluster (Cluster API's one-touch upgrade of a managed topology).
 func (r *stepRun) patchTopology(ctx context.Context, a *fleetfile.ClusterAPIAction) error {
-	dyn, err := r.p.Access.Getter.ForContext(a.ManagementContext).Dynamic()
+	dyn, err := r.p.Access.managementClient(ctx, a.ManagementContext)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	name := a.ClusterName
 	if name == "" {

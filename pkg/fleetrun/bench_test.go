@@ -2,6 +2,8 @@ package fleetrun
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +72,7 @@ func fleetOf(tb testing.TB, n int) (*fleetfile.Fleet, map[string]ClusterInfo) {
 // objects as applied; a Workflow's status grows as it runs (README,
 // "Object sizes").
 func TestRenderObjectsUnder1MiB(t *testing.T) {
+	readme := readFile(t, filepath.Join("..", "..", "README.md"))
 	for _, n := range []int{120, 500} {
 		f, in := fleetOf(t, n)
 		p := mustPlan(t, f, in, monday0930)
@@ -91,7 +94,21 @@ func TestRenderObjectsUnder1MiB(t *testing.T) {
 			t.Errorf("%d clusters: %d objects", n, len(r.Objects))
 		}
 		t.Logf("%d clusters: %d objects, %d bytes in all, largest %s %s %d bytes", n, len(r.Objects), len(r.YAML), largest.Kind, largest.Name, largest.Bytes)
+		// The README states these sizes as this render computes them.
+		want := fmt.Sprintf("%d-cluster run's largest object is its %s, %s bytes\n(%d objects, %.2f MB of YAML in all)", n, largest.Kind, thousands(largest.Bytes), len(r.Objects), float64(len(r.YAML))/1e6)
+		if !strings.Contains(strings.Join(strings.Fields(readme), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("README does not state the %d-cluster sizes as rendered: want %q", n, want)
+		}
 	}
+}
+
+// thousands writes n with commas: 33966 is 33,966.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // BenchmarkPlanAndRender120 plans (lint, batches, 120 skew plans) and

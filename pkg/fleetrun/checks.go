@@ -34,6 +34,10 @@ type Check struct {
 	Cluster string `json:"cluster,omitempty"`
 	Result  string `json:"result"`
 	Message string `json:"message"`
+	// Until is when a wait that only the clock ends is over (a window
+	// opens, a freeze ends, a soak is done); unset for a wait on
+	// something else (a ring, an approval, a cap).
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // GPUResource is the extended resource GPUs are counted by.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,11 +41,39 @@ func (c capiRef) String() string {
 	return fmt.Sprintf("Cluster %s/%s (context %s)", c.namespace, c.name, c.context)
 }
 
+// managementClient reaches a Cluster API management cluster. Where the
+// run's kubeconfigs are Secrets (spec.credentials), a step pod has no
+// kubeconfig contexts: the management cluster's kubeconfig is the Secret
+// named for managementContext as for a cluster ("{{.Cluster}}-kubeconfig"
+// by default; its context managementContext, else the kubeconfig's
+// current one), which render grants the step pods. Without that Secret
+// (a run by hand), or without credentials, it is the kubeconfig context.
+func (a *Access) managementClient(ctx context.Context, managementContext string) (dynamic.Interface, error) {
+	getter := a.Getter.ForContext(managementContext)
+	if a.Credentials != nil {
+		t, err := a.ForCluster(ctx, managementContext, managementContext)
+		switch {
+		case err == nil:
+			getter = t.Getter
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+	dyn, err := getter.Dynamic()
+	if err != nil {
+		if a.Credentials != nil {
+			err = fmt.Errorf("%w (and no Secret %s/%s holds its kubeconfig)", err, a.Credentials.SecretNamespace, a.Credentials.SecretName(managementContext))
+		}
+		return nil, cli.UsageErr(err)
+	}
+	return dyn, nil
+}
+
 // capiCluster reads the step's Cluster object from the management cluster.
 func (r *stepRun) capiCluster(ctx context.Context, a *fleetfile.ClusterAPIAction) (capiRef, *unstructured.Unstructured, error) {
-	dyn, err := r.p.Access.Getter.ForContext(a.ManagementContext).Dynamic()
+	dyn, err := r.p.Access.managementClient(ctx, a.ManagementContext)
 	if err != nil {
-		return capiRef{}, nil, cli.UsageErr(err)
+		return capiRef{}, nil, err
 	}
 	ref := capiRef{dyn: dyn, namespace: a.Namespace, name: a.ClusterName, context: a.ManagementContext}
 	if ref.name == "" {

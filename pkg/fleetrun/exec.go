@@ -84,7 +84,8 @@ func (e ExecPlugins) Run(ctx context.Context, argv []string, env []string, stdou
 		full = append(append([]string{}, e.Supervisor...), full...)
 	}
 	cmd := exec.Command(full[0], full[1:]...)
-	cmd.Env = append(os.Environ(), env...)
+	// The store's credentials stay in this process (CommandEnv).
+	cmd.Env = CommandEnv(env...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	ownGroup(cmd, len(e.Supervisor) > 0)
 	if err := cmd.Start(); err != nil {

@@ -89,21 +89,40 @@ type GateReport struct {
 	At         time.Time `json:"at"`
 	// Verdict is go, halt, not-yet or unknown; ExitCode the matching
 	// exit code (0, 1, 4, 3).
-	Verdict  string  `json:"verdict"`
-	ExitCode int     `json:"exitCode"`
-	Checks   []Check `json:"checks"`
+	Verdict  string `json:"verdict"`
+	ExitCode int    `json:"exitCode"`
+	// NextAt, on a "not yet", is the next opening: the earliest time the
+	// gate can pass, when a wait only the clock ends holds it (the latest
+	// Until of its waits). Asking again before then changes nothing; the
+	// engine waits until then (RunStep, --wait-file). Unset when every
+	// wait is on something else.
+	NextAt *time.Time `json:"nextAt,omitempty"`
+	Checks []Check    `json:"checks"`
 }
 
 func (g *GateReport) add(name, cluster, result, format string, args ...any) {
 	g.Checks = append(g.Checks, Check{Name: name, Cluster: cluster, Result: result, Message: fmt.Sprintf(format, args...)})
 }
 
+// wait adds a wait that the clock ends at until.
+func (g *GateReport) wait(name, cluster string, until time.Time, format string, args ...any) {
+	g.add(name, cluster, CheckWait, format, args...)
+	u := until.UTC()
+	g.Checks[len(g.Checks)-1].Until = &u
+}
+
 func (g *GateReport) finish() {
-	g.Verdict, g.ExitCode = "go", cli.ExitOK
+	g.Verdict, g.ExitCode, g.NextAt = "go", cli.ExitOK, nil
 	worst := 0
 	for _, c := range g.Checks {
 		r := map[string]int{CheckWait: 1, CheckUnknown: 2, CheckFail: 3}[c.Result]
 		worst = max(worst, r)
+		if c.Result == CheckWait && c.Until != nil && (g.NextAt == nil || c.Until.After(*g.NextAt)) {
+			g.NextAt = c.Until
+		}
+	}
+	if worst != 1 {
+		g.NextAt = nil
 	}
 	switch worst {
 	case 1:
@@ -193,8 +212,50 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 	if err != nil {
 		return nil, err
 	}
+	p.startChecks(g, cp, ds, states)
+	g.finish()
+	if g.ExitCode != cli.ExitOK {
+		return g, nil
+	}
+	st := states[cluster]
+	target, err := p.Access.For(ctx, cp)
+	if err != nil {
+		g.add("access", cluster, CheckUnknown, "%v", err)
+		g.finish()
+		return g, nil
+	}
+	kc, err := target.Getter.Kube()
+	if err == nil {
+		g.Checks = append(g.Checks, haltChecks(ctx, kc, p.Plan.Spec.HaltOn, cluster, 0, p.rateWindow(), nil, p.promqlBaselineOf(st))...)
+	} else {
+		g.add("access", cluster, CheckUnknown, "%v", err)
+	}
+	g.finish()
+	if g.ExitCode != cli.ExitOK {
+		return g, nil
+	}
+	switch {
+	case st.InFlight():
+		g.add("caps", cluster, CheckPass, "admitted at %s", st.AdmittedAt.Format(time.RFC3339))
+	case !admit:
+		g.add("caps", cluster, CheckSkip, "decided when the step gate runs, under the run's lock")
+	default:
+		if err := p.admit(ctx, g, cp); err != nil {
+			return nil, err
+		}
+	}
+	g.finish()
+	return g, nil
+}
+
+// startChecks are the checks of a cluster's start gate that read only
+// the store (its decisions and the clusters' states) and the clock: halts,
+// the earlier rings and their soaks, the ring's approvals and failure
+// budget, the window and freezes. A step gate that waits on one of them
+// needs no attempt (RunStep).
+func (p *Programme) startChecks(g *GateReport, cp *ClusterPlan, ds []Decision, states map[string]*ClusterState) {
 	r, _ := p.Plan.Ring(cp.Ring)
-	haltCheck(p.Plan, g, ds, cp.Ring, cluster)
+	haltCheck(p.Plan, g, ds, cp.Ring, cp.Name)
 	// Rings run in order: every cluster of an earlier ring finished.
 	var waiting []string
 	for _, other := range p.Plan.Clusters {
@@ -225,43 +286,10 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 			g.add("approval", "", CheckPass, "approved by %s", strings.Join(who, ", "))
 		}
 	}
-	budgetCheck(g, r, states, p.Plan, cluster)
-	st := states[cluster]
-	if !st.InFlight() {
+	budgetCheck(g, r, states, p.Plan, cp.Name)
+	if !states[cp.Name].InFlight() {
 		p.windowCheck(g, cp, p.firstDisruptive(cp))
 	}
-	g.finish()
-	if g.ExitCode != cli.ExitOK {
-		return g, nil
-	}
-	target, err := p.Access.For(ctx, cp)
-	if err != nil {
-		g.add("access", cluster, CheckUnknown, "%v", err)
-		g.finish()
-		return g, nil
-	}
-	kc, err := target.Getter.Kube()
-	if err == nil {
-		g.Checks = append(g.Checks, haltChecks(ctx, kc, p.Plan.Spec.HaltOn, cluster, 0, p.rateWindow(), nil, p.promqlBaselineOf(st))...)
-	} else {
-		g.add("access", cluster, CheckUnknown, "%v", err)
-	}
-	g.finish()
-	if g.ExitCode != cli.ExitOK {
-		return g, nil
-	}
-	switch {
-	case st.InFlight():
-		g.add("caps", cluster, CheckPass, "admitted at %s", st.AdmittedAt.Format(time.RFC3339))
-	case !admit:
-		g.add("caps", cluster, CheckSkip, "decided when the step gate runs, under the run's lock")
-	default:
-		if err := p.admit(ctx, g, cp); err != nil {
-			return nil, err
-		}
-	}
-	g.finish()
-	return g, nil
 }
 
 func orNone(s []string) string {
@@ -293,10 +321,14 @@ func (p *Programme) windowCheck(g *GateReport, cp *ClusterPlan, step time.Durati
 			if ok {
 				when = "the next start that fits is " + next.Format(time.RFC3339)
 			}
+			add := func(format string, args ...any) { g.add("window", cp.Name, CheckWait, format, args...) }
+			if ok {
+				add = func(format string, args ...any) { g.wait("window", cp.Name, next, format, args...) }
+			}
 			if fr.Holds(now) {
-				g.add("window", cp.Name, CheckWait, "the %s holds until %s; %s", fr.Describe(), fe.Format(time.RFC3339), when)
+				add("the %s holds until %s; %s", fr.Describe(), fe.Format(time.RFC3339), when)
 			} else {
-				g.add("window", cp.Name, CheckWait, "a %s step started now would run into the %s (from %s); %s", step, fr.Describe(), fs.Format(time.RFC3339), when)
+				add("a %s step started now would run into the %s (from %s); %s", step, fr.Describe(), fs.Format(time.RFC3339), when)
 			}
 			return
 		}
@@ -308,7 +340,7 @@ func (p *Programme) windowCheck(g *GateReport, cp *ClusterPlan, step time.Durati
 	case !ok:
 		g.add("window", cp.Name, CheckFail, "none of its windows (%s) lets a %s step start in the coming year", strings.Join(windows, "; "), step)
 	case next.After(now):
-		g.add("window", cp.Name, CheckWait, "closed: the next window that fits a %s step opens at %s", step, next.Format(time.RFC3339))
+		g.wait("window", cp.Name, next, "closed: the next window that fits a %s step opens at %s", step, next.Format(time.RFC3339))
 	default:
 		g.add("window", cp.Name, CheckPass, "open now, with room for a %s step", step)
 	}
@@ -401,7 +433,7 @@ func (p *Programme) soakCheck(g *GateReport, r *RingPlan, states map[string]*Clu
 	}
 	opens := last.Add(d)
 	if now := p.now(); now.Before(opens) {
-		g.add("soak", "", CheckWait, "ring %s finished at %s, soak %s: opens at %s", r.Name, last.Format(time.RFC3339), r.Soak, opens.Format(time.RFC3339))
+		g.wait("soak", "", opens, "ring %s finished at %s, soak %s: opens at %s", r.Name, last.Format(time.RFC3339), r.Soak, opens.Format(time.RFC3339))
 		return
 	}
 	g.add("soak", "", CheckPass, "ring %s finished at %s, soak %s: open since %s", r.Name, last.Format(time.RFC3339), r.Soak, opens.Format(time.RFC3339))

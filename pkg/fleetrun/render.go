@@ -164,6 +164,7 @@ type (
 		FieldPath string `json:"fieldPath"`
 	}
 	argoEnvFrom struct {
+		Prefix    string        `json:"prefix,omitempty"`
 		SecretRef argoSecretRef `json:"secretRef"`
 	}
 	argoSecretRef struct {
@@ -400,21 +401,32 @@ func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 
 // servable refuses a run whose step pods could not reach their clusters:
 // a pod has none of the operator's kubeconfig contexts, so every cluster's
-// kubeconfig must come from a Secret the render grants it, and a Cluster
-// API management cluster named by a context is out of its reach.
+// kubeconfig must come from a Secret the render grants it. A Cluster API
+// management cluster is reached the same way, through the Secret named
+// for its managementContext (managementContexts).
 func servable(p *Plan) error {
 	if c := p.Spec.Credentials; c == nil || c.SecretNamespace == "" {
 		return cli.Usagef("spec.credentials.secretNamespace: required to render for Argo: a step pod has no kubeconfig contexts, so put each cluster's kubeconfig in a Secret (CLUSTER-kubeconfig, key value, as Cluster API writes them) and name its namespace; the render grants the step pods get on those Secrets")
 	}
-	for _, c := range p.Spec.Clusters {
-		if !slices.ContainsFunc(p.Clusters, func(cp ClusterPlan) bool { return cp.Name == c.Name }) {
-			continue
-		}
-		if a, ok := p.Spec.Upgrade.ActionFor(c.Labels); ok && a.ClusterAPI != nil && a.ClusterAPI.ManagementContext != "" {
-			return cli.Usagef("cluster %s: clusterAPI.managementContext %q is a kubeconfig context a step pod does not have: run its steps with kubectl skew fleet step from a machine that has it, or leave it out of the rendered run", c.Name, a.ClusterAPI.ManagementContext)
+	return nil
+}
+
+// managementContexts are the Cluster API management contexts of the
+// run's clusters, each once, in the plan's order: a step pod reads each
+// one's kubeconfig from the Secret named for it (Access.managementClient).
+func managementContexts(p *Plan) []string {
+	var out []string
+	for _, cp := range p.Clusters {
+		for _, c := range p.Spec.Clusters {
+			if c.Name != cp.Name {
+				continue
+			}
+			if a, ok := p.Spec.Upgrade.ActionFor(c.Labels); ok && a.ClusterAPI != nil && a.ClusterAPI.ManagementContext != "" && !slices.Contains(out, a.ClusterAPI.ManagementContext) {
+				out = append(out, a.ClusterAPI.ManagementContext)
+			}
 		}
 	}
-	return nil
+	return out
 }
 
 type support struct {
@@ -447,6 +459,11 @@ func supportObjects(p *Plan, a fleetfile.ArgoEngine) []support {
 		var names []string
 		for _, cl := range p.Clusters {
 			names = append(names, c.SecretName(cl.Name))
+		}
+		for _, m := range managementContexts(p) {
+			if n := c.SecretName(m); !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		}
 		secrets = []map[string]any{{"apiGroups": []string{""}, "resources": []string{"secrets"}, "resourceNames": names, "verbs": []string{"get"}}}
 		if c.SecretNamespace == a.Namespace {
@@ -511,7 +528,9 @@ func container(p *Plan, a fleetfile.ArgoEngine, args ...string) *argoContainer {
 		Env: podIdentity(), Resources: stepResources,
 		SecurityContext: argoSecurity{AllowPrivilegeEscalation: false, RunAsNonRoot: true, Capabilities: argoCaps{Drop: []string{"ALL"}}}}
 	if a.StoreSecret != "" {
-		c.EnvFrom = []argoEnvFrom{{SecretRef: argoSecretRef{Name: a.StoreSecret}}}
+		// Under StoreEnvPrefix: the step lifts them for its store client
+		// and starts its commands without them.
+		c.EnvFrom = []argoEnvFrom{{Prefix: StoreEnvPrefix, SecretRef: argoSecretRef{Name: a.StoreSecret}}}
 	}
 	return c
 }

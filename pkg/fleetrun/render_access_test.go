@@ -50,9 +50,8 @@ func TestRenderGrantsSecretsInTheirNamespace(t *testing.T) {
 	}
 }
 
-// TestRenderRefusesWhatAPodCannotReach: without kubeconfig Secrets, or
-// with a Cluster API management cluster named by a kubeconfig context, a
-// step pod could not reach its cluster: a one-line usage error, no YAML.
+// TestRenderRefusesWhatAPodCannotReach: without kubeconfig Secrets a step
+// pod could not reach its cluster: a one-line usage error, no YAML.
 func TestRenderRefusesWhatAPodCannotReach(t *testing.T) {
 	for name, tc := range map[string]struct {
 		mutate func(*fleetfile.Fleet)
@@ -60,10 +59,6 @@ func TestRenderRefusesWhatAPodCannotReach(t *testing.T) {
 	}{
 		"no credentials": {func(f *fleetfile.Fleet) { f.Spec.Credentials = nil }, "spec.credentials.secretNamespace: required"},
 		"no namespace":   {func(f *fleetfile.Fleet) { f.Spec.Credentials = &fleetfile.Credentials{} }, "spec.credentials.secretNamespace: required"},
-		"capi context": {func(f *fleetfile.Fleet) {
-			withSecrets(f)
-			f.Spec.Upgrade.Actions = append([]fleetfile.UpgradeAction{{ClusterAPI: &fleetfile.ClusterAPIAction{ManagementContext: "mgmt", Namespace: "clusters"}}}, f.Spec.Upgrade.Actions...)
-		}, `clusterAPI.managementContext "mgmt" is a kubeconfig context a step pod does not have`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r, err := Render(planRun(t, tc.mutate), RenderOptions{})
@@ -71,5 +66,34 @@ func TestRenderRefusesWhatAPodCannotReach(t *testing.T) {
 				t.Errorf("err = %v, want a one-line usage error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRenderGrantsManagementSecret: a Cluster API action's management
+// cluster is reached in the pod through the Secret named for its
+// managementContext, which the render grants with the clusters' own.
+func TestRenderGrantsManagementSecret(t *testing.T) {
+	p, r := mustRender(t, func(f *fleetfile.Fleet) {
+		f.Spec.Credentials = &fleetfile.Credentials{SecretNamespace: "fleet-secrets"}
+		f.Spec.Upgrade.Actions = append([]fleetfile.UpgradeAction{{ClusterAPI: &fleetfile.ClusterAPIAction{ManagementContext: "mgmt", Namespace: "clusters"}}}, f.Spec.Upgrade.Actions...)
+	})
+	want := []string{}
+	for _, c := range p.Clusters {
+		want = append(want, c.Name+"-kubeconfig")
+	}
+	want = append(want, "mgmt-kubeconfig")
+	found := false
+	for _, o := range renderedObjects(t, r.YAML) {
+		if o.GetKind() != "Role" || o.GetNamespace() != "fleet-secrets" {
+			continue
+		}
+		found = true
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		if got := fmt.Sprint(rules); !strings.Contains(got, "resourceNames:["+strings.Join(want, " ")+"]") {
+			t.Errorf("Role in fleet-secrets: %s\nwant get on %v", got, want)
+		}
+	}
+	if !found {
+		t.Fatal("no Role in fleet-secrets")
 	}
 }

@@ -34,6 +34,10 @@ type StepResult struct {
 	// evaluate, 4 not yet.
 	ExitCode int    `json:"exitCode"`
 	Message  string `json:"message,omitempty"`
+	// NextAt, on a "not yet" that only the clock ends (a window, a
+	// freeze, a soak), is when asking again can change the answer
+	// (GateReport.NextAt).
+	NextAt *time.Time `json:"nextAt,omitempty"`
 	// Evidence lists the store keys written by this attempt.
 	Evidence []string `json:"evidence,omitempty"`
 }
@@ -200,20 +204,41 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		res.Message = describeHalt(h) + "; nothing started"
 		return res, nil
 	}
-	if s.Kind != StepGate {
-		if s.Disruptive {
-			g := p.newGate(cp.Ring, cluster)
-			p.windowCheck(g, cp, p.expected(s))
-			g.finish()
-			if g.ExitCode != cli.ExitOK {
-				res.ExitCode = g.ExitCode
-				res.Message = "not starting " + stepName + ": " + g.Reason()
+	if s.Kind == StepGate && ss.Phase != PhaseInProgress {
+		// "Not yet" is not an attempt: a gate held by what the store and
+		// the clock say (an earlier ring, a soak, an approval, the
+		// window) starts none and writes nothing; its answer carries the
+		// next opening when the clock decides it. What needs the
+		// clusters or the caps runs as an attempt, with its evidence.
+		g := p.newGate(cp.Ring, cluster)
+		ds2, states, err := p.readRun(ctx)
+		if err != nil {
+			return nil, err
+		}
+		p.startChecks(g, cp, ds2, states)
+		g.finish()
+		if g.ExitCode == cli.ExitIncomplete {
+			res.ExitCode, res.NextAt = g.ExitCode, g.NextAt
+			res.Message = "not yet: " + g.Reason()
+			return res, nil
+		}
+	}
+	if s.Kind != StepGate && s.Disruptive {
+		g := p.newGate(cp.Ring, cluster)
+		p.windowCheck(g, cp, p.expected(s))
+		g.finish()
+		if g.ExitCode != cli.ExitOK {
+			res.ExitCode, res.NextAt = g.ExitCode, g.NextAt
+			res.Message = "not starting " + stepName + ": " + g.Reason()
+			// The state says why once; the same answer again writes
+			// nothing.
+			if ss.Message != res.Message {
 				ss.Message = res.Message
 				if err := claimWrite(ctx, p.Store, st); err != nil {
 					return nil, err
 				}
-				return res, nil
 			}
+			return res, nil
 		}
 	}
 

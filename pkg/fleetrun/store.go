@@ -105,6 +105,9 @@ func OpenStore(ctx context.Context, raw string) (Store, error) {
 		}
 		return OpenDirStore(dir)
 	case "s3", "gs", "azblob":
+		// A step pod's store credentials arrive prefixed (render's
+		// envFrom): lifted here, for this process's client alone.
+		LiftStoreEnv()
 		prefix := strings.Trim(u.Path, "/")
 		bu := *u
 		bu.Path = ""

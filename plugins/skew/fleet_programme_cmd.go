@@ -462,7 +462,9 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			evaluated, 4 not yet (an earlier step not done, window closed, cap
 			full, manual step pending, update in flight, interrupted): run it again
 			later, 5 failed within the ring's failure budget: the cluster left the
-			run.`),
+			run. A gate step held by the store and the clock (an earlier ring, a
+			soak, an approval, the window) is no attempt: it writes nothing, and
+			when the clock decides it, -o json gives the next opening (nextAt).`),
 		Example: templates.Examples(`
 			kubectl skew fleet step --store file:///var/lib/gpufleet --run 2026-12-v1-38 --cluster canary-use1 --step gate
 			kubectl skew fleet step -f fleet.yaml --run 2026-12-v1-38 --cluster canary-use1 --step pool-gpu-a-1-38-drain -o json`),
@@ -576,7 +578,10 @@ func newFleetGateCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			budget, its window and freezes, its halt checks. Without either, the
 			run's halts and every ring's failure budget.
 
-			Exit codes: 0 go, 1 halt, 3 cannot evaluate, 4 not yet.`),
+			Exit codes: 0 go, 1 halt, 3 cannot evaluate, 4 not yet. A "not yet"
+			that only the clock ends (a soak, a window) carries its next
+			opening (nextAt in -o json); a ring gate that waits so records no
+			report.`),
 		Example: templates.Examples(`
 			kubectl skew fleet gate -f fleet.yaml --run 2026-12-v1-38 --ring canary
 			kubectl skew fleet gate --store s3://gpufleet-state/prod --run 2026-12-v1-38 -o json`),
@@ -627,7 +632,10 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.Ring != "" {
+	// A ring gate that waits on the clock alone (a soak: its report says
+	// when it opens) is asked again until then: those waits are no
+	// evidence.
+	if o.Ring != "" && (g.ExitCode != cli.ExitIncomplete || g.NextAt == nil) {
 		if err := p.RecordRingGate(ctx, g); err != nil {
 			return err
 		}
@@ -1008,10 +1016,13 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 			render needs no access to it.
 
 			The render refuses (exit 2) a run its step pods could not serve: each
-			cluster's kubeconfig must be a Secret (spec.credentials), and a Cluster
-			API management cluster named by a kubeconfig context is out of a pod's
-			reach. It grants the step pods get on those Secrets in their own
-			namespace.`),
+			cluster's kubeconfig must be a Secret (spec.credentials). A Cluster
+			API management cluster is read from the Secret named for its
+			managementContext as for a cluster. It grants the step pods get on
+			those Secrets in their own namespace. The store's credentials
+			(spec.engine.argo.storeSecret) reach the pods under the prefix
+			GPUFLEET_STORE_, for the store's client alone: the commands a step
+			starts run without them.`),
 		Example: templates.Examples(`
 			kubectl skew fleet plan -f fleet.yaml --run 2026-12-v1-38
 			kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo > gitops/fleet/run.yaml
