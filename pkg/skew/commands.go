@@ -326,14 +326,15 @@ func (r *renderer) etcd(s Step) []string {
 	case ProviderUnknown:
 		out = append(out, "# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates")
 	}
-	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory (its --data-dir, which kubeadm mounts at the same path on the node), then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory; the members kept beside it for a restore, when the apiserver may not answer. The directory is this cluster's alone (it keeps the kube-system namespace's UID and refuses another's), and files are made readable by you alone:",
+	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory (its --data-dir, which kubeadm mounts at the same path on the node; the etcd pod mounts no other writable directory) once the node's filesystem there has room for it and a defragmentation's copy of etcd's db beside it, then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory; the members kept beside it for a restore, when the apiserver may not answer. The directory is this cluster's alone (it keeps the kube-system namespace's UID and refuses another's), and files are made readable by you alone:",
 		backupDir(), sshTo("NODE_SSH", node, node))
-	out = append(out, chain(append(backupDirOwned(),
+	backup := append(backupDirOwned(),
 		noBackupYet(file),
 		memberList(node),
 		`test -n "$INITIAL"`,
 		fmt.Sprintf(`echo "$INITIAL" > "$BACKUP_DIR/%s"`, etcdMembersFile(s.To)),
-		etcdDataDirOfPod(node),
+		etcdDataDirOfPod(node))
+	out = append(out, chain(append(append(backup, etcdRoom()...),
 		etcdctl(node, "snapshot save "+onNode),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s.partial"`, onNode, file),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s.partial" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
@@ -393,6 +394,26 @@ func etcdMembersFile(minor string) string { return "etcd-members-pre-" + minor }
 // snapshots into it.
 func etcdDataDirOfPod(node string) string {
 	return fmt.Sprintf(`ETCD_DATA=$(kubectl -n kube-system get pod etcd-%s -o jsonpath='{range .spec.containers[0].command[*]}{@}{"\n"}{end}' | sed -n 's/^--data-dir=//p') && test -n "$ETCD_DATA"`, sq(node))
+}
+
+// etcdRoom stops the backup, loudly, unless the filesystem of $ETCD_DATA
+// on $NODE_SSH has more room than twice etcd's db file: the snapshot
+// written there is as large as the db (backend.Snapshot writes tx.Size()
+// bytes, the size of the bbolt file, server/storage/backend/backend.go),
+// and a defragmentation, which etcd or an operator may start while the
+// snapshot sits there, writes a copy of the db as db.tmp.* in the same
+// directory (backend.defrag, same file), both at etcd-io/etcd v3.7.1. A
+// full disk under etcd's data directory stops etcd's WAL writes, which is
+// the outage the backup is there to undo; etcd's db is member/snap/db
+// under the data directory (ServerConfig.BackendPath,
+// datadir.ToBackendFileName in server/storage/datadir/datadir.go, same
+// version). The etcd image has no df: the check runs over ssh.
+func etcdRoom() []string {
+	return []string{
+		`DB_BYTES=$(ssh "$NODE_SSH" sudo stat -c %s "$ETCD_DATA/member/snap/db")`,
+		`AVAIL_KB=$(ssh "$NODE_SSH" sudo df -Pk "$ETCD_DATA" | awk 'NR == 2 {print $4}')`,
+		`{ [ "$((AVAIL_KB * 1024))" -gt "$((2 * DB_BYTES))" ] || { echo "$ETCD_DATA on $NODE_SSH has $AVAIL_KB KiB free, not more than twice etcd's db ($DB_BYTES bytes): the snapshot written there could fill etcd's disk; free room there first" >&2; false; }; }`,
+	}
 }
 
 // etcdRelease is where etcd publishes a release's binaries
