@@ -34,9 +34,23 @@ echo "runbook lane: etcdctl $* is not simulated" >&2
 exit 1
 `
 
+// etcdDB is the size of the etcd db the lane's control-plane nodes hold.
+const etcdDB = 4 << 20
+
+// seedEtcdDB writes the etcd db of a node whose files are under root:
+// member/snap/db under the etcd pods' --data-dir (etcdCommand).
+func seedEtcdDB(root string) error {
+	dir := filepath.Join(root, "var", "lib", "etcd", "member", "snap")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "db"), make([]byte, etcdDB), 0o600)
+}
+
 // nodeSSH is ssh NODE COMMAND on the node's files: sudo cat, sha256sum
-// and rm of a file, and uname -m (the lane's nodes are amd64, as their
-// kubernetes.io/arch label says).
+// and rm of a file, stat -c %s of a file, df -Pk of a directory (the
+// lane's nodes have 100 GiB with 90 free, in df -P's columns), and uname
+// -m (the lane's nodes are amd64, as their kubernetes.io/arch label says).
 const nodeSSH = `#!/bin/bash
 # ssh stand-in of the runbook lane: the backup's file commands on a node
 nodes=%q
@@ -46,6 +60,8 @@ root="$nodes/$host"
 [ "$1" = sudo ] && shift
 case "$1" in
 uname) [ "$2" = -m ] && [ $# -eq 2 ] && { echo x86_64; exit 0; };;
+stat) [ "$2" = -c ] && [ "$3" = %%s ] && [ $# -eq 4 ] && case "$4" in /*) stat -c %%s "$root$4"; exit $?;; esac;;
+df) [ "$2" = -Pk ] && [ $# -eq 3 ] && case "$3" in /*) [ -d "$root$3" ] || { echo "df: $3: No such file or directory" >&2; exit 1; }; printf 'Filesystem     1024-blocks     Used Available Capacity Mounted on\n/dev/root        104857600 10485760  94371840      10%%%% /\n'; exit 0;; esac;;
 cat|sha256sum|rm)
   if [ $# -ge 2 ]; then
     cmd=$1; shift

@@ -326,14 +326,15 @@ func (r *renderer) etcd(s Step) []string {
 	case ProviderUnknown:
 		out = append(out, "# where etcd runs as kubeadm's static pod; otherwise take the snapshot with etcdctl on an etcd member, with its own certificates")
 	}
-	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory (its --data-dir, which kubeadm mounts at the same path on the node), then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory; the members kept beside it for a restore, when the apiserver may not answer. The directory is this cluster's alone (it keeps the kube-system namespace's UID and refuses another's), and files are made readable by you alone:",
+	out = append(out, "# the snapshot, taken in the etcd pod into etcd's data directory (its --data-dir, which kubeadm mounts at the same path on the node; the etcd pod mounts no other writable directory) once the node's filesystem there has room for it and a defragmentation's copy of etcd's db beside it, then copied here, the copy checked byte for byte against the node's file, and taken out of etcd's data directory; the members kept beside it for a restore, when the apiserver may not answer. The directory is this cluster's alone (it keeps the kube-system namespace's UID and refuses another's), and files are made readable by you alone:",
 		backupDir(), sshTo("NODE_SSH", node, node))
-	out = append(out, chain(append(backupDirOwned(),
+	backup := append(backupDirOwned(),
 		noBackupYet(file),
 		memberList(node),
 		`test -n "$INITIAL"`,
 		fmt.Sprintf(`echo "$INITIAL" > "$BACKUP_DIR/%s"`, etcdMembersFile(s.To)),
-		etcdDataDirOfPod(node),
+		etcdDataDirOfPod(node))
+	out = append(out, chain(append(append(backup, etcdRoom()...),
 		etcdctl(node, "snapshot save "+onNode),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo cat %s > "$BACKUP_DIR/%s.partial"`, onNode, file),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo sha256sum %s | awk -v f="$BACKUP_DIR/%s.partial" '{print $1 "  " f}' | sha256sum -c -`, onNode, file),
@@ -393,6 +394,26 @@ func etcdMembersFile(minor string) string { return "etcd-members-pre-" + minor }
 // snapshots into it.
 func etcdDataDirOfPod(node string) string {
 	return fmt.Sprintf(`ETCD_DATA=$(kubectl -n kube-system get pod etcd-%s -o jsonpath='{range .spec.containers[0].command[*]}{@}{"\n"}{end}' | sed -n 's/^--data-dir=//p') && test -n "$ETCD_DATA"`, sq(node))
+}
+
+// etcdRoom stops the backup, loudly, unless the filesystem of $ETCD_DATA
+// on $NODE_SSH has more room than twice etcd's db file: the snapshot
+// written there is as large as the db (backend.Snapshot writes tx.Size()
+// bytes, the size of the bbolt file, server/storage/backend/backend.go),
+// and a defragmentation, which etcd or an operator may start while the
+// snapshot sits there, writes a copy of the db as db.tmp.* in the same
+// directory (backend.defrag, same file), both at etcd-io/etcd v3.7.1. A
+// full disk under etcd's data directory stops etcd's WAL writes, which is
+// the outage the backup is there to undo; etcd's db is member/snap/db
+// under the data directory (ServerConfig.BackendPath,
+// datadir.ToBackendFileName in server/storage/datadir/datadir.go, same
+// version). The etcd image has no df: the check runs over ssh.
+func etcdRoom() []string {
+	return []string{
+		`DB_BYTES=$(ssh "$NODE_SSH" sudo stat -c %s "$ETCD_DATA/member/snap/db")`,
+		`AVAIL_KB=$(ssh "$NODE_SSH" sudo df -Pk "$ETCD_DATA" | awk 'NR == 2 {print $4}')`,
+		`{ [ "$((AVAIL_KB * 1024))" -gt "$((2 * DB_BYTES))" ] || { echo "$ETCD_DATA on $NODE_SSH has $AVAIL_KB KiB free, not more than twice etcd's db ($DB_BYTES bytes): the snapshot written there could fill etcd's disk; free room there first" >&2; false; }; }`,
+	}
 }
 
 // etcdRelease is where etcd publishes a release's binaries
@@ -465,6 +486,7 @@ const etcdutlCheckRelease = "3.7.1"
 // on the node.
 func (r *renderer) k3sBackup(dist string, s Step) []string {
 	data := "/var/lib/rancher/" + dist + "/server"
+	keepNote := fmt.Sprintf("# the %s release the servers run (v%s), for the server's architecture, checked against the release's sha256sum file: the rollback puts it back with no download", dist, prevMinor(s.To))
 	token := fmt.Sprintf(`ssh "$SERVER" sudo cat %s/token > "$BACKUP_DIR/%s-token-pre-%s"   # the server token: a restore needs it`, data, dist, s.To)
 	head := []string{"# here, over ssh to a server node; the backup and the server token go off the node:", sshTo("SERVER", phServer, "a server node"), backupDir()}
 	if dist == "rke2" || r.pf.EtcdNodes > 0 {
@@ -479,20 +501,95 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 			`mkdir -p "$ETCDUTL_DIR"`,
 		)
 		lines = append(lines, etcdutlFetch("ETCDUTL_DIR")...)
-		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`, `echo "SNAP=$SNAP"`)
-		return append(append(head, fmt.Sprintf("# the snapshot, copied here and checked byte for byte against the server's file, then by etcdutl of etcd v%s (neither k3s nor RKE2 ships etcdutl on the node):", etcdutlCheckRelease)), chain(lines...)...)
+		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`)
+		lines = append(append(lines, releaseKeep(dist, s)...), `echo "SNAP=$SNAP"`)
+		return append(append(head, fmt.Sprintf("# the snapshot, copied here and checked byte for byte against the server's file, then by etcdutl of etcd v%s (neither k3s nor RKE2 ships etcdutl on the node):", etcdutlCheckRelease), keepNote), chain(lines...)...)
 	}
 	if r.pf.ServerNodes > 1 {
-		return append([]string{
+		return append(append([]string{
 			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools, and the server token:", r.pf.ServerNodes),
-		}, append(head[1:], token)...)
+		}, append(head[1:], token, keepNote)...), chain(releaseKeep(dist, s)...)...)
 	}
 	tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
-	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):"), chain(append(backupDirOwned(),
+	lines := append(backupDirOwned(),
 		noBackupYet(tgz),
 		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s.partial"`, data, tgz),
 		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s.partial" | grep -qx db/state.db`, tgz),
-		fmt.Sprintf(`mv "$BACKUP_DIR/%s.partial" "$BACKUP_DIR/%s"`, tgz, tgz))...)...)
+		fmt.Sprintf(`mv "$BACKUP_DIR/%s.partial" "$BACKUP_DIR/%s"`, tgz, tgz))
+	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):", keepNote), chain(append(lines, releaseKeep(dist, s)...)...)...)
+}
+
+// Where k3s and RKE2 publish a release's server binary, for Linux on
+// each architecture, beside a sha256sum file per architecture:
+//   - k3s: <tag>/k3s on amd64, k3s-<arch> elsewhere (k3s-arm64, k3s-s390x),
+//     checked against the line " k3s<suffix>" of <tag>/sha256sum-<arch>.txt
+//     (install.sh setup_verify_arch, download_hash and download_binary,
+//     k3s-io/k3s at 0136cf258954a458da1404858396342724b93d24);
+//   - RKE2: <tag>/rke2.linux-<arch>, the binary bin/rke2 of the release
+//     (scripts/package-binary copies bin/${PROG} to ${PROG}.${GOOS}-${GOARCH}),
+//     listed in <tag>/sha256sum-<arch>.txt with every asset of that
+//     architecture (scripts/checksum), rancher/rke2 at
+//     0b500c665d037573ffedb0f924c61e0beb128bdb and 658a1a07516e.
+//
+// Both binaries say "<program> version <tag> (<commit>)" first on
+// --version, the tag being the release's name on GitHub.
+var releaseRepo = map[string]string{"k3s": "https://github.com/k3s-io/k3s/releases/download", "rke2": "https://github.com/rancher/rke2/releases/download"}
+
+// releaseAsset sets $ASSET, the release asset of the server binary for
+// Linux on $NODE_ARCH.
+var releaseAsset = map[string]string{
+	"k3s":  `case "$NODE_ARCH" in amd64) ASSET=k3s;; *) ASSET="k3s-$NODE_ARCH";; esac`,
+	"rke2": `ASSET="rke2.linux-$NODE_ARCH"`,
+}
+
+// releaseKept is the file under $BACKUP_DIR that keeps the server binary
+// of dist the servers ran before the hop to minor, Linux on arch (a shell
+// word).
+func releaseKept(dist, minor, arch string) string {
+	return fmt.Sprintf(`$BACKUP_DIR/%s-release-pre-%s-linux-%s`, dist, minor, arch)
+}
+
+// releaseOnNode is where a server keeps that binary for the rollback.
+func releaseOnNode(dist, minor string) string {
+	return fmt.Sprintf("/root/%s-release-pre-%s", dist, minor)
+}
+
+// releaseKeep keeps, beside the backup of the hop to s.To, the server
+// binary of the release the server $SERVER runs (its --version, which
+// must be of the minor before the hop), for the server's architecture,
+// checked against the release's sha256sum file: the rollback of the hop
+// puts it back while the control plane is down, when the install script
+// and GitHub may not be reachable from the node. The binary is the
+// server's whole release: k3s and RKE2 upgrade "manually using the
+// binary" by putting the release's binary in place of the old one and
+// restarting the service (https://docs.k3s.io/upgrades/manual,
+// https://docs.rke2.io/upgrades/manual, read 2026-12-07), which leaves the
+// service unit and its env file as they are.
+func releaseKeep(dist string, s Step) []string {
+	prev := prevMinor(s.To)
+	kept := releaseKept(dist, s.To, "$NODE_ARCH")
+	return []string{
+		fmt.Sprintf(`REL=$(ssh "$SERVER" %s --version | awk 'NR == 1 {print $3}')`, dist),
+		fmt.Sprintf(`{ case "$REL" in v%s.*) ;; *) echo "$SERVER runs %s '$REL', not v%s: keep the release of a server that has not moved" >&2; false;; esac; }`, prev, dist, prev),
+		`NODE_ARCH=$(ssh "$SERVER" uname -m | ` + unameArch + `)`,
+		releaseAsset[dist],
+		fmt.Sprintf(`curl -fsSL -o "%s.partial" "%s/$REL/$ASSET"`, kept, releaseRepo[dist]),
+		fmt.Sprintf(`curl -fsSL "%s/$REL/sha256sum-$NODE_ARCH.txt" | awk -v a="$ASSET" -v f="%s.partial" '$2 == a {print $1 "  " f}' | sha256sum -c -`, releaseRepo[dist], kept),
+		fmt.Sprintf(`mv "%s.partial" "%s"`, kept, kept),
+	}
+}
+
+// releaseToServers copies the binary releaseKeep kept to a server, for
+// the rollback's on-node blocks.
+func releaseToServers(b *blocks, dist, minor, prev string) {
+	tmp := fmt.Sprintf(`"/tmp/%s-release-pre-%s-linux-$NODE_ARCH"`, dist, minor)
+	b.add(fmt.Sprintf("# here, for each server node: the %s release of v%s it ran before, kept with the backup for its architecture, so that nothing is downloaded while the control plane is down:", dist, prev),
+		sshTo("NODE_SSH", phServer, "the server node"))
+	b.add(chain(
+		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | `+unameArch+`)`,
+		fmt.Sprintf(`scp "%s" "$NODE_SSH":/tmp/`, releaseKept(dist, minor, "$NODE_ARCH")),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo install -m 0700 %s %s`, tmp, releaseOnNode(dist, minor)),
+		fmt.Sprintf(`ssh "$NODE_SSH" rm %s`, tmp))...)
 }
 
 func (r *renderer) firstCP() string {
@@ -942,14 +1039,12 @@ func (r *renderer) resourceGroup() string {
 // chain where the script installed nothing (curl | sh succeeds on an empty
 // download).
 func k3sInstall(role, to string) []string {
-	note, lines := k3sSteps(role, to, true)
+	note, lines := k3sSteps(role, to)
 	return append([]string{note}, chain(lines...)...)
 }
 
-// k3sSteps are the commands of k3sInstall, and its note; without start
-// the release is in place and the service not started, for a restore
-// that runs before it starts.
-func k3sSteps(role, to string, start bool) (string, []string) {
+// k3sSteps are the commands of k3sInstall, and its note.
+func k3sSteps(role, to string) (string, []string) {
 	unit := "k3s"
 	if role == "agent" {
 		unit = "k3s-agent"
@@ -962,11 +1057,9 @@ func k3sSteps(role, to string, start bool) (string, []string) {
 		fmt.Sprintf("curl -sfL https://get.k3s.io | INSTALL_K3S_CHANNEL=v%s INSTALL_K3S_SKIP_START=true sh -s - %s", to, role),
 		fmt.Sprintf("sudo cp -p %s/%s.service %s/%s.service.env /etc/systemd/system/", keep, unit, keep, unit),
 		"sudo systemctl daemon-reload",
+		"sudo systemctl restart " + unit,
+		fmt.Sprintf("k3s --version | grep -F ' v%s.'", to),
 	}
-	if start {
-		lines = append(lines, "sudo systemctl restart "+unit)
-	}
-	lines = append(lines, fmt.Sprintf("k3s --version | grep -F ' v%s.'", to))
 	return fmt.Sprintf("# keep the %s unit and its env file (its flags, K3S_URL, K3S_TOKEN): the install script rewrites both from what it is given (systemd; on OpenRC /etc/init.d/%s and /etc/rancher/k3s/%s.env)", unit, unit, unit), lines
 }
 

@@ -420,14 +420,17 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	data := "/var/lib/rancher/" + dist + "/server"
 	unit := map[string]string{"k3s": "k3s", "rke2": "rke2-server"}[dist]
 	// reinstall puts the previous release in place, not started, and
-	// chains then to it.
+	// chains then to it: the server binary the backup kept (releaseKeep)
+	// goes over the one the service runs, the service stopped first, so
+	// that nothing is downloaded while the control plane is down and the
+	// unit and its env file stay as they are. cp writes into the existing
+	// file, which keeps its mode and SELinux label (the install scripts
+	// label it container_runtime_exec_t).
 	reinstall := func(then ...string) []string {
-		if dist == "k3s" {
-			note, lines := k3sSteps("server", prev, false)
-			return append([]string{note}, chain(append(lines, then...)...)...)
-		}
-		// RKE2's install script installs and does not start the service.
-		return chain(append([]string{fmt.Sprintf("curl -sfL https://get.rke2.io | sudo INSTALL_RKE2_CHANNEL=v%s sh -", prev), fmt.Sprintf("rke2 --version | grep -F ' v%s.'", prev)}, then...)...)
+		return chain(append([]string{
+			"sudo systemctl stop " + unit,
+			fmt.Sprintf(`sudo cp %s "$(command -v %s)"`, releaseOnNode(dist, s.To), dist),
+			fmt.Sprintf("%s --version | grep -F ' v%s.'", dist, prev)}, then...)...)
 	}
 	b.add("# here, over ssh to the first server; writes since the backup are lost:", sshTo("SERVER", phServer, "the first server"), backupDir())
 	switch {
@@ -438,6 +441,8 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 			fmt.Sprintf(`scp "$BACKUP_DIR/$SNAP" "$SERVER":/tmp/`),
 			fmt.Sprintf(`ssh "$SERVER" sudo install -m 0600 "/tmp/$SNAP" "%s/db/snapshots/$SNAP"`, data),
 			`echo "SNAP='$SNAP'"`)...)
+		b.cut()
+		releaseToServers(b, dist, s.To, prev)
 		b.cut()
 		b.add("# on each server node, before the first one restores:", "sudo systemctl stop "+unit)
 		b.cut()
@@ -455,6 +460,8 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	case r.pf.ServerNodes > 1:
 		b.add("# an external datastore: restore it with the database's own tools first, then the servers below")
 		b.cut()
+		releaseToServers(b, dist, s.To, prev)
+		b.cut()
 		b.add(fmt.Sprintf("# on each server node, once the datastore is restored: v%s back, started:", prev))
 		b.add(reinstall("sudo systemctl start " + unit)...)
 	default:
@@ -463,6 +470,8 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 			fmt.Sprintf(`ssh "$SERVER" sudo systemctl stop %s`, unit),
 			fmt.Sprintf(`ssh "$SERVER" sudo mv %s/db %s/db-failed-%s`, data, data, s.To),
 			fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -xzf - db < "$BACKUP_DIR/%s"`, data, tgz))...)
+		b.cut()
+		releaseToServers(b, dist, s.To, prev)
 		b.cut()
 		b.add(fmt.Sprintf("# on the server: v%s back, started:", prev))
 		b.add(reinstall("sudo systemctl start " + unit)...)
