@@ -173,7 +173,7 @@ func (w *Web) conn(c net.Conn) {
 				resp.Header.Set("Location", "https://"+releaseAssetHost+"/etcd-io/etcd/"+path.Base(r.URL.Path))
 			}
 		case releaseAssetHost:
-			if m := etcdAssetFile.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet && m[1] == EtcdRelease {
+			if m := etcdAssetFile.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet && etcdReleases[m[1]] {
 				if b, err := etcdArchive(m[1], m[2]); err == nil {
 					resp.StatusCode, body, ctype = http.StatusOK, string(b), "application/octet-stream"
 				}

@@ -46,6 +46,9 @@ func TestEtcdReleaseDownload(t *testing.T) {
 	if len(calls) != 2 || calls[0].Status != 302 || calls[1].Status != 200 {
 		t.Errorf("requests %+v, want a redirect and the archive", calls)
 	}
+	if out, err := run("3.7.1"); err != nil || !strings.Contains(out, "TOTAL KEYS") {
+		t.Errorf("download of etcd v3.7.1, the k3s and RKE2 backups' etcdutl: %v\n%s", err, out)
+	}
 	if out, err := run("3.5.99"); err == nil {
 		t.Errorf("etcd v3.5.99 downloaded: %s", out)
 	}
