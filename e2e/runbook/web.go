@@ -134,7 +134,7 @@ func (w *Web) conn(c net.Conn) {
 		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
 		return
 	}
-	if host != "dl.k8s.io" && host != "github.com" && host != releaseAssetHost && !ecrRegistry.MatchString(host) {
+	if host != "dl.k8s.io" && host != "github.com" && host != releaseAssetHost && host != rawGitHub && !ecrRegistry.MatchString(host) {
 		w.Rec.Add(Call{Service: "web", Op: "CONNECT", Method: "CONNECT", Path: req.Host, Status: http.StatusForbidden,
 			Error: host + " is not reachable from the lane: the block needs a download the lane cannot check"})
 		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
@@ -183,6 +183,14 @@ func (w *Web) conn(c net.Conn) {
 				ctype = resp.Header.Get("Content-Type")
 				if r.Method == http.MethodHead {
 					body = ""
+				}
+			}
+		case rawGitHub:
+			if m := vpcCNIManifest.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+				for minor := range patches {
+					if v := eksAddonVersion("vpc-cni", minor); strings.SplitN(v, "-", 2)[0] == m[1] {
+						resp.StatusCode, body = http.StatusOK, fmt.Sprintf(vpcCNIDaemonSet, m[1])
+					}
 				}
 			}
 		case releaseAssetHost:
@@ -258,3 +266,39 @@ func ecrManifest(r *http.Request) (int, string, http.Header) {
 	}
 	return http.StatusNotFound, errBody("MANIFEST_UNKNOWN", "Requested image not found"), h
 }
+
+// rawGitHub serves a repository's files at a git ref.
+const rawGitHub = "raw.githubusercontent.com"
+
+// vpcCNIManifest is the Amazon VPC CNI's manifest at a release tag of
+// aws/amazon-vpc-cni-k8s. Its tags are vMAJOR.MINOR.PATCH: "The build
+// versions listed in the table aren't specified in the self-managed
+// versions listed on GitHub" (Update the Amazon VPC CNI (self-managed
+// add-on), docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-self-managed-update.html,
+// read 2026-12-07), so a tag with the table's -eksbuild.N is not found.
+var vpcCNIManifest = regexp.MustCompile(`^/aws/amazon-vpc-cni-k8s/(v\d+\.\d+\.\d+)/config/master/aws-k8s-cni\.yaml$`)
+
+// vpcCNIDaemonSet stands in for config/master/aws-k8s-cni.yaml: its
+// DaemonSet aws-node (kube-system, container aws-node, the release's
+// image in 602401143452's us-west-2 registry), not its RBAC, CRD and
+// ConfigMap, which the lane's cluster does not use.
+const vpcCNIDaemonSet = `apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: aws-node
+  namespace: kube-system
+  labels:
+    k8s-app: aws-node
+spec:
+  selector:
+    matchLabels:
+      k8s-app: aws-node
+  template:
+    metadata:
+      labels:
+        k8s-app: aws-node
+    spec:
+      containers:
+      - name: aws-node
+        image: 602401143452.dkr.ecr.us-west-2.amazonaws.com/amazon-k8s-cni:%s
+`

@@ -105,3 +105,36 @@ curl -fsSI -o /dev/null -u "$U:$PASS" -H 'Accept: application/vnd.docker.distrib
 		t.Errorf("without the ECR password: %v %s; want 401", err, out)
 	}
 }
+
+// TestVPCCNIManifest fetches the VPC CNI manifest as the self-managed
+// update applies it: a release tag of the catalog is found and names its
+// image; the versions table's -eksbuild.N form of it is no GitHub tag.
+func TestVPCCNIManifest(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("no curl")
+	}
+	dir := t.TempDir()
+	ca, err := NewCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, err := StartWeb(ca, &Recorder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer web.Close()
+	get := func(tag string) (string, error) {
+		cmd := exec.Command("curl", "-fsS", "https://raw.githubusercontent.com/aws/amazon-vpc-cni-k8s/"+tag+"/config/master/aws-k8s-cni.yaml")
+		cmd.Env = append(os.Environ(), "HTTPS_PROXY="+web.URL, "CURL_CA_BUNDLE="+ca.PEM)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	table := eksAddonVersion("vpc-cni", "1.38")
+	release := strings.SplitN(table, "-", 2)[0]
+	if out, err := get(release); err != nil || !strings.Contains(out, "amazon-k8s-cni:"+release) {
+		t.Fatalf("%s: %v\n%s", release, err, out)
+	}
+	if out, err := get(table); err == nil {
+		t.Errorf("%s, the table's build, found on GitHub: %s", table, out)
+	}
+}
