@@ -31,17 +31,23 @@
 //     command is checked through the installed az's own --help, listed
 //     as not executed, and its request sent as 2.46 sends it (azshim.go).
 //   - curl and kubectl downloads go through an HTTPS proxy that answers
-//     dl.k8s.io's release markers and etcd's GitHub release archives
+//     dl.k8s.io's release markers, etcd's GitHub release archives
 //     (github.com's redirect to its asset host, an archive of the
 //     release's layout whose etcdutl answers version and snapshot
-//     status), and refuses every other host.
+//     status), the VPC CNI manifest at its release tags
+//     (raw.githubusercontent.com), and the EKS add-on image registries'
+//     manifests by tag (ACCOUNT.dkr.ecr.REGION.amazonaws.com, with the
+//     password aws ecr get-login-password gets from the recording
+//     endpoint), and refuses every other host.
 //   - gpu-validate's check pods complete (KWOK's completion Stage) and
 //     their logs (a clean kernel log, a passing DCGM run) come from a
 //     second KWOK process the nodes name as their kubelet; kubectl exec
 //     into an etcd pod runs an etcdctl stand-in there that writes the
 //     snapshot into the node's files the lane keeps, and ssh to a node
-//     runs the backup's file commands (cat, sha256sum, rm, uname -m) on
-//     them; any other command over ssh is a host command and refused.
+//     runs the backup's file commands (cat, sha256sum, rm, ls -t, tar
+//     -czf -, uname -m) on them, and k3s or RKE2 etcd-snapshot save on a
+//     server's files (its token and datastore, written per scenario);
+//     any other command over ssh is a host command and refused.
 //
 // Each block runs in a non-interactive bash with standard input closed, so
 // a command that prompts fails instead of reading the next pasted line; a

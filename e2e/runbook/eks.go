@@ -1,6 +1,7 @@
 package runbooke2e
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -131,6 +132,19 @@ func (e *EKS) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		e.Rec.Add(call)
 	}()
 	path := r.URL.EscapedPath()
+	if t := r.Header.Get("X-Amz-Target"); t != "" {
+		// AWS_ENDPOINT_URL sends every service here: ECR's JSON 1.1
+		// protocol names its operation in X-Amz-Target.
+		call.Service, call.Op = "ecr", strings.TrimPrefix(t, ecrTargetPrefix)
+		if t != ecrTargetPrefix+"GetAuthorizationToken" || r.Method != http.MethodPost || path != "/" {
+			eerr = &eksError{http.StatusBadRequest, "UnknownOperationException", "the recording endpoint does not serve " + t}
+			return
+		}
+		region := signedRegion(r.Header.Get("Authorization"))
+		call.Target = region
+		out = ecrAuthorization(region)
+		return
+	}
 	var args []string
 	for _, rt := range eksRoutes {
 		if rt.method != r.Method {
@@ -575,3 +589,30 @@ func (e *EKS) addonVersions(k8s, name string) (any, *eksError) {
 	}
 	return map[string]any{"addons": addons}, nil
 }
+
+// ecrTargetPrefix is the X-Amz-Target prefix of ECR's operations
+// (botocore 1.43.11 data/ecr/2015-09-21/service-2.json: protocol json 1.1,
+// targetPrefix AmazonEC2ContainerRegistry_V20150921).
+const ecrTargetPrefix = "AmazonEC2ContainerRegistry_V20150921."
+
+// ECRPassword is the registry password the lane's ECR token carries.
+const ECRPassword = "local-ecr-password"
+
+// ecrAuthorization answers GetAuthorizationToken in its model's shape
+// (GetAuthorizationTokenResponse.authorizationData: a list of
+// AuthorizationData, authorizationToken base64 of user:password,
+// expiresAt, proxyEndpoint https://ACCOUNT.dkr.ecr.REGION.amazonaws.com;
+// botocore 1.43.11 ecr 2015-09-21): aws ecr get-login-password prints the
+// password part (awscli customizations/ecr.py, ECRGetLoginPassword).
+func ecrAuthorization(region string) map[string]any {
+	return map[string]any{"authorizationData": []any{map[string]any{
+		"authorizationToken": base64.StdEncoding.EncodeToString([]byte("AWS:" + ECRPassword)),
+		"expiresAt":          epoch() + 12*3600,
+		"proxyEndpoint":      "https://" + eksImageAccount + ".dkr.ecr." + region + ".amazonaws.com",
+	}}}
+}
+
+// eksImageAccount is the account of the EKS add-on images in the lane's
+// regions (us-west-2: 602401143452, as the EKS add-on image tables list
+// it, https://docs.aws.amazon.com/eks/latest/userguide/add-ons-images.html).
+const eksImageAccount = "602401143452"

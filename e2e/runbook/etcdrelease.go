@@ -14,6 +14,12 @@ import (
 // serves this release's archives only.
 const EtcdRelease = "3.6.5"
 
+// etcdReleases are the etcd releases whose archives the web serves: the
+// kubeadm scenarios' (EtcdRelease), and 3.7.1, whose etcdutl the k3s and
+// RKE2 backups check their snapshot copy with (the runbook's etcd release
+// for clusters whose embedded etcd no manifest names).
+var etcdReleases = map[string]bool{EtcdRelease: true, "3.7.1": true}
+
 // releaseAssetHost is where GitHub's release download URLs redirect.
 const releaseAssetHost = "release-assets.githubusercontent.com"
 
@@ -32,7 +38,7 @@ var (
 const fakeEtcdutl = `#!/bin/sh
 # etcdutl stand-in of the runbook lane (etcd v%[1]s)
 case "$1 $2" in
-"version "*) echo "etcdutl version: %[1]s"; echo "API version: 3.6"; exit 0;;
+"version "*) echo "etcdutl version: %[1]s"; echo "API version: %[2]s"; exit 0;;
 "snapshot status")
   if [ ! -s "$3" ]; then echo "Error: stat $3: no such file or directory" >&2; exit 1; fi
   echo "+----------+----------+------------+------------+---------+"
@@ -63,7 +69,7 @@ func etcdArchive(ver, arch string) ([]byte, error) {
 		{"README.md", 0o644, "# etcd\n"},
 		{"etcd", 0o755, "#!/bin/sh\necho 'runbook lane: etcd is not simulated' >&2\nexit 1\n"},
 		{"etcdctl", 0o755, "#!/bin/sh\necho 'runbook lane: etcdctl is not simulated' >&2\nexit 1\n"},
-		{"etcdutl", 0o755, fmt.Sprintf(fakeEtcdutl, ver)},
+		{"etcdutl", 0o755, fmt.Sprintf(fakeEtcdutl, ver, Minor(ver))},
 	}
 	if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}); err != nil {
 		return nil, err

@@ -37,7 +37,12 @@ func fill(w *World, st *Step, work, line string) string {
 		for _, a := range eksAddons {
 			repl["<"+a+"-version>"] = eksAddonVersion(a, to)
 		}
-		repl["<account>"] = "602401143452"
+		repl["<account>"] = eksImageAccount
+		// The image tags of the EKS kube-proxy and CoreDNS tables
+		// (kube-proxy-add-on-self-managed-update.html,
+		// coredns-add-on-self-managed-update.html): the add-on's version.
+		repl["<kube-proxy-tag>"] = eksAddonVersion("kube-proxy", to)
+		repl["<coredns-tag>"] = eksAddonVersion("coredns", to)
 		if strings.Contains(line, "kube-proxy:<version>") {
 			repl["<version>"] = eksAddonVersion("kube-proxy", to)
 		}

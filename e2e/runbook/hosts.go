@@ -629,6 +629,26 @@ func firstPositional(args []string) string {
 	return ""
 }
 
+// unsudo is the command sudo runs for c (sudo VAR=value ... CMD ARGS):
+// its environment is sudo's VAR=value arguments only (env_reset).
+func unsudo(c call) call {
+	if len(c.args) == 0 || c.args[0] != "sudo" {
+		return c
+	}
+	out := call{env: map[string]string{}}
+	args := c.args[1:]
+	for len(args) > 0 {
+		k, v, ok := strings.Cut(args[0], "=")
+		if !ok || k == "" || strings.HasPrefix(k, "-") {
+			break
+		}
+		out.env[k] = v
+		args = args[1:]
+	}
+	out.args = args
+	return out
+}
+
 var channel = regexp.MustCompile(`^(stable|latest|testing|v1\.\d+)$`)
 
 // installer checks `curl -sfL https://get.k3s.io | ENV sh -s - ARGS` and
@@ -639,9 +659,19 @@ var channel = regexp.MustCompile(`^(stable|latest|testing|v1\.\d+)$`)
 // K3S_URL and K3S_TOKEN are not passed again loses them. RKE2's installer
 // takes INSTALL_RKE2_CHANNEL and INSTALL_RKE2_TYPE and starts nothing
 // (https://docs.rke2.io/upgrades/manual_upgrade).
+//
+// The shell may run under sudo, with the installer's variables on sudo's
+// command line (sudo INSTALL_RKE2_CHANNEL=v1.37 sh -): sudo sets the
+// VAR=value arguments before the command in the command's environment
+// and, with sudoers' env_reset (on by default), passes none of its own
+// environment's (sudo(8) and sudoers(5), sudo 1.9): so variables set
+// before sudo do not reach the installer.
 func (h *Hosts) installer(cs []call, n *Node) (string, error) {
+	if len(cs) == 2 {
+		cs[1] = unsudo(cs[1])
+	}
 	if len(cs) != 2 || len(cs[0].args) < 2 || cs[0].args[0] != "curl" || len(cs[1].args) == 0 || cs[1].args[0] != "sh" {
-		return "", fmt.Errorf("a pipeline the lane does not know: want curl URL | ENV sh ...")
+		return "", fmt.Errorf("a pipeline the lane does not know: want curl URL | ENV sh ... or curl URL | sudo ENV sh ...")
 	}
 	url := cs[0].args[len(cs[0].args)-1]
 	sh := cs[1]

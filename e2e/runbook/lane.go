@@ -295,6 +295,9 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	l.Proxy.SetVersion(func() string { w.Lock(); defer w.Unlock(); return w.GitVersion() })
 	defer l.Proxy.SetVersion(nil)
 	name := strings.ReplaceAll(sc.Name(), "/", "-")
+	if err := writeNodeFiles(filepath.Join(l.Dir, "nodes"), w); err != nil {
+		return nil, err
+	}
 	m := &Mirror{Client: l.Client, World: w, Name: name}
 	if l.Checks != nil {
 		m.KubeletPort = l.Checks.Port

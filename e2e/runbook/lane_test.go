@@ -111,6 +111,9 @@ func TestRunbookPasted(t *testing.T) {
 		}
 		t.Logf("%s: %d pastes, %d failing, %.1fs wall, %.1fs CPU of children", sc.Name(), len(rs), bad, time.Since(s0).Seconds(), (cpuTime() - c0).Seconds())
 		all = append(all, rs...)
+		if out := os.Getenv("RUNBOOK_REPORT"); out != "" {
+			writeReport(t, out, all) // readable while later scenarios run
+		}
 	}
 	t.Logf("lane: %d pastes in %.1fs wall, %.1fs CPU of children", len(all), time.Since(start).Seconds(), (cpuTime() - cpu0).Seconds())
 	if out := os.Getenv("RUNBOOK_REPORT"); out != "" {

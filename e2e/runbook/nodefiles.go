@@ -49,8 +49,20 @@ func seedEtcdDB(root string) error {
 
 // nodeSSH is ssh NODE COMMAND on the node's files: sudo cat, sha256sum
 // and rm of a file, stat -c %s of a file, df -Pk of a directory (the
-// lane's nodes have 100 GiB with 90 free, in df -P's columns), and uname
-// -m (the lane's nodes are amd64, as their kubernetes.io/arch label says).
+// lane's nodes have 100 GiB with 90 free, in df -P's columns), ls -t of a
+// directory, uname -m (the lane's nodes are amd64, as their
+// kubernetes.io/arch label says), and the k3s and RKE2
+// backups: DIST etcd-snapshot save --name NAME on a server of embedded
+// etcd writes ${data-dir}/server/db/snapshots/NAME-NODE-UNIXTIME, as
+// k3s names an on-demand snapshot (k3s-io/k3s pkg/etcd/snapshot.go,
+// Snapshot: fmt.Sprintf("%%s-%%s-%%d", EtcdSnapshotName, nodeName,
+// now.Unix()), logging "Saving etcd snapshot to PATH";
+// https://docs.k3s.io/cli/etcd-snapshot and
+// https://docs.rke2.io/datastore/backup_restore, read 2026-12-07); on
+// a server without embedded etcd it fails as k3s does there
+// ("etcd datastore disabled"), and where the node has no such binary as
+// sudo does. tar -C DIR -czf - PATHS archives the node's files (the
+// SQLite backup of a k3s server).
 const nodeSSH = `#!/bin/bash
 # ssh stand-in of the runbook lane: the backup's file commands on a node
 nodes=%q
@@ -58,10 +70,36 @@ host=$1; shift
 host=${host#*@}
 root="$nodes/$host"
 [ "$1" = sudo ] && shift
+abs() { case "$1" in /*) return 0;; esac; echo "runbook lane: ssh $host $2 $1: not an absolute path" >&2; exit 1; }
 case "$1" in
 uname) [ "$2" = -m ] && [ $# -eq 2 ] && { echo x86_64; exit 0; };;
 stat) [ "$2" = -c ] && [ "$3" = %%s ] && [ $# -eq 4 ] && case "$4" in /*) stat -c %%s "$root$4"; exit $?;; esac;;
 df) [ "$2" = -Pk ] && [ $# -eq 3 ] && case "$3" in /*) [ -d "$root$3" ] || { echo "df: $3: No such file or directory" >&2; exit 1; }; printf 'Filesystem     1024-blocks     Used Available Capacity Mounted on\n/dev/root        104857600 10485760  94371840      10%%%% /\n'; exit 0;; esac;;
+ls)
+  if [ "$2" = -t ] && [ $# -eq 3 ]; then
+    abs "$3" ls
+    [ -d "$root$3" ] || { echo "ls: cannot access '$3': No such file or directory" >&2; exit 2; }
+    ls -t "$root$3"; exit $?
+  fi;;
+tar)
+  if [ "$2" = -C ] && [ "$4" = -czf ] && [ "$5" = - ] && [ $# -ge 6 ]; then
+    abs "$3" tar
+    dir=$3; shift 5
+    tar -C "$root$dir" -czf - "$@"; exit $?
+  fi;;
+k3s|rke2)
+  dist=$1
+  if [ ! -x "$root/usr/local/bin/$dist" ]; then echo "sudo: $dist: command not found" >&2; exit 1; fi
+  if [ "$2" = etcd-snapshot ] && [ "$3" = save ]; then
+    if [ $# -ne 5 ] || [ "$4" != --name ]; then echo "runbook lane: ssh $host $*: want $dist etcd-snapshot save --name NAME" >&2; exit 1; fi
+    data="/var/lib/rancher/$dist/server"
+    if [ ! -e "$root$data/token" ]; then echo "runbook lane: $host is not a $dist server: etcd-snapshot save reaches no server there" >&2; exit 1; fi
+    if [ ! -d "$root$data/db/etcd" ]; then echo 'level=fatal msg="Error: see server log for details: etcd datastore disabled"' >&2; exit 1; fi
+    snap="$data/db/snapshots/$5-$host-$(date +%%s)"
+    mkdir -p "$root$data/db/snapshots" && printf 'etcd snapshot %%s of %%s\n' "$5" "$host" > "$root$snap" || exit 1
+    echo "level=info msg=\"Saving etcd snapshot to $snap\"" >&2
+    exit 0
+  fi;;
 cat|sha256sum|rm)
   if [ $# -ge 2 ]; then
     cmd=$1; shift
@@ -83,4 +121,51 @@ func writeNodeSSH(shims, nodes string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(shims, "ssh"), []byte(fmt.Sprintf(nodeSSH, nodes)), 0o755)
+}
+
+// k3sToken is a server token in the secure format k3s writes to
+// ${data-dir}/server/token: K10, the hash of the cluster CA, "::server:"
+// and the secret (https://docs.k3s.io/cli/token#token-format, read
+// 2026-12-07). RKE2 writes the same format.
+const k3sToken = "K10" + "5e1a9d4c0b7f2e3a6d8c1f4b9e2a7d3c5f8b1e4a7d0c3f6b9e2a5d8c1f4b7e0a" + "::server:" + "3f9c2b7e1d4a8f6c"
+
+// writeNodeFiles resets the files the lane keeps of each node of w and
+// writes those a k3s or RKE2 node holds that the backup reads over ssh:
+// the binary (/usr/local/bin, where the installers put it on a system
+// without RPMs), and on a server the token and the datastore (db/etcd of
+// an embedded etcd, db/state.db of SQLite) under /var/lib/rancher/DIST/server
+// (https://docs.k3s.io/datastore/backup-restore,
+// https://docs.rke2.io/install/methods, read 2026-12-07).
+func writeNodeFiles(nodes string, w *World) error {
+	for _, p := range w.Pools {
+		for _, n := range p.Nodes {
+			root := filepath.Join(nodes, n.Name)
+			if err := os.RemoveAll(root); err != nil {
+				return err
+			}
+			if w.Provider != "k3s" && w.Provider != "rke2" {
+				continue
+			}
+			files := map[string]string{"usr/local/bin/" + w.Provider: "#!/bin/sh\n# " + w.Provider + " on " + n.Name + " (the runbook lane's node files)\n"}
+			data := "var/lib/rancher/" + w.Provider + "/server/"
+			if p.ControlPlane {
+				files[data+"token"] = k3sToken + "\n"
+				if p.Etcd {
+					files[data+"db/etcd/member/snap/db"] = "etcd data of " + n.Name + "\n"
+				} else {
+					files[data+"db/state.db"] = "SQLite datastore of " + n.Name + "\n"
+				}
+			}
+			for f, body := range files {
+				path := filepath.Join(root, f)
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					return err
+				}
+				if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -133,7 +134,7 @@ func (w *Web) conn(c net.Conn) {
 		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
 		return
 	}
-	if host != "dl.k8s.io" && host != "github.com" && host != releaseAssetHost {
+	if host != "dl.k8s.io" && host != "github.com" && host != releaseAssetHost && host != rawGitHub && !ecrRegistry.MatchString(host) {
 		w.Rec.Add(Call{Service: "web", Op: "CONNECT", Method: "CONNECT", Path: req.Host, Status: http.StatusForbidden,
 			Error: host + " is not reachable from the lane: the block needs a download the lane cannot check"})
 		fmt.Fprintf(c, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
@@ -172,8 +173,28 @@ func (w *Web) conn(c net.Conn) {
 				resp.StatusCode, body = http.StatusFound, ""
 				resp.Header.Set("Location", "https://"+releaseAssetHost+"/etcd-io/etcd/"+path.Base(r.URL.Path))
 			}
+		default:
+			if ecrRegistry.MatchString(host) {
+				var hdr http.Header
+				resp.StatusCode, body, hdr = ecrManifest(r)
+				for k, v := range hdr {
+					resp.Header[k] = v
+				}
+				ctype = resp.Header.Get("Content-Type")
+				if r.Method == http.MethodHead {
+					body = ""
+				}
+			}
+		case rawGitHub:
+			if m := vpcCNIManifest.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet {
+				for minor := range patches {
+					if v := eksAddonVersion("vpc-cni", minor); strings.SplitN(v, "-", 2)[0] == m[1] {
+						resp.StatusCode, body = http.StatusOK, fmt.Sprintf(vpcCNIDaemonSet, m[1])
+					}
+				}
+			}
 		case releaseAssetHost:
-			if m := etcdAssetFile.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet && m[1] == EtcdRelease {
+			if m := etcdAssetFile.FindStringSubmatch(r.URL.Path); m != nil && r.Method == http.MethodGet && etcdReleases[m[1]] {
 				if b, err := etcdArchive(m[1], m[2]); err == nil {
 					resp.StatusCode, body, ctype = http.StatusOK, string(b), "application/octet-stream"
 				}
@@ -184,7 +205,9 @@ func (w *Web) conn(c net.Conn) {
 			call.Error = "no such download in the lane's web"
 		}
 		w.Rec.Add(call)
-		resp.Header.Set("Content-Type", ctype)
+		if ctype != "" {
+			resp.Header.Set("Content-Type", ctype)
+		}
 		resp.ContentLength = int64(len(body))
 		resp.Body = readCloser{strings.NewReader(body)}
 		_ = resp.Write(tc)
@@ -197,3 +220,85 @@ func (w *Web) conn(c net.Conn) {
 type readCloser struct{ *strings.Reader }
 
 func (readCloser) Close() error { return nil }
+
+// ecrRegistry is an ECR private registry's host
+// (ACCOUNT.dkr.ecr.REGION.amazonaws.com).
+var ecrRegistry = regexp.MustCompile(`^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com$`)
+
+// ecrManifestPath is the registry HTTP API's manifest by tag
+// (GET or HEAD /v2/NAME/manifests/REFERENCE, OCI distribution spec v1.1).
+var ecrManifestPath = regexp.MustCompile(`^/v2/(.+)/manifests/([^/]+)$`)
+
+// ecrManifest answers a manifest request to an EKS add-on image
+// repository: basic authentication as user AWS with the password of
+// aws ecr get-login-password (ECR's registry_auth.html), the tags of the
+// lane's add-on catalog (eks/kube-proxy, eks/coredns, amazon-k8s-cni of
+// every minor the lane plans), a Docker manifest list with its digest;
+// an unknown tag is MANIFEST_UNKNOWN (the distribution spec's error code)
+// with 404, and without the credentials 401.
+func ecrManifest(r *http.Request) (int, string, http.Header) {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	errBody := func(code, msg string) string {
+		return fmt.Sprintf(`{"errors":[{"code":%q,"message":%q}]}`, code, msg)
+	}
+	user, pass, ok := r.BasicAuth()
+	if !ok || user != "AWS" || pass != ECRPassword {
+		h.Set("Www-Authenticate", fmt.Sprintf(`Basic realm="https://%s/",service="ecr.amazonaws.com"`, r.Host))
+		return http.StatusUnauthorized, errBody("DENIED", "Not Authorized"), h
+	}
+	m := ecrManifestPath.FindStringSubmatch(r.URL.Path)
+	if m == nil || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		return http.StatusNotFound, errBody("NAME_UNKNOWN", "The repository does not exist"), h
+	}
+	addon := map[string]string{"eks/kube-proxy": "kube-proxy", "eks/coredns": "coredns", "amazon-k8s-cni": "vpc-cni"}[m[1]]
+	if addon == "" {
+		return http.StatusNotFound, errBody("NAME_UNKNOWN", "The repository with name '"+m[1]+"' does not exist in the registry"), h
+	}
+	for minor := range patches {
+		if eksAddonVersion(addon, minor) == m[2] {
+			const list = "application/vnd.docker.distribution.manifest.list.v2+json"
+			body := fmt.Sprintf(`{"schemaVersion":2,"mediaType":%q,"manifests":[]}`, list)
+			h.Set("Content-Type", list)
+			h.Set("Docker-Content-Digest", fmt.Sprintf("sha256:%x", sha256.Sum256([]byte(m[1]+":"+m[2]))))
+			return http.StatusOK, body, h
+		}
+	}
+	return http.StatusNotFound, errBody("MANIFEST_UNKNOWN", "Requested image not found"), h
+}
+
+// rawGitHub serves a repository's files at a git ref.
+const rawGitHub = "raw.githubusercontent.com"
+
+// vpcCNIManifest is the Amazon VPC CNI's manifest at a release tag of
+// aws/amazon-vpc-cni-k8s. Its tags are vMAJOR.MINOR.PATCH: "The build
+// versions listed in the table aren't specified in the self-managed
+// versions listed on GitHub" (Update the Amazon VPC CNI (self-managed
+// add-on), docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-self-managed-update.html,
+// read 2026-12-07), so a tag with the table's -eksbuild.N is not found.
+var vpcCNIManifest = regexp.MustCompile(`^/aws/amazon-vpc-cni-k8s/(v\d+\.\d+\.\d+)/config/master/aws-k8s-cni\.yaml$`)
+
+// vpcCNIDaemonSet stands in for config/master/aws-k8s-cni.yaml: its
+// DaemonSet aws-node (kube-system, container aws-node, the release's
+// image in 602401143452's us-west-2 registry), not its RBAC, CRD and
+// ConfigMap, which the lane's cluster does not use.
+const vpcCNIDaemonSet = `apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: aws-node
+  namespace: kube-system
+  labels:
+    k8s-app: aws-node
+spec:
+  selector:
+    matchLabels:
+      k8s-app: aws-node
+  template:
+    metadata:
+      labels:
+        k8s-app: aws-node
+    spec:
+      containers:
+      - name: aws-node
+        image: 602401143452.dkr.ecr.us-west-2.amazonaws.com/amazon-k8s-cni:%s
+`
