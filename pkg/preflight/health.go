@@ -47,6 +47,8 @@ type HealthOptions struct {
 	// ProbeApp says what the probe app runs, where, and whether only as a
 	// dry run.
 	ProbeApp health.ProbeAppOptions
+	// NetworkPolicy runs the network-policy gate (netpol.go).
+	NetworkPolicy bool
 }
 
 // HealthEvidence is what the health gates read, saved with the baseline.
@@ -73,6 +75,9 @@ type HealthEvidence struct {
 	// run); ProbeAppOptions how it ran, for verify to run it again.
 	ProbeApp        *health.ProbeAppResult  `json:"probeApp,omitempty"`
 	ProbeAppOptions *health.ProbeAppOptions `json:"probeAppOptions,omitempty"`
+	// NetworkPolicy is what the network-policy gate read (nil when it did
+	// not run).
+	NetworkPolicy *NetworkPolicyEvidence `json:"networkPolicy,omitempty"`
 	// Unread says, per gate, what could not be read.
 	Unread map[string]string `json:"unread,omitempty"`
 }
@@ -91,6 +96,9 @@ func (r *Runner) healthGateOrder() []string {
 	}
 	if r.Health.SyntheticApp {
 		out = append(out, GateProbeApp)
+	}
+	if r.Health.NetworkPolicy {
+		out = append(out, GateNetworkPolicy)
 	}
 	return out
 }
@@ -165,6 +173,17 @@ func (r *Runner) healthGates(ev *Evidence, mu *sync.Mutex, inv func() *skew.Inve
 			return g
 		}
 	}
+	if r.Health.NetworkPolicy {
+		gates[GateNetworkPolicy] = func(ctx context.Context) Gate {
+			g, np := r.networkPolicyGate(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			// What it could not read is its own verify item
+			// (verifyNetworkPolicy).
+			he.NetworkPolicy = np
+			return g
+		}
+	}
 	return gates
 }
 
@@ -201,6 +220,9 @@ func verifyHealth(base, now Evidence) []Regression {
 	out = append(out, verifyAlerts(b, n)...)
 	out = append(out, verifyPromQL(b, n)...)
 	out = append(out, verifyProbeApp(b, n)...)
+	if b != nil {
+		out = append(out, verifyNetworkPolicy(b.NetworkPolicy, n.NetworkPolicy)...)
+	}
 	if b != nil {
 		for gate, why := range n.Unread {
 			if _, was := b.Unread[gate]; !was {

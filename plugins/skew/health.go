@@ -33,6 +33,8 @@ type healthFlags struct {
 	SyntheticAppPort      int32
 	SyntheticAppTimeout   time.Duration
 	SyntheticAppDryRun    bool
+	// NetworkPolicy is --network-policy.
+	NetworkPolicy bool
 
 	promqlChecks []health.PromQLCheck
 	cmd          *cobra.Command
@@ -60,6 +62,7 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.StringVar(&f.SyntheticAppCommand, "synthetic-app-command", f.SyntheticAppCommand, "Command of the synthetic app, split on spaces; it must answer GET / on --synthetic-app-port (default: /agnhost netexec --http-port=PORT).")
 	fs.Int32Var(&f.SyntheticAppPort, "synthetic-app-port", f.SyntheticAppPort, "Port the synthetic app listens on.")
 	fs.DurationVar(&f.SyntheticAppTimeout, "synthetic-app-timeout", f.SyntheticAppTimeout, "How long the synthetic app's pod may take to be Ready; still Pending then is UNKNOWN (no node ran it), running and not Ready is FAIL.")
+	fs.BoolVar(&f.NetworkPolicy, "network-policy", f.NetworkPolicy, "Run the network-policy gate: record every NetworkPolicy (and CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, Calico NetworkPolicy and GlobalNetworkPolicy where their CRDs are served) by a digest of its spec, and the enforcing CNI's DaemonSet; verify fails on a policy gone or changed and on that DaemonSet gone or not ready.")
 	_ = cmd.MarkFlagFilename("promql-checks", "yaml", "yml")
 	for _, n := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
 		_ = cmd.MarkFlagFilename(n, "crt", "pem", "key")
@@ -153,6 +156,12 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 			Port: f.SyntheticAppPort, Timeout: f.SyntheticAppTimeout, DryRun: f.SyntheticAppDryRun}
 	case base != nil && base.ProbeAppOptions != nil:
 		h.SyntheticApp, h.ProbeApp = true, *base.ProbeAppOptions
+	}
+	switch {
+	case f.changed("network-policy"):
+		h.NetworkPolicy = f.NetworkPolicy
+	case base != nil && base.NetworkPolicy != nil:
+		h.NetworkPolicy = true
 	}
 	// promql: the flags override, each falling back to the baseline's
 	// Prometheus and checks.

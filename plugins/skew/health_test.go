@@ -96,3 +96,34 @@ func TestSyntheticAppFlags(t *testing.T) {
 		t.Errorf("verify without flags: want the baseline's run, got %+v on=%v", r.Health.ProbeApp, r.Health.SyntheticApp)
 	}
 }
+
+// TestNetworkPolicyFlag: --network-policy turns the gate on; verify
+// without it runs it when the baseline recorded it.
+func TestNetworkPolicyFlag(t *testing.T) {
+	parse := func(args ...string) *healthFlags {
+		f := &healthFlags{}
+		cmd := &cobra.Command{Use: "verify"}
+		f.addFlags(cmd)
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		args []string
+		base *preflight.HealthEvidence
+		want bool
+	}{
+		{nil, nil, false},
+		{[]string{"--network-policy"}, nil, true},
+		{nil, &preflight.HealthEvidence{NetworkPolicy: &preflight.NetworkPolicyEvidence{}}, true},
+		{[]string{"--network-policy=false"}, &preflight.HealthEvidence{NetworkPolicy: &preflight.NetworkPolicyEvidence{}}, false},
+		{nil, &preflight.HealthEvidence{}, false},
+	} {
+		r := &preflight.Runner{}
+		parse(tc.args...).apply(r, tc.base)
+		if r.Health.NetworkPolicy != tc.want {
+			t.Errorf("%q, baseline %+v: gate on %v, want %v", tc.args, tc.base, r.Health.NetworkPolicy, tc.want)
+		}
+	}
+}

@@ -88,6 +88,16 @@ var verifyLong = templates.LongDesc(`
 	only, or the pod Pending past --synthetic-app-timeout) or a verb RBAC
 	refuses is UNKNOWN, unless the baseline was UNKNOWN too.
 
+	Network policy (--network-policy, or when the baseline recorded it):
+	every NetworkPolicy, and CiliumNetworkPolicy,
+	CiliumClusterwideNetworkPolicy, Calico NetworkPolicy and
+	GlobalNetworkPolicy where their CRDs are served, is diffed against the
+	baseline by a digest of its spec: gone or changed is a FAIL naming it; a
+	kind read at the baseline and not now is UNKNOWN. The enforcing CNI's
+	agent DaemonSet (Cilium, GKE Dataplane V2, Calico, Antrea, Weave Net,
+	kube-router, Azure NPM, the EKS network policy agent) gone or no longer
+	fully ready is a FAIL.
+
 	FAIL and UNKNOWN items are regressions and exit 1; WARN items are listed
 	and exit 0.`)
 
