@@ -82,6 +82,12 @@ var preflightLong = templates.LongDesc(`
 	--synthetic-app-timeout) is UNKNOWN. It needs
 	deploy/rbac/skew-synthetic-app.yaml bound in its namespace.
 
+	The network-policy gate (--network-policy) records every NetworkPolicy,
+	and the Cilium and Calico policy kinds where their CRDs are served, by a
+	digest of its spec, and the enforcing CNI's agent DaemonSet, for verify
+	to diff: agent pods not ready is FAIL; policies with no known enforcing
+	CNI is WARN.
+
 	A gate that cannot read what it needs is UNKNOWN with the verb and
 	resource, and the others still run. --save writes the whole report with
 	its evidence, which "kubectl skew verify --baseline" compares against
