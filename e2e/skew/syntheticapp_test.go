@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -139,7 +140,7 @@ func TestSyntheticAppKwokOnly(t *testing.T) {
 // image's server) answers through the apiserver's service proxy (PASS,
 // and what an interrupted run left is deleted first); verify with a
 // probe that runs and never listens is a FAIL; everything is deleted
-// after each run. As a user with skew.yaml and skew-synthetic-app.yaml
+// after each run, and after a run interrupted with SIGINT. As a user with skew.yaml and skew-synthetic-app.yaml
 // bound, it passes; without each rule of the latter it is UNKNOWN naming
 // the verb and resource.
 func TestSyntheticAppExecNode(t *testing.T) {
@@ -209,6 +210,31 @@ func TestSyntheticAppExecNode(t *testing.T) {
 	v = skew(t, cp, "verify", "-o", "json", "--baseline", baseline)
 	if strings.Contains(v.Stdout, `"synthetic-app"`) {
 		t.Fatalf("verify as the baseline ran it: want no synthetic-app item\n%s", v)
+	}
+
+	// An interrupt (SIGINT, as Ctrl-C sends) while the probe is deployed:
+	// the run still deletes its pod and Service before it exits.
+	cmd := exec.Command(plugintest.Binary(t, "kubectl-skew"), "--kubeconfig", cp.Kubeconfig, "preflight", "-o", "json", "--target", "v1.37",
+		"--synthetic-app-command", "sleep 600", "--synthetic-app-port", strconv.Itoa(port), "--synthetic-app-timeout", "60s")
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(cp.Binaries.Kubectl)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.Eventually(ctx, "the probe pod running", time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := cp.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: probeLabel})
+		return err == nil && len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning, nil
+	}); err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if left := probeObjects(t, cp, "default"); len(left) != 0 {
+		t.Fatalf("left behind after an interrupt: %v\n%s", left, out.String())
 	}
 
 	// RBAC: skew.yaml's read-only role and the synthetic-app role, bound
