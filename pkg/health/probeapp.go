@@ -26,10 +26,13 @@ import (
 // Defaults of the probe app.
 const (
 	// DefaultProbeAppImage is agnhost, the image Kubernetes' own e2e tests
-	// serve HTTP from (kubernetes v1.33 test/utils/image/manifest.go,
-	// agnhost 2.53); its netexec command answers GET / with the request's
-	// timestamp (test/images/agnhost/README.md, netexec).
-	DefaultProbeAppImage = "registry.k8s.io/e2e-test-images/agnhost:2.53"
+	// serve HTTP from, at a tag their image manifest pins
+	// (kubernetes/kubernetes test/utils/image/manifest.go:
+	// configs[Agnhost] = Config{list.PromoterE2eRegistry, "agnhost",
+	// "2.52"}); its netexec command answers GET / with the request's
+	// timestamp (test/images/agnhost/README.md, netexec). No registry
+	// client runs here to hold it: --synthetic-app-image overrides it.
+	DefaultProbeAppImage = "registry.k8s.io/e2e-test-images/agnhost:2.52"
 	// DefaultProbeAppPort is the port the server listens on (agnhost
 	// netexec's --http-port default, 8080).
 	DefaultProbeAppPort = 8080
