@@ -61,6 +61,19 @@ type ExecNodeOptions struct {
 	Env []string
 	// Dir gets one log file per pod (<pod>.log).
 	Dir string
+	// PodIP is the address reported as every pod's IP and the node's
+	// (127.0.0.1 when empty). Endpoints may not hold a loopback address
+	// (core/v1 EndpointAddress.ip), so a pod that must be reached through
+	// a Service, as the apiserver's service proxy does, needs an address
+	// of this machine other than loopback, where its command listens.
+	PodIP string
+}
+
+func (o ExecNodeOptions) podIP() string {
+	if o.PodIP == "" {
+		return "127.0.0.1"
+	}
+	return o.PodIP
 }
 
 // Execution is one pod the node ran.
@@ -107,7 +120,7 @@ func (cp *Cluster) StartExecNode(ctx context.Context, opts ExecNodeOptions) (*Ex
 		created.Status = corev1.NodeStatus{
 			Capacity: res, Allocatable: res.DeepCopy(), Phase: corev1.NodeRunning,
 			NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: KubeVersion, OperatingSystem: "linux", Architecture: "amd64"},
-			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: opts.podIP()}},
 		}
 		setNodeReady(created)
 		_, err := cp.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
@@ -239,7 +252,7 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 		case e.ValueFrom == nil:
 			own = append(own, e.Name+"="+e.Value)
 		case e.ValueFrom.FieldRef != nil:
-			if v, ok := podField(p, e.ValueFrom.FieldRef.FieldPath); ok {
+			if v, ok := podField(p, e.ValueFrom.FieldRef.FieldPath, n.opts.podIP()); ok {
 				own = append(own, e.Name+"="+v)
 			}
 		}
@@ -277,7 +290,7 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 // podField is the downward API's value of a pod field for an environment
 // variable, as the kubelet resolves it (the field paths the API server
 // accepts for env; labels and annotations by key).
-func podField(p *corev1.Pod, path string) (string, bool) {
+func podField(p *corev1.Pod, path, ip string) (string, bool) {
 	switch path {
 	case "metadata.name":
 		return p.Name, true
@@ -290,7 +303,7 @@ func podField(p *corev1.Pod, path string) (string, bool) {
 	case "spec.serviceAccountName":
 		return p.Spec.ServiceAccountName, true
 	case "status.hostIP", "status.podIP":
-		return "127.0.0.1", true
+		return ip, true
 	}
 	for prefix, m := range map[string]map[string]string{"metadata.labels": p.Labels, "metadata.annotations": p.Annotations} {
 		if k, ok := strings.CutPrefix(path, prefix+"['"); ok && strings.HasSuffix(k, "']") {
@@ -348,8 +361,9 @@ func (n *ExecNode) setStatus(ctx context.Context, p *corev1.Pod, started time.Ti
 		start := metav1.NewTime(started)
 		now := metav1.Now()
 		st := &cur.Status
-		st.HostIP, st.PodIP, st.StartTime = "127.0.0.1", "127.0.0.1", &start
-		st.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
+		ip := n.opts.podIP()
+		st.HostIP, st.PodIP, st.StartTime = ip, ip, &start
+		st.PodIPs = []corev1.PodIP{{IP: ip}}
 		st.InitContainerStatuses = nil
 		for _, c := range cur.Spec.InitContainers {
 			st.InitContainerStatuses = append(st.InitContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image, Ready: true,

@@ -18,13 +18,15 @@ func TestPodField(t *testing.T) {
 		"metadata.uid":       "u-1",
 		"spec.nodeName":      "fleet-exec",
 		"metadata.labels['workflows.argoproj.io/workflow']": "ring-r1",
+		"status.podIP":  "192.0.2.7",
+		"status.hostIP": "192.0.2.7",
 	} {
-		if got, ok := podField(p, path); !ok || got != want {
+		if got, ok := podField(p, path, "192.0.2.7"); !ok || got != want {
 			t.Errorf("%s = %q, %v; want %q", path, got, ok, want)
 		}
 	}
 	for _, path := range []string{"metadata.labels['absent']", "status.phase", "metadata.labels"} {
-		if got, ok := podField(p, path); ok {
+		if got, ok := podField(p, path, "192.0.2.7"); ok {
 			t.Errorf("%s = %q, want no value", path, got)
 		}
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // The health gates read the systems operators already run (etcd itself,
-// Alertmanager, Prometheus) and prove that workloads still run, reach
+// Alertmanager, Prometheus) and prove that workloads still run (a
+// synthetic app deployed, called and deleted), reach
 // their identity and stay fenced by network policy. Each runs only when
 // asked (HealthOptions), after the built-in gates; preflight records what
 // it read in Evidence.Health and verify compares (verifyHealth).
@@ -40,6 +41,14 @@ type HealthOptions struct {
 	Prometheus health.PrometheusAccess
 	// PromQLChecks are the checks it runs.
 	PromQLChecks []health.PromQLCheck
+	// SyntheticApp runs the synthetic-app gate (probeapp.go): it creates a
+	// pod and a Service and deletes them.
+	SyntheticApp bool
+	// ProbeApp says what the probe app runs, where, and whether only as a
+	// dry run.
+	ProbeApp health.ProbeAppOptions
+	// NetworkPolicy runs the network-policy gate (netpol.go).
+	NetworkPolicy bool
 }
 
 // HealthEvidence is what the health gates read, saved with the baseline.
@@ -62,6 +71,13 @@ type HealthEvidence struct {
 	// Prometheus is where they were read (nil when the promql gate did
 	// not run).
 	Prometheus *health.PrometheusAccess `json:"prometheus,omitempty"`
+	// ProbeApp is what the synthetic-app gate found (nil when it did not
+	// run); ProbeAppOptions how it ran, for verify to run it again.
+	ProbeApp        *health.ProbeAppResult  `json:"probeApp,omitempty"`
+	ProbeAppOptions *health.ProbeAppOptions `json:"probeAppOptions,omitempty"`
+	// NetworkPolicy is what the network-policy gate read (nil when it did
+	// not run).
+	NetworkPolicy *NetworkPolicyEvidence `json:"networkPolicy,omitempty"`
 	// Unread says, per gate, what could not be read.
 	Unread map[string]string `json:"unread,omitempty"`
 }
@@ -77,6 +93,12 @@ func (r *Runner) healthGateOrder() []string {
 	}
 	if r.Health.PromQL {
 		out = append(out, GatePromQL)
+	}
+	if r.Health.SyntheticApp {
+		out = append(out, GateProbeApp)
+	}
+	if r.Health.NetworkPolicy {
+		out = append(out, GateNetworkPolicy)
 	}
 	return out
 }
@@ -139,6 +161,29 @@ func (r *Runner) healthGates(ev *Evidence, mu *sync.Mutex, inv func() *skew.Inve
 			return g
 		}
 	}
+	if r.Health.SyntheticApp {
+		gates[GateProbeApp] = func(ctx context.Context) Gate {
+			g, res := r.probeAppGate(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			// Its UNKNOWN is its own verify item (verifyProbeApp), so the
+			// gate is not listed in Unread.
+			o := r.Health.ProbeApp
+			he.ProbeApp, he.ProbeAppOptions = res, &o
+			return g
+		}
+	}
+	if r.Health.NetworkPolicy {
+		gates[GateNetworkPolicy] = func(ctx context.Context) Gate {
+			g, np := r.networkPolicyGate(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			// What it could not read is its own verify item
+			// (verifyNetworkPolicy).
+			he.NetworkPolicy = np
+			return g
+		}
+	}
 	return gates
 }
 
@@ -174,6 +219,10 @@ func verifyHealth(base, now Evidence) []Regression {
 	}
 	out = append(out, verifyAlerts(b, n)...)
 	out = append(out, verifyPromQL(b, n)...)
+	out = append(out, verifyProbeApp(b, n)...)
+	if b != nil {
+		out = append(out, verifyNetworkPolicy(b.NetworkPolicy, n.NetworkPolicy)...)
+	}
 	if b != nil {
 		for gate, why := range n.Unread {
 			if _, was := b.Unread[gate]; !was {

@@ -3,6 +3,8 @@ package skew
 import (
 	"fmt"
 	"net/url"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +25,16 @@ type healthFlags struct {
 	AlertMatchers   []string
 	PrometheusURL   string
 	PromQLChecks    string
+	// The synthetic-app gate's flags.
+	SyntheticApp          bool
+	SyntheticAppNamespace string
+	SyntheticAppImage     string
+	SyntheticAppCommand   string
+	SyntheticAppPort      int32
+	SyntheticAppTimeout   time.Duration
+	SyntheticAppDryRun    bool
+	// NetworkPolicy is --network-policy.
+	NetworkPolicy bool
 
 	promqlChecks []health.PromQLCheck
 	cmd          *cobra.Command
@@ -42,6 +54,15 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.StringArrayVar(&f.AlertMatchers, "alert-matcher", f.AlertMatchers, "Alertmanager matcher the alerts must match, in Alertmanager's syntax (severity=\"critical\", cluster=~\"prod-.*\"); repeatable, all must match.")
 	fs.StringVar(&f.PrometheusURL, "prometheus-url", f.PrometheusURL, "Run the promql gate against this Prometheus' HTTP API (http://prometheus.monitoring:9090; or `kubectl port-forward -n monitoring svc/prometheus-k8s 9090` and http://127.0.0.1:9090), reached directly with no cluster credentials.")
 	fs.StringVar(&f.PromQLChecks, "promql-checks", f.PromQLChecks, "YAML list of PromQL checks, each {name, expr, and one of maxRatio (value may grow to baseline x ratio), max, min}; preflight --save records each value as the baseline, verify compares.")
+	f.SyntheticAppNamespace, f.SyntheticAppImage, f.SyntheticAppPort, f.SyntheticAppTimeout = "default", health.DefaultProbeAppImage, health.DefaultProbeAppPort, health.DefaultProbeAppTimeout
+	fs.BoolVar(&f.SyntheticApp, "synthetic-app", f.SyntheticApp, "Run the synthetic-app gate: CREATE a probe pod (a minimal HTTP server) and a Service in --synthetic-app-namespace, call it through the apiserver's service proxy (no network path to pods needed), then delete both; objects are labelled "+health.ProbeAppLabel+" and a run first deletes what an interrupted run left. Implied by the other --synthetic-app-* flags. See --synthetic-app-dry-run.")
+	fs.BoolVar(&f.SyntheticAppDryRun, "synthetic-app-dry-run", f.SyntheticAppDryRun, "Send the synthetic app's pod and Service as server-side dry runs (dryRun=All: admission and RBAC judge them, nothing is stored or called); the gate is WARN.")
+	fs.StringVar(&f.SyntheticAppNamespace, "synthetic-app-namespace", f.SyntheticAppNamespace, "Namespace the synthetic app is created in (bind deploy/rbac/skew-synthetic-app.yaml there).")
+	fs.StringVar(&f.SyntheticAppImage, "synthetic-app-image", f.SyntheticAppImage, "Image of the synthetic app's HTTP server (a mirror of it where registry.k8s.io is not reachable).")
+	fs.StringVar(&f.SyntheticAppCommand, "synthetic-app-command", f.SyntheticAppCommand, "Command of the synthetic app, split on spaces; it must answer GET / on --synthetic-app-port (default: /agnhost netexec --http-port=PORT).")
+	fs.Int32Var(&f.SyntheticAppPort, "synthetic-app-port", f.SyntheticAppPort, "Port the synthetic app listens on.")
+	fs.DurationVar(&f.SyntheticAppTimeout, "synthetic-app-timeout", f.SyntheticAppTimeout, "How long the synthetic app's pod may take to be Ready; still Pending then is UNKNOWN (no node ran it), running and not Ready is FAIL.")
+	fs.BoolVar(&f.NetworkPolicy, "network-policy", f.NetworkPolicy, "Run the network-policy gate: record every NetworkPolicy (and CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, Calico NetworkPolicy and GlobalNetworkPolicy where their CRDs are served) by a digest of its spec, and the enforcing CNI's DaemonSet; verify fails on a policy gone or changed and on that DaemonSet gone or not ready.")
 	_ = cmd.MarkFlagFilename("promql-checks", "yaml", "yml")
 	for _, n := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
 		_ = cmd.MarkFlagFilename(n, "crt", "pem", "key")
@@ -85,6 +106,15 @@ func (f *healthFlags) validate() error {
 		}
 		f.promqlChecks = checks
 	}
+	if f.SyntheticAppPort < 1 || f.SyntheticAppPort > 65535 {
+		return fmt.Errorf("--synthetic-app-port must be 1-65535, got %d", f.SyntheticAppPort)
+	}
+	if f.SyntheticAppTimeout <= 0 {
+		return fmt.Errorf("--synthetic-app-timeout must be positive, got %s", f.SyntheticAppTimeout)
+	}
+	if f.SyntheticAppNamespace == "" {
+		return fmt.Errorf("--synthetic-app-namespace must not be empty")
+	}
 	if (f.EtcdCert == "") != (f.EtcdKey == "") {
 		return fmt.Errorf("--etcd-cert and --etcd-key go together: give both, or neither for an etcd without client certificates")
 	}
@@ -116,6 +146,22 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 		}
 	case base != nil && base.Alertmanager != nil:
 		h.Alerts, h.Alertmanager = true, *base.Alertmanager
+	}
+	// synthetic app: the flags override; verify without them runs it the
+	// way the baseline did.
+	switch {
+	case f.changed("synthetic-app", "synthetic-app-dry-run", "synthetic-app-namespace", "synthetic-app-image", "synthetic-app-command", "synthetic-app-port", "synthetic-app-timeout"):
+		h.SyntheticApp = !f.changed("synthetic-app") || f.SyntheticApp
+		h.ProbeApp = health.ProbeAppOptions{Namespace: f.SyntheticAppNamespace, Image: f.SyntheticAppImage, Command: strings.Fields(f.SyntheticAppCommand),
+			Port: f.SyntheticAppPort, Timeout: f.SyntheticAppTimeout, DryRun: f.SyntheticAppDryRun}
+	case base != nil && base.ProbeAppOptions != nil:
+		h.SyntheticApp, h.ProbeApp = true, *base.ProbeAppOptions
+	}
+	switch {
+	case f.changed("network-policy"):
+		h.NetworkPolicy = f.NetworkPolicy
+	case base != nil && base.NetworkPolicy != nil:
+		h.NetworkPolicy = true
 	}
 	// promql: the flags override, each falling back to the baseline's
 	// Prometheus and checks.

@@ -6,7 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
+	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
 )
 
 // TestPromQLFlagErrors: a bad --promql-checks file or --prometheus-url is
@@ -36,6 +40,90 @@ func TestPromQLFlagErrors(t *testing.T) {
 		r := run(t, getter(cluster("v1.37.2")), "", append([]string{"preflight", "--target", "v1.37"}, tc.args...)...)
 		if r.Code != cli.ExitUsage || !strings.Contains(r.Err, tc.err) || strings.Count(strings.TrimSpace(r.Err), "\n") != 0 || r.Out != "" {
 			t.Errorf("%q: exit %d, stderr %q, want exit 2 and one line with %q", tc.args, r.Code, r.Err, tc.err)
+		}
+	}
+}
+
+// TestSyntheticAppFlags: the --synthetic-app-* flags turn the gate on with
+// their values; verify without them runs it the way the baseline did; a
+// bad value is one usage line.
+func TestSyntheticAppFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--synthetic-app-port", "0"}, "--synthetic-app-port must be 1-65535, got 0"},
+		{[]string{"--synthetic-app-timeout", "0s"}, "--synthetic-app-timeout must be positive"},
+		{[]string{"--synthetic-app-namespace", ""}, "--synthetic-app-namespace must not be empty"},
+	} {
+		r := run(t, getter(cluster("v1.37.2")), "", append([]string{"preflight", "--target", "v1.37"}, tc.args...)...)
+		if r.Code != cli.ExitUsage || !strings.Contains(r.Err, tc.err) || strings.Count(strings.TrimSpace(r.Err), "\n") != 0 {
+			t.Errorf("%q: exit %d, stderr %q, want exit 2 and one line with %q", tc.args, r.Code, r.Err, tc.err)
+		}
+	}
+	parse := func(args ...string) *healthFlags {
+		f := &healthFlags{}
+		cmd := &cobra.Command{Use: "verify"}
+		f.addFlags(cmd)
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.validate(); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	r := &preflight.Runner{}
+	parse().apply(r, nil)
+	if r.Health.SyntheticApp {
+		t.Errorf("no flag: the gate runs")
+	}
+	r = &preflight.Runner{}
+	parse("--synthetic-app-dry-run", "--synthetic-app-command", "python3 -m http.server 9000", "--synthetic-app-port", "9000").apply(r, nil)
+	if o := r.Health.ProbeApp; !r.Health.SyntheticApp || !o.DryRun || o.Port != 9000 || strings.Join(o.Command, "|") != "python3|-m|http.server|9000" ||
+		o.Namespace != "default" || o.Image != health.DefaultProbeAppImage || o.Timeout != health.DefaultProbeAppTimeout {
+		t.Errorf("flags: %+v on=%v", o, r.Health.SyntheticApp)
+	}
+	r = &preflight.Runner{}
+	parse("--synthetic-app=false", "--synthetic-app-port", "9000").apply(r, nil)
+	if r.Health.SyntheticApp {
+		t.Errorf("--synthetic-app=false: the gate runs")
+	}
+	r = &preflight.Runner{}
+	base := &preflight.HealthEvidence{ProbeAppOptions: &health.ProbeAppOptions{Namespace: "probes", Port: 9000}}
+	parse().apply(r, base)
+	if !r.Health.SyntheticApp || r.Health.ProbeApp.Namespace != "probes" {
+		t.Errorf("verify without flags: want the baseline's run, got %+v on=%v", r.Health.ProbeApp, r.Health.SyntheticApp)
+	}
+}
+
+// TestNetworkPolicyFlag: --network-policy turns the gate on; verify
+// without it runs it when the baseline recorded it.
+func TestNetworkPolicyFlag(t *testing.T) {
+	parse := func(args ...string) *healthFlags {
+		f := &healthFlags{}
+		cmd := &cobra.Command{Use: "verify"}
+		f.addFlags(cmd)
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	for _, tc := range []struct {
+		args []string
+		base *preflight.HealthEvidence
+		want bool
+	}{
+		{nil, nil, false},
+		{[]string{"--network-policy"}, nil, true},
+		{nil, &preflight.HealthEvidence{NetworkPolicy: &preflight.NetworkPolicyEvidence{}}, true},
+		{[]string{"--network-policy=false"}, &preflight.HealthEvidence{NetworkPolicy: &preflight.NetworkPolicyEvidence{}}, false},
+		{nil, &preflight.HealthEvidence{}, false},
+	} {
+		r := &preflight.Runner{}
+		parse(tc.args...).apply(r, tc.base)
+		if r.Health.NetworkPolicy != tc.want {
+			t.Errorf("%q, baseline %+v: gate on %v, want %v", tc.args, tc.base, r.Health.NetworkPolicy, tc.want)
 		}
 	}
 }

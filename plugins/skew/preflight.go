@@ -72,6 +72,22 @@ var preflightLong = templates.LongDesc(`
 	probes need the create verb on what they send (deploy/rbac/skew-probes.yaml);
 	without it they are UNKNOWN naming the verb.
 
+	The synthetic app (--synthetic-app) CREATES objects: a probe pod running
+	a minimal HTTP server and a Service, in --synthetic-app-namespace, called
+	through the apiserver's service proxy and then deleted (also on an
+	interrupt; a run first deletes what an interrupted run left, by label).
+	--synthetic-app-dry-run sends both as server-side dry runs instead
+	(nothing stored or called: WARN). No answer is FAIL; no node that can
+	run it (KWOK fake nodes only, or the pod Pending past
+	--synthetic-app-timeout) is UNKNOWN. It needs
+	deploy/rbac/skew-synthetic-app.yaml bound in its namespace.
+
+	The network-policy gate (--network-policy) records every NetworkPolicy,
+	and the Cilium and Calico policy kinds where their CRDs are served, by a
+	digest of its spec, and the enforcing CNI's agent DaemonSet, for verify
+	to diff: agent pods not ready is FAIL; policies with no known enforcing
+	CNI is WARN.
+
 	A gate that cannot read what it needs is UNKNOWN with the verb and
 	resource, and the others still run. --save writes the whole report with
 	its evidence, which "kubectl skew verify --baseline" compares against

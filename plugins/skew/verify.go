@@ -78,6 +78,26 @@ var verifyLong = templates.LongDesc(`
 	new since the baseline and pending longer than --settle-time (core
 	Kubernetes never approves them): FAIL.
 
+	Synthetic app (--synthetic-app, or run again when the baseline ran it):
+	verify CREATES a probe pod running a minimal HTTP server and a Service in
+	--synthetic-app-namespace, calls it through the apiserver's service
+	proxy and deletes both, also on an interrupt (a run first deletes what an
+	interrupted run left, by label). --synthetic-app-dry-run is its dry run:
+	both sent as server-side dry runs, nothing stored or called, listed as
+	WARN. No answer is a FAIL; no node that can run it (KWOK fake nodes
+	only, or the pod Pending past --synthetic-app-timeout) or a verb RBAC
+	refuses is UNKNOWN, unless the baseline was UNKNOWN too.
+
+	Network policy (--network-policy, or when the baseline recorded it):
+	every NetworkPolicy, and CiliumNetworkPolicy,
+	CiliumClusterwideNetworkPolicy, Calico NetworkPolicy and
+	GlobalNetworkPolicy where their CRDs are served, is diffed against the
+	baseline by a digest of its spec: gone or changed is a FAIL naming it; a
+	kind read at the baseline and not now is UNKNOWN. The enforcing CNI's
+	agent DaemonSet (Cilium, GKE Dataplane V2, Calico, Antrea, Weave Net,
+	kube-router, Azure NPM, the EKS network policy agent) gone or no longer
+	fully ready is a FAIL.
+
 	FAIL and UNKNOWN items are regressions and exit 1; WARN items are listed
 	and exit 0.`)
 
@@ -85,7 +105,11 @@ var verifyExample = templates.Examples(`
 	# Before the upgrade
 	kubectl skew preflight --target v1.37 --save before.yaml
 	# After the wave that moved pool gpu-a to 1.37
-	kubectl skew verify --baseline before.yaml --pool gpu-a=v1.37`)
+	kubectl skew verify --baseline before.yaml --pool gpu-a=v1.37
+
+	# Also deploy, call and delete a probe app (see first what it would create)
+	kubectl skew verify --baseline before.yaml --synthetic-app --synthetic-app-dry-run
+	kubectl skew verify --baseline before.yaml --synthetic-app`)
 
 // VerifyOptions holds the parsed state of `kubectl skew verify`.
 type VerifyOptions struct {

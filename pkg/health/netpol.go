@@ -1,0 +1,199 @@
+package health
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Network policy continuity: every network policy object is recorded by
+// kind, namespace, name and a digest of its spec; verify diffs them, and
+// checks that the CNI that enforces them still runs.
+
+// PolicyKind is a kind of network policy the gate reads.
+type PolicyKind struct {
+	// Kind is the name shown (NetworkPolicy, CiliumNetworkPolicy ...).
+	Kind string
+	// GVR is the resource listed.
+	GVR schema.GroupVersionResource
+	// CRD is the CustomResourceDefinition that serves it ("" for the
+	// built-in NetworkPolicy).
+	CRD string
+}
+
+// PolicyKinds are the kinds read, each where it is served: the built-in
+// networking.k8s.io/v1 NetworkPolicy; Cilium's cilium.io/v2
+// CiliumNetworkPolicy and CiliumClusterwideNetworkPolicy (Cilium v1.16
+// docs, "Network Policy": "CiliumNetworkPolicy",
+// "CiliumClusterwideNetworkPolicy"); Calico's crd.projectcalico.org/v1
+// NetworkPolicy and GlobalNetworkPolicy, the CRDs Calico stores them in
+// (Calico v3.28 docs, "Calico network policy", "Global network policy").
+var PolicyKinds = []PolicyKind{
+	{Kind: "NetworkPolicy", GVR: schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}},
+	{Kind: "CiliumNetworkPolicy", GVR: schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumnetworkpolicies"}, CRD: "ciliumnetworkpolicies.cilium.io"},
+	{Kind: "CiliumClusterwideNetworkPolicy", GVR: schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumclusterwidenetworkpolicies"}, CRD: "ciliumclusterwidenetworkpolicies.cilium.io"},
+	{Kind: "crd.projectcalico.org/NetworkPolicy", GVR: schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "networkpolicies"}, CRD: "networkpolicies.crd.projectcalico.org"},
+	{Kind: "GlobalNetworkPolicy", GVR: schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "globalnetworkpolicies"}, CRD: "globalnetworkpolicies.crd.projectcalico.org"},
+}
+
+// PolicyFact is one network policy as recorded.
+type PolicyFact struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Digest is the SHA-256 of the spec's JSON (keys sorted).
+	Digest string `json:"digest"`
+}
+
+// ID is kind, namespace and name.
+func (p PolicyFact) ID() string {
+	if p.Namespace == "" {
+		return p.Kind + " " + p.Name
+	}
+	return p.Kind + " " + p.Namespace + "/" + p.Name
+}
+
+// SpecDigest digests a policy's spec (nil digests as "null"); Go's JSON
+// encoding sorts map keys, so equal specs digest equally.
+func SpecDigest(spec any) string {
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// PolicyChange is one policy gone or changed since the baseline.
+type PolicyChange struct {
+	Policy PolicyFact
+	// Gone: deleted; else its spec changed.
+	Gone bool
+}
+
+func (c PolicyChange) String() string {
+	if c.Gone {
+		return c.Policy.ID() + " is gone since the baseline"
+	}
+	return c.Policy.ID() + " changed since the baseline (spec differs)"
+}
+
+// DiffPolicies returns the baseline's policies now gone or changed, by ID;
+// kinds in skip (not read now) are left out. New policies are no loss of
+// protection and are not returned.
+func DiffPolicies(base, now []PolicyFact, skip map[string]bool) []PolicyChange {
+	cur := map[string]PolicyFact{}
+	for _, p := range now {
+		cur[p.ID()] = p
+	}
+	var out []PolicyChange
+	for _, b := range base {
+		if skip[b.Kind] {
+			continue
+		}
+		n, ok := cur[b.ID()]
+		switch {
+		case !ok:
+			out = append(out, PolicyChange{Policy: b, Gone: true})
+		case n.Digest != b.Digest:
+			out = append(out, PolicyChange{Policy: b})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Policy.ID() < out[j].Policy.ID() })
+	return out
+}
+
+// EnforcingCNI is a CNI agent DaemonSet that enforces network policy.
+type EnforcingCNI struct {
+	// Name of the CNI.
+	Name string
+	// DaemonSets are the names its agent DaemonSet goes by.
+	DaemonSets []string
+}
+
+// EnforcingCNIs are the CNIs whose agent DaemonSet enforces NetworkPolicy:
+// Cilium's "cilium" (Cilium v1.16 Helm chart, agent DaemonSet), GKE
+// Dataplane V2's "anetd" (GKE docs, "Dataplane V2", a Cilium build),
+// Calico's "calico-node" (Calico v3.28 manifests, kube-system or
+// calico-system), Antrea's "antrea-agent" (Antrea v2.1 manifests), Weave
+// Net's "weave-net", kube-router's "kube-router", Azure NPM's "azure-npm"
+// (AKS docs, "network policies") and the EKS VPC CNI's "aws-node" with its
+// aws-network-policy-agent container (amazon-vpc-cni-k8s v1.18, network
+// policy agent). Flannel alone enforces none and is not listed.
+var EnforcingCNIs = []EnforcingCNI{
+	{Name: "Cilium", DaemonSets: []string{"cilium"}},
+	{Name: "GKE Dataplane V2", DaemonSets: []string{"anetd"}},
+	{Name: "Calico", DaemonSets: []string{"calico-node"}},
+	{Name: "Antrea", DaemonSets: []string{"antrea-agent"}},
+	{Name: "Weave Net", DaemonSets: []string{"weave-net"}},
+	{Name: "kube-router", DaemonSets: []string{"kube-router"}},
+	{Name: "Azure NPM", DaemonSets: []string{"azure-npm"}},
+	{Name: "EKS VPC CNI network policy agent", DaemonSets: []string{"aws-node"}},
+}
+
+// CNIFact is an enforcing CNI's DaemonSet as read.
+type CNIFact struct {
+	CNI       string `json:"cni"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Desired   int32  `json:"desired"`
+	Ready     int32  `json:"ready"`
+}
+
+// OK says every pod it should run is ready.
+func (c CNIFact) OK() bool { return c.Desired > 0 && c.Ready >= c.Desired }
+
+func (c CNIFact) String() string {
+	return fmt.Sprintf("%s DaemonSet %s/%s: %d of %d pods ready", c.CNI, c.Namespace, c.Name, c.Ready, c.Desired)
+}
+
+// FindEnforcingCNIs picks the enforcing CNIs' DaemonSets out of all.
+func FindEnforcingCNIs(dss []*appsv1.DaemonSet) []CNIFact {
+	var out []CNIFact
+	for _, ds := range dss {
+		for _, c := range EnforcingCNIs {
+			for _, n := range c.DaemonSets {
+				if ds.Name != n {
+					continue
+				}
+				if n == "aws-node" && !hasContainer(ds, "aws-network-policy-agent") {
+					continue
+				}
+				out = append(out, CNIFact{CNI: c.Name, Namespace: ds.Namespace, Name: ds.Name, Desired: ds.Status.DesiredNumberScheduled, Ready: ds.Status.NumberReady})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
+	return out
+}
+
+func hasContainer(ds *appsv1.DaemonSet, name string) bool {
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// CNIRegressions: each baseline CNI DaemonSet that is gone now or not
+// fully ready now while it was at the baseline.
+func CNIRegressions(base, now []CNIFact) []string {
+	cur := map[string]CNIFact{}
+	for _, c := range now {
+		cur[c.Namespace+"/"+c.Name] = c
+	}
+	var out []string
+	for _, b := range base {
+		n, ok := cur[b.Namespace+"/"+b.Name]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s DaemonSet %s/%s, which enforces network policy, is gone since the baseline", b.CNI, b.Namespace, b.Name))
+		case !n.OK() && b.OK():
+			out = append(out, n.String()+" (all were ready at the baseline): policy is not enforced on nodes without a ready agent")
+		}
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package health
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestSpecDigestIgnoresKeyOrderNotContent(t *testing.T) {
+	a := map[string]any{"podSelector": map[string]any{}, "policyTypes": []any{"Ingress"}}
+	b := map[string]any{"policyTypes": []any{"Ingress"}, "podSelector": map[string]any{}}
+	c := map[string]any{"policyTypes": []any{"Ingress", "Egress"}, "podSelector": map[string]any{}}
+	if SpecDigest(a) != SpecDigest(b) {
+		t.Errorf("equal specs digest differently")
+	}
+	if SpecDigest(a) == SpecDigest(c) {
+		t.Errorf("a changed spec digests the same")
+	}
+}
+
+func TestDiffPolicies(t *testing.T) {
+	p := func(kind, ns, name, d string) PolicyFact {
+		return PolicyFact{Kind: kind, Namespace: ns, Name: name, Digest: d}
+	}
+	base := []PolicyFact{
+		p("NetworkPolicy", "ml", "deny-all", "1"),
+		p("NetworkPolicy", "ml", "allow-dns", "2"),
+		p("NetworkPolicy", "web", "deny-all", "3"),
+		p("CiliumNetworkPolicy", "ml", "l7", "4"),
+		p("GlobalNetworkPolicy", "", "default-deny", "5"),
+	}
+	now := []PolicyFact{
+		p("NetworkPolicy", "ml", "deny-all", "1"),
+		p("NetworkPolicy", "ml", "allow-dns", "2b"),
+		p("NetworkPolicy", "web", "new", "9"),
+		p("GlobalNetworkPolicy", "", "default-deny", "5"),
+	}
+	got := DiffPolicies(base, now, map[string]bool{"CiliumNetworkPolicy": true})
+	var lines []string
+	for _, c := range got {
+		lines = append(lines, c.String())
+	}
+	want := []string{
+		"NetworkPolicy ml/allow-dns changed since the baseline (spec differs)",
+		"NetworkPolicy web/deny-all is gone since the baseline",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if got := DiffPolicies(base, now, nil); len(got) != 3 || got[0].Policy.Kind != "CiliumNetworkPolicy" || !got[0].Gone {
+		t.Errorf("a kind read now too: want the Cilium policy gone first, got %+v", got)
+	}
+	if got := DiffPolicies(base, base, nil); len(got) != 0 {
+		t.Errorf("no change: got %+v", got)
+	}
+}
+
+func TestEnforcingCNIs(t *testing.T) {
+	ds := func(ns, name string, desired, ready int32, containers ...string) *appsv1.DaemonSet {
+		d := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: desired, NumberReady: ready}}
+		for _, c := range containers {
+			d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: c})
+		}
+		return d
+	}
+	got := FindEnforcingCNIs([]*appsv1.DaemonSet{
+		ds("kube-system", "cilium", 3, 3), ds("kube-system", "kube-flannel-ds", 3, 3),
+		ds("kube-system", "aws-node", 3, 3, "aws-node"), ds("calico-system", "calico-node", 3, 2),
+	})
+	if len(got) != 2 || got[0].CNI != "Calico" || got[0].OK() || got[1].CNI != "Cilium" || !got[1].OK() {
+		t.Fatalf("got %+v", got)
+	}
+	if got := FindEnforcingCNIs([]*appsv1.DaemonSet{ds("kube-system", "aws-node", 2, 2, "aws-node", "aws-network-policy-agent")}); len(got) != 1 {
+		t.Errorf("aws-node with its policy agent: got %+v", got)
+	}
+	base := []CNIFact{{CNI: "Cilium", Namespace: "kube-system", Name: "cilium", Desired: 3, Ready: 3}, {CNI: "Calico", Namespace: "calico-system", Name: "calico-node", Desired: 3, Ready: 3}}
+	now := []CNIFact{{CNI: "Cilium", Namespace: "kube-system", Name: "cilium", Desired: 3, Ready: 1}}
+	regs := CNIRegressions(base, now)
+	if len(regs) != 2 || !strings.Contains(regs[0], "cilium: 1 of 3 pods ready") || !strings.Contains(regs[1], "calico-node, which enforces network policy, is gone") {
+		t.Errorf("got %q", regs)
+	}
+	if regs := CNIRegressions(now, now); len(regs) != 0 {
+		t.Errorf("not ready at the baseline too: got %q", regs)
+	}
+}
