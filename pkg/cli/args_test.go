@@ -37,6 +37,18 @@ func TestExitCodesForListsOnlyWhatTheCommandReturns(t *testing.T) {
 	mutating := &cobra.Command{Use: "run"}
 	mutating.Flags().String("dry-run", "none", "")
 	plain := &cobra.Command{Use: "status"}
+	// A command that reads a file a flag names can refuse it (3), offline
+	// or not; a file it writes is no input.
+	offlineFile := &cobra.Command{Use: "compat", Annotations: map[string]string{OfflineAnnotation: "true"}}
+	offlineFile.Flags().String("compat", "", "")
+	_ = offlineFile.MarkFlagFilename("compat", "yaml")
+	offlineSave := &cobra.Command{Use: "xid-catalog", Annotations: map[string]string{OfflineAnnotation: "true"}}
+	offlineSave.Flags().String("save", "", "")
+	_ = offlineSave.MarkFlagFilename("save", "yaml")
+	MarkOutputFile(offlineSave, "save")
+	plainFile := &cobra.Command{Use: "verify"}
+	plainFile.Flags().String("baseline", "", "")
+	_ = plainFile.MarkFlagFilename("baseline", "yaml")
 	for _, tc := range []struct {
 		cmd       *cobra.Command
 		want, not []string
@@ -44,7 +56,10 @@ func TestExitCodesForListsOnlyWhatTheCommandReturns(t *testing.T) {
 		{offline, []string{"0    printed", "2    usage", "130"}, []string{"  1 ", "  3 ", "  4 ", "--fail-on"}},
 		{check, []string{"nothing at or above --fail-on", "  3 ", "130 > 2 > 3 > 1 > 0"}, []string{"  4 "}},
 		{mutating, []string{"  4    stopped", "130 > 2 > 3 > 4 > 1 > 0"}, []string{"--fail-on"}},
-		{plain, []string{"0    ran fully; no findings", "  3 "}, []string{"--fail-on", "  4 "}},
+		{plain, []string{"0    ran fully; no findings", "  3 "}, []string{"--fail-on", "  4 ", "input file", "kubeconfig or input"}},
+		{offlineFile, []string{"0    printed", "  3    could not read an input file (missing, empty", "130 > 2 > 3 > 0."}, []string{"  1 ", "  4 ", "cluster"}},
+		{offlineSave, []string{"0    printed"}, []string{"  3 ", "When several apply"}},
+		{plainFile, []string{"or could not read an input file", "130 > 2 > 3 > 1 > 0"}, []string{"  4 "}},
 	} {
 		got := ExitCodesFor(tc.cmd)
 		for _, w := range tc.want {

@@ -43,7 +43,7 @@ const ExitCodesHelp = `Exit codes:
   1    ran; findings at or above --fail-on
   2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig)
   3    could not evaluate the cluster (unreachable, timeout, forbidden on a required read, API missing),
-       or could not read every input (a file that does not exist or holds nothing to read)
+       or could not read an input file (missing, empty, or not what its flag takes)
   4    stopped before the end but resumable (mutating commands): run the same command again
   130  interrupted
   When several apply, the worst wins: 130 > 2 > 3 > 4 > 1 > 0.`
@@ -54,12 +54,16 @@ const OfflineAnnotation = "gpufleet.dev/offline"
 
 // ExitCodesFor is the exit-code table of one command: only the codes it
 // can return, and --fail-on named only where the command has the flag.
-// Mutating commands (those with --dry-run) can stop resumably (4).
+// Mutating commands (those with --dry-run) can stop resumably (4). A
+// command that reads a file a flag names (InputFileFlags) can refuse it
+// (3), offline or not.
 func ExitCodesFor(c *cobra.Command) string {
+	offline := c.Annotations[OfflineAnnotation] != ""
+	files := len(InputFileFlags(c)) > 0
 	var b strings.Builder
 	b.WriteString("Exit codes:\n")
 	switch {
-	case c.Annotations[OfflineAnnotation] != "":
+	case offline:
 		b.WriteString("  0    printed\n")
 	case c.Flags().Lookup("fail-on") != nil:
 		b.WriteString("  0    ran fully; nothing at or above --fail-on\n")
@@ -68,11 +72,18 @@ func ExitCodesFor(c *cobra.Command) string {
 		b.WriteString("  0    ran fully; no findings\n")
 		b.WriteString("  1    ran; findings (what counts is said above)\n")
 	}
-	b.WriteString("  2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig or input file)\n")
+	b.WriteString("  2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig)\n")
 	worst := "130 > 2"
-	if c.Annotations[OfflineAnnotation] == "" {
-		b.WriteString("  3    could not evaluate the cluster (unreachable, timeout, forbidden on a required read, API missing),\n")
-		b.WriteString("       or could not read every input (a file that does not exist or holds nothing to read)\n")
+	switch {
+	case !offline:
+		b.WriteString("  3    could not evaluate the cluster (unreachable, timeout, forbidden on a required read, API missing)")
+		if files {
+			b.WriteString(",\n       or could not read an input file (" + inputFileCauses + ")")
+		}
+		b.WriteString("\n")
+		worst += " > 3"
+	case files:
+		b.WriteString("  3    could not read an input file (" + inputFileCauses + ")\n")
 		worst += " > 3"
 	}
 	if c.Flags().Lookup("dry-run") != nil {
@@ -80,12 +91,20 @@ func ExitCodesFor(c *cobra.Command) string {
 		worst += " > 4"
 	}
 	b.WriteString("  130  interrupted\n")
-	if c.Annotations[OfflineAnnotation] == "" {
+	switch {
+	case !offline:
 		worst += " > 1 > 0"
-		b.WriteString("  When several apply, the worst wins: " + worst + ".")
+	case files:
+		worst += " > 0"
+	default:
+		return strings.TrimRight(b.String(), "\n")
 	}
-	return strings.TrimRight(b.String(), "\n")
+	b.WriteString("  When several apply, the worst wins: " + worst + ".")
+	return b.String()
 }
+
+// inputFileCauses are the ways a file a flag names is refused (exit 3).
+const inputFileCauses = "missing, empty, or not what its flag takes"
 
 // ExitError carries an exit code, the error to print and an optional hint
 // (usually the exact command that helps). With no Err nothing is printed:

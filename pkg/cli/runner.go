@@ -16,7 +16,8 @@ type Runner interface {
 }
 
 // RunE returns the cobra RunE of a command with options o: Complete, then
-// Validate (whose errors are usage errors, exit 2), then Run. Usage is
+// Validate (whose errors are usage errors, exit 2, unless one carries its
+// own code: an input file refused by InputErr is 3), then Run. Usage is
 // printed only for bad input, never for a failure of Run.
 func RunE(cg ClientGetter, o Runner) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
@@ -24,6 +25,9 @@ func RunE(cg ClientGetter, o Runner) func(*cobra.Command, []string) error {
 			return err
 		}
 		if err := o.Validate(); err != nil {
+			if IsInputErr(err) {
+				return err
+			}
 			return UsageErr(err)
 		}
 		cmd.SilenceUsage = true

@@ -84,8 +84,8 @@ type auditEvent struct {
 
 // Read reads the named files in order ("-" is stdin). Rotated sets are
 // passed as several files; gzip is detected by content. A file that
-// cannot be opened, and one with no audit event (no JSON line) and
-// nothing it could not read, are an *ErrBadInput of --audit-log.
+// cannot be opened, and one from which no audit event was read (empty, or
+// no line an event), are an *ErrBadInput of --audit-log.
 func (a *AuditReader) Read(ctx context.Context, paths []string, stdin io.Reader) (AuditResult, error) {
 	agg := map[auditKey]*auditAgg{}
 	var res AuditResult
@@ -111,9 +111,15 @@ func (a *AuditReader) Read(ctx context.Context, paths []string, stdin io.Reader)
 		if err != nil {
 			return res, err
 		}
-		if events == 0 && len(res.Skipped) == skipped {
+		if events == 0 {
+			// Nothing read from this log: refused, with what was read.
+			bad := ""
+			if n := len(res.Skipped) - skipped; n > 0 {
+				sk := res.Skipped[skipped]
+				bad = fmt.Sprintf(", %s not an event, the first: line %d: %s", plural(n, "line"), sk.Line, sk.Reason)
+			}
 			return res, &ErrBadInput{Flag: "--audit-log", Path: p,
-				Err: fmt.Errorf("holds no audit event (%s read, 0 events; the apiserver writes one JSON event a line)", plural(int(res.Lines-lines), "line"))}
+				Err: fmt.Errorf("holds no audit event (%s read, 0 events%s; the apiserver writes one JSON event a line)", plural(int(res.Lines-lines), "line"), bad)}
 		}
 	}
 	res.Findings = auditFindings(agg)

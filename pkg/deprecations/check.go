@@ -361,17 +361,23 @@ func ParseSources(values []string) (map[Source]bool, error) {
 }
 
 // LoadTable returns the built-in lifecycle table with the rules files
-// merged in, in order.
+// merged in, in order. A rules file that cannot be read or parsed is an
+// *ErrBadInput of --rules.
 func LoadTable(files []string) (*apilifecycle.Table, error) {
 	tab := apilifecycle.Builtin()
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("reading rules file: %w", err)
+			return nil, badPath("--rules", f, err)
 		}
 		r, err := apilifecycle.ParseRules(b, f)
 		if err != nil {
-			return nil, err
+			// ParseRules names the file itself; ErrBadInput names it once.
+			msg := strings.TrimPrefix(err.Error(), "rules file "+f+": ")
+			if msg == "rules file "+f+" is empty" {
+				msg = "holds nothing to read (0 rules)"
+			}
+			return nil, &ErrBadInput{Flag: "--rules", Path: f, Err: errors.New(msg)}
 		}
 		tab = tab.With(r)
 	}

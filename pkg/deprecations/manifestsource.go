@@ -101,12 +101,23 @@ func CheckInputs(filenames []string, kustomize string, auditLogs []string) error
 	return nil
 }
 
-// emptyPath is the ErrBadInput of a -f path that held no object and
-// nothing that could not be read: an empty file or stream, a file of
-// comments or plain YAML, a directory with no manifest in it.
-func emptyPath(pc PathCount) error {
+// emptyPath is the ErrBadInput of a -f path from which no object was
+// read: an empty file or stream, a file of comments or plain YAML, a
+// directory with no manifest in it, or one whose every document does not
+// parse (the first of skipped under the path is named).
+func emptyPath(pc PathCount, skipped []Skipped) error {
 	var err error
 	switch {
+	case pc.Skipped > 0:
+		first := ""
+		for _, sk := range skipped {
+			// Files under a directory are named relative to it.
+			if sk.File == pc.Path || pc.Dir && !filepath.IsAbs(sk.File) || strings.HasPrefix(sk.File, strings.TrimSuffix(pc.Path, "/")+"/") || pc.Path == "-" {
+				first = fmt.Sprintf(", the first: %s:%d: %s", sk.File, sk.Line, sk.Reason)
+				break
+			}
+		}
+		err = fmt.Errorf("holds no Kubernetes object that could be read (0 objects read, %s not scanned%s)", plural(pc.Skipped, "document"), first)
 	case pc.Dir && pc.Files == 0:
 		err = errors.New("holds no .yaml, .yml or .json file (0 files read)")
 	case pc.Dir:
@@ -141,8 +152,8 @@ func (m *ManifestSource) Read(ctx context.Context) (ManifestSourceResult, error)
 		}
 		out = ManifestSourceResult{Findings: res.Findings, Skipped: res.Skipped, Files: res.Files, Objects: res.Objects}
 		for _, pc := range res.PerPath {
-			if pc.Objects == 0 && pc.Skipped == 0 {
-				return out, emptyPath(pc)
+			if pc.Objects == 0 {
+				return out, emptyPath(pc, res.Skipped)
 			}
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // MaxDisruptedPods is the API server's limit on evictions a PDB may have
@@ -409,12 +411,12 @@ func (s *Simulation) budgetBlocker(pod *corev1.Pod, e *pdbEntry, spent int32) Bl
 		}
 	case spent > 0:
 		b.Kind, b.Outcome = BlockerBudgetSpent, OutcomeLater
-		b.Message = fmt.Sprintf("this drain already evicted %d pod(s) under the budget, which allowed %d; it waits for their replacements to become Ready", spent, st.DisruptionsAllowed)
+		b.Message = fmt.Sprintf("this drain already evicted %s under the budget, which allowed %d; it waits for their replacements to become Ready", cli.Plural(int(spent), "pod"), st.DisruptionsAllowed)
 		b.Fix = fmt.Sprintf("kubectl get pdb %s -n %s -w", pdb.Name, ns)
 	default:
 		b.Kind, b.Outcome = BlockerBudgetExhausted, OutcomeLater
 		missing := st.DesiredHealthy - st.CurrentHealthy + 1
-		b.Message = fmt.Sprintf("needs %d healthy pods and has %d; waits until %d more selected pod(s) are Ready", st.DesiredHealthy, st.CurrentHealthy, max(missing, 1))
+		b.Message = fmt.Sprintf("needs %d healthy pods and has %d; waits for %s to be Ready", st.DesiredHealthy, st.CurrentHealthy, cli.Plural(int(max(missing, 1)), "more selected pod"))
 		b.Fix = fmt.Sprintf("kubectl get pods -n %s -l %s", ns, selectorString(pdb))
 	}
 	if !podReady(pod) && b.Outcome != OutcomeNever && (pdb.Spec.UnhealthyPodEvictionPolicy == nil || *pdb.Spec.UnhealthyPodEvictionPolicy != policyv1.AlwaysAllow) {

@@ -47,7 +47,7 @@ func TestBadInput(t *testing.T) {
 		}},
 	} {
 		t.Run(p.name, func(t *testing.T) {
-			contracttest.Run(t, p.root, want, base)
+			contracttest.RunWith(t, p.root, want, base, files)
 			contracttest.CheckHelpLegend(t, p.root)
 		})
 	}
@@ -56,7 +56,7 @@ func TestBadInput(t *testing.T) {
 // TestTableVocabulary holds every table the plugins' goldens record (the
 // output of each command's tables, default, wide and coloured) to the
 // suite's vocabulary: the status column is STATUS, its words are pkg/cli's
-// closed set, an empty cell is -.
+// closed set, an empty cell is -, and a count's noun takes its number.
 func TestTableVocabulary(t *testing.T) {
 	files, err := filepath.Glob("../*/testdata/*.golden")
 	if err != nil {
@@ -77,6 +77,7 @@ func TestTableVocabulary(t *testing.T) {
 			t.Fatal(err)
 		}
 		contracttest.CheckTables(t, f, string(b))
+		contracttest.CheckPlurals(t, f, string(b))
 		tables++
 	}
 	// Every plugin's tables are recorded: a glob that stopped matching
@@ -86,20 +87,39 @@ func TestTableVocabulary(t *testing.T) {
 	}
 }
 
-// want are the exit codes that are not 2 (usage).
+// want are the exit codes that are not 2 (usage), and the file cases a
+// flag takes as input (every other bad file is refused with exit 3).
 var want = contracttest.Want{
-	// A manifest that does not parse is listed under notScanned and the
-	// run could not read everything: exit 3 (README's exit codes).
-	"kubectl deprecations unparsable-file": 3,
-	// A local input that cannot be read, or holds no object or audit
-	// event, is refused: exit 3 (README's exit codes), nothing on stdout.
-	"kubectl deprecations missing-file":    3,
-	"kubectl deprecations empty-file":      3,
-	"kubectl deprecations empty-audit-log": 3,
+	// A Deployment is a manifest to scan, and a probe to run.
+	"kubectl deprecations --filename wrong-kind":     contracttest.Accepted,
+	"kubectl skew preflight --probe-file wrong-kind": contracttest.Accepted,
+	// A probe file that does not parse is a line of the admission-probes
+	// gate (UNKNOWN) and the other gates run (TestPreflightBadProbeFiles).
+	"kubectl skew preflight --probe-file unparsable": contracttest.Accepted,
 }
 
-// base are the arguments a command needs before the flag under test.
+// base are the arguments a command needs before the flag under test, and
+// those a file flag needs to be read (the flags it goes with).
 var base = contracttest.Base{
 	"kubectl deprecations":       {"--target", "v1.37"},
 	"kubectl gang-drain restore": {"node-1"},
+	"kubectl skew preflight":     {"--target", "v1.37"},
+	"kubectl skew verify":        {"--baseline", "{dir}/baseline.yaml"},
+	// The audit log alone, as `zcat audit.log* | kubectl deprecations
+	// --source audit --audit-log -` reads it.
+	"kubectl deprecations --audit-log":           {"--source", "audit"},
+	"kubectl skew preflight --promql-checks":     {"--prometheus-url", "http://127.0.0.1:1"},
+	"kubectl skew preflight --etcd-cert":         {"--etcd-key", "{dir}/etcd.pem"},
+	"kubectl skew preflight --etcd-key":          {"--etcd-cert", "{dir}/etcd.pem"},
+	"kubectl skew verify --etcd-cert":            {"--etcd-key", "{dir}/etcd.pem"},
+	"kubectl skew verify --etcd-key":             {"--etcd-cert", "{dir}/etcd.pem"},
+	"kubectl gpu-validate nodes":                 {"-l", "pool=gpu"},
+	"kubectl gpu-validate nodes --xid-catalog":   {"--xid"},
+	"kubectl gpu-validate nodes --removed-gates": {"--config-drift"},
+}
+
+// files are the fixtures base names: a pre-flight baseline and a PEM file.
+var files = contracttest.Files{
+	"baseline.yaml": "apiVersion: gpufleet.dev/v1alpha1\nkind: SkewPreflightReport\ntarget: \"1.37\"\nevidence:\n  collectedAt: \"2026-12-04T13:57:43Z\"\n",
+	"etcd.pem":      "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
 }

@@ -358,8 +358,9 @@ func TestStatus_Contexts(t *testing.T) {
 
 // TestTables_LongNames pins status, the dry-run plan and the run table for
 // CRDs named as Kueue names its own, with its webhook service: each fits
-// 120 columns, names and reasons shortened with the mark, and -o wide
-// carries every value whole.
+// 120 columns with every name whole (reasons shortened with the mark,
+// STORED and the run's METHOD left to -o wide), and -o wide carries every value
+// whole.
 func TestTables_LongNames(t *testing.T) {
 	long := fixtureNames{group: "kueue.x-k8s.io", migrate: "provisioningrequestconfigs", blocked: "workloadpriorityclasses",
 		ok: "resourceflavors", ns: "kueue-system", conv: "kueue-webhook-service", webhook: "vprovisioningrequestconfig.kb.io", objectNS: "training"}
@@ -382,7 +383,14 @@ func TestTables_LongNames(t *testing.T) {
 				golden(t, tc.golden+".table", out)
 			}
 			goldenfile.CheckWidth(t, strings.SplitN(out, "\n\n", 2)[0], cli.DefaultTableWidth)
-			if !strings.Contains(out, cli.ElisionMark) {
+			for _, name := range []string{"provisioningrequestconfigs.kueue.x-k8s.io", "workloadpriorityclasses.kueue.x-k8s.io"} {
+				if strings.Contains(strings.Join(tc.args, " "), "--all") || tc.golden == "long-status" || strings.Contains(strings.Join(tc.args, " "), name) {
+					if !strings.Contains(out, name) {
+						t.Errorf("the name %s is not whole:\n%s", name, out)
+					}
+				}
+			}
+			if pin && !strings.Contains(out, cli.ElisionMark) {
 				t.Errorf("nothing is marked as shortened:\n%s\n%s", out, errOut)
 			}
 			out, _, _ = run(t, fixtureNamed(long), append(tc.args, "--color", "never", "-o", "wide")...)

@@ -64,7 +64,7 @@ func (rep *StatusReport) summaryLine() string {
 	if s.CRDs == 0 {
 		return "No CustomResourceDefinitions found."
 	}
-	return fmt.Sprintf("%d CRD(s): %d OK, %d need a migration (WARN), %d blocked by a webhook (BLOCKED).", s.CRDs, s.UpToDate, s.MigrationNeeded, s.Blocked)
+	return fmt.Sprintf("%s: %d OK, %d need a migration (WARN), %d blocked by a webhook (BLOCKED).", cli.Plural(s.CRDs, "CRD"), s.UpToDate, s.MigrationNeeded, s.Blocked)
 }
 
 // statusWords are the words of the status tables (status and run
@@ -135,9 +135,9 @@ func objectsCell(n int64) string {
 
 func statusTable(items []crdmigrate.CRDStatus, c cli.Colorizer) *cli.Table {
 	t := &cli.Table{Columns: []cli.Column{
-		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "STORAGE"},
-		{Name: "STORED", Shrink: true, Min: 10}, {Name: "SERVED", Wide: true}, {Name: "DEPRECATED", Wide: true},
-		{Name: "OBJECTS"}, {Name: "CONVERSION"}, {Name: "WEBHOOKS"}, {Name: cli.StatusColumn}, {Name: "REASON", Shrink: true, Min: 24},
+		{Name: "NAME"}, {Name: "STORAGE"},
+		{Name: "STORED", Shrink: true, Min: 10, Drop: true}, {Name: "SERVED", Wide: true}, {Name: "DEPRECATED", Wide: true},
+		{Name: "OBJECTS"}, {Name: "CONVERSION"}, {Name: "WEBHOOKS"}, {Name: cli.StatusColumn}, {Name: "REASON", Shrink: true, Min: 20},
 	}}
 	for _, st := range items {
 		reason := strings.Join(reasonsFirstCause(st.Reasons), "; ")
@@ -270,9 +270,9 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 	}
 	c := o.Print.Colorizer(o.Out)
 	t := &cli.Table{Columns: []cli.Column{
-		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "METHOD"}, {Name: "STORAGE"}, {Name: "OBJECTS"},
+		{Name: "NAME"}, {Name: "METHOD", Drop: true}, {Name: "STORAGE"}, {Name: "OBJECTS"},
 		{Name: "REWRITTEN"}, {Name: "UNCHANGED"}, {Name: "CONFLICTS", Wide: true}, {Name: "GONE", Wide: true}, {Name: "RUN", Wide: true},
-		{Name: "STORED", Shrink: true, Min: 16}, {Name: "DURATION"}, {Name: cli.StatusColumn},
+		{Name: "STORED", Shrink: true, Min: 16, Drop: true}, {Name: "DURATION"}, {Name: cli.StatusColumn},
 	}}
 	for _, it := range rep.Items {
 		stored := list(it.StoredVersionsBefore)
@@ -291,8 +291,8 @@ func (o *RunOptions) printRun(rep *RunReport) error {
 		return err
 	}
 	sm := rep.Summary
-	return o.Print.PrintSummary(o.Out, true, fmt.Sprintf("%d CRD(s): %d migrated, %d with nothing to do, %d incomplete; %d objects, %d rewritten.",
-		sm.CRDs, sm.Migrated, sm.NothingToDo, sm.Incomplete, sm.Objects, sm.Rewritten))
+	return o.Print.PrintSummary(o.Out, true, fmt.Sprintf("%s: %d migrated, %d with nothing to do, %d incomplete; %s, %d rewritten.",
+		cli.Plural(sm.CRDs, "CRD"), sm.Migrated, sm.NothingToDo, sm.Incomplete, cli.Plural(int(sm.Objects), "object"), sm.Rewritten))
 }
 
 // PlanReport is the output of `kubectl crd-migrate run --dry-run`.
@@ -314,7 +314,7 @@ func (o *RunOptions) printPlan(rep *PlanReport) error {
 	}
 	c := o.Print.Colorizer(o.Out)
 	t := &cli.Table{Columns: []cli.Column{
-		{Name: "NAME", Shrink: true, Min: 24, Elide: cli.ElideMiddle}, {Name: "STORAGE"}, {Name: "STORED", Shrink: true, Min: 10},
+		{Name: "NAME"}, {Name: "STORAGE"}, {Name: "STORED", Shrink: true, Min: 10, Drop: true},
 		{Name: "OBJECTS"}, {Name: "REQUESTS"}, {Name: "ESTIMATE"},
 		{Name: "METHOD", Wide: true}, {Name: "PROBE", Wide: true}, {Name: cli.StatusColumn}, {Name: "PROBLEMS", Shrink: true, Min: 24},
 	}}
@@ -338,8 +338,8 @@ func (o *RunOptions) printPlan(rep *PlanReport) error {
 		return err
 	}
 	s := rep.Summary
-	return o.Print.PrintSummary(o.Out, true, fmt.Sprintf("%d objects, %d requests: about %s at --qps %g --burst %d (dry run, nothing changed); %d of %d CRD(s) blocked.",
-		s.Objects, s.Requests, time.Duration(s.Seconds*float64(time.Second)).Round(100*time.Millisecond), s.QPS, s.Burst, s.Blocked, s.CRDs))
+	return o.Print.PrintSummary(o.Out, true, fmt.Sprintf("%s, %s: about %s at --qps %g --burst %d (dry run, nothing changed); %d of %s blocked.",
+		cli.Plural(int(s.Objects), "object"), cli.Plural(int(s.Requests), "request"), time.Duration(s.Seconds*float64(time.Second)).Round(100*time.Millisecond), s.QPS, s.Burst, s.Blocked, cli.Plural(s.CRDs, "CRD")))
 }
 
 // progressPrinter turns migration events and counts into progress lines:

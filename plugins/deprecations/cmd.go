@@ -11,7 +11,6 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
-	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 )
 
 // ConfigOptions are the kubeconfig flag defaults of `kubectl deprecations`.
@@ -139,14 +138,15 @@ func newRulesCmd(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules files to merge (this tool's format or pluto's versions file).")
+	_ = cmd.MarkFlagFilename("rules")
 	return cmd
 }
 
 // Run prints the table.
 func (o *RulesOptions) Run() error {
-	tab, err := dep.LoadTable(o.RulesFiles)
+	tab, err := loadTable(o.RulesFiles)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	if o.Print.Quiet {
 		return nil

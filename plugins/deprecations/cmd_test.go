@@ -135,12 +135,17 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--source", "audit", "--target-version", "v1.30"}, "needs --audit-log"},
 		{[]string{"-f", "-", "--audit-log", "-", "--target-version", "v1.30"}, "stdin"},
 		{[]string{"-o", "json", "--no-headers", "-f", "x", "--target-version", "v1.3"}, "--no-headers"},
-		{[]string{"--rules", "testdata/ci/broken.yaml", "-f", "x", "--target-version", "v1.30"}, "rules file"},
 	} {
 		out, errOut, code := runCmd(t, cg, "", tc.args...)
 		if code != cli.ExitUsage {
 			t.Errorf("%v: exit %d, want 2 (%s%s)", tc.args, code, out, errOut)
 		}
+	}
+	// A rules file that does not parse is an input file refused (3),
+	// naming the flag and the file once.
+	err := runErr(cg, "--rules", "testdata/ci/broken.yaml", "-f", "x", "--target-version", "v1.30")
+	if cli.ExitCode(err) != cli.ExitUnavailable || err == nil || !strings.HasPrefix(err.Error(), "--rules testdata/ci/broken.yaml: ") || strings.Count(err.Error(), "broken.yaml") != 1 {
+		t.Errorf("--rules broken.yaml: exit %d: %v", cli.ExitCode(err), err)
 	}
 }
 
@@ -398,10 +403,16 @@ func TestNotScannedExit(t *testing.T) {
 	}
 	write("bad.yaml", "apiVersion: v1\nkind: [Pod\nmetadata: {name: \n")
 	cg := cli.NewTestClientGetter()
+	// Nothing read from the path at all: refused, with what was read and
+	// the first document that does not parse, and no report.
 	out, errOut, code := runCmd(t, cg, "", "-f", dir, "--target", "v1.37", "--color", "never")
-	if code != cli.ExitUnavailable {
-		t.Errorf("broken file alone: exit %d, want 3\n%s%s", code, out, errOut)
+	err := runErr(cg, "-f", dir, "--target", "v1.37")
+	if code != cli.ExitUnavailable || out != "" || err == nil || !strings.Contains(err.Error(), "holds no Kubernetes object that could be read (0 objects read, 1 document not scanned, the first: ") ||
+		!strings.Contains(err.Error(), "bad.yaml:1: does not parse") {
+		t.Errorf("broken file alone: exit %d, want 3 and no report: %v\n%s%s", code, err, out, errOut)
 	}
+	write("ok.yaml", "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: a}\n")
+	out, errOut, _ = runCmd(t, cg, "", "-f", dir, "--target", "v1.37", "--color", "never")
 	if !strings.Contains(out, "1 not scanned") || !strings.Contains(errOut, "not scanned: bad.yaml:1: does not parse") {
 		t.Errorf("broken file not listed and counted:\n%s%s", out, errOut)
 	}
@@ -409,7 +420,6 @@ func TestNotScannedExit(t *testing.T) {
 	if !strings.Contains(out, `"notScanned": 1`) {
 		t.Errorf("-o json summary does not count it:\n%s", out)
 	}
-	write("ok.yaml", "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: a}\n")
 	if out, errOut, code = runCmd(t, cg, "", "-f", dir, "--target", "v1.37"); code != cli.ExitUnavailable {
 		t.Errorf("broken file beside a finding: exit %d, want 3 (the worst wins)\n%s%s", code, out, errOut)
 	}

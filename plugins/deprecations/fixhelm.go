@@ -105,6 +105,7 @@ func newFixHelmCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cob
 	o.dryRun.AddFlags(cmd)
 	f.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", o.AllNamespaces, "Releases in every namespace.")
 	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules files to merge (this tool's format or pluto's versions file).")
+	_ = cmd.MarkFlagFilename("rules")
 	o.Print.AddFlags(cmd)
 	return cmd
 }
@@ -146,7 +147,7 @@ func (o *FixHelmOptions) Validate() error {
 	if !o.AllNamespaces && o.namespace == "" {
 		return errors.New("no namespace: give -n NAMESPACE or --all-namespaces")
 	}
-	tab, err := dep.LoadTable(o.RulesFiles)
+	tab, err := loadTable(o.RulesFiles)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,9 @@ func (o *Options) AddFlags(cmd *cobra.Command) {
 	f.StringVarP(&o.Kustomize, "kustomize", "k", o.Kustomize, "Build the kustomization in this directory and scan the result.")
 	f.StringSliceVar(&o.AuditLogs, "audit-log", o.AuditLogs, "Apiserver audit log files (JSON lines, plain or gzip; rotated files in any order); - reads stdin. Repeatable.")
 	f.StringSliceVar(&o.RulesFiles, "rules", o.RulesFiles, "Extra lifecycle rules (this tool's format, as \"kubectl deprecations rules -o yaml\" prints it, or pluto's versions file) for third-party APIs. Repeatable.")
+	for _, name := range []string{"filename", "audit-log", "rules"} {
+		_ = cmd.MarkFlagFilename(name)
+	}
 	f.BoolVar(&o.HelmHistory, "helm-history", o.HelmHistory, "Scan every kept Helm revision, not only the deployed one (a rollback to an old revision would fail too).")
 	f.BoolVar(&o.CI, "ci", o.CI, "Repository mode: manifests only, target two minors after the built-in table's release unless --target is given, exit 1 on anything removed by then.")
 	_ = cmd.RegisterFlagCompletionFunc("source", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -151,12 +154,23 @@ func (o *Options) Validate() error {
 	if o.Contexts.Multi() && (o.sources[dep.SourceManifests] || o.sources[dep.SourceAudit] || o.CI) {
 		return errors.New("--contexts and --all-contexts read the cluster sources of each context; scan files and audit logs in a run of their own")
 	}
-	tab, err := dep.LoadTable(o.RulesFiles)
+	tab, err := loadTable(o.RulesFiles)
 	if err != nil {
 		return err
 	}
 	o.table = tab
 	return nil
+}
+
+// loadTable is dep.LoadTable with a --rules file that cannot be read or
+// parsed refused as input (exit 3).
+func loadTable(files []string) (*apilifecycle.Table, error) {
+	tab, err := dep.LoadTable(files)
+	var bad *dep.ErrBadInput
+	if errors.As(err, &bad) {
+		return nil, cli.InputErr(bad)
+	}
+	return tab, err
 }
 
 func count(list []string, s string) int {

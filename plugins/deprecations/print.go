@@ -75,7 +75,7 @@ func (r *Report) failed() string {
 			}
 			names = append(names, where)
 		}
-		s = append(s, fmt.Sprintf("%d input(s) not scanned: %s (each listed on stderr and under notScanned in -o json)", n, strings.Join(names, ", ")))
+		s = append(s, fmt.Sprintf("%s not scanned: %s (each listed on stderr and under notScanned in -o json)", cli.Plural(n, "input"), strings.Join(names, ", ")))
 	}
 	return strings.Join(s, "; ")
 }

@@ -265,14 +265,14 @@ func printInferencePlan(w io.Writer, rep InferencePlanReport, pf *cli.PrintFlags
 	}
 	verdict := "every model at or above its floor"
 	if p.Refused() {
-		verdict = fmt.Sprintf("REFUSED (%d reason(s))", len(p.Refusals))
+		verdict = fmt.Sprintf("REFUSED (%s)", cli.Plural(len(p.Refusals), "reason"))
 	}
 	var surge time.Duration
 	if p.Surge != nil {
 		surge = p.Surge.ColdStart
 	}
-	return pf.PrintSummary(w, true, fmt.Sprintf("ETA %s: surge %s + %d wave(s) over %d node(s), %d free GPU(s) outside the pool; %s",
-		p.ETA.Round(time.Second), surge.Round(time.Second), len(p.Waves), rep.Summary.Nodes, p.Headroom, verdict))
+	return pf.PrintSummary(w, true, fmt.Sprintf("ETA %s: surge %s + %s over %s, %s outside the pool; %s",
+		p.ETA.Round(time.Second), surge.Round(time.Second), cli.Plural(len(p.Waves), "wave"), cli.Plural(rep.Summary.Nodes, "node"), cli.Plural(int(p.Headroom), "free GPU"), verdict))
 }
 
 // modelHeads are the step table's column heads, one per model: its name,

@@ -157,7 +157,7 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 	// A fix is a command to paste, never shortened: whole in -o wide's FIX
 	// column, and on a line of its own under the default table, whose
 	// reasons give way to fit 120 columns.
-	pt := cli.Table{Columns: []cli.Column{{Name: "POD", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "NODE"}, {Name: cli.StatusColumn}, {Name: "WHY", Shrink: true, Min: 20}, {Name: "FIX", Wide: true}}}
+	pt := cli.Table{Columns: []cli.Column{{Name: "POD"}, {Name: "NODE"}, {Name: cli.StatusColumn}, {Name: "WHY", Shrink: true, Min: 20}, {Name: "FIX", Wide: true}}}
 	var fixes []string
 	fixed := map[string]bool{}
 	for _, v := range rep.Pods {
@@ -191,8 +191,8 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 		fmt.Fprintln(w)
 	}
 	s := rep.Summary
-	summary := fmt.Sprintf("%d gang(s), %d/%d ranks and %d/%d GPUs on the %d node(s); a plain drain loses %.2f GPU-h, checkpoint-and-yield %.2f GPU-h; %d other pod(s) to evict (%d wait, %d blocked)",
-		s.Gangs, s.RanksOnNodes, s.Ranks, s.GPUsOnNodes, s.GPUs, s.Nodes, s.PlainDrainLossGPUHours, s.YieldLossGPUHours, s.PodsToEvict, s.PodsLater, s.PodsNever)
+	summary := fmt.Sprintf("%s, %d/%d ranks and %d/%d GPUs on the %s; a plain drain loses %.2f GPU-h, checkpoint-and-yield %.2f GPU-h; %s to evict (%d wait, %d blocked)",
+		cli.Plural(s.Gangs, "gang"), s.RanksOnNodes, s.Ranks, s.GPUsOnNodes, s.GPUs, cli.Plural(s.Nodes, "node"), s.PlainDrainLossGPUHours, s.YieldLossGPUHours, cli.Plural(s.PodsToEvict, "other pod"), s.PodsLater, s.PodsNever)
 	for _, l := range cli.WrapSummary(summary, cli.DefaultTableWidth) {
 		fmt.Fprintln(w, l)
 	}

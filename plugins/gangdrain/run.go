@@ -95,7 +95,7 @@ func (o *Options) RunDrain(ctx context.Context) error {
 			}
 		}
 		// Redrawn on a terminal only.
-		prog.Update("%d/%d node(s) drained, %d gang(s) stopped", drained, len(nodes), stopped)
+		prog.Update("%d/%s drained, %s stopped", drained, cli.Plural(len(nodes), "node"), cli.Plural(stopped, "gang"))
 	}
 	if o.DisableEviction && !o.DryRun && !o.Print.Quiet {
 		c := o.Print.Colorizer(o.ErrOut)

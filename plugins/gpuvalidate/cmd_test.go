@@ -88,7 +88,7 @@ func TestNodes_SevenOfEight(t *testing.T) {
 	if code != cli.ExitFindings {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"gpu-a-0   h100-a   v1.37.2   8/8    OK", "gpu-a-1   h100-a   v1.37.2   7/8    FAIL     missing GPUs: capacity 7 of 8 expected (flag)", "2 node(s): 1 passed, 0 warned, 1 failed; GPUs 15 found of 16 expected"} {
+	for _, want := range []string{"gpu-a-0   h100-a   v1.37.2   8/8    OK", "gpu-a-1   h100-a   v1.37.2   7/8    FAIL     missing GPUs: capacity 7 of 8 expected (flag)", "2 nodes: 1 passed, 0 warned, 1 failed; GPUs 15 found of 16 expected"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -3,7 +3,6 @@ package gpuvalidate
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -54,14 +53,16 @@ func (o *FeatureGatesOptions) Complete(cli.ClientGetter, *cobra.Command, []strin
 func (o *FeatureGatesOptions) Validate() error { return o.Print.Validate() }
 
 // readRemovedGates reads a --removed-gates file.
+// A file that cannot be read, is empty or does not parse is refused as
+// input (exit 3), naming the flag and the file.
 func readRemovedGates(path string) (*apilifecycle.FeatureGates, error) {
-	b, err := os.ReadFile(path)
+	b, err := cli.ReadInputFile("--removed-gates", path)
 	if err != nil {
 		return nil, err
 	}
 	fg, err := apilifecycle.ParseFeatureGates(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, cli.InputFileErr("--removed-gates", path, err)
 	}
 	fg.File = path
 	return fg, nil
@@ -73,7 +74,7 @@ func (o *FeatureGatesOptions) Run(context.Context) error {
 	if o.File != "" {
 		var err error
 		if fg, err = readRemovedGates(o.File); err != nil {
-			return cli.UsageErr(fmt.Errorf("--removed-gates: %w", err))
+			return err
 		}
 	}
 	if o.Print.Quiet {

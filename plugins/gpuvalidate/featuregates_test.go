@@ -37,13 +37,18 @@ func TestFeatureGatesCmd(t *testing.T) {
 	if out, _, code := run(t, kube, "feature-gates", "--removed-gates", file); code != cli.ExitOK || !regexp.MustCompile(`Foo +1\.37 +GA`).MatchString(out) {
 		t.Errorf("override: exit %d\n%s", code, out)
 	}
-	for _, args := range [][]string{
-		{"feature-gates", "--removed-gates", filepath.Join(dir, "missing.yaml")},
-		{"nodes", "a", "--config-drift=false", "--removed-gates", file},
-		{"nodes", "a", "--removed-gates", filepath.Join(dir, "missing.yaml")},
+	// A file that cannot be read is refused as an input file (3); the flag
+	// without --config-drift is a usage error (2).
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"feature-gates", "--removed-gates", filepath.Join(dir, "missing.yaml")}, cli.ExitUnavailable},
+		{[]string{"nodes", "a", "--config-drift=false", "--removed-gates", file}, cli.ExitUsage},
+		{[]string{"nodes", "a", "--removed-gates", filepath.Join(dir, "missing.yaml")}, cli.ExitUnavailable},
 	} {
-		if _, errOut, code := run(t, kube, args...); code != cli.ExitUsage {
-			t.Errorf("%v: exit %d, want %d (%s)", args, code, cli.ExitUsage, errOut)
+		if _, errOut, code := run(t, kube, tc.args...); code != tc.code {
+			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, tc.code, errOut)
 		}
 	}
 }

@@ -247,9 +247,9 @@ func (o *Options) Validate() error {
 		if !o.XID {
 			return fmt.Errorf("--xid-catalog only applies with --xid")
 		}
-		c, err := gpucheck.ReadXidCatalog(o.XidCatalogFile)
+		c, err := readXidCatalog(o.XidCatalogFile)
 		if err != nil {
-			return fmt.Errorf("--xid-catalog: %w", err)
+			return err
 		}
 		o.xidCatalog = c
 	}
@@ -259,7 +259,7 @@ func (o *Options) Validate() error {
 		}
 		fg, err := readRemovedGates(o.RemovedGatesFile)
 		if err != nil {
-			return fmt.Errorf("--removed-gates: %w", err)
+			return err
 		}
 		o.gates = fg
 	}

@@ -61,7 +61,7 @@ func (o *Options) print(r *Report) error {
 	if s.GPUsExpected > 0 || s.GPUsFound > 0 {
 		gpus = fmt.Sprintf("; GPUs %d found of %d expected", s.GPUsFound, s.GPUsExpected)
 	}
-	fmt.Fprintf(o.Out, "\n%d node(s): %d passed, %d warned, %d failed%s\n", s.Nodes, s.Passed, s.Warned, s.Failed, gpus)
+	fmt.Fprintf(o.Out, "\n%s: %d passed, %d warned, %d failed%s\n", cli.Plural(s.Nodes, "node"), s.Passed, s.Warned, s.Failed, gpus)
 	for _, l := range s.BusBW {
 		fmt.Fprintln(o.Out, "NCCL "+l)
 	}

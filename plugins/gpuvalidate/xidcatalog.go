@@ -55,13 +55,29 @@ func (o *XidCatalogOptions) Complete(cli.ClientGetter, *cobra.Command, []string)
 // Validate checks the output flags.
 func (o *XidCatalogOptions) Validate() error { return o.Print.Validate() }
 
+// readXidCatalog reads an --xid-catalog file. A file that cannot be read,
+// is empty or does not parse is refused as input (exit 3), naming the flag
+// and the file.
+func readXidCatalog(path string) (*gpucheck.XidCatalog, error) {
+	b, err := cli.ReadInputFile("--xid-catalog", path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := gpucheck.ParseXidCatalog(b)
+	if err != nil {
+		return nil, cli.InputFileErr("--xid-catalog", path, err)
+	}
+	c.File = path
+	return c, nil
+}
+
 // Run prints the catalog.
 func (o *XidCatalogOptions) Run(context.Context) error {
 	c := gpucheck.DefaultXidCatalog()
 	if o.File != "" {
 		var err error
-		if c, err = gpucheck.ReadXidCatalog(o.File); err != nil {
-			return cli.UsageErr(fmt.Errorf("--xid-catalog: %w", err))
+		if c, err = readXidCatalog(o.File); err != nil {
+			return err
 		}
 	}
 	if o.Print.Quiet {

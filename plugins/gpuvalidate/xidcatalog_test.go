@@ -51,14 +51,19 @@ func TestXidCatalogCmd(t *testing.T) {
 	if out, _, code := run(t, kube, "xid-catalog", "--xid-catalog", good); code != cli.ExitOK || !regexp.MustCompile(`109 +info`).MatchString(out) {
 		t.Errorf("override: exit %d\n%s", code, out)
 	}
-	for _, args := range [][]string{
-		{"xid-catalog", "--xid-catalog", bad},
-		{"xid-catalog", "--xid-catalog", filepath.Join(dir, "missing.csv")},
-		{"nodes", "a", "--xid-catalog", good},
-		{"nodes", "a", "--xid", "--xid-catalog", bad},
+	// A catalog that cannot be read is refused as an input file (3); the
+	// flag without --xid is a usage error (2).
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"xid-catalog", "--xid-catalog", bad}, cli.ExitUnavailable},
+		{[]string{"xid-catalog", "--xid-catalog", filepath.Join(dir, "missing.csv")}, cli.ExitUnavailable},
+		{[]string{"nodes", "a", "--xid-catalog", good}, cli.ExitUsage},
+		{[]string{"nodes", "a", "--xid", "--xid-catalog", bad}, cli.ExitUnavailable},
 	} {
-		if _, errOut, code := run(t, kube, args...); code != cli.ExitUsage {
-			t.Errorf("%v: exit %d (%s)", args, code, errOut)
+		if _, errOut, code := run(t, kube, tc.args...); code != tc.code || !strings.Contains(errOut, "--xid-catalog") {
+			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, tc.code, errOut)
 		}
 	}
 }

@@ -471,7 +471,7 @@ func BenchmarkWriteJSON(b *testing.B) {
 			Eviction: eviction.Result{Reason: eviction.ReasonBudgetExhausted, Code: 429, Message: "The disruption budget " + pdb + " needs 9 healthy pods and has 9 currently", PDB: pdb, DesiredHealthy: ptr.To[int32](9), CurrentHealthy: ptr.To[int32](9)},
 			Budget:   &eviction.Budget{Name: pdb, CurrentHealthy: 9, DesiredHealthy: 9, ExpectedPods: 10, Spent: 1, UnhealthyPodEvictionPolicy: "IfHealthyBudget"},
 			Blockers: []eviction.Blocker{
-				{Kind: "BudgetSpentByDrain", Outcome: eviction.OutcomeLater, PDB: pdb, Message: "this drain already evicted 1 pod(s) under the budget, which allowed 1; it waits for their replacements to become Ready", Fix: "kubectl get pdb " + pdb + " -n ml-training -w"},
+				{Kind: "BudgetSpentByDrain", Outcome: eviction.OutcomeLater, PDB: pdb, Message: "this drain already evicted 1 pod under the budget, which allowed 1; it waits for their replacements to become Ready", Fix: "kubectl get pdb " + pdb + " -n ml-training -w"},
 				{Kind: "NoController", Outcome: eviction.OutcomeNow, Message: "pod has no controller: --force evicts it and nothing recreates it", FixWarning: "the pod is deleted for good"},
 			}})
 	}

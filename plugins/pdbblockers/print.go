@@ -289,10 +289,10 @@ func summaryLines(r *Report, prefix string) []string {
 	case s.Nodes == 0:
 		out = append(out, prefix+"No nodes to check.")
 	case s.Blocking+s.Warning == 0:
-		out = append(out, fmt.Sprintf("%sNo pods block draining %d node(s): %d pod(s) evict now, %d skipped.", prefix, s.Nodes, s.Now, s.Ignored))
+		out = append(out, fmt.Sprintf("%sNo pods block draining %s: %s evict now, %d skipped.", prefix, cli.Plural(s.Nodes, "node"), cli.Plural(s.Now, "pod"), s.Ignored))
 	default:
-		out = append(out, fmt.Sprintf("%s%d node(s), %d pod(s): %d evict now, %d wait, %d blocked, %d unknown, %d skipped.",
-			prefix, s.Nodes, s.Pods, s.Now, s.Later, s.Never, s.Unknown, s.Ignored))
+		out = append(out, fmt.Sprintf("%s%s, %s: %d evict now, %d wait, %d blocked, %d unknown, %d skipped.",
+			prefix, cli.Plural(s.Nodes, "node"), cli.Plural(s.Pods, "pod"), s.Now, s.Later, s.Never, s.Unknown, s.Ignored))
 	}
 	for _, n := range r.Nodes {
 		if !n.Cordoned || n.Pods == n.Ignored {
@@ -302,7 +302,7 @@ func summaryLines(r *Report, prefix string) []string {
 		if n.CordonedSince != nil {
 			since = fmt.Sprintf("%s ago", duration.HumanDuration(now.Sub(n.CordonedSince.Time)))
 		}
-		out = append(out, fmt.Sprintf("%sDrain in progress on %s: cordoned %s, %d pod(s) left, %d not evictable now.", prefix, n.Name, since, n.Pods-n.Ignored, n.Later+n.Never+n.Unknown))
+		out = append(out, fmt.Sprintf("%sDrain in progress on %s: cordoned %s, %s left, %d not evictable now.", prefix, n.Name, since, cli.Plural(n.Pods-n.Ignored, "pod"), n.Later+n.Never+n.Unknown))
 	}
 	return out
 }
@@ -340,7 +340,7 @@ func (o *Options) printWarnings(r *Report, prefix string) {
 		fmt.Fprintf(o.ErrOut, "%sWarning: namespace %s not checked: cannot list %s.\n", prefix, f.Namespace, strings.Join(f.Resources, " or "))
 	}
 	if r.Summary.DryRunDisagreements > 0 {
-		fmt.Fprintf(o.ErrOut, "%sWarning: %d server dry run(s) disagree with the prediction; see the DRY-RUN column (-o wide).\n", prefix, r.Summary.DryRunDisagreements)
+		fmt.Fprintf(o.ErrOut, "%sWarning: %s disagree with the prediction; see the DRY-RUN column (-o wide).\n", prefix, cli.Plural(r.Summary.DryRunDisagreements, "server dry run"))
 	}
 }
 

@@ -50,7 +50,7 @@ func newCalendarCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *co
 func (o *CalendarOptions) Complete(_ cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	c, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	o.calendar = c
 	return nil

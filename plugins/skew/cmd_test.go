@@ -193,9 +193,11 @@ func TestCheckExitCodes(t *testing.T) {
 		{name: "quiet json", cg: healthy, args: []string{"-q", "-o", "json"}, code: 2},
 		{name: "bad fail-on", cg: healthy, args: []string{"--fail-on", "x"}, code: 2},
 		{name: "bad chunk", cg: healthy, args: []string{"--chunk-size", "0"}, code: 2},
-		{name: "missing calendar", cg: healthy, args: []string{"--calendar", "/nonexistent"}, code: 2, errOut: "--calendar"},
-		{name: "missing file", cg: healthy, args: []string{"--from-file", "/nonexistent"}, code: 2},
-		{name: "not a report", cg: healthy, args: []string{"--from-file", "-"}, stdin: "kind: Pod\n", code: 2, errOut: "want a SkewReport"},
+		// A file that cannot be read or is not what its flag takes is an
+		// input refused: exit 3.
+		{name: "missing calendar", cg: healthy, args: []string{"--calendar", "/nonexistent"}, code: 3, errOut: "--calendar /nonexistent: does not exist"},
+		{name: "missing file", cg: healthy, args: []string{"--from-file", "/nonexistent"}, code: 3},
+		{name: "not a report", cg: healthy, args: []string{"--from-file", "-"}, stdin: "kind: Pod\n", code: 3, errOut: "want a SkewReport"},
 		{name: "policy n-1 passes at 1.37", cg: healthy, args: []string{"--policy", "n-1"}, code: 0, out: "within the fleet policy n-1 of 1.37"},
 		{name: "plan without target", cg: healthy, args: []string{"plan"}, code: 2, errOut: "--target is required"},
 		{name: "plan downgrade", cg: healthy, args: []string{"plan", "--target", "v1.36"}, code: 2, errOut: "downgrades are not planned"},
@@ -333,7 +335,7 @@ func TestFleet(t *testing.T) {
 	if r := run(t, cg, "", "--contexts", "nope"); r.Code != 2 {
 		t.Errorf("unknown context: exit %d", r.Code)
 	}
-	if r := run(t, cg, "", "--contexts", "prod", "--from-file", "x"); r.Code != 2 {
+	if r := run(t, cg, "", "--contexts", "prod", "--from-file", filepath.Join("..", "..", "testdata", "runbook", "gke.yaml")); r.Code != 2 {
 		t.Errorf("--from-file with --contexts: exit %d", r.Code)
 	}
 }
@@ -436,7 +438,7 @@ func TestReadReportEmptyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := run(t, getter(cluster("v1.37.2")), "", "-f", empty)
-	if r.Code != cli.ExitUsage || !strings.Contains(r.Err, "no SkewReport in it: save one with kubectl skew -o yaml > FILE") {
+	if r.Code != cli.ExitUnavailable || r.Err != "error: -f "+empty+": holds nothing to read (0 bytes besides white space)\n" {
 		t.Errorf("exit %d: %s", r.Code, r.Err)
 	}
 }

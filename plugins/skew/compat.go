@@ -38,6 +38,7 @@ func newCompatCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 	}
 	o.Print.AddFlags(cmd)
 	cmd.Flags().StringVar(&o.CompatFile, "compat", o.CompatFile, "Compatibility table file instead of the embedded one.")
+	_ = cmd.MarkFlagFilename("compat", "yaml", "yml", "json")
 	return cmd
 }
 
@@ -45,7 +46,7 @@ func newCompatCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d dep
 func (o *CompatOptions) Complete(_ cli.ClientGetter, _ *cobra.Command, _ []string) error {
 	c, err := loadCompat(o.CompatFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	o.compat = c
 	return nil

@@ -50,10 +50,11 @@ func (f *runFlags) add(cmd *cobra.Command, needFile bool) {
 		cmd.Flags().StringVar(&f.Store, "store", f.Store, "The run's store: file:///path, s3://bucket/prefix, gs://bucket/prefix or azblob://container/prefix (default: the fleet file's spec.store.url).")
 	}
 	cmd.Flags().StringVar(&f.RunName, "run", f.RunName, "The run's name, a DNS label such as 2026-12-v1-38.")
+	_ = cmd.MarkFlagFilename("filename", "yaml", "yml", "json")
 }
 
-// load reads the fleet file when one is given; a bad file is exit 2 with
-// the field path. Its kubeconfig and a store given as a plain directory
+// load reads the fleet file when one is given; a bad file is exit 3 (an
+// input file) with the field path. Its kubeconfig and a store given as a plain directory
 // are relative to the file; its kubeconfig is used unless --kubeconfig is
 // given.
 func (f *runFlags) load(cmd *cobra.Command) error {
@@ -63,7 +64,9 @@ func (f *runFlags) load(cmd *cobra.Command) error {
 	}
 	fl, err := fleetfile.LoadFile(f.File)
 	if err != nil {
-		return cli.UsageErr(err)
+		// A fleet file that cannot be read or used is refused as
+		// input (exit 3), as every file a flag names.
+		return cli.InputErr(fmt.Errorf("-f %w", err))
 	}
 	dir, err := filepath.Abs(filepath.Dir(f.File))
 	if err != nil {
@@ -332,7 +335,7 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	for _, r := range p.Rings {
 		gate := "-"
 		if r.Approvers > 0 {
-			gate = fmt.Sprintf("%d approval(s)", r.Approvers)
+			gate = cli.Plural(r.Approvers, "approval")
 		}
 		for bi, b := range r.Batches {
 			for _, name := range b.Clusters {

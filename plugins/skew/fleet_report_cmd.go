@@ -138,11 +138,11 @@ func (o *InventoryOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ [
 	cli.SetQuiet(cg, o.Print.Quiet)
 	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	patches, err := loadDataFile(o.PatchesFile, "--patches", pkgskew.DefaultPatches, pkgskew.ParsePatches)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	o.calendar = cal.WithPatches(patches)
 	if o.FleetFile == "" {
@@ -150,7 +150,9 @@ func (o *InventoryOptions) Complete(cg cli.ClientGetter, cmd *cobra.Command, _ [
 	}
 	f, err := fleetfile.LoadFile(o.FleetFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		// A fleet file that cannot be read or used is refused as
+		// input (exit 3), as every file a flag names.
+		return cli.InputErr(fmt.Errorf("-f %w", err))
 	}
 	o.fleet, o.source = f, o.FleetFile
 	o.targets = fleetreport.FleetTargets(f)
@@ -291,7 +293,7 @@ func (o *InventoryOptions) printInventoryTable(rep *fleetreport.Report) error {
 	// pools at the edge, the verdicts) and -o wide adds the provider, the
 	// dates and versions behind them and every pool's kubelets.
 	t := cli.Table{Columns: []cli.Column{
-		{Name: "CLUSTER", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "RING"}, {Name: "PROVIDER", Wide: true}, {Name: "VERSION"}, {Name: "LATEST-PATCH", Wide: true}, {Name: "DAYS-BEHIND"},
+		{Name: "CLUSTER"}, {Name: "RING"}, {Name: "PROVIDER", Wide: true}, {Name: "VERSION"}, {Name: "LATEST-PATCH", Wide: true}, {Name: "DAYS-BEHIND"},
 		{Name: "SUPPORT-ENDS", Wide: true}, {Name: "DAYS-LEFT"}, {Name: "MAX-SKEW"}, {Name: "POOLS-AT-EDGE", Shrink: true}, {Name: "POOLS", Wide: true}, {Name: "GPUS"},
 		{Name: "PREFLIGHT"}, {Name: cli.StatusColumn}, {Name: "CONTEXT", Wide: true}, {Name: "NODES", Wide: true}, {Name: "ERROR", Wide: true},
 	}}

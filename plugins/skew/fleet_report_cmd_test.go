@@ -79,24 +79,28 @@ func TestInventoryBadInput(t *testing.T) {
 		name string
 		args []string
 		want string
+		// code is 3 for a file that cannot be read or used (README's exit
+		// codes: an input file), 2 for a usage error.
+		code int
 	}{
-		{"no clusters", nil, "name the clusters: -f FLEET.yaml, --contexts A,B or --all-contexts"},
+		{"no clusters", nil, "name the clusters: -f FLEET.yaml, --contexts A,B or --all-contexts", 2},
 		{"malformed fleet file", []string{"-f", writeFleet(t, "apiVersion: gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  clusters:\n  - {name: a, contxt: b}\n")},
-			`unknown field "spec.clusters[0].contxt"`},
+			`unknown field "spec.clusters[0].contxt"`, 3},
 		{"duplicate cluster", []string{"-f", writeFleet(t, "apiVersion: gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  clusters:\n  - {name: a}\n  - {name: a}\n")},
-			"spec.clusters[1].name"},
-		{"missing fleet file", []string{"-f", "/nonexistent/fleet.yaml"}, "cannot read the fleet file"},
+			"spec.clusters[1].name", 3},
+		{"missing fleet file", []string{"-f", "/nonexistent/fleet.yaml"}, "cannot read the fleet file", 3},
 		{"both", []string{"-f", writeFleet(t, "apiVersion: gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata: {name: f}\nspec:\n  clusters:\n  - {name: a}\n"), "--all-contexts"},
-			"-f cannot be combined with --contexts or --all-contexts"},
-		{"bad push", []string{"--all-contexts", "--push", "pushgateway:9091"}, "want an http:// or https:// Pushgateway URL"},
-		{"bad store", []string{"--all-contexts", "--store", "ftp://x"}, "want file:///path, s3://bucket/prefix"},
-		{"bad patches", []string{"--all-contexts", "--patches", writeFleet(t, "dataDate: x\n")}, "--patches"},
+			"-f cannot be combined with --contexts or --all-contexts", 2},
+		{"bad push", []string{"--all-contexts", "--push", "pushgateway:9091"}, "want an http:// or https:// Pushgateway URL", 2},
+		{"bad store", []string{"--all-contexts", "--store", "ftp://x"}, "want file:///path, s3://bucket/prefix", 2},
+		{"bad patches", []string{"--all-contexts", "--patches", writeFleet(t, "dataDate: x\n")}, "--patches", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, fleetGetter(), "", append([]string{"fleet", "inventory"}, tc.args...)...)
 			lines := strings.Split(strings.TrimSpace(r.Err), "\n")
-			if r.Code != cli.ExitUsage || len(lines) != 1 || !strings.Contains(r.Err, tc.want) || r.Out != "" {
-				t.Errorf("exit %d, stderr %q, stdout %q; want exit 2 and one line with %q", r.Code, r.Err, r.Out, tc.want)
+			want := tc.code
+			if r.Code != want || len(lines) != 1 || !strings.Contains(r.Err, tc.want) || r.Out != "" {
+				t.Errorf("exit %d, stderr %q, stdout %q; want exit %d and one line with %q", r.Code, r.Err, r.Out, want, tc.want)
 			}
 		})
 	}

@@ -1,6 +1,8 @@
 package skew
 
 import (
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
 )
@@ -100,9 +103,13 @@ func (f *healthFlags) validate() error {
 		return fmt.Errorf("--prometheus-url and --promql-checks go together: give both to run the promql gate")
 	}
 	if f.PromQLChecks != "" {
-		checks, err := health.LoadPromQLChecks(f.PromQLChecks)
+		b, err := cli.ReadInputFile("--promql-checks", f.PromQLChecks)
 		if err != nil {
-			return fmt.Errorf("--promql-checks: %w", err)
+			return err
+		}
+		checks, err := health.ParsePromQLChecks(b)
+		if err != nil {
+			return cli.InputFileErr("--promql-checks", f.PromQLChecks, err)
 		}
 		f.promqlChecks = checks
 	}
@@ -117,6 +124,20 @@ func (f *healthFlags) validate() error {
 	}
 	if (f.EtcdCert == "") != (f.EtcdKey == "") {
 		return fmt.Errorf("--etcd-cert and --etcd-key go together: give both, or neither for an etcd without client certificates")
+	}
+	// etcd's client reads these files only when the gate runs: a path
+	// that does not hold PEM is refused now, before the cluster is asked.
+	for _, pf := range []struct{ flag, path string }{{"--etcd-cacert", f.EtcdCACert}, {"--etcd-cert", f.EtcdCert}, {"--etcd-key", f.EtcdKey}} {
+		if pf.path == "" {
+			continue
+		}
+		b, err := cli.ReadInputFile(pf.flag, pf.path)
+		if err != nil {
+			return err
+		}
+		if block, _ := pem.Decode(b); block == nil {
+			return cli.InputFileErr(pf.flag, pf.path, errors.New("holds no PEM block (-----BEGIN ...-----)"))
+		}
 	}
 	return nil
 }

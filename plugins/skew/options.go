@@ -93,13 +93,13 @@ func (o *Options) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string) er
 	cli.SetQuiet(cg, o.Print.Quiet)
 	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	o.calendar = cal
 	if o.FromFile != "" {
 		rep, err := readSaved(o.FromFile, o.readStdin)
 		if err != nil {
-			return cli.UsageErr(err)
+			return err
 		}
 		o.saved = rep
 	}
@@ -138,19 +138,20 @@ func loadCalendars(calendar, providers string) (pkgskew.Calendar, error) {
 }
 
 // loadDataFile reads the data file a flag names, or returns the embedded
-// default when the flag is empty.
+// default when the flag is empty. A file that cannot be read, is empty or
+// does not parse is refused as input (exit 3).
 func loadDataFile[T any](path, flag string, def func() T, parse func([]byte) (T, error)) (T, error) {
 	if path == "" {
 		return def(), nil
 	}
 	var zero T
-	data, err := readFile(path)
+	data, err := cli.ReadInputFile(flag, path)
 	if err != nil {
-		return zero, fmt.Errorf("reading %s: %w", flag, err)
+		return zero, err
 	}
 	v, err := parse(data)
 	if err != nil {
-		return zero, fmt.Errorf("%s %s: %w", flag, path, err)
+		return zero, cli.InputFileErr(flag, path, err)
 	}
 	return v, nil
 }

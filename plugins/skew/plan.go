@@ -132,7 +132,7 @@ func (o *PlanOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string
 	cli.SetQuiet(cg, o.Print.Quiet)
 	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	o.calendar = cal
 	if o.FromFile != "" {
@@ -143,7 +143,7 @@ func (o *PlanOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []string
 			return io.ReadAll(o.In)
 		})
 		if err != nil {
-			return cli.UsageErr(err)
+			return err
 		}
 		o.saved = rep
 	}

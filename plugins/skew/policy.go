@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/http"
-	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -40,8 +39,10 @@ func (f *policyFlags) addFlags(cmd *cobra.Command) {
 }
 
 // complete reads --patches into the calendar and the probe files. A probe
-// file that cannot be read or parsed is a line of the admission-probes
-// gate (UNKNOWN), not the end of the run: the other gates still run.
+// file that does not exist, cannot be read or is empty is refused (exit
+// 3, as every input file: most often a mistyped path); one that does not
+// parse is a line of the admission-probes gate (UNKNOWN), not the end of
+// the run: the other gates still run.
 func (f *policyFlags) complete(cal pkgskew.Calendar) (pkgskew.Calendar, error) {
 	if f.Patches != "" {
 		p, err := loadDataFile(f.Patches, "--patches", pkgskew.DefaultPatches, pkgskew.ParsePatches)
@@ -51,10 +52,9 @@ func (f *policyFlags) complete(cal pkgskew.Calendar) (pkgskew.Calendar, error) {
 		cal = cal.WithPatches(p)
 	}
 	for _, path := range f.ProbeFiles {
-		data, err := os.ReadFile(path)
+		data, err := cli.ReadInputFile("--probe-file", path)
 		if err != nil {
-			f.probeErrors = append(f.probeErrors, fmt.Sprintf("probe file %s: %v", path, err))
-			continue
+			return cal, err
 		}
 		ms, err := preflight.ParseProbeFile(path, data)
 		if err != nil {

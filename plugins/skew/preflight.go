@@ -199,6 +199,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	o.policy.addFlags(cmd)
 	o.health.addFlags(cmd)
 	_ = cmd.MarkFlagFilename("save", "yaml", "yml")
+	cli.MarkOutputFile(cmd, "save")
 	_ = cmd.MarkFlagFilename("compat", "yaml", "yml", "json")
 	return cmd
 }
@@ -209,16 +210,16 @@ func (o *PreflightOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []s
 	cli.SetQuiet(cg, o.Print.Quiet)
 	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	o.calendar = cal
 	c, err := loadCompat(o.CompatFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	o.compat = c
 	if o.calendar, err = o.policy.complete(o.calendar); err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	return nil
 }

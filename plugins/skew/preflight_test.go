@@ -73,13 +73,22 @@ func TestPreflightUsageErrors(t *testing.T) {
 		{"preflight"},
 		{"preflight", "--target", "soon"},
 		{"preflight", "--target", "v1.37", "--etcd-quota", "lots"},
-		{"preflight", "--target", "v1.37", "--compat", "/nonexistent"},
 		{"verify"},
-		{"verify", "--baseline", "/nonexistent"},
 	} {
 		r := run(t, &cli.TestClientGetter{Err: errors.New("must not touch the cluster")}, "", args...)
 		if r.Code != cli.ExitUsage {
 			t.Errorf("%v: exit %d, want 2\n%s", args, r.Code, r.Err)
+		}
+	}
+	// A file that does not exist is an input refused (3), before the
+	// cluster.
+	for _, args := range [][]string{
+		{"preflight", "--target", "v1.37", "--compat", "/nonexistent"},
+		{"verify", "--baseline", "/nonexistent"},
+	} {
+		r := run(t, &cli.TestClientGetter{Err: errors.New("must not touch the cluster")}, "", args...)
+		if r.Code != cli.ExitUnavailable || !strings.Contains(r.Err, " /nonexistent: does not exist") {
+			t.Errorf("%v: exit %d, want 3\n%s", args, r.Code, r.Err)
 		}
 	}
 }
@@ -144,7 +153,7 @@ func TestSaveAndVerify(t *testing.T) {
 	if err := os.WriteFile(skewRep, []byte(run(t, getter(cluster("v1.37.2")), "", "-o", "yaml").Out), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := run(t, getter(c), "", "verify", "--baseline", skewRep); r.Code != cli.ExitUsage {
+	if r := run(t, getter(c), "", "verify", "--baseline", skewRep); r.Code != cli.ExitUnavailable || !strings.Contains(r.Err, "want a SkewPreflightReport") {
 		t.Errorf("verify with a SkewReport: exit %d", r.Code)
 	}
 }

@@ -66,3 +66,19 @@ func TestReadmeFleetByHandIsGolden(t *testing.T) {
 		t.Error("README.md's run by hand differs from e2e/fleet/testdata/byhand-transcript.txt: copy the golden file into it")
 	}
 }
+
+// README's verify transcript is the golden file of TestVerifyTableFits,
+// byte for byte, so the README shows what verify prints.
+func TestReadmeVerifyIsGolden(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.ReadFile(filepath.Join("testdata", "verify.table.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```\n$ kubectl skew verify --baseline preflight-1.38.yaml\n"+string(g)+"$ echo $?\n1\n```\n") {
+		t.Error("README.md's verify transcript differs from plugins/skew/testdata/verify.table.golden: copy the golden file into it")
+	}
+}

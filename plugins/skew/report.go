@@ -1,8 +1,8 @@
 package skew
 
 import (
+	"bytes"
 	"fmt"
-	"os"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -88,6 +88,15 @@ type PlanReport struct {
 	Summary pkgskew.PlanSummary `json:"summary"`
 }
 
+// gotKind says what a file that is not the report wanted holds: its kind
+// and apiVersion, or that it has neither.
+func gotKind(kind, apiVersion string) string {
+	if kind == "" && apiVersion == "" {
+		return "and it has no kind or apiVersion"
+	}
+	return fmt.Sprintf("got kind %q apiVersion %q", kind, apiVersion)
+}
+
 // SeverityOf maps a status to the severity --fail-on compares.
 func SeverityOf(s pkgskew.Status) cli.Severity {
 	switch s {
@@ -102,35 +111,35 @@ func SeverityOf(s pkgskew.Status) cli.Severity {
 }
 
 // readSaved reads a SkewReport saved with -o yaml or -o json ("-" is
-// stdin, given as in).
+// stdin, given as in). A file that cannot be read, is empty or holds no
+// SkewReport is refused as input (exit 3), naming -f and the file.
 func readSaved(path string, stdin func() ([]byte, error)) (*SkewReport, error) {
 	var (
 		data []byte
 		err  error
 	)
 	if path == "-" {
-		data, err = stdin()
-	} else {
-		data, err = os.ReadFile(path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		if data, err = stdin(); err != nil {
+			return nil, cli.InputFileErr("-f", path, err)
+		}
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil, cli.InputFileErr("-f", path, cli.ErrEmptyInput)
+		}
+	} else if data, err = cli.ReadInputFile("-f", path); err != nil {
+		return nil, err
 	}
 	var rep SkewReport
 	if err := yaml.Unmarshal(data, &rep); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		return nil, cli.InputFileErr("-f", path, fmt.Errorf("not a %s: %w", KindSkewReport, err))
 	}
 	if rep.Kind != KindSkewReport || !strings.HasPrefix(rep.APIVersion, cli.Group+"/") {
-		if rep.Kind == "" && rep.APIVersion == "" {
-			return nil, fmt.Errorf("reading %s: no %s in it: save one with kubectl skew -o yaml > FILE", path, KindSkewReport)
-		}
-		return nil, fmt.Errorf("reading %s: want a %s (%s), got kind %q apiVersion %q: save one with kubectl skew -o yaml > FILE", path, KindSkewReport, cli.APIVersion, rep.Kind, rep.APIVersion)
+		return nil, cli.InputFileErr("-f", path, fmt.Errorf("want a %s (%s), %s: save one with kubectl skew -o yaml > FILE", KindSkewReport, cli.APIVersion, gotKind(rep.Kind, rep.APIVersion)))
 	}
 	// A report without an apiserver version still holds pools and
 	// components worth judging; only one without any of them is no
 	// inventory at all.
 	if inv := rep.Inventory; inv.Server.GitVersion == "" && len(inv.Pools) == 0 && len(inv.Components) == 0 {
-		return nil, fmt.Errorf("reading %s: %w", path, errNoInventory)
+		return nil, cli.InputFileErr("-f", path, errNoInventory)
 	}
 	return &rep, nil
 }

@@ -136,7 +136,7 @@ func TestProviderCalendarFlag(t *testing.T) {
 		t.Errorf("exit %d:\n%s%s", r.Code, r.Out, r.Err)
 	}
 	bad := runKubectl(t, "v1.33.1", oneMinorCluster("v1.33.5"), "--provider-calendar", filepath.Join(dir, "missing.yaml"))
-	if bad.Code != 2 || !strings.Contains(bad.Err, "--provider-calendar") {
+	if bad.Code != cli.ExitUnavailable || !strings.Contains(bad.Err, "--provider-calendar") {
 		t.Errorf("missing file: exit %d, err %q", bad.Code, bad.Err)
 	}
 	// The calendar subcommand prints both tables, and its provider

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -183,22 +182,22 @@ func (o *VerifyOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []stri
 	cli.SetQuiet(cg, o.Print.Quiet)
 	cal, err := loadCalendars(o.CalendarFile, o.ProviderCalendarFile)
 	if err != nil {
-		return cli.UsageErr(err)
+		return err
 	}
 	o.calendar = cal
 	if o.Baseline == "" {
 		return nil
 	}
-	data, err := os.ReadFile(o.Baseline)
+	data, err := cli.ReadInputFile("--baseline", o.Baseline)
 	if err != nil {
-		return cli.UsageErr(fmt.Errorf("reading --baseline: %w", err))
+		return err
 	}
 	var rep PreflightReport
 	if err := yaml.Unmarshal(data, &rep); err != nil {
-		return cli.UsageErr(fmt.Errorf("reading --baseline %s: %w", o.Baseline, err))
+		return cli.InputFileErr("--baseline", o.Baseline, err)
 	}
 	if rep.Kind != KindPreflightReport || !strings.HasPrefix(rep.APIVersion, cli.Group+"/") {
-		return cli.UsageErr(fmt.Errorf("reading --baseline %s: want a %s saved with `kubectl skew preflight --save`, got kind %q", o.Baseline, KindPreflightReport, rep.Kind))
+		return cli.InputFileErr("--baseline", o.Baseline, fmt.Errorf("want a %s saved with `kubectl skew preflight --save`, %s", KindPreflightReport, gotKind(rep.Kind, rep.APIVersion)))
 	}
 	o.base = &rep
 	return nil
@@ -281,7 +280,7 @@ func (o *VerifyOptions) Run(ctx context.Context) error {
 }
 
 func printVerifyTable(w io.Writer, rep *VerifyReport, opts cli.TableOptions) error {
-	t := cli.Table{Columns: []cli.Column{{Name: cli.StatusColumn}, {Name: "KIND"}, {Name: "OBJECT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "COMMAND", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: cli.StatusColumn}, {Name: "KIND"}, {Name: "OBJECT"}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "COMMAND", Wide: true}}}
 	for _, r := range rep.Items {
 		t.AddRow(r.Status.Word(), r.Kind, r.Object, r.Message, dash(r.Command))
 	}

@@ -49,17 +49,12 @@ type Case struct {
 	Refused bool
 }
 
-// Cases are the shared bad inputs.
+// Cases are the shared bad inputs; the bad files each file flag gets are
+// FileCases.
 var Cases = []Case{
 	{Name: "unknown-flag", Args: func(string) []string { return []string{"--no-such-flag"} }},
 	{Name: "bad-output", Flag: "output", Says: "bogus", Args: func(string) []string { return []string{"-o", "bogus"} }},
 	{Name: "unknown-context", Flag: "context", Says: "no-such-context", Lenient: true, Args: func(string) []string { return []string{"--context", "no-such-context"} }},
-	{Name: "missing-file", Flag: "filename", Says: "/nonexistent/gpufleet.yaml", Refused: true, Args: func(string) []string { return []string{"-f", "/nonexistent/gpufleet.yaml"} }},
-	{Name: "empty-file", Flag: "filename", Says: "empty.yaml", Refused: true, Args: func(dir string) []string { return []string{"-f", filepath.Join(dir, "empty.yaml")} }},
-	{Name: "empty-audit-log", Flag: "audit-log", Says: "empty.yaml", Refused: true, Args: func(dir string) []string {
-		return []string{"--source", "audit", "--audit-log", filepath.Join(dir, "empty.yaml")}
-	}},
-	{Name: "unparsable-file", Flag: "filename", Says: "broken.yaml", Args: func(dir string) []string { return []string{"-f", filepath.Join(dir, "broken.yaml")} }},
 	{Name: "dry-run-bad", Flag: "dry-run", Says: "bogus", Args: func(string) []string { return []string{"--dry-run=bogus"} }},
 	{Name: "dry-run-read-only", Without: "dry-run", Says: "has no --dry-run", Args: func(string) []string { return []string{"--dry-run=client"} }},
 	{Name: "dry-run-client", Flag: "dry-run", Lenient: true, Args: func(string) []string { return []string{"--dry-run=client", "--context", "no-such-context"} }},
@@ -67,22 +62,82 @@ var Cases = []Case{
 
 // Want is the exit code expected for a command and case ("kubectl
 // deprecations unparsable-file"), when it is not 2 (usage or local
-// configuration error).
+// configuration error). The file cases (FileCases) are keyed by command,
+// flag and case ("kubectl deprecations --filename wrong-kind") and expect
+// 3 unless listed; Accepted there means the flag takes that file (a
+// Deployment is a manifest to scan).
 type Want map[string]int
+
+// Accepted, in Want, is a file case the flag takes as valid input: the
+// command goes on (to its end, or to an error not about the file) or
+// refuses it (3).
+const Accepted = -1
+
+// FileCase is one bad file given to every flag that names a file the
+// command reads (cli.InputFileFlags): each is refused with exit 3, one
+// error line that names the flag and the file in the suite's words, and
+// nothing on stdout.
+type FileCase struct {
+	Name string
+	// File is the path under the test's directory ("-" is stdin, empty).
+	File string
+}
+
+// FileCases are the bad files.
+var FileCases = []FileCase{
+	{Name: "missing", File: "/nonexistent/gpufleet-input.yaml"},
+	// The shell passes a pattern that matched nothing as it is.
+	{Name: "unmatched-glob", File: "nothing-*.yaml"},
+	{Name: "empty", File: "empty.yaml"},
+	{Name: "empty-stdin", File: "-"},
+	{Name: "unparsable", File: "broken.yaml"},
+	{Name: "wrong-kind", File: "deploy.yaml"},
+}
+
+// rawText is library text an error line must not show: the decoder's
+// own words, and the kind and apiVersion of a file that had none.
+var rawText = []string{"error unmarshaling", "error converting YAML", "while decoding", "json: ", " yaml: ", `got kind ""`, `apiVersion ""`, "cannot unmarshal"}
 
 // Base are arguments a command needs before a case can reach the flag under
 // test (a required argument or flag), by command ("kubectl gang-drain
-// restore").
+// restore"), and for a file flag by command and flag ("kubectl
+// gpu-validate nodes --xid-catalog": the flag applies only with --xid).
 type Base map[string][]string
+
+// Files are fixtures a command's Base arguments name, written into the
+// test's directory before the walk: name to content. "{dir}" in a Base
+// argument is that directory.
+type Files map[string]string
 
 // Run checks every runnable command under the root that newRoot builds.
 func Run(t *testing.T, newRoot NewRoot, want Want, base Base) {
 	t.Helper()
+	RunWith(t, newRoot, want, base, nil)
+}
+
+// RunWith is Run with fixture files for the Base arguments.
+func RunWith(t *testing.T, newRoot NewRoot, want Want, base Base, files Files) {
+	t.Helper()
 	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inDir := func(args []string) []string {
+		out := make([]string, len(args))
+		for i, a := range args {
+			out[i] = strings.ReplaceAll(a, "{dir}", dir)
+		}
+		return out
+	}
 	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("apiVersion: v1\nkind: [Pod\nmetadata: {name: \n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "empty.yaml"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "deploy.yaml"), []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: nginx}]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -113,13 +168,71 @@ users:
 			if (tc.Flag != "" && probe.Flag(tc.Flag) == nil) || (tc.Without != "" && probe.Flag(tc.Without) != nil) {
 				continue
 			}
-			args := append(append(append([]string(nil), path...), base[name]...), tc.Args(dir)...)
+			args := append(append(append([]string(nil), path...), inDir(base[name])...), tc.Args(dir)...)
 			code, stdout, stderr := run(newRoot, args)
 			t.Logf("%s [%s]: exit %d: %s", name, tc.Name, code, strings.ReplaceAll(strings.TrimSpace(stderr), "\n", " | "))
 			check(t, name, tc, args, code, stderr, want)
 			if tc.Refused && stdout != "" {
 				t.Errorf("%s [%s]: the input is refused, yet stdout has:\n%s", name, tc.Name, stdout)
 			}
+		}
+		for _, f := range cli.InputFileFlags(probe) {
+			for _, fc := range FileCases {
+				file := fc.File
+				if file != "-" && !filepath.IsAbs(file) {
+					file = filepath.Join(dir, file)
+				}
+				args := append(append(append(append([]string(nil), path...), inDir(base[name])...), inDir(base[name+" --"+f.Name])...), "--"+f.Name, file)
+				code, stdout, stderr := run(newRoot, args)
+				t.Logf("%s --%s [%s]: exit %d: %s", name, f.Name, fc.Name, code, strings.ReplaceAll(strings.TrimSpace(stderr), "\n", " | "))
+				checkFile(t, name, f.Name, f.Shorthand, fc, file, args, code, stdout, stderr, want)
+			}
+		}
+	}
+}
+
+// checkFile checks one bad file given to one flag.
+func checkFile(t *testing.T, name, flag, short string, fc FileCase, file string, args []string, code int, stdout, stderr string, want Want) {
+	t.Helper()
+	where := name + " --" + flag + " [" + fc.Name + "] " + strings.Join(args, " ")
+	var errLines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "error:") {
+			errLines = append(errLines, l)
+		}
+	}
+	expect, ok := want[name+" --"+flag+" "+fc.Name]
+	if !ok {
+		expect = cli.ExitUnavailable
+	}
+	if expect == Accepted {
+		// Taken as input: the run went on, to the end or to an error
+		// that is not about the file (the cluster here is never reached).
+		if len(errLines) == 0 || !strings.Contains(errLines[0], filepath.Base(file)) {
+			return
+		}
+		expect = cli.ExitUnavailable
+	}
+	if code != expect {
+		t.Errorf("%s: exit %d, want %d\n%s", where, code, expect, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("%s: the file is refused, yet stdout has:\n%s", where, stdout)
+	}
+	if len(errLines) != 1 {
+		t.Errorf("%s: %d error lines, want 1:\n%s", where, len(errLines), stderr)
+		return
+	}
+	l := errLines[0]
+	if !strings.Contains(l, "--"+flag) && (short == "" || !strings.Contains(l, "-"+short+" ")) {
+		t.Errorf("%s: the error does not name the flag --%s:\n%s", where, flag, l)
+	}
+	if shown := filepath.Base(file); !strings.Contains(l, shown) {
+		t.Errorf("%s: the error does not name the file %s:\n%s", where, shown, l)
+	}
+	for _, raw := range rawText {
+		if strings.Contains(l, raw) {
+			t.Errorf("%s: the error shows a library's text %q:\n%s", where, raw, l)
 		}
 	}
 }
@@ -248,8 +361,9 @@ func CheckHelpLegend(t *testing.T, newRoot NewRoot) {
 
 // CheckTables checks the tables of a command's output (a golden file):
 // no column is named VERDICT or RESULT (the status column is STATUS),
-// every STATUS cell is a word of pkg/cli's closed set, and no cell is
-// <none> (an empty cell is -). A table is a header line of upper-case
+// every STATUS cell is a word of pkg/cli's closed set, no cell is <none>
+// (an empty cell is -), and no identifier (a node, pod, name, object, API,
+// file path, cluster) is cut. A table is a header line of upper-case
 // words three spaces apart and the rows under it up to a blank line.
 func CheckTables(t *testing.T, name, output string) {
 	t.Helper()
@@ -260,18 +374,33 @@ func CheckTables(t *testing.T, name, output string) {
 			continue
 		}
 		status := -1
-		for _, c := range cols {
+		var ids []int // the identifier columns, by index
+		for k, c := range cols {
 			switch c.name {
 			case "VERDICT", "RESULT":
 				t.Errorf("%s:%d: a status column named %s, want %s", name, i+1, c.name, cli.StatusColumn)
 			case cli.StatusColumn:
 				status = c.start
 			}
+			if identifierColumns[c.name] {
+				ids = append(ids, k)
+			}
 		}
 		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
 			row := []rune(lines[i])
 			if strings.Contains(lines[i], "<none>") {
 				t.Errorf("%s:%d: an empty cell shows <none>, want %s:\n%s", name, i+1, cli.EmptyCell, lines[i])
+			}
+			for _, k := range ids {
+				from, to := cols[k].start, len(row)
+				if k+1 < len(cols) {
+					to = min(cols[k+1].start, len(row))
+				}
+				// "{{…}}" is deprecations' name for a template expression
+				// in a manifest's name, not a cut.
+				if from < to && strings.Contains(strings.ReplaceAll(string(row[from:to]), "{{…}}", ""), cli.ElisionMark) {
+					t.Errorf("%s:%d: the identifier column %s is cut, want it whole:\n%s", name, i+1, cols[k].name, lines[i])
+				}
 			}
 			if status < 0 || status >= len(row) {
 				continue
@@ -283,6 +412,29 @@ func CheckTables(t *testing.T, name, output string) {
 		}
 	}
 }
+
+// CheckPlurals checks a command's output (a golden file) for counts
+// written "3 node(s)": a count takes its noun's number ("1 node", "3
+// nodes", cli.Plural).
+func CheckPlurals(t *testing.T, name, output string) {
+	t.Helper()
+	for i, l := range strings.Split(ansi.ReplaceAllString(output, ""), "\n") {
+		if m := countWithS.FindString(l); m != "" {
+			t.Errorf("%s:%d: %q, want the noun in its number (cli.Plural):\n%s", name, i+1, m, l)
+		}
+	}
+}
+
+// countWithS matches a count and a noun that hedges its number: "3
+// node(s)", "1 server dry run(s)".
+var countWithS = regexp.MustCompile(`\b[0-9]+ [A-Za-z -]*\(s\)`)
+
+// identifierColumns are the columns a user acts on by name: a table
+// keeps them whole and shortens or drops the others.
+// (GANG and a fleet's CLUSTER are not held to it yet: gang-drain's and
+// the fleet tables still shorten them.)
+var identifierColumns = map[string]bool{"NODE": true, "POD": true, "NAME": true, "OBJECT": true, "API": true, "PATH": true,
+	"FILE": true, "CRD": true, "NAMESPACE": true, "RUN": true, "MODEL": true}
 
 // ansi matches a colour escape sequence.
 var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
