@@ -256,8 +256,8 @@ func TestFleetInventory(t *testing.T) {
 		bad := filepath.Join(e.dir, "bad.yaml")
 		writeFile(t, bad, "apiVersion: gpufleet.dev/v1alpha1\nkind: Fleet\nmetadata: {name: e2e}\nspec:\n  clusters:\n  - {name: canary, labels: {gpufleet.dev/ring: canary}, ring: x}\n")
 		r := inventory(t, e, bad)
-		if r.ExitCode != 2 || r.Stdout != "" || strings.Count(r.Stderr, "error: ") != 1 || !strings.Contains(r.Stderr, `unknown field "spec.clusters[0].ring"`) {
-			t.Errorf("want exit 2 and one error line naming the field: %s", r)
+		if r.ExitCode != 3 || r.Stdout != "" || strings.Count(r.Stderr, "error: ") != 1 || !strings.Contains(r.Stderr, `unknown field "spec.clusters[0].ring"`) {
+			t.Errorf("want exit 3 (a file a flag names that is not what the flag takes) and one error line naming the field: %s", r)
 		}
 	})
 	t.Run("prometheus", func(t *testing.T) {
