@@ -37,6 +37,9 @@ func fill(w *World, st *Step, work, line string) string {
 		for _, a := range eksAddons {
 			repl["<"+a+"-version>"] = eksAddonVersion(a, to)
 		}
+		// The VPC CNI's GitHub release tag: the table's version without
+		// its -eksbuild.N (vpc-add-on-self-managed-update.html).
+		repl["<vpc-cni-release>"], _, _ = strings.Cut(eksAddonVersion("vpc-cni", to), "-eksbuild")
 		repl["<account>"] = eksImageAccount
 		// The image tags of the EKS kube-proxy and CoreDNS tables
 		// (kube-proxy-add-on-self-managed-update.html,

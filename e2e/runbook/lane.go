@@ -444,7 +444,8 @@ func chooses(cond string, probe []*BlockResult, hosts *Hosts, st *Step, b *Block
 // osChoice says whether the node a block is pasted on runs the OS family
 // of an alternative's condition, read from the node's OS image as the
 // condition's grep of /etc/os-release would: Debian and Ubuntu take the
-// apt alternative, the RHEL family the dnf one, any other OS neither.
+// apt alternative, the RHEL family the dnf one, any other OS the one for
+// another OS family, which stops.
 func osChoice(cond string, hosts *Hosts, st *Step, b *Block, it map[string]string) (bool, error) {
 	if b.StartHost == "" {
 		return false, fmt.Errorf("alternative %q: the block names no node it is pasted on", cond)
@@ -459,6 +460,8 @@ func osChoice(cond string, hosts *Hosts, st *Step, b *Block, it map[string]strin
 		want = "apt"
 	case strings.Contains(cond, "RHEL"):
 		want = "dnf"
+	case strings.Contains(cond, "another OS family"):
+		want = "" // neither: the block that stops
 	default:
 		return false, fmt.Errorf("alternative %q: the lane cannot tell when this condition holds", cond)
 	}

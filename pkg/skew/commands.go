@@ -31,6 +31,7 @@ const (
 	phLocation      = "<location>"
 	phResourceGroup = "<resource-group>"
 	phPatch         = "<patch>"
+	phVPCCNIRelease = "<vpc-cni-release>"
 	phSelector      = "<pool-selector>"
 	phNode          = "<node-name>"
 	phMgmt          = "<management-context>"
@@ -814,9 +815,9 @@ func (r *renderer) addons(s Step) blocks {
 		// upgrade node, not with kubeadm upgrade apply (kubernetes
 		// CHANGELOG-1.28, #117660; the UpgradeAddonsBeforeControlPlane gate
 		// that restored the old order was removed in v1.31).
-		b.add("# kubeadm upgraded CoreDNS and kube-proxy with the last control-plane node's kubeadm upgrade (apply on a single node, the last kubeadm upgrade node in HA); check them and the other addons:",
-			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+		b.add("# kubeadm upgraded CoreDNS and kube-proxy with the last control-plane node's kubeadm upgrade (apply on a single node, the last kubeadm upgrade node in HA); check them and the other addons:")
+		b.add(r.kubeadmAddons(func(w string) string { return "kubectl -n kube-system get " + w + " -o wide" }, true)...)
+		b.add(fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderEKS:
 		return r.eksAddons(s)
 	case ProviderGKE:
@@ -840,6 +841,71 @@ func (r *renderer) addons(s Step) blocks {
 		b.add("kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	}
 	return b
+}
+
+// kubeadmAddonWorkloads are the addons kubeadm upgrades, the kube-system
+// ConfigMap without which its upgrade skips each, and the workload it
+// deploys.
+var kubeadmAddonWorkloads = []struct{ name, configMap, workload string }{
+	{KindKubeProxy, "kube-proxy", "daemonset/kube-proxy"},
+	{KindCoreDNS, "coredns", "deployment/coredns"},
+}
+
+// kubeadmAddons runs cmd on each addon workload kubeadm upgrades that the
+// cluster has. kubeadm's upgrade skips kube-proxy when the kube-system
+// ConfigMap kube-proxy is missing, and CoreDNS when coredns is ("if the
+// kube-proxy ConfigMap is missing, assume that kube-proxy should not be
+// upgraded. Same applies to a missing kube-dns/coredns ConfigMap",
+// kubernetes CHANGELOG-1.19, #89593; runKubeProxyAddon in
+// cmd/kubeadm/app/cmd/phases/upgrade/apply/addons.go): a cluster whose CNI
+// replaces kube-proxy (Cilium's kube-proxy replacement) has neither that
+// ConfigMap nor the DaemonSet. Where the inventory read kube-system's
+// workloads, the commands follow what it saw (a visible workload by the
+// name it was seen under); where it could not, each asks the ConfigMap
+// first and says so when kubeadm skipped the addon. several: cmd takes
+// several workloads at once.
+func (r *renderer) kubeadmAddons(cmd func(workload string) string, several bool) []string {
+	var present, out []string
+	for _, a := range kubeadmAddonWorkloads {
+		switch w, seen := r.addonWorkload(a.name); {
+		case w != "":
+			present = append(present, w)
+		case seen:
+			out = append(out, fmt.Sprintf("# the inventory saw no %s in kube-system: kubeadm's upgrade skips it (no %s ConfigMap), nothing to do for it here", a.name, a.configMap))
+		default:
+			out = append(out, fmt.Sprintf(`CM=$(kubectl -n kube-system get configmap %s -o name --ignore-not-found) && if [ -n "$CM" ]; then %s; else echo "no kube-system ConfigMap %s: kubeadm's upgrade skips %s, nothing to do for it"; fi`, a.configMap, cmd(a.workload), a.configMap, a.name))
+		}
+	}
+	if len(present) == 0 {
+		return out
+	}
+	// One command for the workloads seen, where it takes several.
+	if several {
+		return append([]string{cmd(strings.Join(present, " "))}, out...)
+	}
+	var each []string
+	for _, w := range present {
+		each = append(each, cmd(w))
+	}
+	return append(each, out...)
+}
+
+// addonWorkload is the kube-system workload the inventory saw the addon
+// name in ("daemonset/kube-proxy"), and whether it read the workloads at
+// all: "", true when it listed them and found none of the addon.
+func (r *renderer) addonWorkload(name string) (string, bool) {
+	for _, c := range r.inv.Components {
+		if c.Name != name {
+			continue
+		}
+		switch {
+		case c.State == StateVisible && strings.Contains(c.Instance, "/"):
+			return c.Instance, true
+		case c.State == StateNotVisible && strings.HasPrefix(c.Source, "no "):
+			return "", true
+		}
+	}
+	return "", false
 }
 
 // addonsOfK3s says where k3s and RKE2 run kube-proxy and CoreDNS: kube-proxy
@@ -921,7 +987,15 @@ func selfManagedAddon(a, to string) []string {
 	case "vpc-cni":
 		return chain(
 			"kubectl get daemonset aws-node -n kube-system -o yaml > aws-k8s-cni-old.yaml   # keep your settings",
-			fmt.Sprintf("kubectl apply -f %s   # the release for %s from the VPC CNI versions table, one minor at a time", sq("https://raw.githubusercontent.com/aws/amazon-vpc-cni-k8s/<vpc-cni-version>/config/master/aws-k8s-cni.yaml"), to),
+			// The manifest is at a GitHub release tag of
+			// aws/amazon-vpc-cni-k8s, vMAJOR.MINOR.PATCH: "The build
+			// versions listed in the table aren't specified in the
+			// self-managed versions listed on GitHub" (Update the Amazon
+			// VPC CNI (self-managed add-on),
+			// https://docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-self-managed-update.html,
+			// which applies .../v1.20.0/config/master/aws-k8s-cni.yaml),
+			// so the table's v1.20.0-eksbuild.1 is v1.20.0 here.
+			fmt.Sprintf("kubectl apply -f %s   # %s: the GitHub release tag of the VPC CNI version for %s from the versions table, without its -eksbuild.N (v1.20.0 for v1.20.0-eksbuild.1), one minor at a time", sq("https://raw.githubusercontent.com/aws/amazon-vpc-cni-k8s/"+phVPCCNIRelease+"/config/master/aws-k8s-cni.yaml"), phVPCCNIRelease, to),
 			"kubectl -n kube-system rollout status daemonset/aws-node --timeout=10m")
 	case "kube-proxy":
 		return selfManagedImage("daemonset", "kube-proxy", "kube-proxy", "TAG="+sq("<kube-proxy-tag>")+"   # the kube-proxy image tag for "+to+" from the EKS kube-proxy table (kube-proxy-add-on-self-managed-update.html)")

@@ -68,10 +68,31 @@ var osWhen = map[string]string{
 	pkgDnf: "the node runs RHEL, Rocky, Alma, CentOS, Fedora, Oracle or Amazon Linux (grep -E '^ID(_LIKE)?=' /etc/os-release names rhel, centos, fedora or amzn)",
 }
 
+// osOtherWhen is the third alternative: an OS family with neither
+// package manager (Flatcar, Talos, Bottlerocket, ...), where the pkgs.k8s.io
+// packages the other two install do not exist.
+const osOtherWhen = "the node runs another OS family (grep -E '^ID(_LIKE)?=' /etc/os-release names none of debian, ubuntu, rhel, centos, fedora, amzn)"
+
+// osOtherStop is that alternative's one command. It runs nothing on the
+// node: it says, on stderr, which block to paste where /etc/os-release
+// names a family of the other two (this one pasted by mistake), and
+// otherwise the manual path, and fails either way so that nothing chained
+// after it runs. The manual path is kubeadm's own for a node without a
+// package manager: the kubeadm, kubelet and kubectl binaries of the
+// release from dl.k8s.io
+// (https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/install-kubeadm/,
+// the "Without a package manager" tab, which downloads
+// https://dl.k8s.io/release/${RELEASE}/bin/linux/${ARCH}/{kubeadm,kubelet}
+// into /usr/local/bin with the kubelet's systemd unit), then the kubeadm and
+// systemctl commands of the blocks above; or the node is reprovisioned on
+// a family with packages.
+const osOtherStop = `{ if grep -qE '^ID(_LIKE)?=.*(debian|ubuntu|rhel|centos|fedora|amzn)' /etc/os-release; then echo "this node's /etc/os-release names a Debian or RHEL family: paste that family's block above, not this one" >&2; else echo "no kubeadm/kubelet packages for this OS family: install the kubeadm, kubelet and kubectl binaries of the version the blocks above install from https://dl.k8s.io/release/vVERSION/bin/linux/ARCH/ (kubeadm's install page, Without a package manager), then run the blocks' kubeadm and systemctl commands by hand; or reprovision the node on Debian, Ubuntu or a RHEL family" >&2; fi; false; }`
+
 // byManager appends lines for the node's package manager or, when its OS
 // image does not tell, one alternative block per manager: pasted whole, a
 // block with both would run kubeadm upgrade node twice and restart the
-// kubelet twice.
+// kubelet twice. A third alternative stops on any other OS family, where
+// neither would upgrade the kubelet.
 func byManager(b *blocks, pm string, lines func(pm string) []string) {
 	if pm != pkgUnknown {
 		b.add(lines(pm)...)
@@ -79,6 +100,7 @@ func byManager(b *blocks, pm string, lines func(pm string) []string) {
 	}
 	b.alt(osChoice, osWhen[pkgApt], lines(pkgApt)...)
 	b.alt(osChoice, osWhen[pkgDnf], lines(pkgDnf)...)
+	b.alt(osChoice, osOtherWhen, osOtherStop)
 }
 
 // kubeadmNode upgrades a kubeadm node from one minor to another, during
