@@ -130,7 +130,8 @@ func writeNodeSSH(shims, nodes string) error {
 const k3sToken = "K10" + "5e1a9d4c0b7f2e3a6d8c1f4b9e2a7d3c5f8b1e4a7d0c3f6b9e2a5d8c1f4b7e0a" + "::server:" + "3f9c2b7e1d4a8f6c"
 
 // writeNodeFiles resets the files the lane keeps of each node of w and
-// writes those a k3s or RKE2 node holds that the backup reads over ssh:
+// writes those the backup reads over ssh: etcd's db on a kubeadm or
+// Cluster API control-plane node, and what a k3s or RKE2 node holds:
 // the binary (/usr/local/bin, where the installers put it on a system
 // without RPMs), and on a server the token and the datastore (db/etcd of
 // an embedded etcd, db/state.db of SQLite) under /var/lib/rancher/DIST/server
@@ -144,6 +145,14 @@ func writeNodeFiles(nodes string, w *World) error {
 				return err
 			}
 			if w.Provider != "k3s" && w.Provider != "rke2" {
+				// etcd's db of a kubeadm or Cluster API control-plane
+				// node, whose size the backup checks the node's room
+				// against before its snapshot.
+				if p.ControlPlane {
+					if err := seedEtcdDB(root); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			files := map[string]string{"usr/local/bin/" + w.Provider: "#!/bin/sh\n# " + w.Provider + " on " + n.Name + " (the runbook lane's node files)\n"}
