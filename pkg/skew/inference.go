@@ -49,6 +49,14 @@ type InferencePool struct {
 	Refusals []string `json:"refusals,omitempty"`
 }
 
+// EveryModelBudgeted reports whether the pool holds models and every one
+// is behind a PodDisruptionBudget: only then is each model's floor in the
+// inference drain its budget, and only then do the runbook and the fleet
+// programme drain the pool as an inference pool.
+func (p *InferencePool) EveryModelBudgeted() bool {
+	return p != nil && p.Models > 0 && p.WithPDB >= p.Models
+}
+
 // ETA is the planned drain's ETA, 0 when it is not known.
 func (p *InferencePool) ETA() time.Duration {
 	if p == nil {
@@ -149,7 +157,7 @@ func (c *Collector) inferencePool(ctx context.Context, name string, nodes []stri
 // drains, keep their own steps.
 func (r *renderer) inferencePool(pool string) bool {
 	pl, ok := r.pools[pool]
-	if !ok || pl.Inference == nil || r.controlPlanePool(pool) || r.asgOf(pool) != "" {
+	if !ok || !pl.Inference.EveryModelBudgeted() || r.controlPlanePool(pool) || r.asgOf(pool) != "" {
 		return false
 	}
 	return !(r.replacer(pool) == replaceAutoMode && autoModeBuiltin(pool))
@@ -186,7 +194,7 @@ func (r *renderer) inferenceDrain(s Step, sel string) []string {
 	out = append(out, bwLine,
 		fmt.Sprintf("kubectl pdb-blockers -l %s --drain-timeout %s   # gang-drain run --timeout %s below; a run stopped by its --timeout resumes when run again", sel, selfDrainTimeout, selfDrainTimeout))
 	return append(out, chain(
-		"kubectl gang-drain "+strings.Join(plan, " ")+` --hydrate-bandwidth "$BW"   # the gate: refuses a drain that takes a model below its PodDisruptionBudget`,
+		"kubectl gang-drain "+strings.Join(plan, " ")+` --hydrate-bandwidth "$BW"   # the gate: refuses a drain that takes a model below its PodDisruptionBudget (every model on the pool has one; a pool with a model without one keeps the gang drain)`,
 		"kubectl gang-drain "+strings.Join(run, " ")+` --hydrate-bandwidth "$BW"`)...)
 }
 

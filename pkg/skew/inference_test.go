@@ -209,7 +209,7 @@ func TestRunbookInferencePool(t *testing.T) {
 			"kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38",
 			`kubectl gang-drain restore "gpu-h100-to-1.38" --inference`,
 			"kubectl skew verify"}},
-		{"eks-managed", "gpu-p5", InferencePool{Reason: "r", Bandwidth: "object-store=1250000000/s", Waves: 3, ETASeconds: 754}, []string{
+		{"eks-managed", "gpu-p5", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Bandwidth: "object-store=1250000000/s", Waves: 3, ETASeconds: 754}, []string{
 			"# planned when the inventory was read: 3 wave(s), ETA 12m34s of cold starts",
 			"BW=object-store=1250000000/s",
 			`kubectl gang-drain run --inference -l eks.amazonaws.com/nodegroup=gpu-p5 --run-id "gpu-p5-to-1.`,
@@ -262,7 +262,7 @@ func TestRunbookInferencePool(t *testing.T) {
 // A training pool beside an inference pool keeps the gang drain, one
 // fabric unit at a time.
 func TestRunbookTrainingPoolBesideInference(t *testing.T) {
-	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Reason: "r"})
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r"})
 	for _, s := range p.Steps {
 		if s.Phase == PhaseNodePool && s.Pool == "cpu" {
 			if strings.Contains(cmds(s), "--inference") {
@@ -282,7 +282,7 @@ func TestRunbookTrainingPoolBesideInference(t *testing.T) {
 // An inference pool upgraded in place rolls back under the step's own
 // inference run, restored with --inference.
 func TestRollbackInferencePool(t *testing.T) {
-	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Reason: "r", Sources: []string{"object-store"}})
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Sources: []string{"object-store"}})
 	s := lastStepOf(t, p, PhaseNodePool, "gpu-h100")
 	if s.Rollback == nil {
 		t.Fatalf("step %d has no rollback", s.Number)
@@ -292,4 +292,20 @@ func TestRollbackInferencePool(t *testing.T) {
 	if strings.Contains(text, "$UNIT") {
 		t.Errorf("the rollback goes unit by unit:\n%s", text)
 	}
+}
+
+// A pool with a model outside any PodDisruptionBudget keeps the gang
+// drain: the inference run's gate floors each model at its budget, so such
+// a model would have no floor and could go to 0 replicas, while the
+// runbook says the gate refuses a drain below a model's budget.
+func TestRunbookInferencePoolModelWithoutPDB(t *testing.T) {
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 2, WithPDB: 1, Reason: "2 model Deployment(s), 1 behind a PodDisruptionBudget, no training gang", Sources: []string{"object-store"}})
+	for _, s := range p.Steps {
+		if s.Phase == PhaseNodePool && s.Pool == "gpu-h100" && strings.Contains(cmds(s), "--inference") {
+			t.Errorf("step %d drains a pool with a model without a budget as an inference pool:\n%s", s.Number, cmds(s))
+		}
+	}
+	q := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 2, WithPDB: 2, Reason: "r", Sources: []string{"object-store"}})
+	s := stepOf(t, q, PhaseNodePool, "gpu-h100")
+	wantIn(t, "gpu-h100 all budgeted", strings.Join(FlattenBlocks(s.Blocks), "\n"), "gang-drain run --inference", "every model on the pool has one")
 }
