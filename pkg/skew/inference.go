@@ -190,12 +190,58 @@ func (r *renderer) inferenceDrain(s Step, sel string) []string {
 	// shell variable here, so that the reader sets it once for both.
 	args := inference.RunArgs(sel, inference.Options{})
 	plan := append([]string{"plan"}, args[1:]...)
-	run := append(append([]string(nil), args...), "--run-id", poolRun(s), "--timeout", selfDrainTimeout)
+	timeout, why := inferenceTimeout(ip)
+	run := append(append([]string(nil), args...), "--run-id", poolRun(s), "--timeout", timeout)
 	out = append(out, bwLine,
-		fmt.Sprintf("kubectl pdb-blockers -l %s --drain-timeout %s   # gang-drain run --timeout %s below; a run stopped by its --timeout resumes when run again", sel, selfDrainTimeout, selfDrainTimeout))
+		fmt.Sprintf("kubectl pdb-blockers -l %s --drain-timeout %s   # gang-drain run --timeout %s below (%s); a run stopped by its --timeout exits 4 with the pool part drained and resumes when run again", sel, timeout, timeout, why))
 	return append(out, chain(
 		"kubectl gang-drain "+strings.Join(plan, " ")+` --hydrate-bandwidth "$BW"   # the gate: refuses a drain that takes a model below its PodDisruptionBudget (every model on the pool has one; a pool with a model without one keeps the gang drain)`,
 		"kubectl gang-drain "+strings.Join(run, " ")+` --hydrate-bandwidth "$BW"`)...)
+}
+
+// inferenceTimeoutUnknown bounds the run of a pool whose ETA is not known
+// (no hydrate bandwidth when the inventory was read): a pool's waves of
+// cold starts can take hours, well past the 1h of the runbook's other
+// drains.
+const inferenceTimeoutUnknown = 12 * time.Hour
+
+// inferenceTimeout is the --timeout of a pool's inference run: twice the
+// planned ETA and an hour more for the evictions and scheduling around the
+// cold starts, rounded up to a quarter hour; inferenceTimeoutUnknown when
+// the ETA is not known. It also says why, for the step's text.
+func inferenceTimeout(ip *InferencePool) (string, string) {
+	eta := ip.ETA()
+	if eta <= 0 {
+		return durationWord(inferenceTimeoutUnknown), "no planned ETA: a bound well above a pool's hours of cold starts"
+	}
+	q := 15 * time.Minute
+	d := (2*eta + time.Hour + q - 1) / q * q
+	return durationWord(d), fmt.Sprintf("twice the planned ETA %s and an hour", eta)
+}
+
+// durationWord is d as a Go duration without its zero tails: 2h30m, 12h.
+func durationWord(d time.Duration) string {
+	w := d.String()
+	if strings.HasSuffix(w, "m0s") {
+		w = strings.TrimSuffix(w, "0s")
+	}
+	if strings.HasSuffix(w, "h0m") {
+		w = strings.TrimSuffix(w, "0m")
+	}
+	return w
+}
+
+// inferenceDrained is the check at the top of a block that upgrades a
+// node of an inference pool in place: the node must be cordoned and run no
+// pod but DaemonSets' and static ones, i.e. the run drained it. A run that
+// stopped at its --timeout ends the drain block's && chain, and the next
+// block, pasted on, would otherwise reset a node that still serves.
+func inferenceDrained() []string {
+	return []string{
+		"# here, first, for the node: the check that the run above drained it (cordoned, no pod on it but DaemonSets' and static ones); where it refuses, run the drain block again (the same --run-id resumes the run), never reset the node:",
+		"NODE=" + sq(phNode),
+		`{ [ "$(kubectl get node "$NODE" -o jsonpath='{.spec.unschedulable}')" = true ] && [ -z "$(kubectl get pods -A --field-selector "spec.nodeName=$NODE,status.phase!=Succeeded,status.phase!=Failed" -o jsonpath='{range .items[*]}{.metadata.ownerReferences[0].kind}{"\n"}{end}' | grep -vx -e DaemonSet -e Node)" ] || { echo "$NODE is not drained by the inference run (not cordoned, or pods other than DaemonSets' and static ones run on it): run the drain again before upgrading it" >&2; false; }; }`,
+	}
 }
 
 // inferenceRestore validates the pool's nodes and undoes what the run did:
@@ -217,6 +263,7 @@ func (r *renderer) inferenceStep(s Step, sel string) blocks {
 		b.add(r.inferenceDrain(s, sel)...)
 		b.cut()
 		b.add(fmt.Sprintf("# on each node of the pool (kubectl get nodes -l %s -o name), all drained by the run above:", sel))
+		b.add(inferenceDrained()...)
 		b.join(r.onNode(s))
 		b.cut()
 		b.add("# here, once every node is upgraded:")
@@ -272,6 +319,7 @@ func (r *renderer) inferenceBack(b *blocks, s Step, prev string) {
 	b.add(r.inferenceDrain(s, sel)...)
 	b.cut()
 	b.add(fmt.Sprintf("# on each node of the pool (kubectl get nodes -l %s -o name):", sel))
+	b.add(inferenceDrained()...)
 	r.kubeletBack(b, s, prev)
 	b.cut()
 	b.add("# here:")

@@ -204,7 +204,7 @@ func TestRunbookInferencePool(t *testing.T) {
 		{"kubeadm-apt", "gpu-h100", ip, []string{
 			"BW='object-store=<bytes-per-second>,registry=<bytes-per-second>'",
 			`kubectl gang-drain plan --inference -l gpufleet.dev/pool=gpu-h100 --hydrate-bandwidth "$BW" && \`,
-			`kubectl gang-drain run --inference -l gpufleet.dev/pool=gpu-h100 --run-id "gpu-h100-to-1.38" --timeout 1h --hydrate-bandwidth "$BW"`,
+			`kubectl gang-drain run --inference -l gpufleet.dev/pool=gpu-h100 --run-id "gpu-h100-to-1.38" --timeout 12h --hydrate-bandwidth "$BW"`,
 			"sudo apt-mark unhold",
 			"kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38",
 			`kubectl gang-drain restore "gpu-h100-to-1.38" --inference`,
@@ -308,4 +308,38 @@ func TestRunbookInferencePoolModelWithoutPDB(t *testing.T) {
 	q := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 2, WithPDB: 2, Reason: "r", Sources: []string{"object-store"}})
 	s := stepOf(t, q, PhaseNodePool, "gpu-h100")
 	wantIn(t, "gpu-h100 all budgeted", strings.Join(FlattenBlocks(s.Blocks), "\n"), "gang-drain run --inference", "every model on the pool has one")
+}
+
+// The run's --timeout follows the planned ETA (twice it and an hour,
+// rounded up to a quarter hour), or a 12h bound where no ETA is known,
+// never the 1h of other drains; and the block that upgrades a node in
+// place opens with the check that the run drained it, before any reset.
+func TestRunbookInferenceTimeoutAndDrainedCheck(t *testing.T) {
+	for _, tc := range []struct {
+		eta  float64
+		want string
+	}{{754, "--timeout 1h30m "}, {3 * 3600, "--timeout 7h "}, {0, "--timeout 12h "}} {
+		p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Sources: []string{"object-store"}, Waves: 2, ETASeconds: tc.eta})
+		s := stepOf(t, p, PhaseNodePool, "gpu-h100")
+		text := strings.Join(FlattenBlocks(s.Blocks), "\n")
+		if !strings.Contains(text, "gang-drain run --inference") || !strings.Contains(text, tc.want) || strings.Contains(text, "--timeout 1h ") {
+			t.Errorf("ETA %gs: want %q:\n%s", tc.eta, tc.want, text)
+		}
+		found := false
+		for _, blk := range s.Blocks {
+			all := strings.Join(blk.Commands, "\n")
+			r := strings.Index(all, "kubeadm reset")
+			if r < 0 {
+				continue
+			}
+			found = true
+			c := strings.Index(all, `jsonpath='{.spec.unschedulable}')" = true ]`)
+			if c < 0 || c > r || !strings.Contains(all[:r], "DaemonSet") {
+				t.Errorf("block resets a node without first checking it is drained:\n%s", all)
+			}
+		}
+		if !found {
+			t.Errorf("no block resets a node:\n%s", text)
+		}
+	}
 }
