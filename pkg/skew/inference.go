@@ -199,6 +199,28 @@ func (r *renderer) inferenceDrain(s Step, sel string) []string {
 		"kubectl gang-drain "+strings.Join(run, " ")+` --hydrate-bandwidth "$BW"`)...)
 }
 
+// inferenceSplitLabel is the node label the reader sets to move an
+// inference pool upgraded in place in parts.
+const inferenceSplitLabel = "gpufleet.dev/inference-part"
+
+// inferenceSplit is the way on where the gate refuses the whole pool
+// because the models' replicas cannot all fit outside it: the pool moved
+// in parts, each labelled, drained, upgraded, validated and restored under
+// its own run before the next, so that the next part's replicas find the
+// upgraded nodes of the one before.
+func (r *renderer) inferenceSplit(s Step, sel string) []string {
+	timeout, _ := inferenceTimeout(r.pools[s.Pool].Inference)
+	part := sel + "," + inferenceSplitLabel + "=1"
+	run := strings.TrimSuffix(poolRun(s), `"`) + `-part1"`
+	return []string{
+		"# where the plan refuses (replicas that cannot all fit outside the pool): move the pool in parts instead, each as small as the plan accepts, drained, upgraded (the blocks below, on its nodes only), validated and restored before the next part, whose replicas then find the upgraded nodes:",
+		fmt.Sprintf("#   kubectl label nodes %s %s %s=1   # the first part; then =2 on the next, and so on", phNode, phNode, inferenceSplitLabel),
+		fmt.Sprintf(`#   kubectl gang-drain plan --inference -l %s --hydrate-bandwidth "$BW" && kubectl gang-drain run --inference -l %s --run-id %s --timeout %s --hydrate-bandwidth "$BW"`, sq(part), sq(part), run, timeout),
+		fmt.Sprintf(`#   then on its nodes the upgrade below, and here: kubectl gpu-validate nodes -l %s --kubelet-version v%s %s && kubectl gang-drain restore %s --inference`, sq(part), s.To, validateChecks, run),
+		fmt.Sprintf("#   kubectl label nodes -l %s %s-   # once every part is restored", sel, inferenceSplitLabel),
+	}
+}
+
 // inferenceTimeoutUnknown bounds the run of a pool whose ETA is not known
 // (no hydrate bandwidth when the inventory was read): a pool's waves of
 // cold starts can take hours, well past the 1h of the runbook's other
@@ -261,6 +283,7 @@ func (r *renderer) inferenceStep(s Step, sel string) blocks {
 	switch rep := r.replacer(s.Pool); rep {
 	case replaceInPlace:
 		b.add(r.inferenceDrain(s, sel)...)
+		b.add(r.inferenceSplit(s, sel)...)
 		b.cut()
 		b.add(fmt.Sprintf("# on each node of the pool (kubectl get nodes -l %s -o name), all drained by the run above:", sel))
 		b.add(inferenceDrained()...)

@@ -343,3 +343,17 @@ func TestRunbookInferenceTimeoutAndDrainedCheck(t *testing.T) {
 		}
 	}
 }
+
+// An inference pool upgraded in place says what to do where the gate
+// refuses the whole pool: the pool moved in labelled parts, each with its
+// own plan, run, validation and restore, the commands given in full.
+func TestRunbookInferenceSplitWhenRefused(t *testing.T) {
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Sources: []string{"object-store"}, ETASeconds: 754})
+	s := stepOf(t, p, PhaseNodePool, "gpu-h100")
+	wantIn(t, "gpu-h100 split", strings.Join(FlattenBlocks(s.Blocks), "\n"),
+		"where the plan refuses",
+		"kubectl label nodes <node-name> <node-name> gpufleet.dev/inference-part=1",
+		`kubectl gang-drain plan --inference -l gpufleet.dev/pool=gpu-h100,gpufleet.dev/inference-part=1 --hydrate-bandwidth "$BW" && kubectl gang-drain run --inference -l gpufleet.dev/pool=gpu-h100,gpufleet.dev/inference-part=1 --run-id "gpu-h100-to-1.38-part1" --timeout 1h30m --hydrate-bandwidth "$BW"`,
+		`kubectl gang-drain restore "gpu-h100-to-1.38-part1" --inference`,
+		"kubectl label nodes -l gpufleet.dev/pool=gpu-h100 gpufleet.dev/inference-part-")
+}
