@@ -329,6 +329,23 @@ func (r *renderer) inferenceStep(s Step, sel string) blocks {
 	return b
 }
 
+// inferenceBackDrain drains an inference pool's old nodes (selector sel,
+// as the shell reads it) under run, paced as the step's drain is, once
+// gate passes, and scales the surge back once the run is done.
+func (r *renderer) inferenceBackDrain(s Step, sel, run, gate string) []string {
+	ip := r.pools[s.Pool].Inference
+	bw := ip.Bandwidth
+	if bw == "" {
+		bw = "<source>=<bytes-per-second>"
+	}
+	timeout, _ := inferenceTimeout(ip)
+	return append([]string{"BW=" + sq(bw) + "   # the hydrate bandwidth of the step's drain"}, chain(
+		gate,
+		fmt.Sprintf(`kubectl gang-drain plan --inference -l %s --hydrate-bandwidth "$BW"`, sel),
+		fmt.Sprintf(`kubectl gang-drain run --inference -l %s --run-id %s --timeout %s --hydrate-bandwidth "$BW"`, sel, run, timeout),
+		"kubectl gang-drain restore "+run+" --inference")...)
+}
+
 // inferenceBack takes an inference pool upgraded in place back to prev
 // under the step's own run: where its validation failed the pool is still
 // drained by that run (the restore is chained to the validation), and a

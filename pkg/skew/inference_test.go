@@ -249,6 +249,13 @@ func TestRunbookInferencePool(t *testing.T) {
 					continue
 				}
 				text := strings.Join(FlattenBlocks(s.Blocks), "\n")
+				if s.Rollback != nil {
+					back := strings.Join(FlattenBlocks(s.Rollback.Blocks), "\n")
+					text += "\n" + back
+					if (tc.variant == "eks-managed" || tc.pool == "gpu-karpenter") && s.Number == lastStepOf(t, p, PhaseNodePool, tc.pool).Number && !strings.Contains(back, "gang-drain run --inference") {
+						t.Errorf("step %d: the rollback does not drain the pool as an inference pool:\n%s", s.Number, back)
+					}
+				}
 				for _, line := range strings.Split(text, "\n") {
 					if strings.Contains(line, "kubectl gang-drain") && !strings.HasPrefix(line, "#") && !strings.Contains(line, "--inference") {
 						t.Errorf("step %d: a gang-drain command without --inference: %q", s.Number, line)
