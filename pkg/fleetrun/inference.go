@@ -6,7 +6,8 @@ package fleetrun
 // read with pkg/inference); their drain step is `kubectl gang-drain run
 // --inference` paced by the cluster's hydrate bandwidth (the fleet file's
 // spec.upgrade.hydrateBandwidth and spec.clusters[].hydrateBandwidth),
-// their restore scales the surge back, and the plan's timeline adds the
+// their restore uncordons the nodes (a completed run has scaled its surge
+// back; restore --inference undoes one a stopped run left), and the plan's timeline adds the
 // drain's waves of cold starts (pkg/inference's ETA) to the drain step.
 
 import (
@@ -87,7 +88,8 @@ func (p *Programme) drainArgs(cluster string, s Step, runID string) ([]string, e
 }
 
 // restoreArgs are the gang-drain arguments of a pool's restore step; an
-// inference pool's also scales back the surge its run recorded.
+// inference pool's also scales back a surge its run left in place (a run
+// that completed scaled it back itself).
 func restoreArgs(s Step, runID string) []string {
 	if s.Inference != nil {
 		return []string{"restore", runID, "--inference"}

@@ -266,12 +266,15 @@ func inferenceDrained() []string {
 	}
 }
 
-// inferenceRestore validates the pool's nodes and undoes what the run did:
-// uncordon, and scale the models back by exactly the surge it recorded.
+// inferenceRestore validates the pool's nodes and undoes what the run left:
+// it uncordons them. A run that completed has already scaled its surge back
+// (pkg/inference's Runner.Run, once the last wave's replicas are Ready);
+// restore --inference scales back only a surge a run left in place, one
+// stopped before its end.
 func inferenceRestore(s Step, sel string, gates ...string) []string {
 	run := poolRun(s)
 	gates = append(gates, validateCmd(sel, s), "kubectl gang-drain restore "+run+" --inference --dry-run", "kubectl gang-drain restore "+run+" --inference")
-	return append([]string{"# once the nodes pass validation: uncordon them and scale each model back by the surge the run recorded on it:"}, chain(gates...)...)
+	return append([]string{"# once the nodes pass validation: uncordon them (a completed run has scaled its surge back already; restore --inference scales back only a surge a run stopped before its end left in place):"}, chain(gates...)...)
 }
 
 // inferenceStep moves an inference pool: the paced drain of the whole

@@ -364,3 +364,12 @@ func TestRunbookInferenceSplitWhenRefused(t *testing.T) {
 		`kubectl gang-drain restore "gpu-h100-to-1.38-part1" --inference`,
 		"kubectl label nodes -l gpufleet.dev/pool=gpu-h100 gpufleet.dev/inference-part-")
 }
+
+// The restore's text does not say it scales back a surge that the
+// completed run already scaled back (pkg/inference's Runner.Run).
+func TestRunbookInferenceRestoreText(t *testing.T) {
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Sources: []string{"object-store"}})
+	text := strings.Join(FlattenBlocks(stepOf(t, p, PhaseNodePool, "gpu-h100").Blocks), "\n")
+	wantIn(t, "restore", text, "a completed run has scaled its surge back already")
+	wantNotIn(t, "restore", text, "scale each model back by the surge the run recorded")
+}
