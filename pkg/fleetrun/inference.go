@@ -84,7 +84,30 @@ func (p *Programme) drainArgs(cluster string, s Step, runID string) ([]string, e
 		args = inference.RunArgs(s.Selector, inference.Options{Bandwidth: bw})
 	}
 	args = append(args, "--run-id", runID)
-	return append(args, p.Plan.Spec.DrainArgs(cluster)...), nil
+	drain := p.Plan.Spec.DrainArgs(cluster)
+	if s.Inference != nil {
+		drain = inferenceDrainArgs(drain)
+	}
+	return append(args, drain...), nil
+}
+
+// inferenceDrainArgs are the file's drain settings as an inference run
+// takes them: an --eviction-timeout, set for training gangs, is dropped
+// where it is shorter than a wave's cold start (bounded by the run's
+// --max-cold-start, pkg/inference's DefaultMaxColdStart), which an
+// eviction held by a model's budget waits out.
+func inferenceDrainArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--eviction-timeout" && i+1 < len(args) {
+			if d, err := time.ParseDuration(args[i+1]); err != nil || d < inference.DefaultMaxColdStart {
+				i++
+				continue
+			}
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // restoreArgs are the gang-drain arguments of a pool's restore step; an

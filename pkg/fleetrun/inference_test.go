@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -139,5 +140,45 @@ func TestPlanInferencePoolModelWithoutPDB(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(p.Warnings, "\n"), "pool gpu-a holds 2 model Deployment(s), 1 behind a PodDisruptionBudget") {
 		t.Errorf("warnings %q", p.Warnings)
+	}
+}
+
+// An inference pool's drain takes the file's drain settings but an
+// --eviction-timeout shorter than a wave's cold start (the run's
+// --max-cold-start bound): a model's budget holds an eviction until the
+// replacements it waits for have loaded their weights. A training pool's
+// drain keeps it.
+func TestInferenceDrainArgsEvictionTimeout(t *testing.T) {
+	f := loadFleet(t, func(f *fleetfile.Fleet) {
+		withBandwidth(f)
+		f.Spec.Upgrade.Drain = &fleetfile.Drain{OnTimeout: "abort", EvictionTimeout: "300s"}
+	})
+	p := &Programme{Plan: mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r"}), monday0930)}
+	inf := Step{Selector: "pool=a", Inference: &StepInference{Models: 1}}
+	got, err := p.drainArgs("canary-a", inf, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.Join(got, " "); strings.Contains(s, "--eviction-timeout") || !strings.Contains(s, "--on-timeout abort") || !strings.Contains(s, "--inference") {
+		t.Errorf("inference drain args %q", s)
+	}
+	train, _ := p.drainArgs("canary-a", Step{Selector: "pool=a"}, "r1")
+	if s := strings.Join(train, " "); !strings.Contains(s, "--eviction-timeout 5m0s") {
+		t.Errorf("training drain args %q", s)
+	}
+	f.Spec.Upgrade.Drain.EvictionTimeout = "20m"
+	got, _ = p.drainArgs("canary-a", inf, "r1")
+	if s := strings.Join(got, " "); !strings.Contains(s, "--eviction-timeout 20m0s") {
+		t.Errorf("inference drain args with a long eviction timeout %q", s)
+	}
+}
+
+// The plan's ETA is planned as the drain step's run runs: its default
+// --max-cold-start, not an unbounded wave.
+func TestCollectOptionsRunDefaults(t *testing.T) {
+	bw := collectBandwidth(loadFleet(t, withBandwidth), "canary-a")
+	o := collectOptions(bw)
+	if o.MaxColdStart != inference.DefaultMaxColdStart || o.NoSurge || len(o.Bandwidth) == 0 {
+		t.Errorf("%+v", o)
 	}
 }
