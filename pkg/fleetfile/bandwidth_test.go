@@ -41,6 +41,10 @@ func TestHydrateBandwidth(t *testing.T) {
 		{"{}", "{registry: '1G,shared-fs=2G'}", `spec.clusters[0].hydrateBandwidth[registry]`},
 		{"{}", "{registry: '0'}", `spec.clusters[0].hydrateBandwidth[registry]`},
 		{"{object-store: 1G/s, object-store: 2G/s}", "{}", `key "object-store" already set in map`},
+		// A plain number or a string is one line naming the form wanted,
+		// not Go's type error.
+		{"1250", "{}", `spec.upgrade.hydrateBandwidth: want a map of weight source to bytes per second, e.g. {object-store: 1250M/s}`},
+		{"{}", "1G/s", `spec.clusters.hydrateBandwidth: want a map of weight source to bytes per second, e.g. {object-store: 1250M/s}`},
 	} {
 		_, err := Load([]byte(with(tc.fleet, tc.own)))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -107,10 +107,19 @@ func yamlText(err error) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
 
-// decodeText turns a json type error into one line naming the field.
+// bandwidthType is the json type error of a hydrateBandwidth that is not a
+// map: "cannot unmarshal number into Go struct field
+// Upgrade.spec.upgrade.hydrateBandwidth of type map[string]string".
+var bandwidthType = regexp.MustCompile(`cannot unmarshal (\w+) into Go struct field \w+\.(\S*hydrateBandwidth) of type map\[string\]string`)
+
+// decodeText turns a json type error into one line naming the field; a
+// hydrateBandwidth that is not a map also says the form it wants.
 func decodeText(err error) string {
 	s := err.Error()
 	s = strings.TrimPrefix(s, "json: ")
+	if m := bandwidthType.FindStringSubmatch(s); m != nil {
+		return fmt.Sprintf("%s: want a map of weight source to bytes per second, e.g. {object-store: 1250M/s}, not a %s", m[2], m[1])
+	}
 	return s
 }
 

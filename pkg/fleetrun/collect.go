@@ -76,6 +76,16 @@ func Collect(ctx context.Context, f *fleetfile.Fleet, a *Access, parallel int) (
 	return infos, errs
 }
 
+// collectOptions are the options a cluster's inference pools are planned
+// with: the run's own defaults (pkg/inference's DefaultOptions), so that
+// the waves and ETA are those the drain step's `gang-drain run
+// --inference` runs, at the cluster's bandwidth.
+func collectOptions(bw inference.Bandwidth) inference.Options {
+	o := inference.DefaultOptions()
+	o.Bandwidth = bw
+	return o
+}
+
 func collectOne(ctx context.Context, a *Access, c fleetfile.Cluster, bw inference.Bandwidth) (ClusterInfo, error) {
 	t, err := a.ForCluster(ctx, c.Name, c.ContextName())
 	if err != nil {
@@ -91,7 +101,7 @@ func collectOne(ctx context.Context, a *Access, c fleetfile.Cluster, bw inferenc
 	}
 	// The plan drains a GPU pool of model Deployments behind budgets as
 	// an inference pool, its ETA planned at the cluster's bandwidth.
-	col := &pkgskew.Collector{Client: kc, Inference: true, InferenceOptions: inference.Options{Bandwidth: bw}}
+	col := &pkgskew.Collector{Client: kc, Inference: true, InferenceOptions: collectOptions(bw)}
 	if dyn, err := t.Getter.Dynamic(); err == nil {
 		col.Dynamic = dyn
 	}

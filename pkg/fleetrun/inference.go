@@ -6,7 +6,8 @@ package fleetrun
 // read with pkg/inference); their drain step is `kubectl gang-drain run
 // --inference` paced by the cluster's hydrate bandwidth (the fleet file's
 // spec.upgrade.hydrateBandwidth and spec.clusters[].hydrateBandwidth),
-// their restore scales the surge back, and the plan's timeline adds the
+// their restore uncordons the nodes (a completed run has scaled its surge
+// back; restore --inference undoes one a stopped run left), and the plan's timeline adds the
 // drain's waves of cold starts (pkg/inference's ETA) to the drain step.
 
 import (
@@ -53,6 +54,11 @@ func inferenceStep(pl pkgskew.Pool) (*StepInference, []string) {
 	if ip == nil || pl.ControlPlane() {
 		return nil, nil
 	}
+	if !ip.EveryModelBudgeted() {
+		// As the runbook: a model without a PodDisruptionBudget would have
+		// no floor in the inference drain; the pool keeps the gang drain.
+		return nil, []string{fmt.Sprintf("pool %s holds %d model Deployment(s), %d behind a PodDisruptionBudget: a model without one has no floor in an inference drain, so it drains as a training pool (kubectl gang-drain run); give every model a PodDisruptionBudget to drain it paced", pl.Name, ip.Models, ip.WithPDB)}
+	}
 	si := &StepInference{Models: ip.Models, Waves: ip.Waves, ETASeconds: ip.ETASeconds, Bandwidth: ip.Bandwidth}
 	var warns []string
 	switch {
@@ -78,11 +84,35 @@ func (p *Programme) drainArgs(cluster string, s Step, runID string) ([]string, e
 		args = inference.RunArgs(s.Selector, inference.Options{Bandwidth: bw})
 	}
 	args = append(args, "--run-id", runID)
-	return append(args, p.Plan.Spec.DrainArgs(cluster)...), nil
+	drain := p.Plan.Spec.DrainArgs(cluster)
+	if s.Inference != nil {
+		drain = inferenceDrainArgs(drain)
+	}
+	return append(args, drain...), nil
+}
+
+// inferenceDrainArgs are the file's drain settings as an inference run
+// takes them: an --eviction-timeout, set for training gangs, is dropped
+// where it is shorter than a wave's cold start (bounded by the run's
+// --max-cold-start, pkg/inference's DefaultMaxColdStart), which an
+// eviction held by a model's budget waits out.
+func inferenceDrainArgs(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--eviction-timeout" && i+1 < len(args) {
+			if d, err := time.ParseDuration(args[i+1]); err != nil || d < inference.DefaultMaxColdStart {
+				i++
+				continue
+			}
+		}
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // restoreArgs are the gang-drain arguments of a pool's restore step; an
-// inference pool's also scales back the surge its run recorded.
+// inference pool's also scales back a surge its run left in place (a run
+// that completed scaled it back itself).
 func restoreArgs(s Step, runID string) []string {
 	if s.Inference != nil {
 		return []string{"restore", runID, "--inference"}

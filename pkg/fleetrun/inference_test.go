@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -78,15 +79,15 @@ func TestPlanInferencePoolWarnings(t *testing.T) {
 		ip   *pkgskew.InferencePool
 		want string
 	}{
-		{&pkgskew.InferencePool{Models: 1, Reason: "r"}, "cluster canary-a: pool gpu-a holds inference workloads but its drain has no ETA"},
-		{&pkgskew.InferencePool{Models: 1, Reason: "r", ETASeconds: 60, Refusals: []string{"model serving/llm: no weight size"}}, "cluster canary-a: pool gpu-a holds inference workloads and its drain (gang-drain run --inference) would be refused as read: model serving/llm: no weight size"},
+		{&pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r"}, "cluster canary-a: pool gpu-a holds inference workloads but its drain has no ETA"},
+		{&pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r", ETASeconds: 60, Refusals: []string{"model serving/llm: no weight size"}}, "cluster canary-a: pool gpu-a holds inference workloads and its drain (gang-drain run --inference) would be refused as read: model serving/llm: no weight size"},
 	} {
 		p := mustPlan(t, f, servingInfos(f, tc.ip), monday0930)
 		if !strings.Contains(strings.Join(p.Warnings, "\n"), tc.want) {
 			t.Errorf("warnings %q lack %q", p.Warnings, tc.want)
 		}
 	}
-	c, _ := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, Reason: "r"}), monday0930).Cluster("canary-a")
+	c, _ := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r"}), monday0930).Cluster("canary-a")
 	d, _, _ := c.Step("pool-gpu-a-1-38-drain")
 	if got := expectedDuration(f.Spec.Upgrade, d); got != time.Hour {
 		t.Errorf("drain with no ETA expected %s", got)
@@ -97,7 +98,7 @@ func TestPlanInferencePoolWarnings(t *testing.T) {
 // bandwidth from the fleet file, and the restore scales the surge back.
 func TestStepInferencePool(t *testing.T) {
 	f := loadFleet(t, withBandwidth)
-	plan := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, Reason: "r", ETASeconds: 60}), monday0930)
+	plan := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r", ETASeconds: 60}), monday0930)
 	plan.Run = "r1"
 	st := tempStore(t)
 	if _, err := FreezePlan(context.Background(), st, plan, false); err != nil {
@@ -124,5 +125,60 @@ func TestStepInferencePool(t *testing.T) {
 		if !strings.Contains(cmds, want) {
 			t.Errorf("commands lack %q:\n%s", want, cmds)
 		}
+	}
+}
+
+// As in the runbook, a pool with a model outside any PodDisruptionBudget
+// keeps the gang drain, and the plan says why.
+func TestPlanInferencePoolModelWithoutPDB(t *testing.T) {
+	f := loadFleet(t, withBandwidth)
+	p := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 2, WithPDB: 1, Reason: "r", ETASeconds: 60}), monday0930)
+	c, _ := p.Cluster("canary-a")
+	d, _, _ := c.Step("pool-gpu-a-1-38-drain")
+	if d.Inference != nil || strings.Contains(d.Action, "--inference") {
+		t.Errorf("drain %+v", d)
+	}
+	if !strings.Contains(strings.Join(p.Warnings, "\n"), "pool gpu-a holds 2 model Deployment(s), 1 behind a PodDisruptionBudget") {
+		t.Errorf("warnings %q", p.Warnings)
+	}
+}
+
+// An inference pool's drain takes the file's drain settings but an
+// --eviction-timeout shorter than a wave's cold start (the run's
+// --max-cold-start bound): a model's budget holds an eviction until the
+// replacements it waits for have loaded their weights. A training pool's
+// drain keeps it.
+func TestInferenceDrainArgsEvictionTimeout(t *testing.T) {
+	f := loadFleet(t, func(f *fleetfile.Fleet) {
+		withBandwidth(f)
+		f.Spec.Upgrade.Drain = &fleetfile.Drain{OnTimeout: "abort", EvictionTimeout: "300s"}
+	})
+	p := &Programme{Plan: mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r"}), monday0930)}
+	inf := Step{Selector: "pool=a", Inference: &StepInference{Models: 1}}
+	got, err := p.drainArgs("canary-a", inf, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.Join(got, " "); strings.Contains(s, "--eviction-timeout") || !strings.Contains(s, "--on-timeout abort") || !strings.Contains(s, "--inference") {
+		t.Errorf("inference drain args %q", s)
+	}
+	train, _ := p.drainArgs("canary-a", Step{Selector: "pool=a"}, "r1")
+	if s := strings.Join(train, " "); !strings.Contains(s, "--eviction-timeout 5m0s") {
+		t.Errorf("training drain args %q", s)
+	}
+	f.Spec.Upgrade.Drain.EvictionTimeout = "20m"
+	got, _ = p.drainArgs("canary-a", inf, "r1")
+	if s := strings.Join(got, " "); !strings.Contains(s, "--eviction-timeout 20m0s") {
+		t.Errorf("inference drain args with a long eviction timeout %q", s)
+	}
+}
+
+// The plan's ETA is planned as the drain step's run runs: its default
+// --max-cold-start, not an unbounded wave.
+func TestCollectOptionsRunDefaults(t *testing.T) {
+	bw := collectBandwidth(loadFleet(t, withBandwidth), "canary-a")
+	o := collectOptions(bw)
+	if o.MaxColdStart != inference.DefaultMaxColdStart || o.NoSurge || len(o.Bandwidth) == 0 {
+		t.Errorf("%+v", o)
 	}
 }

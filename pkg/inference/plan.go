@@ -15,6 +15,20 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
+// DefaultMaxColdStart is the MaxColdStart of `kubectl gang-drain plan
+// --inference` and `run --inference` when --max-cold-start is not given:
+// the one source of it for the commands and for the runbook's and the
+// fleet programme's plans of the run, so that their waves and ETA are the
+// run's.
+const DefaultMaxColdStart = 15 * time.Minute
+
+// DefaultOptions are the options of `kubectl gang-drain run --inference`
+// with none of its shaping flags given: surge on, MaxColdStart
+// DefaultMaxColdStart, no --min-serving, no --nodes-per-wave.
+func DefaultOptions() Options {
+	return Options{MaxColdStart: DefaultMaxColdStart}
+}
+
 // Options shape a plan.
 type Options struct {
 	// MinServing is the fraction (0 to 1) of each model's replicas that

@@ -267,3 +267,12 @@ func TestComputeRefusesForeignSurge(t *testing.T) {
 		t.Errorf("refusals: %v", plan.Refusals)
 	}
 }
+
+// The runbook and the fleet programme plan the run with the run's own
+// defaults: a wave's cold start bounded at 15m, surge on.
+func TestDefaultOptions(t *testing.T) {
+	o := DefaultOptions()
+	if DefaultMaxColdStart != 15*time.Minute || o.MaxColdStart != DefaultMaxColdStart || o.NoSurge || o.MinServing != 0 || o.NodesPerWave != 0 {
+		t.Errorf("%+v", o)
+	}
+}

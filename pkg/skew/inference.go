@@ -49,6 +49,14 @@ type InferencePool struct {
 	Refusals []string `json:"refusals,omitempty"`
 }
 
+// EveryModelBudgeted reports whether the pool holds models and every one
+// is behind a PodDisruptionBudget: only then is each model's floor in the
+// inference drain its budget, and only then do the runbook and the fleet
+// programme drain the pool as an inference pool.
+func (p *InferencePool) EveryModelBudgeted() bool {
+	return p != nil && p.Models > 0 && p.WithPDB >= p.Models
+}
+
 // ETA is the planned drain's ETA, 0 when it is not known.
 func (p *InferencePool) ETA() time.Duration {
 	if p == nil {
@@ -149,7 +157,7 @@ func (c *Collector) inferencePool(ctx context.Context, name string, nodes []stri
 // drains, keep their own steps.
 func (r *renderer) inferencePool(pool string) bool {
 	pl, ok := r.pools[pool]
-	if !ok || pl.Inference == nil || r.controlPlanePool(pool) || r.asgOf(pool) != "" {
+	if !ok || !pl.Inference.EveryModelBudgeted() || r.controlPlanePool(pool) || r.asgOf(pool) != "" {
 		return false
 	}
 	return !(r.replacer(pool) == replaceAutoMode && autoModeBuiltin(pool))
@@ -182,20 +190,91 @@ func (r *renderer) inferenceDrain(s Step, sel string) []string {
 	// shell variable here, so that the reader sets it once for both.
 	args := inference.RunArgs(sel, inference.Options{})
 	plan := append([]string{"plan"}, args[1:]...)
-	run := append(append([]string(nil), args...), "--run-id", poolRun(s), "--timeout", selfDrainTimeout)
+	timeout, why := inferenceTimeout(ip)
+	run := append(append([]string(nil), args...), "--run-id", poolRun(s), "--timeout", timeout)
 	out = append(out, bwLine,
-		fmt.Sprintf("kubectl pdb-blockers -l %s --drain-timeout %s   # gang-drain run --timeout %s below; a run stopped by its --timeout resumes when run again", sel, selfDrainTimeout, selfDrainTimeout))
+		fmt.Sprintf("kubectl pdb-blockers -l %s --drain-timeout %s   # gang-drain run --timeout %s below (%s); a run stopped by its --timeout exits 4 with the pool part drained and resumes when run again", sel, timeout, timeout, why))
 	return append(out, chain(
-		"kubectl gang-drain "+strings.Join(plan, " ")+` --hydrate-bandwidth "$BW"   # the gate: refuses a drain that takes a model below its PodDisruptionBudget`,
+		"kubectl gang-drain "+strings.Join(plan, " ")+` --hydrate-bandwidth "$BW"   # the gate: refuses a drain that takes a model below its PodDisruptionBudget (every model on the pool has one; a pool with a model without one keeps the gang drain)`,
 		"kubectl gang-drain "+strings.Join(run, " ")+` --hydrate-bandwidth "$BW"`)...)
 }
 
-// inferenceRestore validates the pool's nodes and undoes what the run did:
-// uncordon, and scale the models back by exactly the surge it recorded.
+// inferenceSplitLabel is the node label the reader sets to move an
+// inference pool upgraded in place in parts.
+const inferenceSplitLabel = "gpufleet.dev/inference-part"
+
+// inferenceSplit is the way on where the gate refuses the whole pool
+// because the models' replicas cannot all fit outside it: the pool moved
+// in parts, each labelled, drained, upgraded, validated and restored under
+// its own run before the next, so that the next part's replicas find the
+// upgraded nodes of the one before.
+func (r *renderer) inferenceSplit(s Step, sel string) []string {
+	timeout, _ := inferenceTimeout(r.pools[s.Pool].Inference)
+	part := sel + "," + inferenceSplitLabel + "=1"
+	run := strings.TrimSuffix(poolRun(s), `"`) + `-part1"`
+	return []string{
+		"# where the plan refuses (replicas that cannot all fit outside the pool): move the pool in parts instead, each as small as the plan accepts, drained, upgraded (the blocks below, on its nodes only), validated and restored before the next part, whose replicas then find the upgraded nodes:",
+		fmt.Sprintf("#   kubectl label nodes %s %s %s=1   # the first part; then =2 on the next, and so on", phNode, phNode, inferenceSplitLabel),
+		fmt.Sprintf(`#   kubectl gang-drain plan --inference -l %s --hydrate-bandwidth "$BW" && kubectl gang-drain run --inference -l %s --run-id %s --timeout %s --hydrate-bandwidth "$BW"`, sq(part), sq(part), run, timeout),
+		fmt.Sprintf(`#   then on its nodes the upgrade below, and here: kubectl gpu-validate nodes -l %s --kubelet-version v%s %s && kubectl gang-drain restore %s --inference`, sq(part), s.To, validateChecks, run),
+		fmt.Sprintf("#   kubectl label nodes -l %s %s-   # once every part is restored", sel, inferenceSplitLabel),
+	}
+}
+
+// inferenceTimeoutUnknown bounds the run of a pool whose ETA is not known
+// (no hydrate bandwidth when the inventory was read): a pool's waves of
+// cold starts can take hours, well past the 1h of the runbook's other
+// drains.
+const inferenceTimeoutUnknown = 12 * time.Hour
+
+// inferenceTimeout is the --timeout of a pool's inference run: twice the
+// planned ETA and an hour more for the evictions and scheduling around the
+// cold starts, rounded up to a quarter hour; inferenceTimeoutUnknown when
+// the ETA is not known. It also says why, for the step's text.
+func inferenceTimeout(ip *InferencePool) (string, string) {
+	eta := ip.ETA()
+	if eta <= 0 {
+		return durationWord(inferenceTimeoutUnknown), "no planned ETA: a bound well above a pool's hours of cold starts"
+	}
+	q := 15 * time.Minute
+	d := (2*eta + time.Hour + q - 1) / q * q
+	return durationWord(d), fmt.Sprintf("twice the planned ETA %s and an hour", eta)
+}
+
+// durationWord is d as a Go duration without its zero tails: 2h30m, 12h.
+func durationWord(d time.Duration) string {
+	w := d.String()
+	if strings.HasSuffix(w, "m0s") {
+		w = strings.TrimSuffix(w, "0s")
+	}
+	if strings.HasSuffix(w, "h0m") {
+		w = strings.TrimSuffix(w, "0m")
+	}
+	return w
+}
+
+// inferenceDrained is the check at the top of a block that upgrades a
+// node of an inference pool in place: the node must be cordoned and run no
+// pod but DaemonSets' and static ones, i.e. the run drained it. A run that
+// stopped at its --timeout ends the drain block's && chain, and the next
+// block, pasted on, would otherwise reset a node that still serves.
+func inferenceDrained() []string {
+	return []string{
+		"# here, first, for the node: the check that the run above drained it (cordoned, no pod on it but DaemonSets' and static ones); where it refuses, run the drain block again (the same --run-id resumes the run), never reset the node:",
+		"NODE=" + sq(phNode),
+		`{ [ "$(kubectl get node "$NODE" -o jsonpath='{.spec.unschedulable}')" = true ] && [ -z "$(kubectl get pods -A --field-selector "spec.nodeName=$NODE,status.phase!=Succeeded,status.phase!=Failed" -o jsonpath='{range .items[*]}{.metadata.ownerReferences[0].kind}{"\n"}{end}' | grep -vx -e DaemonSet -e Node)" ] || { echo "$NODE is not drained by the inference run (not cordoned, or pods other than DaemonSets' and static ones run on it): run the drain again before upgrading it" >&2; false; }; }`,
+	}
+}
+
+// inferenceRestore validates the pool's nodes and undoes what the run left:
+// it uncordons them. A run that completed has already scaled its surge back
+// (pkg/inference's Runner.Run, once the last wave's replicas are Ready);
+// restore --inference scales back only a surge a run left in place, one
+// stopped before its end.
 func inferenceRestore(s Step, sel string, gates ...string) []string {
 	run := poolRun(s)
 	gates = append(gates, validateCmd(sel, s), "kubectl gang-drain restore "+run+" --inference --dry-run", "kubectl gang-drain restore "+run+" --inference")
-	return append([]string{"# once the nodes pass validation: uncordon them and scale each model back by the surge the run recorded on it:"}, chain(gates...)...)
+	return append([]string{"# once the nodes pass validation: uncordon them (a completed run has scaled its surge back already; restore --inference scales back only a surge a run stopped before its end left in place):"}, chain(gates...)...)
 }
 
 // inferenceStep moves an inference pool: the paced drain of the whole
@@ -207,8 +286,10 @@ func (r *renderer) inferenceStep(s Step, sel string) blocks {
 	switch rep := r.replacer(s.Pool); rep {
 	case replaceInPlace:
 		b.add(r.inferenceDrain(s, sel)...)
+		b.add(r.inferenceSplit(s, sel)...)
 		b.cut()
 		b.add(fmt.Sprintf("# on each node of the pool (kubectl get nodes -l %s -o name), all drained by the run above:", sel))
+		b.add(inferenceDrained()...)
 		b.join(r.onNode(s))
 		b.cut()
 		b.add("# here, once every node is upgraded:")
@@ -251,6 +332,23 @@ func (r *renderer) inferenceStep(s Step, sel string) blocks {
 	return b
 }
 
+// inferenceBackDrain drains an inference pool's old nodes (selector sel,
+// as the shell reads it) under run, paced as the step's drain is, once
+// gate passes, and scales the surge back once the run is done.
+func (r *renderer) inferenceBackDrain(s Step, sel, run, gate string) []string {
+	ip := r.pools[s.Pool].Inference
+	bw := ip.Bandwidth
+	if bw == "" {
+		bw = "<source>=<bytes-per-second>"
+	}
+	timeout, _ := inferenceTimeout(ip)
+	return append([]string{"BW=" + sq(bw) + "   # the hydrate bandwidth of the step's drain"}, chain(
+		gate,
+		fmt.Sprintf(`kubectl gang-drain plan --inference -l %s --hydrate-bandwidth "$BW"`, sel),
+		fmt.Sprintf(`kubectl gang-drain run --inference -l %s --run-id %s --timeout %s --hydrate-bandwidth "$BW"`, sel, run, timeout),
+		"kubectl gang-drain restore "+run+" --inference")...)
+}
+
 // inferenceBack takes an inference pool upgraded in place back to prev
 // under the step's own run: where its validation failed the pool is still
 // drained by that run (the restore is chained to the validation), and a
@@ -264,6 +362,7 @@ func (r *renderer) inferenceBack(b *blocks, s Step, prev string) {
 	b.add(r.inferenceDrain(s, sel)...)
 	b.cut()
 	b.add(fmt.Sprintf("# on each node of the pool (kubectl get nodes -l %s -o name):", sel))
+	b.add(inferenceDrained()...)
 	r.kubeletBack(b, s, prev)
 	b.cut()
 	b.add("# here:")

@@ -204,12 +204,12 @@ func TestRunbookInferencePool(t *testing.T) {
 		{"kubeadm-apt", "gpu-h100", ip, []string{
 			"BW='object-store=<bytes-per-second>,registry=<bytes-per-second>'",
 			`kubectl gang-drain plan --inference -l gpufleet.dev/pool=gpu-h100 --hydrate-bandwidth "$BW" && \`,
-			`kubectl gang-drain run --inference -l gpufleet.dev/pool=gpu-h100 --run-id "gpu-h100-to-1.38" --timeout 1h --hydrate-bandwidth "$BW"`,
+			`kubectl gang-drain run --inference -l gpufleet.dev/pool=gpu-h100 --run-id "gpu-h100-to-1.38" --timeout 12h --hydrate-bandwidth "$BW"`,
 			"sudo apt-mark unhold",
 			"kubectl gpu-validate nodes -l gpufleet.dev/pool=gpu-h100 --kubelet-version v1.38",
 			`kubectl gang-drain restore "gpu-h100-to-1.38" --inference`,
 			"kubectl skew verify"}},
-		{"eks-managed", "gpu-p5", InferencePool{Reason: "r", Bandwidth: "object-store=1250000000/s", Waves: 3, ETASeconds: 754}, []string{
+		{"eks-managed", "gpu-p5", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Bandwidth: "object-store=1250000000/s", Waves: 3, ETASeconds: 754}, []string{
 			"# planned when the inventory was read: 3 wave(s), ETA 12m34s of cold starts",
 			"BW=object-store=1250000000/s",
 			`kubectl gang-drain run --inference -l eks.amazonaws.com/nodegroup=gpu-p5 --run-id "gpu-p5-to-1.`,
@@ -249,6 +249,13 @@ func TestRunbookInferencePool(t *testing.T) {
 					continue
 				}
 				text := strings.Join(FlattenBlocks(s.Blocks), "\n")
+				if s.Rollback != nil {
+					back := strings.Join(FlattenBlocks(s.Rollback.Blocks), "\n")
+					text += "\n" + back
+					if (tc.variant == "eks-managed" || tc.pool == "gpu-karpenter") && s.Number == lastStepOf(t, p, PhaseNodePool, tc.pool).Number && !strings.Contains(back, "gang-drain run --inference") {
+						t.Errorf("step %d: the rollback does not drain the pool as an inference pool:\n%s", s.Number, back)
+					}
+				}
 				for _, line := range strings.Split(text, "\n") {
 					if strings.Contains(line, "kubectl gang-drain") && !strings.HasPrefix(line, "#") && !strings.Contains(line, "--inference") {
 						t.Errorf("step %d: a gang-drain command without --inference: %q", s.Number, line)
@@ -262,7 +269,7 @@ func TestRunbookInferencePool(t *testing.T) {
 // A training pool beside an inference pool keeps the gang drain, one
 // fabric unit at a time.
 func TestRunbookTrainingPoolBesideInference(t *testing.T) {
-	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Reason: "r"})
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r"})
 	for _, s := range p.Steps {
 		if s.Phase == PhaseNodePool && s.Pool == "cpu" {
 			if strings.Contains(cmds(s), "--inference") {
@@ -282,7 +289,7 @@ func TestRunbookTrainingPoolBesideInference(t *testing.T) {
 // An inference pool upgraded in place rolls back under the step's own
 // inference run, restored with --inference.
 func TestRollbackInferencePool(t *testing.T) {
-	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Reason: "r", Sources: []string{"object-store"}})
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Sources: []string{"object-store"}})
 	s := lastStepOf(t, p, PhaseNodePool, "gpu-h100")
 	if s.Rollback == nil {
 		t.Fatalf("step %d has no rollback", s.Number)
@@ -292,4 +299,77 @@ func TestRollbackInferencePool(t *testing.T) {
 	if strings.Contains(text, "$UNIT") {
 		t.Errorf("the rollback goes unit by unit:\n%s", text)
 	}
+}
+
+// A pool with a model outside any PodDisruptionBudget keeps the gang
+// drain: the inference run's gate floors each model at its budget, so such
+// a model would have no floor and could go to 0 replicas, while the
+// runbook says the gate refuses a drain below a model's budget.
+func TestRunbookInferencePoolModelWithoutPDB(t *testing.T) {
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 2, WithPDB: 1, Reason: "2 model Deployment(s), 1 behind a PodDisruptionBudget, no training gang", Sources: []string{"object-store"}})
+	for _, s := range p.Steps {
+		if s.Phase == PhaseNodePool && s.Pool == "gpu-h100" && strings.Contains(cmds(s), "--inference") {
+			t.Errorf("step %d drains a pool with a model without a budget as an inference pool:\n%s", s.Number, cmds(s))
+		}
+	}
+	q := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 2, WithPDB: 2, Reason: "r", Sources: []string{"object-store"}})
+	s := stepOf(t, q, PhaseNodePool, "gpu-h100")
+	wantIn(t, "gpu-h100 all budgeted", strings.Join(FlattenBlocks(s.Blocks), "\n"), "gang-drain run --inference", "every model on the pool has one")
+}
+
+// The run's --timeout follows the planned ETA (twice it and an hour,
+// rounded up to a quarter hour), or a 12h bound where no ETA is known,
+// never the 1h of other drains; and the block that upgrades a node in
+// place opens with the check that the run drained it, before any reset.
+func TestRunbookInferenceTimeoutAndDrainedCheck(t *testing.T) {
+	for _, tc := range []struct {
+		eta  float64
+		want string
+	}{{754, "--timeout 1h30m "}, {3 * 3600, "--timeout 7h "}, {0, "--timeout 12h "}} {
+		p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Sources: []string{"object-store"}, Waves: 2, ETASeconds: tc.eta})
+		s := stepOf(t, p, PhaseNodePool, "gpu-h100")
+		text := strings.Join(FlattenBlocks(s.Blocks), "\n")
+		if !strings.Contains(text, "gang-drain run --inference") || !strings.Contains(text, tc.want) || strings.Contains(text, "--timeout 1h ") {
+			t.Errorf("ETA %gs: want %q:\n%s", tc.eta, tc.want, text)
+		}
+		found := false
+		for _, blk := range s.Blocks {
+			all := strings.Join(blk.Commands, "\n")
+			r := strings.Index(all, "kubeadm reset")
+			if r < 0 {
+				continue
+			}
+			found = true
+			c := strings.Index(all, `jsonpath='{.spec.unschedulable}')" = true ]`)
+			if c < 0 || c > r || !strings.Contains(all[:r], "DaemonSet") {
+				t.Errorf("block resets a node without first checking it is drained:\n%s", all)
+			}
+		}
+		if !found {
+			t.Errorf("no block resets a node:\n%s", text)
+		}
+	}
+}
+
+// An inference pool upgraded in place says what to do where the gate
+// refuses the whole pool: the pool moved in labelled parts, each with its
+// own plan, run, validation and restore, the commands given in full.
+func TestRunbookInferenceSplitWhenRefused(t *testing.T) {
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Sources: []string{"object-store"}, ETASeconds: 754})
+	s := stepOf(t, p, PhaseNodePool, "gpu-h100")
+	wantIn(t, "gpu-h100 split", strings.Join(FlattenBlocks(s.Blocks), "\n"),
+		"where the plan refuses",
+		"kubectl label nodes <node-name> <node-name> gpufleet.dev/inference-part=1",
+		`kubectl gang-drain plan --inference -l gpufleet.dev/pool=gpu-h100,gpufleet.dev/inference-part=1 --hydrate-bandwidth "$BW" && kubectl gang-drain run --inference -l gpufleet.dev/pool=gpu-h100,gpufleet.dev/inference-part=1 --run-id "gpu-h100-to-1.38-part1" --timeout 1h30m --hydrate-bandwidth "$BW"`,
+		`kubectl gang-drain restore "gpu-h100-to-1.38-part1" --inference`,
+		"kubectl label nodes -l gpufleet.dev/pool=gpu-h100 gpufleet.dev/inference-part-")
+}
+
+// The restore's text does not say it scales back a surge that the
+// completed run already scaled back (pkg/inference's Runner.Run).
+func TestRunbookInferenceRestoreText(t *testing.T) {
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Sources: []string{"object-store"}})
+	text := strings.Join(FlattenBlocks(stepOf(t, p, PhaseNodePool, "gpu-h100").Blocks), "\n")
+	wantIn(t, "restore", text, "a completed run has scaled its surge back already")
+	wantNotIn(t, "restore", text, "scale each model back by the surge the run recorded")
 }

@@ -552,7 +552,15 @@ func (r *renderer) eksNodegroupBack(s Step, prev string) blocks {
 		`kubectl get nodes -l eks.amazonaws.com/nodegroup="$BACK" -o wide`)...)
 	b.cut()
 	old := `eks.amazonaws.com/nodegroup="$NG"`
-	if r.gpuPool(s.Pool) {
+	if r.inferencePool(s.Pool) {
+		// An inference pool moves as the step moved it: paced by the
+		// hydrate bandwidth, each model kept at its budget, the surge
+		// scaled back by the restore (pkg/inference).
+		run := fmt.Sprintf(`"%s-back-%s"`, s.Pool, s.To)
+		b.add(fmt.Sprintf("# the new group's nodes validated at v%s first; then the failed group drained as an inference pool, paced, onto the new group, and the surge scaled back (a workload that selects eks.amazonaws.com/nodegroup by the failed group's name needs the new one):", prev))
+		b.add(groups...)
+		b.add(r.inferenceBackDrain(s, old, run, fmt.Sprintf(`kubectl gpu-validate nodes -l eks.amazonaws.com/nodegroup="$BACK" --kubelet-version v%s %s`, prev, validateChecks))...)
+	} else if r.gpuPool(s.Pool) {
 		run := fmt.Sprintf(`"%s-back-%s"`, s.Pool, s.To)
 		b.add(fmt.Sprintf("# the new group's nodes validated at v%s first; then the failed group's gangs stopped at a checkpoint, all at once (the new group already has the pool's size, so no capacity is lost), and brought back on the new group (a workload that selects eks.amazonaws.com/nodegroup by the failed group's name needs the new one):", prev))
 		b.add(groups...)
@@ -680,6 +688,19 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 			b.add("# EKS does not downgrade a managed node group's Kubernetes version: create a node group at the previous version beside it and move the workloads, then delete the failed one.", "# "+eksSecondCopy)
 		}
 	case replaceKarpenter:
+		if r.inferencePool(s.Pool) {
+			sel := r.selector(s.Pool)
+			b.add("# an inference pool: its drift held again (the budgets saved at the step stay the ones put back), the NodePool's EC2NodeClass pinned back to the AMIs it ran before (kept at the hold), then the pool drained paced under the step's own inference run and its nodes deleted, so that the replicas left Pending bring up nodes at the pinned AMIs, not drifted all at once by Karpenter:",
+				fmt.Sprintf(`kubectl patch nodepool %s --type json -p '[{"op":"add","path":"/spec/disruption/budgets/-","value":{"nodes":"0","reasons":["Drifted"]}}]'`, sq(s.Pool)),
+				fmt.Sprintf("NODECLASS=$(kubectl get nodepool %s -o jsonpath='{.spec.template.spec.nodeClassRef.name}')", sq(s.Pool)),
+				`kubectl patch ec2nodeclass "$NODECLASS" --type merge -p "{\"spec\":{\"amiSelectorTerms\":$(cat "ec2nodeclass-$NODECLASS-pinned.json")}}"`)
+			b.add(r.inferenceDrain(s, sel)...)
+			b.add(fmt.Sprintf("kubectl delete nodes -l %s   # Karpenter terminates them; the replicas left Pending bring up nodes at the pinned AMIs", sel),
+				fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until the new nodes are Ready", sq(s.Pool)))
+			b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s %s", sel, prev, validateChecks), "kubectl gang-drain restore "+poolRun(s)+" --inference")...)
+			b.add(budgetRestore(s.Pool)...)
+			break
+		}
 		b.add("# pin the NodePool's EC2NodeClass back to the AMIs it ran before (kept at the hold): its nodes drift back",
 			fmt.Sprintf("NODECLASS=$(kubectl get nodepool %s -o jsonpath='{.spec.template.spec.nodeClassRef.name}')", sq(s.Pool)),
 			`kubectl patch ec2nodeclass "$NODECLASS" --type merge -p "{\"spec\":{\"amiSelectorTerms\":$(cat "ec2nodeclass-$NODECLASS-pinned.json")}}"`)

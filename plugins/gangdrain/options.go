@@ -22,6 +22,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 )
 
 // Options holds the parsed state shared by the subcommands of
@@ -84,7 +85,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 		PollInterval:       time.Second,
 		StopTimeout:        15 * time.Minute,
 		RestoreTimeout:     15 * time.Minute,
-		inf:                inferenceFlags{Surge: true, MaxColdStart: 15 * time.Minute},
+		inf:                inferenceFlags{Surge: !inference.DefaultOptions().NoSurge, MaxColdStart: inference.DefaultOptions().MaxColdStart},
 		IOStreams:          streams,
 		clock:              clock.RealClock{},
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -242,6 +243,7 @@ func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabe
 		// as an inference pool; the dynamic client lets pkg/gang look for
 		// training gangs beside them.
 		c.Inference = true
+		c.InferenceOptions = inference.DefaultOptions()
 		if dyn, err := cg.Dynamic(); err == nil {
 			c.InferenceDynamic = dyn
 		}
