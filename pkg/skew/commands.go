@@ -490,11 +490,8 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 	token := fmt.Sprintf(`ssh "$SERVER" sudo cat %s/token > "$BACKUP_DIR/%s-token-pre-%s"   # the server token: a restore needs it`, data, dist, s.To)
 	head := []string{"# here, over ssh to a server node; the backup and the server token go off the node:", sshTo("SERVER", phServer, "a server node"), backupDir()}
 	if dist == "rke2" || r.pf.EtcdNodes > 0 {
-		name := "pre-" + s.To
-		lines := append(backupDirOwned(),
-			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, strings.ReplaceAll(name, ".", `\.`)),
-			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP"`, data),
-			fmt.Sprintf(`ssh "$SERVER" sudo sha256sum "%s/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP" '{print $1 "  " f}' | sha256sum -c -`, data),
+		lines := append(append(backupDirOwned(), releaseCheck(dist, s)...), k3sSnapshot(dist, s)...)
+		lines = append(lines,
 			token,
 			"ETCD_VER="+etcdutlCheckRelease,
 			`ETCDUTL_DIR="$BACKUP_DIR/etcd-v$ETCD_VER"`,
@@ -502,21 +499,21 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 		)
 		lines = append(lines, etcdutlFetch("ETCDUTL_DIR")...)
 		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`)
-		lines = append(append(lines, releaseKeep(dist, s)...), `echo "SNAP=$SNAP"`)
+		lines = append(append(lines, releaseFetch(dist, s)...), `echo "SNAP=$SNAP"`)
 		return append(append(head, fmt.Sprintf("# the snapshot, copied here and checked byte for byte against the server's file, then by etcdutl of etcd v%s (neither k3s nor RKE2 ships etcdutl on the node):", etcdutlCheckRelease), keepNote), chain(lines...)...)
 	}
 	if r.pf.ServerNodes > 1 {
 		return append(append([]string{
 			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools, and the server token:", r.pf.ServerNodes),
-		}, append(head[1:], token, keepNote)...), chain(releaseKeep(dist, s)...)...)
+		}, append(head[1:], keepNote)...), chain(append(append(backupDirOwned(), token), releaseKeep(dist, s)...)...)...)
 	}
 	tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
-	lines := append(backupDirOwned(),
+	lines := append(append(backupDirOwned(), releaseCheck(dist, s)...),
 		noBackupYet(tgz),
 		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s.partial"`, data, tgz),
 		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s.partial" | grep -qx db/state.db`, tgz),
 		fmt.Sprintf(`mv "$BACKUP_DIR/%s.partial" "$BACKUP_DIR/%s"`, tgz, tgz))
-	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):", keepNote), chain(append(lines, releaseKeep(dist, s)...)...)...)
+	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):", keepNote), chain(append(lines, releaseFetch(dist, s)...)...)...)
 }
 
 // Where k3s and RKE2 publish a release's server binary, for Linux on
@@ -566,11 +563,49 @@ func releaseOnNode(dist, minor string) string {
 // https://docs.rke2.io/upgrades/manual, read 2026-12-07), which leaves the
 // service unit and its env file as they are.
 func releaseKeep(dist string, s Step) []string {
+	return append(releaseCheck(dist, s), releaseFetch(dist, s)...)
+}
+
+// releaseCheck sets $REL, the release the server $SERVER runs, and stops
+// the backup, loudly, unless it is of the minor before the hop: a server
+// already moved means the hop has begun, and neither its release nor a
+// snapshot taken now is the one to roll back to.
+func releaseCheck(dist string, s Step) []string {
 	prev := prevMinor(s.To)
-	kept := releaseKept(dist, s.To, "$NODE_ARCH")
 	return []string{
 		fmt.Sprintf(`REL=$(ssh "$SERVER" %s --version | awk 'NR == 1 {print $3}')`, dist),
-		fmt.Sprintf(`{ case "$REL" in v%s.*) ;; *) echo "$SERVER runs %s '$REL', not v%s: keep the release of a server that has not moved" >&2; false;; esac; }`, prev, dist, prev),
+		fmt.Sprintf(`{ case "$REL" in v%s.*) ;; *) echo "$SERVER runs %s '$REL', not v%s: the hop has begun; keep the backup taken before it, take none now" >&2; false;; esac; }`, prev, dist, prev),
+	}
+}
+
+// k3sSnapshot takes the etcd snapshot of the hop to s.To on $SERVER and
+// copies it to $BACKUP_DIR, as <name>.partial renamed once it matches the
+// server's file byte for byte, and sets $SNAP to its name. Where this
+// hop's snapshot is there already (a paste again, to retry what failed
+// after it), it is kept and no new one is taken: the rollback restores the
+// newest of the hop's snapshots, which must be the one taken before it.
+func k3sSnapshot(dist string, s Step) []string {
+	data := "/var/lib/rancher/" + dist + "/server"
+	name := "pre-" + s.To
+	re := strings.ReplaceAll(name, ".", `\.`)
+	return []string{
+		fmt.Sprintf(`SNAP=$(ls "$BACKUP_DIR" | grep '^%s-' | grep -v -m1 '\.partial$'; true)`, re),
+		`{ test -z "$SNAP" || echo "the snapshot of this hop is there already, kept: $BACKUP_DIR/$SNAP" >&2; }`,
+		`{ test -n "$SNAP" || { ` + strings.Join([]string{
+			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, re),
+			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP.partial"`, data),
+			fmt.Sprintf(`ssh "$SERVER" sudo sha256sum "%s/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP.partial" '{print $1 "  " f}' | sha256sum -c -`, data),
+			`mv "$BACKUP_DIR/$SNAP.partial" "$BACKUP_DIR/$SNAP"`,
+		}, " && ") + `; }; }`,
+	}
+}
+
+// releaseFetch keeps the server binary of release $REL (releaseCheck) for
+// the architecture of $SERVER, checked against the release's sha256sum
+// file.
+func releaseFetch(dist string, s Step) []string {
+	kept := releaseKept(dist, s.To, "$NODE_ARCH")
+	return []string{
 		`NODE_ARCH=$(ssh "$SERVER" uname -m | ` + unameArch + `)`,
 		releaseAsset[dist],
 		fmt.Sprintf(`curl -fsSL -o "%s.partial" "%s/$REL/$ASSET"`, kept, releaseRepo[dist]),
