@@ -412,6 +412,7 @@ func etcdRoom() []string {
 	return []string{
 		`DB_BYTES=$(ssh "$NODE_SSH" sudo stat -c %s "$ETCD_DATA/member/snap/db")`,
 		`AVAIL_KB=$(ssh "$NODE_SSH" sudo df -Pk "$ETCD_DATA" | awk 'NR == 2 {print $4}')`,
+		`{ test -n "$AVAIL_KB" || { echo "df of $ETCD_DATA over ssh to $NODE_SSH said nothing: ssh or df failed (see above); the room for the snapshot is unknown" >&2; false; }; }`,
 		`{ [ "$((AVAIL_KB * 1024))" -gt "$((2 * DB_BYTES))" ] || { echo "$ETCD_DATA on $NODE_SSH has $AVAIL_KB KiB free, not more than twice etcd's db ($DB_BYTES bytes): the snapshot written there could fill etcd's disk; free room there first" >&2; false; }; }`,
 	}
 }
