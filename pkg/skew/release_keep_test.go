@@ -32,9 +32,10 @@ func TestRunbookServerRollbackNeedsNoDownload(t *testing.T) {
 				`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/') && \`,
 				`scp `+kept+` "$NODE_SSH":/tmp/ && \`,
 				`ssh "$NODE_SSH" sudo install -m 0700 "/tmp/`+tc.dist+`-release-pre-1.38-linux-$NODE_ARCH" `+onNode,
+				"systemctl show -p ExecStart --value "+tc.unit,
 				"sudo systemctl stop "+tc.unit+" && \\",
-				`sudo cp `+onNode+` "$(command -v `+tc.dist+`)" && \`,
-				tc.dist+" --version | grep -F ' v1.37.'",
+				`sudo cp `+onNode+` "$BIN" && \`,
+				`"$BIN" --version | grep -F ' v1.37.'`,
 				"sudo systemctl start "+tc.unit)
 			wantInOrder(t, "backup", cmds(backup),
 				`REL=$(ssh "$SERVER" `+tc.dist+` --version | awk 'NR == 1 {print $3}') && \`,
