@@ -619,7 +619,15 @@ func releaseFetch(dist string, s Step) []string {
 // the rollback's on-node blocks.
 func releaseToServers(b *blocks, dist, minor, prev string) {
 	tmp := fmt.Sprintf(`"/tmp/%s-release-pre-%s-linux-$NODE_ARCH"`, dist, minor)
-	b.add(fmt.Sprintf("# here, for each server node: the %s release of v%s it ran before, kept with the backup for its architecture, so that nothing is downloaded while the control plane is down:", dist, prev),
+	note := "so that nothing is downloaded while the control plane is down"
+	if dist == "rke2" {
+		// RKE2 runs its runtime and control plane from images, which it
+		// loads from the tarballs in agent/images or else pulls from the
+		// registry ("Content Bootstrap", https://docs.rke2.io/architecture,
+		// read 2026-12-07): the binary alone is not the whole release.
+		note = "so that the release is not downloaded while the control plane is down (its v" + prev + " images are not in it: RKE2 pulls them unless the node's image store has them or /var/lib/rancher/rke2/agent/images holds their tarball; keep the registry reachable or the tarball there)"
+	}
+	b.add(fmt.Sprintf("# here, for each server node: the %s release of v%s it ran before, kept with the backup for its architecture, %s:", dist, prev, note),
 		sshTo("NODE_SSH", phServer, "the server node"))
 	b.add(chain(
 		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | `+unameArch+`)`,

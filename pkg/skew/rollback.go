@@ -422,8 +422,9 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	// reinstall puts the previous release in place, not started, and
 	// chains then to it: the server binary the backup kept (releaseKeep)
 	// goes over the one the service runs, the service stopped first, so
-	// that nothing is downloaded while the control plane is down and the
-	// unit and its env file stay as they are. cp writes into the existing
+	// that the binary is not downloaded while the control plane is down
+	// (RKE2's images still are, unless the node has them: releaseToServers)
+	// and the unit and its env file stay as they are. cp writes into the existing
 	// file, which keeps its mode and SELinux label (the install scripts
 	// label it container_runtime_exec_t). The binary is the one the unit
 	// runs, read from its ExecStart before anything is stopped, not the

@@ -55,3 +55,12 @@ func TestRunbookServerBinaryFromUnit(t *testing.T) {
 		})
 	}
 }
+
+// The RKE2 rollback does not claim that nothing is downloaded: the binary
+// kept is not its images, which RKE2 pulls unless the node has them.
+func TestRunbookRKE2RollbackImages(t *testing.T) {
+	_, restore := restoreStep(t, "rke2")
+	text := rollbackText(restore)
+	wantIn(t, "rke2 restore", text, "/var/lib/rancher/rke2/agent/images")
+	wantNotIn(t, "rke2 restore", text, "so that nothing is downloaded")
+}
