@@ -536,9 +536,16 @@ var releaseRepo = map[string]string{"k3s": "https://github.com/k3s-io/k3s/releas
 // releaseAsset sets $ASSET, the release asset of the server binary for
 // Linux on $NODE_ARCH.
 var releaseAsset = map[string]string{
-	"k3s":  `case "$NODE_ARCH" in amd64) ASSET=k3s;; *) ASSET="k3s-$NODE_ARCH";; esac`,
+	"k3s":  `case "$NODE_ARCH" in amd64) ASSET=k3s;; arm) ASSET=k3s-armhf;; *) ASSET="k3s-$NODE_ARCH";; esac`,
 	"rke2": `ASSET="rke2.linux-$NODE_ARCH"`,
 }
+
+// serverArch maps uname -m to the architecture of k3s's and RKE2's asset
+// and sha256sum file names: unameArch, and any 32-bit ARM (armv7l, armv6l)
+// to arm, whose k3s binary is k3s-armhf (install.sh setup_verify_arch,
+// k3s-io/k3s at 0136cf258954a458da1404858396342724b93d24). RKE2 publishes
+// no arm build: its fetch stops there on a 404.
+const serverArch = `sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/; s/^armv[0-9].*$/arm/'`
 
 // releaseKept is the file under $BACKUP_DIR that keeps the server binary
 // of dist the servers ran before the hop to minor, Linux on arch (a shell
@@ -607,7 +614,7 @@ func k3sSnapshot(dist string, s Step) []string {
 func releaseFetch(dist string, s Step) []string {
 	kept := releaseKept(dist, s.To, "$NODE_ARCH")
 	return []string{
-		`NODE_ARCH=$(ssh "$SERVER" uname -m | ` + unameArch + `)`,
+		`NODE_ARCH=$(ssh "$SERVER" uname -m | ` + serverArch + `)`,
 		releaseAsset[dist],
 		fmt.Sprintf(`curl -fsSL -o "%s.partial" "%s/$REL/$ASSET"`, kept, releaseRepo[dist]),
 		fmt.Sprintf(`curl -fsSL "%s/$REL/sha256sum-$NODE_ARCH.txt" | awk -v a="$ASSET" -v f="%s.partial" '$2 == a {print $1 "  " f}' | sha256sum -c -`, releaseRepo[dist], kept),
@@ -630,7 +637,7 @@ func releaseToServers(b *blocks, dist, minor, prev string) {
 	b.add(fmt.Sprintf("# here, for each server node: the %s release of v%s it ran before, kept with the backup for its architecture, %s:", dist, prev, note),
 		sshTo("NODE_SSH", phServer, "the server node"))
 	b.add(chain(
-		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | `+unameArch+`)`,
+		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | `+serverArch+`)`,
 		fmt.Sprintf(`scp "%s" "$NODE_SSH":/tmp/`, releaseKept(dist, minor, "$NODE_ARCH")),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo install -m 0700 %s %s`, tmp, releaseOnNode(dist, minor)),
 		fmt.Sprintf(`ssh "$NODE_SSH" rm %s`, tmp))...)
