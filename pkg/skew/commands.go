@@ -413,6 +413,7 @@ func etcdRoom() []string {
 	return []string{
 		`DB_BYTES=$(ssh "$NODE_SSH" sudo stat -c %s "$ETCD_DATA/member/snap/db")`,
 		`AVAIL_KB=$(ssh "$NODE_SSH" sudo df -Pk "$ETCD_DATA" | awk 'NR == 2 {print $4}')`,
+		`{ test -n "$AVAIL_KB" || { echo "df of $ETCD_DATA over ssh to $NODE_SSH said nothing: ssh or df failed (see above); the room for the snapshot is unknown" >&2; false; }; }`,
 		`{ [ "$((AVAIL_KB * 1024))" -gt "$((2 * DB_BYTES))" ] || { echo "$ETCD_DATA on $NODE_SSH has $AVAIL_KB KiB free, not more than twice etcd's db ($DB_BYTES bytes): the snapshot written there could fill etcd's disk; free room there first" >&2; false; }; }`,
 	}
 }
@@ -491,11 +492,8 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 	token := fmt.Sprintf(`ssh "$SERVER" sudo cat %s/token > "$BACKUP_DIR/%s-token-pre-%s"   # the server token: a restore needs it`, data, dist, s.To)
 	head := []string{"# here, over ssh to a server node; the backup and the server token go off the node:", sshTo("SERVER", phServer, "a server node"), backupDir()}
 	if dist == "rke2" || r.pf.EtcdNodes > 0 {
-		name := "pre-" + s.To
-		lines := append(backupDirOwned(),
-			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, strings.ReplaceAll(name, ".", `\.`)),
-			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP"`, data),
-			fmt.Sprintf(`ssh "$SERVER" sudo sha256sum "%s/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP" '{print $1 "  " f}' | sha256sum -c -`, data),
+		lines := append(append(backupDirOwned(), releaseCheck(dist, s)...), k3sSnapshot(dist, s)...)
+		lines = append(lines,
 			token,
 			"ETCD_VER="+etcdutlCheckRelease,
 			`ETCDUTL_DIR="$BACKUP_DIR/etcd-v$ETCD_VER"`,
@@ -503,21 +501,21 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 		)
 		lines = append(lines, etcdutlFetch("ETCDUTL_DIR")...)
 		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`)
-		lines = append(append(lines, releaseKeep(dist, s)...), `echo "SNAP=$SNAP"`)
+		lines = append(append(lines, releaseFetch(dist, s)...), `echo "SNAP=$SNAP"`)
 		return append(append(head, fmt.Sprintf("# the snapshot, copied here and checked byte for byte against the server's file, then by etcdutl of etcd v%s (neither k3s nor RKE2 ships etcdutl on the node):", etcdutlCheckRelease), keepNote), chain(lines...)...)
 	}
 	if r.pf.ServerNodes > 1 {
 		return append(append([]string{
 			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools, and the server token:", r.pf.ServerNodes),
-		}, append(head[1:], token, keepNote)...), chain(releaseKeep(dist, s)...)...)
+		}, append(head[1:], keepNote)...), chain(append(append(backupDirOwned(), token), releaseKeep(dist, s)...)...)...)
 	}
 	tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
-	lines := append(backupDirOwned(),
+	lines := append(append(backupDirOwned(), releaseCheck(dist, s)...),
 		noBackupYet(tgz),
 		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s.partial"`, data, tgz),
 		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s.partial" | grep -qx db/state.db`, tgz),
 		fmt.Sprintf(`mv "$BACKUP_DIR/%s.partial" "$BACKUP_DIR/%s"`, tgz, tgz))
-	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):", keepNote), chain(append(lines, releaseKeep(dist, s)...)...)...)
+	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):", keepNote), chain(append(lines, releaseFetch(dist, s)...)...)...)
 }
 
 // Where k3s and RKE2 publish a release's server binary, for Linux on
@@ -539,9 +537,16 @@ var releaseRepo = map[string]string{"k3s": "https://github.com/k3s-io/k3s/releas
 // releaseAsset sets $ASSET, the release asset of the server binary for
 // Linux on $NODE_ARCH.
 var releaseAsset = map[string]string{
-	"k3s":  `case "$NODE_ARCH" in amd64) ASSET=k3s;; *) ASSET="k3s-$NODE_ARCH";; esac`,
+	"k3s":  `case "$NODE_ARCH" in amd64) ASSET=k3s;; arm) ASSET=k3s-armhf;; *) ASSET="k3s-$NODE_ARCH";; esac`,
 	"rke2": `ASSET="rke2.linux-$NODE_ARCH"`,
 }
+
+// serverArch maps uname -m to the architecture of k3s's and RKE2's asset
+// and sha256sum file names: unameArch, and any 32-bit ARM (armv7l, armv6l)
+// to arm, whose k3s binary is k3s-armhf (install.sh setup_verify_arch,
+// k3s-io/k3s at 0136cf258954a458da1404858396342724b93d24). RKE2 publishes
+// no arm build: its fetch stops there on a 404.
+const serverArch = `sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/; s/^armv[0-9].*$/arm/'`
 
 // releaseKept is the file under $BACKUP_DIR that keeps the server binary
 // of dist the servers ran before the hop to minor, Linux on arch (a shell
@@ -567,12 +572,50 @@ func releaseOnNode(dist, minor string) string {
 // https://docs.rke2.io/upgrades/manual, read 2026-12-07), which leaves the
 // service unit and its env file as they are.
 func releaseKeep(dist string, s Step) []string {
+	return append(releaseCheck(dist, s), releaseFetch(dist, s)...)
+}
+
+// releaseCheck sets $REL, the release the server $SERVER runs, and stops
+// the backup, loudly, unless it is of the minor before the hop: a server
+// already moved means the hop has begun, and neither its release nor a
+// snapshot taken now is the one to roll back to.
+func releaseCheck(dist string, s Step) []string {
 	prev := prevMinor(s.To)
-	kept := releaseKept(dist, s.To, "$NODE_ARCH")
 	return []string{
 		fmt.Sprintf(`REL=$(ssh "$SERVER" %s --version | awk 'NR == 1 {print $3}')`, dist),
-		fmt.Sprintf(`{ case "$REL" in v%s.*) ;; *) echo "$SERVER runs %s '$REL', not v%s: keep the release of a server that has not moved" >&2; false;; esac; }`, prev, dist, prev),
-		`NODE_ARCH=$(ssh "$SERVER" uname -m | ` + unameArch + `)`,
+		fmt.Sprintf(`{ case "$REL" in v%s.*) ;; *) echo "$SERVER runs %s '$REL', not v%s: the hop has begun; keep the backup taken before it, take none now" >&2; false;; esac; }`, prev, dist, prev),
+	}
+}
+
+// k3sSnapshot takes the etcd snapshot of the hop to s.To on $SERVER and
+// copies it to $BACKUP_DIR, as <name>.partial renamed once it matches the
+// server's file byte for byte, and sets $SNAP to its name. Where this
+// hop's snapshot is there already (a paste again, to retry what failed
+// after it), it is kept and no new one is taken: the rollback restores the
+// newest of the hop's snapshots, which must be the one taken before it.
+func k3sSnapshot(dist string, s Step) []string {
+	data := "/var/lib/rancher/" + dist + "/server"
+	name := "pre-" + s.To
+	re := strings.ReplaceAll(name, ".", `\.`)
+	return []string{
+		fmt.Sprintf(`SNAP=$(ls "$BACKUP_DIR" | grep '^%s-' | grep -v -m1 '\.partial$'; true)`, re),
+		`{ test -z "$SNAP" || echo "the snapshot of this hop is there already, kept: $BACKUP_DIR/$SNAP" >&2; }`,
+		`{ test -n "$SNAP" || { ` + strings.Join([]string{
+			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, re),
+			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP.partial"`, data),
+			fmt.Sprintf(`ssh "$SERVER" sudo sha256sum "%s/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP.partial" '{print $1 "  " f}' | sha256sum -c -`, data),
+			`mv "$BACKUP_DIR/$SNAP.partial" "$BACKUP_DIR/$SNAP"`,
+		}, " && ") + `; }; }`,
+	}
+}
+
+// releaseFetch keeps the server binary of release $REL (releaseCheck) for
+// the architecture of $SERVER, checked against the release's sha256sum
+// file.
+func releaseFetch(dist string, s Step) []string {
+	kept := releaseKept(dist, s.To, "$NODE_ARCH")
+	return []string{
+		`NODE_ARCH=$(ssh "$SERVER" uname -m | ` + serverArch + `)`,
 		releaseAsset[dist],
 		fmt.Sprintf(`curl -fsSL -o "%s.partial" "%s/$REL/$ASSET"`, kept, releaseRepo[dist]),
 		fmt.Sprintf(`curl -fsSL "%s/$REL/sha256sum-$NODE_ARCH.txt" | awk -v a="$ASSET" -v f="%s.partial" '$2 == a {print $1 "  " f}' | sha256sum -c -`, releaseRepo[dist], kept),
@@ -584,10 +627,18 @@ func releaseKeep(dist string, s Step) []string {
 // the rollback's on-node blocks.
 func releaseToServers(b *blocks, dist, minor, prev string) {
 	tmp := fmt.Sprintf(`"/tmp/%s-release-pre-%s-linux-$NODE_ARCH"`, dist, minor)
-	b.add(fmt.Sprintf("# here, for each server node: the %s release of v%s it ran before, kept with the backup for its architecture, so that nothing is downloaded while the control plane is down:", dist, prev),
+	note := "so that nothing is downloaded while the control plane is down"
+	if dist == "rke2" {
+		// RKE2 runs its runtime and control plane from images, which it
+		// loads from the tarballs in agent/images or else pulls from the
+		// registry ("Content Bootstrap", https://docs.rke2.io/architecture,
+		// read 2026-12-07): the binary alone is not the whole release.
+		note = "so that the release is not downloaded while the control plane is down (its v" + prev + " images are not in it: RKE2 pulls them unless the node's image store has them or /var/lib/rancher/rke2/agent/images holds their tarball; keep the registry reachable or the tarball there)"
+	}
+	b.add(fmt.Sprintf("# here, for each server node: the %s release of v%s it ran before, kept with the backup for its architecture, %s:", dist, prev, note),
 		sshTo("NODE_SSH", phServer, "the server node"))
 	b.add(chain(
-		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | `+unameArch+`)`,
+		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | `+serverArch+`)`,
 		fmt.Sprintf(`scp "%s" "$NODE_SSH":/tmp/`, releaseKept(dist, minor, "$NODE_ARCH")),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo install -m 0700 %s %s`, tmp, releaseOnNode(dist, minor)),
 		fmt.Sprintf(`ssh "$NODE_SSH" rm %s`, tmp))...)

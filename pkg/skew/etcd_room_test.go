@@ -25,19 +25,23 @@ func TestRunbookEtcdBackupRoom(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
 		dbBytes, availKiB int64
-		sshFails          bool
+		sshFails, dfFails bool
 		ok                bool
 	}{
 		{name: "room", dbBytes: 2 * gib, availKiB: 40 * gib / 1024, ok: true},
 		{name: "room for one copy only", dbBytes: 2 * gib, availKiB: 3 * gib / 1024},
 		{name: "exactly twice", dbBytes: 2 * gib, availKiB: 4 * gib / 1024},
 		{name: "ssh fails", dbBytes: 2 * gib, availKiB: 40 * gib / 1024, sshFails: true},
+		{name: "df fails", dbBytes: 2 * gib, availKiB: 40 * gib / 1024, dfFails: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := t.TempDir()
 			ssh := fmt.Sprintf("#!/bin/sh\ncase \"$3\" in stat) echo %d;; df) printf 'Filesystem 1024-blocks Used Available Capacity Mounted on\\n/dev/nvme1n1 104857600 1000 %d 1%%%% /var/lib/etcd\\n';; esac\n", tc.dbBytes, tc.availKiB)
 			if tc.sshFails {
 				ssh = "#!/bin/sh\necho 'ssh: connect to host cp-0 port 22: Connection refused' >&2\nexit 255\n"
+			}
+			if tc.dfFails {
+				ssh = fmt.Sprintf("#!/bin/sh\ncase \"$3\" in stat) echo %d;; df) echo 'ssh: connect to host cp-0 port 22: Connection reset' >&2; exit 255;; esac\n", tc.dbBytes)
 			}
 			if err := os.WriteFile(filepath.Join(bin, "ssh"), []byte(ssh), 0o755); err != nil {
 				t.Fatal(err)
@@ -48,7 +52,10 @@ func TestRunbookEtcdBackupRoom(t *testing.T) {
 			if got := err == nil && strings.Contains(string(out), "ROOM"); got != tc.ok {
 				t.Errorf("passed %v, want %v: %v\n%s", got, tc.ok, err, out)
 			}
-			if !tc.ok && !tc.sshFails && !strings.Contains(string(out), "could fill etcd's disk") {
+			if tc.dfFails && !strings.Contains(string(out), "ssh or df failed") {
+				t.Errorf("no reason given:\n%s", out)
+			}
+			if !tc.ok && !tc.sshFails && !tc.dfFails && !strings.Contains(string(out), "could fill etcd's disk") {
 				t.Errorf("no reason given:\n%s", out)
 			}
 		})

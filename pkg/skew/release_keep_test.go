@@ -29,12 +29,13 @@ func TestRunbookServerRollbackNeedsNoDownload(t *testing.T) {
 			onNode := "/root/" + tc.dist + "-release-pre-1.38"
 			wantInOrder(t, "restore", text,
 				"# here, for each server node: the "+tc.dist+" release of v1.37",
-				`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/') && \`,
+				`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/; s/^armv[0-9].*$/arm/') && \`,
 				`scp `+kept+` "$NODE_SSH":/tmp/ && \`,
 				`ssh "$NODE_SSH" sudo install -m 0700 "/tmp/`+tc.dist+`-release-pre-1.38-linux-$NODE_ARCH" `+onNode,
+				"systemctl show -p ExecStart --value "+tc.unit,
 				"sudo systemctl stop "+tc.unit+" && \\",
-				`sudo cp `+onNode+` "$(command -v `+tc.dist+`)" && \`,
-				tc.dist+" --version | grep -F ' v1.37.'",
+				`sudo cp `+onNode+` "$BIN" && \`,
+				`"$BIN" --version | grep -F ' v1.37.'`,
 				"sudo systemctl start "+tc.unit)
 			wantInOrder(t, "backup", cmds(backup),
 				`REL=$(ssh "$SERVER" `+tc.dist+` --version | awk 'NR == 1 {print $3}') && \`,
@@ -66,6 +67,8 @@ func TestRunbookServerReleaseKept(t *testing.T) {
 	}{
 		{name: "k3s amd64", dist: "k3s", version: "k3s version v1.37.3+k3s1 (1a2b3c4d)", arch: "x86_64", asset: "k3s"},
 		{name: "k3s arm64", dist: "k3s", version: "k3s version v1.37.3+k3s1 (1a2b3c4d)", arch: "aarch64", asset: "k3s-arm64"},
+		{name: "k3s armv7", dist: "k3s", version: "k3s version v1.37.3+k3s1 (1a2b3c4d)", arch: "armv7l", asset: "k3s-armhf"},
+		{name: "rke2 armv7", dist: "rke2", version: "rke2 version v1.37.2+rke2r1 (5e6f7a8b)", arch: "armv7l", err: "404"},
 		{name: "rke2 amd64", dist: "rke2", version: "rke2 version v1.37.2+rke2r1 (5e6f7a8b)", arch: "x86_64", asset: "rke2.linux-amd64"},
 		{name: "rke2 arm64", dist: "rke2", version: "rke2 version v1.37.2+rke2r1 (5e6f7a8b)", arch: "aarch64", asset: "rke2.linux-arm64"},
 		{name: "server already moved", dist: "k3s", version: "k3s version v1.38.0+k3s1 (1a2b3c4d)", arch: "x86_64", err: "not v1.37"},
@@ -84,7 +87,7 @@ func TestRunbookServerReleaseKept(t *testing.T) {
 			// The release as it is published: one binary per
 			// architecture and one sha256sum file per architecture,
 			// listing that architecture's assets.
-			files := map[string]map[string]string{"k3s": {"amd64": "k3s", "arm64": "k3s-arm64"}, "rke2": {"amd64": "rke2.linux-amd64", "arm64": "rke2.linux-arm64"}}[tc.dist]
+			files := map[string]map[string]string{"k3s": {"amd64": "k3s", "arm64": "k3s-arm64", "arm": "k3s-armhf"}, "rke2": {"amd64": "rke2.linux-amd64", "arm64": "rke2.linux-arm64"}}[tc.dist]
 			for arch, name := range files {
 				body := "binary " + tag + " " + arch
 				if err := os.WriteFile(filepath.Join(assets, tag, name), []byte(body), 0o644); err != nil {
@@ -121,7 +124,7 @@ if [ -n "$out" ]; then cp "$f" "$out"; else cat "$f"; fi
 			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LOG="+log, "ASSETS="+assets,
 				"BACKUP_DIR="+backupDir, "SERVER=srv-0")
 			out, err := cmd.CombinedOutput()
-			arch := map[string]string{"x86_64": "amd64", "aarch64": "arm64"}[tc.arch]
+			arch := map[string]string{"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}[tc.arch]
 			kept := filepath.Join(backupDir, tc.dist+"-release-pre-1.38-linux-"+arch)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(string(out), tc.err) {

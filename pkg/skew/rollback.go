@@ -422,15 +422,23 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	// reinstall puts the previous release in place, not started, and
 	// chains then to it: the server binary the backup kept (releaseKeep)
 	// goes over the one the service runs, the service stopped first, so
-	// that nothing is downloaded while the control plane is down and the
-	// unit and its env file stay as they are. cp writes into the existing
+	// that the binary is not downloaded while the control plane is down
+	// (RKE2's images still are, unless the node has them: releaseToServers)
+	// and the unit and its env file stay as they are. cp writes into the existing
 	// file, which keeps its mode and SELinux label (the install scripts
-	// label it container_runtime_exec_t).
-	reinstall := func(then ...string) []string {
-		return chain(append([]string{
-			"sudo systemctl stop " + unit,
-			fmt.Sprintf(`sudo cp %s "$(command -v %s)"`, releaseOnNode(dist, s.To), dist),
-			fmt.Sprintf("%s --version | grep -F ' v%s.'", dist, prev)}, then...)...)
+	// label it container_runtime_exec_t). The binary is the one the unit
+	// runs, read from its ExecStart before anything is stopped, not the
+	// one PATH finds: the install scripts put it elsewhere than
+	// /usr/local/bin, k3s in INSTALL_K3S_BIN_DIR or /opt/bin where
+	// /usr/local/bin is read-only (install.sh setup_env, k3s-io/k3s at
+	// 0136cf258954a458da1404858396342724b93d24), RKE2 under /opt/rke2
+	// where /usr/local is read-only or a mount point (install.sh
+	// setup_env, rancher/rke2 at 9d03d45080237c06a0e957b36ae9609fdca468d1).
+	reinstall := func(first []string, then ...string) []string {
+		return chain(append(append(append(first, unitBinary(unit)...),
+			"sudo systemctl stop "+unit,
+			fmt.Sprintf(`sudo cp %s "$BIN"`, releaseOnNode(dist, s.To)),
+			fmt.Sprintf(`"$BIN" --version | grep -F ' v%s.'`, prev)), then...)...)
 	}
 	b.add("# here, over ssh to the first server; writes since the backup are lost:", sshTo("SERVER", phServer, "the first server"), backupDir())
 	switch {
@@ -453,29 +461,55 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 		// is the local copy; RKE2 refuses a cluster reset while the
 		// server's config names a server URL (rancher/rke2#4806).
 		b.add(fmt.Sprintf("# on the first server: v%s back (not started), the snapshot restored from the local copy, then started (a server whose config.yaml has a server: line refuses the reset: remove that line first):", prev), "SNAP='<the SNAP printed above>'")
-		b.add(reinstall(fmt.Sprintf(`sudo %s server --cluster-reset --cluster-reset-restore-path="%s/db/snapshots/$SNAP" --etcd-s3=false`, dist, data), "sudo systemctl start "+unit)...)
+		b.add(reinstall(nil, fmt.Sprintf(`sudo "$BIN" server --cluster-reset --cluster-reset-restore-path="%s/db/snapshots/$SNAP" --etcd-s3=false`, data), "sudo systemctl start "+unit)...)
 		b.cut()
 		b.add(fmt.Sprintf("# on each other server, once the first one has started again: v%s back, its db directory out of the way, rejoined:", prev))
-		b.add(reinstall(fmt.Sprintf("sudo mv %s/db %s/db-failed-%s", data, data, s.To), "sudo systemctl start "+unit)...)
+		b.add(reinstall([]string{dbAsideGuard("sudo", data, s.To)}, dbAside("sudo", data, s.To), "sudo systemctl start "+unit)...)
 	case r.pf.ServerNodes > 1:
 		b.add("# an external datastore: restore it with the database's own tools first, then the servers below")
 		b.cut()
 		releaseToServers(b, dist, s.To, prev)
 		b.cut()
 		b.add(fmt.Sprintf("# on each server node, once the datastore is restored: v%s back, started:", prev))
-		b.add(reinstall("sudo systemctl start " + unit)...)
+		b.add(reinstall(nil, "sudo systemctl start "+unit)...)
 	default:
 		tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
 		b.add(chain(
+			dbAsideGuard(`ssh "$SERVER" sudo`, data, s.To),
 			fmt.Sprintf(`ssh "$SERVER" sudo systemctl stop %s`, unit),
-			fmt.Sprintf(`ssh "$SERVER" sudo mv %s/db %s/db-failed-%s`, data, data, s.To),
+			dbAside(`ssh "$SERVER" sudo`, data, s.To),
 			fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -xzf - db < "$BACKUP_DIR/%s"`, data, tgz))...)
 		b.cut()
 		releaseToServers(b, dist, s.To, prev)
 		b.cut()
 		b.add(fmt.Sprintf("# on the server: v%s back, started:", prev))
-		b.add(reinstall("sudo systemctl start " + unit)...)
+		b.add(reinstall(nil, "sudo systemctl start "+unit)...)
 	}
+}
+
+// unitBinary sets $BIN to the executable unit's ExecStart runs, which
+// systemctl show prints as "{ path=<executable> ; argv[]=<argv> ; ... }"
+// (print_property in src/systemctl/systemctl-show.c, systemd v255), and
+// stops, loudly, unless it is an executable file.
+func unitBinary(unit string) []string {
+	return []string{
+		fmt.Sprintf(`BIN=$(systemctl show -p ExecStart --value %s | sed -n 's/^{ path=\([^ ;]*\) ;.*/\1/p')`, unit),
+		fmt.Sprintf(`{ test -x "$BIN" || { echo "no executable in the ExecStart of %s ('$BIN'): systemctl cat %s names the server binary; set BIN to it and paste the lines after this one" >&2; false; }; }`, unit, unit),
+	}
+}
+
+// dbAside moves a server's db directory out of the way before the hop to
+// minor is undone, run by run (sudo, or ssh to the server and sudo).
+func dbAside(run, data, minor string) string {
+	return fmt.Sprintf("%s mv %s/db %s/db-failed-%s", run, data, data, minor)
+}
+
+// dbAsideGuard stops the rollback, loudly, before anything is stopped
+// where db-failed-<minor> is there already: an earlier paste moved the db
+// aside, and mv would move db into that directory rather than beside it.
+func dbAsideGuard(run, data, minor string) string {
+	f := fmt.Sprintf("%s/db-failed-%s", data, minor)
+	return fmt.Sprintf(`{ %s test ! -e %s || { echo "%s is there already: an earlier paste moved the db aside; move that directory elsewhere (keep it: it holds the failed db) and paste this again" >&2; false; }; }`, run, f, f)
 }
 
 // eksNodegroupCopy is the JMESPath over describe-nodegroup's answer that

@@ -137,8 +137,9 @@ func TestRunbookBackupsLeaveTheNode(t *testing.T) {
 	k3sOrder := func(dist string) []string {
 		data := "/var/lib/rancher/" + dist + "/server"
 		return []string{"sudo " + dist + " etcd-snapshot save --name pre-1.38 >&2", "sudo ls -t " + data + "/db/snapshots | grep -m1 '^pre-1\\.38-')",
-			`ssh "$SERVER" sudo cat "` + data + `/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP" && \`,
-			`ssh "$SERVER" sudo sha256sum "` + data + `/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP" '{print $1 "  " f}' | sha256sum -c - && \`,
+			`ssh "$SERVER" sudo cat "` + data + `/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP.partial" && `,
+			`ssh "$SERVER" sudo sha256sum "` + data + `/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP.partial" '{print $1 "  " f}' | sha256sum -c - && `,
+			`mv "$BACKUP_DIR/$SNAP.partial" "$BACKUP_DIR/$SNAP"; }; } && \`,
 			`ssh "$SERVER" sudo cat ` + data + `/token > "$BACKUP_DIR/` + dist + `-token-pre-1.38" && \`,
 			"ETCD_VER=" + etcdutlCheckRelease + " && \\",
 			`"$ETCDUTL_DIR/etcdutl" version | grep -F "etcdutl version: $ETCD_VER" && \`,
