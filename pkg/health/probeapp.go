@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/transient"
 )
 
 // The synthetic app: a pod running a minimal HTTP server and a Service in
@@ -322,7 +324,7 @@ func RunProbeApp(ctx context.Context, kube kubernetes.Interface, opts ProbeAppOp
 			res.Message = fmt.Sprintf("the probe pod runs on node %s and was not Ready within %s: %s", cur.Spec.NodeName, o.Timeout, containerState(cur))
 			return res
 		}
-		if err := sleep(ctx, o.Poll); err != nil {
+		if err := transient.Sleep(ctx, o.Poll); err != nil {
 			return unknown("interrupted while waiting for the probe pod: " + err.Error())
 		}
 	}
@@ -356,7 +358,7 @@ func RunProbeApp(ctx context.Context, kube kubernetes.Interface, opts ProbeAppOp
 		if time.Now().After(callDeadline) || ctx.Err() != nil {
 			break
 		}
-		if err := sleep(ctx, o.Poll); err != nil {
+		if err := transient.Sleep(ctx, o.Poll); err != nil {
 			break
 		}
 	}
@@ -437,15 +439,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-	}
-	return nil
 }
