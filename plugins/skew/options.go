@@ -220,13 +220,13 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 // collect reads the inventory of one context.
-func collect(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64) (cli.Metadata, pkgskew.Inventory, error) {
-	return collectInventory(ctx, cg, d, poolLabel, chunk, false)
+func collect(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64, inferencePools bool) (cli.Metadata, pkgskew.Inventory, error) {
+	return collectInventory(ctx, cg, d, poolLabel, chunk, false, inferencePools)
 }
 
 // collectInventory is collect, also counting each pool's GPUs when gpus
 // is set (the fleet report).
-func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64, gpus bool) (cli.Metadata, pkgskew.Inventory, error) {
+func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64, gpus, inferencePools bool) (cli.Metadata, pkgskew.Inventory, error) {
 	md, err := cli.Connect(ctx, cg)
 	if err != nil {
 		return md, pkgskew.Inventory{}, err
@@ -238,10 +238,12 @@ func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabe
 	// The plan moves the nodes of stateful services first; the fleet
 	// report (gpus) plans nothing and reads no more than its RBAC allows.
 	c := &pkgskew.Collector{Client: kc, PoolLabel: poolLabel, PageSize: chunk, Kubectl: d.kubectl, Now: d.now, CountGPUs: gpus, Stateful: !gpus}
-	if !gpus {
+	if inferencePools {
 		// The plan drains a GPU pool of model Deployments behind budgets
 		// as an inference pool; the dynamic client lets pkg/gang look for
-		// training gangs beside them.
+		// training gangs beside them. Only the plan reads them: the
+		// version check does not drain, and keeps to its paged node list
+		// and the reads its RBAC names.
 		c.Inference = true
 		c.InferenceOptions = inference.DefaultOptions()
 		if dyn, err := cg.Dynamic(); err == nil {
@@ -256,7 +258,7 @@ func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabe
 }
 
 func (o *Options) checkContext(ctx context.Context, cg cli.ClientGetter) (*SkewReport, error) {
-	md, inv, err := collect(ctx, cg, o.deps, o.PoolLabel, o.ChunkSize)
+	md, inv, err := collect(ctx, cg, o.deps, o.PoolLabel, o.ChunkSize, false)
 	if err != nil {
 		return nil, err
 	}

@@ -191,7 +191,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if o.saved != nil {
 		h, inv = o.saved.Header, o.saved.Inventory
 	} else {
-		md, got, err := collect(ctx, o.cg, o.deps, o.PoolLabel, o.ChunkSize)
+		md, got, err := collect(ctx, o.cg, o.deps, o.PoolLabel, o.ChunkSize, true)
 		if err != nil {
 			return err
 		}
