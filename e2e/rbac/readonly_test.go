@@ -168,7 +168,7 @@ func TestPDBBlockersRole(t *testing.T) {
 		{flow: "check", code: 3, line: denied("list", "pods")},
 		{flow: "check", code: 3, line: denied("list", "poddisruptionbudgets")},
 		// Documented: without create on pods/eviction the dry run is reported per pod, not fatal.
-		{flow: "dry-run", code: 1, also: []string{"Forbidden", "1 server dry run(s) disagree"}},
+		{flow: "dry-run", code: 1, also: []string{"Forbidden", "1 server dry run disagrees"}},
 	})
 }
 

@@ -340,7 +340,11 @@ func (o *Options) printWarnings(r *Report, prefix string) {
 		fmt.Fprintf(o.ErrOut, "%sWarning: namespace %s not checked: cannot list %s.\n", prefix, f.Namespace, strings.Join(f.Resources, " or "))
 	}
 	if r.Summary.DryRunDisagreements > 0 {
-		fmt.Fprintf(o.ErrOut, "%sWarning: %s disagree with the prediction; see the DRY-RUN column (-o wide).\n", prefix, cli.Plural(r.Summary.DryRunDisagreements, "server dry run"))
+		verb := "disagree"
+		if r.Summary.DryRunDisagreements == 1 {
+			verb = "disagrees"
+		}
+		fmt.Fprintf(o.ErrOut, "%sWarning: %s %s with the prediction; see the DRY-RUN column (-o wide).\n", prefix, cli.Plural(r.Summary.DryRunDisagreements, "server dry run"), verb)
 	}
 }
 
