@@ -408,9 +408,16 @@ spec:
 		t.Fatalf("ring train's gate after the skip: exit %d: %s", r.ExitCode, res.Message)
 	}
 	soak := res.Message
+	// A wait that only the clock ends is no attempt: it writes no
+	// evidence and answers its next opening. The read-only gate gives
+	// its checks.
+	if len(res.Evidence) != 0 || res.NextAt == nil {
+		t.Errorf("ring train's clock-held gate: evidence %v, next opening %v; want none and one", res.Evidence, res.NextAt)
+	}
+	gj := h.skew(t, "fleet", "gate", "--store", h.store, "--run", h.run, "--cluster", training, "-o", "json")
 	var gate fleetrun.GateReport
-	if err := json.Unmarshal([]byte(evidenceFile(t, st, res.Evidence, "report.json")), &gate); err != nil {
-		t.Fatal(err)
+	if err := json.Unmarshal([]byte(gj.Stdout), &gate); err != nil {
+		t.Fatalf("fleet gate -o json: %v\n%s", err, gj)
 	}
 	froze := false
 	for _, c := range gate.Checks {
