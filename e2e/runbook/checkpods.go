@@ -110,12 +110,6 @@ func StartCheckPods(dir, nodes, kwok, stages, kubeconfig string, client kubernet
 	}
 	for i := 0; i < 5; i++ {
 		node := fmt.Sprintf("cp-%d", i)
-		// etcd's db on the node (member/snap/db under the pod's
-		// --data-dir), whose size the backup checks the node's room
-		// against before the snapshot.
-		if err := seedEtcdDB(filepath.Join(nodes, node)); err != nil {
-			return nil, err
-		}
 		b, _ := yaml.Marshal(map[string]any{
 			"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "ClusterExec",
 			"metadata": map[string]any{"name": "runbook-etcd-" + node},
