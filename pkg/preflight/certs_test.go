@@ -156,6 +156,12 @@ func TestKubeletServingCSRs(t *testing.T) {
 	if len(got) != 2 || got["csr/gpu-new-0"] != StatusFail || got["csr/gpu-new-1"] != StatusWarn {
 		t.Errorf("verify: %v", got)
 	}
+	// A settle time below a second is held against the age, not the age
+	// rounded for the message.
+	young := &PolicyEvidence{CSRs: &CSREvidence{Read: true, Pending: []CSRFact{{Name: "gpu-new-2", Requestor: "system:node:gpu-new-2", Created: at.Add(-400 * time.Millisecond)}}}}
+	if regs := verifyCSRs(base, young, at, time.Millisecond); len(regs) != 1 || regs[0].Status != StatusFail {
+		t.Errorf("a request 400ms old under a 1ms settle: %+v", regs)
+	}
 	if regs := verifyCSRs(base, &PolicyEvidence{CSRs: &CSREvidence{}, Unread: map[string]string{unreadCSRs: "forbidden"}}, at, 0); len(regs) != 1 || regs[0].Status != StatusUnknown {
 		t.Errorf("unread now: %+v", regs)
 	}
