@@ -83,7 +83,17 @@ fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
 	echo "test.sh: what failed (the whole output is above):" >&2
-	grep -E -A3 '^[a-z0-9]+[|] (--- FAIL|FAIL|panic:|.*[*]{3} )' "$log" | grep -v -E '[|] FAIL$' | tail -n 40 >&2 || true
+	# Each failing test with the first line of each of its messages (a
+	# message's later lines, such as a logged command's output, are left
+	# out: they would push the failures themselves off the end), and each
+	# failing package, panic and make error.
+	awk -v indent=-1 '
+		{ rest = substr($0, index($0, "|") + 2) }
+		match(rest, /^ *--- FAIL/) { indent = RLENGTH - 8; n = 0; print; next }
+		indent >= 0 && n < 12 && rest ~ ("^" sprintf("%" (indent + 4) "s", "") "[^ ]+[.]go:[0-9]+: ") { print; n++; next }
+		rest ~ /^ *(--- |=== |ok |FAIL)/ { indent = -1 }
+		rest ~ /^(FAIL[ \t]|panic:|.*[*][*][*] )/ { print }
+	' "$log" | tail -n 60 >&2 || true
 	echo "test.sh: FAILED: ${failed[*]}" >&2
 	exit 1
 fi
