@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,16 +51,22 @@ var plugins = map[string]func(genericiooptions.IOStreams) *cobra.Command{
 // example is one command of a README example: the plugin, its arguments
 // and the README line it starts on.
 type example struct {
+	// file is where the example is written: README.md, or the command
+	// whose --help shows it.
+	file   string
 	line   int
 	plugin string
 	args   []string
+	// out is the file the example's stdout is redirected to (`> FILE`),
+	// which a later example may read.
+	out string
 	// after is true for a command that runs after another in the same
 	// shell line (`a && b`, `a; b`).
 	after bool
 }
 
 func (e example) String() string {
-	return fmt.Sprintf("README.md:%d: kubectl %s %s", e.line, e.plugin, strings.Join(e.args, " "))
+	return fmt.Sprintf("%s:%d: kubectl %s %s", e.file, e.line, e.plugin, strings.Join(e.args, " "))
 }
 
 // stand-ins for the placeholders README writes, so the example runs as a
@@ -72,6 +79,10 @@ var placeholders = map[string]string{
 	"<context>":           "readme",
 	"$c":                  "readme", // the loop over contexts
 	"<digest>":            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+	// the --help examples' store
+	"s3://gpufleet-state/prod": "file://STORE",
+	// the apiserver's audit log, read on a control-plane node
+	"/var/log/kubernetes/audit.log": "audit.log",
 }
 
 // examples reads README's code blocks and returns each command of the six
@@ -83,6 +94,13 @@ func examples(t *testing.T, path string) []example {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return examplesIn(t, filepath.Base(path), data)
+}
+
+// examplesIn reads the examples of the code blocks in data, written in
+// file.
+func examplesIn(t *testing.T, file string, data []byte) []example {
+	t.Helper()
 	var out []example
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	inBlock, n, pending, start := false, 0, "", 0
@@ -141,7 +159,7 @@ func examples(t *testing.T, path string) []example {
 				words = nil
 			}
 			if len(seg) >= 2 && seg[0] == "kubectl" && plugins[seg[1]] != nil {
-				out = append(out, example{line: start, plugin: seg[1], args: withoutRedirects(seg[2:]), after: after})
+				out = append(out, example{file: file, line: start, plugin: seg[1], args: withoutRedirects(seg[2:]), out: redirect(seg[2:]), after: after})
 			}
 			after = true
 		}
@@ -166,6 +184,19 @@ func withoutRedirects(args []string) []string {
 	return out
 }
 
+// redirect is the file `> FILE` sends stdout to, "" for none.
+func redirect(args []string) string {
+	for i, a := range args {
+		switch {
+		case a == ">" && i+1 < len(args):
+			return args[i+1]
+		case strings.HasPrefix(a, ">") && len(a) > 1 && a[1] != '>':
+			return a[1:]
+		}
+	}
+	return ""
+}
+
 // fixture is a saved input an example reads.
 type fixture struct {
 	kind string // what it must hold, for the message when two differ
@@ -174,6 +205,8 @@ type fixture struct {
 	body string
 	// replace holds old, new pairs applied to the body.
 	replace []string
+	// each, for a directory, names the files it holds, each the body.
+	each []string
 }
 
 const preflightBaseline = `apiVersion: gpufleet.dev/v1alpha1
@@ -204,6 +237,12 @@ func inputFixture(plugin, sub, flag string) (fixture, bool) {
 		// A person's own kubeconfig (fleet approve as alice): its server
 		// refuses connections as the shell's does.
 		return fixture{kind: "a kubeconfig", body: "apiVersion: v1\nkind: Config\ncurrent-context: readme\nclusters: [{name: refused, cluster: {server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true}}]\nusers: [{name: readme, user: {token: readme}}]\ncontexts: [{name: readme, context: {cluster: refused, user: readme}}]\n"}, true
+	case plugin == "skew" && flag == "--from-dir":
+		// One saved report per cluster of the fleet fixture.
+		return fixture{kind: "a directory of skew reports", from: "../../testdata/runbook/gke.yaml",
+			each: []string{"canary-a", "canary-b", "canary-c", "prod-use1", "prod-euw1", "prod-usw2", "train-a"}}, true
+	case plugin == "deprecations" && flag == "--audit-log":
+		return fixture{kind: "an audit log", body: auditLine}, true
 	case flag == "--promql-checks":
 		return fixture{kind: "a list of PromQL checks", from: "../../pkg/health/testdata/promql-checks.yaml"}, true
 	case flag == "--probe-file":
@@ -225,6 +264,41 @@ func TestREADMEExamples(t *testing.T) {
 	if len(exs) < 30 {
 		t.Fatalf("found %d examples in README.md; the extraction is broken", len(exs))
 	}
+	runExamples(t, exs)
+}
+
+// TestHelpExamples runs every example of every command's --help (its
+// Example text) as TestREADMEExamples runs README's, in the order each
+// plugin's commands list them: a flag renamed or a subcommand moved fails
+// here, not in a reader's shell. An example that writes a file (`-o yaml >
+// rules.yaml`) leaves it for the next one to read.
+func TestHelpExamples(t *testing.T) {
+	var exs []example
+	for _, name := range slices.Sorted(maps.Keys(plugins)) {
+		var walk func(c *cobra.Command)
+		walk = func(c *cobra.Command) {
+			if c.Hidden {
+				return
+			}
+			if c.Example != "" {
+				exs = append(exs, examplesIn(t, c.CommandPath()+" --help", []byte("```\n"+c.Example+"\n```\n"))...)
+			}
+			for _, sub := range c.Commands() {
+				walk(sub)
+			}
+		}
+		walk(plugins[name](genericiooptions.NewTestIOStreamsDiscard()))
+	}
+	if len(exs) < 30 {
+		t.Fatalf("found %d --help examples; the extraction is broken", len(exs))
+	}
+	runExamples(t, exs)
+}
+
+// runExamples runs exs in order against a kubeconfig whose server refuses
+// connections, with the repository's fixtures for the files they read.
+func runExamples(t *testing.T, exs []example) {
+	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	// Every context refuses at once (127.0.0.1:1): no example waits on a
@@ -268,7 +342,7 @@ func TestREADMEExamples(t *testing.T) {
 				flag, file, _ = strings.Cut(flag, "=")
 			}
 			fx, ok := inputFixture(ex.plugin, sub, flag)
-			if !ok {
+			if !ok || file == "-" {
 				continue
 			}
 			if prev, seen := kindOf[file]; seen && prev != fx.kind {
@@ -285,27 +359,43 @@ func TestREADMEExamples(t *testing.T) {
 			for i := 0; i+1 < len(fx.replace); i += 2 {
 				body = bytes.ReplaceAll(body, []byte(fx.replace[i]), []byte(strings.ReplaceAll(fx.replace[i+1], "file://STORE", "file://"+filepath.Join(dir, "store"))))
 			}
-			p := file
-			if strings.HasPrefix(file, "./") && !strings.Contains(filepath.Base(file), ".") {
-				p = filepath.Join(file, "app.yaml") // a directory of manifests
+			paths := []string{file}
+			switch {
+			case fx.each != nil:
+				paths = nil
+				for _, name := range fx.each {
+					paths = append(paths, filepath.Join(file, name+".yaml"))
+				}
+			case strings.HasPrefix(file, "./") && !strings.Contains(filepath.Base(file), "."):
+				paths = []string{filepath.Join(file, "app.yaml")} // a directory of manifests
 			}
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, body, 0o600); err != nil {
-				t.Fatal(err)
+			for _, p := range paths {
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, body, 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
 
 	for _, ex := range exs {
-		t.Run(fmt.Sprintf("L%d-%s", ex.line, ex.plugin), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-L%d-%s", strings.ReplaceAll(ex.file, " ", "_"), ex.line, ex.plugin), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			// A piped example reads stdin: what the pipe would carry.
 			stdin := ""
 			for i := 0; i+1 < len(ex.args); i++ {
-				if ex.args[i+1] == "-" && ex.args[i] == "--audit-log" {
+				switch {
+				case ex.args[i+1] == "-" && ex.args[i] == "--audit-log":
 					stdin = auditLine
+				case ex.args[i+1] == "-" && ex.plugin == "deprecations" && (ex.args[i] == "-f" || ex.args[i] == "--filename"):
+					// what `helm template` would pipe in
+					b, err := os.ReadFile(filepath.Join(repo, "../deprecations/testdata/ci/app.yaml"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					stdin = string(b)
 				}
 			}
 			streams := genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &stdout, ErrOut: &stderr}
@@ -331,6 +421,15 @@ func TestREADMEExamples(t *testing.T) {
 			}
 			if offline(ex) && (code > cli.ExitFindings || stdout.Len() == 0) {
 				t.Errorf("an offline example must answer without the cluster:\n%s", msg)
+			}
+			// What an example redirects to a file, the next may read.
+			if ex.out != "" && (code == cli.ExitOK || code == cli.ExitFindings) && stdout.Len() > 0 {
+				if err := os.MkdirAll(filepath.Dir(ex.out), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(ex.out, stdout.Bytes(), 0o600); err != nil {
+					t.Fatal(err)
+				}
 			}
 			t.Log(msg)
 		})

@@ -48,8 +48,8 @@ var example = templates.Examples(`
 	kubectl skew
 
 	# Save the inventory for a change ticket, then plan the hops to v1.37 from it
-	kubectl skew -o yaml > before.yaml
-	kubectl skew plan -f before.yaml --target v1.37
+	kubectl skew -o yaml > inventory.yaml
+	kubectl skew plan -f inventory.yaml --target v1.37
 
 	# One row per cluster, worst first, and the fleet rule N-1
 	kubectl skew --all-contexts --policy n-1

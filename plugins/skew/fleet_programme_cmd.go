@@ -159,7 +159,7 @@ var fleetPlanExample = templates.Examples(`
 	kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo > run.yaml
 
 	# Plan offline from saved reports (one DIR/<cluster>.yaml per cluster)
-	for c in canary-use1 prod-use1; do kubectl skew --context "$c" -o yaml > "saved/$c.yaml"; done
+	mkdir -p saved; for c in $(kubectl config get-contexts -o name); do kubectl skew --context "$c" -o yaml > "saved/$c.yaml"; done
 	kubectl skew fleet plan -f fleet.yaml --from-dir saved -o yaml`)
 
 type fleetPlanOptions struct {

@@ -51,8 +51,8 @@ var planExample = templates.Examples(`
 	kubectl skew plan --target v1.37
 
 	# Save the inventory for a change ticket and plan from it offline
-	kubectl skew -o yaml > before.yaml
-	kubectl skew plan -f before.yaml --target v1.37 -o yaml
+	kubectl skew -o yaml > inventory.yaml
+	kubectl skew plan -f inventory.yaml --target v1.37 -o yaml
 
 	# A Markdown runbook for the change ticket, commands written for EKS
 	kubectl skew plan --target v1.37 --provider eks --runbook > upgrade.md
