@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"io"
 	"io/fs"
 	"net/url"
@@ -108,6 +109,15 @@ func OpenStore(ctx context.Context, raw string) (Store, error) {
 		// A step pod's store credentials arrive prefixed (render's
 		// envFrom): lifted here, for this process's client alone.
 		LiftStoreEnv()
+		if u.Scheme == "s3" && u.Query().Get("region") == "" {
+			// Found as s3blob finds it (the SDK's default chain: AWS_REGION,
+			// the profile's config file); without one the first read
+			// fails with the SDK's "Invalid region: region was not a
+			// valid DNS name".
+			if cfg, err := awsconfig.LoadDefaultConfig(ctx); err == nil && cfg.Region == "" {
+				return nil, fmt.Errorf("store %s: no AWS region: add ?region=REGION to the URL or set AWS_REGION", raw)
+			}
+		}
 		prefix := strings.Trim(u.Path, "/")
 		bu := *u
 		bu.Path = ""

@@ -367,3 +367,25 @@ func TestTakenOverRunnerStops(t *testing.T) {
 		t.Fatalf("the taken-over runner wrote over the other's record: %+v", ss)
 	}
 }
+
+// An S3 store with no region anywhere (URL, environment, config file) is
+// refused when opened, in the suite's words, not at the first read with
+// the SDK's.
+func TestOpenStoreS3NeedsRegion(t *testing.T) {
+	dir := t.TempDir()
+	for k, v := range map[string]string{"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "",
+		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials")} {
+		t.Setenv(k, v)
+	}
+	_, err := OpenStore(context.Background(), "s3://gpufleet-state/prod")
+	if err == nil || !strings.Contains(err.Error(), "no AWS region: add ?region=REGION to the URL or set AWS_REGION") {
+		t.Fatalf("no region: %v", err)
+	}
+	if _, err := OpenStore(context.Background(), "s3://gpufleet-state/prod?region=us-east-1"); err != nil {
+		t.Fatalf("region in the URL: %v", err)
+	}
+	t.Setenv("AWS_REGION", "eu-west-1")
+	if _, err := OpenStore(context.Background(), "s3://gpufleet-state/prod"); err != nil {
+		t.Fatalf("AWS_REGION: %v", err)
+	}
+}
