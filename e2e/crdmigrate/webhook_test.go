@@ -89,9 +89,9 @@ func TestCRDMigrateWebhookPreflight(t *testing.T) {
 	}
 
 	r = f.run(t, "run", f.crdName, "--method", "client")
-	if r.ExitCode != 3 || !strings.Contains(r.Stderr, "pre-flight") || !strings.Contains(r.Stderr, "no ready endpoints") ||
+	if r.ExitCode != 1 || !strings.Contains(r.Stderr, "pre-flight") || !strings.Contains(r.Stderr, "no ready endpoints") ||
 		!strings.Contains(r.Stderr, "hint: kubectl get endpointslices -n "+f.ns+" -l kubernetes.io/service-name=no-endpoints") {
-		t.Errorf("run with a down webhook: want exit 3 naming the webhook, with a hint\n%s", r)
+		t.Errorf("run with a down webhook: want exit 1 (blocked) naming the webhook, with a hint\n%s", r)
 	}
 	if got := f.storedAt(t); got[f.group+"/v1"] != f.objects {
 		t.Errorf("a refused run changed objects: %v", got)
@@ -249,8 +249,8 @@ func TestCRDMigrateConversionWebhookPreflight(t *testing.T) {
 		t.Errorf("status with a missing converter: want exit 1, Webhook FAIL, BLOCKED\n%s", r)
 	}
 	r = f.run(t, "run", f.crdName, "--method", "client")
-	if r.ExitCode != 3 || !strings.Contains(r.Stderr, "conversion webhook at service "+f.ns+"/no-such-converter:443 is down: service not found") {
-		t.Errorf("run with a missing converter: want exit 3 naming it\n%s", r)
+	if r.ExitCode != 1 || !strings.Contains(r.Stderr, "conversion webhook at service "+f.ns+"/no-such-converter:443 is down: service not found") {
+		t.Errorf("run with a missing converter: want exit 1 (blocked) naming it\n%s", r)
 	}
 	if got := f.storedAt(t); got[f.group+"/v1"] != f.objects {
 		t.Errorf("a refused run changed objects: %v", got)

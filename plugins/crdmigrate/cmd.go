@@ -64,7 +64,7 @@ var runLong = templates.LongDesc(`
 	to the storage version alone through the /status subresource and read it
 	back. storedVersions is never trimmed after a partial run.
 
-	A pre-flight check runs first and refuses (exit 3, nothing changed) when
+	A pre-flight check runs first and refuses (exit 1, nothing changed) when
 	the conversion webhook or a validating or mutating webhook with
 	failurePolicy Fail that the writes go through has no ready endpoints, or
 	when a server-side dry-run update of one object fails.

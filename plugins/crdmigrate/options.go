@@ -361,7 +361,13 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		}
 		if oc.Err != nil {
 			prog.done()
-			_ = o.printRun(newRunReport(md, items))
+			// The CRDs done before this one; none done is no table ("No
+			// CustomResourceDefinition needs a migration" would say the
+			// opposite of the error below it), but a script still gets
+			// its report.
+			if len(items) > 0 || o.Print.Structured() {
+				_ = o.printRun(newRunReport(md, items))
+			}
 			err := oc.Err
 			if runCtx.Err() != nil && ctx.Err() == nil {
 				err = &crdmigrate.StoppedError{CRD: oc.CRD, Err: fmt.Errorf("stopped after --timeout %s: %w", o.Timeout, oc.Err)}
@@ -393,11 +399,13 @@ func (o *RunOptions) mapRunErr(err error, crd string, md cli.Metadata) error {
 		// not help until the permission is granted.
 		return cli.WithHint(cli.ClusterErr(err), rerun+"   # resumes once the permission is granted")
 	case errors.As(err, &pre):
+		// A run its pre-flight check refuses is blocked, as the dry run
+		// reports it and as pre-flight gates report a FAIL: exit 1.
 		hint := pre.Hint
 		if hint == "" {
 			hint = "kubectl crd-migrate status " + crd
 		}
-		return cli.WithHint(cli.ClusterErr(err), hint)
+		return &cli.ExitError{Code: cli.ExitFindings, Err: err, Hint: hint}
 	case errors.As(err, &obj):
 		if apierrors.IsForbidden(obj.Err) && !strings.Contains(obj.Err.Error(), "admission webhook") {
 			return cli.WithHint(cli.ClusterErr(err), fmt.Sprintf("kubectl auth can-i update %s", obj.Resource))
