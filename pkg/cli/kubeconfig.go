@@ -98,6 +98,12 @@ func CheckKubeconfigFlags(cmd *cobra.Command) error {
 			return nil
 		}
 	}
+	// A command that never reaches a cluster (the calendar, the tables)
+	// does not read the kubeconfig KUBECONFIG names: a missing one is not
+	// its error. A --kubeconfig or --context given to it is still checked.
+	if cmd.Annotations[OfflineAnnotation] != "" && !kf.Changed && !cf.Changed {
+		return nil
+	}
 	if !kf.Changed {
 		if err := checkKubeconfigEnv(); err != nil {
 			return err

@@ -84,6 +84,14 @@ func TestUsageErrorsNameTheSubcommandAndOneWording(t *testing.T) {
 		if want := "error: reading kubeconfig: KUBECONFIG=" + missing + " names no file that exists\nhint: echo $KUBECONFIG; kubectl config view\n"; func() string { _, e := got(); return e }() != want {
 			t.Errorf("stderr, want %q", want)
 		}
+		// A command that never reaches a cluster does not read it.
+		root, streams, _ = newTestPlugin(t)
+		root.AddCommand(&cobra.Command{Use: "table", Args: cobra.NoArgs, Annotations: map[string]string{OfflineAnnotation: "true"},
+			RunE: func(*cobra.Command, []string) error { return nil }})
+		root.SetArgs([]string{"table"})
+		if code := Run(context.Background(), root, streams); code != ExitOK {
+			t.Errorf("an offline command: exit %d, want 0", code)
+		}
 		// One file of the list that exists is enough, as for client-go.
 		t.Setenv("KUBECONFIG", filepath.Join(dir, "missing")+string(os.PathListSeparator)+kc)
 		root, streams, _ = newTestPlugin(t)
