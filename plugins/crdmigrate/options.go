@@ -131,7 +131,7 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 	var summary []string
 	c := o.Print.Colorizer(o.Out)
 	t := statusTable(nil, c)
-	t.Columns = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}}, t.Columns...)
+	t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
 	for _, r := range results {
 		cr, ok := cli.ContextEntry(r, o.ErrOut, o.Print.Quiet)
 		if ok {

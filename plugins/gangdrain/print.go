@@ -134,8 +134,8 @@ func printPlan(w io.Writer, rep PlanReport, opts cli.TableOptions, c cli.Coloriz
 		// are the point of the table; the protocol label (SAVE PATH says
 		// what it means) and the rank count go to -o wide to fit 120
 		// columns.
-		gt := cli.Table{Columns: []cli.Column{{Name: "GANG", Shrink: true, Min: 14, Elide: cli.ElideMiddle}, {Name: "STOP"}, {Name: "PROTOCOL", Wide: true}, {Name: "SAVE PATH", Shrink: true, Min: 20}, {Name: "RANKS ON/ALL", Wide: true}, {Name: "GPUS ON/ALL"},
-			{Name: "LAST CHECKPOINT", Shrink: true, Min: 15}, {Name: "PLAIN DRAIN"}, {Name: "WITH YIELD"}, {Name: "WORKLOAD", Wide: true}, {Name: "NODES", Wide: true}, {Name: "PROBLEM", Wide: true}}}
+		gt := cli.Table{Columns: []cli.Column{{Name: "GANG"}, {Name: "STOP"}, {Name: "PROTOCOL", Wide: true}, {Name: "SAVE PATH", Shrink: true, Min: 20, Drop: true}, {Name: "RANKS ON/ALL", Wide: true}, {Name: "GPUS ON/ALL", Drop: true},
+			{Name: "LAST CHECKPOINT", Shrink: true, Min: 15, Drop: true}, {Name: "PLAIN DRAIN"}, {Name: "WITH YIELD"}, {Name: "WORKLOAD", Wide: true}, {Name: "NODES", Wide: true}, {Name: "PROBLEM", Wide: true}}}
 		for _, g := range rep.Items {
 			stop := string(g.Method)
 			if g.Method == gang.StopUnsupported {
@@ -251,7 +251,7 @@ func printRun(w io.Writer, rep RunReport, opts cli.TableOptions, c cli.Colorizer
 	}
 	if len(rep.Gangs) > 0 {
 		fmt.Fprintln(w)
-		gt := cli.Table{Columns: []cli.Column{{Name: "GANG", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "ACTION"}, {Name: "STOP"}, {Name: "CHECKPOINT", Shrink: true, Min: 20}, {Name: "PODS GONE IN"}, {Name: "MESSAGE", Wide: true}}}
+		gt := cli.Table{Columns: []cli.Column{{Name: "GANG"}, {Name: "ACTION"}, {Name: "STOP"}, {Name: "CHECKPOINT", Shrink: true, Min: 20, Drop: true}, {Name: "PODS GONE IN"}, {Name: "MESSAGE", Wide: true}}}
 		for _, g := range rep.Gangs {
 			gone := ""
 			if !g.PodsGoneAt.IsZero() {
@@ -279,7 +279,7 @@ type StatusReport struct {
 
 func printStatus(w io.Writer, rep StatusReport, opts cli.TableOptions, c cli.Colorizer) error {
 	nt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "NODE"}, {Name: "STATE"}, {Name: "WAS-CORDONED", Wide: true}, {Name: "UPDATED"}, {Name: "MESSAGE", Shrink: true, Min: 20}, {Name: "REQUESTER", Wide: true}, {Name: "DISABLE-EVICTION-BY", Wide: true}}}
-	gt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "GANG", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "STOP"}, {Name: "STATE", Shrink: true, Min: 20}, {Name: "CHECKPOINT"}, {Name: "STEP"}, {Name: "RESTORED"}, {Name: "URI", Wide: true}}}
+	gt := cli.Table{Columns: []cli.Column{{Name: "RUN"}, {Name: "GANG"}, {Name: "STOP"}, {Name: "STATE", Shrink: true, Min: 12}, {Name: "CHECKPOINT", Drop: true}, {Name: "STEP", Drop: true}, {Name: "RESTORED"}, {Name: "URI", Wide: true}}}
 	for _, r := range rep.Items {
 		for _, n := range r.Nodes {
 			upd := ""
@@ -328,7 +328,7 @@ func printRestore(w io.Writer, rep RestoreReport, opts cli.TableOptions, c cli.C
 	}
 	if len(rep.Gangs) > 0 {
 		fmt.Fprintln(w)
-		gt := cli.Table{Columns: []cli.Column{{Name: "GANG", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "ACTION"}, {Name: "REQUEUED"}, {Name: "ADMITTED"}, {Name: "READY"}, {Name: "MESSAGE", Shrink: true, Min: 20}}}
+		gt := cli.Table{Columns: []cli.Column{{Name: "GANG"}, {Name: "ACTION"}, {Name: "REQUEUED"}, {Name: "ADMITTED"}, {Name: "READY"}, {Name: "MESSAGE", Shrink: true, Min: 20}}}
 		for _, g := range rep.Gangs {
 			gt.AddRow(g.Key, g.Action, fmt.Sprint(g.Requeued), fmt.Sprint(g.Admitted), fmt.Sprintf("%d/%d", g.ReadyPods, g.Ranks), g.Message)
 		}

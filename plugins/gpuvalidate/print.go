@@ -71,10 +71,10 @@ func (o *Options) print(r *Report) error {
 // table returns the report table, with a CONTEXT column for several
 // contexts.
 func (o *Options) table(withContext bool) cli.Table {
-	t := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "POOL"}, {Name: "KUBELET"}, {Name: "GPUS"}, {Name: cli.StatusColumn},
+	t := cli.Table{Columns: []cli.Column{{Name: "NODE"}, {Name: "POOL", Drop: true}, {Name: "KUBELET", Drop: true}, {Name: "GPUS", Drop: true}, {Name: cli.StatusColumn},
 		{Name: "CONFIG", Wide: true}, {Name: "XID", Wide: true}, {Name: "DCGM", Wide: true}, {Name: "NCCL", Wide: true}, {Name: "REASONS", Shrink: true, Min: 20}}}
 	if withContext {
-		t.Columns = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 12, Elide: cli.ElideMiddle}}, t.Columns...)
+		t.Columns = append([]cli.Column{{Name: "CONTEXT"}}, t.Columns...)
 	}
 	return t
 }

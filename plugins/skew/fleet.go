@@ -108,8 +108,8 @@ func eolDays(r *SkewReport) int {
 func (o *Options) printFleetTable(items []cli.ContextReport) error {
 	c := o.colorizer()
 	t := cli.Table{Columns: []cli.Column{
-		{Name: "CONTEXT", Shrink: true, Min: 16, Elide: cli.ElideMiddle}, {Name: "APISERVER"}, {Name: "KUBELET-MIN"}, {Name: "KUBELET-MAX"}, {Name: "MAX-SKEW"},
-		{Name: "POOLS-AT-EDGE", Shrink: true}, {Name: "EOL-DAYS"}, {Name: "STATUS"}, {Name: "NODES", Wide: true}, {Name: "SERVER", Wide: true},
+		{Name: "CONTEXT"}, {Name: "APISERVER"}, {Name: "KUBELET-MIN"}, {Name: "KUBELET-MAX", Drop: true}, {Name: "MAX-SKEW"},
+		{Name: "POOLS-AT-EDGE", Shrink: true, Drop: true}, {Name: "EOL-DAYS", Drop: true}, {Name: "STATUS"}, {Name: "NODES", Wide: true}, {Name: "SERVER", Wide: true},
 	}}
 	for _, it := range items {
 		r := reportOf(it)

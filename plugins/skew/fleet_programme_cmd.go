@@ -330,8 +330,8 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	}
 	fmt.Fprintf(w, "Fleet %s to %s: %d clusters in %d rings, %d GPUs; %s; a disruptive step takes %s\n\n",
 		p.Fleet, p.Target, len(p.Clusters), len(p.Rings), p.GPUs, capText, p.StepDuration)
-	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
-		{Name: "action", Shrink: true, Min: 12}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "projected", Wide: true}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster"}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
+		{Name: "action", Shrink: true, Min: 12, Drop: true}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "projected", Wide: true}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
 	for _, r := range p.Rings {
 		gate := "-"
 		if r.Approvers > 0 {
@@ -682,7 +682,7 @@ var gateCheckWords = []cli.Status{cli.StatusOK, cli.StatusSkip, cli.StatusWait, 
 // command a message quotes (`kubectl skew fleet approve ...`) is pasted:
 // the default view repeats it whole on a line of its own.
 func printGateTable(w io.Writer, g *fleetrun.GateReport, opts cli.TableOptions) error {
-	t := cli.Table{Columns: []cli.Column{{Name: "check"}, {Name: "cluster", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: cli.StatusColumn}, {Name: "message", Shrink: true, Min: 20}}}
+	t := cli.Table{Columns: []cli.Column{{Name: "check"}, {Name: "cluster"}, {Name: cli.StatusColumn}, {Name: "message", Shrink: true, Min: 20}}}
 	var cmds []string
 	seen := map[string]bool{}
 	for _, c := range g.Checks {

@@ -493,7 +493,7 @@ func printPreflightTable(w io.Writer, rep *PreflightReport, opts cli.TableOption
 	// line of its own under the table, and the message gets the width.
 	cols := []cli.Column{{Name: "GATE"}, {Name: cli.StatusColumn}, {Name: "MESSAGE", Shrink: true, Min: 30}, {Name: "COMMAND", Wide: true}, {Name: "EVIDENCE", Wide: true}}
 	if context != "" {
-		cols = append([]cli.Column{{Name: "CONTEXT", Shrink: true, Min: 12, Elide: cli.ElideMiddle}}, cols...)
+		cols = append([]cli.Column{{Name: "CONTEXT"}}, cols...)
 	}
 	t := cli.Table{Columns: cols}
 	var cmds []string

@@ -146,7 +146,7 @@ func printPlanTable(w io.Writer, rep *PlanReport, opts cli.TableOptions, c cli.C
 	if len(rep.Pools) > 0 {
 		fmt.Fprintln(w)
 		pt := cli.Table{Columns: []cli.Column{
-			{Name: "POOL", Shrink: true, Min: 12, Elide: cli.ElideMiddle}, {Name: "NODES"}, {Name: "KUBELET"}, {Name: "LIMIT"}, {Name: "UPGRADE-BEFORE"}, {Name: "UPGRADES", Shrink: true, Min: 10},
+			{Name: "POOL"}, {Name: "NODES"}, {Name: "KUBELET"}, {Name: "LIMIT"}, {Name: "UPGRADE-BEFORE"}, {Name: "UPGRADES", Shrink: true, Min: 10},
 			{Name: "EVERY-HOP"}, {Name: "DRAINS-SAVED"}, {Name: "STATUS"}, {Name: "NOTE", Wide: true},
 		}}
 		for _, p := range rep.Pools {
