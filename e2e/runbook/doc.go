@@ -18,6 +18,19 @@
 //     azure-mgmt-containerservice 2022-11-01), keep state in a World, and
 //     refuse what the providers refuse with the providers' own error
 //     texts (each cited where it is raised).
+//   - Cluster API's commands reach its real CRDs (Cluster, MachineDeployment,
+//     Machine, KubeadmControlPlane of Cluster API v1.14.0, e2e/tools/build.sh
+//     capi) on the local control plane, which is the management cluster
+//     (context mgmt), with the Cluster's v1beta1 <-> v1beta2 conversion
+//     served by the lane as Cluster API's webhook serves it. The scenario's
+//     Cluster, KubeadmControlPlane, MachineDeployments and Machines (each
+//     Machine's nodeRef one of the scenario's nodes) are created from the
+//     World, and after each paste the lane plays the topology controller
+//     (capi.go): a moved spec.topology.version moves the control plane and
+//     the MachineDeployment topologies without defer-upgrade, unless the
+//     Cluster is paused. clusterctl is not built (capi.go says why): its
+//     describe cluster is checked (flags, context, Cluster) and listed as
+//     not executed.
 //   - Host commands (package managers, systemd, kubeadm, the k3s and RKE2
 //     installers) are not run: bash -n and mvdan.cc/sh parse them,
 //     kubeadm's own command tree and version policy check kubeadm lines

@@ -15,8 +15,13 @@ import (
 	"strings"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Lane holds what every scenario shares: the recording endpoints, the
@@ -48,6 +53,12 @@ type Lane struct {
 	Log func(format string, args ...any)
 	// Checks completes gpu-validate's check pods and serves their logs.
 	Checks *CheckPods
+	// Dynamic reaches the Cluster API objects; capiCRDs says whether
+	// their CRDs are served; capi is the running scenario's (nil when
+	// it is not a Cluster API one).
+	Dynamic  dynamic.Interface
+	capiCRDs bool
+	capi     *capiMirror
 }
 
 // LaneOptions are the binaries the lane runs.
@@ -59,6 +70,11 @@ type LaneOptions struct {
 	// Kwok, KwokStages and ClusterKubeconfig run the GPU checks' log
 	// server (CheckPods); empty: none.
 	Kwok, KwokStages, ClusterKubeconfig string
+	// CAPICRDs are Cluster API's CRDs, which ApplyCRDs applies (the
+	// Cluster CRD pointed at the lane's conversion); none: the Cluster
+	// API scenarios cannot run.
+	CAPICRDs  []*apiextensionsv1.CustomResourceDefinition
+	ApplyCRDs func(context.Context, ...*apiextensionsv1.CustomResourceDefinition) error
 }
 
 // StartLane starts the endpoints and writes the shell environment.
@@ -88,6 +104,15 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 	if l.Proxy, err = StartProxy(cfg); err != nil {
 		return nil, err
 	}
+	if l.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if len(o.CAPICRDs) > 0 {
+		if err := l.startCAPI(context.Background(), o.CAPICRDs, o.ApplyCRDs); err != nil {
+			return nil, err
+		}
+		l.capiCRDs = true
+	}
 	if o.Kwok != "" {
 		if l.Checks, err = StartCheckPods(dir, filepath.Join(dir, "nodes"), o.Kwok, o.KwokStages, o.ClusterKubeconfig, client); err != nil {
 			return nil, err
@@ -107,6 +132,9 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 		}
 	}
 	if err := writeNodeSSH(shims, filepath.Join(dir, "nodes")); err != nil {
+		return nil, err
+	}
+	if err := writeClusterctlShim(shims, filepath.Join(dir, clusterctlNotExecuted)); err != nil {
 		return nil, err
 	}
 	if v := azVersion(context.Background()); azCrashes(v) {
@@ -316,6 +344,25 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 		if err := l.azureLogin(ctx, w); err != nil {
 			return nil, err
 		}
+	}
+	if sc.Provider == "capi" {
+		if !l.capiCRDs {
+			return nil, fmt.Errorf("Cluster API's CRDs are not served: LaneOptions.CAPICRDs is empty")
+		}
+		cm := &capiMirror{dyn: l.Dynamic, w: w, label: name}
+		if err := cm.Create(ctx, func(ctx context.Context, ns *corev1.Namespace) error {
+			_, err := l.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = cm.Delete(dctx)
+		}()
+		l.capi = cm
+		defer func() { l.capi = nil }()
 	}
 	work := filepath.Join(l.Dir, "scenarios", name)
 	if err := os.MkdirAll(filepath.Join(work, "backup"), 0o755); err != nil {
@@ -567,7 +614,11 @@ func (l *Lane) paste(ctx context.Context, sc Scenario, w *World, m *Mirror, sh *
 		r.Problems = append(r.Problems, "running the block: "+err.Error())
 	}
 	r.Host = append(r.Host, takeAzNotExecuted(l.Dir)...)
+	r.Host = append(r.Host, takeClusterctlNotExecuted(l.Dir)...)
 	r.Output = out
+	if l.capi != nil {
+		r.Problems = append(r.Problems, l.capi.Reconcile(ctx)...)
+	}
 	l.EKS.Settle()
 	if err := m.Sync(ctx); err != nil {
 		r.Problems = append(r.Problems, "mirroring the world: "+err.Error())

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 )
@@ -44,6 +46,39 @@ func kubeadmCheck(t *testing.T) string {
 		t.Fatalf("building kubeadmcheck: %v", err)
 	}
 	return path
+}
+
+// capiCRDs returns Cluster API's Cluster, MachineDeployment, Machine and
+// KubeadmControlPlane CRDs from the module (e2e/tools/build.sh capi).
+func capiCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(root, "e2e", "tools", "build.sh"), "capi").Output()
+	if err != nil {
+		t.Fatalf("e2e/tools/build.sh capi: %v", err)
+	}
+	base := filepath.Join(strings.TrimSpace(string(out)), "capi-v1.14.0")
+	want := map[string]bool{"clusters.cluster.x-k8s.io": true, "machinedeployments.cluster.x-k8s.io": true,
+		"machines.cluster.x-k8s.io": true, "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io": true}
+	var got []*apiextensionsv1.CustomResourceDefinition
+	for _, d := range []string{"crds", "controlplane-crds"} {
+		crds, err := harness.LoadCRDs(filepath.Join(base, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range crds {
+			if want[c.Name] {
+				got = append(got, c)
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d of Cluster API's %d CRDs in %s", len(got), len(want), base)
+	}
+	return got
 }
 
 // scenarios are the provider/variant pairs to run: all, or those
@@ -81,9 +116,17 @@ func TestRunbookPasted(t *testing.T) {
 	cp := harness.Shared(t)
 	check := kubeadmCheck(t)
 	dir := t.TempDir()
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, sc := range scenarios() {
+		if sc.Provider == "capi" {
+			crds = capiCRDs(t)
+			break
+		}
+	}
 	lane, err := StartLane(dir, cp.Config, cp.Client, LaneOptions{
 		KubectlDir: filepath.Dir(cp.Binaries.Kubectl), PluginDir: plugintest.BinDir(t), KubeadmCheck: check,
 		Kwok: cp.Binaries.Kwok, KwokStages: cp.Binaries.KwokStages, ClusterKubeconfig: cp.Kubeconfig,
+		CAPICRDs: crds, ApplyCRDs: cp.ApplyCRDs,
 	})
 	if err != nil {
 		t.Fatal(err)
