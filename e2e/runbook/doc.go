@@ -73,6 +73,11 @@
 // holds: the outcome of the block before it, or the OS family of the node
 // it is pasted on ("on cp-0:", or the node a block before it ended on). A
 // step's "Roll back if" blocks run only when a block of the step failed.
+// A block that deliberately stops the reader (a group that writes its
+// message on stderr and ends in false or exit N, as the block for an OS
+// family without packages does: stop.go) ends the scenario's paste: its
+// own failure is no problem, and the blocks after it are listed as not
+// reached, not as failed.
 // Every failing command (an && list that stops before its last command
 // included, which bash's ERR trap misses), every provider refusal and
 // every request or effect outside the step's intent (which call, which

@@ -254,6 +254,11 @@ type BlockResult struct {
 	// commands refused, requests against the step's intent.
 	Problems []string      `json:"problems,omitempty"`
 	Took     time.Duration `json:"took"`
+	// Stopped is the message of a block that deliberately stops the
+	// reader (Stop); the scenario's paste ends there.
+	Stopped string `json:"stopped,omitempty"`
+	// NotReached marks a block after such a stop: not pasted, not failed.
+	NotReached bool `json:"notReached,omitempty"`
 }
 
 // OK reports whether the block ran clean.
@@ -376,7 +381,18 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	hosts := &Hosts{W: w, KubeadmCheck: l.KubeadmCheck}
 	var out []*BlockResult
 	l.Rec.Take()
+	// stopped: a block deliberately stopped the reader; every block after
+	// it is listed as not reached.
+	stopped := false
 	for _, st := range steps {
+		if stopped {
+			for _, b := range st.Blocks {
+				if !b.Rollback {
+					out = append(out, &BlockResult{Scenario: sc.Name(), Block: b.ID(), Text: b.Text(), NotReached: true})
+				}
+			}
+			continue
+		}
 		var prev []*BlockResult // the paste of the block before an alternative
 		// failed: a paste of the step's own blocks failed, which is when
 		// the reader goes on to its "Roll back if" blocks; after a clean
@@ -421,6 +437,16 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 					}
 					r := l.paste(ctx, sc, w, m, sh, hosts, st, g, ls, it)
 					out = append(out, r)
+					if stop, msgs := Stop(g.Lines); stop {
+						stopAt(r, g, msgs)
+						stopped = true
+						for _, rest := range st.Blocks[i+1:] {
+							if !rest.Rollback {
+								out = append(out, &BlockResult{Scenario: sc.Name(), Block: rest.ID(), Text: rest.Text(), NotReached: true})
+							}
+						}
+						break
+					}
 					if !r.OK() && !g.Rollback {
 						failed = true
 					}
@@ -428,10 +454,40 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 						prev = []*BlockResult{r}
 					}
 				}
+				if stopped {
+					break
+				}
+			}
+			if stopped {
+				break
 			}
 		}
 	}
 	return out, nil
+}
+
+// stopAt records a block's deliberate stop: its message, and its own
+// failure (the false or exit it ends in, on the workstation or a node)
+// taken out of its problems; anything else it did wrong stays.
+func stopAt(r *BlockResult, b *Block, msgs []string) {
+	r.Stopped = strings.Join(msgs, "; ")
+	last := ""
+	for i := len(b.Lines) - 1; i >= 0 && last == ""; i-- {
+		if t := strings.TrimSpace(b.Lines[i]); t != "" && !strings.HasPrefix(t, "#") {
+			last = t
+		}
+	}
+	if len(last) > 40 {
+		last = last[:40]
+	}
+	var keep []string
+	for _, p := range r.Problems {
+		if last != "" && (strings.HasPrefix(p, "exit ") || strings.HasPrefix(p, "host ")) && strings.Contains(p, last) {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	r.Problems = keep
 }
 
 // usesLoop says whether b goes on a loop of the block before it: it uses

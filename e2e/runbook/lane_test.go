@@ -146,13 +146,19 @@ func TestRunbookPasted(t *testing.T) {
 			t.Errorf("%s: %v", sc.Name(), err)
 			continue
 		}
-		bad := 0
+		bad, unreached, stop := 0, 0, ""
 		for _, r := range rs {
-			if !r.OK() {
+			switch {
+			case r.NotReached:
+				unreached++
+			case !r.OK():
 				bad++
 			}
+			if r.Stopped != "" {
+				stop = fmt.Sprintf(", stopped at %s (%s)", r.Key(), r.Stopped)
+			}
 		}
-		t.Logf("%s: %d pastes, %d failing, %.1fs wall, %.1fs CPU of children", sc.Name(), len(rs), bad, time.Since(s0).Seconds(), (cpuTime() - c0).Seconds())
+		t.Logf("%s: %d pastes, %d failing, %d not reached%s, %.1fs wall, %.1fs CPU of children", sc.Name(), len(rs)-unreached, bad, unreached, stop, time.Since(s0).Seconds(), (cpuTime() - c0).Seconds())
 		all = append(all, rs...)
 		if out := os.Getenv("RUNBOOK_REPORT"); out != "" {
 			writeReport(t, out, all) // readable while later scenarios run
@@ -184,8 +190,21 @@ func writeReport(t *testing.T, path string, rs []*BlockResult) {
 			txt.WriteString(r.Report() + "\n")
 		}
 	}
+	var stops []string
+	unreached := 0
+	for _, r := range rs {
+		if r.Stopped != "" {
+			stops = append(stops, r.Key()+": "+r.Stopped)
+		}
+		if r.NotReached {
+			unreached++
+		}
+	}
 	sort.Strings(keys)
-	fmt.Fprintf(&txt, "\n%d of %d pastes fail:\n%s\n", len(keys), len(rs), strings.Join(keys, "\n"))
+	fmt.Fprintf(&txt, "\n%d of %d pastes fail:\n%s\n", len(keys), len(rs)-unreached, strings.Join(keys, "\n"))
+	if len(stops) > 0 {
+		fmt.Fprintf(&txt, "\n%d blocks not reached after a block that stops the reader:\n%s\n", unreached, strings.Join(stops, "\n"))
+	}
 	if err := os.WriteFile(path+".txt", []byte(txt.String()), 0o644); err != nil {
 		t.Error(err)
 	}
