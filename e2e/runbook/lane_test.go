@@ -135,6 +135,11 @@ func TestRunbookPasted(t *testing.T) {
 	if lane.AzNote != "" {
 		t.Log(lane.AzNote)
 	}
+	if clis, err := ReadCLIs(context.Background()); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("pasting into %s", strings.Join(clis.Names(), ", "))
+	}
 	start, cpu0 := time.Now(), cpuTime()
 	var all []*BlockResult
 	for _, sc := range scenarios() {
