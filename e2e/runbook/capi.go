@@ -215,8 +215,26 @@ func ref(group, kind, name string) map[string]any {
 func (m *capiMirror) objects() (cluster, kcp map[string]any, mds, machines []map[string]any) {
 	w := m.w
 	var topo []any
+	cpReplicas := 0
 	for _, p := range w.Pools {
 		if p.ControlPlane {
+			// KubeadmControlPlane's machines (labels of Cluster API v1.14.0
+			// labels-and-annotations.md: cluster.x-k8s.io/control-plane,
+			// cluster.x-k8s.io/control-plane-name).
+			for i, n := range p.Nodes {
+				name := fmt.Sprintf("%s-%d", m.kcpName(), i)
+				machines = append(machines, map[string]any{
+					"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+					"metadata": m.meta(name, map[string]string{"cluster.x-k8s.io/control-plane": "", "cluster.x-k8s.io/control-plane-name": m.kcpName()}),
+					"spec": map[string]any{
+						"clusterName": w.Cluster, "version": "v" + n.Kubelet,
+						"bootstrap":         map[string]any{"configRef": ref("bootstrap.cluster.x-k8s.io", "KubeadmConfig", name)},
+						"infrastructureRef": ref("infrastructure.cluster.x-k8s.io", "DockerMachine", name),
+					},
+					"status": map[string]any{"nodeRef": map[string]any{"name": n.Name}},
+				})
+			}
+			cpReplicas += len(p.Nodes)
 			continue
 		}
 		topo = append(topo, map[string]any{"class": "default-worker", "name": p.Name})
@@ -265,7 +283,7 @@ func (m *capiMirror) objects() (cluster, kcp map[string]any, mds, machines []map
 		"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane",
 		"metadata": m.meta(m.kcpName(), map[string]string{capiTopologyOwned: ""}),
 		"spec": map[string]any{
-			"replicas": 3, "version": "v" + w.ControlPlane,
+			"replicas": cpReplicas, "version": "v" + w.ControlPlane,
 			"machineTemplate": map[string]any{"spec": map[string]any{
 				"infrastructureRef": ref("infrastructure.cluster.x-k8s.io", "DockerMachineTemplate", m.kcpName())}},
 		},
@@ -364,6 +382,17 @@ func (m *capiMirror) Reconcile(ctx context.Context) []string {
 		w.ControlPlane = strings.TrimPrefix(kcpVersion, "v")
 	}
 	cp = "v" + w.ControlPlane
+	// KubeadmControlPlane replaces its machines by new ones at its version.
+	for _, p := range w.Pools {
+		if !p.ControlPlane || p.Version == w.ControlPlane {
+			continue
+		}
+		p.Version = w.ControlPlane
+		for _, n := range p.Nodes {
+			n.Kubelet = w.ControlPlane
+			n.Host.Kubelet, n.Host.Kubeadm, n.Host.ControlPlane, n.Host.Repo = w.ControlPlane, w.ControlPlane, w.ControlPlane, Minor(w.ControlPlane)
+		}
+	}
 	held := false
 	if version == cp {
 		for _, t := range topos {

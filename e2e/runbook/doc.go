@@ -24,10 +24,13 @@
 //     (context mgmt), with the Cluster's v1beta1 <-> v1beta2 conversion
 //     served by the lane as Cluster API's webhook serves it. The scenario's
 //     Cluster, KubeadmControlPlane, MachineDeployments and Machines (each
-//     Machine's nodeRef one of the scenario's nodes) are created from the
-//     World, and after each paste the lane plays the topology controller
-//     (capi.go): a moved spec.topology.version moves the control plane and
-//     the MachineDeployment topologies without defer-upgrade, unless the
+//     Machine's nodeRef one of the scenario's nodes; the control plane's
+//     machines are kubeadm nodes with kubeadm's static pods) are created
+//     from the World, and on each write to them (in the proxy, before
+//     kubectl has its answer) and after each paste the lane plays the
+//     topology and KubeadmControlPlane controllers (capi.go): a moved
+//     spec.topology.version moves the control plane and the
+//     MachineDeployment topologies without defer-upgrade, unless the
 //     Cluster is paused. clusterctl is not built (capi.go says why): its
 //     describe cluster is checked (flags, context, Cluster) and listed as
 //     not executed.

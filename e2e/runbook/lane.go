@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -59,6 +60,10 @@ type Lane struct {
 	Dynamic  dynamic.Interface
 	capiCRDs bool
 	capi     *capiMirror
+	// capiProblems are what the controllers' stand-ins found during a
+	// paste.
+	capiMu       sync.Mutex
+	capiProblems []string
 }
 
 // LaneOptions are the binaries the lane runs.
@@ -367,7 +372,17 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 			_ = cm.Delete(dctx)
 		}()
 		l.capi = cm
-		defer func() { l.capi = nil }()
+		// The topology and KubeadmControlPlane controllers act on a
+		// write to the Cluster API objects before kubectl has its
+		// answer, as the recording endpoints apply a provider's update.
+		l.Proxy.OnWrite(func() {
+			ps := cm.Reconcile(ctx)
+			_ = m.Sync(ctx)
+			l.capiMu.Lock()
+			l.capiProblems = append(l.capiProblems, ps...)
+			l.capiMu.Unlock()
+		}, "cluster.x-k8s.io", "controlplane.cluster.x-k8s.io")
+		defer func() { l.capi = nil; l.Proxy.OnWrite(nil) }()
 	}
 	work := filepath.Join(l.Dir, "scenarios", name)
 	if err := os.MkdirAll(filepath.Join(work, "backup"), 0o755); err != nil {
@@ -673,6 +688,10 @@ func (l *Lane) paste(ctx context.Context, sc Scenario, w *World, m *Mirror, sh *
 	r.Host = append(r.Host, takeClusterctlNotExecuted(l.Dir)...)
 	r.Output = out
 	if l.capi != nil {
+		l.capiMu.Lock()
+		r.Problems = append(r.Problems, l.capiProblems...)
+		l.capiProblems = nil
+		l.capiMu.Unlock()
 		r.Problems = append(r.Problems, l.capi.Reconcile(ctx)...)
 	}
 	l.EKS.Settle()
