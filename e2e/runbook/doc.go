@@ -18,6 +18,22 @@
 //     azure-mgmt-containerservice 2022-11-01), keep state in a World, and
 //     refuse what the providers refuse with the providers' own error
 //     texts (each cited where it is raised).
+//   - Cluster API's commands reach its real CRDs (Cluster, MachineDeployment,
+//     Machine, KubeadmControlPlane of Cluster API v1.14.0, e2e/tools/build.sh
+//     capi) on the local control plane, which is the management cluster
+//     (context mgmt), with the Cluster's v1beta1 <-> v1beta2 conversion
+//     served by the lane as Cluster API's webhook serves it. The scenario's
+//     Cluster, KubeadmControlPlane, MachineDeployments and Machines (each
+//     Machine's nodeRef one of the scenario's nodes; the control plane's
+//     machines are kubeadm nodes with kubeadm's static pods) are created
+//     from the World, and on each write to them (in the proxy, before
+//     kubectl has its answer) and after each paste the lane plays the
+//     topology and KubeadmControlPlane controllers (capi.go): a moved
+//     spec.topology.version moves the control plane and the
+//     MachineDeployment topologies without defer-upgrade, unless the
+//     Cluster is paused. clusterctl is not built (capi.go says why): its
+//     describe cluster is checked (flags, context, Cluster) and listed as
+//     not executed.
 //   - Host commands (package managers, systemd, kubeadm, the k3s and RKE2
 //     installers) are not run: bash -n and mvdan.cc/sh parse them,
 //     kubeadm's own command tree and version policy check kubeadm lines
@@ -60,6 +76,11 @@
 // holds: the outcome of the block before it, or the OS family of the node
 // it is pasted on ("on cp-0:", or the node a block before it ended on). A
 // step's "Roll back if" blocks run only when a block of the step failed.
+// A block that deliberately stops the reader (a group that writes its
+// message on stderr and ends in false or exit N, as the block for an OS
+// family without packages does: stop.go) ends the scenario's paste: its
+// own failure is no problem, and the blocks after it are listed as not
+// reached, not as failed.
 // Every failing command (an && list that stops before its last command
 // included, which bash's ERR trap misses), every provider refusal and
 // every request or effect outside the step's intent (which call, which

@@ -498,7 +498,9 @@ func (h *Hosts) systemctl(args []string, n *Node) (string, error) {
 		}
 		switch args[1] {
 		case "kubelet":
-			if h.W.Provider != "kubeadm" {
+			// Cluster API's kubeadm bootstrap provider runs the kubelet as
+			// kubeadm's kubelet.service.
+			if h.W.Provider != "kubeadm" && h.W.Provider != "capi" {
 				return "", fmt.Errorf("Failed to restart kubelet.service: Unit kubelet.service not found. (a %s node runs its kubelet in the %s service)", h.W.Provider, h.W.Provider)
 			}
 			n.Kubelet = n.Host.Kubelet

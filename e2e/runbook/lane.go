@@ -13,10 +13,16 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Lane holds what every scenario shares: the recording endpoints, the
@@ -48,6 +54,16 @@ type Lane struct {
 	Log func(format string, args ...any)
 	// Checks completes gpu-validate's check pods and serves their logs.
 	Checks *CheckPods
+	// Dynamic reaches the Cluster API objects; capiCRDs says whether
+	// their CRDs are served; capi is the running scenario's (nil when
+	// it is not a Cluster API one).
+	Dynamic  dynamic.Interface
+	capiCRDs bool
+	capi     *capiMirror
+	// capiProblems are what the controllers' stand-ins found during a
+	// paste.
+	capiMu       sync.Mutex
+	capiProblems []string
 }
 
 // LaneOptions are the binaries the lane runs.
@@ -59,6 +75,11 @@ type LaneOptions struct {
 	// Kwok, KwokStages and ClusterKubeconfig run the GPU checks' log
 	// server (CheckPods); empty: none.
 	Kwok, KwokStages, ClusterKubeconfig string
+	// CAPICRDs are Cluster API's CRDs, which ApplyCRDs applies (the
+	// Cluster CRD pointed at the lane's conversion); none: the Cluster
+	// API scenarios cannot run.
+	CAPICRDs  []*apiextensionsv1.CustomResourceDefinition
+	ApplyCRDs func(context.Context, ...*apiextensionsv1.CustomResourceDefinition) error
 }
 
 // StartLane starts the endpoints and writes the shell environment.
@@ -88,6 +109,15 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 	if l.Proxy, err = StartProxy(cfg); err != nil {
 		return nil, err
 	}
+	if l.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if len(o.CAPICRDs) > 0 {
+		if err := l.startCAPI(context.Background(), o.CAPICRDs, o.ApplyCRDs); err != nil {
+			return nil, err
+		}
+		l.capiCRDs = true
+	}
 	if o.Kwok != "" {
 		if l.Checks, err = StartCheckPods(dir, filepath.Join(dir, "nodes"), o.Kwok, o.KwokStages, o.ClusterKubeconfig, client); err != nil {
 			return nil, err
@@ -107,6 +137,9 @@ func StartLane(dir string, cfg *rest.Config, client kubernetes.Interface, o Lane
 		}
 	}
 	if err := writeNodeSSH(shims, filepath.Join(dir, "nodes")); err != nil {
+		return nil, err
+	}
+	if err := writeClusterctlShim(shims, filepath.Join(dir, clusterctlNotExecuted)); err != nil {
 		return nil, err
 	}
 	if v := azVersion(context.Background()); azCrashes(v) {
@@ -226,6 +259,11 @@ type BlockResult struct {
 	// commands refused, requests against the step's intent.
 	Problems []string      `json:"problems,omitempty"`
 	Took     time.Duration `json:"took"`
+	// Stopped is the message of a block that deliberately stops the
+	// reader (Stop); the scenario's paste ends there.
+	Stopped string `json:"stopped,omitempty"`
+	// NotReached marks a block after such a stop: not pasted, not failed.
+	NotReached bool `json:"notReached,omitempty"`
 }
 
 // OK reports whether the block ran clean.
@@ -317,6 +355,35 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 			return nil, err
 		}
 	}
+	if sc.Provider == "capi" {
+		if !l.capiCRDs {
+			return nil, fmt.Errorf("Cluster API's CRDs are not served: LaneOptions.CAPICRDs is empty")
+		}
+		cm := &capiMirror{dyn: l.Dynamic, w: w, label: name}
+		if err := cm.Create(ctx, func(ctx context.Context, ns *corev1.Namespace) error {
+			_, err := l.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = cm.Delete(dctx)
+		}()
+		l.capi = cm
+		// The topology and KubeadmControlPlane controllers act on a
+		// write to the Cluster API objects before kubectl has its
+		// answer, as the recording endpoints apply a provider's update.
+		l.Proxy.OnWrite(func() {
+			ps := cm.Reconcile(ctx)
+			_ = m.Sync(ctx)
+			l.capiMu.Lock()
+			l.capiProblems = append(l.capiProblems, ps...)
+			l.capiMu.Unlock()
+		}, "cluster.x-k8s.io", "controlplane.cluster.x-k8s.io")
+		defer func() { l.capi = nil; l.Proxy.OnWrite(nil) }()
+	}
 	work := filepath.Join(l.Dir, "scenarios", name)
 	if err := os.MkdirAll(filepath.Join(work, "backup"), 0o755); err != nil {
 		return nil, err
@@ -329,7 +396,18 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 	hosts := &Hosts{W: w, KubeadmCheck: l.KubeadmCheck}
 	var out []*BlockResult
 	l.Rec.Take()
+	// stopped: a block deliberately stopped the reader; every block after
+	// it is listed as not reached.
+	stopped := false
 	for _, st := range steps {
+		if stopped {
+			for _, b := range st.Blocks {
+				if !b.Rollback {
+					out = append(out, &BlockResult{Scenario: sc.Name(), Block: b.ID(), Text: b.Text(), NotReached: true})
+				}
+			}
+			continue
+		}
 		var prev []*BlockResult // the paste of the block before an alternative
 		// failed: a paste of the step's own blocks failed, which is when
 		// the reader goes on to its "Roll back if" blocks; after a clean
@@ -374,6 +452,16 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 					}
 					r := l.paste(ctx, sc, w, m, sh, hosts, st, g, ls, it)
 					out = append(out, r)
+					if stop, msgs := Stop(g.Lines); stop {
+						stopAt(r, g, msgs)
+						stopped = true
+						for _, rest := range st.Blocks[i+1:] {
+							if !rest.Rollback {
+								out = append(out, &BlockResult{Scenario: sc.Name(), Block: rest.ID(), Text: rest.Text(), NotReached: true})
+							}
+						}
+						break
+					}
 					if !r.OK() && !g.Rollback {
 						failed = true
 					}
@@ -381,10 +469,40 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 						prev = []*BlockResult{r}
 					}
 				}
+				if stopped {
+					break
+				}
+			}
+			if stopped {
+				break
 			}
 		}
 	}
 	return out, nil
+}
+
+// stopAt records a block's deliberate stop: its message, and its own
+// failure (the false or exit it ends in, on the workstation or a node)
+// taken out of its problems; anything else it did wrong stays.
+func stopAt(r *BlockResult, b *Block, msgs []string) {
+	r.Stopped = strings.Join(msgs, "; ")
+	last := ""
+	for i := len(b.Lines) - 1; i >= 0 && last == ""; i-- {
+		if t := strings.TrimSpace(b.Lines[i]); t != "" && !strings.HasPrefix(t, "#") {
+			last = t
+		}
+	}
+	if len(last) > 40 {
+		last = last[:40]
+	}
+	var keep []string
+	for _, p := range r.Problems {
+		if last != "" && (strings.HasPrefix(p, "exit ") || strings.HasPrefix(p, "host ")) && strings.Contains(p, last) {
+			continue
+		}
+		keep = append(keep, p)
+	}
+	r.Problems = keep
 }
 
 // usesLoop says whether b goes on a loop of the block before it: it uses
@@ -567,7 +685,15 @@ func (l *Lane) paste(ctx context.Context, sc Scenario, w *World, m *Mirror, sh *
 		r.Problems = append(r.Problems, "running the block: "+err.Error())
 	}
 	r.Host = append(r.Host, takeAzNotExecuted(l.Dir)...)
+	r.Host = append(r.Host, takeClusterctlNotExecuted(l.Dir)...)
 	r.Output = out
+	if l.capi != nil {
+		l.capiMu.Lock()
+		r.Problems = append(r.Problems, l.capiProblems...)
+		l.capiProblems = nil
+		l.capiMu.Unlock()
+		r.Problems = append(r.Problems, l.capi.Reconcile(ctx)...)
+	}
 	l.EKS.Settle()
 	if err := m.Sync(ctx); err != nil {
 		r.Problems = append(r.Problems, "mirroring the world: "+err.Error())

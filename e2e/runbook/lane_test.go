@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 )
@@ -44,6 +46,39 @@ func kubeadmCheck(t *testing.T) string {
 		t.Fatalf("building kubeadmcheck: %v", err)
 	}
 	return path
+}
+
+// capiCRDs returns Cluster API's Cluster, MachineDeployment, Machine and
+// KubeadmControlPlane CRDs from the module (e2e/tools/build.sh capi).
+func capiCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(root, "e2e", "tools", "build.sh"), "capi").Output()
+	if err != nil {
+		t.Fatalf("e2e/tools/build.sh capi: %v", err)
+	}
+	base := filepath.Join(strings.TrimSpace(string(out)), "capi-v1.14.0")
+	want := map[string]bool{"clusters.cluster.x-k8s.io": true, "machinedeployments.cluster.x-k8s.io": true,
+		"machines.cluster.x-k8s.io": true, "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io": true}
+	var got []*apiextensionsv1.CustomResourceDefinition
+	for _, d := range []string{"crds", "controlplane-crds"} {
+		crds, err := harness.LoadCRDs(filepath.Join(base, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range crds {
+			if want[c.Name] {
+				got = append(got, c)
+			}
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d of Cluster API's %d CRDs in %s", len(got), len(want), base)
+	}
+	return got
 }
 
 // scenarios are the provider/variant pairs to run: all, or those
@@ -81,9 +116,17 @@ func TestRunbookPasted(t *testing.T) {
 	cp := harness.Shared(t)
 	check := kubeadmCheck(t)
 	dir := t.TempDir()
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, sc := range scenarios() {
+		if sc.Provider == "capi" {
+			crds = capiCRDs(t)
+			break
+		}
+	}
 	lane, err := StartLane(dir, cp.Config, cp.Client, LaneOptions{
 		KubectlDir: filepath.Dir(cp.Binaries.Kubectl), PluginDir: plugintest.BinDir(t), KubeadmCheck: check,
 		Kwok: cp.Binaries.Kwok, KwokStages: cp.Binaries.KwokStages, ClusterKubeconfig: cp.Kubeconfig,
+		CAPICRDs: crds, ApplyCRDs: cp.ApplyCRDs,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +134,11 @@ func TestRunbookPasted(t *testing.T) {
 	defer lane.Close()
 	if lane.AzNote != "" {
 		t.Log(lane.AzNote)
+	}
+	if clis, err := ReadCLIs(context.Background()); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("pasting into %s", strings.Join(clis.Names(), ", "))
 	}
 	start, cpu0 := time.Now(), cpuTime()
 	var all []*BlockResult
@@ -103,13 +151,19 @@ func TestRunbookPasted(t *testing.T) {
 			t.Errorf("%s: %v", sc.Name(), err)
 			continue
 		}
-		bad := 0
+		bad, unreached, stop := 0, 0, ""
 		for _, r := range rs {
-			if !r.OK() {
+			switch {
+			case r.NotReached:
+				unreached++
+			case !r.OK():
 				bad++
 			}
+			if r.Stopped != "" {
+				stop = fmt.Sprintf(", stopped at %s (%s)", r.Key(), r.Stopped)
+			}
 		}
-		t.Logf("%s: %d pastes, %d failing, %.1fs wall, %.1fs CPU of children", sc.Name(), len(rs), bad, time.Since(s0).Seconds(), (cpuTime() - c0).Seconds())
+		t.Logf("%s: %d pastes, %d failing, %d not reached%s, %.1fs wall, %.1fs CPU of children", sc.Name(), len(rs)-unreached, bad, unreached, stop, time.Since(s0).Seconds(), (cpuTime() - c0).Seconds())
 		all = append(all, rs...)
 		if out := os.Getenv("RUNBOOK_REPORT"); out != "" {
 			writeReport(t, out, all) // readable while later scenarios run
@@ -141,8 +195,21 @@ func writeReport(t *testing.T, path string, rs []*BlockResult) {
 			txt.WriteString(r.Report() + "\n")
 		}
 	}
+	var stops []string
+	unreached := 0
+	for _, r := range rs {
+		if r.Stopped != "" {
+			stops = append(stops, r.Key()+": "+r.Stopped)
+		}
+		if r.NotReached {
+			unreached++
+		}
+	}
 	sort.Strings(keys)
-	fmt.Fprintf(&txt, "\n%d of %d pastes fail:\n%s\n", len(keys), len(rs), strings.Join(keys, "\n"))
+	fmt.Fprintf(&txt, "\n%d of %d pastes fail:\n%s\n", len(keys), len(rs)-unreached, strings.Join(keys, "\n"))
+	if len(stops) > 0 {
+		fmt.Fprintf(&txt, "\n%d blocks not reached after a block that stops the reader:\n%s\n", unreached, strings.Join(stops, "\n"))
+	}
 	if err := os.WriteFile(path+".txt", []byte(txt.String()), 0o644); err != nil {
 		t.Error(err)
 	}

@@ -324,7 +324,7 @@ func (m *Mirror) apply(ctx context.Context, o workload) error {
 // the node's control-plane version.
 func (m *Mirror) staticPods() []*corev1.Pod {
 	w := m.World
-	if w.Provider != "kubeadm" {
+	if w.Provider != "kubeadm" && w.Provider != "capi" {
 		return nil
 	}
 	var out []*corev1.Pod

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -26,6 +28,35 @@ type Proxy struct {
 	mu  sync.Mutex
 	// version returns the gitVersion to report.
 	version func() string
+	// written, when set, runs after a write to one of the API groups
+	// writeGroups names succeeded, before its client has the answer: the
+	// lane's controller stand-ins act on it as soon as a real controller
+	// would start to.
+	written     func()
+	writeGroups []string
+}
+
+// OnWrite runs f after each successful write to the API groups named
+// (nil: none).
+func (p *Proxy) OnWrite(f func(), groups ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.written, p.writeGroups = f, groups
+}
+
+// hookFor returns the write hook for r, or nil.
+func (p *Proxy) hookFor(r *http.Request) func() {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, g := range p.writeGroups {
+		if strings.HasPrefix(r.URL.Path, "/apis/"+g+"/") {
+			return p.written
+		}
+	}
+	return nil
 }
 
 // SetVersion points /version at a scenario's world.
@@ -66,7 +97,23 @@ func StartProxy(cfg *rest.Config) (*Proxy, error) {
 			"gitTreeState": "clean", "buildDate": "2026-11-20T00:00:00Z", "goVersion": "go1.26.0", "compiler": "gc", "platform": "linux/amd64",
 		})
 	})
-	mux.Handle("/", rp)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		hook := p.hookFor(r)
+		if hook == nil {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, r)
+		if rec.Code < 300 {
+			hook()
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -124,7 +124,10 @@ func NewWorld(provider, variantName string) *World {
 	default:
 		panic("unknown provider " + provider)
 	}
-	selfHosted := provider == "kubeadm" || provider == "k3s" || provider == "rke2"
+	// A Cluster API workload cluster's control plane is KubeadmControlPlane's
+	// machines: kubeadm nodes, with kubeadm's static pods, whose nodes the
+	// workload cluster shows as the self-hosted ones do.
+	selfHosted := provider == "kubeadm" || provider == "k3s" || provider == "rke2" || provider == "capi"
 	if selfHosted {
 		cp := &Pool{Name: "control-plane", Label: "node-role.kubernetes.io/control-plane", Version: v.controlPlane, OS: osImage,
 			ControlPlane: true, Etcd: provider == "rke2" || (provider == "k3s" && v.etcd)}

@@ -236,13 +236,21 @@ argo() {
 
 # capi is Cluster API's CRDs, from the module as the Go module proxy serves
 # it (e2e/tools/capi pins it; nothing is built): e2e/fleet applies
-# Cluster and MachineDeployment to a local control plane.
+# Cluster and MachineDeployment to a local control plane, e2e/runbook
+# those, Machine and KubeadmControlPlane.
 capi() {
 	local src
 	src=$(moddir capi sigs.k8s.io/cluster-api)
 	local d=$cache/capi-$CAPI_VERSION/crds
 	if [[ ! -d $d ]]; then
 		mkdir -p "$d.tmp" && cp "$src"/core/config/crd/bases/cluster.x-k8s.io_*.yaml "$d.tmp/" && chmod -R u+w "$d.tmp" && mv "$d.tmp" "$d"
+	fi
+	# KubeadmControlPlane's CRDs (the kubeadm control-plane provider ships
+	# in the same module), for e2e/runbook; a directory of their own, so
+	# that a cache built before them gets them too.
+	d=$cache/capi-$CAPI_VERSION/controlplane-crds
+	if [[ ! -d $d ]]; then
+		mkdir -p "$d.tmp" && cp "$src"/controlplane/kubeadm/config/crd/bases/controlplane.cluster.x-k8s.io_*.yaml "$d.tmp/" && chmod -R u+w "$d.tmp" && mv "$d.tmp" "$d"
 	fi
 }
 
