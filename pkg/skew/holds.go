@@ -237,11 +237,11 @@ func (r *renderer) capiGet(jsonpath string) string {
 // nothing else (a manager that applied several entries would drop the
 // others when it applies one).
 func (r *renderer) capiApplyDefer(set bool) string {
-	ann := "{}"
+	ann := ""
 	if set {
-		ann = fmt.Sprintf(`{annotations: {%s: %s}}`, CAPIDeferUpgradeAnnotation, deferValue)
+		ann = fmt.Sprintf(`, metadata: {annotations: {%s: %s}}`, CAPIDeferUpgradeAnnotation, deferValue)
 	}
-	return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\nspec: {topology: {workers: {machineDeployments: [{name: %%s, metadata: %s}]}}}\n' "$MD" | %s apply --server-side --field-manager="gpufleet-defer-$MD" -f -`,
+	return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\nspec: {topology: {workers: {machineDeployments: [{name: %%s%s}]}}}\n' "$MD" | %s apply --server-side --field-manager="gpufleet-defer-$MD" -f -`,
 		r.capiAPI, r.capiName, r.capiNS, ann, r.kubectlMgmt())
 }
 

@@ -120,8 +120,8 @@ func TestRunbookCAPIDefersMachineDeployments(t *testing.T) {
 	}
 	pool := lastStepOf(t, p, PhaseNodePool, "h100-a")
 	c := cmds(pool)
-	wantIn(t, "GPU pool step", c, "metadata: {}}]}}}", "kubectl gang-drain run -l")
-	if strings.Index(c, "kubectl gang-drain run") > strings.Index(c, "metadata: {}") {
+	wantIn(t, "GPU pool step", c, "machineDeployments: [{name: %s}]}}}", "kubectl gang-drain run -l")
+	if strings.Index(c, "kubectl gang-drain run") > strings.Index(c, "machineDeployments: [{name: %s}]}}}") {
 		t.Errorf("the defer is undone before the gangs are stopped:\n%s", c)
 	}
 	if p.Summary.NodeDisruptionsSaved != 0 {
