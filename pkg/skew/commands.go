@@ -885,9 +885,12 @@ func (r *renderer) addons(s Step) blocks {
 		b.add(fmt.Sprintf("# %s", addonsOfK3s(r.prov)),
 			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderCAPI:
-		b.add("# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane; check them and the other addons:",
-			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+		// KubeadmControlPlane skips an addon the workload cluster does
+		// not run, as kubeadm does (capiAddonSkip): the check follows
+		// what the inventory saw.
+		b.add("# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane, where the workload cluster runs them; check them and the other addons:")
+		b.add(r.kubeadmAddons(func(w string) string { return "kubectl -n kube-system get " + w + " -o wide" }, true)...)
+		b.add(fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	default:
 		b.add("kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	}
@@ -900,6 +903,21 @@ func (r *renderer) addons(s Step) blocks {
 var kubeadmAddonWorkloads = []struct{ name, configMap, workload string }{
 	{KindKubeProxy, "kube-proxy", "daemonset/kube-proxy"},
 	{KindCoreDNS, "coredns", "deployment/coredns"},
+}
+
+// capiAddonSkip is the kube-system object without which a
+// KubeadmControlPlane skips each addon, and what it asks: kube-proxy's
+// DaemonSet ("if kube-proxy is missing, return without errors",
+// Workload.UpdateKubeProxyImageInfo) and CoreDNS's ConfigMap and
+// Deployment (a not-found error from getCoreDNSInfo returns early,
+// Workload.UpdateCoreDNS), controlplane/kubeadm/internal/workload_cluster.go
+// and workload_cluster_coredns.go, kubernetes-sigs/cluster-api v1.14.0.
+// The skip annotations (controlplane.cluster.x-k8s.io/skip-kube-proxy,
+// skip-coredns) go with a missing addon: a cluster that set them runs
+// its own.
+var capiAddonSkip = map[string]struct{ probe, missing string }{
+	KindKubeProxy: {"daemonset/kube-proxy", "no kube-system DaemonSet kube-proxy"},
+	KindCoreDNS:   {"configmap/coredns deployment/coredns", "no kube-system ConfigMap and Deployment coredns"},
 }
 
 // kubeadmAddons runs cmd on each addon workload kubeadm upgrades that the
@@ -921,8 +939,16 @@ func (r *renderer) kubeadmAddons(cmd func(workload string) string, several bool)
 		switch w, seen := r.addonWorkload(a.name); {
 		case w != "":
 			present = append(present, w)
+		case seen && r.prov == ProviderCAPI:
+			out = append(out, fmt.Sprintf("# the inventory saw no %s in kube-system: KubeadmControlPlane skips it (%s), nothing to do for it here", a.name, capiAddonSkip[a.name].missing))
 		case seen:
 			out = append(out, fmt.Sprintf("# the inventory saw no %s in kube-system: kubeadm's upgrade skips it (no %s ConfigMap), nothing to do for it here", a.name, a.configMap))
+		case r.prov == ProviderCAPI:
+			// Every object of the probe must be there: get with
+			// --ignore-not-found prints one name per object found.
+			c := capiAddonSkip[a.name]
+			n := len(strings.Fields(c.probe))
+			out = append(out, fmt.Sprintf(`FOUND=$(kubectl -n kube-system get %s -o name --ignore-not-found | wc -l) && if [ "$FOUND" -eq %d ]; then %s; else echo "%s: KubeadmControlPlane skips %s, nothing to do for it"; fi`, c.probe, n, cmd(a.workload), c.missing, a.name))
 		default:
 			out = append(out, fmt.Sprintf(`CM=$(kubectl -n kube-system get configmap %s -o name --ignore-not-found) && if [ -n "$CM" ]; then %s; else echo "no kube-system ConfigMap %s: kubeadm's upgrade skips %s, nothing to do for it"; fi`, a.configMap, cmd(a.workload), a.configMap, a.name))
 		}

@@ -669,9 +669,9 @@ func (r *renderer) addonsBack(s Step) blocks {
 		b.add(fmt.Sprintf("# %s runs kube-proxy and the cluster DNS itself: only addons of your own go back", r.prov.Title()), helm)
 	case ProviderK3s, ProviderRKE2:
 		b.add(fmt.Sprintf("# %s's kube-proxy and packaged components go back with the servers (roll back the apiservers step); addons of your own:", r.prov.Title()), helm)
-	case ProviderKubeadm:
-		// Only what kubeadm's upgrade moved: a cluster without
-		// kube-proxy has nothing to undo (kubeadmAddons).
+	case ProviderKubeadm, ProviderCAPI:
+		// Only what kubeadm's upgrade (or KubeadmControlPlane) moved: a
+		// cluster without kube-proxy has nothing to undo (kubeadmAddons).
 		b.add(r.kubeadmAddons(func(w string) string { return "kubectl -n kube-system rollout undo " + w }, false)...)
 		b.add(helm)
 	default:
