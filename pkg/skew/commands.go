@@ -1231,6 +1231,31 @@ func rke2Install(role, to string) []string {
 		fmt.Sprintf("rke2 --version | grep -F ' v%s.'", to))
 }
 
+// rke2Pinned re-runs the RKE2 install script for the exact release rel
+// (v1.37.3+rke2r1), not for a channel's newest patch: the way back of a
+// node that ran rel before the step. RKE2's rollback installs "the RKE2
+// binary [of] the previous version" with INSTALL_RKE2_VERSION
+// (docs/upgrades/roll-back.md, rancher/rke2-docs at
+// f06f555ce158da4a510cf93eb4ecb904845c1aac); on the RPM install path the
+// script writes the repository of rel's minor and installs
+// rke2-<type>-<rel as an RPM version> (do_install_rpm, install.sh,
+// rancher/rke2 at 6ce1a8019e9d0b81eb7a715edbc2b8ac12d26da0), which the
+// package manager takes as a downgrade of the newer package, so that its
+// database holds rel and a later update stays within rel's minor. rel may
+// be a placeholder the block checks before it installs anything.
+func rke2Pinned(role, rel, minor string) []string {
+	typ := ""
+	if role == "agent" {
+		typ = " INSTALL_RKE2_TYPE=agent"
+	}
+	return append([]string{"PREV_RKE2=" + sq(rel) + "   # the exact RKE2 release the node ran before the step (kubectl get node NODE -o jsonpath='{.status.nodeInfo.kubeletVersion}' showed it)"},
+		chain(
+			fmt.Sprintf(`{ case "$PREV_RKE2" in v%s.*+rke2r*) ;; *) echo "PREV_RKE2 is '$PREV_RKE2', not a v%s RKE2 release (v%s.N+rke2rM): set it to the release the node ran before the step and paste this again" >&2; false;; esac; }`, minor, minor, minor),
+			fmt.Sprintf(`curl -sfL https://get.rke2.io | sudo INSTALL_RKE2_VERSION="$PREV_RKE2"%s sh -`, typ),
+			"sudo systemctl restart rke2-"+role,
+			`rke2 --version | grep -F " $PREV_RKE2 "`)...)
+}
+
 // updateSucceeded is the gate on an EKS update: it fails unless
 // describe-update reports Successful.
 func updateSucceeded(upd string) string {

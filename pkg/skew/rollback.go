@@ -304,10 +304,29 @@ func (r *renderer) kubeletBack(b *blocks, s Step, prev string) {
 	case ProviderK3s:
 		b.add(k3sInstall("agent", prev)...)
 	case ProviderRKE2:
-		b.add(rke2Install("agent", prev)...)
+		b.add(rke2Pinned("agent", r.poolRelease(s.Pool, prev), prev)...)
 	default:
 		b.add(fmt.Sprintf("# put the v%s kubelet back with the installer that made the cluster", prev))
 	}
+}
+
+// poolRelease is the distribution's release the inventory saw the pool
+// run at minor (v1.37.3+rke2r1), where it saw exactly one; else a
+// placeholder for the release the pool ran before the step (a pool that
+// reached minor at an earlier hop of this plan got that channel's newest
+// patch then, which the inventory did not see).
+func (r *renderer) poolRelease(pool, minor string) string {
+	var rel []string
+	for _, vc := range r.pools[pool].Versions {
+		v, err := ParseVersion(vc.Version)
+		if err == nil && v.MinorString() == minor && strings.Contains(vc.Version, "+") {
+			rel = append(rel, vc.Version)
+		}
+	}
+	if len(rel) == 1 {
+		return rel[0]
+	}
+	return "<v" + minor + ".N+rke2rM>"
 }
 
 // gpuUnitBack takes the failing unit (or batch) of a GPU pool upgraded in
