@@ -206,6 +206,10 @@ func (r *renderer) commands(s Step) blocks {
 		b.add(r.preflight(s)...)
 	case PhaseEtcd:
 		b.add(r.etcd(s)...)
+		if dist := k3sDist(r.prov); dist != "" {
+			b.cut()
+			b.add(releaseKeepBlock(dist, s)...)
+		}
 	case PhaseHold:
 		b.add(r.holdCommands(s)...)
 	case PhaseAPIServers:
@@ -488,7 +492,7 @@ const etcdutlCheckRelease = "3.7.1"
 // on the node.
 func (r *renderer) k3sBackup(dist string, s Step) []string {
 	data := "/var/lib/rancher/" + dist + "/server"
-	keepNote := fmt.Sprintf("# the %s release the servers run (v%s), for the server's architecture, checked against the release's sha256sum file: the rollback puts it back with no download", dist, prevMinor(s.To))
+	keepNote := fmt.Sprintf("# the server must still run v%s: the release each server runs is kept in the next block", prevMinor(s.To))
 	token := fmt.Sprintf(`ssh "$SERVER" sudo cat %s/token > "$BACKUP_DIR/%s-token-pre-%s"   # the server token: a restore needs it`, data, dist, s.To)
 	head := []string{"# here, over ssh to a server node; the backup and the server token go off the node:", sshTo("SERVER", phServer, "a server node"), backupDir()}
 	if dist == "rke2" || r.pf.EtcdNodes > 0 {
@@ -501,13 +505,13 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 		)
 		lines = append(lines, etcdutlFetch("ETCDUTL_DIR")...)
 		lines = append(lines, `"$ETCDUTL_DIR/etcdutl" snapshot status "$BACKUP_DIR/$SNAP" -w table`)
-		lines = append(append(lines, releaseFetch(dist, s)...), `echo "SNAP=$SNAP"`)
+		lines = append(lines, `echo "SNAP=$SNAP"`)
 		return append(append(head, fmt.Sprintf("# the snapshot, copied here and checked byte for byte against the server's file, then by etcdutl of etcd v%s (neither k3s nor RKE2 ships etcdutl on the node):", etcdutlCheckRelease), keepNote), chain(lines...)...)
 	}
 	if r.pf.ServerNodes > 1 {
 		return append(append([]string{
 			fmt.Sprintf("# %d server nodes and none labelled node-role.kubernetes.io/etcd: the datastore is external (SQLite serves one server only); back it up with the database's own tools, and the server token:", r.pf.ServerNodes),
-		}, append(head[1:], keepNote)...), chain(append(append(backupDirOwned(), token), releaseKeep(dist, s)...)...)...)
+		}, append(head[1:], keepNote)...), chain(append(append(backupDirOwned(), token), releaseCheck(dist, s)...)...)...)
 	}
 	tgz := fmt.Sprintf("k3s-server-db-pre-%s.tgz", s.To)
 	lines := append(append(backupDirOwned(), releaseCheck(dist, s)...),
@@ -515,7 +519,7 @@ func (r *renderer) k3sBackup(dist string, s Step) []string {
 		fmt.Sprintf(`ssh "$SERVER" sudo tar -C %s -czf - db token > "$BACKUP_DIR/%s.partial"`, data, tgz),
 		fmt.Sprintf(`tar -tzf "$BACKUP_DIR/%s.partial" | grep -qx db/state.db`, tgz),
 		fmt.Sprintf(`mv "$BACKUP_DIR/%s.partial" "$BACKUP_DIR/%s"`, tgz, tgz))
-	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):", keepNote), chain(append(lines, releaseFetch(dist, s)...)...)...)
+	return append(append(head, "# no node labelled node-role.kubernetes.io/etcd: the datastore is SQLite (k3s etcd-snapshot is for embedded etcd only), backed up as a copy of server/db with the token (an external datastore instead: back it up with the database's own tools):", keepNote), chain(lines...)...)
 }
 
 // Where k3s and RKE2 publish a release's server binary, for Linux on
@@ -548,31 +552,101 @@ var releaseAsset = map[string]string{
 // no arm build: its fetch stops there on a 404.
 const serverArch = `sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/; s/^armv[0-9].*$/arm/'`
 
-// releaseKept is the file under $BACKUP_DIR that keeps the server binary
-// of dist the servers ran before the hop to minor, Linux on arch (a shell
-// word).
-func releaseKept(dist, minor, arch string) string {
-	return fmt.Sprintf(`$BACKUP_DIR/%s-release-pre-%s-linux-%s`, dist, minor, arch)
+// k3sDist is the distribution whose servers keep their own release for
+// the rollback: "k3s", "rke2", or "" for the other providers.
+func k3sDist(p Provider) string {
+	switch p {
+	case ProviderK3s:
+		return "k3s"
+	case ProviderRKE2:
+		return "rke2"
+	}
+	return ""
 }
 
-// releaseOnNode is where a server keeps that binary for the rollback.
+// serverUnit is the systemd unit of a k3s or RKE2 server.
+func serverUnit(dist string) string {
+	return map[string]string{"k3s": "k3s", "rke2": "rke2-server"}[dist]
+}
+
+// releaseKeptDir is the directory under $BACKUP_DIR that keeps, for the
+// server whose hostname is $NODE_ID, what it ran before the hop to minor
+// (a shell word): each server its own, so that a server of another
+// architecture or patch gets back its own release, not another's.
+func releaseKeptDir(dist, minor string) string {
+	return fmt.Sprintf(`$BACKUP_DIR/%s-release-pre-%s/$NODE_ID`, dist, minor)
+}
+
+// releaseOnNode is where a server keeps that directory for the rollback.
 func releaseOnNode(dist, minor string) string {
 	return fmt.Sprintf("/root/%s-release-pre-%s", dist, minor)
 }
 
-// releaseKeep keeps, beside the backup of the hop to s.To, the server
-// binary of the release the server $SERVER runs (its --version, which
-// must be of the minor before the hop), for the server's architecture,
-// checked against the release's sha256sum file: the rollback of the hop
-// puts it back while the control plane is down, when the install script
-// and GitHub may not be reachable from the node. The binary is the
+// nodeID sets $NODE_ID, the hostname of the server $NODE_SSH reaches,
+// under which the backup keeps that server's release.
+const nodeID = `NODE_ID=$(ssh "$NODE_SSH" hostname) && test -n "$NODE_ID"`
+
+// rke2RPM asks the node run (sudo, or ssh to it) whether RKE2 came from
+// its RPM packages: the install script's RPM method installs
+// rke2-common and rke2-<type> from rpm.rancher.io, its tarball method
+// refuses a node with the RPMs (check_method_conflict, install.sh,
+// rancher/rke2 at 6ce1a8019e9d0b81eb7a715edbc2b8ac12d26da0).
+func rke2RPM(run string) string {
+	return strings.TrimSpace(run+" rpm -q rke2-server") + " >/dev/null 2>&1"
+}
+
+// rke2Repo is the repository file the RKE2 install script writes for the
+// minor it installs (do_install_rpm, install.sh, rancher/rke2 at
+// 6ce1a8019e9d0b81eb7a715edbc2b8ac12d26da0: rancher-rke2.repo, one
+// common and one per-minor repository, in /etc/yum.repos.d).
+const rke2Repo = "/etc/yum.repos.d/rancher-rke2.repo"
+
+// releaseKeepBlock keeps, beside the backup of the hop to s.To, what each
+// server ran before it, pasted once per server: its release (the
+// --version of the binary its unit runs, which must be of the minor
+// before the hop) and, for a binary install, that release's server binary
+// for the server's own architecture, checked against the release's
+// sha256sum file, with its sha256 recorded for the rollback to check
+// again before it installs it. An RKE2 server installed from RPMs keeps
+// its rke2-server and rke2-common package versions and the repository
+// file of their minor instead: its rollback goes through the package
+// manager, so that the RPM database holds the release that runs and a
+// later update does not put the newer one back. The binary is the
 // server's whole release: k3s and RKE2 upgrade "manually using the
 // binary" by putting the release's binary in place of the old one and
 // restarting the service (https://docs.k3s.io/upgrades/manual,
-// https://docs.rke2.io/upgrades/manual, read 2026-12-07), which leaves the
-// service unit and its env file as they are.
+// https://docs.rke2.io/upgrades/manual, read 2026-12-07), which leaves
+// the service unit and its env file as they are.
+func releaseKeepBlock(dist string, s Step) []string {
+	prev := prevMinor(s.To)
+	note := fmt.Sprintf("# here, for each server node, every one of them: its own %s release (v%s), kept with the backup under its hostname, for its own architecture and patch: the rollback puts it back with no download", dist, prev)
+	if dist == "rke2" {
+		note += "; a server installed from RPMs keeps its package versions and repository file instead, and goes back through the package manager"
+	}
+	return append([]string{note, sshTo("NODE_SSH", phServer, "the server node"), backupDir()},
+		chain(releaseKeep(dist, s)...)...)
+}
+
+// releaseKeep are the commands of releaseKeepBlock, for the server
+// $NODE_SSH.
 func releaseKeep(dist string, s Step) []string {
-	return append(releaseCheck(dist, s), releaseFetch(dist, s)...)
+	keep := releaseKeptDir(dist, s.To)
+	lines := append([]string{"umask 077"}, releaseCheckOn(dist, s, "NODE_SSH")...)
+	lines = append(lines, nodeID, fmt.Sprintf(`KEEP="%s"`, keep), `mkdir -p "$KEEP"`)
+	fetch := releaseFetch(dist)
+	if dist == "rke2" {
+		rpm := strings.Join([]string{
+			`ssh "$NODE_SSH" "rpm -q --qf '%{VERSION}-%{RELEASE}' rke2-server" > "$KEEP/rpm-server.partial"`,
+			`ssh "$NODE_SSH" "rpm -q --qf '%{VERSION}-%{RELEASE}' rke2-common" > "$KEEP/rpm-common.partial"`,
+			`ssh "$NODE_SSH" cat ` + rke2Repo + ` > "$KEEP/rancher-rke2.repo"`,
+			`mv "$KEEP/rpm-common.partial" "$KEEP/rpm-common"`,
+			`mv "$KEEP/rpm-server.partial" "$KEEP/rpm-server"`,
+		}, " && ")
+		lines = append(lines, fmt.Sprintf(`if %s; then %s; else %s; fi`, rke2RPM(`ssh "$NODE_SSH"`), rpm, strings.Join(fetch, " && ")))
+	} else {
+		lines = append(lines, fetch...)
+	}
+	return append(lines, `echo "$REL" > "$KEEP/release"`, `echo "kept $REL of $NODE_ID in $KEEP"`)
 }
 
 // releaseCheck sets $REL, the release the server $SERVER runs, and stops
@@ -580,14 +654,22 @@ func releaseKeep(dist string, s Step) []string {
 // already moved means the hop has begun, and neither its release nor a
 // snapshot taken now is the one to roll back to.
 func releaseCheck(dist string, s Step) []string {
-	prev := prevMinor(s.To)
-	return []string{
-		fmt.Sprintf(`REL=$(ssh "$SERVER" %s --version | awk 'NR == 1 {print $3}')`, dist),
-		fmt.Sprintf(`{ case "$REL" in v%s.*) ;; *) echo "$SERVER runs %s '$REL', not v%s: the hop has begun; keep the backup taken before it, take none now" >&2; false;; esac; }`, prev, dist, prev),
-	}
+	return releaseCheckOn(dist, s, "SERVER")
 }
 
-// k3sSnapshot takes the etcd snapshot of the hop to s.To on $SERVER and
+// releaseCheckOn is releaseCheck on the server the shell variable host
+// names, asking the binary its unit runs (unitBinary), not the one PATH
+// finds.
+func releaseCheckOn(dist string, s Step, host string) []string {
+	prev := prevMinor(s.To)
+	return append(unitBinary(fmt.Sprintf(`ssh "$%s"`, host), serverUnit(dist)),
+		fmt.Sprintf(`REL=$(ssh "$%s" "$BIN" --version | awk 'NR == 1 {print $3}')`, host),
+		fmt.Sprintf(`{ case "$REL" in v%s.*) ;; *) echo "$%s runs %s '$REL', not v%s: the hop has begun; keep the backup taken before it, take none now" >&2; false;; esac; }`, prev, host, dist, prev),
+	)
+}
+
+// k3sSnapshot takes the etcd snapshot of the hop to s.To on $SERVER, with
+// the binary its unit runs ($BIN, releaseCheck), and
 // copies it to $BACKUP_DIR, as <name>.partial renamed once it matches the
 // server's file byte for byte, and sets $SNAP to its name. Where this
 // hop's snapshot is there already (a paste again, to retry what failed
@@ -601,7 +683,7 @@ func k3sSnapshot(dist string, s Step) []string {
 		fmt.Sprintf(`SNAP=$(ls "$BACKUP_DIR" | grep '^%s-' | grep -v -m1 '\.partial$'; true)`, re),
 		`{ test -z "$SNAP" || echo "the snapshot of this hop is there already, kept: $BACKUP_DIR/$SNAP" >&2; }`,
 		`{ test -n "$SNAP" || { ` + strings.Join([]string{
-			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo %s etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, dist, name, data, re),
+			fmt.Sprintf(`SNAP=$(ssh "$SERVER" sudo "$BIN" etcd-snapshot save --name %s >&2 && ssh "$SERVER" sudo ls -t %s/db/snapshots | grep -m1 '^%s-')`, name, data, re),
 			fmt.Sprintf(`ssh "$SERVER" sudo cat "%s/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP.partial"`, data),
 			fmt.Sprintf(`ssh "$SERVER" sudo sha256sum "%s/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP.partial" '{print $1 "  " f}' | sha256sum -c -`, data),
 			`mv "$BACKUP_DIR/$SNAP.partial" "$BACKUP_DIR/$SNAP"`,
@@ -609,39 +691,47 @@ func k3sSnapshot(dist string, s Step) []string {
 	}
 }
 
-// releaseFetch keeps the server binary of release $REL (releaseCheck) for
-// the architecture of $SERVER, checked against the release's sha256sum
-// file.
-func releaseFetch(dist string, s Step) []string {
-	kept := releaseKept(dist, s.To, "$NODE_ARCH")
+// releaseFetch keeps in $KEEP the server binary of release $REL for the
+// architecture of $NODE_SSH, checked against the release's sha256sum
+// file, with that sha256 recorded beside it (<dist>.sha256, for
+// sha256sum -c in $KEEP).
+func releaseFetch(dist string) []string {
 	return []string{
-		`NODE_ARCH=$(ssh "$SERVER" uname -m | ` + serverArch + `)`,
+		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | ` + serverArch + `)`,
 		releaseAsset[dist],
-		fmt.Sprintf(`curl -fsSL -o "%s.partial" "%s/$REL/$ASSET"`, kept, releaseRepo[dist]),
-		fmt.Sprintf(`curl -fsSL "%s/$REL/sha256sum-$NODE_ARCH.txt" | awk -v a="$ASSET" -v f="%s.partial" '$2 == a {print $1 "  " f}' | sha256sum -c -`, releaseRepo[dist], kept),
-		fmt.Sprintf(`mv "%s.partial" "%s"`, kept, kept),
+		fmt.Sprintf(`SUM=$(curl -fsSL "%s/$REL/sha256sum-$NODE_ARCH.txt" | awk -v a="$ASSET" '$2 == a {print $1}')`, releaseRepo[dist]),
+		fmt.Sprintf(`{ test -n "$SUM" || { echo "the sha256sum file of $REL lists no $ASSET" >&2; false; }; }`),
+		fmt.Sprintf(`curl -fsSL -o "$KEEP/%s.partial" "%s/$REL/$ASSET"`, dist, releaseRepo[dist]),
+		fmt.Sprintf(`echo "$SUM  $KEEP/%s.partial" | sha256sum -c -`, dist),
+		fmt.Sprintf(`echo "$SUM  %s" > "$KEEP/%s.sha256"`, dist, dist),
+		fmt.Sprintf(`mv "$KEEP/%s.partial" "$KEEP/%s"`, dist, dist),
 	}
 }
 
-// releaseToServers copies the binary releaseKeep kept to a server, for
-// the rollback's on-node blocks.
+// releaseToServers copies what releaseKeep kept for a server to that
+// server, for the rollback's on-node blocks.
 func releaseToServers(b *blocks, dist, minor, prev string) {
-	tmp := fmt.Sprintf(`"/tmp/%s-release-pre-%s-linux-$NODE_ARCH"`, dist, minor)
+	tmp := fmt.Sprintf("/tmp/%s-release-pre-%s", dist, minor)
 	note := "so that nothing is downloaded while the control plane is down"
 	if dist == "rke2" {
 		// RKE2 runs its runtime and control plane from images, which it
 		// loads from the tarballs in agent/images or else pulls from the
 		// registry ("Content Bootstrap", https://docs.rke2.io/architecture,
 		// read 2026-12-07): the binary alone is not the whole release.
-		note = "so that the release is not downloaded while the control plane is down (its v" + prev + " images are not in it: RKE2 pulls them unless the node's image store has them or /var/lib/rancher/rke2/agent/images holds their tarball; keep the registry reachable or the tarball there)"
+		note = "so that the release is not downloaded while the control plane is down (its v" + prev + " images are not in it: RKE2 pulls them unless the node's image store has them or /var/lib/rancher/rke2/agent/images holds their tarball; keep the registry reachable or the tarball there; a server installed from RPMs downloads its previous packages from the repository kept with them)"
 	}
-	b.add(fmt.Sprintf("# here, for each server node: the %s release of v%s it ran before, kept with the backup for its architecture, %s:", dist, prev, note),
-		sshTo("NODE_SSH", phServer, "the server node"))
+	b.add(fmt.Sprintf("# here, for each server node: the %s release of v%s it ran before, kept with the backup under its hostname, %s:", dist, prev, note),
+		sshTo("NODE_SSH", phServer, "the server node"), backupDir())
 	b.add(chain(
-		`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | `+serverArch+`)`,
-		fmt.Sprintf(`scp "%s" "$NODE_SSH":/tmp/`, releaseKept(dist, minor, "$NODE_ARCH")),
-		fmt.Sprintf(`ssh "$NODE_SSH" sudo install -m 0700 %s %s`, tmp, releaseOnNode(dist, minor)),
-		fmt.Sprintf(`ssh "$NODE_SSH" rm %s`, tmp))...)
+		nodeID,
+		fmt.Sprintf(`KEEP="%s"`, releaseKeptDir(dist, minor)),
+		`{ test -s "$KEEP/release" || { echo "nothing kept for $NODE_ID in $KEEP: the backup keeps each server's release under its hostname" >&2; false; }; }`,
+		fmt.Sprintf(`ssh "$NODE_SSH" rm -rf %s`, tmp),
+		fmt.Sprintf(`scp -r "$KEEP" "$NODE_SSH":%s`, tmp),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm -rf %s`, releaseOnNode(dist, minor)),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo cp -r %s %s`, tmp, releaseOnNode(dist, minor)),
+		fmt.Sprintf(`ssh "$NODE_SSH" sudo chmod -R go= %s`, releaseOnNode(dist, minor)),
+		fmt.Sprintf(`ssh "$NODE_SSH" rm -rf %s`, tmp))...)
 }
 
 func (r *renderer) firstCP() string {
@@ -885,9 +975,12 @@ func (r *renderer) addons(s Step) blocks {
 		b.add(fmt.Sprintf("# %s", addonsOfK3s(r.prov)),
 			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderCAPI:
-		b.add("# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane; check them and the other addons:",
-			"kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide",
-			fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
+		// KubeadmControlPlane skips an addon the workload cluster does
+		// not run, as kubeadm does (capiAddonSkip): the check follows
+		// what the inventory saw.
+		b.add("# KubeadmControlPlane upgrades CoreDNS and kube-proxy with the control plane, where the workload cluster runs them; check them and the other addons:")
+		b.add(r.kubeadmAddons(func(w string) string { return "kubectl -n kube-system get " + w + " -o wide" }, true)...)
+		b.add(fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	default:
 		b.add("kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	}
@@ -900,6 +993,21 @@ func (r *renderer) addons(s Step) blocks {
 var kubeadmAddonWorkloads = []struct{ name, configMap, workload string }{
 	{KindKubeProxy, "kube-proxy", "daemonset/kube-proxy"},
 	{KindCoreDNS, "coredns", "deployment/coredns"},
+}
+
+// capiAddonSkip is the kube-system object without which a
+// KubeadmControlPlane skips each addon, and what it asks: kube-proxy's
+// DaemonSet ("if kube-proxy is missing, return without errors",
+// Workload.UpdateKubeProxyImageInfo) and CoreDNS's ConfigMap and
+// Deployment (a not-found error from getCoreDNSInfo returns early,
+// Workload.UpdateCoreDNS), controlplane/kubeadm/internal/workload_cluster.go
+// and workload_cluster_coredns.go, kubernetes-sigs/cluster-api v1.14.0.
+// The skip annotations (controlplane.cluster.x-k8s.io/skip-kube-proxy,
+// skip-coredns) go with a missing addon: a cluster that set them runs
+// its own.
+var capiAddonSkip = map[string]struct{ probe, missing string }{
+	KindKubeProxy: {"daemonset/kube-proxy", "no kube-system DaemonSet kube-proxy"},
+	KindCoreDNS:   {"configmap/coredns deployment/coredns", "no kube-system ConfigMap and Deployment coredns"},
 }
 
 // kubeadmAddons runs cmd on each addon workload kubeadm upgrades that the
@@ -921,8 +1029,16 @@ func (r *renderer) kubeadmAddons(cmd func(workload string) string, several bool)
 		switch w, seen := r.addonWorkload(a.name); {
 		case w != "":
 			present = append(present, w)
+		case seen && r.prov == ProviderCAPI:
+			out = append(out, fmt.Sprintf("# the inventory saw no %s in kube-system: KubeadmControlPlane skips it (%s), nothing to do for it here", a.name, capiAddonSkip[a.name].missing))
 		case seen:
 			out = append(out, fmt.Sprintf("# the inventory saw no %s in kube-system: kubeadm's upgrade skips it (no %s ConfigMap), nothing to do for it here", a.name, a.configMap))
+		case r.prov == ProviderCAPI:
+			// Every object of the probe must be there: get with
+			// --ignore-not-found prints one name per object found.
+			c := capiAddonSkip[a.name]
+			n := len(strings.Fields(c.probe))
+			out = append(out, fmt.Sprintf(`FOUND=$(kubectl -n kube-system get %s -o name --ignore-not-found | wc -l) && if [ "$FOUND" -eq %d ]; then %s; else echo "%s: KubeadmControlPlane skips %s, nothing to do for it"; fi`, c.probe, n, cmd(a.workload), c.missing, a.name))
 		default:
 			out = append(out, fmt.Sprintf(`CM=$(kubectl -n kube-system get configmap %s -o name --ignore-not-found) && if [ -n "$CM" ]; then %s; else echo "no kube-system ConfigMap %s: kubeadm's upgrade skips %s, nothing to do for it"; fi`, a.configMap, cmd(a.workload), a.configMap, a.name))
 		}
@@ -1203,6 +1319,31 @@ func rke2Install(role, to string) []string {
 		fmt.Sprintf("curl -sfL https://get.rke2.io | sudo INSTALL_RKE2_CHANNEL=v%s%s sh -", to, typ),
 		"sudo systemctl restart rke2-"+role,
 		fmt.Sprintf("rke2 --version | grep -F ' v%s.'", to))
+}
+
+// rke2Pinned re-runs the RKE2 install script for the exact release rel
+// (v1.37.3+rke2r1), not for a channel's newest patch: the way back of a
+// node that ran rel before the step. RKE2's rollback installs "the RKE2
+// binary [of] the previous version" with INSTALL_RKE2_VERSION
+// (docs/upgrades/roll-back.md, rancher/rke2-docs at
+// f06f555ce158da4a510cf93eb4ecb904845c1aac); on the RPM install path the
+// script writes the repository of rel's minor and installs
+// rke2-<type>-<rel as an RPM version> (do_install_rpm, install.sh,
+// rancher/rke2 at 6ce1a8019e9d0b81eb7a715edbc2b8ac12d26da0), which the
+// package manager takes as a downgrade of the newer package, so that its
+// database holds rel and a later update stays within rel's minor. rel may
+// be a placeholder the block checks before it installs anything.
+func rke2Pinned(role, rel, minor string) []string {
+	typ := ""
+	if role == "agent" {
+		typ = " INSTALL_RKE2_TYPE=agent"
+	}
+	return append([]string{"PREV_RKE2=" + sq(rel) + "   # the exact RKE2 release the node ran before the step (kubectl get node NODE -o jsonpath='{.status.nodeInfo.kubeletVersion}' showed it)"},
+		chain(
+			fmt.Sprintf(`{ case "$PREV_RKE2" in v%s.*+rke2r*) ;; *) echo "PREV_RKE2 is '$PREV_RKE2', not a v%s RKE2 release (v%s.N+rke2rM): set it to the release the node ran before the step and paste this again" >&2; false;; esac; }`, minor, minor, minor),
+			fmt.Sprintf(`curl -sfL https://get.rke2.io | sudo INSTALL_RKE2_VERSION="$PREV_RKE2"%s sh -`, typ),
+			"sudo systemctl restart rke2-"+role,
+			`rke2 --version | grep -F " $PREV_RKE2 "`)...)
 }
 
 // updateSucceeded is the gate on an EKS update: it fails unless

@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// The k3s and RKE2 etcd backup checks that the server has not moved before
+// The k3s and RKE2 etcd backup asks the binary the server's unit runs
+// (here /opt/bin/k3s, not on PATH), checks that the server has not moved before
 // it takes a snapshot, and a paste again (to retry the release fetch after
 // it) keeps the hop's snapshot rather than taking a new one, which the
 // rollback would then restore as the newest.
@@ -31,6 +32,11 @@ func TestRunbookK3sSnapshotOnce(t *testing.T) {
 shift
 [ "$1" = sudo ] && shift
 set -- "${@//\/var\/lib\/rancher\/k3s\/server\/db\/snapshots/$SNAPS}"
+if [ "$1" = systemctl ]; then echo '{ path=/opt/bin/k3s ; argv[]=/opt/bin/k3s server ; ignore_errors=no }'; exit; fi
+if [ "$1 $2 $3" = "test -x /opt/bin/k3s" ]; then exit; fi
+# the unit runs /opt/bin/k3s: a k3s found through PATH is not the server's
+if [ "$1" = k3s ]; then echo "k3s: command not found" >&2; exit 127; fi
+if [ "$1" = /opt/bin/k3s ]; then shift; set -- k3s "$@"; fi
 if [ "$1" = k3s ] && [ "$2" = --version ]; then cat "$VER"; exit; fi
 if [ "$1" = k3s ]; then echo SAVE >> "$LOG"; n=$(date +%s%N); echo "state $n" > "$SNAPS/pre-1.38-srv-0-$n"; exit; fi
 exec "$@"

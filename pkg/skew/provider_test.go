@@ -302,7 +302,7 @@ func TestCommandsOtherProviders(t *testing.T) {
 			`kubectl --context '<management-context>' patch cluster.cluster.x-k8s.io train -n fleet --type merge -p '{"spec":{"topology":{"version":"v1.36.<patch>"}}}'`,
 			"clusterctl describe cluster train -n fleet --kubeconfig-context '<management-context>'"}},
 		{ProviderK3s, nil, []string{"sudo tar -C /var/lib/rancher/k3s/server -czf - db token", "INSTALL_K3S_CHANNEL=v1.36 INSTALL_K3S_SKIP_START=true sh -s - server", "INSTALL_K3S_CHANNEL=v1.36 INSTALL_K3S_SKIP_START=true sh -s - agent"}},
-		{ProviderRKE2, nil, []string{"sudo rke2 etcd-snapshot save --name pre-1.36", "INSTALL_RKE2_CHANNEL=v1.36 sh -", "sudo systemctl restart rke2-agent"}},
+		{ProviderRKE2, nil, []string{`sudo "$BIN" etcd-snapshot save --name pre-1.36`, "INSTALL_RKE2_CHANNEL=v1.36 sh -", "sudo systemctl restart rke2-agent"}},
 		{ProviderUnknown, nil, []string{"kubectl skew preflight --target v1.36", "# upgrade kube-apiserver to v1.36.<patch>"}},
 	} {
 		t.Run(string(tc.prov), func(t *testing.T) {

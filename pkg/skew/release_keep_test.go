@@ -25,23 +25,28 @@ func TestRunbookServerRollbackNeedsNoDownload(t *testing.T) {
 			backup, restore := restoreStep(t, tc.variant)
 			text := rollbackText(restore)
 			wantNotIn(t, "restore", text, "curl ", "wget ", "get.k3s.io", "get.rke2.io", "INSTALL_")
-			kept := `"$BACKUP_DIR/` + tc.dist + `-release-pre-1.38-linux-$NODE_ARCH"`
 			onNode := "/root/" + tc.dist + "-release-pre-1.38"
 			wantInOrder(t, "restore", text,
 				"# here, for each server node: the "+tc.dist+" release of v1.37",
-				`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/; s/^armv[0-9].*$/arm/') && \`,
-				`scp `+kept+` "$NODE_SSH":/tmp/ && \`,
-				`ssh "$NODE_SSH" sudo install -m 0700 "/tmp/`+tc.dist+`-release-pre-1.38-linux-$NODE_ARCH" `+onNode,
+				`NODE_ID=$(ssh "$NODE_SSH" hostname) && test -n "$NODE_ID" && \`,
+				`KEEP="$BACKUP_DIR/`+tc.dist+`-release-pre-1.38/$NODE_ID" && \`,
+				`scp -r "$KEEP" "$NODE_SSH":/tmp/`+tc.dist+`-release-pre-1.38 && \`,
 				"systemctl show -p ExecStart --value "+tc.unit,
 				"sudo systemctl stop "+tc.unit+" && \\",
-				`sudo cp `+onNode+` "$BIN" && \`,
-				`"$BIN" --version | grep -F ' v1.37.'`,
+				`sudo sh -c 'cd `+onNode+` && sha256sum -c `+tc.dist+`.sha256'`,
+				`sudo install -m 0755 `+onNode+`/`+tc.dist+` "$BIN.rollback"`,
+				`sudo mv -f "$BIN.rollback" "$BIN"`,
+				`"$BIN" --version | grep -F " $PREV "`,
 				"sudo systemctl start "+tc.unit)
+			wantNotIn(t, "restore", text, `sudo cp `+onNode+` "$BIN"`)
 			wantInOrder(t, "backup", cmds(backup),
-				`REL=$(ssh "$SERVER" `+tc.dist+` --version | awk 'NR == 1 {print $3}') && \`,
-				`curl -fsSL -o `+strings.TrimSuffix(kept, `"`)+`.partial"`,
-				`| sha256sum -c - && \`,
-				`mv `+strings.TrimSuffix(kept, `"`)+`.partial" `+kept)
+				"# here, for each server node, every one of them: its own "+tc.dist+" release",
+				`REL=$(ssh "$NODE_SSH" "$BIN" --version | awk 'NR == 1 {print $3}') && \`,
+				`KEEP="$BACKUP_DIR/`+tc.dist+`-release-pre-1.38/$NODE_ID" && \`,
+				`curl -fsSL -o "$KEEP/`+tc.dist+`.partial"`,
+				`| sha256sum -c - && `,
+				`echo "$SUM  `+tc.dist+`" > "$KEEP/`+tc.dist+`.sha256"`,
+				`mv "$KEEP/`+tc.dist+`.partial" "$KEEP/`+tc.dist+`"`)
 		})
 	}
 }
@@ -103,7 +108,7 @@ func TestRunbookServerReleaseKept(t *testing.T) {
 				}
 			}
 			stubs := map[string]string{
-				"ssh": "#!/bin/sh\ncase \"$2\" in uname) echo " + tc.arch + ";; " + tc.dist + ") echo '" + tc.version + "'; echo 'go version go1.25.1';; esac\n",
+				"ssh": "#!/bin/sh\ncase \"$2\" in uname) echo " + tc.arch + ";; hostname) echo srv-0;; systemctl) echo '{ path=/usr/local/bin/" + tc.dist + " ; argv[]=/usr/local/bin/" + tc.dist + " server ; ignore_errors=no }';; test) [ \"$4\" = /usr/local/bin/" + tc.dist + " ];; /usr/local/bin/" + tc.dist + ") echo '" + tc.version + "'; echo 'go version go1.25.1';; rpm) exit 1;; *) exit 127;; esac\n",
 				"curl": `#!/bin/sh
 out=
 while [ $# -gt 1 ]; do case "$1" in -o) out=$2; shift 2;; *) shift;; esac; done
@@ -122,16 +127,19 @@ if [ -n "$out" ]; then cp "$f" "$out"; else cat "$f"; fi
 			script := strings.Join(chain(releaseKeep(tc.dist, Step{To: "1.38"})...), "\n")
 			cmd := exec.Command("bash", "-c", script)
 			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "LOG="+log, "ASSETS="+assets,
-				"BACKUP_DIR="+backupDir, "SERVER=srv-0")
+				"BACKUP_DIR="+backupDir, "NODE_SSH=srv-0")
 			out, err := cmd.CombinedOutput()
 			arch := map[string]string{"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm"}[tc.arch]
-			kept := filepath.Join(backupDir, tc.dist+"-release-pre-1.38-linux-"+arch)
+			keep := filepath.Join(backupDir, tc.dist+"-release-pre-1.38", "srv-0")
+			kept := filepath.Join(keep, tc.dist)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(string(out), tc.err) {
 					t.Errorf("want a failure saying %q: %v\n%s", tc.err, err, out)
 				}
-				if m, _ := filepath.Glob(filepath.Join(backupDir, tc.dist+"-release-pre-1.38-linux-*")); len(m) > 0 && !strings.HasSuffix(m[0], ".partial") {
-					t.Errorf("kept %s after a failure", m)
+				for _, f := range []string{kept, filepath.Join(keep, "release")} {
+					if _, err := os.Stat(f); err == nil {
+						t.Errorf("kept %s after a failure", f)
+					}
 				}
 				return
 			}
@@ -150,6 +158,15 @@ if [ -n "$out" ]; then cp "$f" "$out"; else cat "$f"; fi
 			}
 			if _, err := os.Stat(kept + ".partial"); err == nil {
 				t.Error("the .partial copy was left behind")
+			}
+			// The sha256 recorded beside it checks it where it lands.
+			check := exec.Command("sha256sum", "-c", tc.dist+".sha256")
+			check.Dir = keep
+			if out, err := check.CombinedOutput(); err != nil {
+				t.Errorf("the recorded sha256 does not check the kept binary: %v\n%s", err, out)
+			}
+			if rel, _ := os.ReadFile(filepath.Join(keep, "release")); strings.TrimSpace(string(rel)) != tag {
+				t.Errorf("release kept %q, want %s", rel, tag)
 			}
 		})
 	}

@@ -304,10 +304,29 @@ func (r *renderer) kubeletBack(b *blocks, s Step, prev string) {
 	case ProviderK3s:
 		b.add(k3sInstall("agent", prev)...)
 	case ProviderRKE2:
-		b.add(rke2Install("agent", prev)...)
+		b.add(rke2Pinned("agent", r.poolRelease(s.Pool, prev), prev)...)
 	default:
 		b.add(fmt.Sprintf("# put the v%s kubelet back with the installer that made the cluster", prev))
 	}
+}
+
+// poolRelease is the distribution's release the inventory saw the pool
+// run at minor (v1.37.3+rke2r1), where it saw exactly one; else a
+// placeholder for the release the pool ran before the step (a pool that
+// reached minor at an earlier hop of this plan got that channel's newest
+// patch then, which the inventory did not see).
+func (r *renderer) poolRelease(pool, minor string) string {
+	var rel []string
+	for _, vc := range r.pools[pool].Versions {
+		v, err := ParseVersion(vc.Version)
+		if err == nil && v.MinorString() == minor && strings.Contains(vc.Version, "+") {
+			rel = append(rel, vc.Version)
+		}
+	}
+	if len(rel) == 1 {
+		return rel[0]
+	}
+	return "<v" + minor + ".N+rke2rM>"
 }
 
 // gpuUnitBack takes the failing unit (or batch) of a GPU pool upgraded in
@@ -418,27 +437,11 @@ func (r *renderer) capiControlPlaneBack(s Step, prev string) blocks {
 // back on the servers, matching the backup k3sBackup took.
 func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	data := "/var/lib/rancher/" + dist + "/server"
-	unit := map[string]string{"k3s": "k3s", "rke2": "rke2-server"}[dist]
+	unit := serverUnit(dist)
 	// reinstall puts the previous release in place, not started, and
-	// chains then to it: the server binary the backup kept (releaseKeep)
-	// goes over the one the service runs, the service stopped first, so
-	// that the binary is not downloaded while the control plane is down
-	// (RKE2's images still are, unless the node has them: releaseToServers)
-	// and the unit and its env file stay as they are. cp writes into the existing
-	// file, which keeps its mode and SELinux label (the install scripts
-	// label it container_runtime_exec_t). The binary is the one the unit
-	// runs, read from its ExecStart before anything is stopped, not the
-	// one PATH finds: the install scripts put it elsewhere than
-	// /usr/local/bin, k3s in INSTALL_K3S_BIN_DIR or /opt/bin where
-	// /usr/local/bin is read-only (install.sh setup_env, k3s-io/k3s at
-	// 0136cf258954a458da1404858396342724b93d24), RKE2 under /opt/rke2
-	// where /usr/local is read-only or a mount point (install.sh
-	// setup_env, rancher/rke2 at 9d03d45080237c06a0e957b36ae9609fdca468d1).
+	// chains then to it (serverBack).
 	reinstall := func(first []string, then ...string) []string {
-		return chain(append(append(append(first, unitBinary(unit)...),
-			"sudo systemctl stop "+unit,
-			fmt.Sprintf(`sudo cp %s "$BIN"`, releaseOnNode(dist, s.To)),
-			fmt.Sprintf(`"$BIN" --version | grep -F ' v%s.'`, prev)), then...)...)
+		return chain(append(append(first, serverBack(dist, s.To)...), then...)...)
 	}
 	b.add("# here, over ssh to the first server; writes since the backup are lost:", sshTo("SERVER", phServer, "the first server"), backupDir())
 	switch {
@@ -487,14 +490,82 @@ func (r *renderer) k3sBack(b *blocks, dist string, s Step, prev string) {
 	}
 }
 
+// serverBack puts back on a server, its service stopped first, the
+// release the backup kept for it (releaseKeep, copied to the node by
+// releaseToServers), so that nothing of it is downloaded while the
+// control plane is down (RKE2's images still are, unless the node has
+// them: releaseToServers) and the unit and its env file stay as they are.
+// The binary is the one the unit runs, read from its ExecStart before
+// anything is stopped, not the one PATH finds: the install scripts put it
+// elsewhere than /usr/local/bin, k3s in INSTALL_K3S_BIN_DIR or /opt/bin
+// where /usr/local/bin is read-only (install.sh setup_env, k3s-io/k3s at
+// 0136cf258954a458da1404858396342724b93d24), RKE2 under /opt/rke2 where
+// /usr/local is read-only or a mount point (install.sh setup_env,
+// rancher/rke2 at 9d03d45080237c06a0e957b36ae9609fdca468d1).
+//
+// A binary install: the kept binary is checked against the sha256
+// recorded when it was kept, installed beside the unit's binary under a
+// temporary name with the unit binary's SELinux label where SELinux is
+// on (the install scripts label it container_runtime_exec_t), and renamed
+// over it, so that the unit's path never names a half-written file.
+//
+// An RKE2 server installed from RPMs (the node decides, rke2RPM) goes
+// back through the package manager instead: the repository file of the
+// previous minor the backup kept is put back and rke2-server and
+// rke2-common are downgraded to the exact package versions the node had,
+// so that the RPM database holds the release that runs and a later
+// dnf update stays within the previous minor. Copying a binary over the
+// package's would leave the database at the newer release, which the
+// next update puts back. RKE2's rollback reinstalls the previous version
+// ("roll back the RKE2 binary to the previous version",
+// docs/upgrades/roll-back.md, rancher/rke2-docs at
+// f06f555ce158da4a510cf93eb4ecb904845c1aac), which on the RPM method is
+// the package of that version from the repository of its minor
+// (do_install_rpm, install.sh, rancher/rke2 at
+// 6ce1a8019e9d0b81eb7a715edbc2b8ac12d26da0); dnf downgrade takes a
+// package to the exact older version named (dnf(8), "Downgrade Command").
+func serverBack(dist, minor string) []string {
+	k := releaseOnNode(dist, minor)
+	unit := serverUnit(dist)
+	binary := strings.Join([]string{
+		fmt.Sprintf(`sudo sh -c 'cd %s && sha256sum -c %s.sha256'`, k, dist),
+		fmt.Sprintf(`sudo install -m 0755 %s/%s "$BIN.rollback"`, k, dist),
+		`{ ! command -v selinuxenabled >/dev/null || ! selinuxenabled || sudo chcon --reference="$BIN" "$BIN.rollback"; }`,
+		`sudo mv -f "$BIN.rollback" "$BIN"`,
+	}, " && ")
+	put := binary
+	if dist == "rke2" {
+		rpm := strings.Join([]string{
+			fmt.Sprintf(`{ sudo test -s %s/rpm-server || { echo "rke2-server is an RPM here, but the backup kept no package version for this node: downgrade rke2-server and rke2-common to the release the node ran before with dnf" >&2; false; }; }`, k),
+			fmt.Sprintf(`PKG=$(sudo cat %s/rpm-server)`, k),
+			fmt.Sprintf(`COMMON=$(sudo cat %s/rpm-common)`, k),
+			`PM=$(command -v dnf || command -v yum)`,
+			fmt.Sprintf(`sudo install -m 0644 %s/rancher-rke2.repo %s`, k, rke2Repo),
+			`{ rpm -q "rke2-server-$PKG" >/dev/null || sudo "$PM" downgrade -y "rke2-server-$PKG" "rke2-common-$COMMON"; }`,
+		}, " && ")
+		put = fmt.Sprintf("if %s; then %s; else %s; fi", rke2RPM(""), rpm, binary)
+	}
+	return append(unitBinary("", unit),
+		fmt.Sprintf(`PREV=$(sudo cat %s/release)`, k),
+		fmt.Sprintf(`{ case "$PREV" in v%s.*) ;; *) echo "%s/release says '$PREV', not a v%s release: copy this node's kept release again" >&2; false;; esac; }`, prevMinor(minor), k, prevMinor(minor)),
+		"sudo systemctl stop "+unit,
+		put,
+		`"$BIN" --version | grep -F " $PREV "`)
+}
+
 // unitBinary sets $BIN to the executable unit's ExecStart runs, which
 // systemctl show prints as "{ path=<executable> ; argv[]=<argv> ; ... }"
 // (print_property in src/systemctl/systemctl-show.c, systemd v255), and
-// stops, loudly, unless it is an executable file.
-func unitBinary(unit string) []string {
+// stops, loudly, unless it is an executable file. run is "" on the node
+// itself, or the ssh that reaches it (ssh "$SERVER").
+func unitBinary(run, unit string) []string {
+	pre := ""
+	if run != "" {
+		pre = run + " "
+	}
 	return []string{
-		fmt.Sprintf(`BIN=$(systemctl show -p ExecStart --value %s | sed -n 's/^{ path=\([^ ;]*\) ;.*/\1/p')`, unit),
-		fmt.Sprintf(`{ test -x "$BIN" || { echo "no executable in the ExecStart of %s ('$BIN'): systemctl cat %s names the server binary; set BIN to it and paste the lines after this one" >&2; false; }; }`, unit, unit),
+		fmt.Sprintf(`BIN=$(%ssystemctl show -p ExecStart --value %s | sed -n 's/^{ path=\([^ ;]*\) ;.*/\1/p')`, pre, unit),
+		fmt.Sprintf(`{ test -n "$BIN" && %stest -x "$BIN" || { echo "no executable in the ExecStart of %s ('$BIN'): systemctl cat %s names the server binary; set BIN to it and paste the lines after this one" >&2; false; }; }`, pre, unit, unit),
 	}
 }
 
@@ -669,9 +740,9 @@ func (r *renderer) addonsBack(s Step) blocks {
 		b.add(fmt.Sprintf("# %s runs kube-proxy and the cluster DNS itself: only addons of your own go back", r.prov.Title()), helm)
 	case ProviderK3s, ProviderRKE2:
 		b.add(fmt.Sprintf("# %s's kube-proxy and packaged components go back with the servers (roll back the apiservers step); addons of your own:", r.prov.Title()), helm)
-	case ProviderKubeadm:
-		// Only what kubeadm's upgrade moved: a cluster without
-		// kube-proxy has nothing to undo (kubeadmAddons).
+	case ProviderKubeadm, ProviderCAPI:
+		// Only what kubeadm's upgrade (or KubeadmControlPlane) moved: a
+		// cluster without kube-proxy has nothing to undo (kubeadmAddons).
 		b.add(r.kubeadmAddons(func(w string) string { return "kubectl -n kube-system rollout undo " + w }, false)...)
 		b.add(helm)
 	default:

@@ -59,13 +59,13 @@ func TestRunbookRollbackPerLayer(t *testing.T) {
 			want: []string{"sudo dnf install -y 'kubeadm-1.37.*'"}},
 		{variant: "k3s-etcd", phase: PhaseAPIServers,
 			order: []string{"SNAP=$(ls -t \"$BACKUP_DIR\" | grep -m1 '^pre-1\\.38-')", "# on each server node, before the first one restores", "sudo systemctl stop k3s",
-				`sudo cp /root/k3s-release-pre-1.38 "$BIN" && \`, `sudo "$BIN" server --cluster-reset --cluster-reset-restore-path=`, "sudo systemctl start k3s",
+				`sudo mv -f "$BIN.rollback" "$BIN" && \`, `sudo "$BIN" server --cluster-reset --cluster-reset-restore-path=`, "sudo systemctl start k3s",
 				"sudo mv /var/lib/rancher/k3s/server/db /var/lib/rancher/k3s/server/db-failed-1.38"},
 			bad: []string{"sudo systemctl restart k3s", "get.k3s.io"}},
 		{variant: "k3s-sqlite", phase: PhaseAPIServers,
 			order: []string{"ssh \"$SERVER\" sudo systemctl stop k3s", "ssh \"$SERVER\" sudo tar -C /var/lib/rancher/k3s/server -xzf - db < \"$BACKUP_DIR/k3s-server-db-pre-1.38.tgz\"", "sudo systemctl start k3s"}},
 		{variant: "rke2", phase: PhaseAPIServers,
-			order: []string{"sudo systemctl stop rke2-server", `sudo cp /root/rke2-release-pre-1.38 "$BIN" && \`, `sudo "$BIN" server --cluster-reset --cluster-reset-restore-path=`, "sudo systemctl start rke2-server"},
+			order: []string{"sudo systemctl stop rke2-server", `sudo mv -f "$BIN.rollback" "$BIN"; fi && \`, `sudo "$BIN" server --cluster-reset --cluster-reset-restore-path=`, "sudo systemctl start rke2-server"},
 			bad:   []string{"get.rke2.io"}},
 		// Cluster API: the snapshot restored with the Cluster paused, then
 		// the version back on the Cluster under the webhook's unsafe

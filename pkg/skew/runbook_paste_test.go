@@ -170,3 +170,51 @@ func TestRunbookKubeadmAddonsWithoutKubeProxy(t *testing.T) {
 	wantIn(t, "CoreDNS by Helm", cmds(helm), "kubectl -n kube-system get daemonset/kube-proxy deployment/coredns-coredns -o wide")
 	wantIn(t, "CoreDNS by Helm, rollback", back(helm), "rollout undo deployment/coredns-coredns")
 }
+
+// A KubeadmControlPlane skips kube-proxy where the workload cluster has no
+// kube-proxy DaemonSet: Cluster API's add-ons check and its rollback
+// follow what the inventory saw, and ask the DaemonSet where it saw
+// nothing, as the kubeadm path does.
+func TestRunbookCAPIAddonsWithoutKubeProxy(t *testing.T) {
+	plan := func(state string) Step {
+		t.Helper()
+		inv := variantInventory(t, "capi")
+		for i, c := range inv.Components {
+			switch {
+			case c.Name == KindKubeProxy && state == StateNotVisible:
+				inv.Components[i] = Component{Name: KindKubeProxy, State: StateNotVisible, Source: "no kube-proxy DaemonSet in kube-system"}
+			case c.Name == KindKubeProxy && state == StateForbidden:
+				inv.Components[i] = Component{Name: KindKubeProxy, State: StateForbidden, Source: "daemonsets kube-system"}
+			}
+		}
+		p, err := MakePlan(inv, MustParseVersion("v1.38"), PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stepOf(t, p, PhaseAddons, "")
+	}
+	back := func(s Step) string {
+		if s.Rollback == nil {
+			t.Fatalf("addons step %d has no rollback", s.Number)
+		}
+		var out []string
+		for _, b := range s.Rollback.Blocks {
+			out = append(out, b.Commands...)
+		}
+		return strings.Join(out, "\n")
+	}
+	both := plan(StateVisible)
+	wantIn(t, "both seen", cmds(both), "kubectl -n kube-system get daemonset/kube-proxy deployment/coredns -o wide")
+	wantIn(t, "both seen, rollback", back(both), "rollout undo daemonset/kube-proxy", "rollout undo deployment/coredns")
+
+	none := plan(StateNotVisible)
+	wantIn(t, "no kube-proxy", cmds(none), "kubectl -n kube-system get deployment/coredns -o wide",
+		"the inventory saw no kube-proxy in kube-system: KubeadmControlPlane skips it")
+	wantNotIn(t, "no kube-proxy", cmds(none), "daemonset/kube-proxy", "configmap kube-proxy")
+	wantNotIn(t, "no kube-proxy, rollback", back(none), "daemonset/kube-proxy")
+
+	unread := plan(StateForbidden)
+	guard := `FOUND=$(kubectl -n kube-system get daemonset/kube-proxy -o name --ignore-not-found | wc -l) && if [ "$FOUND" -eq 1 ]; then `
+	wantIn(t, "kube-proxy unread", cmds(unread), guard+"kubectl -n kube-system get daemonset/kube-proxy -o wide; else")
+	wantIn(t, "kube-proxy unread, rollback", back(unread), guard+"kubectl -n kube-system rollout undo daemonset/kube-proxy; else")
+}

@@ -136,7 +136,7 @@ func TestRunbookBackupsLeaveTheNode(t *testing.T) {
 	}
 	k3sOrder := func(dist string) []string {
 		data := "/var/lib/rancher/" + dist + "/server"
-		return []string{"sudo " + dist + " etcd-snapshot save --name pre-1.38 >&2", "sudo ls -t " + data + "/db/snapshots | grep -m1 '^pre-1\\.38-')",
+		return []string{`sudo "$BIN" etcd-snapshot save --name pre-1.38 >&2`, "sudo ls -t " + data + "/db/snapshots | grep -m1 '^pre-1\\.38-')",
 			`ssh "$SERVER" sudo cat "` + data + `/db/snapshots/$SNAP" > "$BACKUP_DIR/$SNAP.partial" && `,
 			`ssh "$SERVER" sudo sha256sum "` + data + `/db/snapshots/$SNAP" | awk -v f="$BACKUP_DIR/$SNAP.partial" '{print $1 "  " f}' | sha256sum -c - && `,
 			`mv "$BACKUP_DIR/$SNAP.partial" "$BACKUP_DIR/$SNAP"; }; } && \`,

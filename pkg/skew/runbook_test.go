@@ -311,8 +311,8 @@ func TestRunbookK3sRKE2(t *testing.T) {
 	wantIn(t, "k3s on SQLite", e, "sudo tar -C /var/lib/rancher/k3s/server -czf - db token")
 	wantNotIn(t, "k3s on SQLite", e, "etcd-snapshot save")
 	etcd := variantPlan(t, "k3s-etcd")
-	wantIn(t, "k3s on etcd", cmds(stepOf(t, etcd, PhaseEtcd, "")), "sudo k3s etcd-snapshot save --name pre-1.38", "/var/lib/rancher/k3s/server/token")
-	wantIn(t, "rke2", cmds(stepOf(t, variantPlan(t, "rke2"), PhaseEtcd, "")), "sudo rke2 etcd-snapshot save", "/var/lib/rancher/rke2/server/token")
+	wantIn(t, "k3s on etcd", cmds(stepOf(t, etcd, PhaseEtcd, "")), `sudo "$BIN" etcd-snapshot save --name pre-1.38`, "/var/lib/rancher/k3s/server/token", "systemctl show -p ExecStart --value k3s")
+	wantIn(t, "rke2", cmds(stepOf(t, variantPlan(t, "rke2"), PhaseEtcd, "")), `sudo "$BIN" etcd-snapshot save`, "systemctl show -p ExecStart --value rke2-server", "/var/lib/rancher/rke2/server/token")
 	for _, v := range []string{"k3s-sqlite", "k3s-etcd", "rke2"} {
 		api := cmds(stepOf(t, variantPlan(t, v), PhaseAPIServers, ""))
 		if d, u, i := strings.Index(api, "kubectl drain"), strings.Index(api, "kubectl uncordon"), strings.Index(api, "curl -sfL"); d < 0 || i < d || u < i {

@@ -40,7 +40,7 @@ func TestRunbookServerBinaryFromUnit(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(systemctl), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command("bash", "-c", strings.Join(chain(append(unitBinary("rke2-server"), `echo "BIN=$BIN"`)...), "\n"))
+			cmd := exec.Command("bash", "-c", strings.Join(chain(append(unitBinary("", "rke2-server"), `echo "BIN=$BIN"`)...), "\n"))
 			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 			out, err := cmd.CombinedOutput()
 			if tc.exec {
