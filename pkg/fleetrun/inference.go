@@ -47,8 +47,8 @@ type StepInference struct {
 }
 
 // inferenceStep returns the inference part of a pool step and the plan's
-// warnings about it: a drain that would be refused, or whose ETA is not
-// known, so that the timeline leaves out its cold starts.
+// warnings about it; a drain that would be refused, or has no bandwidth,
+// is a plan error (inferenceProblem).
 func inferenceStep(pl pkgskew.Pool) (*StepInference, []string) {
 	ip := pl.Inference
 	if ip == nil || pl.ControlPlane() {
@@ -59,15 +59,24 @@ func inferenceStep(pl pkgskew.Pool) (*StepInference, []string) {
 		// no floor in the inference drain; the pool keeps the gang drain.
 		return nil, []string{fmt.Sprintf("pool %s holds %d model Deployment(s), %d behind a PodDisruptionBudget: a model without one has no floor in an inference drain, so it drains as a training pool (kubectl gang-drain run); give every model a PodDisruptionBudget to drain it paced", pl.Name, ip.Models, ip.WithPDB)}
 	}
-	si := &StepInference{Models: ip.Models, Waves: ip.Waves, ETASeconds: ip.ETASeconds, Bandwidth: ip.Bandwidth}
-	var warns []string
+	return &StepInference{Models: ip.Models, Waves: ip.Waves, ETASeconds: ip.ETASeconds, Bandwidth: ip.Bandwidth}, nil
+}
+
+// inferenceProblem is why a cluster's inference drain cannot run as read,
+// a plan error: the drain would be refused (or, with no hydrate
+// bandwidth, has none to pace by) inside the window. Empty when it can.
+func inferenceProblem(cluster string, pl pkgskew.Pool) string {
+	ip := pl.Inference
+	const fields = "spec.upgrade.hydrateBandwidth or spec.clusters[].hydrateBandwidth"
 	switch {
+	case ip == nil:
+		return ""
+	case ip.Bandwidth == "":
+		return fmt.Sprintf("cluster %s: pool %s holds inference workloads and its drain (gang-drain run --inference) has no hydrate bandwidth to pace by: set %s for cluster %s", cluster, pl.Name, fields, cluster)
 	case len(ip.Refusals) > 0:
-		warns = append(warns, fmt.Sprintf("pool %s holds inference workloads and its drain (gang-drain run --inference) would be refused as read: %s", pl.Name, strings.Join(ip.Refusals, "; ")))
-	case ip.ETASeconds == 0:
-		warns = append(warns, fmt.Sprintf("pool %s holds inference workloads but its drain has no ETA (no hydrate bandwidth when the inventory was read): the timeline leaves its cold starts out", pl.Name))
+		return fmt.Sprintf("cluster %s: pool %s holds inference workloads and its drain (gang-drain run --inference) would be refused as read: %s (a source's bandwidth is set in %s for cluster %s)", cluster, pl.Name, strings.Join(ip.Refusals, "; "), fields, cluster)
 	}
-	return si, warns
+	return ""
 }
 
 // drainArgs are the gang-drain arguments of a pool's drain step: the gang
