@@ -373,3 +373,21 @@ func TestRunbookInferenceRestoreText(t *testing.T) {
 	wantIn(t, "restore", text, "a completed run has scaled its surge back already")
 	wantNotIn(t, "restore", text, "scale each model back by the surge the run recorded")
 }
+
+// A refusal of the inference drain's plan other than a missing bandwidth
+// is a "Before you start" item with its fix command; a missing bandwidth
+// is left to the drain's BW line.
+func TestRunbookInferenceRefusalsBeforeYouStart(t *testing.T) {
+	weights := "model serving/llm: no weight size: kubectl annotate deployment -n serving llm " + inference.AnnWeightsBytes + "=<bytes, e.g. 140Gi>, or pass --weights serving/llm=<bytes>"
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Refusals: []string{
+		"no hydrate bandwidth for source object-store (models serving/llm): pass --hydrate-bandwidth object-store=<bytes per second, e.g. 1250M/s>",
+		weights,
+	}})
+	all := strings.Join(p.Warnings, "\n")
+	if !strings.Contains(all, "pool gpu-h100: its inference drain (gang-drain plan --inference) refuses as read: "+weights) {
+		t.Errorf("warnings lack the weight size refusal and its fix:\n%s", all)
+	}
+	if strings.Contains(all, "no hydrate bandwidth") {
+		t.Errorf("a missing bandwidth is a warning:\n%s", all)
+	}
+}
