@@ -12,6 +12,7 @@ package fleetrun
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,4 +139,70 @@ func collectBandwidth(f *fleetfile.Fleet, cluster string) inference.Bandwidth {
 		return nil
 	}
 	return bw
+}
+
+// readInference is the inventory a cluster's inference pools are planned
+// from, and the plan's warnings about it. A live read (Collect) planned
+// each inference pool's drain at the cluster's bandwidth in the fleet
+// file. A saved report (plan --from-dir) may hold less: the version
+// check's (kubectl skew -o yaml) holds no read of the GPU pools'
+// workloads, and one read at another bandwidth holds waves, an ETA and
+// refusals that are not this plan's. Either is one warning per cluster
+// that the pool must be planned live, and the plan goes on: the drain
+// step stays the one its read says (gang-drain run, or run --inference at
+// the fleet file's bandwidth, which plans the waves again when it runs),
+// without an ETA it cannot know.
+func readInference(f *fleetfile.Fleet, cluster string, inv pkgskew.Inventory) (pkgskew.Inventory, []string) {
+	read := inv.InferenceRead
+	var unread []string
+	for _, pl := range inv.Pools {
+		if pl.Inference != nil {
+			// A report saved before InferenceRead existed.
+			read = true
+		}
+		if pl.Inference == nil && !pl.ControlPlane() && pl.Selector() != "" && pl.GPUNodes != nil && *pl.GPUNodes > 0 {
+			unread = append(unread, pl.Name)
+		}
+	}
+	if !read {
+		if len(unread) == 0 {
+			return inv, nil
+		}
+		return inv, []string{fmt.Sprintf("GPU pool(s) %s: the saved report holds no read of their workloads (kubectl skew -o yaml does not read model Deployments), so this plan drains them as training pools (kubectl gang-drain run); a pool that serves models behind PodDisruptionBudgets must be planned live (kubectl skew fleet plan without --from-dir) to drain paced by hydrate bandwidth (gang-drain run --inference) with its ETA",
+			strings.Join(unread, ", "))}
+	}
+	var want string
+	if a := collectBandwidth(f, cluster).Args(); len(a) == 2 {
+		want = a[1]
+	}
+	if want == "" {
+		// No bandwidth in the fleet file: inferenceProblem says so.
+		return inv, nil
+	}
+	pools := slices.Clone(inv.Pools)
+	var stale []string
+	for i, pl := range pools {
+		ip := pl.Inference
+		if ip == nil || ip.Bandwidth == want || !ip.EveryModelBudgeted() {
+			continue
+		}
+		at := "no hydrate bandwidth"
+		if ip.Bandwidth != "" {
+			at = ip.Bandwidth
+		}
+		what := fmt.Sprintf("%s (read at %s", pl.Name, at)
+		if len(ip.Refusals) > 0 {
+			what += "; refused then: " + strings.Join(ip.Refusals, "; ")
+		}
+		stale = append(stale, what+")")
+		c := *ip
+		c.Bandwidth, c.Waves, c.ETASeconds, c.Refusals = want, 0, 0, nil
+		pools[i].Inference = &c
+	}
+	if len(stale) == 0 {
+		return inv, nil
+	}
+	inv.Pools = pools
+	return inv, []string{fmt.Sprintf("inference pool(s) %s: the saved report planned the drain at another bandwidth than the fleet file's %s, so this plan has no waves, ETA or refusals for it (gang-drain run --inference plans them again when it runs); plan it live (kubectl skew fleet plan without --from-dir) for them",
+		strings.Join(stale, ", "), want)}
 }

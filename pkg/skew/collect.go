@@ -215,6 +215,7 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 	}
 	statefulPools(pools, c.nodePool, stateful)
 	notes = append(notes, c.inferencePools(ctx, pools)...)
+	inv.InferenceRead = c.Inference
 	inv.Pools = pools
 	inv.Components = append(append(append(inv.Components, podComps...), wlComps...), kubectlComp...)
 	// A cloud-controller-manager found as a workload replaces the

@@ -25,7 +25,7 @@ func servingCluster() []runtime.Object {
 	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "llm", UID: "uid-llm",
-		Annotations: map[string]string{inference.AnnWeightsBytes: "140Gi@object-store"}},
+		Annotations: map[string]string{inference.AnnWeightsBytes: "140Gi", inference.AnnWeightsSource: "object-store"}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: lbl},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl}, Spec: spec}}}
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "llm-abc", OwnerReferences: []metav1.OwnerReference{
@@ -49,6 +49,16 @@ func servingCluster() []runtime.Object {
 		objs = append(objs, p)
 	}
 	return objs
+}
+
+// surgeCluster is servingCluster with a GPU pool h100-f of one free node
+// of the same product: headroom to surge the model into.
+func surgeCluster() []runtime.Object {
+	nd := gpuNode("f-0", "h100-f", "v1.37.2")
+	nd.Labels["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+	nd.Status.Allocatable = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+	nd.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	return append(servingCluster(), nd)
 }
 
 // plan --hydrate-bandwidth plans an inference pool's drain with it, as
