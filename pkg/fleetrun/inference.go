@@ -142,7 +142,8 @@ func collectBandwidth(f *fleetfile.Fleet, cluster string) inference.Bandwidth {
 }
 
 // readInference is the inventory a cluster's inference pools are planned
-// from, and the plan's warnings about it. A live read (Collect) planned
+// from when it was saved (ClusterInfo.Saved), and the plan's warnings
+// about it. A live read (Collect) planned
 // each inference pool's drain at the cluster's bandwidth in the fleet
 // file. A saved report (plan --from-dir) may hold less: the version
 // check's (kubectl skew -o yaml) holds no read of the GPU pools'

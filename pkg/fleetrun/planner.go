@@ -182,10 +182,12 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 			continue
 		}
 		in := infos[c.Name]
-		var inferenceWarns []string
-		in.Inventory, inferenceWarns = readInference(f, c.Name, in.Inventory)
-		for _, s := range inferenceWarns {
-			warns = append(warns, "cluster "+c.Name+": "+s)
+		if in.Saved {
+			var inferenceWarns []string
+			in.Inventory, inferenceWarns = readInference(f, c.Name, in.Inventory)
+			for _, s := range inferenceWarns {
+				warns = append(warns, "cluster "+c.Name+": "+s)
+			}
 		}
 		prov := in.Provider
 		if prov == "" && c.Provider != "" {
