@@ -71,10 +71,11 @@ const inferenceCost = "the runbook drains it as a training pool (kubectl gang-dr
 
 // inferencePools reads, with Collector.Inference, every GPU pool that a
 // selector picks for the workloads pkg/inference drains, and records an
-// inference pool's answer on it. It costs, per GPU pool, what pkg/inference's
-// Reader reads (the nodes, the pods, and the ReplicaSets, Deployments,
-// HorizontalPodAutoscalers and PodDisruptionBudgets of the namespaces with
-// pods on the pool), and only for a pool that holds models behind budgets
+// inference pool's answer on it. It costs one pod list, paged as the node
+// list is (PageSize), shared by every GPU pool with the inventory's own
+// node list, then per GPU pool what pkg/inference's Reader reads beside
+// them (the ReplicaSets, Deployments, HorizontalPodAutoscalers and
+// PodDisruptionBudgets of the namespaces with pods on the pool), and only for a pool that holds models behind budgets
 // beside other pods, pkg/gang's discovery of training gangs (a pod list per
 // node). It returns notes for what it could not read, each naming the
 // forbidden verb and resource as the API words it.
@@ -86,15 +87,29 @@ func (c *Collector) inferencePools(ctx context.Context, pools []Pool) []string {
 	for n, k := range c.nodePool {
 		byPool[k] = append(byPool[k], n)
 	}
-	var notes []string
+	var (
+		notes  []string
+		listed *inference.Listed
+		err    error
+	)
 	for i := range pools {
 		pl := &pools[i]
 		if pl.ControlPlane() || pl.Selector() == "" || pl.GPUNodes == nil || *pl.GPUNodes == 0 {
 			continue
 		}
+		if listed == nil && err == nil {
+			// One node list (the inventory's own) and one pod list, paged
+			// as the inventory pages, for every GPU pool.
+			listed = &inference.Listed{Nodes: c.listedNodes}
+			listed.Pods, err = inference.ListPods(ctx, c.Client, c.pageSize())
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("pool %s: reading its model Deployments for an inference drain: %v; %s", pl.Name, err, inferenceCost))
+			continue
+		}
 		nodes := byPool[poolKey{pl.Name, pl.Label}]
 		sort.Strings(nodes)
-		ip, ns := c.inferencePool(ctx, pl.Name, nodes)
+		ip, ns := c.inferencePool(ctx, pl.Name, nodes, listed)
 		pl.Inference = ip
 		notes = append(notes, ns...)
 	}
@@ -103,8 +118,8 @@ func (c *Collector) inferencePools(ctx context.Context, pools []Pool) []string {
 
 // inferencePool classifies one GPU pool with pkg/inference and, for an
 // inference pool, plans its drain.
-func (c *Collector) inferencePool(ctx context.Context, name string, nodes []string) (*InferencePool, []string) {
-	r := &inference.Reader{Kube: c.Client}
+func (c *Collector) inferencePool(ctx context.Context, name string, nodes []string, listed *inference.Listed) (*InferencePool, []string) {
+	r := &inference.Reader{Kube: c.Client, Listed: listed}
 	pool, err := r.Read(ctx, nodes)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("pool %s: reading its model Deployments for an inference drain: %v; %s", name, err, inferenceCost)}

@@ -3,6 +3,7 @@ package skew
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -392,5 +393,34 @@ func TestRunbookInferenceRefusalsBeforeYouStart(t *testing.T) {
 	}
 	if strings.Contains(all, "no hydrate bandwidth") {
 		t.Errorf("a missing bandwidth is a warning:\n%s", all)
+	}
+}
+
+// The inference read of the GPU pools (serve, spare, train here) lists
+// the pods of every namespace once, in pages of the inventory's size, and
+// lists no nodes beyond the inventory's own paged list.
+func TestCollectInferenceListsOnce(t *testing.T) {
+	client := fakeClient("v1.37.2", inferenceFixture()...)
+	got, notes := collectInference(t, &Collector{Client: client, PageSize: 7,
+		InferenceDynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())})
+	if got["serve"] == nil {
+		t.Fatalf("no inference pool serve: %+v (notes %q)", got, notes)
+	}
+	var nodeLists, podLists []string
+	for _, a := range client.Actions() {
+		l, ok := a.(k8stesting.ListActionImpl)
+		if !ok {
+			continue
+		}
+		limit := fmt.Sprint(l.GetListOptions().Limit)
+		switch {
+		case a.GetResource().Resource == "nodes":
+			nodeLists = append(nodeLists, limit)
+		case a.GetResource().Resource == "pods" && a.GetNamespace() == "" && l.GetListRestrictions().Labels.Empty() && l.GetListRestrictions().Fields.Empty():
+			podLists = append(podLists, limit)
+		}
+	}
+	if len(nodeLists) != 1 || len(podLists) != 1 || podLists[0] != "7" {
+		t.Errorf("node lists (their limits) %q, pod lists of every namespace %q: want one node list and one pod list in pages of 7", nodeLists, podLists)
 	}
 }
