@@ -35,13 +35,20 @@ type auditEvent struct {
 	RequestURI string `json:"requestURI"`
 	UserAgent  string `json:"userAgent"`
 	ObjectRef  *struct {
-		Resource string `json:"resource"`
-		Name     string `json:"name"`
+		Resource  string `json:"resource"`
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
 	} `json:"objectRef"`
 }
 
 // nodeRequests returns the audited node requests of kubectl-skew.
 func nodeRequests(t testing.TB, cp *harness.ControlPlane) []auditEvent {
+	t.Helper()
+	return requests(t, cp, "nodes")
+}
+
+// requests are kubectl-skew's requests for resource in the audit log.
+func requests(t testing.TB, cp *harness.ControlPlane, resource string) []auditEvent {
 	t.Helper()
 	f, err := os.Open(cp.AuditLogPath)
 	if err != nil {
@@ -53,7 +60,7 @@ func nodeRequests(t testing.TB, cp *harness.ControlPlane) []auditEvent {
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var e auditEvent
-		if json.Unmarshal(sc.Bytes(), &e) != nil || !strings.HasPrefix(e.UserAgent, "kubectl-skew/") || e.ObjectRef == nil || e.ObjectRef.Resource != "nodes" {
+		if json.Unmarshal(sc.Bytes(), &e) != nil || !strings.HasPrefix(e.UserAgent, "kubectl-skew/") || e.ObjectRef == nil || e.ObjectRef.Resource != resource {
 			continue
 		}
 		out = append(out, e)
@@ -82,6 +89,37 @@ func TestSkewPagedNodeList(t *testing.T) {
 	for _, e := range reqs {
 		if e.Verb != "list" || !strings.Contains(e.RequestURI, "limit=2") || e.ObjectRef.Name != "" {
 			t.Errorf("node request %s %s: want paged lists only", e.Verb, e.RequestURI)
+		}
+	}
+
+	// The plan also reads each GPU pool for inference workloads: from the
+	// inventory's own node list and one pod list of every namespace,
+	// paged alike, for all its GPU pools at once.
+	beforeNodes, beforePods := len(nodeRequests(t, cp)), len(requests(t, cp, "pods"))
+	if r := skew(t, cp, "plan", "--target", "v1.38", "-q", "--chunk-size", "2"); r.ExitCode > 1 {
+		t.Fatalf("%s", r)
+	}
+	p, _ := cp.Client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	var podLists []auditEvent
+	_ = harness.Eventually(context.Background(), "audit events", 10*time.Second, func(context.Context) (bool, error) {
+		reqs = nodeRequests(t, cp)[beforeNodes:]
+		podLists = nil
+		for _, e := range requests(t, cp, "pods")[beforePods:] {
+			if e.ObjectRef.Namespace == "" && !strings.Contains(e.RequestURI, "Selector=") {
+				podLists = append(podLists, e)
+			}
+		}
+		return len(reqs) >= wantPages && len(podLists) >= (len(p.Items)+1)/2, nil
+	})
+	if len(reqs) != wantPages {
+		t.Errorf("plan: %d node requests for %d nodes in pages of 2, want %d (the inventory's list, shared by the inference read)", len(reqs), len(n.Items), wantPages)
+	}
+	if want := (len(p.Items) + 1) / 2; len(podLists) != want {
+		t.Errorf("plan: %d lists of pods in all namespaces for %d pods in pages of 2, want %d (one paged list for every GPU pool)", len(podLists), len(p.Items), want)
+	}
+	for _, e := range append(reqs, podLists...) {
+		if e.Verb != "list" || !strings.Contains(e.RequestURI, "limit=2") || e.ObjectRef.Name != "" {
+			t.Errorf("plan: request %s %s: want paged lists only", e.Verb, e.RequestURI)
 		}
 	}
 }

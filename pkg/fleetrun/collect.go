@@ -151,7 +151,7 @@ func LoadSaved(f *fleetfile.Fleet, dir string) (map[string]ClusterInfo, []*Clust
 			errs = append(errs, &ClusterError{Cluster: c.Name, Err: cli.UsageErr(fmt.Errorf("%s: %v", strings.TrimSuffix(dir, "/")+"/"+c.Name, err))})
 			continue
 		}
-		in := ClusterInfo{Inventory: *rep.Inventory}
+		in := ClusterInfo{Inventory: *rep.Inventory, Saved: true}
 		if c.GPUs != nil {
 			in.GPUs = *c.GPUs
 		}

@@ -12,6 +12,7 @@ package fleetrun
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,8 +48,8 @@ type StepInference struct {
 }
 
 // inferenceStep returns the inference part of a pool step and the plan's
-// warnings about it: a drain that would be refused, or whose ETA is not
-// known, so that the timeline leaves out its cold starts.
+// warnings about it; a drain that would be refused, or has no bandwidth,
+// is a plan error (inferenceProblem).
 func inferenceStep(pl pkgskew.Pool) (*StepInference, []string) {
 	ip := pl.Inference
 	if ip == nil || pl.ControlPlane() {
@@ -59,15 +60,24 @@ func inferenceStep(pl pkgskew.Pool) (*StepInference, []string) {
 		// no floor in the inference drain; the pool keeps the gang drain.
 		return nil, []string{fmt.Sprintf("pool %s holds %d model Deployment(s), %d behind a PodDisruptionBudget: a model without one has no floor in an inference drain, so it drains as a training pool (kubectl gang-drain run); give every model a PodDisruptionBudget to drain it paced", pl.Name, ip.Models, ip.WithPDB)}
 	}
-	si := &StepInference{Models: ip.Models, Waves: ip.Waves, ETASeconds: ip.ETASeconds, Bandwidth: ip.Bandwidth}
-	var warns []string
+	return &StepInference{Models: ip.Models, Waves: ip.Waves, ETASeconds: ip.ETASeconds, Bandwidth: ip.Bandwidth}, nil
+}
+
+// inferenceProblem is why a cluster's inference drain cannot run as read,
+// a plan error: the drain would be refused (or, with no hydrate
+// bandwidth, has none to pace by) inside the window. Empty when it can.
+func inferenceProblem(cluster string, pl pkgskew.Pool) string {
+	ip := pl.Inference
+	const fields = "spec.upgrade.hydrateBandwidth or spec.clusters[].hydrateBandwidth"
 	switch {
+	case ip == nil:
+		return ""
+	case ip.Bandwidth == "":
+		return fmt.Sprintf("cluster %s: pool %s holds inference workloads and its drain (gang-drain run --inference) has no hydrate bandwidth to pace by: set %s for cluster %s", cluster, pl.Name, fields, cluster)
 	case len(ip.Refusals) > 0:
-		warns = append(warns, fmt.Sprintf("pool %s holds inference workloads and its drain (gang-drain run --inference) would be refused as read: %s", pl.Name, strings.Join(ip.Refusals, "; ")))
-	case ip.ETASeconds == 0:
-		warns = append(warns, fmt.Sprintf("pool %s holds inference workloads but its drain has no ETA (no hydrate bandwidth when the inventory was read): the timeline leaves its cold starts out", pl.Name))
+		return fmt.Sprintf("cluster %s: pool %s holds inference workloads and its drain (gang-drain run --inference) would be refused as read: %s (a source's bandwidth is set in %s for cluster %s)", cluster, pl.Name, strings.Join(ip.Refusals, "; "), fields, cluster)
 	}
-	return si, warns
+	return ""
 }
 
 // drainArgs are the gang-drain arguments of a pool's drain step: the gang
@@ -129,4 +139,71 @@ func collectBandwidth(f *fleetfile.Fleet, cluster string) inference.Bandwidth {
 		return nil
 	}
 	return bw
+}
+
+// readInference is the inventory a cluster's inference pools are planned
+// from when it was saved (ClusterInfo.Saved), and the plan's warnings
+// about it. A live read (Collect) planned
+// each inference pool's drain at the cluster's bandwidth in the fleet
+// file. A saved report (plan --from-dir) may hold less: the version
+// check's (kubectl skew -o yaml) holds no read of the GPU pools'
+// workloads, and one read at another bandwidth holds waves, an ETA and
+// refusals that are not this plan's. Either is one warning per cluster
+// that the pool must be planned live, and the plan goes on: the drain
+// step stays the one its read says (gang-drain run, or run --inference at
+// the fleet file's bandwidth, which plans the waves again when it runs),
+// without an ETA it cannot know.
+func readInference(f *fleetfile.Fleet, cluster string, inv pkgskew.Inventory) (pkgskew.Inventory, []string) {
+	read := inv.InferenceRead
+	var unread []string
+	for _, pl := range inv.Pools {
+		if pl.Inference != nil {
+			// A report saved before InferenceRead existed.
+			read = true
+		}
+		if pl.Inference == nil && !pl.ControlPlane() && pl.Selector() != "" && pl.GPUNodes != nil && *pl.GPUNodes > 0 {
+			unread = append(unread, pl.Name)
+		}
+	}
+	if !read {
+		if len(unread) == 0 {
+			return inv, nil
+		}
+		return inv, []string{fmt.Sprintf("GPU pool(s) %s: the saved report holds no read of their workloads (kubectl skew -o yaml does not read model Deployments), so this plan drains them as training pools (kubectl gang-drain run); a pool that serves models behind PodDisruptionBudgets must be planned live (kubectl skew fleet plan without --from-dir) to drain paced by hydrate bandwidth (gang-drain run --inference) with its ETA",
+			strings.Join(unread, ", "))}
+	}
+	var want string
+	if a := collectBandwidth(f, cluster).Args(); len(a) == 2 {
+		want = a[1]
+	}
+	if want == "" {
+		// No bandwidth in the fleet file: inferenceProblem says so.
+		return inv, nil
+	}
+	pools := slices.Clone(inv.Pools)
+	var stale []string
+	for i, pl := range pools {
+		ip := pl.Inference
+		if ip == nil || ip.Bandwidth == want || !ip.EveryModelBudgeted() {
+			continue
+		}
+		at := "no hydrate bandwidth"
+		if ip.Bandwidth != "" {
+			at = ip.Bandwidth
+		}
+		what := fmt.Sprintf("%s (read at %s", pl.Name, at)
+		if len(ip.Refusals) > 0 {
+			what += "; refused then: " + strings.Join(ip.Refusals, "; ")
+		}
+		stale = append(stale, what+")")
+		c := *ip
+		c.Bandwidth, c.Waves, c.ETASeconds, c.Refusals = want, 0, 0, nil
+		pools[i].Inference = &c
+	}
+	if len(stale) == 0 {
+		return inv, nil
+	}
+	inv.Pools = pools
+	return inv, []string{fmt.Sprintf("inference pool(s) %s: the saved report planned the drain at another bandwidth than the fleet file's %s, so this plan has no waves, ETA or refusals for it (gang-drain run --inference plans them again when it runs); plan it live (kubectl skew fleet plan without --from-dir) for them",
+		strings.Join(stale, ", "), want)}
 }

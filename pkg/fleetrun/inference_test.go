@@ -2,6 +2,7 @@ package fleetrun
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -71,26 +72,32 @@ func TestPlanInferencePool(t *testing.T) {
 	}
 }
 
-// A drain with no ETA (no bandwidth when read) or that would be refused
-// says so in the plan's warnings, and adds nothing to the timeline.
-func TestPlanInferencePoolWarnings(t *testing.T) {
+// A drain with no hydrate bandwidth, or that would be refused as read, is
+// a plan error naming the cluster, the pool and the fleet file fields to
+// set (exit 2, as a lint problem), not a warning: the step would fail
+// inside the window.
+func TestPlanInferencePoolErrors(t *testing.T) {
 	f := loadFleet(t, nil)
 	for _, tc := range []struct {
 		ip   *pkgskew.InferencePool
 		want string
 	}{
-		{&pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r"}, "cluster canary-a: pool gpu-a holds inference workloads but its drain has no ETA"},
-		{&pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r", ETASeconds: 60, Refusals: []string{"model serving/llm: no weight size"}}, "cluster canary-a: pool gpu-a holds inference workloads and its drain (gang-drain run --inference) would be refused as read: model serving/llm: no weight size"},
+		{&pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r"}, "cluster canary-a: pool gpu-a holds inference workloads and its drain (gang-drain run --inference) has no hydrate bandwidth to pace by: set spec.upgrade.hydrateBandwidth or spec.clusters[].hydrateBandwidth for cluster canary-a"},
+		{&pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r", ETASeconds: 60, Bandwidth: "object-store=1250000000/s", Refusals: []string{"model serving/llm: no weight size"}}, "cluster canary-a: pool gpu-a holds inference workloads and its drain (gang-drain run --inference) would be refused as read: model serving/llm: no weight size"},
 	} {
-		p := mustPlan(t, f, servingInfos(f, tc.ip), monday0930)
-		if !strings.Contains(strings.Join(p.Warnings, "\n"), tc.want) {
-			t.Errorf("warnings %q lack %q", p.Warnings, tc.want)
+		_, err := MakePlan(f, servingInfos(f, tc.ip), monday0930)
+		var le *LintError
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), tc.want) || le.Problems[0].Field != "spec.upgrade.hydrateBandwidth" {
+			t.Errorf("plan error %v, want a lint problem with %q", err, tc.want)
 		}
 	}
-	c, _ := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r"}), monday0930).Cluster("canary-a")
-	d, _, _ := c.Step("pool-gpu-a-1-38-drain")
-	if got := expectedDuration(f.Spec.Upgrade, d); got != time.Hour {
-		t.Errorf("drain with no ETA expected %s", got)
+	// With a bandwidth and no refusal the plan has neither error nor
+	// inference warning.
+	p := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r", Bandwidth: "object-store=1250000000/s"}), monday0930)
+	for _, w := range p.Warnings {
+		if strings.Contains(w, "inference") {
+			t.Errorf("warning %q", w)
+		}
 	}
 }
 
@@ -98,7 +105,7 @@ func TestPlanInferencePoolWarnings(t *testing.T) {
 // bandwidth from the fleet file, and the restore scales the surge back.
 func TestStepInferencePool(t *testing.T) {
 	f := loadFleet(t, withBandwidth)
-	plan := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r", ETASeconds: 60}), monday0930)
+	plan := mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r", ETASeconds: 60, Bandwidth: "object-store=1250000000/s"}), monday0930)
 	plan.Run = "r1"
 	st := tempStore(t)
 	if _, err := FreezePlan(context.Background(), st, plan, false); err != nil {
@@ -153,7 +160,7 @@ func TestInferenceDrainArgsEvictionTimeout(t *testing.T) {
 		withBandwidth(f)
 		f.Spec.Upgrade.Drain = &fleetfile.Drain{OnTimeout: "abort", EvictionTimeout: "300s"}
 	})
-	p := &Programme{Plan: mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r"}), monday0930)}
+	p := &Programme{Plan: mustPlan(t, f, servingInfos(f, &pkgskew.InferencePool{Models: 1, WithPDB: 1, Reason: "r", Bandwidth: "object-store=1250000000/s"}), monday0930)}
 	inf := Step{Selector: "pool=a", Inference: &StepInference{Models: 1}}
 	got, err := p.drainArgs("canary-a", inf, "r1")
 	if err != nil {

@@ -227,6 +227,10 @@ type ClusterInfo struct {
 	GPUs int
 	// Provider, when not "", overrides detection (the file's provider).
 	Provider pkgskew.Provider
+	// Saved is set on an inventory read from a saved report (LoadSaved,
+	// plan --from-dir), whose inference pools may not have been read at
+	// the fleet file's bandwidth, or at all (readInference).
+	Saved bool
 }
 
 // Digest is the sha256 of a value's JSON.

@@ -182,6 +182,13 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 			continue
 		}
 		in := infos[c.Name]
+		if in.Saved {
+			var inferenceWarns []string
+			in.Inventory, inferenceWarns = readInference(f, c.Name, in.Inventory)
+			for _, s := range inferenceWarns {
+				warns = append(warns, "cluster "+c.Name+": "+s)
+			}
+		}
 		prov := in.Provider
 		if prov == "" && c.Provider != "" {
 			prov, _ = pkgskew.ParseProvider(c.Provider)
@@ -191,6 +198,17 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 			return rp, nil, nil, fmt.Errorf("cluster %s: planning to %s: %w", c.Name, target.MinorString(), err)
 		}
 		steps, w := clusterSteps(sp, in.Inventory, target, f.Spec.Upgrade != nil && f.Spec.Upgrade.MigrateCRDs)
+		var problems []*fleetfile.Error
+		for _, s := range steps {
+			if s.Kind == StepDrain && s.Inference != nil {
+				if msg := inferenceProblem(c.Name, invPool(in.Inventory, s.Pool)); msg != "" {
+					problems = append(problems, &fleetfile.Error{Field: "spec.upgrade.hydrateBandwidth", Msg: msg})
+				}
+			}
+		}
+		if len(problems) > 0 {
+			return rp, nil, nil, &LintError{Problems: problems}
+		}
 		for _, s := range w {
 			warns = append(warns, "cluster "+c.Name+": "+s)
 		}

@@ -246,6 +246,22 @@ func stepDeadline(kind string) int64 {
 	return int64((12 * time.Hour).Seconds())
 }
 
+// planStepDeadline is a step's deadline in its plan: a drain's is sized
+// from its expected duration (which for an inference pool adds the planned
+// cold starts) with half again as margin, never below StepDeadlines; a
+// paced inference drain longer than the table's 6 hours is not killed
+// mid-drain.
+func planStepDeadline(p *Plan, s Step) int64 {
+	d := stepDeadline(s.Kind)
+	if s.Kind != StepDrain || p.Spec.Upgrade == nil {
+		return d
+	}
+	if e := int64((expectedDuration(p.Spec.Upgrade, s) * 3 / 2).Seconds()); e > d {
+		return e
+	}
+	return d
+}
+
 // Resources of every step container: a step is one kubectl-skew process
 // talking to API servers and the store.
 var stepResources = argoResources{
@@ -560,7 +576,7 @@ func clusterTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine) argoObject
 	dag := &argoDAG{}
 	prev := ""
 	for _, s := range c.Steps {
-		t := argoTask{Name: s.Name, Template: "guarded-step", Depends: prev, Arguments: params("run", "{{inputs.parameters.run}}", "step", s.Name, "deadline", fmt.Sprint(stepDeadline(s.Kind)))}
+		t := argoTask{Name: s.Name, Template: "guarded-step", Depends: prev, Arguments: params("run", "{{inputs.parameters.run}}", "step", s.Name, "deadline", fmt.Sprint(planStepDeadline(p, s)))}
 		dag.Tasks = append(dag.Tasks, t)
 		prev = s.Name
 	}

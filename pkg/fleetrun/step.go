@@ -223,7 +223,11 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 			return res, nil
 		}
 	}
-	if s.Kind != StepGate && s.Disruptive {
+	// A step already in progress (its attempt was stopped: its deadline, a
+	// node lost) resumes from its recorded state: it is not refused for
+	// want of window room for its whole expected duration, as the gate
+	// does not check the window of a cluster in flight.
+	if s.Kind != StepGate && s.Disruptive && ss.Phase != PhaseInProgress {
 		g := p.newGate(cp.Ring, cluster)
 		p.windowCheck(g, cp, p.expected(s))
 		g.finish()

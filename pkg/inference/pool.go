@@ -18,8 +18,10 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	"k8s.io/kubectl/pkg/util/podutils"
@@ -136,6 +138,58 @@ type Reader struct {
 	Discoverer   *gang.Discoverer
 	GPUResources []corev1.ResourceName
 	Weights      map[string]Weights
+	// Listed, when set, are the cluster's nodes and pods listed once for
+	// several pools (pkg/skew's inventory, one list for every GPU pool):
+	// Read then lists neither. Otherwise Read lists both itself, in pages
+	// of PageSize (client-go's pager; its default, 500, when 0).
+	Listed   *Listed
+	PageSize int64
+}
+
+// Listed are a cluster's nodes and pods, as Read reads them.
+type Listed struct {
+	Nodes []corev1.Node
+	Pods  []corev1.Pod
+}
+
+// ListNodes lists the cluster's nodes in pages of pageSize (client-go's
+// pager, k8s.io/client-go/tools/pager; its default when 0).
+func ListNodes(ctx context.Context, kube kubernetes.Interface, pageSize int64) ([]corev1.Node, error) {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return kube.CoreV1().Nodes().List(ctx, opts)
+	})
+	p.PageSize = pageSize
+	var out []corev1.Node
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if n, ok := obj.(*corev1.Node); ok {
+			out = append(out, *n)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	return out, nil
+}
+
+// ListPods lists the pods of every namespace in pages of pageSize, as
+// ListNodes lists the nodes.
+func ListPods(ctx context.Context, kube kubernetes.Interface, pageSize int64) ([]corev1.Pod, error) {
+	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	})
+	p.PageSize = pageSize
+	var out []corev1.Pod
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if po, ok := obj.(*corev1.Pod); ok {
+			out = append(out, *po)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	return out, nil
 }
 
 func (r *Reader) gpuResources() []corev1.ResourceName {
@@ -147,10 +201,19 @@ func (r *Reader) gpuResources() []corev1.ResourceName {
 
 // Read reads the pool made of nodes.
 func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
-	nodeList, err := r.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
+	listed := r.Listed
+	if listed == nil {
+		listed = &Listed{}
+		var err error
+		if listed.Nodes, err = ListNodes(ctx, r.Kube, r.PageSize); err != nil {
+			return nil, err
+		}
+		if listed.Pods, err = ListPods(ctx, r.Kube, r.PageSize); err != nil {
+			return nil, err
+		}
 	}
+	nodeList := corev1.NodeList{Items: listed.Nodes}
+	podList := corev1.PodList{Items: listed.Pods}
 	inPool := map[string]bool{}
 	for _, n := range nodes {
 		inPool[n] = true
@@ -186,10 +249,6 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 	}
 	sort.Slice(pool.Nodes, func(i, j int) bool { return pool.Nodes[i].Name < pool.Nodes[j].Name })
 
-	podList, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
-	}
 	used := map[string]int64{}
 	type rsRef struct{ ns, name string }
 	var poolPods []*corev1.Pod

@@ -90,6 +90,9 @@ type Collector struct {
 	platform *platformAcc
 	// nodePool is each node's pool, as listNodes counted it.
 	nodePool map[string]poolKey
+	// listedNodes are the nodes listNodes read, kept with Inference for
+	// the inference read of every GPU pool.
+	listedNodes []corev1.Node
 }
 
 // ErrNoKubectl says there is no kubectl on PATH.
@@ -215,6 +218,7 @@ func (c *Collector) Collect(ctx context.Context) (Inventory, error) {
 	}
 	statefulPools(pools, c.nodePool, stateful)
 	notes = append(notes, c.inferencePools(ctx, pools)...)
+	inv.InferenceRead = c.Inference
 	inv.Pools = pools
 	inv.Components = append(append(append(inv.Components, podComps...), wlComps...), kubectlComp...)
 	// A cloud-controller-manager found as a workload replaces the
@@ -296,6 +300,7 @@ func PoolOf(labels map[string]string, poolLabel string) (name, label string) {
 func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 	acc := map[poolKey]*poolAcc{}
 	c.nodePool = map[string]poolKey{}
+	c.listedNodes = nil
 	if c.Nodes != nil {
 		if nodes, ok := c.Nodes(ctx); ok {
 			for _, n := range nodes {
@@ -304,14 +309,10 @@ func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 			return pools(acc), nil
 		}
 	}
-	size := c.PageSize
-	if size <= 0 {
-		size = 500
-	}
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return c.Client.CoreV1().Nodes().List(ctx, opts)
 	})
-	p.PageSize = size
+	p.PageSize = c.pageSize()
 	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		if n, ok := obj.(*corev1.Node); ok {
 			c.node(acc, n)
@@ -324,8 +325,21 @@ func (c *Collector) listNodes(ctx context.Context) ([]Pool, error) {
 	return pools(acc), nil
 }
 
+// pageSize is the size of the inventory's pages (--chunk-size), 500 when
+// unset.
+func (c *Collector) pageSize() int64 {
+	if c.PageSize <= 0 {
+		return 500
+	}
+	return c.PageSize
+}
+
 // node counts one node in its pool.
 func (c *Collector) node(acc map[poolKey]*poolAcc, n *corev1.Node) {
+	if c.Inference {
+		// The inference read shares this list across its GPU pools.
+		c.listedNodes = append(c.listedNodes, *n)
+	}
 	name, label := PoolOf(n.Labels, c.PoolLabel)
 	c.platform.node(n)
 	k := poolKey{name, label}

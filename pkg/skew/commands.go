@@ -1206,7 +1206,26 @@ func (r *renderer) warnings() []string {
 			if cost := r.wholePoolCost(pp.Name); cost != "" && len(pp.Upgrades) > 0 {
 				out = append(out, fmt.Sprintf("pool %s: %s", pp.Name, cost))
 			}
+			if len(pp.Upgrades) > 0 && r.inferencePool(pp.Name) {
+				out = append(out, inferenceRefusals(pp.Name, r.pools[pp.Name].Inference)...)
+			}
 		}
+	}
+	return out
+}
+
+// inferenceRefusals are why the inference drain's gate (gang-drain plan
+// --inference) would refuse the pool as read, each with its fix, for
+// "Before you start"; a missing hydrate bandwidth is left out: the drain's
+// BW line asks for it.
+func inferenceRefusals(pool string, ip *InferencePool) []string {
+	var out []string
+	for _, why := range ip.Refusals {
+		// pkg/inference's words for a source with no --hydrate-bandwidth.
+		if strings.HasPrefix(why, "no hydrate bandwidth for source ") {
+			continue
+		}
+		out = append(out, fmt.Sprintf("pool %s: its inference drain (gang-drain plan --inference) refuses as read: %s", pool, why))
 	}
 	return out
 }

@@ -71,10 +71,11 @@ const inferenceCost = "the runbook drains it as a training pool (kubectl gang-dr
 
 // inferencePools reads, with Collector.Inference, every GPU pool that a
 // selector picks for the workloads pkg/inference drains, and records an
-// inference pool's answer on it. It costs, per GPU pool, what pkg/inference's
-// Reader reads (the nodes, the pods, and the ReplicaSets, Deployments,
-// HorizontalPodAutoscalers and PodDisruptionBudgets of the namespaces with
-// pods on the pool), and only for a pool that holds models behind budgets
+// inference pool's answer on it. It costs one pod list, paged as the node
+// list is (PageSize), shared by every GPU pool with the inventory's own
+// node list, then per GPU pool what pkg/inference's Reader reads beside
+// them (the ReplicaSets, Deployments, HorizontalPodAutoscalers and
+// PodDisruptionBudgets of the namespaces with pods on the pool), and only for a pool that holds models behind budgets
 // beside other pods, pkg/gang's discovery of training gangs (a pod list per
 // node). It returns notes for what it could not read, each naming the
 // forbidden verb and resource as the API words it.
@@ -86,15 +87,29 @@ func (c *Collector) inferencePools(ctx context.Context, pools []Pool) []string {
 	for n, k := range c.nodePool {
 		byPool[k] = append(byPool[k], n)
 	}
-	var notes []string
+	var (
+		notes  []string
+		listed *inference.Listed
+		err    error
+	)
 	for i := range pools {
 		pl := &pools[i]
 		if pl.ControlPlane() || pl.Selector() == "" || pl.GPUNodes == nil || *pl.GPUNodes == 0 {
 			continue
 		}
+		if listed == nil && err == nil {
+			// One node list (the inventory's own) and one pod list, paged
+			// as the inventory pages, for every GPU pool.
+			listed = &inference.Listed{Nodes: c.listedNodes}
+			listed.Pods, err = inference.ListPods(ctx, c.Client, c.pageSize())
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("pool %s: reading its model Deployments for an inference drain: %v; %s", pl.Name, err, inferenceCost))
+			continue
+		}
 		nodes := byPool[poolKey{pl.Name, pl.Label}]
 		sort.Strings(nodes)
-		ip, ns := c.inferencePool(ctx, pl.Name, nodes)
+		ip, ns := c.inferencePool(ctx, pl.Name, nodes, listed)
 		pl.Inference = ip
 		notes = append(notes, ns...)
 	}
@@ -103,8 +118,8 @@ func (c *Collector) inferencePools(ctx context.Context, pools []Pool) []string {
 
 // inferencePool classifies one GPU pool with pkg/inference and, for an
 // inference pool, plans its drain.
-func (c *Collector) inferencePool(ctx context.Context, name string, nodes []string) (*InferencePool, []string) {
-	r := &inference.Reader{Kube: c.Client}
+func (c *Collector) inferencePool(ctx context.Context, name string, nodes []string, listed *inference.Listed) (*InferencePool, []string) {
+	r := &inference.Reader{Kube: c.Client, Listed: listed}
 	pool, err := r.Read(ctx, nodes)
 	if err != nil {
 		return nil, []string{fmt.Sprintf("pool %s: reading its model Deployments for an inference drain: %v; %s", name, err, inferenceCost)}
@@ -307,10 +322,14 @@ func (r *renderer) inferenceStep(s Step, sel string) blocks {
 			out = append(out, r.release(s.Pool)...)
 		}
 		r.held[s.Pool] = false
+		out = append(out, fmt.Sprintf("OLD=$(kubectl get nodes -l %s -o name)   # the nodes the run below drains, the only ones to delete", sel))
 		out = append(out, r.inferenceDrain(s, sel)...)
-		out = append(out, fmt.Sprintf("kubectl delete nodes -l %s   # Karpenter terminates them; the replicas left Pending bring up nodes at v%s", sel, s.To),
-			fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until the new nodes are Ready", sq(s.Pool)))
-		out = append(out, inferenceRestore(s, sel)...)
+		out = append(out, karpenterInferenceNodes(s, sel)...)
+		out = append(out, "# once the pool's new nodes, if any, pass validation: uncordon (a completed run has scaled its surge back already; restore --inference scales back only a surge a run stopped before its end left in place):")
+		out = append(out, chain(
+			`{ [ -z "$NEW" ] || `+validateCmd(sel, s)+`; }`,
+			"kubectl gang-drain restore "+poolRun(s)+" --inference --dry-run",
+			"kubectl gang-drain restore "+poolRun(s)+" --inference")...)
 		b.add(append(out, budgetRestore(s.Pool)...)...)
 	default:
 		b.add(r.inferenceDrain(s, sel)...)
@@ -330,6 +349,26 @@ func (r *renderer) inferenceStep(s Step, sel string) blocks {
 		b.add(inferenceRestore(s, sel, gates...)...)
 	}
 	return b
+}
+
+// karpenterInferenceNodes deletes the nodes a paced run drained from a
+// Karpenter (or EKS Auto Mode) pool and waits on what the run caused, not
+// on NodeClaims it may never have made. The run waits, wave by wave, until
+// the displaced replicas are Ready elsewhere: where the surge and the free
+// GPUs outside the pool held them all, no pod was ever Pending for the
+// pool and Karpenter launched no node (it provisions for pending pods
+// only, Karpenter v1 docs "Scheduling"); where they went Pending, Karpenter
+// launched nodes at the released version, in the pool and Ready before
+// the run went on. So only the old nodes are deleted (a selector would
+// take the new ones too), and the nodes left in the pool are those new
+// ones: the wait and the validation cover them, or say there are none.
+func karpenterInferenceNodes(s Step, sel string) []string {
+	return []string{
+		`kubectl delete $OLD   # Karpenter terminates the drained nodes; the ones it launched during the run for replicas left Pending are already at v` + s.To,
+		fmt.Sprintf("NEW=$(kubectl get nodes -l %s -o name)   # the nodes Karpenter launched for the run's displaced replicas (kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide)", sel, sq(s.Pool)),
+		fmt.Sprintf(`[ -n "$NEW" ] || echo "no node left in %s: the surge and free GPUs outside it held every replica, so Karpenter launched none; it launches nodes at v%s when pods next ask for the pool"`, s.Pool, s.To),
+		`[ -z "$NEW" ] || kubectl wait --for=condition=Ready $NEW --timeout=30m   # the run waited for the replicas on them, so they are Ready already`,
+	}
 }
 
 // inferenceBackDrain drains an inference pool's old nodes (selector sel,

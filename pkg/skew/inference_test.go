@@ -3,6 +3,7 @@ package skew
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -225,9 +226,12 @@ func TestRunbookInferencePool(t *testing.T) {
 			"kubectl skew verify"}},
 		{"eks-selfmanaged", "gpu-karpenter", ip, []string{
 			`"value":{"nodes":"0","reasons":["Drifted"]}`,
+			"OLD=$(kubectl get nodes -l karpenter.sh/nodepool=gpu-karpenter -o name)",
 			`kubectl gang-drain run --inference -l karpenter.sh/nodepool=gpu-karpenter`,
-			"kubectl delete nodes -l karpenter.sh/nodepool=gpu-karpenter",
-			"kubectl gpu-validate nodes -l karpenter.sh/nodepool=gpu-karpenter",
+			"kubectl delete $OLD",
+			"NEW=$(kubectl get nodes -l karpenter.sh/nodepool=gpu-karpenter -o name)",
+			`[ -z "$NEW" ] || kubectl wait --for=condition=Ready $NEW`,
+			`{ [ -z "$NEW" ] || kubectl gpu-validate nodes -l karpenter.sh/nodepool=gpu-karpenter`,
 			`--inference`,
 			"nodepool-gpu-karpenter-budgets.json",
 			"kubectl skew verify"}},
@@ -372,4 +376,51 @@ func TestRunbookInferenceRestoreText(t *testing.T) {
 	text := strings.Join(FlattenBlocks(stepOf(t, p, PhaseNodePool, "gpu-h100").Blocks), "\n")
 	wantIn(t, "restore", text, "a completed run has scaled its surge back already")
 	wantNotIn(t, "restore", text, "scale each model back by the surge the run recorded")
+}
+
+// A refusal of the inference drain's plan other than a missing bandwidth
+// is a "Before you start" item with its fix command; a missing bandwidth
+// is left to the drain's BW line.
+func TestRunbookInferenceRefusalsBeforeYouStart(t *testing.T) {
+	weights := "model serving/llm: no weight size: kubectl annotate deployment -n serving llm " + inference.AnnWeightsBytes + "=<bytes, e.g. 140Gi>, or pass --weights serving/llm=<bytes>"
+	p := withInference(t, "kubeadm-apt", "gpu-h100", InferencePool{Models: 1, WithPDB: 1, Reason: "r", Refusals: []string{
+		"no hydrate bandwidth for source object-store (models serving/llm): pass --hydrate-bandwidth object-store=<bytes per second, e.g. 1250M/s>",
+		weights,
+	}})
+	all := strings.Join(p.Warnings, "\n")
+	if !strings.Contains(all, "pool gpu-h100: its inference drain (gang-drain plan --inference) refuses as read: "+weights) {
+		t.Errorf("warnings lack the weight size refusal and its fix:\n%s", all)
+	}
+	if strings.Contains(all, "no hydrate bandwidth") {
+		t.Errorf("a missing bandwidth is a warning:\n%s", all)
+	}
+}
+
+// The inference read of the GPU pools (serve, spare, train here) lists
+// the pods of every namespace once, in pages of the inventory's size, and
+// lists no nodes beyond the inventory's own paged list.
+func TestCollectInferenceListsOnce(t *testing.T) {
+	client := fakeClient("v1.37.2", inferenceFixture()...)
+	got, notes := collectInference(t, &Collector{Client: client, PageSize: 7,
+		InferenceDynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme())})
+	if got["serve"] == nil {
+		t.Fatalf("no inference pool serve: %+v (notes %q)", got, notes)
+	}
+	var nodeLists, podLists []string
+	for _, a := range client.Actions() {
+		l, ok := a.(k8stesting.ListActionImpl)
+		if !ok {
+			continue
+		}
+		limit := fmt.Sprint(l.GetListOptions().Limit)
+		switch {
+		case a.GetResource().Resource == "nodes":
+			nodeLists = append(nodeLists, limit)
+		case a.GetResource().Resource == "pods" && a.GetNamespace() == "" && l.GetListRestrictions().Labels.Empty() && l.GetListRestrictions().Fields.Empty():
+			podLists = append(podLists, limit)
+		}
+	}
+	if len(nodeLists) != 1 || len(podLists) != 1 || podLists[0] != "7" {
+		t.Errorf("node lists (their limits) %q, pod lists of every namespace %q: want one node list and one pod list in pages of 7", nodeLists, podLists)
+	}
 }

@@ -160,6 +160,12 @@ type Inventory struct {
 	// Platform is what the cluster shows about its provider (absent in
 	// reports saved before it existed).
 	Platform *Platform `json:"platform,omitempty"`
+	// InferenceRead is set when the GPU pools were read for inference
+	// workloads (Collector.Inference: the plan and the fleet programme's
+	// live read), so that a pool without Pool.Inference is known to hold
+	// none. The version check's report (kubectl skew -o yaml) does not
+	// read them: planned from it, a GPU pool's drain is not known.
+	InferenceRead bool `json:"inferenceRead,omitempty"`
 }
 
 // Sort orders components and pools so reports are stable.

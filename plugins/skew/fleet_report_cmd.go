@@ -225,7 +225,7 @@ func (o *InventoryOptions) Run(ctx context.Context) error {
 		Targets: o.targets, Getter: o.cg, Parallel: o.Contexts.Parallel, Calendar: o.calendar, Now: o.deps.now,
 		Source: o.source, StoreURL: o.Store,
 		Collect: func(ctx context.Context, cg cli.ClientGetter) (cli.Metadata, pkgskew.Inventory, error) {
-			return collectInventory(ctx, cg, o.deps, o.PoolLabel, o.ChunkSize, true, false)
+			return collectInventory(ctx, cg, o.deps, o.PoolLabel, o.ChunkSize, true, false, nil)
 		},
 	}
 	if o.fleet != nil {

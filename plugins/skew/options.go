@@ -221,12 +221,14 @@ func (o *Options) Run(ctx context.Context) error {
 
 // collect reads the inventory of one context.
 func collect(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64, inferencePools bool) (cli.Metadata, pkgskew.Inventory, error) {
-	return collectInventory(ctx, cg, d, poolLabel, chunk, false, inferencePools)
+	return collectInventory(ctx, cg, d, poolLabel, chunk, false, inferencePools, nil)
 }
 
 // collectInventory is collect, also counting each pool's GPUs when gpus
-// is set (the fleet report).
-func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64, gpus, inferencePools bool) (cli.Metadata, pkgskew.Inventory, error) {
+// is set (the fleet report); with inferencePools an inference pool's
+// drain is planned with the hydrate bandwidth bw (plan
+// --hydrate-bandwidth).
+func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabel string, chunk int64, gpus, inferencePools bool, bw inference.Bandwidth) (cli.Metadata, pkgskew.Inventory, error) {
 	md, err := cli.Connect(ctx, cg)
 	if err != nil {
 		return md, pkgskew.Inventory{}, err
@@ -246,6 +248,7 @@ func collectInventory(ctx context.Context, cg cli.ClientGetter, d deps, poolLabe
 		// and the reads its RBAC names.
 		c.Inference = true
 		c.InferenceOptions = inference.DefaultOptions()
+		c.InferenceOptions.Bandwidth = bw
 		if dyn, err := cg.Dynamic(); err == nil {
 			c.InferenceDynamic = dyn
 		}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubectl/pkg/util/templates"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -89,6 +90,12 @@ type PlanOptions struct {
 	Runbook bool
 	// ASG are --asg POOL=GROUP values: pools an EC2 Auto Scaling group makes.
 	ASG []string
+	// HydrateBandwidth are --hydrate-bandwidth SOURCE=RATE values, as
+	// gang-drain takes them: an inference pool's drain is planned with
+	// them (its waves and ETA).
+	HydrateBandwidth []string
+
+	bandwidth inference.Bandwidth
 
 	provider pkgskew.Provider
 	asgs     map[string]string
@@ -123,6 +130,7 @@ func newPlanCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d deps)
 	addSourceFlags(cmd, &o.PoolLabel, &o.FromFile, &o.CalendarFile, &o.ChunkSize)
 	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
 	addRunbookFlags(cmd, o)
+	cmd.Flags().StringArrayVar(&o.HydrateBandwidth, "hydrate-bandwidth", o.HydrateBandwidth, "The bytes per second each weight source serves the cluster, SOURCE=RATE (object-store, registry, shared-fs), e.g. object-store=1250M/s, as gang-drain run --inference takes it: an inference pool's drain is planned with it (waves and ETA); repeat or separate with commas.")
 	return cmd
 }
 
@@ -178,6 +186,11 @@ func (o *PlanOptions) Validate() error {
 	if o.ChunkSize < 1 {
 		return fmt.Errorf("--chunk-size must be at least 1, got %d", o.ChunkSize)
 	}
+	bw, err := inference.ParseBandwidth(o.HydrateBandwidth)
+	if err != nil {
+		return err
+	}
+	o.bandwidth = bw
 	return o.validateRunbook()
 }
 
@@ -191,7 +204,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if o.saved != nil {
 		h, inv = o.saved.Header, o.saved.Inventory
 	} else {
-		md, got, err := collect(ctx, o.cg, o.deps, o.PoolLabel, o.ChunkSize, true)
+		md, got, err := collectInventory(ctx, o.cg, o.deps, o.PoolLabel, o.ChunkSize, false, true, o.bandwidth)
 		if err != nil {
 			return err
 		}
