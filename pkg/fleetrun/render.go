@@ -99,6 +99,20 @@ type (
 		Suspend               *argoSuspend   `json:"suspend,omitempty"`
 		Container             *argoContainer `json:"container,omitempty"`
 		RetryStrategy         *argoRetry     `json:"retryStrategy,omitempty"`
+		Resource              *argoResource  `json:"resource,omitempty"`
+	}
+	// argoResource is a resource template (Template.Resource,
+	// ResourceTemplate in workflow_types.go at v3.7.15): the executor
+	// creates the manifest, then polls the object until successCondition
+	// or failureCondition holds (workflow/executor/resource.go,
+	// WaitResource and checkResourceState: a GET of the object, so its
+	// service account needs create and get on it).
+	argoResource struct {
+		Action            string `json:"action"`
+		SetOwnerReference bool   `json:"setOwnerReference,omitempty"`
+		SuccessCondition  string `json:"successCondition,omitempty"`
+		FailureCondition  string `json:"failureCondition,omitempty"`
+		Manifest          string `json:"manifest"`
 	}
 	argoPodMeta struct {
 		Labels map[string]string `json:"labels,omitempty"`
@@ -278,6 +292,13 @@ type RenderOptions struct {
 	// Image, when set, is the suite's image for this render (--image),
 	// in place of the fleet file's spec.engine.argo.image.
 	Image string
+	// WorkflowPerCluster renders each cluster as a Workflow of its own
+	// (its steps, holds and exit handler), created and watched by the
+	// run's Workflow through resource templates, Argo's workflow of
+	// workflows (docs/workflow-of-workflows.md at v3.7.15): no object
+	// holds every cluster's steps, so none grows with the cluster's
+	// count but the parent, by one node per cluster.
+	WorkflowPerCluster bool
 }
 
 // CheckPinned is a usage error (exit 2) naming field when ref is not an
@@ -312,6 +333,20 @@ func TemplateName(fleet, run, cluster string) string { return stepName(fleet, ru
 // MutexName is the run's mutex: one Workflow of a run at a time, so a
 // second copy applied by mistake (or a resubmission) waits for the first.
 func MutexName(fleet, run string) string { return stepName(fleet, run) }
+
+// ClusterMutexName is the mutex of a cluster's Workflow in a run rendered
+// with a Workflow per cluster: one at a time per cluster, as MutexName is
+// per run, while the run's clusters go on side by side.
+func ClusterMutexName(fleet, run, cluster string) string {
+	return stepName(fleet, run, cluster, "lock")
+}
+
+// ClusterWorkflowPrefix is the generateName of a cluster's Workflow, as
+// the run's Workflow creates it: the cluster's template name and a dash
+// (the API server adds five characters, cutting the prefix to 58).
+func ClusterWorkflowPrefix(fleet, run, cluster string) string {
+	return TemplateName(fleet, run, cluster) + "-"
+}
 
 // SemaphoreName is the ConfigMap holding the cluster cap's semaphore.
 func SemaphoreName(fleet string) string { return stepName(fleet, "inflight") }
@@ -380,18 +415,21 @@ func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 		r.Objects = append(r.Objects, RenderedObject{Kind: kind, Name: name, Bytes: len(b)})
 		return nil
 	}
-	for _, o := range supportObjects(p, a) {
+	for _, o := range supportObjects(p, a, opts.WorkflowPerCluster) {
 		if err := emit(o.kind, o.name, o.obj); err != nil {
 			return nil, err
 		}
 	}
 	for i := range p.Clusters {
 		wt := clusterTemplate(p, &p.Clusters[i], a)
+		if opts.WorkflowPerCluster {
+			wt = clusterWorkflowTemplate(p, &p.Clusters[i], a, wt)
+		}
 		if err := emit(wt.Kind, wt.Metadata.Name, wt); err != nil {
 			return nil, err
 		}
 	}
-	wf := runWorkflow(p, a)
+	wf := runWorkflow(p, a, opts.WorkflowPerCluster)
 	if err := emit(wf.Kind, wf.Metadata.Name, wf); err != nil {
 		return nil, err
 	}
@@ -437,7 +475,7 @@ type support struct {
 // supportObjects are the semaphore ConfigMap and the RBAC of the step
 // pods: Argo's executor reports task results; steps read kubeconfig
 // Secrets when the file sets credentials.
-func supportObjects(p *Plan, a fleetfile.ArgoEngine) []support {
+func supportObjects(p *Plan, a fleetfile.ArgoEngine, perCluster bool) []support {
 	md := func(name string) map[string]any {
 		return map[string]any{"name": name, "namespace": a.Namespace, "labels": map[string]string{fleetfile.Group + "/fleet": p.Fleet}}
 	}
@@ -452,6 +490,16 @@ func supportObjects(p *Plan, a fleetfile.ArgoEngine) []support {
 	rules := []map[string]any{{
 		"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflowtaskresults"}, "verbs": []string{"create", "patch"},
 	}}
+	if perCluster {
+		// The run's Workflow creates each cluster's Workflow and reads it
+		// until it ends: its resource pods run `argoexec resource create`,
+		// which creates the manifest and then GETs the object
+		// (workflow/executor/resource.go at v3.7.15); the child resolves
+		// its WorkflowTemplate in the controller, not in a pod.
+		rules = append(rules, map[string]any{
+			"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflows"}, "verbs": []string{"create", "get"},
+		})
+	}
 	// Each cluster's kubeconfig Secret, by name, in the namespace that
 	// holds them: the engine's, or a Role and RoleBinding of their own.
 	var secrets []map[string]any
@@ -585,8 +633,71 @@ func clusterTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine) argoObject
 		}}}
 }
 
-// runWorkflow is the run's Workflow.
-func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
+// clusterWorkflowTemplate makes a cluster's WorkflowTemplate a Workflow
+// of its own: the run's Workflow creates one from it per cluster
+// (workflowTemplateRef), so it carries the Workflow's settings as the
+// run's Workflow does: podGC, TTL, a mutex (per cluster), the restricted
+// pod profile and an exit handler recording its end.
+func clusterWorkflowTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine, wt argoObject) argoObject {
+	wt.Spec.Entrypoint = "cluster"
+	wt.Spec.NodeSelector = a.NodeSelector
+	wt.Spec.Arguments = params("run", p.Run)
+	wt.Spec.OnExit = exitTemplate
+	wt.Spec.PodGC = &argoPodGC{Strategy: PodGCStrategy}
+	wt.Spec.TTLStrategy = &argoTTL{SecondsAfterSuccess: TTLAfterSuccess, SecondsAfterFailure: TTLAfterFailure}
+	wt.Spec.Synchronization = &argoSync{Mutexes: []argoMutex{{Name: ClusterMutexName(p.Fleet, p.Run, c.Name)}}}
+	wt.Spec.SecurityContext = restricted()
+	wt.Spec.Templates = append(wt.Spec.Templates, exitHandler(p, a, c.Name))
+	return wt
+}
+
+// exitHandler records how the Workflow ended in the store (kubectl skew
+// fleet end), whatever the phase.
+func exitHandler(p *Plan, a fleetfile.ArgoEngine, cluster string) argoTemplate {
+	labels := map[string]string{fleetfile.Group + "/fleet": p.Fleet}
+	if cluster != "" {
+		labels[fleetfile.Group+"/cluster"] = cluster
+	}
+	return argoTemplate{Name: exitTemplate, NodeSelector: a.NodeSelector,
+		SecurityContext: restricted(), ActiveDeadlineSeconds: stepDeadline(StepGate),
+		Metadata:      &argoPodMeta{Labels: labels},
+		Container:     container(p, a, "end", "--run", "{{workflow.parameters.run}}", "--workflow", "{{workflow.name}}", "--phase", "{{workflow.status}}"),
+		RetryStrategy: &argoRetry{Limit: "5", RetryPolicy: "Always", Backoff: argoBackoffs{Duration: "10s", Factor: "2", Cap: "2m"}}}
+}
+
+// childTemplate is the run's resource template that creates a cluster's
+// Workflow from its WorkflowTemplate and waits for it to end, as Argo's
+// workflow of workflows does (docs/workflow-of-workflows.md at v3.7.15:
+// action create, successCondition status.phase == Succeeded,
+// failureCondition status.phase in (Failed, Error)). The child is owned
+// by the run's Workflow (setOwnerReference), so deleting the run deletes
+// its clusters' Workflows. One template serves every cluster: its name,
+// ring and template are inputs.
+func childTemplate(p *Plan) argoTemplate {
+	g := fleetfile.Group
+	manifest, _ := yaml.Marshal(map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+		"metadata": map[string]any{
+			"generateName": "{{inputs.parameters.template}}-",
+			"labels": map[string]string{g + "/fleet": p.Fleet, g + "/run": p.Run,
+				g + "/cluster": "{{inputs.parameters.cluster}}", g + "/ring": "{{inputs.parameters.ring}}"},
+		},
+		"spec": map[string]any{
+			"workflowTemplateRef": map[string]string{"name": "{{inputs.parameters.template}}"},
+			"arguments":           map[string]any{"parameters": []map[string]string{{"name": "run", "value": "{{workflow.parameters.run}}"}}},
+		},
+	})
+	return argoTemplate{Name: "cluster", Inputs: inputs("cluster", "ring", "template"), SecurityContext: restricted(),
+		Metadata: &argoPodMeta{Labels: map[string]string{g + "/fleet": p.Fleet}},
+		Resource: &argoResource{Action: "create", SetOwnerReference: true,
+			SuccessCondition: "status.phase == Succeeded", FailureCondition: "status.phase in (Failed, Error)",
+			Manifest: string(manifest)}}
+}
+
+// runWorkflow is the run's Workflow. perCluster: each cluster is a
+// Workflow of its own, created and watched by a resource template;
+// otherwise each cluster's template runs inside this Workflow.
+func runWorkflow(p *Plan, a fleetfile.ArgoEngine, perCluster bool) argoObject {
 	var top [][]argoStep
 	tmpls := []argoTemplate{{Name: "fleet"}}
 	for i, r := range p.Rings {
@@ -603,6 +714,11 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
 		for _, b := range r.Batches {
 			var group []argoStep
 			for _, c := range b.Clusters {
+				if perCluster {
+					group = append(group, argoStep{Name: c, Template: "cluster",
+						Arguments: params("cluster", c, "ring", r.Name, "template", TemplateName(p.Fleet, p.Run, c))})
+					continue
+				}
 				group = append(group, argoStep{Name: c, TemplateRef: &argoTmplRef{Name: TemplateName(p.Fleet, p.Run, c), Template: "cluster"},
 					Arguments: params("run", "{{workflow.parameters.run}}")})
 			}
@@ -628,16 +744,13 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
 			Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet}},
 			Container:     container(p, a, "gate", "--run", "{{inputs.parameters.run}}", "--ring", "{{inputs.parameters.ring}}"),
 			RetryStrategy: retryStrategy(a)},
-		// The exit handler records how the Workflow ended in the store
-		// (kubectl skew fleet end), whatever the phase.
-		argoTemplate{Name: exitTemplate, NodeSelector: a.NodeSelector,
-			SecurityContext: restricted(), ActiveDeadlineSeconds: stepDeadline(StepGate),
-			Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet}},
-			Container:     container(p, a, "end", "--run", "{{workflow.parameters.run}}", "--workflow", "{{workflow.name}}", "--phase", "{{workflow.status}}"),
-			RetryStrategy: &argoRetry{Limit: "5", RetryPolicy: "Always", Backoff: argoBackoffs{Duration: "10s", Factor: "2", Cap: "2m"}}},
+		exitHandler(p, a, ""),
 		argoTemplate{Name: SuspendApproval, Inputs: inputs("kind", "ring", "approvers"), Suspend: &argoSuspend{}},
 		holdTemplate(),
 	)
+	if perCluster {
+		tmpls = append(tmpls, childTemplate(p))
+	}
 	return argoObject{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow",
 		Metadata: argoMeta{Name: WorkflowName(p.Fleet, p.Run), Namespace: a.Namespace,
 			Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/run": p.Run}},
