@@ -95,7 +95,7 @@ func TestRenderObjectsUnder1MiB(t *testing.T) {
 			if largest.Bytes >= 1<<20 {
 				t.Errorf("%d clusters: %s %s is %d bytes", n, largest.Kind, largest.Name, largest.Bytes)
 			}
-			if len(r.Objects) != n+4+1 {
+			if want := n + 4 + 1 + map[bool]int{true: 3}[perCluster]; len(r.Objects) != want { // + the launcher's account, Role and binding
 				t.Errorf("%d clusters: %d objects", n, len(r.Objects))
 			}
 			t.Logf("per-cluster %v, %d clusters: %d objects, %d bytes in all, largest %s %s %d bytes, the run's Workflow %d bytes", perCluster, n, len(r.Objects), len(r.YAML), largest.Kind, largest.Name, largest.Bytes, run.Bytes)

@@ -85,13 +85,16 @@ type (
 		Parameters []argoParam `json:"parameters,omitempty"`
 	}
 	argoTemplate struct {
-		Name            string            `json:"name"`
-		Inputs          *argoInputs       `json:"inputs,omitempty"`
-		Metadata        *argoPodMeta      `json:"metadata,omitempty"`
-		Parallelism     *int              `json:"parallelism,omitempty"`
-		Synchronization *argoSync         `json:"synchronization,omitempty"`
-		NodeSelector    map[string]string `json:"nodeSelector,omitempty"`
-		SecurityContext *argoPodSecurity  `json:"securityContext,omitempty"`
+		Name string `json:"name"`
+		// ServiceAccountName runs this template's pods as another account
+		// than the Workflow's (Template.serviceAccountName at v3.7.15).
+		ServiceAccountName string            `json:"serviceAccountName,omitempty"`
+		Inputs             *argoInputs       `json:"inputs,omitempty"`
+		Metadata           *argoPodMeta      `json:"metadata,omitempty"`
+		Parallelism        *int              `json:"parallelism,omitempty"`
+		Synchronization    *argoSync         `json:"synchronization,omitempty"`
+		NodeSelector       map[string]string `json:"nodeSelector,omitempty"`
+		SecurityContext    *argoPodSecurity  `json:"securityContext,omitempty"`
 		// ActiveDeadlineSeconds is an int or an Argo expression string.
 		ActiveDeadlineSeconds any            `json:"activeDeadlineSeconds,omitempty"`
 		Steps                 [][]argoStep   `json:"steps,omitempty"`
@@ -341,6 +344,12 @@ func ClusterMutexName(fleet, run, cluster string) string {
 	return stepName(fleet, run, cluster, "lock")
 }
 
+// LauncherServiceAccount runs the pods that create and watch the
+// clusters' Workflows in a run rendered with a Workflow per cluster: it
+// alone may create Workflows, so a step pod cannot start a Workflow of
+// its choosing as the step pods' account.
+func LauncherServiceAccount(sa string) string { return sa + "-launcher" }
+
 // ClusterWorkflowPrefix is the generateName of a cluster's Workflow, as
 // the run's Workflow creates it: the cluster's template name and a dash
 // (the API server adds five characters, cutting the prefix to 58).
@@ -490,16 +499,6 @@ func supportObjects(p *Plan, a fleetfile.ArgoEngine, perCluster bool) []support 
 	rules := []map[string]any{{
 		"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflowtaskresults"}, "verbs": []string{"create", "patch"},
 	}}
-	if perCluster {
-		// The run's Workflow creates each cluster's Workflow and reads it
-		// until it ends: its resource pods run `argoexec resource create`,
-		// which creates the manifest and then GETs the object
-		// (workflow/executor/resource.go at v3.7.15); the child resolves
-		// its WorkflowTemplate in the controller, not in a pod.
-		rules = append(rules, map[string]any{
-			"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflows"}, "verbs": []string{"create", "get"},
-		})
-	}
 	// Each cluster's kubeconfig Secret, by name, in the namespace that
 	// holds them: the engine's, or a Role and RoleBinding of their own.
 	var secrets []map[string]any
@@ -518,21 +517,36 @@ func supportObjects(p *Plan, a fleetfile.ArgoEngine, perCluster bool) []support 
 			rules, secrets = append(rules, secrets...), nil
 		}
 	}
-	role := func(ns string, rules []map[string]any) []support {
-		m := md(a.ServiceAccount)
+	role := func(sa, ns string, rules []map[string]any) []support {
+		m := md(sa)
 		m["namespace"] = ns
 		return []support{
-			{"Role", a.ServiceAccount, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": m, "rules": rules}},
-			{"RoleBinding", a.ServiceAccount, map[string]any{
+			{"Role", sa, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": m, "rules": rules}},
+			{"RoleBinding", sa, map[string]any{
 				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": m,
-				"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": a.ServiceAccount},
-				"subjects": []map[string]string{{"kind": "ServiceAccount", "name": a.ServiceAccount, "namespace": a.Namespace}},
+				"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+				"subjects": []map[string]string{{"kind": "ServiceAccount", "name": sa, "namespace": a.Namespace}},
 			}},
 		}
 	}
-	out = append(out, role(a.Namespace, rules)...)
+	out = append(out, role(a.ServiceAccount, a.Namespace, rules)...)
 	if secrets != nil {
-		out = append(out, role(p.Spec.Credentials.SecretNamespace, secrets)...)
+		out = append(out, role(a.ServiceAccount, p.Spec.Credentials.SecretNamespace, secrets)...)
+	}
+	if perCluster {
+		// The run's Workflow creates each cluster's Workflow and reads it
+		// until it ends: its resource pods run `argoexec resource create`,
+		// which creates the manifest, then GETs the object until a
+		// condition holds, then reports the node's result as a
+		// WorkflowTaskResult (workflow/executor/resource.go and
+		// cmd/argoexec/commands/resource.go at v3.7.15); the child
+		// resolves its WorkflowTemplate in the controller, not in a pod.
+		l := LauncherServiceAccount(a.ServiceAccount)
+		out = append(out, support{"ServiceAccount", l, map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": md(l)}})
+		out = append(out, role(l, a.Namespace, []map[string]any{
+			{"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflowtaskresults"}, "verbs": []string{"create", "patch"}},
+			{"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflows"}, "verbs": []string{"create", "get"}},
+		})...)
 	}
 	return out
 }
@@ -672,8 +686,9 @@ func exitHandler(p *Plan, a fleetfile.ArgoEngine, cluster string) argoTemplate {
 // failureCondition status.phase in (Failed, Error)). The child is owned
 // by the run's Workflow (setOwnerReference), so deleting the run deletes
 // its clusters' Workflows. One template serves every cluster: its name,
-// ring and template are inputs.
-func childTemplate(p *Plan) argoTemplate {
+// ring and template are inputs. Its pods run as the launcher account,
+// the only one that may create Workflows.
+func childTemplate(p *Plan, a fleetfile.ArgoEngine) argoTemplate {
 	g := fleetfile.Group
 	manifest, _ := yaml.Marshal(map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
@@ -688,6 +703,7 @@ func childTemplate(p *Plan) argoTemplate {
 		},
 	})
 	return argoTemplate{Name: "cluster", Inputs: inputs("cluster", "ring", "template"), SecurityContext: restricted(),
+		ServiceAccountName: LauncherServiceAccount(a.ServiceAccount), NodeSelector: a.NodeSelector,
 		Metadata: &argoPodMeta{Labels: map[string]string{g + "/fleet": p.Fleet}},
 		Resource: &argoResource{Action: "create", SetOwnerReference: true,
 			SuccessCondition: "status.phase == Succeeded", FailureCondition: "status.phase in (Failed, Error)",
@@ -749,7 +765,7 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine, perCluster bool) argoObject {
 		holdTemplate(),
 	)
 	if perCluster {
-		tmpls = append(tmpls, childTemplate(p))
+		tmpls = append(tmpls, childTemplate(p, a))
 	}
 	return argoObject{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow",
 		Metadata: argoMeta{Name: WorkflowName(p.Fleet, p.Run), Namespace: a.Namespace,

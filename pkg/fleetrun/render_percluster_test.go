@@ -61,8 +61,8 @@ func childWorkflows(t *testing.T, wf *unstructured.Unstructured) []*unstructured
 // Workflow holds no cluster's steps: each ring creates its clusters'
 // Workflows from their run-scoped WorkflowTemplates with one resource
 // template (action create, owned by the run, done when the child's phase
-// is Succeeded, failed when Failed or Error), and the step pods may
-// create and read Workflows.
+// is Succeeded, failed when Failed or Error), run by a launcher account
+// that alone may create and read Workflows.
 func TestRenderWorkflowPerCluster(t *testing.T) {
 	p := planRun(t, withSecrets)
 	r, err := Render(p, RenderOptions{WorkflowPerCluster: true})
@@ -71,7 +71,8 @@ func TestRenderWorkflowPerCluster(t *testing.T) {
 	}
 	var wf *unstructured.Unstructured
 	wts := map[string]*unstructured.Unstructured{}
-	var role *unstructured.Unstructured
+	roles, bound, accounts := map[string]*unstructured.Unstructured{}, map[string]string{}, map[string]bool{}
+	launcher := LauncherServiceAccount(DefaultServiceAccount)
 	for _, o := range renderedObjects(t, r.YAML) {
 		switch o.GetKind() {
 		case "Workflow":
@@ -79,11 +80,42 @@ func TestRenderWorkflowPerCluster(t *testing.T) {
 		case "WorkflowTemplate":
 			wts[o.GetName()] = o
 		case "Role":
-			role = o
+			roles[o.GetNamespace()+"/"+o.GetName()] = o
+		case "RoleBinding":
+			subj, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			role, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+			bound[o.GetNamespace()+"/"+role] = fmt.Sprint(subj[0].(map[string]any)["name"])
+		case "ServiceAccount":
+			accounts[o.GetName()] = true
 		}
 	}
-	if wf == nil || len(wts) != len(p.Clusters) || role == nil {
-		t.Fatalf("objects: Workflow %v, %d WorkflowTemplates for %d clusters, Role %v", wf != nil, len(wts), len(p.Clusters), role != nil)
+	if wf == nil || len(wts) != len(p.Clusters) {
+		t.Fatalf("objects: Workflow %v, %d WorkflowTemplates for %d clusters", wf != nil, len(wts), len(p.Clusters))
+	}
+	// Only the launcher account may create Workflows: the step pods'
+	// Role grants none, the launcher's exactly create and get on
+	// Workflows and what Argo's executor reports results with.
+	grants := func(key string) map[string]string {
+		role := roles[key]
+		if role == nil {
+			t.Fatalf("no Role %s (have %v)", key, roles)
+		}
+		rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+		out := map[string]string{}
+		for _, x := range rules {
+			rule := x.(map[string]any)
+			out[fmt.Sprint(rule["apiGroups"], rule["resources"])] = fmt.Sprint(rule["verbs"])
+		}
+		return out
+	}
+	if g := grants("argo/" + DefaultServiceAccount); g["[argoproj.io] [workflows]"] != "" {
+		t.Errorf("the step pods' Role grants Workflows: %v", g)
+	}
+	if g := grants("argo/" + launcher); len(g) != 2 || g["[argoproj.io] [workflows]"] != "[create get]" || g["[argoproj.io] [workflowtaskresults]"] != "[create patch]" {
+		t.Errorf("the launcher's Role grants %v, want create and get on Workflows and create and patch on task results", g)
+	}
+	if !accounts[launcher] || bound["argo/"+launcher] != launcher {
+		t.Errorf("launcher account %s: created %v, its Role bound to %q", launcher, accounts[launcher], bound["argo/"+launcher])
 	}
 	y, _ := yaml.Marshal(wf.Object)
 	for _, lacks := range []string{"templateRef", "dag:", "guarded-step", "--cluster"} {
@@ -94,8 +126,17 @@ func TestRenderWorkflowPerCluster(t *testing.T) {
 	tmpls, _, _ := unstructured.NestedSlice(wf.Object, "spec", "templates")
 	var res map[string]any
 	for _, x := range tmpls {
-		if rs, ok := x.(map[string]any)["resource"]; ok {
+		tm := x.(map[string]any)
+		rs, ok := tm["resource"]
+		if ok {
 			res = rs.(map[string]any)
+			if tm["serviceAccountName"] != launcher {
+				t.Errorf("the resource template runs as %v, want %s", tm["serviceAccountName"], launcher)
+			}
+			continue
+		}
+		if sa, ok := tm["serviceAccountName"]; ok {
+			t.Errorf("template %s runs as %v, not the Workflow's account", tm["name"], sa)
 		}
 	}
 	for k, want := range map[string]any{"action": "create", "setOwnerReference": true,
@@ -135,20 +176,9 @@ func TestRenderWorkflowPerCluster(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("the rings create Workflows for %v, want %v", got, want)
 	}
-	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
-	granted := false
-	for _, x := range rules {
-		rule := x.(map[string]any)
-		if fmt.Sprint(rule["resources"]) == "[workflows]" {
-			granted = fmt.Sprint(rule["verbs"]) == "[create get]" && fmt.Sprint(rule["apiGroups"]) == "[argoproj.io]"
-		}
-	}
-	if !granted {
-		t.Errorf("the step pods' Role does not grant exactly create and get on Workflows: %v", rules)
-	}
 	// The single-Workflow render grants no Workflows.
 	_, one := mustRender(t, withSecrets)
-	if strings.Contains(string(one.YAML), "- workflows\n") {
-		t.Error("the single-Workflow render grants Workflows")
+	if strings.Contains(string(one.YAML), "- workflows\n") || strings.Contains(string(one.YAML), launcher) {
+		t.Error("the single-Workflow render grants Workflows or has a launcher account")
 	}
 }

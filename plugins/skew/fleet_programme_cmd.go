@@ -1032,8 +1032,10 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 			own (its steps, holds and exit handler; a mutex per cluster), made
 			from its WorkflowTemplate: the run's Workflow creates and watches
 			it with a resource template (Argo's workflow of workflows), so no
-			object holds every cluster's steps and status. The step pods'
-			Role then grants create and get on Workflows.`),
+			object holds every cluster's steps and status. That resource
+			template runs as a launcher ServiceAccount of its own
+			(SERVICEACCOUNT-launcher), the only one granted create and get on
+			Workflows.`),
 		Example: templates.Examples(`
 			kubectl skew fleet plan -f fleet.yaml --run 2026-12-v1-38
 			kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo > gitops/fleet/run.yaml
