@@ -692,8 +692,11 @@ func childTemplate(p *Plan, a fleetfile.ArgoEngine) argoTemplate {
 	g := fleetfile.Group
 	manifest, _ := yaml.Marshal(map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+		// The engine's namespace, named: kubectl (in the executor) would
+		// otherwise take its context's, which outside a pod is not the
+		// run's.
 		"metadata": map[string]any{
-			"generateName": "{{inputs.parameters.template}}-",
+			"generateName": "{{inputs.parameters.template}}-", "namespace": a.Namespace,
 			"labels": map[string]string{g + "/fleet": p.Fleet, g + "/run": p.Run,
 				g + "/cluster": "{{inputs.parameters.cluster}}", g + "/ring": "{{inputs.parameters.ring}}"},
 		},

@@ -154,8 +154,8 @@ func TestRenderWorkflowPerCluster(t *testing.T) {
 		if !ok || wt.GetLabels()["gpufleet.dev/cluster"] != cluster || ref != TemplateName(p.Fleet, p.Run, cluster) {
 			t.Errorf("cluster %s's Workflow refers to template %q, not its own", cluster, ref)
 		}
-		if ch.GetGenerateName() != ClusterWorkflowPrefix(p.Fleet, p.Run, cluster) || ch.GetLabels()["gpufleet.dev/run"] != p.Run || ch.GetLabels()["gpufleet.dev/fleet"] != p.Fleet {
-			t.Errorf("cluster %s's Workflow: generateName %q, labels %v", cluster, ch.GetGenerateName(), ch.GetLabels())
+		if ch.GetGenerateName() != ClusterWorkflowPrefix(p.Fleet, p.Run, cluster) || ch.GetNamespace() != wf.GetNamespace() || ch.GetLabels()["gpufleet.dev/run"] != p.Run || ch.GetLabels()["gpufleet.dev/fleet"] != p.Fleet {
+			t.Errorf("cluster %s's Workflow: generateName %q, namespace %q, labels %v", cluster, ch.GetGenerateName(), ch.GetNamespace(), ch.GetLabels())
 		}
 		c, _ := p.Cluster(cluster)
 		if ch.GetLabels()["gpufleet.dev/ring"] != c.Ring {
