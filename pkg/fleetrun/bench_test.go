@@ -66,38 +66,51 @@ func fleetOf(tb testing.TB, n int) (*fleetfile.Fleet, map[string]ClusterInfo) {
 }
 
 // TestRenderObjectsUnder1MiB: every rendered object of a 120- and a
-// 500-cluster run stays under 1 MiB, the default limit Argo's packer puts
+// 500-cluster run, in either layout (one Workflow, or a Workflow per
+// cluster), stays under 1 MiB, the default limit Argo's packer puts
 // on a Workflow (getMaxWorkflowSize, 1024 * 1024, in
 // workflow/packer/packer.go at argo-workflows v3.7.15). These are the
 // objects as applied; a Workflow's status grows as it runs (README,
 // "Object sizes").
 func TestRenderObjectsUnder1MiB(t *testing.T) {
-	readme := readFile(t, filepath.Join("..", "..", "README.md"))
-	for _, n := range []int{120, 500} {
-		f, in := fleetOf(t, n)
-		p := mustPlan(t, f, in, monday0930)
-		p.Run = fmt.Sprintf("r%d", n)
-		r, err := Render(p, RenderOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		largest := RenderedObject{}
-		for _, o := range r.Objects {
-			if o.Bytes > largest.Bytes {
-				largest = o
+	readme := strings.Join(strings.Fields(readFile(t, filepath.Join("..", "..", "README.md"))), " ")
+	for _, perCluster := range []bool{false, true} {
+		for _, n := range []int{120, 500} {
+			f, in := fleetOf(t, n)
+			p := mustPlan(t, f, in, monday0930)
+			p.Run = fmt.Sprintf("r%d", n)
+			r, err := Render(p, RenderOptions{WorkflowPerCluster: perCluster})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if largest.Bytes >= 1<<20 {
-			t.Errorf("%d clusters: %s %s is %d bytes", n, largest.Kind, largest.Name, largest.Bytes)
-		}
-		if len(r.Objects) != n+4+1 {
-			t.Errorf("%d clusters: %d objects", n, len(r.Objects))
-		}
-		t.Logf("%d clusters: %d objects, %d bytes in all, largest %s %s %d bytes", n, len(r.Objects), len(r.YAML), largest.Kind, largest.Name, largest.Bytes)
-		// The README states these sizes as this render computes them.
-		want := fmt.Sprintf("%d-cluster run's largest object is its %s, %s bytes\n(%d objects, %.2f MB of YAML in all)", n, largest.Kind, thousands(largest.Bytes), len(r.Objects), float64(len(r.YAML))/1e6)
-		if !strings.Contains(strings.Join(strings.Fields(readme), " "), strings.Join(strings.Fields(want), " ")) {
-			t.Errorf("README does not state the %d-cluster sizes as rendered: want %q", n, want)
+			largest, run := RenderedObject{}, RenderedObject{}
+			for _, o := range r.Objects {
+				if o.Bytes > largest.Bytes {
+					largest = o
+				}
+				if o.Kind == "Workflow" {
+					run = o
+				}
+			}
+			if largest.Bytes >= 1<<20 {
+				t.Errorf("%d clusters: %s %s is %d bytes", n, largest.Kind, largest.Name, largest.Bytes)
+			}
+			if want := n + 4 + 1 + map[bool]int{true: 3}[perCluster]; len(r.Objects) != want { // + the launcher's account, Role and binding
+				t.Errorf("%d clusters: %d objects", n, len(r.Objects))
+			}
+			t.Logf("per-cluster %v, %d clusters: %d objects, %d bytes in all, largest %s %s %d bytes, the run's Workflow %d bytes", perCluster, n, len(r.Objects), len(r.YAML), largest.Kind, largest.Name, largest.Bytes, run.Bytes)
+			// The README states these sizes as this render computes them.
+			want := fmt.Sprintf("%d-cluster run's largest object is its %s, %s bytes\n(%d objects, %.2f MB of YAML in all)", n, largest.Kind, thousands(largest.Bytes), len(r.Objects), float64(len(r.YAML))/1e6)
+			if perCluster {
+				kind := "a cluster's WorkflowTemplate"
+				if largest.Kind == "Workflow" {
+					kind = "the run's Workflow"
+				}
+				want = fmt.Sprintf("with a Workflow per cluster, a %d-cluster run's largest object is %s, %s bytes\n(%d objects, %.2f MB of YAML in all)", n, kind, thousands(largest.Bytes), len(r.Objects), float64(len(r.YAML))/1e6)
+			}
+			if !strings.Contains(readme, strings.Join(strings.Fields(want), " ")) {
+				t.Errorf("README does not state the %d-cluster sizes as rendered: want %q", n, want)
+			}
 		}
 	}
 }

@@ -127,7 +127,7 @@ func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) 
 		ns = argoSettings(p.Plan.Spec).Namespace
 	}
 	msg := fmt.Sprintf("%s by %s: %s", d.Decision, rec.By, rec.Reason)
-	res.Resumed, err = ResumeWorkflow(ctx, dyn, ns, WorkflowName(p.Plan.Fleet, p.Plan.Run), msg, rec.At, sel...)
+	res.Resumed, err = ResumeRun(ctx, dyn, ns, p.Plan.Fleet, p.Plan.Run, msg, rec.At, sel...)
 	switch {
 	case apierrors.IsNotFound(err):
 		// No Argo here (or not this run's Workflow): a run by hand.
@@ -168,7 +168,7 @@ func (p *Programme) Workflow(ctx context.Context, namespace string) *WorkflowVie
 	v := &WorkflowView{Namespace: namespace, Name: WorkflowName(p.Plan.Fleet, p.Plan.Run)}
 	dyn, err := p.Access.Getter.Dynamic()
 	if err == nil {
-		v.Phase, v.Waiting, err = WorkflowPhase(ctx, dyn, namespace, v.Name)
+		v.Phase, v.Waiting, err = RunPhase(ctx, dyn, namespace, p.Plan.Fleet, p.Plan.Run)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil

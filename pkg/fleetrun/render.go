@@ -85,13 +85,16 @@ type (
 		Parameters []argoParam `json:"parameters,omitempty"`
 	}
 	argoTemplate struct {
-		Name            string            `json:"name"`
-		Inputs          *argoInputs       `json:"inputs,omitempty"`
-		Metadata        *argoPodMeta      `json:"metadata,omitempty"`
-		Parallelism     *int              `json:"parallelism,omitempty"`
-		Synchronization *argoSync         `json:"synchronization,omitempty"`
-		NodeSelector    map[string]string `json:"nodeSelector,omitempty"`
-		SecurityContext *argoPodSecurity  `json:"securityContext,omitempty"`
+		Name string `json:"name"`
+		// ServiceAccountName runs this template's pods as another account
+		// than the Workflow's (Template.serviceAccountName at v3.7.15).
+		ServiceAccountName string            `json:"serviceAccountName,omitempty"`
+		Inputs             *argoInputs       `json:"inputs,omitempty"`
+		Metadata           *argoPodMeta      `json:"metadata,omitempty"`
+		Parallelism        *int              `json:"parallelism,omitempty"`
+		Synchronization    *argoSync         `json:"synchronization,omitempty"`
+		NodeSelector       map[string]string `json:"nodeSelector,omitempty"`
+		SecurityContext    *argoPodSecurity  `json:"securityContext,omitempty"`
 		// ActiveDeadlineSeconds is an int or an Argo expression string.
 		ActiveDeadlineSeconds any            `json:"activeDeadlineSeconds,omitempty"`
 		Steps                 [][]argoStep   `json:"steps,omitempty"`
@@ -99,6 +102,20 @@ type (
 		Suspend               *argoSuspend   `json:"suspend,omitempty"`
 		Container             *argoContainer `json:"container,omitempty"`
 		RetryStrategy         *argoRetry     `json:"retryStrategy,omitempty"`
+		Resource              *argoResource  `json:"resource,omitempty"`
+	}
+	// argoResource is a resource template (Template.Resource,
+	// ResourceTemplate in workflow_types.go at v3.7.15): the executor
+	// creates the manifest, then polls the object until successCondition
+	// or failureCondition holds (workflow/executor/resource.go,
+	// WaitResource and checkResourceState: a GET of the object, so its
+	// service account needs create and get on it).
+	argoResource struct {
+		Action            string `json:"action"`
+		SetOwnerReference bool   `json:"setOwnerReference,omitempty"`
+		SuccessCondition  string `json:"successCondition,omitempty"`
+		FailureCondition  string `json:"failureCondition,omitempty"`
+		Manifest          string `json:"manifest"`
 	}
 	argoPodMeta struct {
 		Labels map[string]string `json:"labels,omitempty"`
@@ -294,6 +311,13 @@ type RenderOptions struct {
 	// Image, when set, is the suite's image for this render (--image),
 	// in place of the fleet file's spec.engine.argo.image.
 	Image string
+	// WorkflowPerCluster renders each cluster as a Workflow of its own
+	// (its steps, holds and exit handler), created and watched by the
+	// run's Workflow through resource templates, Argo's workflow of
+	// workflows (docs/workflow-of-workflows.md at v3.7.15): no object
+	// holds every cluster's steps, so none grows with the cluster's
+	// count but the parent, by one node per cluster.
+	WorkflowPerCluster bool
 }
 
 // CheckPinned is a usage error (exit 2) naming field when ref is not an
@@ -328,6 +352,26 @@ func TemplateName(fleet, run, cluster string) string { return stepName(fleet, ru
 // MutexName is the run's mutex: one Workflow of a run at a time, so a
 // second copy applied by mistake (or a resubmission) waits for the first.
 func MutexName(fleet, run string) string { return stepName(fleet, run) }
+
+// ClusterMutexName is the mutex of a cluster's Workflow in a run rendered
+// with a Workflow per cluster: one at a time per cluster, as MutexName is
+// per run, while the run's clusters go on side by side.
+func ClusterMutexName(fleet, run, cluster string) string {
+	return stepName(fleet, run, cluster, "lock")
+}
+
+// LauncherServiceAccount runs the pods that create and watch the
+// clusters' Workflows in a run rendered with a Workflow per cluster: it
+// alone may create Workflows, so a step pod cannot start a Workflow of
+// its choosing as the step pods' account.
+func LauncherServiceAccount(sa string) string { return sa + "-launcher" }
+
+// ClusterWorkflowPrefix is the generateName of a cluster's Workflow, as
+// the run's Workflow creates it: the cluster's template name and a dash
+// (the API server adds five characters, cutting the prefix to 58).
+func ClusterWorkflowPrefix(fleet, run, cluster string) string {
+	return TemplateName(fleet, run, cluster) + "-"
+}
 
 // SemaphoreName is the ConfigMap holding the cluster cap's semaphore.
 func SemaphoreName(fleet string) string { return stepName(fleet, "inflight") }
@@ -396,18 +440,21 @@ func Render(p *Plan, opts RenderOptions) (*Rendered, error) {
 		r.Objects = append(r.Objects, RenderedObject{Kind: kind, Name: name, Bytes: len(b)})
 		return nil
 	}
-	for _, o := range supportObjects(p, a) {
+	for _, o := range supportObjects(p, a, opts.WorkflowPerCluster) {
 		if err := emit(o.kind, o.name, o.obj); err != nil {
 			return nil, err
 		}
 	}
 	for i := range p.Clusters {
 		wt := clusterTemplate(p, &p.Clusters[i], a)
+		if opts.WorkflowPerCluster {
+			wt = clusterWorkflowTemplate(p, &p.Clusters[i], a, wt)
+		}
 		if err := emit(wt.Kind, wt.Metadata.Name, wt); err != nil {
 			return nil, err
 		}
 	}
-	wf := runWorkflow(p, a)
+	wf := runWorkflow(p, a, opts.WorkflowPerCluster)
 	if err := emit(wf.Kind, wf.Metadata.Name, wf); err != nil {
 		return nil, err
 	}
@@ -453,7 +500,7 @@ type support struct {
 // supportObjects are the semaphore ConfigMap and the RBAC of the step
 // pods: Argo's executor reports task results; steps read kubeconfig
 // Secrets when the file sets credentials.
-func supportObjects(p *Plan, a fleetfile.ArgoEngine) []support {
+func supportObjects(p *Plan, a fleetfile.ArgoEngine, perCluster bool) []support {
 	md := func(name string) map[string]any {
 		return map[string]any{"name": name, "namespace": a.Namespace, "labels": map[string]string{fleetfile.Group + "/fleet": p.Fleet}}
 	}
@@ -486,21 +533,36 @@ func supportObjects(p *Plan, a fleetfile.ArgoEngine) []support {
 			rules, secrets = append(rules, secrets...), nil
 		}
 	}
-	role := func(ns string, rules []map[string]any) []support {
-		m := md(a.ServiceAccount)
+	role := func(sa, ns string, rules []map[string]any) []support {
+		m := md(sa)
 		m["namespace"] = ns
 		return []support{
-			{"Role", a.ServiceAccount, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": m, "rules": rules}},
-			{"RoleBinding", a.ServiceAccount, map[string]any{
+			{"Role", sa, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": m, "rules": rules}},
+			{"RoleBinding", sa, map[string]any{
 				"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": m,
-				"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": a.ServiceAccount},
-				"subjects": []map[string]string{{"kind": "ServiceAccount", "name": a.ServiceAccount, "namespace": a.Namespace}},
+				"roleRef":  map[string]string{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+				"subjects": []map[string]string{{"kind": "ServiceAccount", "name": sa, "namespace": a.Namespace}},
 			}},
 		}
 	}
-	out = append(out, role(a.Namespace, rules)...)
+	out = append(out, role(a.ServiceAccount, a.Namespace, rules)...)
 	if secrets != nil {
-		out = append(out, role(p.Spec.Credentials.SecretNamespace, secrets)...)
+		out = append(out, role(a.ServiceAccount, p.Spec.Credentials.SecretNamespace, secrets)...)
+	}
+	if perCluster {
+		// The run's Workflow creates each cluster's Workflow and reads it
+		// until it ends: its resource pods run `argoexec resource create`,
+		// which creates the manifest, then GETs the object until a
+		// condition holds, then reports the node's result as a
+		// WorkflowTaskResult (workflow/executor/resource.go and
+		// cmd/argoexec/commands/resource.go at v3.7.15); the child
+		// resolves its WorkflowTemplate in the controller, not in a pod.
+		l := LauncherServiceAccount(a.ServiceAccount)
+		out = append(out, support{"ServiceAccount", l, map[string]any{"apiVersion": "v1", "kind": "ServiceAccount", "metadata": md(l)}})
+		out = append(out, role(l, a.Namespace, []map[string]any{
+			{"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflowtaskresults"}, "verbs": []string{"create", "patch"}},
+			{"apiGroups": []string{"argoproj.io"}, "resources": []string{"workflows"}, "verbs": []string{"create", "get"}},
+		})...)
 	}
 	return out
 }
@@ -601,8 +663,76 @@ func clusterTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine) argoObject
 		}}}
 }
 
-// runWorkflow is the run's Workflow.
-func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
+// clusterWorkflowTemplate makes a cluster's WorkflowTemplate a Workflow
+// of its own: the run's Workflow creates one from it per cluster
+// (workflowTemplateRef), so it carries the Workflow's settings as the
+// run's Workflow does: podGC, TTL, a mutex (per cluster), the restricted
+// pod profile and an exit handler recording its end.
+func clusterWorkflowTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine, wt argoObject) argoObject {
+	wt.Spec.Entrypoint = "cluster"
+	wt.Spec.NodeSelector = a.NodeSelector
+	wt.Spec.Arguments = params("run", p.Run)
+	wt.Spec.OnExit = exitTemplate
+	wt.Spec.PodGC = &argoPodGC{Strategy: PodGCStrategy}
+	wt.Spec.TTLStrategy = &argoTTL{SecondsAfterSuccess: TTLAfterSuccess, SecondsAfterFailure: TTLAfterFailure}
+	wt.Spec.Synchronization = &argoSync{Mutexes: []argoMutex{{Name: ClusterMutexName(p.Fleet, p.Run, c.Name)}}}
+	wt.Spec.SecurityContext = restricted()
+	wt.Spec.Templates = append(wt.Spec.Templates, exitHandler(p, a, c.Name))
+	return wt
+}
+
+// exitHandler records how the Workflow ended in the store (kubectl skew
+// fleet end), whatever the phase.
+func exitHandler(p *Plan, a fleetfile.ArgoEngine, cluster string) argoTemplate {
+	labels := map[string]string{fleetfile.Group + "/fleet": p.Fleet}
+	if cluster != "" {
+		labels[fleetfile.Group+"/cluster"] = cluster
+	}
+	return argoTemplate{Name: exitTemplate, NodeSelector: a.NodeSelector,
+		SecurityContext: restricted(), ActiveDeadlineSeconds: stepDeadline(StepGate),
+		Metadata:      &argoPodMeta{Labels: labels},
+		Container:     container(p, a, "end", "--run", "{{workflow.parameters.run}}", "--workflow", "{{workflow.name}}", "--phase", "{{workflow.status}}"),
+		RetryStrategy: &argoRetry{Limit: "5", RetryPolicy: "Always", Backoff: argoBackoffs{Duration: "10s", Factor: "2", Cap: "2m"}}}
+}
+
+// childTemplate is the run's resource template that creates a cluster's
+// Workflow from its WorkflowTemplate and waits for it to end, as Argo's
+// workflow of workflows does (docs/workflow-of-workflows.md at v3.7.15:
+// action create, successCondition status.phase == Succeeded,
+// failureCondition status.phase in (Failed, Error)). The child is owned
+// by the run's Workflow (setOwnerReference), so deleting the run deletes
+// its clusters' Workflows. One template serves every cluster: its name,
+// ring and template are inputs. Its pods run as the launcher account,
+// the only one that may create Workflows.
+func childTemplate(p *Plan, a fleetfile.ArgoEngine) argoTemplate {
+	g := fleetfile.Group
+	manifest, _ := yaml.Marshal(map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow",
+		// The engine's namespace, named: kubectl (in the executor) would
+		// otherwise take its context's, which outside a pod is not the
+		// run's.
+		"metadata": map[string]any{
+			"generateName": "{{inputs.parameters.template}}-", "namespace": a.Namespace,
+			"labels": map[string]string{g + "/fleet": p.Fleet, g + "/run": p.Run,
+				g + "/cluster": "{{inputs.parameters.cluster}}", g + "/ring": "{{inputs.parameters.ring}}"},
+		},
+		"spec": map[string]any{
+			"workflowTemplateRef": map[string]string{"name": "{{inputs.parameters.template}}"},
+			"arguments":           map[string]any{"parameters": []map[string]string{{"name": "run", "value": "{{workflow.parameters.run}}"}}},
+		},
+	})
+	return argoTemplate{Name: "cluster", Inputs: inputs("cluster", "ring", "template"), SecurityContext: restricted(),
+		ServiceAccountName: LauncherServiceAccount(a.ServiceAccount), NodeSelector: a.NodeSelector,
+		Metadata: &argoPodMeta{Labels: map[string]string{g + "/fleet": p.Fleet}},
+		Resource: &argoResource{Action: "create", SetOwnerReference: true,
+			SuccessCondition: "status.phase == Succeeded", FailureCondition: "status.phase in (Failed, Error)",
+			Manifest: string(manifest)}}
+}
+
+// runWorkflow is the run's Workflow. perCluster: each cluster is a
+// Workflow of its own, created and watched by a resource template;
+// otherwise each cluster's template runs inside this Workflow.
+func runWorkflow(p *Plan, a fleetfile.ArgoEngine, perCluster bool) argoObject {
 	var top [][]argoStep
 	tmpls := []argoTemplate{{Name: "fleet"}}
 	for i, r := range p.Rings {
@@ -619,6 +749,11 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
 		for _, b := range r.Batches {
 			var group []argoStep
 			for _, c := range b.Clusters {
+				if perCluster {
+					group = append(group, argoStep{Name: c, Template: "cluster",
+						Arguments: params("cluster", c, "ring", r.Name, "template", TemplateName(p.Fleet, p.Run, c))})
+					continue
+				}
 				group = append(group, argoStep{Name: c, TemplateRef: &argoTmplRef{Name: TemplateName(p.Fleet, p.Run, c), Template: "cluster"},
 					Arguments: params("run", "{{workflow.parameters.run}}")})
 			}
@@ -644,16 +779,13 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine) argoObject {
 			Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet}},
 			Container:     container(p, a, "gate", "--run", "{{inputs.parameters.run}}", "--ring", "{{inputs.parameters.ring}}"),
 			RetryStrategy: retryStrategy(a)},
-		// The exit handler records how the Workflow ended in the store
-		// (kubectl skew fleet end), whatever the phase.
-		argoTemplate{Name: exitTemplate, NodeSelector: a.NodeSelector,
-			SecurityContext: restricted(), ActiveDeadlineSeconds: stepDeadline(StepGate),
-			Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet}},
-			Container:     container(p, a, "end", "--run", "{{workflow.parameters.run}}", "--workflow", "{{workflow.name}}", "--phase", "{{workflow.status}}"),
-			RetryStrategy: &argoRetry{Limit: "5", RetryPolicy: "Always", Backoff: argoBackoffs{Duration: "10s", Factor: "2", Cap: "2m"}}},
+		exitHandler(p, a, ""),
 		argoTemplate{Name: SuspendApproval, Inputs: inputs("kind", "ring", "approvers"), Suspend: &argoSuspend{}},
 		holdTemplate(),
 	)
+	if perCluster {
+		tmpls = append(tmpls, childTemplate(p, a))
+	}
 	return argoObject{APIVersion: "argoproj.io/v1alpha1", Kind: "Workflow",
 		Metadata: argoMeta{Name: WorkflowName(p.Fleet, p.Run), Namespace: a.Namespace,
 			Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/run": p.Run}},

@@ -34,7 +34,18 @@ func renderedObjects(t *testing.T, y []byte) []*unstructured.Unstructured {
 // and every template that makes a pod has a deadline, resources and the
 // restricted security profile; templates are named per run.
 func TestRenderBoundsEveryPod(t *testing.T) {
-	p, r := mustRender(t, withSecrets)
+	for _, perCluster := range []bool{false, true} {
+		t.Run(fmt.Sprintf("per-cluster=%v", perCluster), func(t *testing.T) { testRenderBounds(t, perCluster) })
+	}
+}
+
+func testRenderBounds(t *testing.T, perCluster bool) {
+	p := planRun(t, withSecrets)
+	r, err := Render(p, RenderOptions{WorkflowPerCluster: perCluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workflows := 0
 	str := func(o map[string]any, path ...string) string {
 		v, _, _ := unstructured.NestedFieldNoCopy(o, path...)
 		if f, ok := v.(float64); ok && f == float64(int64(f)) {
@@ -64,7 +75,18 @@ func TestRenderBoundsEveryPod(t *testing.T) {
 				}
 			}
 		}
-		if o.GetKind() == "Workflow" {
+		// Each Workflow is bounded: the run's, and with a Workflow per
+		// cluster each cluster's WorkflowTemplate, which its Workflow is
+		// made from, with a mutex of its own.
+		mutex := MutexName(p.Fleet, p.Run)
+		if o.GetKind() == "WorkflowTemplate" && perCluster {
+			mutex = ClusterMutexName(p.Fleet, p.Run, o.GetLabels()["gpufleet.dev/cluster"])
+			if e := str(o.Object, "spec", "entrypoint"); e != "cluster" {
+				t.Errorf("%s: entrypoint %s, want cluster", o.GetName(), e)
+			}
+		}
+		if o.GetKind() == "Workflow" || perCluster {
+			workflows++
 			spec := o.Object["spec"].(map[string]any)
 			for path, want := range map[string]string{
 				"podGC.strategy":                  "OnPodSuccess",
@@ -78,8 +100,11 @@ func TestRenderBoundsEveryPod(t *testing.T) {
 				}
 			}
 			mx, _, _ := unstructured.NestedSlice(spec, "synchronization", "mutexes")
-			if len(mx) != 1 || str(mx[0].(map[string]any), "name") != MutexName(p.Fleet, p.Run) {
-				t.Errorf("Workflow mutexes %v, want one named %s", mx, MutexName(p.Fleet, p.Run))
+			if len(mx) != 1 || str(mx[0].(map[string]any), "name") != mutex {
+				t.Errorf("%s %s mutexes %v, want one named %s", o.GetKind(), o.GetName(), mx, mutex)
+			}
+			if sa := str(spec, "serviceAccountName"); sa != DefaultServiceAccount {
+				t.Errorf("%s %s runs as %s", o.GetKind(), o.GetName(), sa)
 			}
 		}
 		tmpls, _, _ := unstructured.NestedSlice(o.Object, "spec", "templates")
@@ -105,10 +130,20 @@ func TestRenderBoundsEveryPod(t *testing.T) {
 			if d := str(tm, "activeDeadlineSeconds"); d == "<nil>" || d == "" {
 				t.Errorf("%s: no activeDeadlineSeconds", name)
 			}
+			if perCluster && str(tm, "name") == exitTemplate && o.GetKind() == "WorkflowTemplate" && !strings.Contains(str(tm, "container", "args"), "{{workflow.name}}") {
+				t.Errorf("%s: the cluster's exit handler does not record its own Workflow's end: %s", name, str(tm, "container", "args"))
+			}
 		}
 	}
-	if pods < len(p.Clusters)+2 {
-		t.Errorf("%d pod templates, want a step per cluster, the gate and the exit handler", pods)
+	want := len(p.Clusters) + 2
+	if perCluster {
+		want += len(p.Clusters) // each cluster's exit handler
+	}
+	if pods != want {
+		t.Errorf("%d pod templates, want a step per cluster, the gate and the exit handler of each Workflow (%d)", pods, want)
+	}
+	if want := 1 + map[bool]int{true: len(p.Clusters)}[perCluster]; workflows != want {
+		t.Errorf("%d Workflows' settings checked, want %d", workflows, want)
 	}
 	for _, kind := range []string{StepGate, StepPreflight, StepDrain, StepPoolUpgrade, StepVerify} {
 		if want := fmt.Sprint(int64(StepDeadlines[kind].Seconds())); deadlines[kind] != want {
@@ -122,10 +157,10 @@ func TestRenderBoundsEveryPod(t *testing.T) {
 func TestRenderTemplatesDoNotCollideAcrossRuns(t *testing.T) {
 	f := loadFleet(t, withSecrets)
 	names := map[string]string{}
-	for _, run := range []string{"r1", "r2"} {
+	for i, run := range []string{"r1", "r2", "r3"} {
 		p := mustPlan(t, f, infos(f, nil), monday0930)
 		p.Run = run
-		r, err := Render(p, RenderOptions{})
+		r, err := Render(p, RenderOptions{WorkflowPerCluster: i == 2})
 		if err != nil {
 			t.Fatal(err)
 		}

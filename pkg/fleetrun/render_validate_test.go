@@ -1,11 +1,15 @@
 package fleetrun
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 )
@@ -32,17 +36,42 @@ func TestRenderPassesArgoValidation(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("no Argo validate command (%v): e2e/tools/build.sh argo builds it", err)
 	}
-	_, r := mustRender(t, func(f *fleetfile.Fleet) {
+	plan := planRun(t, func(f *fleetfile.Fleet) {
 		f.Spec.Credentials = &fleetfile.Credentials{SecretNamespace: "fleet-secrets"}
 		f.Spec.Engine.Argo.StoreSecret = "fleet-store"
 	})
-	p := filepath.Join(t.TempDir(), "run.yaml")
-	if err := os.WriteFile(p, r.YAML, 0o600); err != nil {
-		t.Fatal(err)
+	for _, perCluster := range []bool{false, true} {
+		r, err := Render(plan, RenderOptions{WorkflowPerCluster: perCluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := r.YAML
+		if perCluster {
+			// Each cluster's Workflow as the run's resource template
+			// creates it, resolved against its WorkflowTemplate.
+			var wf *unstructured.Unstructured
+			for _, o := range renderedObjects(t, y) {
+				if o.GetKind() == "Workflow" {
+					wf = o
+				}
+			}
+			for i, ch := range childWorkflows(t, wf) {
+				ch.SetName(fmt.Sprintf("%s%05d", ch.GetGenerateName(), i))
+				b, err := yaml.Marshal(ch.Object)
+				if err != nil {
+					t.Fatal(err)
+				}
+				y = append(append(y, "---\n"...), b...)
+			}
+		}
+		p := filepath.Join(t.TempDir(), "run.yaml")
+		if err := os.WriteFile(p, y, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, p).CombinedOutput()
+		if err != nil {
+			t.Fatalf("per-cluster %v: Argo's validation refused the render: %v\n%s", perCluster, err, out)
+		}
+		t.Logf("per-cluster %v: %s", perCluster, strings.TrimSpace(string(out)))
 	}
-	out, err := exec.Command(bin, p).CombinedOutput()
-	if err != nil {
-		t.Fatalf("Argo's validation refused the render: %v\n%s", err, out)
-	}
-	t.Logf("%s", strings.TrimSpace(string(out)))
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+
 	"fmt"
 	"io"
 	"sort"
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 )
 
 // WorkflowGVR is Argo's Workflow resource.
@@ -185,5 +188,84 @@ func WorkflowPhase(ctx context.Context, dyn dynamic.Interface, namespace, name s
 		waiting = append(waiting, Resumed{Node: fmt.Sprint(n["name"]), Kind: in["kind"], Ring: in["ring"], Cluster: in["cluster"], Step: in["step"]})
 	}
 	sort.Slice(waiting, func(i, j int) bool { return waiting[i].Node < waiting[j].Node })
+	return phase, waiting, nil
+}
+
+// ClusterWorkflows lists the Workflows the run's Workflow created, one
+// per cluster, when it was rendered with a Workflow per cluster: those
+// labelled with the run's fleet and run and a cluster (the run's own
+// Workflow has no cluster label). None for a run in one Workflow.
+func ClusterWorkflows(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run string) ([]string, error) {
+	g := fleetfile.Group
+	sel := fmt.Sprintf("%s/fleet=%s,%s/run=%s,%s/cluster", g, fleet, g, run, g)
+	l, err := dyn.Resource(WorkflowGVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, w := range l.Items {
+		out = append(out, w.GetName())
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// ResumeRun releases the matching suspend nodes of the run's Workflow
+// and of each cluster's Workflow it created (ClusterWorkflows): with a
+// Workflow per cluster a cluster's holds are nodes of its own Workflow.
+// It is NotFound when the run has no Workflow at all.
+func ResumeRun(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run, message string, now time.Time, sel ...SuspendSelector) ([]Resumed, error) {
+	out, err := ResumeWorkflow(ctx, dyn, namespace, WorkflowName(fleet, run), message, now, sel...)
+	parentMissing := apierrors.IsNotFound(err)
+	if err != nil && !parentMissing {
+		return out, err
+	}
+	children, lerr := ClusterWorkflows(ctx, dyn, namespace, fleet, run)
+	if lerr != nil {
+		if parentMissing {
+			return nil, err
+		}
+		return out, lerr
+	}
+	if parentMissing && len(children) == 0 {
+		return nil, err
+	}
+	for _, c := range children {
+		r, err := ResumeWorkflow(ctx, dyn, namespace, c, message, now, sel...)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return out, err
+		}
+		for i := range r {
+			r[i].Node = c + "/" + r[i].Node
+		}
+		out = append(out, r...)
+	}
+	return out, nil
+}
+
+// RunPhase is the run's Workflow's phase and the suspend nodes waiting in
+// it and in each cluster's Workflow it created.
+func RunPhase(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run string) (string, []Resumed, error) {
+	phase, waiting, err := WorkflowPhase(ctx, dyn, namespace, WorkflowName(fleet, run))
+	if err != nil {
+		return phase, waiting, err
+	}
+	children, err := ClusterWorkflows(ctx, dyn, namespace, fleet, run)
+	if err != nil {
+		return phase, waiting, err
+	}
+	for _, c := range children {
+		_, w, err := WorkflowPhase(ctx, dyn, namespace, c)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return phase, waiting, err
+		}
+		for i := range w {
+			w[i].Node = c + "/" + w[i].Node
+		}
+		waiting = append(waiting, w...)
+	}
 	return phase, waiting, nil
 }

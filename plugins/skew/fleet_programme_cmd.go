@@ -985,6 +985,7 @@ type fleetRenderOptions struct {
 	Parallel      int
 	AllowUnpinned bool
 	Image         string
+	PerCluster    bool
 
 	cg   cli.ClientGetter
 	deps deps
@@ -1025,7 +1026,16 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 			those Secrets in their own namespace. The store's credentials
 			(spec.engine.argo.storeSecret) reach the pods under the prefix
 			GPUFLEET_STORE_, for the store's client alone: the commands a step
-			starts run without them.`),
+			starts run without them.
+
+			With --workflow-per-cluster each cluster runs as a Workflow of its
+			own (its steps, holds and exit handler; a mutex per cluster), made
+			from its WorkflowTemplate: the run's Workflow creates and watches
+			it with a resource template (Argo's workflow of workflows), so no
+			object holds every cluster's steps and status. That resource
+			template runs as a launcher ServiceAccount of its own
+			(SERVICEACCOUNT-launcher), the only one granted create and get on
+			Workflows.`),
 		Example: templates.Examples(`
 			kubectl skew fleet plan -f fleet.yaml --run 2026-12-v1-38
 			kubectl skew fleet render -f fleet.yaml --run 2026-12-v1-38 --engine argo > gitops/fleet/run.yaml
@@ -1040,6 +1050,7 @@ func newFleetRenderCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "Clusters read at once when planning.")
 	cmd.Flags().StringVar(&o.Image, "image", o.Image, "The suite's image by digest, REPO@sha256:... (make image prints it); overrides spec.engine.argo.image.")
 	cmd.Flags().BoolVar(&o.AllowUnpinned, "allow-unpinned-image", o.AllowUnpinned, "Accept an image without a digest (for a local test, never for a real run).")
+	cmd.Flags().BoolVar(&o.PerCluster, "workflow-per-cluster", o.PerCluster, "Render a Workflow per cluster, created and watched by the run's Workflow (workflow of workflows).")
 	return cmd
 }
 
@@ -1091,7 +1102,7 @@ func (o *fleetRenderOptions) Run(ctx context.Context) error {
 	} else if p.FleetDigest != fleetrun.Digest(o.fleet) {
 		fmt.Fprintf(o.ErrOut, "warning: the fleet file changed since run %s was planned (%s): rendering the frozen plan\n", o.RunName, p.CreatedAt.Format(time.RFC3339))
 	}
-	r, err := fleetrun.Render(p, fleetrun.RenderOptions{AllowUnpinned: o.AllowUnpinned, Image: o.Image})
+	r, err := fleetrun.Render(p, fleetrun.RenderOptions{AllowUnpinned: o.AllowUnpinned, Image: o.Image, WorkflowPerCluster: o.PerCluster})
 	if err != nil {
 		return err
 	}
