@@ -964,9 +964,13 @@ func (r *renderer) addons(s Step) blocks {
 	case ProviderGKE:
 		// GKE Standard runs kube-dns, not CoreDNS, and upgrades it with
 		// the control plane
-		// (https://cloud.google.com/kubernetes-engine/docs/how-to/kube-dns).
-		b.add("# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS) and kube-proxy with the control plane; check them and the other addons:",
-			"kubectl -n kube-system get deployment/kube-dns -o wide",
+		// (https://cloud.google.com/kubernetes-engine/docs/how-to/kube-dns,
+		// which finds its pods by k8s-app=kube-dns); a cluster on Cloud DNS
+		// (Autopilot's default, a Standard option: "About Cloud DNS for
+		// GKE") runs none, so the check selects by label and lists
+		// nothing there rather than failing on a name.
+		b.add("# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS, or Cloud DNS and no in-cluster DNS) and kube-proxy with the control plane; check them and the other addons:",
+			"kubectl -n kube-system get deployment -l k8s-app=kube-dns -o wide",
 			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderAKS:
 		b.add(fmt.Sprintf("# %s upgrades kube-proxy and CoreDNS with the control plane; check them and the other addons:", r.prov.Title()),
