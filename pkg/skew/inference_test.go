@@ -259,6 +259,17 @@ func TestRunbookInferencePool(t *testing.T) {
 					if (tc.variant == "eks-managed" || tc.pool == "gpu-karpenter") && s.Number == lastStepOf(t, p, PhaseNodePool, tc.pool).Number && !strings.Contains(back, "gang-drain run --inference") {
 						t.Errorf("step %d: the rollback does not drain the pool as an inference pool:\n%s", s.Number, back)
 					}
+					// Karpenter's way back deletes the nodes its run drained,
+					// not by selector (that would take the nodes launched
+					// for the displaced replicas too), and waits on the
+					// nodes left, if any.
+					if tc.pool == "gpu-karpenter" && strings.Contains(back, "gang-drain run --inference") {
+						i, j := strings.Index(back, "OLD=$(kubectl get nodes -l"), strings.Index(back, "gang-drain run --inference")
+						if i < 0 || i > j || !strings.Contains(back, "kubectl delete $OLD") || strings.Contains(back, "kubectl delete nodes -l") ||
+							!strings.Contains(back, `[ -z "$NEW" ] || kubectl wait --for=condition=Ready $NEW`) {
+							t.Errorf("step %d: the Karpenter rollback does not delete only the drained nodes and wait on the new:\n%s", s.Number, back)
+						}
+					}
 				}
 				for _, line := range strings.Split(text, "\n") {
 					if strings.Contains(line, "kubectl gang-drain") && !strings.HasPrefix(line, "#") && !strings.Contains(line, "--inference") {

@@ -799,10 +799,16 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 				fmt.Sprintf(`kubectl patch nodepool %s --type json -p '[{"op":"add","path":"/spec/disruption/budgets/-","value":{"nodes":"0","reasons":["Drifted"]}}]'`, sq(s.Pool)),
 				fmt.Sprintf("NODECLASS=$(kubectl get nodepool %s -o jsonpath='{.spec.template.spec.nodeClassRef.name}')", sq(s.Pool)),
 				`kubectl patch ec2nodeclass "$NODECLASS" --type merge -p "{\"spec\":{\"amiSelectorTerms\":$(cat "ec2nodeclass-$NODECLASS-pinned.json")}}"`)
+			// As the step's own drain: only the nodes the run drains are
+			// deleted, and the nodes Karpenter launched for replicas left
+			// Pending (at the pinned AMIs) are waited on and validated, or
+			// there are none (karpenterInferenceNodes).
+			back := s
+			back.To = prev
+			b.add(fmt.Sprintf("OLD=$(kubectl get nodes -l %s -o name)   # the nodes the run below drains, the only ones to delete", sel))
 			b.add(r.inferenceDrain(s, sel)...)
-			b.add(fmt.Sprintf("kubectl delete nodes -l %s   # Karpenter terminates them; the replicas left Pending bring up nodes at the pinned AMIs", sel),
-				fmt.Sprintf("kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide   # until the new nodes are Ready", sq(s.Pool)))
-			b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s %s", sel, prev, validateChecks), "kubectl gang-drain restore "+poolRun(s)+" --inference")...)
+			b.add(karpenterInferenceNodes(back, sel)...)
+			b.add(chain(fmt.Sprintf(`{ [ -z "$NEW" ] || kubectl gpu-validate nodes -l %s --kubelet-version v%s %s; }`, sel, prev, validateChecks), "kubectl gang-drain restore "+poolRun(s)+" --inference")...)
 			b.add(budgetRestore(s.Pool)...)
 			break
 		}
