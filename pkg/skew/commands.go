@@ -638,7 +638,13 @@ func releaseKeep(dist string, s Step) []string {
 		rpm := strings.Join([]string{
 			`ssh "$NODE_SSH" "rpm -q --qf '%{VERSION}-%{RELEASE}' rke2-server" > "$KEEP/rpm-server.partial"`,
 			`ssh "$NODE_SSH" "rpm -q --qf '%{VERSION}-%{RELEASE}' rke2-common" > "$KEEP/rpm-common.partial"`,
-			`ssh "$NODE_SSH" cat ` + rke2Repo + ` > "$KEEP/rancher-rke2.repo"`,
+			// RKE2's installer writes its RPM repository for dnf and yum
+			// only; on SUSE it is a zypper repository (install.sh at
+			// 6ce1a80, /etc/zypp/repos.d), which this backup does not
+			// keep: it says so rather than failing on a bare cat.
+			`{ ssh "$NODE_SSH" test -f ` + rke2Repo + ` || { echo "no ` + rke2Repo + ` on $NODE_SSH (a SUSE node's RKE2 repository is zypper's): keep its rke2-server and rke2-common package versions by hand (rpm -q rke2-server rke2-common), to roll back with zypper --non-interactive install --oldpackage" >&2; false; }; }`,
+			`ssh "$NODE_SSH" cat ` + rke2Repo + ` > "$KEEP/rancher-rke2.repo.partial"`,
+			`mv "$KEEP/rancher-rke2.repo.partial" "$KEEP/rancher-rke2.repo"`,
 			`mv "$KEEP/rpm-common.partial" "$KEEP/rpm-common"`,
 			`mv "$KEEP/rpm-server.partial" "$KEEP/rpm-server"`,
 		}, " && ")
@@ -929,7 +935,11 @@ func (r *renderer) controlPlane(s Step) []string {
 		// (https://cluster-api.sigs.k8s.io/tasks/experimental-features/cluster-class/operate-cluster#upgrade-a-cluster),
 		// set on the management cluster.
 		patch := fmt.Sprintf(`%s patch cluster.cluster.x-k8s.io %s -n %s --type merge -p '{"spec":{"topology":{"version":"v%s.%s"}}}'`, r.kubectlMgmt(), sq(r.capiName), sq(r.capiNS), s.To, phPatch)
-		out = []string{"# on the management cluster, which holds the Cluster:"}
+		// An add-on hold a rollback of an earlier hop left is released
+		// first, so that KubeadmControlPlane moves kube-proxy and CoreDNS
+		// with this hop (capiAddonsHold; a release with no hold changes
+		// nothing).
+		out = []string{"# on the management cluster, which holds the Cluster:", r.capiAddonsHold(false)}
 		if r.capiHeld {
 			// The hold step's check again, so that the version moves
 			// only while every topology is deferred.
@@ -969,7 +979,7 @@ func (r *renderer) addons(s Step) blocks {
 		// (Autopilot's default, a Standard option: "About Cloud DNS for
 		// GKE") runs none, so the check selects by label and lists
 		// nothing there rather than failing on a name.
-		b.add("# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS, or Cloud DNS and no in-cluster DNS) and kube-proxy with the control plane; check them and the other addons:",
+		b.add("# GKE upgrades kube-dns (GKE runs kube-dns, not CoreDNS; a cluster on Cloud DNS runs none) with the control plane, and kube-proxy with each node pool; check them and the other addons:",
 			"kubectl -n kube-system get deployment -l k8s-app=kube-dns -o wide",
 			"kubectl skew", fmt.Sprintf("kubectl skew preflight --target v%s", s.To))
 	case ProviderAKS:
@@ -1039,10 +1049,13 @@ func (r *renderer) kubeadmAddons(cmd func(workload string) string, several bool)
 			out = append(out, fmt.Sprintf("# the inventory saw no %s in kube-system: kubeadm's upgrade skips it (no %s ConfigMap), nothing to do for it here", a.name, a.configMap))
 		case r.prov == ProviderCAPI:
 			// Every object of the probe must be there: get with
-			// --ignore-not-found prints one name per object found.
+			// --ignore-not-found prints one name per object found. The
+			// names are counted outside the assignment, so that a get
+			// that fails (forbidden, unreachable) stops the chain rather
+			// than counting as none found.
 			c := capiAddonSkip[a.name]
 			n := len(strings.Fields(c.probe))
-			out = append(out, fmt.Sprintf(`FOUND=$(kubectl -n kube-system get %s -o name --ignore-not-found | wc -l) && if [ "$FOUND" -eq %d ]; then %s; else echo "%s: KubeadmControlPlane skips %s, nothing to do for it"; fi`, c.probe, n, cmd(a.workload), c.missing, a.name))
+			out = append(out, fmt.Sprintf(`FOUND=$(kubectl -n kube-system get %s -o name --ignore-not-found) && if [ "$(printf '%%s\n' "$FOUND" | grep -c .)" -eq %d ]; then %s; else echo "%s: KubeadmControlPlane skips %s, nothing to do for it"; fi`, c.probe, n, cmd(a.workload), c.missing, a.name))
 		default:
 			out = append(out, fmt.Sprintf(`CM=$(kubectl -n kube-system get configmap %s -o name --ignore-not-found) && if [ -n "$CM" ]; then %s; else echo "no kube-system ConfigMap %s: kubeadm's upgrade skips %s, nothing to do for it"; fi`, a.configMap, cmd(a.workload), a.configMap, a.name))
 		}

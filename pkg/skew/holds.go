@@ -236,13 +236,44 @@ func (r *renderer) capiGet(jsonpath string) string {
 // without the annotation removes what that manager set on that entry and
 // nothing else (a manager that applied several entries would drop the
 // others when it applies one).
+//
+// The removal applies the Cluster with no spec under that manager: it
+// releases every field the manager owned, the list entry's key included
+// (server-side apply removes a field when its last manager lets go of it,
+// and an entry a manager applied without its annotation would stay
+// co-owned by it, so that a later apply by the cluster's own manager that
+// drops the pool would leave a bare {name} entry, which the schema
+// refuses for want of class).
 func (r *renderer) capiApplyDefer(set bool) string {
-	ann := ""
-	if set {
-		ann = fmt.Sprintf(`, metadata: {annotations: {%s: %s}}`, CAPIDeferUpgradeAnnotation, deferValue)
+	if !set {
+		return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\n' | %s apply --server-side --field-manager="gpufleet-defer-$MD" -f -`,
+			r.capiAPI, r.capiName, r.capiNS, r.kubectlMgmt())
 	}
-	return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\nspec: {topology: {workers: {machineDeployments: [{name: %%s%s}]}}}\n' "$MD" | %s apply --server-side --field-manager="gpufleet-defer-$MD" -f -`,
-		r.capiAPI, r.capiName, r.capiNS, ann, r.kubectlMgmt())
+	return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\nspec: {topology: {workers: {machineDeployments: [{name: %%s, metadata: {annotations: {%s: %s}}}]}}}\n' "$MD" | %s apply --server-side --field-manager="gpufleet-defer-$MD" -f -`,
+		r.capiAPI, r.capiName, r.capiNS, CAPIDeferUpgradeAnnotation, deferValue, r.kubectlMgmt())
+}
+
+// capiAddonsHoldManager is the field manager of the add-on hold.
+const capiAddonsHoldManager = "gpufleet-addons-hold"
+
+// capiAddonsHold holds (or, with set false, releases) KubeadmControlPlane
+// off kube-proxy and CoreDNS: it puts both back at its version on every
+// reconcile, at least every 10 minutes (cluster-api v1.14.0
+// controlplane/kubeadm/pkg/workload_cluster.go UpdateKubeProxyImageInfo,
+// workload_cluster_coredns.go UpdateCoreDNS), so an add-on rolled back
+// without the hold rolls forward again within minutes. The skip
+// annotations (controlplane.cluster.x-k8s.io/skip-kube-proxy and
+// skip-coredns, api/controlplane/kubeadm/v1beta2) reach the
+// KubeadmControlPlane from the topology's controlPlane metadata, applied
+// under a field manager of their own; the release applies the Cluster
+// with no spec under it, letting go of both.
+func (r *renderer) capiAddonsHold(set bool) string {
+	spec := ""
+	if set {
+		spec = `spec: {topology: {controlPlane: {metadata: {annotations: {controlplane.cluster.x-k8s.io/skip-kube-proxy: "", controlplane.cluster.x-k8s.io/skip-coredns: ""}}}}}\n`
+	}
+	return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\n%s' | %s apply --server-side --field-manager=%s -f -`,
+		r.capiAPI, r.capiName, r.capiNS, spec, r.kubectlMgmt(), capiAddonsHoldManager)
 }
 
 // capiAllTopologies reads the Cluster's MachineDeployment topology names.

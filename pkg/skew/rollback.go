@@ -534,20 +534,27 @@ func serverBack(dist, minor string) []string {
 		`sudo mv -f "$BIN.rollback" "$BIN"`,
 	}, " && ")
 	put := binary
+	// What the RPM way back needs is checked before the server stops:
+	// the kept package versions and repository, and dnf or yum (a SUSE
+	// node has zypper, which this block does not drive).
+	var ready []string
 	if dist == "rke2" {
+		ready = append(ready, fmt.Sprintf(`{ ! %s || { sudo test -s %s/rpm-server && sudo test -s %s/rpm-common && sudo test -s %s/rancher-rke2.repo || { echo "rke2-server is an RPM here, but the backup kept no package versions or repository for this node: downgrade rke2-server and rke2-common to the release the node ran before with its package manager" >&2; false; }; } && { command -v dnf >/dev/null || command -v yum >/dev/null || { echo "rke2-server is an RPM here and there is no dnf or yum (zypper on SUSE): zypper --non-interactive install --oldpackage rke2-server-\$(sudo cat %s/rpm-server) rke2-common-\$(sudo cat %s/rpm-common)" >&2; false; }; }; }`,
+			rke2RPM(""), k, k, k, k, k))
 		rpm := strings.Join([]string{
-			fmt.Sprintf(`{ sudo test -s %s/rpm-server || { echo "rke2-server is an RPM here, but the backup kept no package version for this node: downgrade rke2-server and rke2-common to the release the node ran before with dnf" >&2; false; }; }`, k),
 			fmt.Sprintf(`PKG=$(sudo cat %s/rpm-server)`, k),
 			fmt.Sprintf(`COMMON=$(sudo cat %s/rpm-common)`, k),
 			`PM=$(command -v dnf || command -v yum)`,
 			fmt.Sprintf(`sudo install -m 0644 %s/rancher-rke2.repo %s`, k, rke2Repo),
-			`{ rpm -q "rke2-server-$PKG" >/dev/null || sudo "$PM" downgrade -y "rke2-server-$PKG" "rke2-common-$COMMON"; }`,
+			`{ rpm -q "rke2-server-$PKG" "rke2-common-$COMMON" >/dev/null || sudo "$PM" downgrade -y "rke2-server-$PKG" "rke2-common-$COMMON"; }`,
 		}, " && ")
 		put = fmt.Sprintf("if %s; then %s; else %s; fi", rke2RPM(""), rpm, binary)
 	}
-	return append(unitBinary("", unit),
+	out := append(unitBinary("", unit),
 		fmt.Sprintf(`PREV=$(sudo cat %s/release)`, k),
-		fmt.Sprintf(`{ case "$PREV" in v%s.*) ;; *) echo "%s/release says '$PREV', not a v%s release: copy this node's kept release again" >&2; false;; esac; }`, prevMinor(minor), k, prevMinor(minor)),
+		fmt.Sprintf(`{ case "$PREV" in v%s.*) ;; *) echo "%s/release says '$PREV', not a v%s release: copy this node's kept release again" >&2; false;; esac; }`, prevMinor(minor), k, prevMinor(minor)))
+	out = append(out, ready...)
+	return append(out,
 		"sudo systemctl stop "+unit,
 		put,
 		`"$BIN" --version | grep -F " $PREV "`)
@@ -743,6 +750,10 @@ func (r *renderer) addonsBack(s Step) blocks {
 	case ProviderKubeadm, ProviderCAPI:
 		// Only what kubeadm's upgrade (or KubeadmControlPlane) moved: a
 		// cluster without kube-proxy has nothing to undo (kubeadmAddons).
+		if r.prov == ProviderCAPI {
+			b.add("# KubeadmControlPlane puts kube-proxy and CoreDNS back at its version on every reconcile: hold it off them first (the next hop's control-plane step releases the hold), on the management cluster:",
+				r.capiAddonsHold(true))
+		}
 		b.add(r.kubeadmAddons(func(w string) string { return "kubectl -n kube-system rollout undo " + w }, false)...)
 		b.add(helm)
 	default:

@@ -214,7 +214,39 @@ func TestRunbookCAPIAddonsWithoutKubeProxy(t *testing.T) {
 	wantNotIn(t, "no kube-proxy, rollback", back(none), "daemonset/kube-proxy")
 
 	unread := plan(StateForbidden)
-	guard := `FOUND=$(kubectl -n kube-system get daemonset/kube-proxy -o name --ignore-not-found | wc -l) && if [ "$FOUND" -eq 1 ]; then `
+	guard := `FOUND=$(kubectl -n kube-system get daemonset/kube-proxy -o name --ignore-not-found) && if [ "$(printf '%s\n' "$FOUND" | grep -c .)" -eq 1 ]; then `
 	wantIn(t, "kube-proxy unread", cmds(unread), guard+"kubectl -n kube-system get daemonset/kube-proxy -o wide; else")
 	wantIn(t, "kube-proxy unread, rollback", back(unread), guard+"kubectl -n kube-system rollout undo daemonset/kube-proxy; else")
+
+	// Run in bash against a kubectl that finds the DaemonSet, finds
+	// nothing, or is refused: a refused get stops the line, it is not
+	// "nothing to do".
+	if _, err := exec.LookPath("bash"); err != nil {
+		return
+	}
+	var line string
+	for _, l := range strings.Split(back(unread), "\n") {
+		if strings.HasPrefix(l, guard) {
+			line = l
+		}
+	}
+	for _, tc := range []struct {
+		name, get string
+		rc        int
+		want      string
+	}{
+		{"found", `printf 'daemonset.apps/kube-proxy\n'`, 0, "UNDO"},
+		{"none", "true", 0, "nothing to do"},
+		{"forbidden", `echo 'Error from server (Forbidden)' >&2; return 1`, 1, ""},
+	} {
+		script := `kubectl() { case "$1 $2 $3" in "-n kube-system get") ` + tc.get + `;; *) echo UNDO;; esac; }` + "\n" + line
+		out, err := exec.Command("bash", "-c", script).CombinedOutput()
+		rc := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			rc = ee.ExitCode()
+		}
+		if rc != tc.rc || (tc.want != "" && !strings.Contains(string(out), tc.want)) || (tc.want == "" && strings.Contains(string(out), "nothing to do")) {
+			t.Errorf("%s: exit %d, output %q", tc.name, rc, out)
+		}
+	}
 }

@@ -90,7 +90,7 @@ func TestRunbookHoldsFromTheProvider(t *testing.T) {
 	wantIn(t, "control plane", cmds(cp), "grep -v '=gpufleet-upgrade$' && \\", `patch cluster.cluster.x-k8s.io gpu-cell-07 -n fleet --type merge`)
 	gpu := cmds(stepOf(t, p, PhaseNodePool, "h100-a"))
 	wantIn(t, "GPU pool", gpu, "get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=gpu-cell-07", "topology\\.cluster\\.x-k8s\\.io/deployment-name",
-		"kubectl get nodes -l node.cluster.x-k8s.io/pool=h100-a", "for MD in $TOPOLOGIES; do", "machineDeployments: [{name: %s}]}}}")
+		"kubectl get nodes -l node.cluster.x-k8s.io/pool=h100-a", "for MD in $TOPOLOGIES; do", `}\n' | `)
 	if strings.Index(gpu, "kubectl gang-drain run") > strings.Index(gpu, "for MD in $TOPOLOGIES") {
 		t.Errorf("the GPU pool's topologies are released before its gangs stopped:\n%s", gpu)
 	}

@@ -120,8 +120,8 @@ func TestRunbookCAPIDefersMachineDeployments(t *testing.T) {
 	}
 	pool := lastStepOf(t, p, PhaseNodePool, "h100-a")
 	c := cmds(pool)
-	wantIn(t, "GPU pool step", c, "machineDeployments: [{name: %s}]}}}", "kubectl gang-drain run -l")
-	if strings.Index(c, "kubectl gang-drain run") > strings.Index(c, "machineDeployments: [{name: %s}]}}}") {
+	wantIn(t, "GPU pool step", c, `}\n' | `, "kubectl gang-drain run -l")
+	if strings.Index(c, "kubectl gang-drain run") > strings.Index(c, `}\n' | `) {
 		t.Errorf("the defer is undone before the gangs are stopped:\n%s", c)
 	}
 	if p.Summary.NodeDisruptionsSaved != 0 {
@@ -352,7 +352,7 @@ func TestRunbookEKSAddonsAndNodeGroups(t *testing.T) {
 // Finding 8: GKE Standard runs kube-dns; every placeholder is quoted, so a
 // pasted one reaches the tool instead of the shell's redirection.
 func TestRunbookKubeDNSAndQuotedPlaceholders(t *testing.T) {
-	wantIn(t, "GKE addons", cmds(stepOf(t, variantPlan(t, "gke"), PhaseAddons, "")), "deployment/kube-dns")
+	wantIn(t, "GKE addons", cmds(stepOf(t, variantPlan(t, "gke"), PhaseAddons, "")), "get deployment -l k8s-app=kube-dns")
 	wantNotIn(t, "GKE addons", cmds(stepOf(t, variantPlan(t, "gke"), PhaseAddons, "")), "deployment/coredns")
 	for _, v := range variants {
 		for _, c := range allCommandsOf(variantPlan(t, v)) {
