@@ -91,7 +91,7 @@ if [[ ${#failed[@]} -gt 0 ]]; then
 		{ rest = substr($0, index($0, "|") + 2) }
 		match(rest, /^ *--- FAIL/) { indent = RLENGTH - 8; n = 0; print; next }
 		indent >= 0 && n < 12 && rest ~ ("^" sprintf("%" (indent + 4) "s", "") "[^ ]+[.]go:[0-9]+: ") { print; n++; next }
-		rest ~ /^ *(--- |=== |ok |FAIL)/ { indent = -1 }
+		match(rest, /^ */) && RLENGTH <= indent && rest ~ /^ *(--- |=== |ok |FAIL|PASS)/ { indent = -1 }
 		rest ~ /^(FAIL[ \t]|panic:|.*[*][*][*] )/ { print }
 	' "$log" | tail -n 60 >&2 || true
 	echo "test.sh: FAILED: ${failed[*]}" >&2
