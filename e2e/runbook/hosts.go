@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -33,6 +35,9 @@ type HostCommand struct {
 // Hosts checks and applies host segments for one World.
 type Hosts struct {
 	W *World
+	// NodeFiles is the directory of the nodes' files (writeNodeFiles), "" for
+	// none.
+	NodeFiles string
 	// KubeadmCheck is the kubeadmcheck binary.
 	KubeadmCheck string
 }
@@ -537,6 +542,10 @@ func (h *Hosts) systemctl(args []string, n *Node) (string, error) {
 // carries the kubelet, and on a server the apiserver.
 func (h *Hosts) activate(n *Node, v string) {
 	n.Kubelet = v
+	if h.NodeFiles != "" {
+		// What the binary now reports over ssh (nodeSSH's --version).
+		_ = os.WriteFile(filepath.Join(h.NodeFiles, n.Name, laneVersion), []byte(kubeletVersion(h.W.Provider, v)+"\n"), 0o644)
+	}
 	if _, p := h.W.Node(n.Name); p.ControlPlane {
 		n.Host.ControlPlane = v
 		h.W.ControlPlane = lowestServer(h.W)

@@ -393,7 +393,7 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 		return nil, err
 	}
 	sh := &Shell{Dir: work, Env: l.Env(w), Timeout: 3 * time.Minute, Session: filepath.Join(work, ".session")}
-	hosts := &Hosts{W: w, KubeadmCheck: l.KubeadmCheck}
+	hosts := &Hosts{W: w, KubeadmCheck: l.KubeadmCheck, NodeFiles: filepath.Join(l.Dir, "nodes")}
 	var out []*BlockResult
 	l.Rec.Take()
 	// stopped: a block deliberately stopped the reader; every block after

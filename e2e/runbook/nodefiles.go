@@ -70,8 +70,11 @@ host=$1; shift
 host=${host#*@}
 root="$nodes/$host"
 [ "$1" = sudo ] && shift
+# The binary a unit's ExecStart names, as the backup finds it.
+case "$1" in /usr/local/bin/k3s|/usr/local/bin/rke2) set -- "${1##*/}" "${@:2}";; esac
 abs() { case "$1" in /*) return 0;; esac; echo "runbook lane: ssh $host $2 $1: not an absolute path" >&2; exit 1; }
 case "$1" in
+hostname) [ $# -eq 1 ] && { echo "$host"; exit 0; };;
 uname) [ "$2" = -m ] && [ $# -eq 2 ] && { echo x86_64; exit 0; };;
 stat) [ "$2" = -c ] && [ "$3" = %%s ] && [ $# -eq 4 ] && case "$4" in /*) stat -c %%s "$root$4"; exit $?;; esac;;
 df) [ "$2" = -Pk ] && [ $# -eq 3 ] && case "$3" in /*) [ -d "$root$3" ] || { echo "df: $3: No such file or directory" >&2; exit 1; }; printf 'Filesystem     1024-blocks     Used Available Capacity Mounted on\n/dev/root        104857600 10485760  94371840      10%%%% /\n'; exit 0;; esac;;
@@ -87,9 +90,25 @@ tar)
     dir=$3; shift 5
     tar -C "$root$dir" -czf - "$@"; exit $?
   fi;;
+systemctl)
+  if [ "$2" = show ] && [ "$3" = -p ] && [ "$4" = ExecStart ] && [ "$5" = --value ] && [ $# -eq 6 ]; then
+    case "$6" in k3s|k3s-agent) d=k3s;; rke2-server|rke2-agent) d=rke2;; *) d=;; esac
+    # systemd v255 prints an unknown unit's ExecStart as nothing
+    [ -n "$d" ] && [ -x "$root/usr/local/bin/$d" ] && echo "{ path=/usr/local/bin/$d ; argv[]=/usr/local/bin/$d ${6#*-} ; ignore_errors=no ; start_time=[n/a] ; stop_time=[n/a] ; pid=0 ; code=(null) ; status=0/0 }"
+    exit 0
+  fi;;
+test)
+  if [ "$2" = -x ] && [ $# -eq 3 ]; then abs "$3" test; [ -x "$root$3" ]; exit $?; fi;;
+rpm)
+  # the lane's k3s and RKE2 nodes are tarball installs
+  if [ "$2" = -q ]; then for a in "$@"; do :; done; echo "package $a is not installed"; exit 1; fi;;
 k3s|rke2)
   dist=$1
   if [ ! -x "$root/usr/local/bin/$dist" ]; then echo "sudo: $dist: command not found" >&2; exit 1; fi
+  if [ "$2" = --version ] && [ $# -eq 2 ]; then
+    # as k3s and RKE2 print it (pkg/cli/cmds/root.go): NAME version VERSION (COMMIT)
+    echo "$dist version $(cat "$root/.lane-version") (1a2b3c4d)"; echo "go version go1.25.4"; exit 0
+  fi
   if [ "$2" = etcd-snapshot ] && [ "$3" = save ]; then
     if [ $# -ne 5 ] || [ "$4" != --name ]; then echo "runbook lane: ssh $host $*: want $dist etcd-snapshot save --name NAME" >&2; exit 1; fi
     data="/var/lib/rancher/$dist/server"
@@ -114,6 +133,10 @@ esac
 echo "runbook lane: ssh $host $*: a host command the lane does not run over ssh" >&2
 exit 127
 `
+
+// laneVersion is the file under a k3s or RKE2 node's files holding the
+// release its binary reports; activate rewrites it as the node moves.
+const laneVersion = ".lane-version"
 
 // writeNodeSSH writes the ssh shim over the host-command one.
 func writeNodeSSH(shims, nodes string) error {
@@ -155,7 +178,9 @@ func writeNodeFiles(nodes string, w *World) error {
 				}
 				continue
 			}
-			files := map[string]string{"usr/local/bin/" + w.Provider: "#!/bin/sh\n# " + w.Provider + " on " + n.Name + " (the runbook lane's node files)\n"}
+			files := map[string]string{"usr/local/bin/" + w.Provider: "#!/bin/sh\n# " + w.Provider + " on " + n.Name + " (the runbook lane's node files)\n",
+				// the release the binary reports (--version over ssh)
+				laneVersion: kubeletVersion(w.Provider, n.Kubelet) + "\n"}
 			data := "var/lib/rancher/" + w.Provider + "/server/"
 			if p.ControlPlane {
 				files[data+"token"] = k3sToken + "\n"

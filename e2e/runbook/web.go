@@ -173,6 +173,10 @@ func (w *Web) conn(c net.Conn) {
 				resp.StatusCode, body = http.StatusFound, ""
 				resp.Header.Set("Location", "https://"+releaseAssetHost+"/etcd-io/etcd/"+path.Base(r.URL.Path))
 			}
+			if _, ok := serverRelease(r.URL.Path); ok && r.Method == http.MethodGet {
+				resp.StatusCode, body = http.StatusFound, ""
+				resp.Header.Set("Location", "https://"+releaseAssetHost+r.URL.Path)
+			}
 		default:
 			if ecrRegistry.MatchString(host) {
 				var hdr http.Header
@@ -198,6 +202,9 @@ func (w *Web) conn(c net.Conn) {
 				if b, err := etcdArchive(m[1], m[2]); err == nil {
 					resp.StatusCode, body, ctype = http.StatusOK, string(b), "application/octet-stream"
 				}
+			}
+			if b, ok := serverRelease(r.URL.Path); ok && r.Method == http.MethodGet {
+				resp.StatusCode, body, ctype = http.StatusOK, b, "application/octet-stream"
 			}
 		}
 		call.Status = resp.StatusCode
