@@ -140,12 +140,26 @@ func TestTranscriptServingNodeVaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A run whose replicas were on h100-c-3 (a full run here): the nodes
+	// drain in name order, so the evictions come between h100-c-3's
+	// draining and drained, and h100-c-4 drains after them with nothing on
+	// it.
 	var moved []string
 	n := 0
 	for _, l := range lines {
+		if strings.TrimSpace(l) == "node h100-c-1: draining" {
+			moved = append(moved, l, "  node h100-c-1: drained", "  node h100-c-2: draining", "  node h100-c-2: drained", "  node h100-c-3: draining")
+			continue
+		}
+		if strings.TrimSpace(l) == "node h100-c-4: draining" {
+			continue // it comes after h100-c-3's evictions, below
+		}
 		if strings.Contains(l, "llm-serve") && strings.Contains(l, "h100-c-4") {
 			l = strings.ReplaceAll(l, "h100-c-4", "h100-c-3")
 			n++
+		}
+		if strings.TrimSpace(l) == "node h100-c-4: drained" {
+			moved = append(moved, "  node h100-c-3: drained", "  node h100-c-4: draining")
 		}
 		moved = append(moved, l)
 	}
