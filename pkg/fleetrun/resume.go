@@ -191,36 +191,57 @@ func WorkflowPhase(ctx context.Context, dyn dynamic.Interface, namespace, name s
 	return phase, waiting, nil
 }
 
-// ClusterWorkflows lists the Workflows the run's Workflow created, one
-// per cluster, when it was rendered with a Workflow per cluster: those
-// labelled with the run's fleet and run and a cluster (the run's own
-// Workflow has no cluster label). None for a run in one Workflow.
-func ClusterWorkflows(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run string) ([]string, error) {
+// RunWorkflows lists the run's Workflows other than the one render
+// named (WorkflowName): those labelled with the run's fleet and run. They
+// are each cluster's Workflow, when the run was rendered with a Workflow
+// per cluster (they carry a cluster label too), and every copy of the
+// run's Workflow that `argo resubmit` created: a resubmitted Workflow is
+// named from generateName "<name>-" and keeps every label of the one it
+// copies but the creator, phase, completed and archiving ones
+// (workflow/util.FormulateResubmitWorkflow, argoproj/argo-workflows
+// v3.7.15). Oldest first.
+func RunWorkflows(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run string) ([]unstructured.Unstructured, error) {
 	g := fleetfile.Group
-	sel := fmt.Sprintf("%s/fleet=%s,%s/run=%s,%s/cluster", g, fleet, g, run, g)
+	sel := fmt.Sprintf("%s/fleet=%s,%s/run=%s", g, fleet, g, run)
 	l, err := dyn.Resource(WorkflowGVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []unstructured.Unstructured
 	for _, w := range l.Items {
-		out = append(out, w.GetName())
+		if w.GetName() != WorkflowName(fleet, run) {
+			out = append(out, w)
+		}
 	}
-	sort.Strings(out)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].GetCreationTimestamp(), out[j].GetCreationTimestamp()
+		if !a.Equal(&b) {
+			return a.Before(&b)
+		}
+		return out[i].GetName() < out[j].GetName()
+	})
 	return out, nil
 }
 
-// ResumeRun releases the matching suspend nodes of the run's Workflow
-// and of each cluster's Workflow it created (ClusterWorkflows): with a
-// Workflow per cluster a cluster's holds are nodes of its own Workflow.
-// It is NotFound when the run has no Workflow at all.
+// resubmitted reports whether w is a copy of the run's own Workflow (argo
+// resubmit), not a cluster's Workflow.
+func resubmitted(w unstructured.Unstructured) bool {
+	_, cluster := w.GetLabels()[fleetfile.Group+"/cluster"]
+	return !cluster
+}
+
+// ResumeRun releases the matching suspend nodes of the run's Workflow,
+// of each cluster's Workflow it created and of each resubmitted copy
+// (RunWorkflows): with a Workflow per cluster a cluster's holds are nodes
+// of its own Workflow, and a resubmitted run waits in its copy. It is
+// NotFound when the run has no Workflow at all.
 func ResumeRun(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run, message string, now time.Time, sel ...SuspendSelector) ([]Resumed, error) {
 	out, err := ResumeWorkflow(ctx, dyn, namespace, WorkflowName(fleet, run), message, now, sel...)
 	parentMissing := apierrors.IsNotFound(err)
 	if err != nil && !parentMissing {
 		return out, err
 	}
-	children, lerr := ClusterWorkflows(ctx, dyn, namespace, fleet, run)
+	children, lerr := RunWorkflows(ctx, dyn, namespace, fleet, run)
 	if lerr != nil {
 		if parentMissing {
 			return nil, err
@@ -230,7 +251,8 @@ func ResumeRun(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run
 	if parentMissing && len(children) == 0 {
 		return nil, err
 	}
-	for _, c := range children {
+	for _, w := range children {
+		c := w.GetName()
 		r, err := ResumeWorkflow(ctx, dyn, namespace, c, message, now, sel...)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return out, err
@@ -244,23 +266,28 @@ func ResumeRun(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run
 }
 
 // RunPhase is the run's Workflow's phase and the suspend nodes waiting in
-// it and in each cluster's Workflow it created.
+// it, in each cluster's Workflow it created and in each resubmitted copy;
+// once the run was resubmitted, the phase is its newest copy's.
 func RunPhase(ctx context.Context, dyn dynamic.Interface, namespace, fleet, run string) (string, []Resumed, error) {
 	phase, waiting, err := WorkflowPhase(ctx, dyn, namespace, WorkflowName(fleet, run))
 	if err != nil {
 		return phase, waiting, err
 	}
-	children, err := ClusterWorkflows(ctx, dyn, namespace, fleet, run)
+	children, err := RunWorkflows(ctx, dyn, namespace, fleet, run)
 	if err != nil {
 		return phase, waiting, err
 	}
-	for _, c := range children {
-		_, w, err := WorkflowPhase(ctx, dyn, namespace, c)
+	for _, cw := range children {
+		c := cw.GetName()
+		p, w, err := WorkflowPhase(ctx, dyn, namespace, c)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
 			return phase, waiting, err
+		}
+		if resubmitted(cw) {
+			phase = p
 		}
 		for i := range w {
 			w[i].Node = c + "/" + w[i].Node

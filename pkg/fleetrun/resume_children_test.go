@@ -80,3 +80,33 @@ func TestResumeRunReleasesClusterWorkflows(t *testing.T) {
 		t.Error("resuming a run with no Workflow: no error")
 	}
 }
+
+// TestResumeRunReleasesResubmittedWorkflow: a run stopped and resubmitted
+// (`argo resubmit`: a copy named "<name>-xxxxx" with the original's
+// labels) waits for its approval in the copy; approve releases it there
+// and status reads the copy's phase, not the stopped original's.
+func TestResumeRunReleasesResubmittedWorkflow(t *testing.T) {
+	run := map[string]string{"gpufleet.dev/fleet": "f", "gpufleet.dev/run": "r1"}
+	orig := suspendedWorkflow(WorkflowName("f", "r1"), run)
+	orig.Object["status"] = map[string]any{"phase": "Failed", "message": "Stopped with strategy 'Stop'"}
+	orig.SetCreationTimestamp(metav1.NewTime(time.Unix(100, 0)))
+	copyLabels := map[string]string{"gpufleet.dev/fleet": "f", "gpufleet.dev/run": "r1", "workflows.argoproj.io/resubmitted-from-workflow": WorkflowName("f", "r1")}
+	cp := suspendedWorkflow(WorkflowName("f", "r1")+"-x7k2p", copyLabels, "kind", SuspendApproval, "ring", "prod", "approvers", "1")
+	cp.SetCreationTimestamp(metav1.NewTime(time.Unix(200, 0)))
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{WorkflowGVR: "WorkflowList"}, orig, cp)
+	ctx := context.Background()
+	phase, waiting, err := RunPhase(ctx, dyn, "argo", "f", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if phase != "Running" || len(waiting) != 1 || waiting[0].Kind != SuspendApproval {
+		t.Fatalf("phase %s, waiting %+v: want the resubmitted copy running and waiting for prod's approval", phase, waiting)
+	}
+	got, err := ResumeRun(ctx, dyn, "argo", "f", "r1", "approved", time.Unix(300, 0), SuspendSelector{Kind: SuspendApproval, Ring: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Node != cp.GetName()+"/"+cp.GetName()+".hold" {
+		t.Fatalf("resumed %+v, want prod's approval in the resubmitted copy", got)
+	}
+}
