@@ -82,7 +82,10 @@
 // own failure is no problem, and the blocks after it are listed as not
 // reached, not as failed.
 // Every failing command (an && list that stops before its last command
-// included, which bash's ERR trap misses), every provider refusal and
+// included, and a pipeline's command other than its last, in a loop's
+// body or a command substitution too, which bash's ERR trap misses; not
+// one of a pipeline the block tests, nor grep finding nothing or a
+// writer the next command stopped reading: shell.go), every provider refusal and
 // every request or effect outside the step's intent (which call, which
 // version, which pool) is a problem of the block, reported with the block
 // and the requests; the test fails on any.

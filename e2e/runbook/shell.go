@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,7 +84,8 @@ func (s *Shell) sessionLines(segs []Segment) (head, tail string) {
 const preamble = `__gf_err() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" | tr '\n' ' ' >&3; printf '\n' >&3; }
 __gf_host() { printf 'HOST %s\tNODE=%s\tNODES=%s\tUNIT=%s\n' "$1" "${NODE-}" "${NODES-}" "${UNIT-}" >&4; read -r __gf_ack <&5; }
 __gf_chk() { if [ "$1" -ne 0 ] && [ -z "${__gf_fired-}" ]; then __gf_err "$1" "$2" "` + listStopped + `"; fi; __gf_fired=; return 0; }
-trap '__gf_fired=1; __gf_err "$?" "$LINENO" "$BASH_COMMAND"' ERR
+__gf_pipe() { __gf_err "$1" "$2" "` + pipeMark + ` $3"; return "$1"; }
+trap '__gf_err "$?" "$LINENO" "$BASH_COMMAND"; __gf_fired=1' ERR
 `
 
 // listStopped is the failure of an && list that stopped before its last
@@ -92,13 +94,40 @@ trap '__gf_fired=1; __gf_err "$?" "$LINENO" "$BASH_COMMAND"' ERR
 // failed would stop without a failure and the block go on.
 const listStopped = "an && list stopped before its last command"
 
+// pipeMark names a pipeline's element other than its last in a record
+// (__gf_pipe); the number after it indexes the block's elements.
+const pipeMark = "__gf_pipe"
+
+// pipeElem is a command of a pipeline other than its last, as pasted.
+type pipeElem struct {
+	Line int // script line
+	Text string
+	Name string // the program it runs ("" when not a plain word)
+}
+
 // checkLists appends to each top-level statement of a workstation
 // segment a check of its status (__gf_chk), on the statement's last
 // line, so that lines keep their numbers; start is the script line of
 // the segment's first line. The check reports a failing statement the
 // ERR trap did not (one that stopped inside an && list), and returns 0:
-// a status it returned would run the ERR trap for the check itself. A segment mvdan.cc/sh cannot parse is left as it is.
-func checkLists(lines []string, start int) []string {
+// a status it returned would run the ERR trap for the check itself.
+//
+// It also hands the status of every command of a pipeline but its last
+// to __gf_pipe, wherever the pipeline is (a loop's body, a command
+// substitution): bash drops those statuses (a pipeline's status is its
+// last command's unless pipefail is set, and its ERR trap does not run
+// for the others: bash(1), Pipelines and trap), so "kubectl get ... |
+// sed ..." whose kubectl failed went on with nothing. Each such command
+// A becomes "{ A || __gf_pipe $? LINE N; }", which keeps its status and
+// what it reads and writes. set -o pipefail is not used: it changes what
+// a pipeline returns, so "! diff a b | grep ..." and a pasted if would
+// take another branch than the reader's shell does. A pipeline whose
+// status the block tests (an if or while condition, the left side of &&
+// or ||, one negated with !) is left as it is, the way the ERR trap
+// leaves it: "kubectl get ... | grep -q x" there is a question, and its
+// commands may fail as part of the answer. elems collects the wrapped
+// commands; a segment mvdan.cc/sh cannot parse is left as it is.
+func checkLists(lines []string, start int, elems *[]pipeElem) []string {
 	src := strings.Join(lines, "\n")
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
 	if err != nil {
@@ -117,17 +146,150 @@ func checkLists(lines []string, start int) []string {
 		if st.Semicolon.IsValid() {
 			all = append(all, ins{st.End().Offset(), fmt.Sprintf(" __gf_chk $? %d;", line)})
 		} else {
-			all = append(all, ins{st.End().Offset(), fmt.Sprintf("; __gf_chk $? %d", line)})
+			all = append(all, ins{lineEnd(st).Offset(), fmt.Sprintf("; __gf_chk $? %d", line)})
 		}
 	}
-	for i := len(all) - 1; i >= 0; i-- {
-		src = src[:all[i].off] + all[i].text + src[all[i].off:]
+	var added []pipeElem
+	for _, p := range untestedPipelines(f) {
+		leaves := pipeLeaves(p)
+		for _, lf := range leaves[:len(leaves)-1] {
+			line := start + int(lf.Pos().Line()) - 1
+			end := lineEnd(lf)
+			added = append(added, pipeElem{Line: line, Text: src[lf.Pos().Offset():end.Offset()], Name: program(lf)})
+			id := len(*elems) + len(added) - 1
+			all = append(all, ins{lf.Pos().Offset(), "{ "}, ins{end.Offset(), fmt.Sprintf(" || %s $? %d %d; }", pipeMark, line, id)})
+		}
+	}
+	sort.SliceStable(all, func(i, j int) bool { return all[i].off > all[j].off })
+	for _, in := range all {
+		src = src[:in.off] + in.text + src[in.off:]
 	}
 	out := strings.Split(src, "\n")
 	if len(out) != len(lines) {
 		return lines
 	}
+	*elems = append(*elems, added...)
 	return out
+}
+
+// lineEnd is where a statement ends on the line it is written on: a here
+// document's body comes after that line, so a check inserted there goes
+// before the body, not after its delimiter.
+func lineEnd(st *syntax.Stmt) syntax.Pos {
+	if st.Semicolon.IsValid() {
+		return st.End()
+	}
+	end := st.Pos()
+	if st.Cmd != nil {
+		end = st.Cmd.End()
+	}
+	for _, r := range st.Redirs {
+		if e := r.Word.End(); e.After(end) {
+			end = e
+		}
+	}
+	return end
+}
+
+// untestedPipelines are the pipelines of f, at any depth, whose status is
+// not tested (see checkLists). A command substitution starts afresh: a
+// pipeline inside one is not tested by the test around it, whose answer
+// is the substitution's output.
+func untestedPipelines(f *syntax.File) []*syntax.Stmt {
+	tested := map[syntax.Node]bool{}
+	inner := map[*syntax.Stmt]bool{} // an element of a larger pipeline
+	var mark func(n syntax.Node)
+	mark = func(n syntax.Node) {
+		syntax.Walk(n, func(m syntax.Node) bool {
+			switch m.(type) {
+			case *syntax.CmdSubst, *syntax.ProcSubst:
+				return false
+			}
+			tested[m] = true
+			return true
+		})
+	}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.Stmt:
+			if n.Negated {
+				mark(n)
+			}
+		case *syntax.IfClause:
+			for _, st := range n.Cond {
+				mark(st)
+			}
+		case *syntax.WhileClause:
+			for _, st := range n.Cond {
+				mark(st)
+			}
+		case *syntax.BinaryCmd:
+			switch n.Op {
+			case syntax.AndStmt, syntax.OrStmt:
+				mark(n.X)
+			case syntax.Pipe, syntax.PipeAll:
+				inner[n.X], inner[n.Y] = true, true
+			}
+		}
+		return true
+	})
+	var out []*syntax.Stmt
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if st, ok := n.(*syntax.Stmt); ok && !inner[st] && !tested[st] && isPipe(st) {
+			out = append(out, st)
+		}
+		return true
+	})
+	return out
+}
+
+func isPipe(st *syntax.Stmt) bool {
+	b, ok := st.Cmd.(*syntax.BinaryCmd)
+	return ok && !st.Negated && len(st.Redirs) == 0 && (b.Op == syntax.Pipe || b.Op == syntax.PipeAll)
+}
+
+// pipeLeaves are a pipeline's commands in order.
+func pipeLeaves(st *syntax.Stmt) []*syntax.Stmt {
+	if !isPipe(st) {
+		return []*syntax.Stmt{st}
+	}
+	b := st.Cmd.(*syntax.BinaryCmd)
+	return append(pipeLeaves(b.X), pipeLeaves(b.Y)...)
+}
+
+// program is the program a simple command runs, past sudo and variable
+// assignments; "" when its first word is not a plain word.
+func program(st *syntax.Stmt) string {
+	c, ok := st.Cmd.(*syntax.CallExpr)
+	if !ok {
+		return ""
+	}
+	for _, w := range c.Args {
+		lit := w.Lit()
+		if lit == "sudo" {
+			continue
+		}
+		return lit
+	}
+	return ""
+}
+
+// answers says whether a pipeline's command other than the last exited
+// with a status that is an answer its output already gives, not a
+// failure: grep's 1 is "no lines were selected" (GNU grep manual, Exit
+// Status), diff's and cmp's 1 "the inputs differ" (GNU diffutils manual,
+// Invoking diff / Invoking cmp), and 141 (128 + SIGPIPE) is a writer the
+// next command stopped reading (grep -q, grep -m1 and head exit at their
+// first match).
+func answers(e pipeElem, code int) bool {
+	if code == 141 {
+		return true
+	}
+	switch filepath.Base(e.Name) {
+	case "grep", "egrep", "fgrep", "zgrep", "diff", "cmp":
+		return code == 1
+	}
+	return false
 }
 
 // Run runs one block. host is called for each host segment the shell
@@ -138,6 +300,7 @@ func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg
 	head, tail := s.sessionLines(segs)
 	script.WriteString(head + tail + preamble)
 	lineOf := map[int]int{} // script line -> block line
+	var elems []pipeElem
 	n := strings.Count(head+tail+preamble, "\n")
 	for i, sg := range segs {
 		if sg.Host != "" {
@@ -146,7 +309,7 @@ func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg
 			fmt.Fprintf(&script, "__gf_host %d\n", i)
 			continue
 		}
-		for j, l := range checkLists(sg.Lines, n+1) {
+		for j, l := range checkLists(sg.Lines, n+1, &elems) {
 			n++
 			lineOf[n] = sg.First + j
 			script.WriteString(l + "\n")
@@ -217,6 +380,16 @@ func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg
 		code, _ := strconv.Atoi(f[0])
 		ln, _ := strconv.Atoi(f[1])
 		c := strings.TrimSpace(f[2])
+		if id, ok := strings.CutPrefix(c, pipeMark+" "); ok {
+			i, err := strconv.Atoi(id)
+			if err != nil || i < 0 || i >= len(elems) {
+				continue
+			}
+			if answers(elems[i], code) {
+				continue
+			}
+			c = "in a pipeline, before its last command (bash drops its status): " + strings.TrimSpace(elems[i].Text)
+		}
 		if c == listStopped && lineOf[ln] < len(lines) {
 			c += ": " + strings.TrimSpace(lines[lineOf[ln]])
 		}
