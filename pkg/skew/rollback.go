@@ -577,7 +577,7 @@ func unitBinary(run, unit string) []string {
 	}
 	return []string{
 		fmt.Sprintf(`BIN=$(%ssystemctl show -p ExecStart --value %s | sed -n 's/^{ path=\([^ ;]*\) ;.*/\1/p')`, pre, unit),
-		fmt.Sprintf(`{ test -n "$BIN" && %stest -x "$BIN" || { echo "no executable in the ExecStart of %s ('$BIN'): systemctl cat %s names the server binary; set BIN to it and paste the lines after this one" >&2; false; }; }`, pre, unit, unit),
+		fmt.Sprintf(`{ test -n "$BIN" && %stest -x "$BIN" || { echo "no executable in the ExecStart of %s ('$BIN'): systemctl cat %s names its binary; set BIN to it and paste the lines after this one" >&2; false; }; }`, pre, unit, unit),
 	}
 }
 
