@@ -715,9 +715,12 @@ func releaseFetch(dist string) []string {
 }
 
 // releaseToServers copies what releaseKeep kept for a server to that
-// server, for the rollback's on-node blocks.
+// server, for the rollback's on-node blocks. The copy is staged in a
+// directory mktemp -d makes on the server (a new one, private to the ssh
+// user: mktemp(1), GNU coreutils), not at a fixed /tmp path another user
+// could have made first or a link could stand in for.
 func releaseToServers(b *blocks, dist, minor, prev string) {
-	tmp := fmt.Sprintf("/tmp/%s-release-pre-%s", dist, minor)
+	tmp := `"$STAGE/release"`
 	note := "so that nothing is downloaded while the control plane is down"
 	if dist == "rke2" {
 		// RKE2 runs its runtime and control plane from images, which it
@@ -732,12 +735,12 @@ func releaseToServers(b *blocks, dist, minor, prev string) {
 		nodeID,
 		fmt.Sprintf(`KEEP="%s"`, releaseKeptDir(dist, minor)),
 		`{ test -s "$KEEP/release" || { echo "nothing kept for $NODE_ID in $KEEP: the backup keeps each server's release under its hostname" >&2; false; }; }`,
-		fmt.Sprintf(`ssh "$NODE_SSH" rm -rf %s`, tmp),
+		`STAGE=$(ssh "$NODE_SSH" mktemp -d) && test -n "$STAGE"`,
 		fmt.Sprintf(`scp -r "$KEEP" "$NODE_SSH":%s`, tmp),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo rm -rf %s`, releaseOnNode(dist, minor)),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo cp -r %s %s`, tmp, releaseOnNode(dist, minor)),
 		fmt.Sprintf(`ssh "$NODE_SSH" sudo chmod -R go= %s`, releaseOnNode(dist, minor)),
-		fmt.Sprintf(`ssh "$NODE_SSH" rm -rf %s`, tmp))...)
+		`ssh "$NODE_SSH" rm -rf "$STAGE"`)...)
 }
 
 func (r *renderer) firstCP() string {
@@ -1368,7 +1371,10 @@ func rke2Install(role, to string) []string {
 // rancher/rke2 at 6ce1a8019e9d0b81eb7a715edbc2b8ac12d26da0), which the
 // package manager takes as a downgrade of the newer package, so that its
 // database holds rel and a later update stays within rel's minor. rel may
-// be a placeholder the block checks before it installs anything.
+// be a placeholder the block checks before it installs anything. The
+// release is checked on the binary the unit's ExecStart runs (unitBinary),
+// not on whichever rke2 PATH finds first: the tarball install puts it in
+// /usr/local/bin, the RPM one in /usr/bin, and a node may have both.
 func rke2Pinned(role, rel, minor string) []string {
 	typ := ""
 	if role == "agent" {
@@ -1379,7 +1385,9 @@ func rke2Pinned(role, rel, minor string) []string {
 			fmt.Sprintf(`{ case "$PREV_RKE2" in v%s.*+rke2r*) ;; *) echo "PREV_RKE2 is '$PREV_RKE2', not a v%s RKE2 release (v%s.N+rke2rM): set it to the release the node ran before the step and paste this again" >&2; false;; esac; }`, minor, minor, minor),
 			fmt.Sprintf(`curl -sfL https://get.rke2.io | sudo INSTALL_RKE2_VERSION="$PREV_RKE2"%s sh -`, typ),
 			"sudo systemctl restart rke2-"+role,
-			`rke2 --version | grep -F " $PREV_RKE2 "`)...)
+			unitBinary("", "rke2-"+role)[0],
+			unitBinary("", "rke2-"+role)[1],
+			`"$BIN" --version | grep -F " $PREV_RKE2 "`)...)
 }
 
 // updateSucceeded is the gate on an EKS update: it fails unless

@@ -117,7 +117,8 @@ const (
 // the provider would follow with pools on its own, holding each such pool
 // that has a step of its own later; the pool's step releases it. On
 // Cluster API the hold covers every MachineDeployment topology of the
-// Cluster, as read from it.
+// Cluster, as read from it, and comes before the pools' catch-up steps
+// too where a GPU pool is among them (capiCatchUpHold).
 func (r *renderer) insertHolds(p *Plan) {
 	later := map[string][]int{} // pool -> its node-pool step numbers
 	for _, s := range p.Steps {
@@ -125,9 +126,18 @@ func (r *renderer) insertHolds(p *Plan) {
 			later[s.Pool] = append(later[s.Pool], s.Number)
 		}
 	}
+	catchUp := r.capiCatchUpHold(p.Steps)
 	held := map[string]bool{}
 	var steps []Step
 	for _, s := range p.Steps {
+		if catchUp != nil && s.Number == catchUp.first {
+			// The hop's last catch-up step releases every topology
+			// (capiReleaseAll), so held is left as it is: the
+			// control-plane step's hold defers them again.
+			steps = append(steps, Step{ControlPlane: s.ControlPlane, Phase: PhaseHold, To: s.ControlPlane, Status: StatusOK, Holds: catchUp.holds,
+				Action: fmt.Sprintf("keep %s from rolling %s to the Cluster's version %s before each pool's own step", r.prov.Title(), catchUp.what, s.ControlPlane),
+				Note:   fmt.Sprintf("pools %s are behind the Cluster's version, which the topology controller rolls them to on its own; each pool then moves at its own step, gang-aware, which undoes the hold", strings.Join(catchUp.pools, ", "))})
+		}
 		if s.Phase == PhaseNodePool {
 			held[s.Pool] = false
 		}
@@ -160,6 +170,59 @@ func (r *renderer) insertHolds(p *Plan) {
 	renumber(p, steps)
 }
 
+// catchUpHold is the hold before the pools' catch-up steps.
+type catchUpHold struct {
+	first int      // the number of the first catch-up step
+	pools []string // the pools that catch up
+	holds []string // the topologies held, when read
+	what  string
+}
+
+// capiCatchUpHold decides the hold of the node-pool steps that come before
+// any control-plane step: pools behind the Cluster's spec.topology.version,
+// brought to it first. Cluster API v1.14.0's topology controller rolls a
+// MachineDeployment whose version is not the topology version as soon as
+// the control plane is stable, one at a time by default, unless its
+// topology is deferred (computeMachineDeploymentVersion and
+// isMachineDeploymentDeferred, exp/topology/desiredstate/desired_state.go;
+// the default concurrency of 1 in NewUpgradeTracker,
+// exp/topology/scope/upgradetracker.go): nothing waits for the pool's own
+// step, so a GPU pool among them would be rolled before its gangs stop at a
+// checkpoint, and the first pool's step would roll every other pool behind
+// with it. The hold goes before the first of those steps wherever a GPU
+// pool is among them; each pool's step then releases its own topologies
+// and the last one every topology left (capiRelease, capiReleaseAll). It
+// returns nil where no such hold is needed.
+func (r *renderer) capiCatchUpHold(steps []Step) *catchUpHold {
+	if r.prov != ProviderCAPI {
+		return nil
+	}
+	var h catchUpHold
+	gpu := false
+	for _, s := range steps {
+		if s.Phase == PhaseControlPlane || s.Phase == PhaseHold {
+			break
+		}
+		if s.Phase != PhaseNodePool || r.rolls(s.Pool) != rollCAPI {
+			continue
+		}
+		if h.first == 0 {
+			h.first = s.Number
+		}
+		h.pools = append(h.pools, s.Pool)
+		gpu = gpu || r.gpuPool(s.Pool)
+	}
+	if !gpu {
+		return nil
+	}
+	h.holds = r.capiTopologies()
+	h.what = "every MachineDeployment topology of the Cluster"
+	if len(h.holds) > 0 {
+		h.what = "MachineDeployment topologies " + strings.Join(h.holds, ", ")
+	}
+	return &h
+}
+
 func poolList(pools []string) string {
 	if len(pools) == 1 {
 		return "pool " + pools[0]
@@ -171,7 +234,7 @@ func poolList(pools []string) string {
 func (r *renderer) holdCommands(s Step) []string {
 	if r.prov == ProviderCAPI {
 		r.capiHeld = true
-		return r.capiDeferAll(s.To)
+		return r.capiDeferAll(s.To, r.holdBeforePools(s))
 	}
 	var out []string
 	for _, pool := range s.Holds {
@@ -286,12 +349,60 @@ func (r *renderer) capiAllTopologies() string {
 // at kubernetes-sigs/cluster-api v1.14.0: "the Kubernetes upgrade for this
 // MachineDeployment topology is deferred"), read from the Cluster when the
 // step runs, and fails unless every one carries it.
-func (r *renderer) capiDeferAll(to string) []string {
-	return []string{
-		fmt.Sprintf("# defer the upgrade of every MachineDeployment topology of Cluster %s/%s before it moves to %s (on the management cluster), each under a field manager of its own:", r.capiNS, r.capiName, to),
-		fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(true)),
-		r.capiDeferCheck(),
+//
+// catchUp is the hold before the pools' catch-up steps (capiCatchUpHold):
+// the Cluster is at to already.
+//
+// Before the catch-up steps some topologies are behind the Cluster's
+// version and not deferred, so the topology controller would roll one as
+// soon as any write to the Cluster wakes it, between one topology's defer
+// and the next: the Cluster is paused while the defers go in (a paused
+// Cluster is not reconciled: "Return early if the Cluster is paused",
+// Reconciler.Reconcile, core/reconcilers/topology/cluster/cluster_controller.go
+// at v1.14.0), under a field manager of its own, and let go of only once
+// every topology is deferred (a Cluster paused by anyone else stays so).
+func (r *renderer) capiDeferAll(to string, catchUp bool) []string {
+	when := "before it moves to " + to
+	if catchUp {
+		when = "before the pools behind its version " + to + " move (the topology controller rolls a topology behind it on its own unless it is deferred)"
 	}
+	out := []string{
+		fmt.Sprintf("# defer the upgrade of every MachineDeployment topology of Cluster %s/%s %s (on the management cluster), each under a field manager of its own:", r.capiNS, r.capiName, when),
+	}
+	if catchUp {
+		out = append(out, "# the Cluster paused first, so that the topology controller rolls nothing between one topology's defer and the next:", r.capiPause(true))
+	}
+	out = append(out, fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(true)))
+	if catchUp {
+		return append(out, chain(r.capiDeferCheck(), r.capiPause(false))...)
+	}
+	return append(out, r.capiDeferCheck())
+}
+
+// capiPauseManager is the field manager of the hold's pause.
+const capiPauseManager = "gpufleet-defer-pause"
+
+// capiPause pauses the Cluster (spec.paused, Cluster API v1.14.0
+// api/core/v1beta2 and v1beta1 cluster_types.go) under a field manager of
+// its own, or, with set false, lets go of it.
+func (r *renderer) capiPause(set bool) string {
+	spec := ""
+	if set {
+		spec = `spec: {paused: true}\n`
+	}
+	return fmt.Sprintf(`printf 'apiVersion: cluster.x-k8s.io/%s\nkind: Cluster\nmetadata: {name: %s, namespace: %s}\n%s' | %s apply --server-side --field-manager=%s -f -`,
+		r.capiAPI, r.capiName, r.capiNS, spec, r.kubectlMgmt(), capiPauseManager)
+}
+
+// holdBeforePools reports whether a hold step comes before node-pool steps
+// (capiCatchUpHold) rather than before a control-plane step.
+func (r *renderer) holdBeforePools(s Step) bool {
+	for _, n := range r.plan.Steps {
+		if n.Number > s.Number {
+			return n.Phase == PhaseNodePool
+		}
+	}
+	return false
 }
 
 // capiDeferCheck fails, naming them, when a MachineDeployment topology

@@ -30,7 +30,7 @@ func TestRunbookServerRollbackNeedsNoDownload(t *testing.T) {
 				"# here, for each server node: the "+tc.dist+" release of v1.37",
 				`NODE_ID=$(ssh "$NODE_SSH" hostname) && test -n "$NODE_ID" && \`,
 				`KEEP="$BACKUP_DIR/`+tc.dist+`-release-pre-1.38/$NODE_ID" && \`,
-				`scp -r "$KEEP" "$NODE_SSH":/tmp/`+tc.dist+`-release-pre-1.38 && \`,
+				`scp -r "$KEEP" "$NODE_SSH":"$STAGE/release" && \`,
 				"systemctl show -p ExecStart --value "+tc.unit,
 				"sudo systemctl stop "+tc.unit+" && \\",
 				`sudo sh -c 'cd `+onNode+` && sha256sum -c `+tc.dist+`.sha256'`,

@@ -74,7 +74,12 @@ func (r *renderer) rollback(s Step) *Rollback {
 func (r *renderer) holdRelease(s Step) []string {
 	switch r.prov {
 	case ProviderCAPI:
-		return []string{fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(false))}
+		out := []string{fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(false))}
+		if r.holdBeforePools(s) {
+			// The hold's pause, where its check stopped it before it let go.
+			out = append(out, r.capiPause(false))
+		}
+		return out
 	case ProviderGKE:
 		return []string{fmt.Sprintf("gcloud container clusters update %s --location=%s%s --remove-maintenance-exclusion=%s --quiet", sq(r.cluster), sq(phLocation), r.project(), r.gkeExclusionName())}
 	}
@@ -572,7 +577,7 @@ func unitBinary(run, unit string) []string {
 	}
 	return []string{
 		fmt.Sprintf(`BIN=$(%ssystemctl show -p ExecStart --value %s | sed -n 's/^{ path=\([^ ;]*\) ;.*/\1/p')`, pre, unit),
-		fmt.Sprintf(`{ test -n "$BIN" && %stest -x "$BIN" || { echo "no executable in the ExecStart of %s ('$BIN'): systemctl cat %s names the server binary; set BIN to it and paste the lines after this one" >&2; false; }; }`, pre, unit, unit),
+		fmt.Sprintf(`{ test -n "$BIN" && %stest -x "$BIN" || { echo "no executable in the ExecStart of %s ('$BIN'): systemctl cat %s names its binary; set BIN to it and paste the lines after this one" >&2; false; }; }`, pre, unit, unit),
 	}
 }
 
