@@ -144,7 +144,9 @@ func waitInjected(t *testing.T, cp *harness.ControlPlane, ns, sa string, want bo
 // naming the ServiceAccount.
 func TestWorkloadIdentityGate(t *testing.T) {
 	cp := scenario(t)
-	ctx := ctxT(t)
+	// Each kubectl skew run reads the whole cluster: longer than ctxT's.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	ns := cp.Namespace(t)
 	const arn = "arn:aws:iam::111122223333:role/s3-reader"
 	for _, sa := range []*corev1.ServiceAccount{
