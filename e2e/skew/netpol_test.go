@@ -28,7 +28,8 @@ import (
 // see): two NetworkPolicies, a CiliumNetworkPolicy (its CRD served) and a
 // "cilium" DaemonSet whose pods KWOK reports ready pass preflight; after a
 // policy is deleted, another's spec changed, the Cilium policy deleted
-// and the DaemonSet left with no ready pod, verify fails naming each.
+// and the DaemonSet left with no ready pod, verify fails naming each, and
+// lists a policy created since as a WARN.
 func TestNetworkPolicyGate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -117,6 +118,11 @@ func TestNetworkPolicyGate(t *testing.T) {
 	if err := dyn.Resource(cnp).Namespace(ns).Delete(ctx, "l7", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A policy new since the baseline: listed as a WARN.
+	if _, err := cp.Client.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "new-deny", Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	// The agent's pods gone from every node: no node enforces policy.
 	if _, err := cp.Client.AppsV1().DaemonSets("kube-system").Patch(ctx, "cilium", types.MergePatchType,
 		[]byte(`{"spec":{"template":{"spec":{"nodeSelector":{"gpufleet.dev/no-such-node":"true"}}}}}`), metav1.PatchOptions{}); err != nil {
@@ -141,6 +147,7 @@ func TestNetworkPolicyGate(t *testing.T) {
 		"CiliumNetworkPolicy " + ns + "/l7":  "is gone since the baseline",
 		"cni":                                "Cilium DaemonSet kube-system/cilium: 0 of 0 pods ready",
 	}
+	sawNew := false
 	for _, it := range vr.Items {
 		if it.Kind != "network-policy" {
 			continue
@@ -148,6 +155,12 @@ func TestNetworkPolicyGate(t *testing.T) {
 		if w, ok := want[it.Object]; ok && it.Status == "FAIL" && strings.Contains(it.Message, w) {
 			delete(want, it.Object)
 		}
+		if it.Object == "NetworkPolicy "+ns+"/new-deny" {
+			sawNew = it.Status == "WARN" && strings.Contains(it.Message, "is new since the baseline")
+		}
+	}
+	if !sawNew {
+		t.Errorf("want a WARN item naming the new policy %s/new-deny\n%s", ns, v)
 	}
 	if v.ExitCode != 1 || len(want) != 0 {
 		t.Fatalf("want exit 1 and a FAIL for each of %v\n%s", want, v)

@@ -82,7 +82,7 @@ func (c PolicyChange) String() string {
 
 // DiffPolicies returns the baseline's policies now gone or changed, by ID;
 // kinds in skip (not read now) are left out. New policies are no loss of
-// protection and are not returned.
+// protection and are not returned (NewPolicies lists them).
 func DiffPolicies(base, now []PolicyFact, skip map[string]bool) []PolicyChange {
 	cur := map[string]PolicyFact{}
 	for _, p := range now {
@@ -102,6 +102,27 @@ func DiffPolicies(base, now []PolicyFact, skip map[string]bool) []PolicyChange {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Policy.ID() < out[j].Policy.ID() })
+	return out
+}
+
+// NewPolicies are the policies now that the baseline did not have, of
+// kinds read at the baseline (a kind first read now is not news).
+func NewPolicies(base, now []PolicyFact, baseKinds []string) []PolicyFact {
+	had := map[string]bool{}
+	for _, p := range base {
+		had[p.ID()] = true
+	}
+	read := map[string]bool{}
+	for _, k := range baseKinds {
+		read[k] = true
+	}
+	var out []PolicyFact
+	for _, p := range now {
+		if read[p.Kind] && !had[p.ID()] {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID() < out[j].ID() })
 	return out
 }
 

@@ -49,6 +49,9 @@ type HealthOptions struct {
 	ProbeApp health.ProbeAppOptions
 	// NetworkPolicy runs the network-policy gate (netpol.go).
 	NetworkPolicy bool
+	// WorkloadIdentity runs the workload-identity gate (identity.go): a
+	// dry-run pod per ServiceAccount with an identity binding.
+	WorkloadIdentity bool
 }
 
 // HealthEvidence is what the health gates read, saved with the baseline.
@@ -78,6 +81,9 @@ type HealthEvidence struct {
 	// NetworkPolicy is what the network-policy gate read (nil when it did
 	// not run).
 	NetworkPolicy *NetworkPolicyEvidence `json:"networkPolicy,omitempty"`
+	// WorkloadIdentity is what the workload-identity gate read (nil when
+	// it did not run).
+	WorkloadIdentity *WorkloadIdentityEvidence `json:"workloadIdentity,omitempty"`
 	// Unread says, per gate, what could not be read.
 	Unread map[string]string `json:"unread,omitempty"`
 }
@@ -99,6 +105,9 @@ func (r *Runner) healthGateOrder() []string {
 	}
 	if r.Health.NetworkPolicy {
 		out = append(out, GateNetworkPolicy)
+	}
+	if r.Health.WorkloadIdentity {
+		out = append(out, GateWorkloadIdentity)
 	}
 	return out
 }
@@ -184,6 +193,17 @@ func (r *Runner) healthGates(ev *Evidence, mu *sync.Mutex, inv func() *skew.Inve
 			return g
 		}
 	}
+	if r.Health.WorkloadIdentity {
+		gates[GateWorkloadIdentity] = func(ctx context.Context) Gate {
+			g, wi := r.workloadIdentityGate(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			// What it could not read is its own verify item
+			// (verifyWorkloadIdentity).
+			he.WorkloadIdentity = wi
+			return g
+		}
+	}
 	return gates
 }
 
@@ -222,6 +242,7 @@ func verifyHealth(base, now Evidence) []Regression {
 	out = append(out, verifyProbeApp(b, n)...)
 	if b != nil {
 		out = append(out, verifyNetworkPolicy(b.NetworkPolicy, n.NetworkPolicy)...)
+		out = append(out, verifyWorkloadIdentity(b.WorkloadIdentity, n.WorkloadIdentity)...)
 	}
 	if b != nil {
 		for gate, why := range n.Unread {

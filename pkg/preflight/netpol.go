@@ -148,7 +148,7 @@ func (e *NetworkPolicyEvidence) unread(kind, why string) {
 }
 
 // verifyNetworkPolicy: a baseline policy gone or changed is a FAIL naming
-// it; the baseline's enforcing CNI DaemonSet gone or no longer ready is a
+// it; a policy new since the baseline is a WARN naming it; the baseline's enforcing CNI DaemonSet gone or no longer ready is a
 // FAIL; a kind read at the baseline and not now is UNKNOWN.
 func verifyNetworkPolicy(b, n *NetworkPolicyEvidence) []Regression {
 	if n == nil || b == nil {
@@ -172,11 +172,12 @@ func verifyNetworkPolicy(b, n *NetworkPolicyEvidence) []Regression {
 	}
 	for _, c := range health.DiffPolicies(b.Policies, n.Policies, skip) {
 		p := c.Policy
-		cmd := fmt.Sprintf("kubectl get %s %s -o yaml", policyResource(p.Kind), p.Name)
-		if p.Namespace != "" {
-			cmd = fmt.Sprintf("kubectl -n %s get %s %s -o yaml", p.Namespace, policyResource(p.Kind), p.Name)
-		}
-		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusFail, Object: p.ID(), Message: c.String(), Command: cmd})
+		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusFail, Object: p.ID(), Message: c.String(), Command: policyGetCommand(p)})
+	}
+	// A new policy narrows what may talk to what: listed as WARN, since an
+	// upgrade that adds one (a chart's new default deny) can cut traffic.
+	for _, p := range health.NewPolicies(b.Policies, n.Policies, b.Kinds) {
+		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusWarn, Object: p.ID(), Message: p.ID() + " is new since the baseline", Command: policyGetCommand(p)})
 	}
 	if n.CNIUnread == "" {
 		for _, m := range health.CNIRegressions(b.CNIs, n.CNIs) {
@@ -186,6 +187,13 @@ func verifyNetworkPolicy(b, n *NetworkPolicyEvidence) []Regression {
 		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusUnknown, Object: "cni", Message: "the enforcing CNI's DaemonSets cannot be read now: " + n.CNIUnread})
 	}
 	return out
+}
+
+func policyGetCommand(p health.PolicyFact) string {
+	if p.Namespace != "" {
+		return fmt.Sprintf("kubectl -n %s get %s %s -o yaml", p.Namespace, policyResource(p.Kind), p.Name)
+	}
+	return fmt.Sprintf("kubectl get %s %s -o yaml", policyResource(p.Kind), p.Name)
 }
 
 func policyResource(kind string) string {

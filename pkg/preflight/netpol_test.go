@@ -16,10 +16,11 @@ func TestVerifyNetworkPolicy(t *testing.T) {
 		CNIs: []health.CNIFact{{CNI: "Cilium", Namespace: "kube-system", Name: "cilium", Desired: 2, Ready: 2}},
 	}
 	now := &NetworkPolicyEvidence{
-		Kinds:    []string{"NetworkPolicy"},
-		Unread:   map[string]string{"CiliumNetworkPolicy": "forbidden: cannot list ciliumnetworkpolicies.cilium.io"},
-		Policies: []health.PolicyFact{{Kind: "NetworkPolicy", Namespace: "ml", Name: "allow-dns", Digest: "3x"}},
-		CNIs:     []health.CNIFact{{CNI: "Cilium", Namespace: "kube-system", Name: "cilium", Desired: 2, Ready: 0}},
+		Kinds:  []string{"NetworkPolicy", "GlobalNetworkPolicy"},
+		Unread: map[string]string{"CiliumNetworkPolicy": "forbidden: cannot list ciliumnetworkpolicies.cilium.io"},
+		Policies: []health.PolicyFact{{Kind: "NetworkPolicy", Namespace: "ml", Name: "allow-dns", Digest: "3x"}, {Kind: "NetworkPolicy", Namespace: "ml", Name: "default-deny", Digest: "4"},
+			{Kind: "GlobalNetworkPolicy", Name: "first-read-now", Digest: "5"}},
+		CNIs: []health.CNIFact{{CNI: "Cilium", Namespace: "kube-system", Name: "cilium", Desired: 2, Ready: 0}},
 	}
 	regs := verifyHealth(Evidence{Health: &HealthEvidence{NetworkPolicy: base}}, Evidence{Health: &HealthEvidence{NetworkPolicy: now}})
 	var got []string
@@ -30,6 +31,7 @@ func TestVerifyNetworkPolicy(t *testing.T) {
 		"UNKNOWN CiliumNetworkPolicy: CiliumNetworkPolicy was read at the baseline and not now: forbidden: cannot list ciliumnetworkpolicies.cilium.io",
 		"FAIL NetworkPolicy ml/allow-dns: NetworkPolicy ml/allow-dns changed since the baseline (spec differs)",
 		"FAIL NetworkPolicy ml/deny-all: NetworkPolicy ml/deny-all is gone since the baseline",
+		"WARN NetworkPolicy ml/default-deny: NetworkPolicy ml/default-deny is new since the baseline",
 		"FAIL cni: Cilium DaemonSet kube-system/cilium: 0 of 2 pods ready (all were ready at the baseline): policy is not enforced on nodes without a ready agent",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {

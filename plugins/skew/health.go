@@ -38,6 +38,8 @@ type healthFlags struct {
 	SyntheticAppDryRun    bool
 	// NetworkPolicy is --network-policy.
 	NetworkPolicy bool
+	// WorkloadIdentity is --workload-identity.
+	WorkloadIdentity bool
 
 	promqlChecks []health.PromQLCheck
 	cmd          *cobra.Command
@@ -66,6 +68,7 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.Int32Var(&f.SyntheticAppPort, "synthetic-app-port", f.SyntheticAppPort, "Port the synthetic app listens on.")
 	fs.DurationVar(&f.SyntheticAppTimeout, "synthetic-app-timeout", f.SyntheticAppTimeout, "How long the synthetic app's pod may take to be Ready; still Pending then is UNKNOWN (no node ran it), running and not Ready is FAIL.")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", f.NetworkPolicy, "Run the network-policy gate: record every NetworkPolicy (and CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, Calico NetworkPolicy and GlobalNetworkPolicy where their CRDs are served) by a digest of its spec, and the enforcing CNI's DaemonSet; verify fails on a policy gone or changed and on that DaemonSet gone or not ready.")
+	fs.BoolVar(&f.WorkloadIdentity, "workload-identity", f.WorkloadIdentity, "Run the workload-identity gate: for each ServiceAccount annotated "+health.AnnotationEKSRoleARN+" or "+health.AnnotationAzureClientID+", send a pod with it as a server-side dry run (dryRun=All, nothing is created) and record the token volume and environment the identity webhook injected; for "+health.AnnotationGKEServiceAccount+", the GKE metadata server's DaemonSet. Verify fails naming the ServiceAccount whose pods no longer get what they got at the baseline. Needs create on pods (deploy/rbac/skew-probes.yaml).")
 	_ = cmd.MarkFlagFilename("promql-checks", "yaml", "yml")
 	for _, n := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
 		_ = cmd.MarkFlagFilename(n, "crt", "pem", "key")
@@ -183,6 +186,12 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 		h.NetworkPolicy = f.NetworkPolicy
 	case base != nil && base.NetworkPolicy != nil:
 		h.NetworkPolicy = true
+	}
+	switch {
+	case f.changed("workload-identity"):
+		h.WorkloadIdentity = f.WorkloadIdentity
+	case base != nil && base.WorkloadIdentity != nil:
+		h.WorkloadIdentity = true
 	}
 	// promql: the flags override, each falling back to the baseline's
 	// Prometheus and checks.

@@ -133,3 +133,31 @@ func TestNetworkPolicyFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkloadIdentityFlag: --workload-identity turns the gate on; verify
+// without it runs it when the baseline recorded it.
+func TestWorkloadIdentityFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		base *preflight.HealthEvidence
+		want bool
+	}{
+		{nil, nil, false},
+		{[]string{"--workload-identity"}, nil, true},
+		{nil, &preflight.HealthEvidence{WorkloadIdentity: &preflight.WorkloadIdentityEvidence{}}, true},
+		{[]string{"--workload-identity=false"}, &preflight.HealthEvidence{WorkloadIdentity: &preflight.WorkloadIdentityEvidence{}}, false},
+		{nil, &preflight.HealthEvidence{NetworkPolicy: &preflight.NetworkPolicyEvidence{}}, false},
+	} {
+		f := &healthFlags{}
+		cmd := &cobra.Command{Use: "verify"}
+		f.addFlags(cmd)
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		r := &preflight.Runner{}
+		f.apply(r, tc.base)
+		if r.Health.WorkloadIdentity != tc.want {
+			t.Errorf("%q, baseline %+v: gate on %v, want %v", tc.args, tc.base, r.Health.WorkloadIdentity, tc.want)
+		}
+	}
+}

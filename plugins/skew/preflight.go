@@ -88,6 +88,14 @@ var preflightLong = templates.LongDesc(`
 	to diff: agent pods not ready is FAIL; policies with no known enforcing
 	CNI is WARN.
 
+	The workload-identity gate (--workload-identity) sends a pod with each
+	ServiceAccount annotated for EKS IRSA (eks.amazonaws.com/role-arn) or
+	Azure Workload ID (azure.workload.identity/client-id) as a server-side
+	dry run and records the token volume and environment the identity
+	webhook injected; for GKE (iam.gke.io/gcp-service-account), which
+	injects nothing, the gke-metadata-server DaemonSet. Nothing injected is
+	WARN; a dry run refused is UNKNOWN naming the verb.
+
 	A gate that cannot read what it needs is UNKNOWN with the verb and
 	resource, and the others still run. --save writes the whole report with
 	its evidence, which "kubectl skew verify --baseline" compares against

@@ -1,0 +1,211 @@
+package preflight
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
+)
+
+// GateWorkloadIdentity proves that the webhooks binding ServiceAccounts to
+// cloud identities still inject them.
+const GateWorkloadIdentity = "workload-identity"
+
+// RegWorkloadIdentity is its regression kind in verify.
+const RegWorkloadIdentity = "workload-identity"
+
+// identityProbes is how many dry runs go at once.
+const identityProbes = 4
+
+// WorkloadIdentityEvidence is what the workload-identity gate read.
+type WorkloadIdentityEvidence struct {
+	// Bindings are every ServiceAccount binding found, with what its
+	// dry-run pod was injected (EKS, Azure).
+	Bindings []health.IdentityFact `json:"bindings,omitempty"`
+	// ServiceAccountsUnread says why the ServiceAccounts could not be
+	// listed (then nothing else was read).
+	ServiceAccountsUnread string `json:"serviceAccountsUnread,omitempty"`
+	// GKE is the GKE metadata server as read, where a GKE binding exists.
+	GKE *health.GKEMetadataServer `json:"gke,omitempty"`
+	// GKEUnread says why it could not be read.
+	GKEUnread string `json:"gkeUnread,omitempty"`
+}
+
+// workloadIdentityGate lists the ServiceAccounts, and for each EKS IRSA or
+// Azure Workload ID binding sends a pod with that ServiceAccount as a
+// server-side dry run (dryRun=All: admission runs, webhooks with
+// sideEffects None or NoneOnDryRun are called, nothing is stored) and
+// records what came back injected. GKE's Workload Identity Federation
+// mutates no pod: for its bindings the GKE metadata server's DaemonSet and
+// the nodes labelled for it are read instead. A binding whose webhook
+// injected nothing is WARN (its pods get no credentials now); the metadata
+// server not ready is FAIL; a dry run or a list refused is UNKNOWN.
+func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdentityEvidence) {
+	ev := &WorkloadIdentityEvidence{}
+	cmd := "kubectl get serviceaccounts -A -o yaml"
+	sas, err := listAll[*corev1.ServiceAccount](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return r.Kube.CoreV1().ServiceAccounts("").List(ctx, o)
+	})
+	if err != nil {
+		g := unknown("list serviceaccounts", err)
+		g.Command = cmd
+		ev.ServiceAccountsUnread = g.Message
+		return g, ev
+	}
+	bindings := health.IdentityBindings(sas)
+	if len(bindings) == 0 {
+		return Gate{Status: StatusPass, Message: "no ServiceAccount carries an identity binding (" + health.AnnotationEKSRoleARN + ", " +
+			health.AnnotationGKEServiceAccount + ", " + health.AnnotationAzureClientID + ")", Command: cmd}, ev
+	}
+	ev.Bindings = make([]health.IdentityFact, len(bindings))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, identityProbes)
+	gke := false
+	for i, b := range bindings {
+		ev.Bindings[i].IdentityBinding = b
+		if b.Provider == health.IdentityGKE {
+			gke = true
+			continue
+		}
+		wg.Add(1)
+		go func(f *health.IdentityFact) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			sent := health.IdentityProbePod(f.IdentityBinding)
+			got, err := r.Kube.CoreV1().Pods(f.Namespace).Create(ctx, sent, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				f.Unread = unknown("create pods (dry run) in namespace "+f.Namespace, err).Message
+				return
+			}
+			inj := health.InjectedInto(f.Provider, sent, got)
+			f.Injected = &inj
+		}(&ev.Bindings[i])
+	}
+	wg.Wait()
+	if gke {
+		dss, err := r.daemonSets(ctx)
+		if err != nil {
+			ev.GKEUnread = unknown("list daemonsets", err).Message
+		} else {
+			nodes, nerr := listAll[*corev1.Node](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.LabelSelector = health.LabelGKEMetadataServer + "=true"
+				return r.Kube.CoreV1().Nodes().List(ctx, o)
+			})
+			if nerr != nil {
+				nodes = nil
+			}
+			m := health.ReadGKEMetadataServer(dss, nodes)
+			ev.GKE = &m
+		}
+	}
+
+	var lines, empty, unread, gkeSAs []string
+	for _, f := range ev.Bindings {
+		sa := f.Namespace + "/" + f.ServiceAccount
+		switch {
+		case f.Provider == health.IdentityGKE:
+			gkeSAs = append(gkeSAs, sa)
+			lines = append(lines, fmt.Sprintf("%s (gke %s): nothing injected by design; served by the GKE metadata server", sa, f.Identity))
+		case f.Unread != "":
+			unread = append(unread, sa+": "+f.Unread)
+			lines = append(lines, fmt.Sprintf("%s (%s %s): not probed: %s", sa, f.Provider, f.Identity, f.Unread))
+		default:
+			if f.Injected.Empty() {
+				empty = append(empty, fmt.Sprintf("%s (%s)", sa, f.Provider))
+			}
+			lines = append(lines, fmt.Sprintf("%s (%s %s): injected %s", sa, f.Provider, f.Identity, f.Injected))
+		}
+	}
+	if ev.GKE != nil {
+		lines = append(lines, "GKE metadata server: "+ev.GKE.String())
+	}
+	if ev.GKEUnread != "" {
+		lines = append(lines, "GKE metadata server not read: "+ev.GKEUnread)
+	}
+	g := Gate{Evidence: capLines(lines), Command: "kubectl get mutatingwebhookconfigurations; kubectl create --dry-run=server -o yaml -f POD (with the ServiceAccount)"}
+	probed := len(bindings) - len(gkeSAs) - len(unread)
+	switch {
+	case ev.GKE != nil && len(gkeSAs) > 0 && ev.GKE.Found && !ev.GKE.OK():
+		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves %d ServiceAccounts' identity is not ready: %s", len(gkeSAs), ev.GKE)
+		g.Command = "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide"
+	case len(unread) > 0 || ev.GKEUnread != "":
+		why := unread
+		if ev.GKEUnread != "" {
+			why = append(why, "GKE metadata server: "+ev.GKEUnread)
+		}
+		sort.Strings(why)
+		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d of %d identity bindings not probed: %s", len(unread), len(bindings), strings.Join(why, "; "))
+	case len(empty) > 0:
+		g.Status, g.Message = StatusWarn, fmt.Sprintf("no webhook injected an identity into a pod of %s: their pods get no cloud credentials (is the identity webhook installed and its MutatingWebhookConfiguration matching?)", strings.Join(empty, ", "))
+	case ev.GKE != nil && len(gkeSAs) > 0 && !ev.GKE.Found:
+		g.Status, g.Message = StatusWarn, fmt.Sprintf("%d ServiceAccounts carry %s and no GKE metadata server DaemonSet runs: Workload Identity Federation for GKE looks off", len(gkeSAs), health.AnnotationGKEServiceAccount)
+	default:
+		g.Status = StatusPass
+		g.Message = fmt.Sprintf("%d identity bindings: the webhook injects the token volume and environment for each of %d probed", len(bindings), probed)
+		if len(gkeSAs) > 0 {
+			g.Message += fmt.Sprintf("; %d GKE bindings served by a ready GKE metadata server", len(gkeSAs))
+		}
+	}
+	return g, ev
+}
+
+// verifyWorkloadIdentity: a binding whose dry-run pod no longer gets what
+// the webhook injected at the baseline is a FAIL naming the
+// ServiceAccount; a binding probed at the baseline that cannot be probed
+// now is UNKNOWN; one gone is WARN (the binding was removed, not the
+// webhook). The GKE metadata server ready at the baseline and gone or not
+// ready now is a FAIL naming the GKE-bound ServiceAccounts.
+func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
+	if b == nil || n == nil {
+		return nil
+	}
+	if n.ServiceAccountsUnread != "" {
+		if b.ServiceAccountsUnread == "" {
+			return []Regression{{Kind: RegWorkloadIdentity, Status: StatusUnknown, Object: "serviceaccounts",
+				Message: "ServiceAccounts were read at the baseline and cannot be now: " + n.ServiceAccountsUnread}}
+		}
+		return nil
+	}
+	var out []Regression
+	for _, c := range health.DiffIdentities(b.Bindings, n.Bindings) {
+		obj := "serviceaccount/" + c.Binding.Namespace + "/" + c.Binding.ServiceAccount
+		r := Regression{Kind: RegWorkloadIdentity, Object: obj, Message: c.String(),
+			Command: fmt.Sprintf("kubectl -n %s get serviceaccount %s -o yaml; kubectl get mutatingwebhookconfigurations", c.Binding.Namespace, c.Binding.ServiceAccount)}
+		switch {
+		case c.Gone:
+			r.Status = StatusWarn
+		case c.Unread != "":
+			r.Status = StatusUnknown
+		default:
+			r.Status = StatusFail
+		}
+		out = append(out, r)
+	}
+	if b.GKE != nil && b.GKE.OK() {
+		var sas []string
+		for _, f := range n.Bindings {
+			if f.Provider == health.IdentityGKE {
+				sas = append(sas, f.Namespace+"/"+f.ServiceAccount)
+			}
+		}
+		switch {
+		case len(sas) == 0:
+		case n.GKEUnread != "":
+			out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusUnknown, Object: "gke-metadata-server",
+				Message: "the GKE metadata server was ready at the baseline and cannot be read now: " + n.GKEUnread})
+		case n.GKE != nil && !n.GKE.OK():
+			out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusFail, Object: "gke-metadata-server",
+				Message: fmt.Sprintf("the GKE metadata server was ready at the baseline and now: %s; pods of %s get no Workload Identity Federation credentials", n.GKE, strings.Join(sas, ", ")),
+				Command: "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide; kubectl get nodes -l " + health.LabelGKEMetadataServer + "=true"})
+		}
+	}
+	return out
+}
