@@ -154,23 +154,11 @@ func collectBandwidth(f *fleetfile.Fleet, cluster string) inference.Bandwidth {
 // the fleet file's bandwidth, which plans the waves again when it runs),
 // without an ETA it cannot know.
 func readInference(f *fleetfile.Fleet, cluster string, inv pkgskew.Inventory) (pkgskew.Inventory, []string) {
-	read := inv.InferenceRead
-	var unread []string
-	for _, pl := range inv.Pools {
-		if pl.Inference != nil {
-			// A report saved before InferenceRead existed.
-			read = true
+	if !inv.ReadForInference() {
+		if w := pkgskew.NoInferenceRead(inv, "the saved report", "kubectl skew fleet plan without --from-dir"); w != "" {
+			return inv, []string{w}
 		}
-		if pl.Inference == nil && !pl.ControlPlane() && pl.Selector() != "" && pl.GPUNodes != nil && *pl.GPUNodes > 0 {
-			unread = append(unread, pl.Name)
-		}
-	}
-	if !read {
-		if len(unread) == 0 {
-			return inv, nil
-		}
-		return inv, []string{fmt.Sprintf("GPU pool(s) %s: the saved report holds no read of their workloads (kubectl skew -o yaml does not read model Deployments), so this plan drains them as training pools (kubectl gang-drain run); a pool that serves models behind PodDisruptionBudgets must be planned live (kubectl skew fleet plan without --from-dir) to drain paced by hydrate bandwidth (gang-drain run --inference) with its ETA",
-			strings.Join(unread, ", "))}
+		return inv, nil
 	}
 	var want string
 	if a := collectBandwidth(f, cluster).Args(); len(a) == 2 {

@@ -408,3 +408,44 @@ func (r *renderer) inferenceBack(b *blocks, s Step, prev string) {
 	run := poolRun(s)
 	b.add(chain(fmt.Sprintf("kubectl gpu-validate nodes -l %s --kubelet-version v%s %s", sel, prev, validateChecks), "kubectl gang-drain restore "+run+" --inference")...)
 }
+
+// ReadForInference reports whether the inventory's GPU pools were read for
+// inference workloads: InferenceRead, or, in a report saved before that
+// field existed, a pool that carries its inference read.
+func (inv Inventory) ReadForInference() bool {
+	if inv.InferenceRead {
+		return true
+	}
+	for _, pl := range inv.Pools {
+		if pl.Inference != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// NoInferenceRead is the warning for a plan made from a saved inventory
+// whose GPU pools were not read for inference workloads (the version
+// check's report, kubectl skew -o yaml, does not read them): the plan
+// drains every GPU pool as a training pool, though one that serves models
+// behind budgets drains as an inference pool when planned live. report
+// names the saved report ("the saved report FILE") and live the command
+// that plans it live. "" when the inventory was read, or has no GPU pool
+// that a drain step could select. `kubectl skew plan --from-file` and
+// `kubectl skew fleet plan --from-dir` both warn with it.
+func NoInferenceRead(inv Inventory, report, live string) string {
+	if inv.ReadForInference() {
+		return ""
+	}
+	var unread []string
+	for _, pl := range inv.Pools {
+		if !pl.ControlPlane() && pl.Selector() != "" && pl.GPUNodes != nil && *pl.GPUNodes > 0 {
+			unread = append(unread, pl.Name)
+		}
+	}
+	if len(unread) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("GPU pool(s) %s: %s holds no read of their workloads (kubectl skew -o yaml does not read model Deployments), so this plan drains them as training pools (kubectl gang-drain run); a pool that serves models behind PodDisruptionBudgets must be planned live (%s) to drain paced by hydrate bandwidth (gang-drain run --inference) with its ETA",
+		strings.Join(unread, ", "), report, live)
+}

@@ -238,6 +238,13 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return cli.UsageErr(fmt.Errorf("planning to %s: %w", o.target.MinorString(), err))
 	}
+	if o.saved != nil {
+		// A saved report of the version check holds no inference read:
+		// say first that its GPU pools drain as training pools here.
+		if w := pkgskew.NoInferenceRead(inv, o.savedName(), o.liveCommand()); w != "" {
+			plan.Warnings = append([]string{w}, plan.Warnings...)
+		}
+	}
 	rep := &PlanReport{Header: h, Target: o.target.MinorString(), Provider: plan.Provider, Steps: plan.Steps, Pools: plan.Pools, Warnings: plan.Warnings, Summary: plan.Summary}
 	if !o.Print.Quiet {
 		if o.Runbook {
@@ -274,6 +281,29 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		return cli.Findings(n)
 	}
 	return nil
+}
+
+// savedName names the report --from-file read, for a warning.
+func (o *PlanOptions) savedName() string {
+	if o.FromFile == "-" {
+		return "the saved report read from stdin"
+	}
+	return "the saved report " + o.FromFile
+}
+
+// liveCommand is the command that plans the same target against the
+// cluster, reading its GPU pools for inference workloads, with the
+// --hydrate-bandwidth an inference pool's waves and ETA need.
+func (o *PlanOptions) liveCommand() string {
+	bw := "SOURCE=RATE"
+	if len(o.HydrateBandwidth) > 0 {
+		bw = strings.Join(o.HydrateBandwidth, ",")
+	}
+	cmd := fmt.Sprintf("kubectl skew plan --target %s --hydrate-bandwidth %s", o.Target, bw)
+	if o.Runbook {
+		cmd += " --runbook"
+	}
+	return cmd + ", against the cluster without --from-file"
 }
 
 // calendarMinors are the minors of the embedded calendar, for --target
