@@ -54,11 +54,13 @@ func TestRunbookEtcdRestoreOffline(t *testing.T) {
 			text := rollbackText(restore)
 			// k3s and RKE2 reinstall their previous release (the
 			// binary downgrade), which is no etcdutl.
-			wantNotIn(t, "restore", text, "github.com/etcd-io", "mktemp")
+			// (k3s and RKE2 stage their kept release on the server in a
+			// mktemp -d directory: a copy, not a download.)
+			wantNotIn(t, "restore", text, "github.com/etcd-io", "curl ", "wget ")
 			if !tc.kept {
 				return
 			}
-			wantNotIn(t, "restore", text, "curl ", "wget ")
+			wantNotIn(t, "restore", text, "mktemp")
 			kept := `"$BACKUP_DIR/etcdutl-pre-` + restore.To + `-linux-$NODE_ARCH"`
 			wantInOrder(t, "backup", cmds(backup),
 				`NODE_ARCH=$(ssh "$NODE_SSH" uname -m | sed 's/^x86_64$/amd64/; s/^aarch64$/arm64/') && \`,
