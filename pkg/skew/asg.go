@@ -2,6 +2,7 @@ package skew
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -34,6 +35,16 @@ import (
 //   - cancel-instance-refresh stops a refresh; rollback-instance-refresh
 //     returns the group to its previous launch template version and
 //     replaces the instances already replaced.
+//   - A terminating hook's default result ends in termination whether it
+//     is CONTINUE or ABANDON unless the group retains instances
+//     (https://docs.aws.amazon.com/autoscaling/ec2/userguide/configure-instance-retention.html);
+//     update-auto-scaling-group --instance-lifecycle-policy
+//     RetentionTriggers.TerminateHookAbandon "retain" moves an instance
+//     whose hook is abandoned "due to failure, timeout, or explicit
+//     abandonment" to a retained state, where it stays "until you call
+//     TerminateInstanceInAutoScalingGroup" (aws-cli 1.45.11 help). The
+//     hook's default result is ABANDON, so an instance whose node was not
+//     drained in time is kept, never terminated with its gangs on it.
 
 // asgHook is the termination lifecycle hook the step puts on the group for
 // the refresh and deletes after it.
@@ -89,7 +100,8 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 	b.add("# refuse unless the AMI alone differs (the new version stays unused), then hold every terminating instance for its drain and start the refresh:")
 	b.add(chain(
 		fmt.Sprintf(`! diff %s-old.json %s-new.json | grep '^[<>]' | grep -v '^[<>] *"ImageId": '`, file, file),
-		fmt.Sprintf("aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result CONTINUE", reg, asgHook),
+		asgRetain(reg),
+		asgPutHook(reg),
 		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}' --query InstanceRefreshId --output text)`, reg))...)
 	b.cut()
 	status := refreshStatus(reg)
@@ -106,6 +118,19 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 	}
 	b.add(chain(append(gates, then...)...)...)
 	return b
+}
+
+// asgRetain makes the group keep, not terminate, an instance whose
+// terminating hook is abandoned (its node not drained in time).
+func asgRetain(reg string) string {
+	return fmt.Sprintf(`aws autoscaling update-auto-scaling-group %s --auto-scaling-group-name "$ASG" --instance-lifecycle-policy '{"RetentionTriggers":{"TerminateHookAbandon":"retain"}}'`, reg)
+}
+
+// asgPutHook holds every instance the group terminates in
+// Terminating:Wait for its drain; left alone it is abandoned, and so
+// retained (asgRetain).
+func asgPutHook(reg string) string {
+	return fmt.Sprintf(`aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result ABANDON`, reg, asgHook)
 }
 
 // refreshStatus reads the status of instance refresh $REFRESH into S.
@@ -126,8 +151,8 @@ func (r *renderer) asgWatch(s Step, sel string, gpu bool) string {
 		drain = fmt.Sprintf(`kubectl gang-drain run "$NODE" --run-id %s --timeout %s`, poolRun(s), selfDrainTimeout)
 	}
 	waiting := fmt.Sprintf(`$(%s --query "AutoScalingGroups[0].Instances[?LifecycleState=='Terminating:Wait'].InstanceId" --output text)`, describe)
-	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); [ -n "$NODE" ] && %s && aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
-		refreshStatus(reg), waiting, drain, reg, asgHook, sel, asgBatch(r.pools[s.Pool].Nodes), reg)
+	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); if [ -z "$NODE" ]; then aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; echo "instance $I has no node with its aws:// provider ID: it cannot be drained, so the refresh is cancelled; the hook keeps the instance (Terminating:Wait, then retained) until it is drained by hand" >&2; break 2; fi; %s && aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
+		refreshStatus(reg), waiting, reg, drain, reg, asgHook, sel, asgBatch(r.pools[s.Pool].Nodes), reg)
 }
 
 // asgBack is an ASG pool's way back. A refresh still running is rolled
@@ -152,7 +177,8 @@ func (r *renderer) asgBack(s Step) blocks {
 		refreshStatus(reg),
 		fmt.Sprintf(`LT=$(aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names "$ASG" --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)`, reg),
 		fmt.Sprintf(`OLD=$(cat %s-old.version)`, file),
-		fmt.Sprintf(`aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result CONTINUE`, reg, asgHook),
+		asgRetain(reg),
+		asgPutHook(reg),
 		fmt.Sprintf(`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG";; *) REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}}" --preferences '{"MinHealthyPercentage":80,"SkipMatching":true}' --query InstanceRefreshId --output text);; esac`, reg, reg))...)
 	b.cut()
 	b.add("# watch it to its end, draining as the step did:", r.asgWatch(s, sel, gpu))
@@ -167,6 +193,28 @@ func (r *renderer) asgBack(s Step) blocks {
 	}
 	b.add(chain(append(gates, fmt.Sprintf("aws autoscaling delete-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s", reg, asgHook))...)...)
 	return b
+}
+
+// checkASGs refuses --asg values the immutable path cannot follow: the
+// watch finds the node of each terminating instance by its aws://
+// provider ID, so every node of the pool must carry one.
+func checkASGs(inv Inventory, asgs map[string]string) error {
+	pools := map[string]Pool{}
+	for _, p := range inv.Pools {
+		pools[p.Name] = p
+	}
+	names := make([]string, 0, len(asgs))
+	for n := range asgs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p := pools[n]
+		if p.AWSNodes < p.Nodes {
+			return fmt.Errorf("--asg %s=%s: %d of pool %s's %s have an aws:// provider ID (spec.providerID), which the runbook finds each terminating instance's node by: run the AWS cloud controller manager (or set the kubelet's --provider-id) on every node first", n, asgs[n], p.AWSNodes, n, Nodes(p.Nodes))
+		}
+	}
+	return nil
 }
 
 // asgWarning says, on a self-managed cluster whose nodes run on EC2, that

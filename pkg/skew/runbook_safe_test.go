@@ -613,6 +613,10 @@ func awsKubeadm(t *testing.T) Inventory {
 	pf.ProviderIDs = map[string]int{"aws": 8}
 	pf.Region = "us-east-2"
 	inv.Platform = &pf
+	inv.Pools = append([]Pool(nil), inv.Pools...)
+	for i := range inv.Pools {
+		inv.Pools[i].AWSNodes = inv.Pools[i].Nodes
+	}
 	return inv
 }
 
@@ -648,7 +652,7 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 				tc.drain,
 				"--lifecycle-action-result CONTINUE",
 				tc.batch,
-				"aws autoscaling cancel-instance-refresh",
+				`|| [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh`,
 				`[ "$S" = Successful ] && \`,
 				"aws autoscaling delete-lifecycle-hook",
 			}

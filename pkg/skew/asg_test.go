@@ -1,0 +1,166 @@
+package skew
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// asgPlan is the kubeadm-on-EC2 plan with the named pools' groups.
+func asgPlan(t *testing.T, inv Inventory, asgs map[string]string) Plan {
+	t.Helper()
+	p, err := MakePlan(inv, MustParseVersion("v1.38"), PlanOptions{ASGs: asgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// --asg is refused (MakePlan's error: exit 2 from kubectl skew plan) where
+// the immutable path cannot follow the pool.
+func TestASGRefused(t *testing.T) {
+	noIDs := awsKubeadm(t)
+	for i := range noIDs.Pools {
+		if noIDs.Pools[i].Name == "gpu-h100" {
+			noIDs.Pools[i].AWSNodes = 3
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		inv  Inventory
+		asgs map[string]string
+		want string // "" passes
+	}{
+		{"every node has an aws:// provider ID", awsKubeadm(t), map[string]string{"gpu-h100": "g"}, ""},
+		{"a node without one", noIDs, map[string]string{"gpu-h100": "g"}, "--asg gpu-h100=g: 3 of pool gpu-h100's 4 nodes have an aws:// provider ID"},
+		{"no provider IDs at all", variantInventory(t, "kubeadm-apt"), map[string]string{"cpu": "c"}, "--asg cpu=c: 0 of pool cpu's 3 nodes have an aws:// provider ID"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := MakePlan(tc.inv, MustParseVersion("v1.38"), PlanOptions{ASGs: tc.asgs})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The hook holds each terminating instance with ABANDON as its default
+// result, on a group that retains abandoned instances: an instance whose
+// node was never drained is kept, not terminated. Both the step and its
+// way back set it before the hook.
+func TestASGHookRetainsUndrained(t *testing.T) {
+	s := lastStepOf(t, asgPlan(t, awsKubeadm(t), map[string]string{"gpu-h100": "gpu-h100-asg"}), PhaseNodePool, "gpu-h100")
+	for where, text := range map[string]string{"step": cmds(s), "rollback": rollbackText(s)} {
+		wantInOrder(t, where, text,
+			`aws autoscaling update-auto-scaling-group --region us-east-2 --auto-scaling-group-name "$ASG" --instance-lifecycle-policy '{"RetentionTriggers":{"TerminateHookAbandon":"retain"}}' && \`,
+			"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result ABANDON")
+		wantNotIn(t, where, text, "--default-result CONTINUE")
+	}
+}
+
+// asgStubs are aws, kubectl and sleep as bash functions over files in
+// $D: each call is logged to $D/calls; describe-instance-refreshes says
+// InProgress for $D/passes passes, then what $D/end holds (Successful);
+// the group's instances in Terminating:Wait are $D/waiting; the nodes'
+// provider IDs are $D/nodes; NotReady pool nodes are $D/notready.
+const asgStubs = `
+aws() { echo "aws $*" >> "$D/calls"
+  case "$*" in
+  *describe-instance-refreshes*) n=$(cat "$D/n" 2>/dev/null || echo 0); echo $((n+1)) > "$D/n"
+    if [ "$n" -lt "$(cat "$D/passes")" ]; then echo InProgress; else cat "$D/end"; fi;;
+  *"Terminating:Wait"*) cat "$D/waiting" 2>/dev/null;;
+  esac; }
+kubectl() { echo "kubectl $*" >> "$D/calls"
+  case "$*" in
+  *custom-columns=NAME:.metadata.name,ID:.spec.providerID*) cat "$D/nodes";;
+  "get nodes -l "*) cat "$D/notready" 2>/dev/null;;
+  esac; }
+sleep() { :; }
+`
+
+// runASG runs script after the stubs with files in a new $D, and returns
+// the calls it made and its output.
+func runASG(t *testing.T, script string, files map[string]string) (calls, out string, err error) {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash is not installed")
+	}
+	d := t.TempDir()
+	files = mergeFiles(map[string]string{"passes": "2", "end": "Successful"}, files)
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("bash", "-c", asgStubs+script)
+	cmd.Env = append(os.Environ(), "D="+d, "ASG=gpu-h100-asg", "REFRESH=r-1")
+	b, err := cmd.CombinedOutput()
+	c, _ := os.ReadFile(filepath.Join(d, "calls"))
+	return string(c), string(b), err
+}
+
+func mergeFiles(a, b map[string]string) map[string]string {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
+}
+
+// asgWatchOf is the watch loop of a step's (or its rollback's) blocks.
+func asgWatchOf(t *testing.T, blocks []Block) string {
+	t.Helper()
+	for _, b := range blocks {
+		for _, c := range b.Commands {
+			if strings.HasPrefix(c, "while S=$(aws autoscaling describe-instance-refreshes") {
+				return c
+			}
+		}
+	}
+	t.Fatal("no watch loop")
+	return ""
+}
+
+// The watch drains the node of each instance held in Terminating:Wait and
+// lets the instance go; an instance without a node cancels the refresh and
+// stops the watch, its instance never let go undrained.
+func TestASGWatchStopsOnInstanceWithoutNode(t *testing.T) {
+	s := lastStepOf(t, asgPlan(t, awsKubeadm(t), map[string]string{"gpu-h100": "gpu-h100-asg"}), PhaseNodePool, "gpu-h100")
+	for where, blocks := range map[string][]Block{"step": s.Blocks, "rollback": s.Rollback.Blocks} {
+		watch := asgWatchOf(t, blocks)
+		for _, tc := range []struct {
+			name     string
+			nodes    string
+			want     []string
+			wantNot  []string
+			wantSaid string
+		}{
+			{"the node is found", "h100-a-1 aws:///us-east-2a/i-0aaa\nh100-a-2 aws:///us-east-2a/i-0bbb\n",
+				[]string{"kubectl gang-drain run h100-a-1", "aws autoscaling complete-lifecycle-action --region us-east-2 --auto-scaling-group-name gpu-h100-asg --lifecycle-hook-name gpufleet-drain --instance-id i-0aaa --lifecycle-action-result CONTINUE"},
+				[]string{"cancel-instance-refresh"}, ""},
+			{"no node has the instance's ID", "h100-a-2 aws:///us-east-2a/i-0bbb\n",
+				[]string{"aws autoscaling cancel-instance-refresh --region us-east-2 --auto-scaling-group-name gpu-h100-asg"},
+				[]string{"gang-drain run", "complete-lifecycle-action"}, "instance i-0aaa has no node"},
+		} {
+			t.Run(where+" "+tc.name, func(t *testing.T) {
+				calls, out, err := runASG(t, watch, map[string]string{"waiting": "i-0aaa\n", "nodes": tc.nodes})
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				wantIn(t, "calls", calls, tc.want...)
+				wantNotIn(t, "calls", calls, tc.wantNot...)
+				if tc.wantSaid != "" {
+					wantIn(t, "output", out, tc.wantSaid)
+					// It stopped at once: one status read, no second pass.
+					if n := strings.Count(calls, "describe-instance-refreshes"); n != 1 {
+						t.Errorf("%d status reads after the cancel, want 1:\n%s", n, calls)
+					}
+				}
+			})
+		}
+	}
+}
