@@ -35,6 +35,18 @@ import (
 //   - cancel-instance-refresh stops a refresh; rollback-instance-refresh
 //     returns the group to its previous launch template version and
 //     replaces the instances already replaced.
+//   - describe-auto-scaling-groups LaunchTemplate.Version is "The version
+//     number, $Latest, or $Default"; with $Latest "Amazon EC2 Auto Scaling
+//     selects the latest version of the launch template when launching
+//     instances", so a new version would be launched before the refresh;
+//     and start-instance-refresh AutoRollback: "A rollback is not
+//     supported in the following situations: ... The Auto Scaling group
+//     uses the launch template's $Latest or $Default version". The step
+//     resolves the version to its number (describe-launch-template-versions
+//     VersionNumber) and puts the group on it before the new version is
+//     made. A group without a launch template of its own (a mixed
+//     instances policy, a launch configuration) has LaunchTemplate null
+//     ("None" in text output) and is refused.
 //   - A terminating hook's default result ends in termination whether it
 //     is CONTINUE or ABANDON unless the group retains instances
 //     (https://docs.aws.amazon.com/autoscaling/ec2/userguide/configure-instance-retention.html);
@@ -91,7 +103,11 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		"AMI="+sq("<"+s.To+"-ami-id>")+"   # the node image built for v"+s.To+": its kubelet, kubeadm and containerd (and the GPU driver validated with it)")
 	b.add(chain(
 		fmt.Sprintf("LT=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)", describe),
+		`{ [ -n "$LT" ] && [ "$LT" != None ] || { echo "group $ASG has no launch template of its own (a mixed instances policy or a launch configuration): this path changes a launch template's AMI only; refused" >&2; false; }; }`,
 		fmt.Sprintf("OLD=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.Version' --output text)", describe),
+		fmt.Sprintf(`OLD=$(aws ec2 describe-launch-template-versions %s --launch-template-id "$LT" --versions "$OLD" --query 'LaunchTemplateVersions[0].VersionNumber' --output text)   # $Latest or $Default as its number`, reg),
+		`{ [ "$OLD" -gt 0 ] 2>/dev/null || { echo "launch template $LT: no version number for the group's version: refused" >&2; false; }; }`,
+		fmt.Sprintf(`aws autoscaling update-auto-scaling-group %s --auto-scaling-group-name "$ASG" --launch-template "{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}"   # the group on that number, so the new version is not launched before the refresh`, reg),
 		fmt.Sprintf(`NEW=$(aws ec2 create-launch-template-version %s --launch-template-id "$LT" --source-version "$OLD" --version-description 'gpufleet v%s AMI' --launch-template-data "{\"ImageId\":\"$AMI\"}" --query LaunchTemplateVersion.VersionNumber --output text)`, reg, s.To),
 		fmt.Sprintf(`echo "$OLD" > %s-old.version   # kept for the pool's way back`, file),
 		version("OLD"),

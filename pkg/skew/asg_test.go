@@ -70,10 +70,18 @@ func TestASGHookRetainsUndrained(t *testing.T) {
 // provider IDs are $D/nodes; NotReady pool nodes are $D/notready.
 const asgStubs = `
 aws() { echo "aws $*" >> "$D/calls"
-  case "$*" in
-  *describe-instance-refreshes*) n=$(cat "$D/n" 2>/dev/null || echo 0); echo $((n+1)) > "$D/n"
+  local a p= v= q=
+  for a; do case "$p" in --versions) v=$a;; --query) q=$a;; esac; p=$a; done
+  case "$q" in
+  'InstanceRefreshes[0].Status') n=$(cat "$D/n" 2>/dev/null || echo 0); echo $((n+1)) > "$D/n"
     if [ "$n" -lt "$(cat "$D/passes")" ]; then echo InProgress; else cat "$D/end"; fi;;
   *"Terminating:Wait"*) cat "$D/waiting" 2>/dev/null;;
+  *LaunchTemplate.LaunchTemplateId) cat "$D/lt";;
+  *LaunchTemplate.Version) cat "$D/ver";;
+  'LaunchTemplateVersions[0].VersionNumber') cat "$D/vernum-$v" 2>/dev/null || echo None;;
+  'LaunchTemplateVersions[0].LaunchTemplateData') cat "$D/data-$v";;
+  LaunchTemplateVersion.VersionNumber) echo 8;;
+  InstanceRefreshId) echo r-1;;
   esac; }
 kubectl() { echo "kubectl $*" >> "$D/calls"
   case "$*" in
@@ -162,5 +170,63 @@ func TestASGWatchStopsOnInstanceWithoutNode(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// asgPrepOf is the step's first block: the launch template version, its
+// diff, the refusal and the refresh's start.
+func asgPrepOf(t *testing.T, s Step) string {
+	t.Helper()
+	for _, b := range s.Blocks {
+		c := strings.Join(b.Commands, "\n")
+		if strings.Contains(c, "create-launch-template-version") {
+			return c
+		}
+	}
+	t.Fatal("no launch template block")
+	return ""
+}
+
+// ltData is a launch template version's LaunchTemplateData as the aws
+// CLI prints it with --output json.
+func ltData(ami, itype string) string {
+	return "{\n    \"ImageId\": \"" + ami + "\",\n    \"InstanceType\": \"" + itype + "\",\n    \"UserData\": \"IyEvYmluL2Jhc2g=\"\n}\n"
+}
+
+// The version kept for the way back is a number: a group on $Latest or
+// $Default has it resolved (and is put on the number before the new
+// version exists); a group without a launch template of its own is
+// refused before anything is made.
+func TestASGOldVersionIsANumber(t *testing.T) {
+	s := lastStepOf(t, asgPlan(t, awsKubeadm(t), map[string]string{"gpu-h100": "gpu-h100-asg"}), PhaseNodePool, "gpu-h100")
+	prep := asgPrepOf(t, s)
+	for _, tc := range []struct {
+		name, lt, ver string
+		ok            bool
+		said          string
+	}{
+		{"a number", "lt-0abc", "7", true, ""},
+		{"$Latest", "lt-0abc", "$Latest", true, ""},
+		{"$Default", "lt-0abc", "$Default", true, ""},
+		{"a mixed instances policy", "None", "None", false, "has no launch template of its own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{"lt": tc.lt + "\n", "ver": tc.ver + "\n", "vernum-" + tc.ver: "7\n", "vernum-7": "7\n",
+				"data-7": ltData("ami-old", "p5.48xlarge"), "data-8": ltData("<1.38-ami-id>", "p5.48xlarge"), "image": "available\n"}
+			calls, out, err := runASG(t, "cd \"$D\"\n"+prep+"\necho KEPT=$(cat lt-gpu-h100-old.version)", files)
+			if !tc.ok {
+				wantIn(t, "output", out, tc.said)
+				wantNotIn(t, "calls", calls, "create-launch-template-version", "--launch-template {")
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s\n%s", err, out, calls)
+			}
+			wantInOrder(t, "calls", calls,
+				`update-auto-scaling-group --region us-east-2 --auto-scaling-group-name gpu-h100-asg --launch-template {"LaunchTemplateId":"lt-0abc","Version":"7"}`,
+				"create-launch-template-version --region us-east-2 --launch-template-id lt-0abc --source-version 7 ",
+				"start-instance-refresh")
+			wantIn(t, "output", out, "KEPT=7\n")
+		})
 	}
 }
