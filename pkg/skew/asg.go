@@ -115,7 +115,7 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 	b.add(fmt.Sprintf("diff %s-old.json %s-new.json   # the whole difference", file, file))
 	b.add("# refuse unless the AMI alone differs (the new version stays unused), then hold every terminating instance for its drain and start the refresh:")
 	b.add(chain(
-		fmt.Sprintf(`! diff %s-old.json %s-new.json | grep '^[<>]' | grep -v '^[<>] *"ImageId": '`, file, file),
+		asgOnlyAMI(file),
 		asgRetain(reg),
 		asgPutHook(reg),
 		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}' --query InstanceRefreshId --output text)`, reg))...)
@@ -134,6 +134,16 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 	}
 	b.add(chain(append(gates, then...)...)...)
 	return b
+}
+
+// asgOnlyAMI passes only when both versions' LaunchTemplateData were
+// read, the new one's ImageId is $AMI and nothing else differs (the aws
+// CLI prints each key on its own line with --output json, ImageId a
+// top-level string of LaunchTemplateData: ec2
+// describe-launch-template-versions, aws-cli 1.45.11 help). Anything
+// else is refused with the new version left unused.
+func asgOnlyAMI(file string) string {
+	return fmt.Sprintf(`{ [ -s %[1]s-old.json ] && [ -s %[1]s-new.json ] && grep -qF "\"ImageId\": \"$AMI\"" %[1]s-new.json && diff <(grep -v '^ *"ImageId": ' %[1]s-old.json) <(grep -v '^ *"ImageId": ' %[1]s-new.json) >/dev/null || { echo "launch template version $NEW differs from version $OLD in more than the AMI (the diff above), or either could not be read: refused; version $NEW stays unused" >&2; false; }; }`, file)
 }
 
 // asgRetain makes the group keep, not terminate, an instance whose

@@ -216,7 +216,7 @@ func TestASGOldVersionIsANumber(t *testing.T) {
 			calls, out, err := runASG(t, "cd \"$D\"\n"+prep+"\necho KEPT=$(cat lt-gpu-h100-old.version)", files)
 			if !tc.ok {
 				wantIn(t, "output", out, tc.said)
-				wantNotIn(t, "calls", calls, "create-launch-template-version", "--launch-template {")
+				wantNotIn(t, "calls", calls, "create-launch-template-version", "--launch-template {", "put-lifecycle-hook", "start-instance-refresh")
 				return
 			}
 			if err != nil {
@@ -227,6 +227,42 @@ func TestASGOldVersionIsANumber(t *testing.T) {
 				"create-launch-template-version --region us-east-2 --launch-template-id lt-0abc --source-version 7 ",
 				"start-instance-refresh")
 			wantIn(t, "output", out, "KEPT=7\n")
+		})
+	}
+}
+
+// The refusal passes only when both versions were read and the AMI alone
+// differs; a missing file, another field or another AMI stops the chain
+// before the hook and the refresh.
+func TestASGRefusesAnythingButTheAMI(t *testing.T) {
+	s := lastStepOf(t, asgPlan(t, awsKubeadm(t), map[string]string{"gpu-h100": "gpu-h100-asg"}), PhaseNodePool, "gpu-h100")
+	refuse := strings.TrimSuffix(lineWith(t, asgPrepOf(t, s), "{ [ -s lt-gpu-h100-old.json ]"), " && \\")
+	for _, tc := range []struct {
+		name     string
+		old, new string // "" leaves the file out
+		ok       bool
+	}{
+		{"the AMI alone differs", ltData("ami-old", "p5.48xlarge"), ltData("ami-new", "p5.48xlarge"), true},
+		{"the instance type differs too", ltData("ami-old", "p5.48xlarge"), ltData("ami-new", "p4d.24xlarge"), false},
+		{"another AMI", ltData("ami-old", "p5.48xlarge"), ltData("ami-other", "p5.48xlarge"), false},
+		{"neither file", "", "", false},
+		{"the new version unread", ltData("ami-old", "p5.48xlarge"), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{}
+			if tc.old != "" {
+				files["lt-gpu-h100-old.json"] = tc.old
+			}
+			if tc.new != "" {
+				files["lt-gpu-h100-new.json"] = tc.new
+			}
+			calls, out, err := runASG(t, "cd \"$D\" && AMI=ami-new OLD=7 NEW=8 && "+refuse+" && aws autoscaling start-instance-refresh", files)
+			if started := strings.Contains(calls, "start-instance-refresh"); started != tc.ok || (err == nil) != tc.ok {
+				t.Fatalf("started %v, exit %v, want passing %v\n%s", started, err, tc.ok, out)
+			}
+			if !tc.ok {
+				wantIn(t, "output", out, "refused; version 8 stays unused")
+			}
 		})
 	}
 }
