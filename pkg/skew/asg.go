@@ -221,13 +221,20 @@ func (r *renderer) asgBack(s Step) blocks {
 	return b
 }
 
-// checkASGs refuses --asg values the immutable path cannot follow: the
-// watch finds the node of each terminating instance by its aws://
-// provider ID, so every node of the pool must carry one.
-func checkASGs(inv Inventory, asgs map[string]string) error {
+// checkASGs refuses --asg values the immutable path cannot follow: a pool
+// the inventory does not have, a pool the provider replaces itself (an
+// EKS managed node group, a GKE or AKS node pool, a Cluster API
+// MachineDeployment: its way back is the provider's, not a refresh of a
+// launch template version this path kept), the control-plane pool (it
+// moves with its own steps), and a pool where a node has no aws://
+// provider ID, by which the watch finds the node of each terminating
+// instance.
+func checkASGs(inv Inventory, prov Provider, asgs map[string]string) error {
 	pools := map[string]Pool{}
+	var known []string
 	for _, p := range inv.Pools {
 		pools[p.Name] = p
+		known = append(known, p.Name)
 	}
 	names := make([]string, 0, len(asgs))
 	for n := range asgs {
@@ -235,12 +242,31 @@ func checkASGs(inv Inventory, asgs map[string]string) error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p := pools[n]
-		if p.AWSNodes < p.Nodes {
-			return fmt.Errorf("--asg %s=%s: %d of pool %s's %s have an aws:// provider ID (spec.providerID), which the runbook finds each terminating instance's node by: run the AWS cloud controller manager (or set the kubelet's --provider-id) on every node first", n, asgs[n], p.AWSNodes, n, Nodes(p.Nodes))
+		p, ok := pools[n]
+		flag := fmt.Sprintf("--asg %s=%s", n, asgs[n])
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: the cluster has no pool %s (its pools: %s)", flag, n, strings.Join(known, ", "))
+		case prov.Managed():
+			return fmt.Errorf("%s: %s replaces pool %s's nodes itself; --asg is for the pools of a self-managed control plane (kubeadm)", flag, prov.Title(), n)
+		case isControlPlaneLabel(p.Label):
+			return fmt.Errorf("%s: pool %s is the control plane's, which moves with its own steps", flag, n)
+		case p.AWSNodes < p.Nodes:
+			return fmt.Errorf("%s: %d of pool %s's %s have an aws:// provider ID (spec.providerID), which the runbook finds each terminating instance's node by: run the AWS cloud controller manager (or set the kubelet's provider ID) on every node first", flag, p.AWSNodes, n, Nodes(p.Nodes))
 		}
 	}
 	return nil
+}
+
+// isControlPlaneLabel reports whether a pool grouped by label is the
+// control plane's (renderer.controlPlanePool).
+func isControlPlaneLabel(label string) bool {
+	for _, l := range controlPlaneRoles {
+		if label == l {
+			return true
+		}
+	}
+	return false
 }
 
 // asgWarning says, on a self-managed cluster whose nodes run on EC2, that

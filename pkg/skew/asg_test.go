@@ -36,6 +36,9 @@ func TestASGRefused(t *testing.T) {
 		{"every node has an aws:// provider ID", awsKubeadm(t), map[string]string{"gpu-h100": "g"}, ""},
 		{"a node without one", noIDs, map[string]string{"gpu-h100": "g"}, "--asg gpu-h100=g: 3 of pool gpu-h100's 4 nodes have an aws:// provider ID"},
 		{"no provider IDs at all", variantInventory(t, "kubeadm-apt"), map[string]string{"cpu": "c"}, "--asg cpu=c: 0 of pool cpu's 3 nodes have an aws:// provider ID"},
+		{"a misspelt pool", awsKubeadm(t), map[string]string{"gpu-h10": "g"}, "--asg gpu-h10=g: the cluster has no pool gpu-h10 (its pools: control-plane, cpu, gpu-h100)"},
+		{"an EKS managed node group", variantInventory(t, "eks-managed"), map[string]string{"gpu-p5": "g"}, "--asg gpu-p5=g: EKS replaces pool gpu-p5's nodes itself"},
+		{"the control plane", awsKubeadm(t), map[string]string{"control-plane": "cp"}, "--asg control-plane=cp: pool control-plane is the control plane's"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := MakePlan(tc.inv, MustParseVersion("v1.38"), PlanOptions{ASGs: tc.asgs})

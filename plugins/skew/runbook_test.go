@@ -136,6 +136,8 @@ func TestRunbookASGFlag(t *testing.T) {
 		file, asg, want string
 	}{
 		{"kubeadm-apt.yaml", "gpu-h100=gpu-h100-asg", "0 of pool gpu-h100's 4 nodes have an aws:// provider ID"},
+		{"kubeadm-aws.yaml", "gpu-h10=gpu-h100-asg", "the cluster has no pool gpu-h10"},
+		{"eks-managed.yaml", "gpu-p5=gpu-p5-asg", "EKS replaces pool gpu-p5's nodes itself"},
 	} {
 		r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, tc.file), "--target", "v1.38", "--runbook",
 			"--calendar", filepath.Join(dir, "calendar.yaml"), "--asg", tc.asg)
