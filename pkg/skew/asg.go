@@ -172,13 +172,24 @@ func refreshStatus(reg string) string {
 func (r *renderer) asgWatch(s Step, sel string, gpu bool) string {
 	reg := "--region " + sq(r.region)
 	describe := fmt.Sprintf("aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names \"$ASG\"", reg)
-	drain := fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
+	// kubectl drain takes several nodes (ResourceNames("nodes", args...)
+	// in kubectl/pkg/cmd/drain/drain.go), gang-drain run takes NODE...
+	drain := fmt.Sprintf(`kubectl drain $NODES --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
 	if gpu {
-		drain = fmt.Sprintf(`kubectl gang-drain run "$NODE" --run-id %s --timeout %s`, poolRun(s), selfDrainTimeout)
+		drain = fmt.Sprintf(`kubectl gang-drain run $NODES --run-id %s --timeout %s`, poolRun(s), selfDrainTimeout)
 	}
 	waiting := fmt.Sprintf(`$(%s --query "AutoScalingGroups[0].Instances[?LifecycleState=='Terminating:Wait'].InstanceId" --output text)`, describe)
-	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); if [ -z "$NODE" ]; then aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; echo "instance $I has no node with its aws:// provider ID: it cannot be drained, so the refresh is cancelled; the hook keeps the instance (Terminating:Wait, then retained) until it is drained by hand" >&2; break 2; fi; %s && aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
-		refreshStatus(reg), waiting, reg, drain, reg, asgHook, sel, asgBatch(r.pools[s.Pool].Nodes), reg)
+	// Every instance waiting in this pass gets a heartbeat ("This extends
+	// the timeout by the length of time defined using the
+	// PutLifecycleHook API call": record-lifecycle-action-heartbeat,
+	// aws-cli 1.45.11 help) and all their nodes one drain, which ends within
+	// selfDrainTimeout (1h), well inside the hook's 7200 s; instances
+	// that start waiting meanwhile get theirs at the next pass. Once an
+	// instance is let go and terminated its Node is deleted: without a
+	// cloud controller manager the dead Node would stay, NotReady, and
+	// count against the pause.
+	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do NODES=; IDS=; for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); if [ -z "$NODE" ]; then aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; echo "instance $I has no node with its aws:// provider ID: it cannot be drained, so the refresh is cancelled; the hook keeps the instance (Terminating:Wait, then retained) until it is drained by hand" >&2; break 2; fi; aws autoscaling record-lifecycle-action-heartbeat %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I"; NODES="$NODES $NODE"; IDS="$IDS $I"; done; if [ -n "$IDS" ] && %s; then for I in $IDS; do aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; aws ec2 wait instance-terminated %s --instance-ids $IDS && kubectl delete node $NODES --ignore-not-found; fi; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
+		refreshStatus(reg), waiting, reg, reg, asgHook, drain, reg, asgHook, reg, sel, asgBatch(r.pools[s.Pool].Nodes), reg)
 }
 
 // asgBack is an ASG pool's way back. A refresh still running is rolled

@@ -151,7 +151,7 @@ func TestASGWatchStopsOnInstanceWithoutNode(t *testing.T) {
 			wantSaid string
 		}{
 			{"the node is found", "h100-a-1 aws:///us-east-2a/i-0aaa\nh100-a-2 aws:///us-east-2a/i-0bbb\n",
-				[]string{"kubectl gang-drain run h100-a-1", "aws autoscaling complete-lifecycle-action --region us-east-2 --auto-scaling-group-name gpu-h100-asg --lifecycle-hook-name gpufleet-drain --instance-id i-0aaa --lifecycle-action-result CONTINUE"},
+				[]string{"kubectl gang-drain run h100-a-1 --run-id", "aws autoscaling complete-lifecycle-action --region us-east-2 --auto-scaling-group-name gpu-h100-asg --lifecycle-hook-name gpufleet-drain --instance-id i-0aaa --lifecycle-action-result CONTINUE"},
 				[]string{"cancel-instance-refresh"}, ""},
 			{"no node has the instance's ID", "h100-a-2 aws:///us-east-2a/i-0bbb\n",
 				[]string{"aws autoscaling cancel-instance-refresh --region us-east-2 --auto-scaling-group-name gpu-h100-asg"},
@@ -267,5 +267,29 @@ func TestASGRefusesAnythingButTheAMI(t *testing.T) {
 				wantIn(t, "output", out, "refused; version 8 stays unused")
 			}
 		})
+	}
+}
+
+// Instances waiting together are drained together, each first given a
+// heartbeat, and let go together; their Nodes are deleted once the
+// instances are terminated, so they do not count as NotReady.
+func TestASGWatchDrainsWaitingInstancesAtOnce(t *testing.T) {
+	s := lastStepOf(t, asgPlan(t, awsKubeadm(t), map[string]string{"gpu-h100": "gpu-h100-asg"}), PhaseNodePool, "gpu-h100")
+	watch := asgWatchOf(t, s.Blocks)
+	calls, out, err := runASG(t, watch, map[string]string{"passes": "1", "waiting": "i-0aaa i-0bbb\n",
+		"nodes": "h100-a-1 aws:///us-east-2a/i-0aaa\nh100-a-2 aws:///us-east-2a/i-0bbb\nh100-b-1 aws:///us-east-2b/i-0ccc\n"})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	wantInOrder(t, "calls", calls,
+		"record-lifecycle-action-heartbeat --region us-east-2 --auto-scaling-group-name gpu-h100-asg --lifecycle-hook-name gpufleet-drain --instance-id i-0aaa",
+		"record-lifecycle-action-heartbeat --region us-east-2 --auto-scaling-group-name gpu-h100-asg --lifecycle-hook-name gpufleet-drain --instance-id i-0bbb",
+		"kubectl gang-drain run h100-a-1 h100-a-2 --run-id gpu-h100-to-1.38 --timeout 1h",
+		"complete-lifecycle-action --region us-east-2 --auto-scaling-group-name gpu-h100-asg --lifecycle-hook-name gpufleet-drain --instance-id i-0aaa",
+		"complete-lifecycle-action --region us-east-2 --auto-scaling-group-name gpu-h100-asg --lifecycle-hook-name gpufleet-drain --instance-id i-0bbb",
+		"aws ec2 wait instance-terminated --region us-east-2 --instance-ids i-0aaa i-0bbb",
+		"kubectl delete node h100-a-1 h100-a-2 --ignore-not-found")
+	if n := strings.Count(calls, "gang-drain run"); n != 1 {
+		t.Errorf("%d drains, want one for both nodes:\n%s", n, calls)
 	}
 }

@@ -124,7 +124,7 @@ func TestRunbookRollbackASG(t *testing.T) {
 		"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING",
 		`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh`,
 		`*) REFRESH=$(aws autoscaling start-instance-refresh`, `\"Version\":\"$OLD\"`,
-		"kubectl gang-drain run \"$NODE\" --run-id \"gpu-h100-to-1.38\"",
+		"kubectl gang-drain run $NODES --run-id \"gpu-h100-to-1.38\"",
 		`case "$S" in Successful|RollbackSuccessful) true;; *) false;; esac`,
 		"--kubelet-version v1.37 --xid --dcgm",
 		"kubectl gang-drain restore \"gpu-h100-to-1.38\"",

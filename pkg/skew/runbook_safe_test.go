@@ -637,8 +637,8 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 		drain string
 		batch string
 	}{
-		{"gpu-h100", `kubectl gang-drain run "$NODE" --run-id "gpu-h100-to-1.38" --timeout 1h`, "-le 1 ]"},
-		{"cpu", `kubectl drain "$NODE" --ignore-daemonsets`, "-le 1 ]"},
+		{"gpu-h100", `kubectl gang-drain run $NODES --run-id "gpu-h100-to-1.38" --timeout 1h`, "-le 1 ]"},
+		{"cpu", `kubectl drain $NODES --ignore-daemonsets`, "-le 1 ]"},
 	} {
 		t.Run(tc.pool, func(t *testing.T) {
 			c := cmds(lastStepOf(t, p, PhaseNodePool, tc.pool))
