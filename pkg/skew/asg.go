@@ -102,6 +102,7 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		"ASG="+sq(asg),
 		"AMI="+sq("<"+s.To+"-ami-id>")+"   # the node image built for v"+s.To+": its kubelet, kubeadm and containerd (and the GPU driver validated with it)")
 	b.add(chain(
+		asgAMIAvailable(reg),
 		fmt.Sprintf("LT=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)", describe),
 		`{ [ -n "$LT" ] && [ "$LT" != None ] || { echo "group $ASG has no launch template of its own (a mixed instances policy or a launch configuration): this path changes a launch template's AMI only; refused" >&2; false; }; }`,
 		fmt.Sprintf("OLD=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.Version' --output text)", describe),
@@ -134,6 +135,18 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 	}
 	b.add(chain(append(gates, then...)...)...)
 	return b
+}
+
+// asgAMIAvailable refuses an AMI that is not an available image in the
+// region: create-launch-template-version makes a version with parameters
+// that are not valid and only says so in its Warning ("If the new version
+// of the launch template contains parameters or parameter combinations
+// that are not valid, an error code and an error message are returned for
+// each issue"), and describe-images State "available" means "the image is
+// successfully registered and can be used to launch an instance" (both
+// aws-cli 1.45.11 help).
+func asgAMIAvailable(reg string) string {
+	return fmt.Sprintf(`{ aws ec2 describe-images %s --image-ids "$AMI" --query 'Images[0].State' --output text | grep -qx available || { echo "AMI $AMI is not an available image in this region: refused before any launch template version is made" >&2; false; }; }`, reg)
 }
 
 // asgOnlyAMI passes only when both versions' LaunchTemplateData were

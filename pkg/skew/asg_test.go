@@ -85,6 +85,7 @@ aws() { echo "aws $*" >> "$D/calls"
   'LaunchTemplateVersions[0].LaunchTemplateData') cat "$D/data-$v";;
   LaunchTemplateVersion.VersionNumber) echo 8;;
   InstanceRefreshId) echo r-1;;
+  'Images[0].State') cat "$D/image" 2>/dev/null || echo None;;
   esac; }
 kubectl() { echo "kubectl $*" >> "$D/calls"
   case "$*" in
@@ -212,10 +213,14 @@ func TestASGOldVersionIsANumber(t *testing.T) {
 		{"$Latest", "lt-0abc", "$Latest", true, ""},
 		{"$Default", "lt-0abc", "$Default", true, ""},
 		{"a mixed instances policy", "None", "None", false, "has no launch template of its own"},
+		{"an AMI that is not available", "lt-0abc", "7", false, "is not an available image"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{"lt": tc.lt + "\n", "ver": tc.ver + "\n", "vernum-" + tc.ver: "7\n", "vernum-7": "7\n",
 				"data-7": ltData("ami-old", "p5.48xlarge"), "data-8": ltData("<1.38-ami-id>", "p5.48xlarge"), "image": "available\n"}
+			if tc.name == "an AMI that is not available" {
+				files["image"] = "pending\n"
+			}
 			calls, out, err := runASG(t, "cd \"$D\"\n"+prep+"\necho KEPT=$(cat lt-gpu-h100-old.version)", files)
 			if !tc.ok {
 				wantIn(t, "output", out, tc.said)
