@@ -220,6 +220,11 @@ func (r *renderer) asgBack(s Step) blocks {
 	sel := r.selector(s.Pool)
 	gpu := r.gpuPool(s.Pool)
 	var b blocks
+	// kubeadm join must be at the version of the cluster's last kubeadm
+	// init or upgrade ("kubeadm's skew against kubeadm",
+	// https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/create-cluster-kubeadm/#kubeadm-s-skew-against-kubeadm):
+	// the old AMI's kubeadm is older than a control plane that has moved.
+	b.add(fmt.Sprintf("# the old AMI's nodes run kubeadm %s: once the control plane has moved past %s, their kubeadm join is outside kubeadm's skew (join runs at the control plane's version), so this way back holds only while the control plane is still at %s; past that, roll back to an AMI whose kubeadm is at the control plane's minor, or, where there is none, forward", s.From, s.From, s.From))
 	b.add("# roll back the refresh while it runs, else refresh the group back to the launch template version it ran before the step (kept in "+file+"-old.version):",
 		"ASG="+sq(r.asgOf(s.Pool)))
 	b.add(chain(
@@ -233,7 +238,12 @@ func (r *renderer) asgBack(s Step) blocks {
 	b.cut()
 	b.add("# watch it to its end, draining as the step did:", r.asgWatch(s, sel, gpu))
 	b.cut()
-	prev := prevMinor(s.To)
+	// The old nodes come back at the kubelet minor they ran before the
+	// step (its From), not one minor below its To.
+	prev := s.From
+	if v, err := ParseVersion(s.From); err == nil {
+		prev = v.MinorString()
+	}
 	gates := []string{refreshStatus(reg), `case "$S" in Successful|RollbackSuccessful) true;; *) false;; esac`}
 	if gpu {
 		b.add("# back on the previous nodes and they pass validation: bring the gangs back, take the hook off:")
