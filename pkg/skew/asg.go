@@ -2,6 +2,7 @@ package skew
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -34,6 +35,28 @@ import (
 //   - cancel-instance-refresh stops a refresh; rollback-instance-refresh
 //     returns the group to its previous launch template version and
 //     replaces the instances already replaced.
+//   - describe-auto-scaling-groups LaunchTemplate.Version is "The version
+//     number, $Latest, or $Default"; with $Latest "Amazon EC2 Auto Scaling
+//     selects the latest version of the launch template when launching
+//     instances", so a new version would be launched before the refresh;
+//     and start-instance-refresh AutoRollback: "A rollback is not
+//     supported in the following situations: ... The Auto Scaling group
+//     uses the launch template's $Latest or $Default version". The step
+//     resolves the version to its number (describe-launch-template-versions
+//     VersionNumber) and puts the group on it before the new version is
+//     made. A group without a launch template of its own (a mixed
+//     instances policy, a launch configuration) has LaunchTemplate null
+//     ("None" in text output) and is refused.
+//   - A terminating hook's default result ends in termination whether it
+//     is CONTINUE or ABANDON unless the group retains instances
+//     (https://docs.aws.amazon.com/autoscaling/ec2/userguide/configure-instance-retention.html);
+//     update-auto-scaling-group --instance-lifecycle-policy
+//     RetentionTriggers.TerminateHookAbandon "retain" moves an instance
+//     whose hook is abandoned "due to failure, timeout, or explicit
+//     abandonment" to a retained state, where it stays "until you call
+//     TerminateInstanceInAutoScalingGroup" (aws-cli 1.45.11 help). The
+//     hook's default result is ABANDON, so an instance whose node was not
+//     drained in time is kept, never terminated with its gangs on it.
 
 // asgHook is the termination lifecycle hook the step puts on the group for
 // the refresh and deletes after it.
@@ -79,8 +102,13 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		"ASG="+sq(asg),
 		"AMI="+sq("<"+s.To+"-ami-id>")+"   # the node image built for v"+s.To+": its kubelet, kubeadm and containerd (and the GPU driver validated with it)")
 	b.add(chain(
+		asgAMIAvailable(reg),
 		fmt.Sprintf("LT=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)", describe),
+		`{ [ -n "$LT" ] && [ "$LT" != None ] || { echo "group $ASG has no launch template of its own (a mixed instances policy or a launch configuration): this path changes a launch template's AMI only; refused" >&2; false; }; }`,
 		fmt.Sprintf("OLD=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.Version' --output text)", describe),
+		fmt.Sprintf(`OLD=$(aws ec2 describe-launch-template-versions %s --launch-template-id "$LT" --versions "$OLD" --query 'LaunchTemplateVersions[0].VersionNumber' --output text)   # $Latest or $Default as its number`, reg),
+		`{ [ "$OLD" -gt 0 ] 2>/dev/null || { echo "launch template $LT: no version number for the group's version: refused" >&2; false; }; }`,
+		fmt.Sprintf(`aws autoscaling update-auto-scaling-group %s --auto-scaling-group-name "$ASG" --launch-template "{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}"   # the group on that number, so the new version is not launched before the refresh`, reg),
 		fmt.Sprintf(`NEW=$(aws ec2 create-launch-template-version %s --launch-template-id "$LT" --source-version "$OLD" --version-description 'gpufleet v%s AMI' --launch-template-data "{\"ImageId\":\"$AMI\"}" --query LaunchTemplateVersion.VersionNumber --output text)`, reg, s.To),
 		fmt.Sprintf(`echo "$OLD" > %s-old.version   # kept for the pool's way back`, file),
 		version("OLD"),
@@ -88,8 +116,9 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 	b.add(fmt.Sprintf("diff %s-old.json %s-new.json   # the whole difference", file, file))
 	b.add("# refuse unless the AMI alone differs (the new version stays unused), then hold every terminating instance for its drain and start the refresh:")
 	b.add(chain(
-		fmt.Sprintf(`! diff %s-old.json %s-new.json | grep '^[<>]' | grep -v '^[<>] *"ImageId": '`, file, file),
-		fmt.Sprintf("aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result CONTINUE", reg, asgHook),
+		asgOnlyAMI(file),
+		asgRetain(reg),
+		asgPutHook(reg),
 		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}' --query InstanceRefreshId --output text)`, reg))...)
 	b.cut()
 	status := refreshStatus(reg)
@@ -108,6 +137,41 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 	return b
 }
 
+// asgAMIAvailable refuses an AMI that is not an available image in the
+// region: create-launch-template-version makes a version with parameters
+// that are not valid and only says so in its Warning ("If the new version
+// of the launch template contains parameters or parameter combinations
+// that are not valid, an error code and an error message are returned for
+// each issue"), and describe-images State "available" means "the image is
+// successfully registered and can be used to launch an instance" (both
+// aws-cli 1.45.11 help).
+func asgAMIAvailable(reg string) string {
+	return fmt.Sprintf(`{ aws ec2 describe-images %s --image-ids "$AMI" --query 'Images[0].State' --output text | grep -qx available || { echo "AMI $AMI is not an available image in this region: refused before any launch template version is made" >&2; false; }; }`, reg)
+}
+
+// asgOnlyAMI passes only when both versions' LaunchTemplateData were
+// read, the new one's ImageId is $AMI and nothing else differs (the aws
+// CLI prints each key on its own line with --output json, ImageId a
+// top-level string of LaunchTemplateData: ec2
+// describe-launch-template-versions, aws-cli 1.45.11 help). Anything
+// else is refused with the new version left unused.
+func asgOnlyAMI(file string) string {
+	return fmt.Sprintf(`{ [ -s %[1]s-old.json ] && [ -s %[1]s-new.json ] && grep -qF "\"ImageId\": \"$AMI\"" %[1]s-new.json && diff <(grep -v '^ *"ImageId": ' %[1]s-old.json) <(grep -v '^ *"ImageId": ' %[1]s-new.json) >/dev/null || { echo "launch template version $NEW differs from version $OLD in more than the AMI (the diff above), or either could not be read: refused; version $NEW stays unused" >&2; false; }; }`, file)
+}
+
+// asgRetain makes the group keep, not terminate, an instance whose
+// terminating hook is abandoned (its node not drained in time).
+func asgRetain(reg string) string {
+	return fmt.Sprintf(`aws autoscaling update-auto-scaling-group %s --auto-scaling-group-name "$ASG" --instance-lifecycle-policy '{"RetentionTriggers":{"TerminateHookAbandon":"retain"}}'`, reg)
+}
+
+// asgPutHook holds every instance the group terminates in
+// Terminating:Wait for its drain; left alone it is abandoned, and so
+// retained (asgRetain).
+func asgPutHook(reg string) string {
+	return fmt.Sprintf(`aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result ABANDON`, reg, asgHook)
+}
+
 // refreshStatus reads the status of instance refresh $REFRESH into S.
 func refreshStatus(reg string) string {
 	return fmt.Sprintf(`S=$(aws autoscaling describe-instance-refreshes %s --auto-scaling-group-name "$ASG" --instance-refresh-ids "$REFRESH" --query 'InstanceRefreshes[0].Status' --output text)`, reg)
@@ -121,13 +185,24 @@ func refreshStatus(reg string) string {
 func (r *renderer) asgWatch(s Step, sel string, gpu bool) string {
 	reg := "--region " + sq(r.region)
 	describe := fmt.Sprintf("aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names \"$ASG\"", reg)
-	drain := fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
+	// kubectl drain takes several nodes (ResourceNames("nodes", args...)
+	// in kubectl/pkg/cmd/drain/drain.go), gang-drain run takes NODE...
+	drain := fmt.Sprintf(`kubectl drain $NODES --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout)
 	if gpu {
-		drain = fmt.Sprintf(`kubectl gang-drain run "$NODE" --run-id %s --timeout %s`, poolRun(s), selfDrainTimeout)
+		drain = fmt.Sprintf(`kubectl gang-drain run $NODES --run-id %s --timeout %s`, poolRun(s), selfDrainTimeout)
 	}
 	waiting := fmt.Sprintf(`$(%s --query "AutoScalingGroups[0].Instances[?LifecycleState=='Terminating:Wait'].InstanceId" --output text)`, describe)
-	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); [ -n "$NODE" ] && %s && aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
-		refreshStatus(reg), waiting, drain, reg, asgHook, sel, asgBatch(r.pools[s.Pool].Nodes), reg)
+	// Every instance waiting in this pass gets a heartbeat ("This extends
+	// the timeout by the length of time defined using the
+	// PutLifecycleHook API call": record-lifecycle-action-heartbeat,
+	// aws-cli 1.45.11 help) and all their nodes one drain, which ends within
+	// selfDrainTimeout (1h), well inside the hook's 7200 s; instances
+	// that start waiting meanwhile get theirs at the next pass. Once an
+	// instance is let go and terminated its Node is deleted: without a
+	// cloud controller manager the dead Node would stay, NotReady, and
+	// count against the pause.
+	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do NODES=; IDS=; for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); if [ -z "$NODE" ]; then aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; echo "instance $I has no node with its aws:// provider ID: it cannot be drained, so the refresh is cancelled; the hook keeps the instance (Terminating:Wait, then retained) until it is drained by hand" >&2; break 2; fi; aws autoscaling record-lifecycle-action-heartbeat %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I"; NODES="$NODES $NODE"; IDS="$IDS $I"; done; if [ -n "$IDS" ] && %s; then for I in $IDS; do aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; aws ec2 wait instance-terminated %s --instance-ids $IDS && kubectl delete node $NODES --ignore-not-found; fi; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
+		refreshStatus(reg), waiting, reg, reg, asgHook, drain, reg, asgHook, reg, sel, asgBatch(r.pools[s.Pool].Nodes), reg)
 }
 
 // asgBack is an ASG pool's way back. A refresh still running is rolled
@@ -145,6 +220,11 @@ func (r *renderer) asgBack(s Step) blocks {
 	sel := r.selector(s.Pool)
 	gpu := r.gpuPool(s.Pool)
 	var b blocks
+	// kubeadm join must be at the version of the cluster's last kubeadm
+	// init or upgrade ("kubeadm's skew against kubeadm",
+	// https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/create-cluster-kubeadm/#kubeadm-s-skew-against-kubeadm):
+	// the old AMI's kubeadm is older than a control plane that has moved.
+	b.add(fmt.Sprintf("# the old AMI's nodes run kubeadm %s: once the control plane has moved past %s, their kubeadm join is outside kubeadm's skew (join runs at the control plane's version), so this way back holds only while the control plane is still at %s; past that, roll back to an AMI whose kubeadm is at the control plane's minor, or, where there is none, forward", s.From, s.From, s.From))
 	b.add("# roll back the refresh while it runs, else refresh the group back to the launch template version it ran before the step (kept in "+file+"-old.version):",
 		"ASG="+sq(r.asgOf(s.Pool)))
 	b.add(chain(
@@ -152,12 +232,18 @@ func (r *renderer) asgBack(s Step) blocks {
 		refreshStatus(reg),
 		fmt.Sprintf(`LT=$(aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names "$ASG" --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)`, reg),
 		fmt.Sprintf(`OLD=$(cat %s-old.version)`, file),
-		fmt.Sprintf(`aws autoscaling put-lifecycle-hook %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200 --default-result CONTINUE`, reg, asgHook),
+		asgRetain(reg),
+		asgPutHook(reg),
 		fmt.Sprintf(`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG";; *) REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}}" --preferences '{"MinHealthyPercentage":80,"SkipMatching":true}' --query InstanceRefreshId --output text);; esac`, reg, reg))...)
 	b.cut()
 	b.add("# watch it to its end, draining as the step did:", r.asgWatch(s, sel, gpu))
 	b.cut()
-	prev := prevMinor(s.To)
+	// The old nodes come back at the kubelet minor they ran before the
+	// step (its From), not one minor below its To.
+	prev := s.From
+	if v, err := ParseVersion(s.From); err == nil {
+		prev = v.MinorString()
+	}
 	gates := []string{refreshStatus(reg), `case "$S" in Successful|RollbackSuccessful) true;; *) false;; esac`}
 	if gpu {
 		b.add("# back on the previous nodes and they pass validation: bring the gangs back, take the hook off:")
@@ -167,6 +253,54 @@ func (r *renderer) asgBack(s Step) blocks {
 	}
 	b.add(chain(append(gates, fmt.Sprintf("aws autoscaling delete-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s", reg, asgHook))...)...)
 	return b
+}
+
+// checkASGs refuses --asg values the immutable path cannot follow: a pool
+// the inventory does not have, a pool the provider replaces itself (an
+// EKS managed node group, a GKE or AKS node pool, a Cluster API
+// MachineDeployment: its way back is the provider's, not a refresh of a
+// launch template version this path kept), the control-plane pool (it
+// moves with its own steps), and a pool where a node has no aws://
+// provider ID, by which the watch finds the node of each terminating
+// instance.
+func checkASGs(inv Inventory, prov Provider, asgs map[string]string) error {
+	pools := map[string]Pool{}
+	var known []string
+	for _, p := range inv.Pools {
+		pools[p.Name] = p
+		known = append(known, p.Name)
+	}
+	names := make([]string, 0, len(asgs))
+	for n := range asgs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p, ok := pools[n]
+		flag := fmt.Sprintf("--asg %s=%s", n, asgs[n])
+		switch {
+		case !ok:
+			return fmt.Errorf("%s: the cluster has no pool %s (its pools: %s)", flag, n, strings.Join(known, ", "))
+		case prov.Managed():
+			return fmt.Errorf("%s: %s replaces pool %s's nodes itself; --asg is for the pools of a self-managed control plane (kubeadm)", flag, prov.Title(), n)
+		case isControlPlaneLabel(p.Label):
+			return fmt.Errorf("%s: pool %s is the control plane's, which moves with its own steps", flag, n)
+		case p.AWSNodes < p.Nodes:
+			return fmt.Errorf("%s: %d of pool %s's %s have an aws:// provider ID (spec.providerID), which the runbook finds each terminating instance's node by: run the AWS cloud controller manager (or set the kubelet's provider ID) on every node first", flag, p.AWSNodes, n, Nodes(p.Nodes))
+		}
+	}
+	return nil
+}
+
+// isControlPlaneLabel reports whether a pool grouped by label is the
+// control plane's (renderer.controlPlanePool).
+func isControlPlaneLabel(label string) bool {
+	for _, l := range controlPlaneRoles {
+		if label == l {
+			return true
+		}
+	}
+	return false
 }
 
 // asgWarning says, on a self-managed cluster whose nodes run on EC2, that

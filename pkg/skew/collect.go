@@ -265,6 +265,7 @@ type poolAcc struct {
 	units    unitAcc
 	autoMode int
 	lt       int
+	aws      int
 }
 
 // Node labels of EKS that change how a pool is upgraded: EKS Auto Mode
@@ -367,6 +368,9 @@ func (c *Collector) node(acc map[poolKey]*poolAcc, n *corev1.Node) {
 	if n.Labels[labelEKSLaunchTemplate] != "" {
 		a.lt++
 	}
+	if strings.HasPrefix(n.Spec.ProviderID, "aws://") {
+		a.aws++
+	}
 	kv := strings.TrimSpace(n.Status.NodeInfo.KubeletVersion)
 	if _, err := ParseVersion(kv); err != nil {
 		a.nUnknown++
@@ -384,7 +388,7 @@ func pools(acc map[poolKey]*poolAcc) []Pool {
 	for k, a := range acc {
 		gpuNodes := a.gpuNodes
 		p := Pool{Name: k.name, Label: k.label, Nodes: a.nodes, Unknown: a.nUnknown, UnknownNodes: a.unknown, GPUNodes: &gpuNodes,
-			OSImages: a.osImages, Units: a.units.units(a.nodes), AutoModeNodes: a.autoMode, LaunchTemplateNodes: a.lt}
+			OSImages: a.osImages, Units: a.units.units(a.nodes), AutoModeNodes: a.autoMode, LaunchTemplateNodes: a.lt, AWSNodes: a.aws}
 		if a.gpus != nil {
 			p.GPUs = sortedGPUs(a.gpus)
 		}

@@ -102,6 +102,11 @@ type Pool struct {
 	// eks.amazonaws.com/sourceLaunchTemplateId), where a custom AMI is set
 	// in the launch template rather than by the Kubernetes version.
 	LaunchTemplateNodes int `json:"launchTemplateNodes,omitempty"`
+	// AWSNodes counts the pool's nodes whose spec.providerID is an
+	// aws:// one (aws:///<zone>/<instance-id>), by which the immutable
+	// path (PlanOptions.ASGs) finds the node of each instance the Auto
+	// Scaling group terminates.
+	AWSNodes int `json:"awsNodes,omitempty"`
 	// StatefulNodes are the pool's nodes that host pods of a StatefulSet
 	// whose PodDisruptionBudget allows at most one disruption (a quorum,
 	// a primary), sorted by name: the plan moves them first in the pool,

@@ -175,6 +175,9 @@ func MakePlan(inv Inventory, target Version, opts PlanOptions) (Plan, error) {
 		det = Detection{Provider: opts.Provider, Source: "--provider"}
 	}
 	opts.Provider = det.Provider
+	if err := checkASGs(inv, opts.Provider, opts.ASGs); err != nil {
+		return Plan{}, err
+	}
 	provData := opts.Providers
 	if provData == nil {
 		d := DefaultProviderCalendar()

@@ -119,14 +119,16 @@ func TestRunbookRollbackASG(t *testing.T) {
 	s := stepOf(t, p, PhaseNodePool, "gpu-h100")
 	wantIn(t, "step", cmds(s), `echo "$OLD" > lt-gpu-h100-old.version`)
 	text := rollbackText(s)
+	wantNotIn(t, "rollback", text, "--kubelet-version v1.37")
 	wantInOrder(t, "rollback", text,
+		"# the old AMI's nodes run kubeadm 1.35: once the control plane has moved past 1.35, their kubeadm join is outside kubeadm's skew",
 		"OLD=$(cat lt-gpu-h100-old.version)",
 		"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING",
 		`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh`,
 		`*) REFRESH=$(aws autoscaling start-instance-refresh`, `\"Version\":\"$OLD\"`,
-		"kubectl gang-drain run \"$NODE\" --run-id \"gpu-h100-to-1.38\"",
+		"kubectl gang-drain run $NODES --run-id \"gpu-h100-to-1.38\"",
 		`case "$S" in Successful|RollbackSuccessful) true;; *) false;; esac`,
-		"--kubelet-version v1.37 --xid --dcgm",
+		"--kubelet-version v1.35 --xid --dcgm",
 		"kubectl gang-drain restore \"gpu-h100-to-1.38\"",
 		"aws autoscaling delete-lifecycle-hook",
 	)

@@ -619,6 +619,10 @@ func awsKubeadm(t *testing.T) Inventory {
 	pf.ProviderIDs = map[string]int{"aws": 8}
 	pf.Region = "us-east-2"
 	inv.Platform = &pf
+	inv.Pools = append([]Pool(nil), inv.Pools...)
+	for i := range inv.Pools {
+		inv.Pools[i].AWSNodes = inv.Pools[i].Nodes
+	}
 	return inv
 }
 
@@ -639,8 +643,8 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 		drain string
 		batch string
 	}{
-		{"gpu-h100", `kubectl gang-drain run "$NODE" --run-id "gpu-h100-to-1.38" --timeout 1h`, "-le 1 ]"},
-		{"cpu", `kubectl drain "$NODE" --ignore-daemonsets`, "-le 1 ]"},
+		{"gpu-h100", `kubectl gang-drain run $NODES --run-id "gpu-h100-to-1.38" --timeout 1h`, "-le 1 ]"},
+		{"cpu", `kubectl drain $NODES --ignore-daemonsets`, "-le 1 ]"},
 	} {
 		t.Run(tc.pool, func(t *testing.T) {
 			c := cmds(lastStepOf(t, p, PhaseNodePool, tc.pool))
@@ -648,13 +652,13 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 				"ASG=" + asgs[tc.pool],
 				`--source-version "$OLD" --version-description 'gpufleet v1.38 AMI' --launch-template-data "{\"ImageId\":\"$AMI\"}"`,
 				"diff lt-" + tc.pool + "-old.json lt-" + tc.pool + "-new.json   # the whole difference",
-				`! diff lt-` + tc.pool + `-old.json lt-` + tc.pool + `-new.json | grep '^[<>]' | grep -v '^[<>] *"ImageId": ' && \`,
+				`{ [ -s lt-` + tc.pool + `-old.json ] && [ -s lt-` + tc.pool + `-new.json ] && `,
 				"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200",
 				`'{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}'`,
 				tc.drain,
 				"--lifecycle-action-result CONTINUE",
 				tc.batch,
-				"aws autoscaling cancel-instance-refresh",
+				`|| [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh`,
 				`[ "$S" = Successful ] && \`,
 				"aws autoscaling delete-lifecycle-hook",
 			}

@@ -126,10 +126,24 @@ func TestReadmeRunbookIsGolden(t *testing.T) {
 func TestRunbookASGFlag(t *testing.T) {
 	dir := filepath.Join("..", "..", "testdata", "runbook")
 	offline := &cli.TestClientGetter{Err: errors.New("must not touch the cluster")}
-	r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, "kubeadm-apt.yaml"), "--target", "v1.38", "--runbook",
+	r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, "kubeadm-aws.yaml"), "--target", "v1.38", "--runbook",
 		"--calendar", filepath.Join(dir, "calendar.yaml"), "--asg", "gpu-h100=gpu-h100-asg")
 	if r.Err != "" || !strings.Contains(r.Out, "ASG=gpu-h100-asg") || !strings.Contains(r.Out, "aws autoscaling start-instance-refresh") {
 		t.Errorf("exit %d\n%s%s", r.Code, r.Out, r.Err)
+	}
+	// Refused with exit 2 where the path cannot follow the pool.
+	for _, tc := range []struct {
+		file, asg, want string
+	}{
+		{"kubeadm-apt.yaml", "gpu-h100=gpu-h100-asg", "0 of pool gpu-h100's 4 nodes have an aws:// provider ID"},
+		{"kubeadm-aws.yaml", "gpu-h10=gpu-h100-asg", "the cluster has no pool gpu-h10"},
+		{"eks-managed.yaml", "gpu-p5=gpu-p5-asg", "EKS replaces pool gpu-p5's nodes itself"},
+	} {
+		r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, tc.file), "--target", "v1.38", "--runbook",
+			"--calendar", filepath.Join(dir, "calendar.yaml"), "--asg", tc.asg)
+		if r.Code != 2 || !strings.Contains(r.Err, tc.want) || r.Out != "" {
+			t.Errorf("%s --asg %s: exit %d, want 2 with %q\n%s%s", tc.file, tc.asg, r.Code, tc.want, r.Out, r.Err)
+		}
 	}
 }
 
