@@ -51,15 +51,15 @@ func kernelLog(lines ...string) string {
 var dcgmNodes = []struct {
 	node, fixture, status, message string
 }{
-	{"gv-diag-0", "dcgm-4.4.2-level1-pass.log", "PASS", "DCGM level 1: 1 tests passed"},
+	{"gv-diag-0", "dcgm-4.4.2-level1-pass.log", "ok", "DCGM level 1: 1 tests passed"},
 	// DCGM 4 fails the level-1 test on DCGM_FR_FIELD_QUERY, severity MONITOR.
-	{"gv-diag-1", "dcgm-4.4.2-level1-fail-field-query.log", "FAIL", "fail: DCGM Deployment/software failed on GPU3: Could not query field row_remap_pending for GPU 3: No data is available (-14) (error 27 DCGM_FR_FIELD_QUERY, severity MONITOR)"},
-	{"gv-diag-2", "dcgm-4.4.2-level1-pass.log", "FAIL", "DCGM level 1: 1 tests passed"}, // fails on Xid
+	{"gv-diag-1", "dcgm-4.4.2-level1-fail-field-query.log", "fail", "fail: DCGM Deployment/software failed on GPU3: Could not query field row_remap_pending for GPU 3: No data is available (-14) (error 27 DCGM_FR_FIELD_QUERY, severity MONITOR)"},
+	{"gv-diag-2", "dcgm-4.4.2-level1-pass.log", "fail", "DCGM level 1: 1 tests passed"}, // fails on Xid
 	// DCGM's own warnings warn and name the fix.
-	{"gv-diag-3", "dcgm-4.4.2-level1-warn-persistence.log", "WARN", "warning: DCGM Deployment/software warned: Persistence mode for GPU 0 is disabled."},
-	{"gv-diag-4", "dcgm-3.3.8-level1-warn-env.log", "WARN", "fix: unset the environment variable DCGM names in the --dcgm-image and rerun"},
-	{"gv-diag-5", "dcgm-3.2.6-level1-warn-graphics.log", "WARN", "warning: DCGM Deployment/Graphics Processes warned"},
-	{"gv-diag-6", "dcgm-4.4.2-level1-runtime-error.log", "FAIL", "fail: dcgmi diag runtime error: Unable to complete diagnostic. Return: (-30)"},
+	{"gv-diag-3", "dcgm-4.4.2-level1-warn-persistence.log", "warn", "warning: DCGM Deployment/software warned: Persistence mode for GPU 0 is disabled."},
+	{"gv-diag-4", "dcgm-3.3.8-level1-warn-env.log", "warn", "fix: unset the environment variable DCGM names in the --dcgm-image and rerun"},
+	{"gv-diag-5", "dcgm-3.2.6-level1-warn-graphics.log", "warn", "warning: DCGM Deployment/Graphics Processes warned"},
+	{"gv-diag-6", "dcgm-4.4.2-level1-runtime-error.log", "fail", "fail: dcgmi diag runtime error: Unable to complete diagnostic. Return: (-30)"},
 }
 
 // cuinitNode's log is the real DCGM 3.3.8 table of
@@ -139,7 +139,7 @@ func TestGPUValidateSevenOfEightGPUs(t *testing.T) {
 		t.Fatalf("exit %d, want 1 (findings)", r.ExitCode)
 	}
 	rep := parseReport(t, r)
-	for node, want := range map[string]string{"gv-count-0": "PASS", "gv-count-1": "FAIL", "gv-count-2": "FAIL"} {
+	for node, want := range map[string]string{"gv-count-0": "ok", "gv-count-1": "fail", "gv-count-2": "fail"} {
 		if got, msgs := rep.status(node); got != want {
 			t.Errorf("%s: %s, want %s\n%s", node, got, want, msgs)
 		}
@@ -162,7 +162,7 @@ func TestGPUValidateSevenOfEightGPUs(t *testing.T) {
 	}
 	// Without --expected-gpus the pool's majority (8 of 3 nodes) is used.
 	maj := parseReport(t, runPlugin(t, cp, "nodes", "gv-count-1", "-o", "json"))
-	if st, msgs := maj.status("gv-count-1"); st != "FAIL" || !strings.Contains(msgs, "pool-majority") {
+	if st, msgs := maj.status("gv-count-1"); st != "fail" || !strings.Contains(msgs, "pool-majority") {
 		t.Errorf("pool majority: %s\n%s", st, msgs)
 	}
 }
@@ -188,7 +188,7 @@ func TestGPUValidateDRANode(t *testing.T) {
 		_ = cp.Client.Discovery().RESTClient().Delete().AbsPath("/apis/resource.k8s.io/v1/resourceslices/gv-dra-0-gpu").Do(context.Background()).Error()
 	})
 	rep := parseReport(t, runPlugin(t, cp, "nodes", "gv-dra-0", "--expected-gpus", "8", "-o", "json"))
-	if st, msgs := rep.status("gv-dra-0"); st != "FAIL" || !strings.Contains(msgs, "7 of 8 expected (flag) published in DRA ResourceSlices") {
+	if st, msgs := rep.status("gv-dra-0"); st != "fail" || !strings.Contains(msgs, "7 of 8 expected (flag) published in DRA ResourceSlices") {
 		t.Errorf("DRA node: %s\n%s", st, msgs)
 	}
 }
@@ -205,7 +205,7 @@ func TestGPUValidateMIGReported(t *testing.T) {
 	if r.ExitCode != 0 {
 		t.Fatalf("exit %d, want 0: MIG layouts are reported, not failed", r.ExitCode)
 	}
-	if st, msgs := parseReport(t, r).status("gv-mig-0"); st != "PASS" || !strings.Contains(msgs, "MIG layout 16x nvidia.com/mig-3g.40gb") {
+	if st, msgs := parseReport(t, r).status("gv-mig-0"); st != "ok" || !strings.Contains(msgs, "MIG layout 16x nvidia.com/mig-3g.40gb") {
 		t.Errorf("gv-mig-0: %s\n%s", st, msgs)
 	}
 }
@@ -232,10 +232,10 @@ func TestGPUValidateConfigDrift(t *testing.T) {
 	}
 	rep := parseReport(t, r)
 	st, msgs := rep.status("gv-cfg-1")
-	if st != "FAIL" || !strings.Contains(msgs, `GPU-relevant kubelet config drift topologyManagerPolicy is "best-effort" ("single-numa-node" on gv-cfg-0)`) {
+	if st != "fail" || !strings.Contains(msgs, `GPU-relevant kubelet config drift topologyManagerPolicy is "best-effort" ("single-numa-node" on gv-cfg-0)`) {
 		t.Errorf("gv-cfg-1: %s\n%s", st, msgs)
 	}
-	if st, msgs := rep.status("gv-cfg-2"); st != "PASS" || !strings.Contains(msgs, "expected difference(s) from gv-cfg-0") {
+	if st, msgs := rep.status("gv-cfg-2"); st != "ok" || !strings.Contains(msgs, "expected difference(s) from gv-cfg-0") {
 		t.Errorf("gv-cfg-2: %s\n%s", st, msgs)
 	}
 	// A feature gate a release between the two kubelets removed
@@ -249,12 +249,12 @@ func TestGPUValidateConfigDrift(t *testing.T) {
 		n.Status.NodeInfo.KubeletVersion = []string{"v1.33.4", "v1.34.1"}[i]
 	})
 	r = runPlugin(t, cp, "nodes", "gv-gate-1", "--expected-gpus", "8", "-o", "json")
-	if st, msgs := parseReport(t, r).status("gv-gate-1"); st != "PASS" || !strings.Contains(msgs, "featureGates.DevicePluginCDIDevices") {
+	if st, msgs := parseReport(t, r).status("gv-gate-1"); st != "ok" || !strings.Contains(msgs, "featureGates.DevicePluginCDIDevices") {
 		t.Errorf("a removed gate dropped: %s (exit %d)\n%s", st, r.ExitCode, msgs)
 	}
 	// --baseline-node picks the reference explicitly.
 	r = runPlugin(t, cp, "nodes", "gv-cfg-1", "--baseline-node", "gv-cfg-2", "--expected-gpus", "8", "-o", "json")
-	if st, _ := parseReport(t, r).status("gv-cfg-1"); st != "FAIL" {
+	if st, _ := parseReport(t, r).status("gv-cfg-1"); st != "fail" {
 		t.Errorf("with --baseline-node: %s", st)
 	}
 
@@ -311,20 +311,20 @@ func TestGPUValidateDCGMAndXid(t *testing.T) {
 			t.Errorf("%s (%s): %s, want %s with %q\n%s", want.node, want.fixture, st, want.status, want.message, msgs)
 		}
 	}
-	if st, msgs := rep.status("gv-diag-0"); !strings.Contains(msgs, "Xid 145 (NVLINK: RLW Error, info)") || !strings.Contains(msgs, "Xid 154 (GPU Recovery Action Changed, info) x1 on PCI:0000:04:00; NVIDIA's immediate action: XID_154: GPU Reset Required; a later Xid 154 of this GPU changed the recovery action to None") || st != "PASS" {
+	if st, msgs := rep.status("gv-diag-0"); !strings.Contains(msgs, "Xid 145 (NVLINK: RLW Error, info)") || !strings.Contains(msgs, "Xid 154 (GPU Recovery Action Changed, info) x1 on PCI:0000:04:00; NVIDIA's immediate action: XID_154: GPU Reset Required; a later Xid 154 of this GPU changed the recovery action to None") || st != "ok" {
 		t.Errorf("gv-diag-0 Xids: %s\n%s", st, msgs)
 	}
-	if st, msgs := rep.status("gv-diag-2"); st != "FAIL" || !strings.Contains(msgs, "Xid 79 (GPU has fallen off the bus, fatal)") {
+	if st, msgs := rep.status("gv-diag-2"); st != "fail" || !strings.Contains(msgs, "Xid 79 (GPU has fallen off the bus, fatal)") {
 		t.Errorf("gv-diag-2: %s\n%s", st, msgs)
 	}
-	if st, msgs := rep.status(cuinitNode); real && (st != "FAIL" || !strings.Contains(msgs, "DCGM Hardware/GPU Memory failed: GPU 0 Error using CUDA API cuInit")) {
+	if st, msgs := rep.status(cuinitNode); real && (st != "fail" || !strings.Contains(msgs, "DCGM Hardware/GPU Memory failed: GPU 0 Error using CUDA API cuInit")) {
 		t.Errorf("%s: %s\n%s", cuinitNode, st, msgs)
 	}
 	// DCGM's warnings fail the nodes with --dcgm-warn-fails.
 	r = runPlugin(t, cp, "nodes", "gv-diag-3", "gv-diag-4", "gv-diag-5", "--expected-gpus", "8", "--dcgm", "--dcgm-warn-fails", "-n", ns, "-o", "json", "--timeout", "2m")
 	rep = parseReport(t, r)
 	for _, node := range []string{"gv-diag-3", "gv-diag-4", "gv-diag-5"} {
-		if st, msgs := rep.status(node); st != "FAIL" || !strings.Contains(msgs, "(a failure under --dcgm-warn-fails)") {
+		if st, msgs := rep.status(node); st != "fail" || !strings.Contains(msgs, "(a failure under --dcgm-warn-fails)") {
 			t.Errorf("%s with --dcgm-warn-fails: %s\n%s", node, st, msgs)
 		}
 	}
@@ -417,7 +417,7 @@ func TestGPUValidateNCCLBelowBaseline(t *testing.T) {
 		t.Fatalf("nccl %+v", rep.NCCL)
 	}
 	for _, n := range []string{"gv-slow-0", "gv-slow-1"} {
-		if st, msgs := rep.status(n); st != "FAIL" || !strings.Contains(msgs, "busbw 250.0 GB/s at 8G is below the baseline 370.0 GB/s by 32.4% (tolerance 10%)") {
+		if st, msgs := rep.status(n); st != "fail" || !strings.Contains(msgs, "busbw 250.0 GB/s at 8G is below the baseline 370.0 GB/s by 32.4% (tolerance 10%)") {
 			t.Errorf("%s: %s\n%s", n, st, msgs)
 		}
 	}

@@ -60,7 +60,7 @@ func preflight(t *testing.T, cp *harness.ControlPlane, gate string, args ...stri
 	}
 	var rep preflightReport
 	decode(t, r, &rep)
-	if rep.Kind != "SkewPreflightReport" || rep.APIVersion != "gpufleet.dev/v1alpha1" {
+	if rep.Kind != "SkewPreflightReport" || rep.APIVersion != "gpufleet.dev/v1alpha2" {
 		t.Fatalf("kind %q apiVersion %q", rep.Kind, rep.APIVersion)
 	}
 	for _, g := range rep.Items {

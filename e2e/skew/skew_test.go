@@ -214,10 +214,10 @@ func TestSkewCheckLive(t *testing.T) {
 		"kube-scheduler kube-scheduler-skew-137-1 controllers-vs-apiserver":                   "ok",
 		"kubelet pool skew-137 kubelet-vs-apiserver":                                          "ok",
 		"kubelet pool skew-135 kubelet-vs-apiserver":                                          "ok",
-		"kubelet pool skew-134 kubelet-vs-apiserver":                                          "edge",
-		"kubelet pool skew-133 kubelet-vs-apiserver":                                          "violation",
+		"kubelet pool skew-134 kubelet-vs-apiserver":                                          "warn",
+		"kubelet pool skew-133 kubelet-vs-apiserver":                                          "fail",
 		"kube-proxy daemonset/kube-proxy kube-proxy-vs-apiserver":                             "ok",
-		"kube-proxy daemonset/kube-proxy kube-proxy-vs-kubelet":                               "violation",
+		"kube-proxy daemonset/kube-proxy kube-proxy-vs-kubelet":                               "fail",
 		"coredns deployment/coredns inventory":                                                "info",
 		"kubectl PATH kubectl-vs-apiserver":                                                   "ok",
 	}
@@ -226,7 +226,7 @@ func TestSkewCheckLive(t *testing.T) {
 			t.Errorf("%s: %q, want %q", k, v[k], w)
 		}
 	}
-	if rep.Summary.MaxSkew != 4 || rep.Summary.Status != "violation" || !cmp.Equal(rep.Summary.PoolsAtEdge, []string{"skew-134"}) {
+	if rep.Summary.MaxSkew != 4 || rep.Summary.Status != "fail" || !cmp.Equal(rep.Summary.PoolsAtEdge, []string{"skew-134"}) {
 		t.Errorf("summary %+v", rep.Summary)
 	}
 	if r.Stderr != "" {
@@ -309,8 +309,8 @@ func TestSkewPlanLiveMatchesOffline(t *testing.T) {
 		steps = append(steps, s.Phase+" "+s.Pool+" "+s.From+"->"+s.To+" "+s.Status)
 	}
 	want := []string{
-		"node-pool skew-133 1.33->1.37 violation",
-		"node-pool skew-134 1.34->1.37 edge",
+		"node-pool skew-133 1.33->1.37 fail",
+		"node-pool skew-134 1.34->1.37 warn",
 		"node-pool skew-135 1.35->1.37 ok",
 	}
 	if diff := cmp.Diff(want, steps); diff != "" || plan.Summary.Hops != 0 {
@@ -363,7 +363,7 @@ func TestSkewControlPlaneBehindFromFile(t *testing.T) {
 	v := verdicts(rep.Items)
 	// 1.34 left support on 2026-10-27 (a violation once the date has
 	// passed); the legacy pool sits exactly at the limit.
-	if check.ExitCode != 1 || v["kubelet pool legacy kubelet-vs-apiserver"] != "edge" || v["kubelet pool train kubelet-vs-apiserver"] != "ok" {
+	if check.ExitCode != 1 || v["kubelet pool legacy kubelet-vs-apiserver"] != "warn" || v["kubelet pool train kubelet-vs-apiserver"] != "ok" {
 		t.Errorf("check from file: %s", check)
 	}
 
@@ -472,7 +472,7 @@ func TestSkewForbidden(t *testing.T) {
 		!strings.Contains(r.Stderr, "note: listing poddisruptionbudgets (policy) in all namespaces is forbidden: nodes that host stateful services are not moved first") {
 		t.Errorf("notes %q stderr %q", rep.Inventory.Notes, r.Stderr)
 	}
-	if v := verdicts(rep.Items); v["kubelet pool skew-133 kubelet-vs-apiserver"] != "violation" {
+	if v := verdicts(rep.Items); v["kubelet pool skew-133 kubelet-vs-apiserver"] != "fail" {
 		t.Errorf("kubelets must still be checked: %v", v)
 	}
 

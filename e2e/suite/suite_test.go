@@ -231,7 +231,7 @@ func TestSuiteAgainstLiveCluster(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
 		t.Fatalf("skew -o json is not JSON: %v\n%s", err, r)
 	}
-	if rep.APIVersion != "gpufleet.dev/v1alpha1" || !strings.HasSuffix(rep.Kind, "Report") || rep.Metadata.ServerVersion != harness.KubeVersion {
+	if rep.APIVersion != "gpufleet.dev/v1alpha2" || !strings.HasSuffix(rep.Kind, "Report") || rep.Metadata.ServerVersion != harness.KubeVersion {
 		t.Errorf("report header %+v", rep)
 	}
 }

@@ -220,6 +220,13 @@ func Validate(name string, data []byte) error {
 	if !strings.Contains(m.Spec.Caveats, "RBAC") {
 		add("caveats must name the RBAC the plugin needs")
 	}
+	// krew install prints the caveats once the plugin is installed
+	// (kubernetes-sigs/krew cmd/krew/cmd/install.go at commit 00becab:
+	// prepCaveats(plugin.Spec.Caveats) to stderr before "Installed plugin"),
+	// so their first line says how to start.
+	if first, _, _ := strings.Cut(strings.TrimSpace(m.Spec.Caveats), "\n"); !strings.HasPrefix(first, "Usage: kubectl "+m.Metadata.Name) {
+		add("caveats must open with how to use the plugin (\"Usage: kubectl %s ...\"), got %q", m.Metadata.Name, first)
+	}
 	if len(m.Spec.Platforms) == 0 {
 		add("no platforms")
 	}

@@ -198,7 +198,7 @@ spec:
   homepage: https://example.com
   shortDescription: Check version skew
   description: d
-  caveats: "RBAC: list nodes"
+  caveats: "Usage: kubectl skew [--target 1.37]\nRBAC: list nodes"
   platforms:
   - selector:
       matchLabels:
@@ -223,7 +223,8 @@ spec:
 		"upper-case sha":            {strings.Repeat("a", 64), strings.Repeat("A", 64), "skew", "64 lower-case hex"},
 		"short sha":                 {strings.Repeat("a", 64), "abc", "skew", "64 lower-case hex"},
 		"selector key not os/arch":  {"os: linux", "distro: debian", "skew", `selector key "distro"`},
-		"no RBAC in caveats":        {`caveats: "RBAC: list nodes"`, `caveats: "none"`, "skew", "RBAC"},
+		"no RBAC in caveats":        {`\nRBAC: list nodes"`, `\nnone"`, "skew", "RBAC"},
+		"caveats without usage":     {`caveats: "Usage: kubectl skew [--target 1.37]\n`, `caveats: "`, "skew", "open with how to use"},
 		"bin not installed":         {"- from: kubectl-skew", "- from: other", "skew", "do not install bin"},
 		"file entry without to":     {"to: .\n    - from: LICENSE", "to: \"\"\n    - from: LICENSE", "skew", "lacks from or to"},
 		"line break in short desc":  {"shortDescription: Check version skew", "shortDescription: \"a\\nb\"", "skew", "line break"},

@@ -12,9 +12,40 @@ import (
 // Group is the API group of every report the suite prints.
 const Group = "gpufleet.dev"
 
-// APIVersion is the version of the report schema. Field names within a
-// version never change meaning; additions are backwards compatible.
+// APIVersion is the version of the report schema of the kinds whose
+// schema has not changed since the first release. Field names and enum
+// values within a version never change meaning; additions are backwards
+// compatible. A kind whose schema changed carries a later version
+// (ReportAPIVersion).
 const APIVersion = Group + "/v1alpha1"
+
+// APIVersionV1Alpha2 is the version of the reports whose status enums
+// became the suite's status words in lower case ("ok", "warn", "fail",
+// "wait", "blocked", ...) where v1alpha1 had each plugin's own words
+// ("edge", "violation", "PASS", "Later", "Never", "MigrationNeeded").
+const APIVersionV1Alpha2 = Group + "/v1alpha2"
+
+// v1alpha2Kinds are the report kinds at APIVersionV1Alpha2: those that
+// carry a skew status, an eviction outcome, a GPU node status or a CRD
+// verdict.
+var v1alpha2Kinds = map[string]bool{
+	"SkewReport": true, "SkewReportList": true,
+	"SkewPlanReport":      true,
+	"SkewPreflightReport": true, "SkewPreflightReportList": true,
+	"FleetInventory":    true,
+	"PDBBlockersReport": true, "PDBBlockersReportList": true,
+	"GangDrainPlan":     true,
+	"GPUValidateReport": true, "GPUValidateReportList": true,
+	"CRDStatusReport": true, "CRDStatusReportList": true,
+}
+
+// ReportAPIVersion is the apiVersion of a report of the given kind.
+func ReportAPIVersion(kind string) string {
+	if v1alpha2Kinds[kind] {
+		return APIVersionV1Alpha2
+	}
+	return APIVersion
+}
 
 // Metadata says where a report comes from, so concatenated outputs of a
 // loop over contexts explain themselves.
@@ -34,7 +65,7 @@ type Header struct {
 
 // NewHeader returns the header for a report of the given kind.
 func NewHeader(kind string, md Metadata) Header {
-	return Header{APIVersion: APIVersion, Kind: kind, Metadata: md}
+	return Header{APIVersion: ReportAPIVersion(kind), Kind: kind, Metadata: md}
 }
 
 // ContextReport is one context's entry in a multi-context report: either the

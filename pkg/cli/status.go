@@ -10,8 +10,10 @@ import (
 
 // Status is a word of a table's STATUS column. Every plugin prints the
 // same closed set, each word with one meaning, so that a user (or awk)
-// reads one vocabulary across the suite. JSON keeps each report's own
-// enums; these words are the tables'.
+// reads one vocabulary across the suite. A report's -o json and -o yaml
+// carry the same word in lower case (JSONWord): every enum the suite
+// defines is lower case in JSON, as most reports already had it (skew's
+// statuses, every severity, gpu-validate's levels).
 type Status string
 
 // The status words, from good to bad.
@@ -75,6 +77,27 @@ func (s Status) Meaning() string {
 
 // String is the word.
 func (s Status) String() string { return string(s) }
+
+// JSONWord is the word as -o json and -o yaml write it: lower case ("ok",
+// "warn", "blocked"), the one casing of the suite's JSON enums.
+func (s Status) JSONWord() string { return strings.ToLower(string(s)) }
+
+// ParseStatus reads a status word in either spelling (the table's "WARN"
+// or JSON's "warn"); ok is false for a word outside the closed set.
+func ParseStatus(word string) (Status, bool) {
+	s := Status(strings.ToUpper(word))
+	return s, s.Valid()
+}
+
+// JSONStatuses are the status words as JSON writes them, in legend order:
+// the enum of every report's status field.
+func JSONStatuses() []string {
+	out := make([]string, len(statusMeanings))
+	for i, m := range statusMeanings {
+		out[i] = m.word.JSONWord()
+	}
+	return out
+}
 
 // StatusLegend is the legend of the status words a command can print, in
 // the set's order: a heading and one line per word. It panics on a word

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // PageSize is the number of objects per list page, for counting and for the
@@ -56,6 +58,47 @@ const (
 	// webhook the reads or writes depend on is down); Reasons say which.
 	VerdictBlocked Verdict = "Blocked"
 )
+
+// Word is the verdict's word in a table's STATUS column: OK when up to
+// date, WARN when a migration is needed, BLOCKED when one cannot succeed
+// now. JSON writes the same word in lower case (MarshalText).
+func (v Verdict) Word() cli.Status {
+	switch v {
+	case VerdictUpToDate:
+		return cli.StatusOK
+	case VerdictMigrationNeeded:
+		return cli.StatusWarn
+	case VerdictBlocked:
+		return cli.StatusBlocked
+	}
+	return cli.StatusUnknown
+}
+
+// MarshalText writes the verdict as every report's JSON and YAML do: its
+// table word in lower case ("ok", "warn", "blocked").
+func (v Verdict) MarshalText() ([]byte, error) {
+	if v == "" {
+		return nil, nil
+	}
+	return []byte(v.Word().JSONWord()), nil
+}
+
+// UnmarshalText reads a verdict as MarshalText writes it, or as reports of
+// gpufleet.dev/v1alpha1 did ("UpToDate", "MigrationNeeded", "Blocked").
+func (v *Verdict) UnmarshalText(b []byte) error {
+	w := string(b)
+	for _, vd := range []Verdict{VerdictUpToDate, VerdictMigrationNeeded, VerdictBlocked} {
+		if w == string(vd) || w == vd.Word().JSONWord() {
+			*v = vd
+			return nil
+		}
+	}
+	if w == "" {
+		*v = ""
+		return nil
+	}
+	return fmt.Errorf("verdict %q is not one of ok, warn, blocked", w)
+}
 
 // CRDStatus is the storage state of one CustomResourceDefinition.
 type CRDStatus struct {

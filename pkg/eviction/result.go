@@ -41,7 +41,8 @@ const (
 
 // Status is the outcome's word in a table's STATUS column: OK (evicts
 // now), WAIT (later), BLOCKED (never, until someone acts), UNKNOWN, and
-// SKIP for a pod a drain leaves alone. JSON keeps the Outcome itself.
+// SKIP for a pod a drain leaves alone. JSON writes the same word in lower
+// case (MarshalText).
 func (o Outcome) Status() cli.Status {
 	switch o {
 	case OutcomeNow:
@@ -54,6 +55,33 @@ func (o Outcome) Status() cli.Status {
 		return cli.StatusBlocked
 	}
 	return cli.StatusUnknown
+}
+
+// MarshalText writes the outcome as every report's JSON and YAML do: its
+// status word in lower case ("ok", "skip", "wait", "blocked", "unknown").
+func (o Outcome) MarshalText() ([]byte, error) {
+	if o == "" {
+		return nil, nil
+	}
+	return []byte(o.Status().JSONWord()), nil
+}
+
+// UnmarshalText reads an outcome as MarshalText writes it, or as reports
+// of gpufleet.dev/v1alpha1 and drain state written by earlier releases did
+// ("Now", "Later", "Never", ...).
+func (o *Outcome) UnmarshalText(b []byte) error {
+	w := string(b)
+	for _, out := range []Outcome{OutcomeNow, OutcomeIgnored, OutcomeLater, OutcomeNever, OutcomeUnknown} {
+		if w == string(out) || w == out.Status().JSONWord() {
+			*o = out
+			return nil
+		}
+	}
+	if w == "" {
+		*o = ""
+		return nil
+	}
+	return fmt.Errorf("outcome %q is not one of ok, skip, wait, blocked, unknown", w)
 }
 
 // OutcomeStatuses are the status words Status returns, for a command's

@@ -124,7 +124,7 @@ func testReport(t *testing.T) (*Report, string) {
 
 func TestRun(t *testing.T) {
 	rep, _ := testReport(t)
-	if rep.Kind != Kind || rep.APIVersion != cli.APIVersion || rep.Metadata.PatchDataDate == "" || rep.Metadata.CalendarDate == "" {
+	if rep.Kind != Kind || rep.APIVersion != cli.ReportAPIVersion(Kind) || rep.Metadata.PatchDataDate == "" || rep.Metadata.CalendarDate == "" {
 		t.Errorf("header: %+v", rep.Metadata)
 	}
 	if len(rep.Clusters) != 5 {

@@ -7,7 +7,7 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
-// Kind is the report's kind; its apiVersion is cli.APIVersion. Fields
+// Kind is the report's kind; its apiVersion is cli.ReportAPIVersion(Kind). Fields
 // never change meaning within the version; additions are compatible.
 const Kind = "FleetInventory"
 

@@ -41,7 +41,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		now = o.Now
 	}
 	at := now().UTC().Truncate(time.Second)
-	rep := &Report{APIVersion: cli.APIVersion, Kind: Kind, Clusters: make([]Cluster, len(o.Targets)),
+	rep := &Report{APIVersion: cli.ReportAPIVersion(Kind), Kind: Kind, Clusters: make([]Cluster, len(o.Targets)),
 		Metadata: Metadata{GeneratedAt: at, Fleet: o.Fleet, Source: o.Source, CalendarDate: o.Calendar.DataDate,
 			PatchDataDate: o.Calendar.Patches.DataDate, Store: o.StoreURL}}
 	known, kerr := o.Getter.Contexts()

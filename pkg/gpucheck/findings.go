@@ -1,6 +1,7 @@
 package gpucheck
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
@@ -45,13 +46,39 @@ const (
 )
 
 // Word is the status's word in a table's STATUS column: OK for PASS, so
-// that every plugin's tables say OK for a clean check. JSON keeps the
-// Status itself.
+// that every plugin's tables say OK for a clean check. JSON writes the
+// same word in lower case (MarshalText).
 func (s Status) Word() cli.Status {
 	if s == StatusPass {
 		return cli.StatusOK
 	}
 	return cli.Status(s)
+}
+
+// MarshalText writes the status as every report's JSON and YAML do: its
+// table word in lower case ("ok", "warn", "fail").
+func (s Status) MarshalText() ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return []byte(s.Word().JSONWord()), nil
+}
+
+// UnmarshalText reads a status as MarshalText writes it, or as reports of
+// gpufleet.dev/v1alpha1 did ("PASS", "WARN", "FAIL").
+func (s *Status) UnmarshalText(b []byte) error {
+	w := string(b)
+	for _, st := range []Status{StatusPass, StatusWarn, StatusFail} {
+		if w == string(st) || w == st.Word().JSONWord() {
+			*s = st
+			return nil
+		}
+	}
+	if w == "" {
+		*s = ""
+		return nil
+	}
+	return fmt.Errorf("status %q is not one of ok, warn, fail", w)
 }
 
 // Words are the status words Word returns, for a command's legend.

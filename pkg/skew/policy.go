@@ -42,7 +42,8 @@ func (s Status) Rank() int {
 }
 
 // Word is the status's word in a table's STATUS column (pkg/cli's closed
-// set): edge is WARN and violation FAIL. JSON keeps the Status itself.
+// set): edge is WARN and violation FAIL. JSON writes the same word in lower
+// case (MarshalText).
 func (s Status) Word() string {
 	switch s {
 	case StatusOK:
@@ -55,6 +56,32 @@ func (s Status) Word() string {
 		return cli.StatusFail.String()
 	}
 	return cli.StatusUnknown.String()
+}
+
+// MarshalText writes the status as every report's JSON and YAML do: the
+// table's word in lower case ("warn" for edge, "fail" for violation).
+func (s Status) MarshalText() ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return []byte(cli.Status(s.Word()).JSONWord()), nil
+}
+
+// UnmarshalText reads a status as MarshalText writes it, or as reports of
+// gpufleet.dev/v1alpha1 did ("edge", "violation").
+func (s *Status) UnmarshalText(b []byte) error {
+	w := string(b)
+	for _, st := range []Status{StatusOK, StatusInfo, StatusEdge, StatusUnknown, StatusViolation} {
+		if w == string(st) || w == cli.Status(st.Word()).JSONWord() {
+			*s = st
+			return nil
+		}
+	}
+	if w == "" {
+		*s = ""
+		return nil
+	}
+	return fmt.Errorf("status %q is not one of ok, info, warn, unknown, fail", w)
 }
 
 // Words are the status words Word returns, for a command's legend.

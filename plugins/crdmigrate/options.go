@@ -126,7 +126,7 @@ func (o *StatusOptions) runContexts(ctx context.Context) error {
 	results := cli.FanOutReachable(ctx, o.cg, names, o.Contexts.Parallel, func(ctx context.Context, name string) (*StatusReport, error) {
 		return o.report(ctx, o.cg.ForContext(name))
 	})
-	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "CRDStatusReportList", Items: []cli.ContextReport{}}
+	list := cli.ReportList{APIVersion: cli.ReportAPIVersion("CRDStatusReportList"), Kind: "CRDStatusReportList", Items: []cli.ContextReport{}}
 	var codes []int
 	var summary []string
 	c := o.Print.Colorizer(o.Out)

@@ -72,18 +72,8 @@ func (rep *StatusReport) summaryLine() string {
 var statusWords = []cli.Status{cli.StatusOK, cli.StatusWarn, cli.StatusBlocked}
 
 // verdictWord is the status word for a verdict: WARN for a CRD that needs
-// a migration. JSON keeps the Verdict.
-func verdictWord(v crdmigrate.Verdict) cli.Status {
-	switch v {
-	case crdmigrate.VerdictUpToDate:
-		return cli.StatusOK
-	case crdmigrate.VerdictMigrationNeeded:
-		return cli.StatusWarn
-	case crdmigrate.VerdictBlocked:
-		return cli.StatusBlocked
-	}
-	return cli.StatusUnknown
-}
+// a migration.
+func verdictWord(v crdmigrate.Verdict) cli.Status { return v.Word() }
 
 func list(s []string) string {
 	if len(s) == 0 {

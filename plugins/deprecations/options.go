@@ -386,7 +386,7 @@ func (o *Options) runContexts(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "DeprecationsReportList", Items: []cli.ContextReport{}}
+	list := cli.ReportList{APIVersion: cli.ReportAPIVersion("DeprecationsReportList"), Kind: "DeprecationsReportList", Items: []cli.ContextReport{}}
 	t := o.findingsTable(true)
 	codes := make([]int, 0, len(results))
 	var summary []string

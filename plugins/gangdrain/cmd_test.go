@@ -78,7 +78,7 @@ func TestPlanJSONAndTable(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Kind != "GangDrainPlan" || rep.APIVersion != cli.APIVersion || len(rep.Items) != 1 || rep.Items[0].Ranks != 2 || rep.Items[0].RanksOnNodes != 1 ||
+	if rep.Kind != "GangDrainPlan" || rep.APIVersion != cli.ReportAPIVersion("GangDrainPlan") || len(rep.Items) != 1 || rep.Items[0].Ranks != 2 || rep.Items[0].RanksOnNodes != 1 ||
 		rep.Items[0].Method != gang.StopDeletePods || rep.Summary.GPUs != 8 || rep.Summary.GPUsOnNodes != 4 {
 		t.Errorf("report %+v", rep)
 	}

@@ -158,7 +158,7 @@ func (o *Options) runContexts(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: "GPUValidateReportList", Items: []cli.ContextReport{}}
+	list := cli.ReportList{APIVersion: cli.ReportAPIVersion("GPUValidateReportList"), Kind: "GPUValidateReportList", Items: []cli.ContextReport{}}
 	t := o.table(true)
 	codes := make([]int, 0, len(results))
 	for _, r := range results {

@@ -276,7 +276,7 @@ func (o *Options) runContexts(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	list := cli.ReportList{APIVersion: cli.APIVersion, Kind: KindReport + "List", Items: []cli.ContextReport{}}
+	list := cli.ReportList{APIVersion: cli.ReportAPIVersion(KindReport + "List"), Kind: KindReport + "List", Items: []cli.ContextReport{}}
 	t := o.table(true)
 	codes := make([]int, 0, len(results))
 	var summary []string

@@ -51,7 +51,7 @@ func (o *Options) runFleet(ctx context.Context) error {
 			}
 		}
 		if o.Print.Structured() {
-			list := cli.ReportList{APIVersion: cli.APIVersion, Kind: KindSkewReportList, Items: items}
+			list := cli.ReportList{APIVersion: cli.ReportAPIVersion(KindSkewReportList), Kind: KindSkewReportList, Items: items}
 			if err := cli.PrintStructured(o.Out, o.Print.Output, list); err != nil {
 				return err
 			}

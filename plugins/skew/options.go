@@ -272,7 +272,7 @@ func (o *Options) checkContext(ctx context.Context, cg cli.ClientGetter) (*SkewR
 // registry to an inventory.
 func (o *Options) evaluate(ctx context.Context, h cli.Header, inv pkgskew.Inventory) *SkewReport {
 	h.Kind = KindSkewReport
-	h.APIVersion = cli.APIVersion
+	h.APIVersion = cli.ReportAPIVersion(h.Kind)
 	fs, sum := pkgskew.Check(inv)
 	rep := &SkewReport{Header: h, Inventory: inv, Summary: Summary{CheckSummary: sum}}
 	now := o.deps.now()

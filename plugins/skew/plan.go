@@ -210,7 +210,7 @@ func (o *PlanOptions) Run(ctx context.Context) error {
 		}
 		h, inv = cli.NewHeader(KindPlanReport, md), got
 	}
-	h.APIVersion, h.Kind = cli.APIVersion, KindPlanReport
+	h.APIVersion, h.Kind = cli.ReportAPIVersion(KindPlanReport), KindPlanReport
 	if o.relMinors > 0 {
 		_, newest, ok := inv.APIServerVersions()
 		if !ok {

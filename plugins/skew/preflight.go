@@ -465,7 +465,7 @@ func (o *PreflightOptions) runFleet(ctx context.Context) error {
 			}
 		}
 		if o.Print.Structured() {
-			if err := cli.PrintStructured(o.Out, o.Print.Output, cli.ReportList{APIVersion: cli.APIVersion, Kind: KindPreflightReportList, Items: items}); err != nil {
+			if err := cli.PrintStructured(o.Out, o.Print.Output, cli.ReportList{APIVersion: cli.ReportAPIVersion(KindPreflightReportList), Kind: KindPreflightReportList, Items: items}); err != nil {
 				return err
 			}
 		} else {

@@ -133,7 +133,7 @@ func readSaved(path string, stdin func() ([]byte, error)) (*SkewReport, error) {
 		return nil, cli.InputFileErr("-f", path, fmt.Errorf("not a %s: %w", KindSkewReport, err))
 	}
 	if rep.Kind != KindSkewReport || !strings.HasPrefix(rep.APIVersion, cli.Group+"/") {
-		return nil, cli.InputFileErr("-f", path, fmt.Errorf("want a %s (%s), %s: save one with kubectl skew -o yaml > FILE", KindSkewReport, cli.APIVersion, gotKind(rep.Kind, rep.APIVersion)))
+		return nil, cli.InputFileErr("-f", path, fmt.Errorf("want a %s (%s), %s: save one with kubectl skew -o yaml > FILE", KindSkewReport, cli.ReportAPIVersion(KindSkewReport), gotKind(rep.Kind, rep.APIVersion)))
 	}
 	// A report without an apiserver version still holds pools and
 	// components worth judging; only one without any of them is no
