@@ -119,11 +119,12 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		asgOnlyAMI(file),
 		asgRetain(reg),
 		asgPutHook(reg),
-		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}' --query InstanceRefreshId --output text)`, reg))...)
+		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}' --query InstanceRefreshId --output text)`, reg),
+		"LATE=")...)
 	b.cut()
 	status := refreshStatus(reg)
-	b.add(fmt.Sprintf("# watch the refresh to its end: drain the node of each instance waiting to terminate, then let it go; pause it (cancel) when more than %s of the pool are NotReady", Nodes(asgBatch(r.pools[s.Pool].Nodes))),
-		r.asgWatch(s, sel, gpu))
+	b.add(fmt.Sprintf("# watch the refresh to its end: drain the node of each instance waiting to terminate, then let it go; pause it (cancel) when more than %s of the pool are NotReady; roll it back when its new instances have not become Ready v%s nodes within 15 minutes", Nodes(asgBatch(r.pools[s.Pool].Nodes)), s.To),
+		r.asgWatch(s, sel, gpu, s.To))
 	b.cut()
 	then := []string{fmt.Sprintf("aws autoscaling delete-lifecycle-hook %s --auto-scaling-group-name \"$ASG\" --lifecycle-hook-name %s", reg, asgHook)}
 	gates := []string{status, `[ "$S" = Successful ]`}
@@ -181,8 +182,11 @@ func refreshStatus(reg string) string {
 // end (a rollback included): the node of each instance held in
 // Terminating:Wait is drained, GPU nodes with gang-drain, and the
 // instance let go; the refresh is cancelled when more than a batch of the
-// pool is NotReady.
-func (r *renderer) asgWatch(s Step, sel string, gpu bool) string {
+// pool is NotReady. With join set (the forward step's minor), the
+// instances launched from $NEW must become Ready nodes of that minor:
+// fifteen minutes with fewer Ready nodes than such InService instances
+// rolls the refresh back.
+func (r *renderer) asgWatch(s Step, sel string, gpu bool, join string) string {
 	reg := "--region " + sq(r.region)
 	describe := fmt.Sprintf("aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names \"$ASG\"", reg)
 	// kubectl drain takes several nodes (ResourceNames("nodes", args...)
@@ -201,8 +205,29 @@ func (r *renderer) asgWatch(s Step, sel string, gpu bool) string {
 	// instance is let go and terminated its Node is deleted: without a
 	// cloud controller manager the dead Node would stay, NotReady, and
 	// count against the pause.
-	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do NODES=; IDS=; for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); if [ -z "$NODE" ]; then aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; echo "instance $I has no node with its aws:// provider ID: it cannot be drained, so the refresh is cancelled; the hook keeps the instance (Terminating:Wait, then retained) until it is drained by hand" >&2; break 2; fi; aws autoscaling record-lifecycle-action-heartbeat %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I"; NODES="$NODES $NODE"; IDS="$IDS $I"; done; if [ -n "$IDS" ] && %s; then for I in $IDS; do aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; aws ec2 wait instance-terminated %s --instance-ids $IDS && kubectl delete node $NODES --ignore-not-found; fi; [ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
-		refreshStatus(reg), waiting, reg, reg, asgHook, drain, reg, asgHook, reg, sel, asgBatch(r.pools[s.Pool].Nodes), reg)
+	return fmt.Sprintf(`while %s && case "$S" in Pending|InProgress|Baking|Cancelling|RollbackInProgress) true;; *) false;; esac; do NODES=; IDS=; for I in %s; do NODE=$(kubectl get nodes -o custom-columns=NAME:.metadata.name,ID:.spec.providerID --no-headers | awk -v i="$I" '$2 ~ ("/" i "$") {print $1}'); if [ -z "$NODE" ]; then aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; echo "instance $I has no node with its aws:// provider ID: it cannot be drained, so the refresh is cancelled; the hook keeps the instance (Terminating:Wait, then retained) until it is drained by hand" >&2; break 2; fi; aws autoscaling record-lifecycle-action-heartbeat %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I"; NODES="$NODES $NODE"; IDS="$IDS $I"; done; if [ -n "$IDS" ] && %s; then for I in $IDS; do aws autoscaling complete-lifecycle-action %s --auto-scaling-group-name "$ASG" --lifecycle-hook-name %s --instance-id "$I" --lifecycle-action-result CONTINUE; done; aws ec2 wait instance-terminated %s --instance-ids $IDS && kubectl delete node $NODES --ignore-not-found; fi; %s[ "$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /NotReady/' | wc -l)" -le %d ] || [ "$S" != InProgress ] || aws autoscaling cancel-instance-refresh %s --auto-scaling-group-name "$ASG"; sleep 30; done`,
+		refreshStatus(reg), waiting, reg, reg, asgHook, drain, reg, asgHook, reg, asgJoined(describe, reg, sel, join), sel, asgBatch(r.pools[s.Pool].Nodes), reg)
+}
+
+// asgJoined is the watch's check that the replacements join: the refresh
+// counts an instance healthy once EC2's status checks pass ("Health checks
+// for instances in an Auto Scaling group", EC2 Auto Scaling user guide),
+// and CheckpointDelay only waits ("the amount of time ... to wait after a
+// checkpoint before continuing", start-instance-refresh, aws-cli 1.45.11
+// help), so a node image whose kubelet never joins would replace the whole
+// pool. InService instances launched from $NEW (describe-auto-scaling-groups
+// Instances[].LaunchTemplate.Version and LifecycleState) are compared with
+// the pool's Ready nodes at the target minor; behind for more than 15
+// minutes while the refresh is InProgress, it is rolled back
+// (rollback-instance-refresh: "Cancels an instance refresh that is in
+// progress and rolls back any changes that it made"). Empty for the
+// rollback's own watch.
+func asgJoined(describe, reg, sel, join string) string {
+	if join == "" {
+		return ""
+	}
+	minor := strings.ReplaceAll(join, ".", `\.`)
+	return fmt.Sprintf(`UP=$(%s --query "length(AutoScalingGroups[0].Instances[?LaunchTemplate.Version=='$NEW' && LifecycleState=='InService'])" --output text); case "$UP" in ''|*[!0-9]*) UP=0;; esac; JOINED=$(kubectl get nodes -l %s --no-headers | awk '$2 ~ /^Ready/ && $5 ~ /^v%s\./' | wc -l); if [ "$JOINED" -ge "$UP" ]; then LATE=; elif [ -z "$LATE" ]; then LATE=$(date +%%s); elif [ $(( $(date +%%s) - LATE )) -gt 900 ] && [ "$S" = InProgress ]; then aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG"; echo "$UP instances launched from launch template version $NEW are InService but $JOINED nodes of the pool are Ready at v%s after 15 minutes: the new image does not join, so the refresh is rolled back" >&2; fi; `, describe, sel, minor, reg, join)
 }
 
 // asgBack is an ASG pool's way back. A refresh still running is rolled
@@ -236,7 +261,7 @@ func (r *renderer) asgBack(s Step) blocks {
 		asgPutHook(reg),
 		fmt.Sprintf(`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG";; *) REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}}" --preferences '{"MinHealthyPercentage":80,"SkipMatching":true}' --query InstanceRefreshId --output text);; esac`, reg, reg))...)
 	b.cut()
-	b.add("# watch it to its end, draining as the step did:", r.asgWatch(s, sel, gpu))
+	b.add("# watch it to its end, draining as the step did:", r.asgWatch(s, sel, gpu, ""))
 	b.cut()
 	// The old nodes come back at the kubelet minor they ran before the
 	// step (its From), not one minor below its To.

@@ -86,6 +86,7 @@ aws() { echo "aws $*" >> "$D/calls"
   LaunchTemplateVersion.VersionNumber) echo 8;;
   InstanceRefreshId) echo r-1;;
   'Images[0].State') cat "$D/image" 2>/dev/null || echo None;;
+  length*) cat "$D/up" 2>/dev/null;;
   esac; }
 kubectl() { echo "kubectl $*" >> "$D/calls"
   case "$*" in
@@ -93,6 +94,7 @@ kubectl() { echo "kubectl $*" >> "$D/calls"
   "get nodes -l "*) cat "$D/notready" 2>/dev/null;;
   esac; }
 sleep() { :; }
+date() { n=$(cat "$D/clock" 2>/dev/null || echo 1000); echo $((n+600)) > "$D/clock"; echo "$n"; }
 `
 
 // runASG runs script after the stubs with files in a new $D, and returns
@@ -296,5 +298,39 @@ func TestASGWatchDrainsWaitingInstancesAtOnce(t *testing.T) {
 		"kubectl delete node h100-a-1 h100-a-2 --ignore-not-found")
 	if n := strings.Count(calls, "gang-drain run"); n != 1 {
 		t.Errorf("%d drains, want one for both nodes:\n%s", n, calls)
+	}
+}
+
+// The forward watch rolls the refresh back when instances launched from
+// the new version are InService but do not become Ready nodes at the
+// target minor within 15 minutes (each date call here is 10 minutes
+// later); nodes that join keep it going, and the rollback's own watch has
+// no such check.
+func TestASGWatchRollsBackWhenTheImageDoesNotJoin(t *testing.T) {
+	s := lastStepOf(t, asgPlan(t, awsKubeadm(t), map[string]string{"gpu-h100": "gpu-h100-asg"}), PhaseNodePool, "gpu-h100")
+	watch := "NEW=9; " + asgWatchOf(t, s.Blocks)
+	for _, tc := range []struct {
+		name, ready string
+		rollback    bool
+	}{
+		{"two InService, none joined", "h100-a-1   NotReady   <none>   3m   v1.38.2\nh100-a-2   Ready   <none>   90d   v1.37.4\n", true},
+		{"two InService, two joined", "h100-a-1   Ready   <none>   3m   v1.38.2\nh100-a-2   Ready   <none>   4m   v1.38.2\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls, out, err := runASG(t, watch, map[string]string{"passes": "4", "up": "2\n", "notready": strings.ReplaceAll(tc.ready, `\n`, "\n"), "nodes": ""})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			wantInOrder(t, "calls", calls, `length(AutoScalingGroups[0].Instances[?LaunchTemplate.Version=='9' && LifecycleState=='InService'])`)
+			if got := strings.Contains(calls, "aws autoscaling rollback-instance-refresh --region us-east-2 --auto-scaling-group-name gpu-h100-asg"); got != tc.rollback {
+				t.Errorf("rollback-instance-refresh called: %v, want %v\n%s\n%s", got, tc.rollback, calls, out)
+			}
+			if tc.rollback && !strings.Contains(out, "2 instances launched from launch template version 9 are InService but 0 nodes of the pool are Ready at v1.38") {
+				t.Errorf("no reason given:\n%s", out)
+			}
+		})
+	}
+	if w := asgWatchOf(t, s.Rollback.Blocks); strings.Contains(w, "rollback-instance-refresh") {
+		t.Errorf("the rollback's watch rolls back itself:\n%s", w)
 	}
 }
