@@ -45,7 +45,7 @@ func TestCRDMigrateClient(t *testing.T) {
 		t.Fatalf("status report: %v\n%s", err, r)
 	}
 	it := st.Items[0]
-	if it.Verdict != "MigrationNeeded" || it.Objects != int64(f.objects) || it.StorageVersion != "v2" || !slices.Equal(it.StoredVersions, []string{"v1", "v2"}) || it.Conversion != "None" {
+	if it.Verdict != "warn" || it.Objects != int64(f.objects) || it.StorageVersion != "v2" || !slices.Equal(it.StoredVersions, []string{"v1", "v2"}) || it.Conversion != "None" {
 		t.Errorf("status item = %+v", it)
 	}
 	if st.Summary.InTreeAPI != "storagemigration.k8s.io/v1" {
