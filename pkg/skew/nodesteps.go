@@ -265,12 +265,15 @@ func (r *renderer) lastPoolStepOfHop(s Step) bool {
 }
 
 // onNode is the upgrade of one node in place, run on the node: a block of
-// its own (or one alternative per OS family), pasted on each node.
-func (r *renderer) onNode(s Step) blocks {
+// its own (or one alternative per OS family), pasted on each node. on is
+// the line that says which nodes, and nodes their kubectl resource (node
+// "$NODE", nodes -l SELECTOR) for a step run here between two on the
+// nodes.
+func (r *renderer) onNode(s Step, on, nodes string) blocks {
 	var b blocks
 	switch r.prov {
 	case ProviderKubeadm:
-		kubeadmNode(&b, packageManager(r.pools[s.Pool].OSImages), s.From, s.To, s.ControlPlane, r.firstCP())
+		kubeadmNode(&b, packageManager(r.pools[s.Pool].OSImages), s.From, s.To, s.ControlPlane, r.firstCP(), on, nodes)
 	case ProviderK3s:
 		b.add(k3sInstall("agent", s.To)...)
 	case ProviderRKE2:
@@ -299,7 +302,7 @@ func (r *renderer) inPlaceNodes(s Step, sel string) blocks {
 		fmt.Sprintf(`kubectl drain "$NODE" --ignore-daemonsets --delete-emptydir-data --timeout=%s`, selfDrainTimeout))
 	b.cut()
 	b.add("# on $NODE:")
-	b.join(r.onNode(s))
+	b.join(r.onNode(s, "# on $NODE:", `node "$NODE"`))
 	b.cut()
 	b.add("# here:", `kubectl uncordon "$NODE"`)
 	b.cut()
@@ -379,12 +382,12 @@ func (r *renderer) inPlaceUnits(s Step, sel string) blocks {
 	b.add(intro...)
 	b.add(r.unitPDB(unitSel), r.gangDrain(unitSel, run))
 	b.cut()
-	each := "# on each node of the unit (kubectl get nodes -l " + unitSel + " -o name):"
+	each, nodes := "# on each node of the unit (kubectl get nodes -l "+unitSel+" -o name):", "nodes -l "+unitSel
 	if unitSel == "" {
-		each = "# on each node of $NODES:"
+		each, nodes = "# on each node of $NODES:", "node $NODES"
 	}
 	b.add(each)
-	b.join(r.onNode(s))
+	b.join(r.onNode(s, each, nodes))
 	b.cut()
 	// The unit's gangs come back only to nodes that pass validation.
 	if unitSel == "" {

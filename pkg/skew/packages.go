@@ -118,7 +118,7 @@ func byManager(b *blocks, pm string, lines func(pm string) []string) {
 // the control plane: two minors behind at most. A node further behind has
 // no supported path in place, and is reprovisioned at the target instead
 // (kubeadmRejoin).
-func kubeadmNode(b *blocks, pm, from, to, cp, cpNode string) {
+func kubeadmNode(b *blocks, pm, from, to, cp, cpNode, on, nodes string) {
 	f, err1 := ParseVersion(from)
 	t, err2 := ParseVersion(to)
 	if err1 != nil || err2 != nil || t.MinorsAfter(f) < 1 {
@@ -129,7 +129,7 @@ func kubeadmNode(b *blocks, pm, from, to, cp, cpNode string) {
 		c = t
 	}
 	if c.MinorsAfter(f.AddMinors(1)) > 1 {
-		kubeadmRejoin(b, pm, f, t, cpNode)
+		kubeadmRejoin(b, pm, f, t, cpNode, on, nodes)
 		return
 	}
 	if n := t.MinorsAfter(f); n > 1 {
@@ -145,7 +145,7 @@ func kubeadmNode(b *blocks, pm, from, to, cp, cpNode string) {
 // https://kubernetes.io/docs/reference/setup-tools/kubeadm/kubeadm-token/).
 // The Node object is not deleted, so its labels (the pool, the fabric
 // unit) stay, and the kubelet registers to it again.
-func kubeadmRejoin(b *blocks, pm string, f, t Version, cpNode string) {
+func kubeadmRejoin(b *blocks, pm string, f, t Version, cpNode, on, nodes string) {
 	from, to := f.MinorString(), t.MinorString()
 	b.add(fmt.Sprintf("# %s minors behind %s: upgrading in place would run kubeadm %s against a %s control plane, outside kubeadm's skew (\"the same version as kubeadm or one version older\"), so the node is reprovisioned at v%s: reset, packages of %s, join again (the Node object and its labels stay)", fmt.Sprint(t.MinorsAfter(f)), to, f.AddMinors(1).MinorString(), to, to, to),
 		fmt.Sprintf("# on %s, a control-plane node: a join command valid two hours (it holds a bootstrap token: keep it out of logs)", cpNode),
@@ -155,10 +155,22 @@ func kubeadmRejoin(b *blocks, pm string, f, t Version, cpNode string) {
 		lines := []string{"sudo kubeadm reset --force"}
 		lines = append(lines, repoSwitch(pm, from, to)...)
 		lines = append(lines, install(pm, to, true, "kubeadm", "kubelet", "kubectl")...)
-		lines = append(lines, "sudo systemctl daemon-reload",
-			"sudo kubeadm join "+sq("<control-plane-endpoint>")+" --token "+sq("<token>")+" --discovery-token-ca-cert-hash "+sq("<ca-cert-hash>")+"   # the values kubeadm token create printed")
+		lines = append(lines, "sudo systemctl daemon-reload")
 		return chain(lines...)
 	})
+	// kubeadm join refuses a Node of its name whose Ready condition is
+	// True ("a Node with name %q and status %q already exists in the
+	// cluster. You must delete the existing Node or change the name of this
+	// new joining Node": cmd/kubeadm/app/cmd/phases/join/kubelet.go), and
+	// the Node stays Ready until the node lifecycle controller has missed
+	// its heartbeats for node-monitor-grace-period after reset stopped the
+	// kubelet; the Node is kept (its labels), so the join waits for that.
+	b.cut()
+	b.add("# here, once the nodes are reset: the control plane sees each reset node's kubelet stopped (its Ready condition Unknown) before it joins again, since kubeadm join refuses a Node of its name that is still Ready",
+		"kubectl wait "+nodes+" --for=condition=Ready=Unknown --timeout=5m")
+	b.cut()
+	b.add(on,
+		"sudo kubeadm join "+sq("<control-plane-endpoint>")+" --token "+sq("<token>")+" --discovery-token-ca-cert-hash "+sq("<ca-cert-hash>")+"   # the values kubeadm token create printed")
 }
 
 func kubeadmNodeWith(pm string, f, t Version) []string {

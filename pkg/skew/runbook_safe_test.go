@@ -596,7 +596,25 @@ func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
 			inv := Inventory{Server: ServerVersion{GitVersion: tc.cp}, Components: []Component{comp(KindAPIServer, "kube-apiserver-cp-0", tc.cp)},
 				Pools:    []Pool{{Name: "cpu", Label: "gpufleet.dev/pool", Nodes: 2, Versions: []VersionCount{{Version: tc.from, Nodes: 2}}, GPUNodes: new(int), OSImages: []string{"Ubuntu 24.04.3 LTS"}}},
 				Platform: &Platform{ControlPlanePods: 1}}
-			c := cmds(stepOf(t, planOf(t, inv, "v1.37", ""), PhaseNodePool, "cpu"))
+			st := stepOf(t, planOf(t, inv, "v1.37", ""), PhaseNodePool, "cpu")
+			c := cmds(st)
+			if tc.reprovision {
+				// kubeadm join refuses a Node of its name that is still
+				// Ready: the reset, the wait here and the join are three
+				// blocks in that order.
+				at := func(want string) int {
+					for i, b := range st.Blocks {
+						if strings.Contains(strings.Join(b.Commands, "\n"), want) {
+							return i
+						}
+					}
+					return -1
+				}
+				reset, wait, join := at("sudo kubeadm reset --force"), at(`kubectl wait node "$NODE" --for=condition=Ready=Unknown --timeout=5m`), at("sudo kubeadm join ")
+				if !(reset >= 0 && reset < wait && wait < join) || at("sudo kubeadm join ") == reset {
+					t.Errorf("blocks of the reset %d, the wait for Ready=Unknown %d and the join %d, want three in that order:\n%s", reset, wait, join, c)
+				}
+			}
 			if n := strings.Count(c, "sudo kubeadm upgrade node"); n != tc.upgrades {
 				t.Errorf("%d kubeadm upgrade node, want %d:\n%s", n, tc.upgrades, c)
 			}
