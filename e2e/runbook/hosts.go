@@ -614,11 +614,23 @@ func (h *Hosts) kubeadm(args []string, n *Node) (string, error) {
 		n.Host.ControlPlane = v
 		w.ControlPlane = v
 		check += ", version policy against the cluster at v" + w.ControlPlane
+	case "kubeadm reset":
+		n.Host.Reset = true
 	case "kubeadm join":
 		// A reset node joins with the kubelet its packages installed.
 		if p.ControlPlane {
 			return check, fmt.Errorf("kubeadm join on %s, a control-plane node: the runbook rejoins workers only", n.Name)
 		}
+		// kubeadm join refuses a Node of its name whose Ready condition
+		// is True (cmd/kubeadm/app/cmd/phases/join/kubelet.go: "a Node
+		// with name %q and status %q already exists in the cluster"); the
+		// lane's Node is Unknown only once a reset was seen by the
+		// control plane (Mirror.Sync), so a join pasted without the
+		// reset first is refused.
+		if !n.Host.Reset {
+			return check, fmt.Errorf("kubeadm join on %s: a Node with name %q and status \"Ready\" already exists in the cluster (no kubeadm reset stopped its kubelet)", n.Name, n.Name)
+		}
+		n.Host.Reset = false
 		n.Kubelet = n.Host.Kubelet
 	case "kubeadm upgrade node":
 		if p.ControlPlane {

@@ -110,9 +110,11 @@ func (m *Mirror) Sync(ctx context.Context) error {
 	w := m.World
 	w.Lock()
 	want := map[string]string{}
+	reset := map[string]bool{}
 	for _, p := range w.Pools {
 		for _, n := range p.Nodes {
 			want[n.Name] = kubeletVersion(w.Provider, n.Kubelet)
+			reset[n.Name] = n.Host.Reset
 		}
 	}
 	pods := m.staticPods()
@@ -123,6 +125,19 @@ func (m *Mirror) Sync(ctx context.Context) error {
 	}
 	for i := range l.Items {
 		n := &l.Items[i]
+		// A node whose kubelet kubeadm reset stopped: the node lifecycle
+		// controller marks its Ready condition Unknown once
+		// node-monitor-grace-period passes without a heartbeat; the lane
+		// writes that at once (KWOK's heartbeat may set it True again
+		// later, which a kubectl wait already running has seen past).
+		if reset[n.Name] && readyStatus(n) != corev1.ConditionUnknown {
+			patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
+				"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.",
+				"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}})
+			if _, err := m.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+				return fmt.Errorf("patch node %s: %w", n.Name, err)
+			}
+		}
 		v, ok := want[n.Name]
 		if !ok || n.Status.NodeInfo.KubeletVersion == v {
 			continue
@@ -409,4 +424,14 @@ func wait(ctx context.Context, what string, cond func(context.Context) (bool, er
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// readyStatus is the status of n's Ready condition, "" without one.
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
 }

@@ -81,6 +81,9 @@ type Host struct {
 	// EnvWiped: the k3s installer rewrote the agent's env file without
 	// its K3S_URL and K3S_TOKEN.
 	EnvWiped bool `json:"envWiped,omitempty"`
+	// Reset: kubeadm reset stopped the node's kubelet and it has not
+	// joined again; the control plane sees its Ready condition Unknown.
+	Reset bool `json:"reset,omitempty"`
 }
 
 // Pool is a node pool: an EKS managed node group, a GKE node pool, an AKS
