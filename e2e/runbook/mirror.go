@@ -130,10 +130,15 @@ func (m *Mirror) Sync(ctx context.Context) error {
 		// node-monitor-grace-period passes without a heartbeat; the lane
 		// writes that at once (KWOK's heartbeat may set it True again
 		// later, which a kubectl wait already running has seen past).
-		if reset[n.Name] && readyStatus(n) != corev1.ConditionUnknown {
-			patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
-				"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.",
-				"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}})
+		// Joined again, its kubelet posts Ready True.
+		st := readyStatus(n)
+		if (reset[n.Name] && st != corev1.ConditionUnknown) || (!reset[n.Name] && st == corev1.ConditionUnknown) {
+			cond := map[string]any{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.",
+				"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+			if !reset[n.Name] {
+				cond["status"], cond["reason"], cond["message"] = "True", "KubeletReady", "kubelet is posting ready status"
+			}
+			patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{cond}}})
 			if _, err := m.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 				return fmt.Errorf("patch node %s: %w", n.Name, err)
 			}
