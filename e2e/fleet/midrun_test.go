@@ -39,7 +39,9 @@ import (
 // to completion once, no other step runs again, and the evidence records
 // one end of the drain (attempt 1's record says it was abandoned).
 func TestFleetStepPodDeletedMidDrain(t *testing.T) {
-	t.Parallel()
+	// Not parallel: TestFleetResumesAfterKills and TestFleetClosedWindowWaits
+	// run beside each other on the training cluster and canary, and a reset
+	// of the same pools from here raced them.
 	e := env(t)
 	e.resetPools(t, training)
 	ctx := context.Background()
@@ -282,7 +284,9 @@ func argvHas(argv []string, flag, value string) bool {
 // in the copy; the run completes with every step of both clusters done
 // once.
 func TestFleetResubmittedMidRun(t *testing.T) {
-	t.Parallel()
+	// Not parallel: TestFleetResumesAfterKills and TestFleetClosedWindowWaits
+	// run beside each other on the training cluster and canary, and a reset
+	// of the same pools from here raced them.
 	e := env(t)
 	e.resetPools(t, canary, prod)
 	ctx := context.Background()

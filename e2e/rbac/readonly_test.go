@@ -74,7 +74,7 @@ func TestSkewRole(t *testing.T) {
 	const bin = "kubectl-skew"
 	flows := map[string]flow{
 		"check":     {args: []string{"-o", "json"}},
-		"preflight": {args: []string{"preflight", "--target", "v1.37", "--calendar", cal, "-o", "json"}},
+		"preflight": {args: []string{"preflight", "--target", "v1.37", "--calendar", cal, "--workload-identity", "-o", "json"}},
 	}
 	adminCodes(t, cp, bin, flows, 0, 1)
 	if flows["preflight"].code != 1 {
@@ -114,6 +114,7 @@ func TestSkewRole(t *testing.T) {
 		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list customresourcedefinitions", "source crds not read"}},
 		{flow: "preflight", code: 1, also: []string{"forbidden: cannot read webhook services"}},
 		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list namespaces"}},
+		{flow: "preflight", code: 1, also: []string{"cannot list serviceaccounts"}},
 		{flow: "preflight", code: 1, also: []string{"Warning events in kube-system not read"}},
 	})
 }
