@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,10 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpufleet/upgrade-plugins/pkg/checkpoint"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetrun"
 )
 
@@ -46,30 +42,9 @@ func TestFleetStepPodDeletedMidDrain(t *testing.T) {
 	e.resetPools(t, training)
 	ctx := context.Background()
 	g := e.trainingGang(t, "podgone-gang", nil)
-	var asked atomic.Int32
-	checkpointing := make(chan struct{})
-	release := make(chan struct{})
-	var once sync.Once
-	dyn, err := dynamic.NewForConfig(e.planes[training].Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
+	sc, stop := e.slowCheckpoint(t, ctx, g, "200")
 	defer stop()
-	r := &checkpoint.Responder{Client: dyn, Keys: checkpoint.DefaultKeys(),
-		Target:       checkpoint.Target{Resource: jobsetGVR, Namespace: g.ns, Name: g.name},
-		PollInterval: 200 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond,
-		Checkpoint: func(ctx context.Context, _ checkpoint.Request) (checkpoint.Result, error) {
-			asked.Add(1)
-			once.Do(func() { close(checkpointing) })
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return checkpoint.Result{}, ctx.Err()
-			}
-			return checkpoint.Result{Step: "200", URI: "s3://ckpt/podgone-gang/step-200"}, nil
-		}}
-	go func() { _ = r.Run(rctx) }()
+	checkpointing, release, asked := sc.checkpointing, sc.release, &sc.asked
 
 	rings := `  - {name: training, selector: {matchLabels: {gpufleet.dev/ring: training}}}`
 	s := e.newScenario(t, "podgone", "file://"+t.TempDir()+"/store", rings, "")

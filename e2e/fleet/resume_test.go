@@ -5,6 +5,7 @@ package fleete2e
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,28 +35,9 @@ func TestFleetResumesAfterKills(t *testing.T) {
 	g := e.trainingGang(t, "resume-gang", nil)
 	// The gang speaks checkpoint-and-yield and takes its time: its
 	// checkpoint finishes when the test says so.
-	checkpointing := make(chan struct{})
-	release := make(chan struct{})
-	var once sync.Once
-	dyn, err := dynamic.NewForConfig(e.planes[training].Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
+	sc, stop := e.slowCheckpoint(t, ctx, g, "100")
 	defer stop()
-	r := &checkpoint.Responder{Client: dyn, Keys: checkpoint.DefaultKeys(),
-		Target:       checkpoint.Target{Resource: jobsetGVR, Namespace: g.ns, Name: g.name},
-		PollInterval: 200 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond,
-		Checkpoint: func(ctx context.Context, _ checkpoint.Request) (checkpoint.Result, error) {
-			once.Do(func() { close(checkpointing) })
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return checkpoint.Result{}, ctx.Err()
-			}
-			return checkpoint.Result{Step: "100", URI: "s3://ckpt/resume-gang/step-100"}, nil
-		}}
-	go func() { _ = r.Run(rctx) }()
+	checkpointing, release := sc.checkpointing, sc.release
 
 	rings := `  - {name: training, selector: {matchLabels: {gpufleet.dev/ring: training}}}`
 	s := e.newScenario(t, "resume", "file://"+t.TempDir()+"/store", rings, "")
@@ -107,4 +89,39 @@ func TestFleetResumesAfterKills(t *testing.T) {
 	}
 	e.nodesUpgraded(t, training)
 	g.readmitted(t)
+}
+
+// slowCheckpoint answers g's checkpoint requests (checkpoint-and-yield, as
+// a trainer would) and finishes each at step only once release is closed:
+// checkpointing is closed at the first request, asked counts them. stop
+// ends the responder.
+type slowCheckpoint struct {
+	checkpointing, release chan struct{}
+	asked                  atomic.Int32
+}
+
+func (e *fleetEnv) slowCheckpoint(t *testing.T, ctx context.Context, g *gang, step string) (*slowCheckpoint, context.CancelFunc) {
+	t.Helper()
+	sc := &slowCheckpoint{checkpointing: make(chan struct{}), release: make(chan struct{})}
+	var once sync.Once
+	dyn, err := dynamic.NewForConfig(e.planes[training].Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	r := &checkpoint.Responder{Client: dyn, Keys: checkpoint.DefaultKeys(),
+		Target:       checkpoint.Target{Resource: jobsetGVR, Namespace: g.ns, Name: g.name},
+		PollInterval: 200 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond,
+		Checkpoint: func(ctx context.Context, _ checkpoint.Request) (checkpoint.Result, error) {
+			sc.asked.Add(1)
+			once.Do(func() { close(sc.checkpointing) })
+			select {
+			case <-sc.release:
+			case <-ctx.Done():
+				return checkpoint.Result{}, ctx.Err()
+			}
+			return checkpoint.Result{Step: step, URI: "s3://ckpt/" + g.name + "/step-" + step}, nil
+		}}
+	go func() { _ = r.Run(rctx) }()
+	return sc, stop
 }
