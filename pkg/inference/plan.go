@@ -430,6 +430,23 @@ func Compute(pool *Pool, o Options) *Plan {
 	return plan
 }
 
+// ETALine says the plan's ETA and what it is made of, as `run
+// --inference` says it before its first wave: the cold starts of the surge
+// and of each wave (bytes over bandwidth), each wave starting once the
+// previous one's replicas are Ready.
+func (p *Plan) ETALine() string {
+	var surge time.Duration
+	if p.Surge != nil {
+		surge = p.Surge.ColdStart
+	}
+	waves := "1 wave"
+	if len(p.Waves) != 1 {
+		waves = fmt.Sprintf("%d waves", len(p.Waves))
+	}
+	return fmt.Sprintf("ETA %s: surge %s + %s, each a cold start of bytes over hydrate bandwidth (scheduling, image pulls and evictions not included)",
+		p.ETA.Round(time.Second), surge.Round(time.Second), waves)
+}
+
 // displaced counts, per model, the Ready and all pods on nodes.
 func displaced(models []ModelPlan, nodes []string) (ready, all map[string]int32) {
 	ready, all = map[string]int32{}, map[string]int32{}

@@ -103,6 +103,10 @@ func TestComputeSurgeKeepsFloors(t *testing.T) {
 	if plan.ETA != 5*12*time.Second {
 		t.Errorf("ETA %s, want 1m0s", plan.ETA)
 	}
+	// What the run says before its first wave (and its dry run first).
+	if got, want := plan.ETALine(), "ETA 1m0s: surge 12s + 4 waves, each a cold start of bytes over hydrate bandwidth (scheduling, image pulls and evictions not included)"; got != want {
+		t.Errorf("ETALine() = %q, want %q", got, want)
+	}
 	mp := plan.Model("serving/llama")
 	if mp.PDBFloor != 2 || mp.MinServingFloor != 3 || mp.Floor != 3 {
 		t.Errorf("llama floors pdb %d min-serving %d floor %d, want 2 3 3", mp.PDBFloor, mp.MinServingFloor, mp.Floor)

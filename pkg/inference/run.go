@@ -182,6 +182,13 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		res.Steps = Steps(plan, runID, len(nodes))
 		return res, nil
 	}
+	// The ETA before the first wave, as the plan printed it (of the nodes
+	// left, on a resumed run).
+	eta := plan.ETALine()
+	if resumed {
+		eta = "resumed, the nodes left: " + eta
+	}
+	r.emit(gang.Event{Type: EventModel, Message: eta})
 	for _, n := range nodes {
 		var held []string
 		for _, mp := range plan.Models {
@@ -512,7 +519,7 @@ func (r *Runner) sample(ctx context.Context, plan *Plan) {
 
 // Steps describes what a run of plan would do, for a dry run.
 func Steps(plan *Plan, runID string, nodes int) []string {
-	out := []string{fmt.Sprintf("cordon the %d node(s) of the pool, recording run %s on each", nodes, runID)}
+	out := []string{plan.ETALine(), fmt.Sprintf("cordon the %d node(s) of the pool, recording run %s on each", nodes, runID)}
 	if plan.Surge != nil {
 		for _, mp := range plan.Models {
 			if add := plan.Surge.Added[mp.Key]; add > 0 {

@@ -160,7 +160,7 @@ func TestInferenceRunDryRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	for _, want := range []string{"surge: scale deployment serving/llama from 2 to 3 replicas (+1)", "wave 1: once every displaced replica is Ready elsewhere", "kubectl gang-drain restore gd-"} {
+	for _, want := range []string{"  ETA ", "surge: scale deployment serving/llama from 2 to 3 replicas (+1)", "wave 1: once every displaced replica is Ready elsewhere", "kubectl gang-drain restore gd-"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
