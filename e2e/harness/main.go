@@ -92,6 +92,15 @@ func (cp *ControlPlane) Namespace(t testing.TB) string {
 	if len(base) > 40 {
 		base = strings.Trim(base[:40], "-")
 	}
+	return cp.NamespaceFrom(t, base)
+}
+
+// NamespaceFrom creates a namespace named base, a dash and a suffix the
+// apiserver generates, for a test whose output shows the namespace (the
+// test's name, Namespace's base, can be too long for a table), and
+// deletes it when the test ends.
+func (cp *ControlPlane) NamespaceFrom(t testing.TB, base string) string {
+	t.Helper()
 	ns, err := cp.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: base + "-", Labels: map[string]string{"gpufleet.dev/e2e": "true"}},
 	}, metav1.CreateOptions{})
