@@ -378,6 +378,31 @@ func TestInferencePoolPacedVersusPDBOnly(t *testing.T) {
 	if eta, wave := strings.Index(first.Stderr, "ETA 8s: surge 2s + 2 waves"), strings.Index(first.Stderr, "wave 1 of 2"); eta < 0 || wave < 0 || eta > wave {
 		t.Errorf("the run did not say the plan's ETA (8s) before wave 1:\n%s", first.Stderr)
 	}
+	// Restore finds the surge the interrupted run recorded on each
+	// Deployment and would scale back exactly that (a dry run: the run
+	// resumes below).
+	var stopped gangdrain.InferenceRunReport
+	if err := json.Unmarshal([]byte(first.Stdout), &stopped); err != nil || stopped.RunID == "" {
+		t.Fatalf("interrupted run's report: %v\n%s", err, first.Stdout)
+	}
+	r = plugintest.RunCmd(t, plugintest.Binary(t, bin), plugintest.Cmd{Args: []string{"restore", stopped.RunID, "--dry-run", "-o", "json", "--kubeconfig", cp.Kubeconfig}})
+	var dry gangdrain.RestoreReport
+	if err := json.Unmarshal([]byte(r.Stdout), &dry); err != nil || r.ExitCode != 0 {
+		t.Fatalf("restore --dry-run of the interrupted run: exit %d, %v\n%s", r.ExitCode, err, r)
+	}
+	if len(dry.Surges) != len(models) {
+		t.Errorf("restore --dry-run: %d surges, want %d: %+v", len(dry.Surges), len(models), dry.Surges)
+	}
+	for _, o := range dry.Surges {
+		if o.Action != inference.ActionWouldScaleBack || o.Surge != 1 || o.ReplicasNow != 5 || o.ReplicasAfter != 4 {
+			t.Errorf("restore --dry-run of %s: %+v, want would-scale-back by 1 from 5 to 4", o.Deployment, o)
+		}
+	}
+	for _, m := range models {
+		if d, err := cp.Client.AppsV1().Deployments(ns).Get(ctx, m.name, metav1.GetOptions{}); err != nil || *d.Spec.Replicas != m.replicas+1 {
+			t.Errorf("deployment %s after restore --dry-run: %v, want %d replicas", m.name, err, m.replicas+1)
+		}
+	}
 	r = plugintest.RunCmd(t, plugintest.Binary(t, bin), plugintest.Cmd{Timeout: 3 * time.Minute, Args: runArgs})
 	t.Logf("$ kubectl gang-drain run --inference %s %s (again) -> exit %d (%s)\n%s", sel, strings.Join(flags, " "), r.ExitCode, r.Duration.Round(time.Millisecond), r.Stderr)
 	if r.ExitCode != 0 {
