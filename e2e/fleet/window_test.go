@@ -43,6 +43,10 @@ func TestFleetClosedWindowWaits(t *testing.T) {
 	if g := states[canary].Step("gate"); g.Attempt != 0 || len(g.History) != 0 || len(g.Evidence) != 0 || states[canary].AdmittedAt != nil {
 		t.Errorf("waiting for the window, the gate has attempt %d, history %+v, evidence %v, admitted %v: want nothing written", g.Attempt, g.History, g.Evidence, states[canary].AdmittedAt)
 	}
+	// The wait is recorded once, with its reason and the opening.
+	if w := states[canary].Step("gate").Waiting; w == nil || w.Reason != "window" || w.Until == nil || !w.Until.Equal(open) {
+		t.Errorf("waiting for the window, the gate's record says %+v: want waiting on the window until %s", w, open.Format(time.RFC3339))
+	}
 	s.waitPhase(t, "Succeeded", 8*time.Minute)
 	_, states = s.states(t)
 	c := states[canary]
@@ -50,8 +54,8 @@ func TestFleetClosedWindowWaits(t *testing.T) {
 		t.Errorf("admitted at %v, window opens at %s", c.AdmittedAt, open)
 	}
 	g := c.Step("gate")
-	if g.Attempt != 1 || g.Phase != "completed" || len(g.History) != 1 || g.History[0].ExitCode != 0 {
-		t.Errorf("gate: attempt %d, phase %s, history %+v: want one attempt, at the opening", g.Attempt, g.Phase, g.History)
+	if g.Attempt != 1 || g.Phase != "completed" || len(g.History) != 1 || g.History[0].ExitCode != 0 || g.Waiting != nil {
+		t.Errorf("gate: attempt %d, phase %s, history %+v, waiting %+v: want one attempt, at the opening, and no wait left", g.Attempt, g.Phase, g.History, g.Waiting)
 	}
 	t.Logf("the gate was asked %d times without an attempt, then admitted canary at %s (window %s)", s.gatePods(t, canary), c.AdmittedAt.Format(time.RFC3339), open.Format(time.RFC3339))
 	e.nodesUpgraded(t, canary)

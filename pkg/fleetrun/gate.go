@@ -208,7 +208,7 @@ func (p *Programme) gateCluster(ctx context.Context, cluster string, admit bool)
 		return nil, cli.Usagef("cluster %s is not in run %s", cluster, p.Plan.Run)
 	}
 	g := p.newGate(cp.Ring, cluster)
-	ds, states, err := p.readRun(ctx)
+	ds, states, err := p.readRun(ctx, func(c string) bool { return c == cluster })
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +356,7 @@ func (p *Programme) GateRing(ctx context.Context, ring string) (*GateReport, err
 		return nil, cli.Usagef("ring %s is not in run %s", ring, p.Plan.Run)
 	}
 	g := p.newGate(ring, "")
-	ds, states, err := p.readRun(ctx)
+	ds, states, err := p.readRun(ctx, func(c string) bool { cp, _ := p.Plan.Cluster(c); return cp != nil && cp.Ring == ring })
 	if err != nil {
 		return nil, err
 	}
@@ -439,14 +439,15 @@ func (p *Programme) soakCheck(g *GateReport, r *RingPlan, states map[string]*Clu
 	g.add("soak", "", CheckPass, "ring %s finished at %s, soak %s: open since %s", r.Name, last.Format(time.RFC3339), r.Soak, opens.Format(time.RFC3339))
 }
 
-// readRun reads the run's decisions and every cluster's state, which each
-// gate weighs.
-func (p *Programme) readRun(ctx context.Context) ([]Decision, map[string]*ClusterState, error) {
+// readRun reads the run's decisions and what each gate weighs of every
+// cluster: from the run's index, with the state files of the clusters
+// full names (readGateStates).
+func (p *Programme) readRun(ctx context.Context, full func(cluster string) bool) ([]Decision, map[string]*ClusterState, error) {
 	ds, err := ReadDecisions(ctx, p.Store, p.Plan.Run)
 	if err != nil {
 		return nil, nil, err
 	}
-	states, err := ReadStates(ctx, p.Store, p.Plan)
+	states, err := readGateStates(ctx, p.Store, p.Plan, full)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -457,7 +458,7 @@ func (p *Programme) readRun(ctx context.Context) ([]Decision, map[string]*Cluste
 // GateRun is the run-wide view: halts of the run and each ring's budget.
 func (p *Programme) GateRun(ctx context.Context) (*GateReport, error) {
 	g := p.newGate("", "")
-	ds, states, err := p.readRun(ctx)
+	ds, states, err := p.readRun(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -576,7 +577,7 @@ func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) e
 }
 
 func (p *Programme) admitLocked(ctx context.Context, g *GateReport, cp *ClusterPlan) error {
-	states, err := ReadStates(ctx, p.Store, p.Plan)
+	states, err := readGateStates(ctx, p.Store, p.Plan, func(c string) bool { return c == cp.Name })
 	if err != nil {
 		return err
 	}
@@ -590,8 +591,28 @@ func (p *Programme) admitLocked(ctx context.Context, g *GateReport, cp *ClusterP
 		g.add("caps", cp.Name, CheckPass, "admitted at %s", st.AdmittedAt.Format(time.RFC3339))
 		return nil
 	}
+	wait, fleet, gpus := p.capsWait(cp, states)
+	if wait != "" {
+		g.add("caps", cp.Name, CheckWait, "%s", wait)
+		return nil
+	}
+	now := p.now()
+	st.AdmittedAt, st.GPUs, st.Ring = &now, cp.GPUs, cp.Ring
+	if err := WriteState(ctx, p.Store, st); err != nil {
+		return err
+	}
+	g.add("caps", cp.Name, CheckPass, "admitted: %d of %s clusters, %d of %s GPUs in flight with it",
+		fleet+1, capText(p.Plan.MaxClustersInFlight), gpus+cp.GPUs, capText(p.Plan.MaxGPUsInFlight))
+	return nil
+}
+
+// capsWait says what holds cp out of flight under the caps ("" when
+// nothing does): the clusters in flight in the fleet and in its ring, its
+// DR partner, the GPUs in flight. fleet and gpus are what is in flight
+// without it.
+func (p *Programme) capsWait(cp *ClusterPlan, states map[string]*ClusterState) (wait string, fleet, gpus int) {
 	r, _ := p.Plan.Ring(cp.Ring)
-	fleet, ring, gpus := 0, 0, 0
+	ring := 0
 	var names []string
 	for _, c := range p.Plan.Clusters {
 		if s := states[c.Name]; s.InFlight() {
@@ -605,26 +626,15 @@ func (p *Programme) admitLocked(ctx context.Context, g *GateReport, cp *ClusterP
 	}
 	switch {
 	case p.Plan.MaxClustersInFlight > 0 && fleet >= p.Plan.MaxClustersInFlight:
-		g.add("caps", cp.Name, CheckWait, "%d clusters in flight (%s), the fleet's cap is %d", fleet, strings.Join(names, ", "), p.Plan.MaxClustersInFlight)
-		return nil
+		wait = fmt.Sprintf("%d clusters in flight (%s), the fleet's cap is %d", fleet, strings.Join(names, ", "), p.Plan.MaxClustersInFlight)
 	case r.MaxConcurrent > 0 && ring >= r.MaxConcurrent:
-		g.add("caps", cp.Name, CheckWait, "%d clusters of ring %s in flight, its cap is %d", ring, r.Name, r.MaxConcurrent)
-		return nil
+		wait = fmt.Sprintf("%d clusters of ring %s in flight, its cap is %d", ring, r.Name, r.MaxConcurrent)
 	case cp.DRPair != "" && drPartnerInFlight(p.Plan, states, cp) != "":
-		g.add("caps", cp.Name, CheckWait, "%s, the other half of DR pair %s, is in flight: the two are never upgraded at once", drPartnerInFlight(p.Plan, states, cp), cp.DRPair)
-		return nil
+		wait = fmt.Sprintf("%s, the other half of DR pair %s, is in flight: the two are never upgraded at once", drPartnerInFlight(p.Plan, states, cp), cp.DRPair)
 	case p.Plan.MaxGPUsInFlight > 0 && fleet > 0 && gpus+cp.GPUs > p.Plan.MaxGPUsInFlight:
-		g.add("caps", cp.Name, CheckWait, "%d GPUs in flight, %d more would pass the cap of %d", gpus, cp.GPUs, p.Plan.MaxGPUsInFlight)
-		return nil
+		wait = fmt.Sprintf("%d GPUs in flight, %d more would pass the cap of %d", gpus, cp.GPUs, p.Plan.MaxGPUsInFlight)
 	}
-	now := p.now()
-	st.AdmittedAt, st.GPUs, st.Ring = &now, cp.GPUs, cp.Ring
-	if err := WriteState(ctx, p.Store, st); err != nil {
-		return err
-	}
-	g.add("caps", cp.Name, CheckPass, "admitted: %d of %s clusters, %d of %s GPUs in flight with it",
-		fleet+1, capText(p.Plan.MaxClustersInFlight), gpus+cp.GPUs, capText(p.Plan.MaxGPUsInFlight))
-	return nil
+	return wait, fleet, gpus
 }
 
 // drPartnerInFlight is the other half of cp's DR pair when it is in

@@ -2,7 +2,6 @@ package fleetrun
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +22,8 @@ func (h *harness) evidenceOf(t *testing.T, cluster, step string) []string {
 
 // TestGateNotYetIsNoAttempt: a gate step held by the clock (a closed
 // window, a freeze) or by the store (an approval) starts no attempt and
-// writes nothing, however often it is asked; the clock's waits answer
+// writes no evidence, however often it is asked (its record says why it
+// waits); the clock's waits answer
 // with the next opening, the others with none. When the window opens the
 // first attempt is attempt 1.
 func TestGateNotYetIsNoAttempt(t *testing.T) {
@@ -40,8 +40,8 @@ func TestGateNotYetIsNoAttempt(t *testing.T) {
 		}
 		h.clock = h.clock.Add(15 * time.Minute)
 	}
-	if _, err := h.p.Store.Read(context.Background(), StateKey("r1", "prod-use1")); !errors.Is(err, ErrNotFound) {
-		t.Errorf("the waiting gate wrote the cluster's state (err %v)", err)
+	if w := h.state(t, "prod-use1").Step("gate").Waiting; w == nil || w.Reason != "window" || w.Until == nil || !w.Until.Equal(opens) {
+		t.Errorf("the waiting gate's record %+v: want waiting on the window until %s", w, opens)
 	}
 	if keys := h.evidenceOf(t, "prod-use1", "gate"); len(keys) != 0 {
 		t.Errorf("the waiting gate wrote evidence %v", keys)

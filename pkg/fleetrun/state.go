@@ -59,6 +59,9 @@ type ClusterState struct {
 	// seen is the state's bytes at version: what this process read or
 	// last wrote.
 	seen []byte
+	// summary marks a state made from the run's index (IndexEntry.state):
+	// what the gates weigh, not the state file, and never written.
+	summary bool
 }
 
 // InFlight reports whether the cluster holds a place under the caps.
@@ -122,10 +125,28 @@ type StepState struct {
 	// share it), so a repeated attempt resumes that run's state in the
 	// cluster.
 	RunID string `json:"runID,omitempty"`
+	// Waiting says why a step that has not started waits, while it does:
+	// written once per distinct reason, not at each ask (a gate's "not
+	// yet" is no attempt).
+	Waiting *StepWait `json:"waiting,omitempty"`
 	// Evidence lists the store keys of every attempt's evidence.
 	Evidence []string `json:"evidence,omitempty"`
 	// History has one line per ended attempt.
 	History []Attempt `json:"history,omitempty"`
+}
+
+// StepWait is why a step waits: "waiting until Until because Reason".
+type StepWait struct {
+	// Since is when it began to wait for this reason.
+	Since time.Time `json:"since"`
+	// Until is the next opening when only the clock ends the wait; unset
+	// when it waits for a change (a ring to finish, an approval, a place
+	// under the caps).
+	Until *time.Time `json:"until,omitempty"`
+	// Reason names the checks that hold it; Message is the first one's
+	// words.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // Attempt is one ended attempt of a step.
@@ -215,6 +236,12 @@ func FreezePlan(ctx context.Context, st Store, p *Plan, replace bool) (kept bool
 		return false, err
 	}
 	err = st.Create(ctx, PlanKey(p.Run), append(b, '\n'))
+	if err == nil {
+		// A new run: no cluster has a state yet, and its index says so.
+		// A plan kept or replaced leaves the index as it is (or a run
+		// planned before the index existed without one).
+		return false, CreateIndex(ctx, st, p)
+	}
 	if !errors.Is(err, ErrExists) {
 		return false, err
 	}
@@ -259,10 +286,30 @@ func ReadState(ctx context.Context, st Store, run, cluster, ring string) (*Clust
 // recovered here: when the store still holds exactly the bytes this
 // process last read or wrote, no one else has written since, and the
 // write goes again over the store's current version.
+//
+// A write that changes what the run's index says of the cluster
+// (summaryOf) keeps the index with it: the entry is marked pending before
+// the state is written and given the new summary after (IndexEntry).
 func WriteState(ctx context.Context, st Store, s *ClusterState) error {
+	if s.summary {
+		return fmt.Errorf("the state of cluster %s in run %s was read from the run's index and cannot be written", s.Cluster, s.Run)
+	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
+	}
+	old := ClusterState{Ring: s.Ring}
+	if s.seen != nil {
+		old = ClusterState{}
+		if err := json.Unmarshal(s.seen, &old); err != nil {
+			old = ClusterState{}
+		}
+	}
+	var token string
+	if !summaryOf(&old).same(summaryOf(s)) {
+		if token, err = indexBefore(ctx, st, s); err != nil {
+			return err
+		}
 	}
 	key, data := StateKey(s.Run, s.Cluster), append(b, '\n')
 	v, err := st.Update(ctx, key, data, s.version)
@@ -278,6 +325,7 @@ func WriteState(ctx context.Context, st Store, s *ClusterState) error {
 		return err
 	}
 	s.version, s.seen = v, data
+	indexAfter(ctx, st, s, token)
 	return nil
 }
 

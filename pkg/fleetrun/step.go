@@ -207,19 +207,31 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 	if s.Kind == StepGate && ss.Phase != PhaseInProgress {
 		// "Not yet" is not an attempt: a gate held by what the store and
 		// the clock say (an earlier ring, a soak, an approval, the
-		// window) starts none and writes nothing; its answer carries the
-		// next opening when the clock decides it. What needs the
-		// clusters or the caps runs as an attempt, with its evidence.
+		// window, the caps as the run's index has them) starts none and
+		// writes no evidence; its answer carries the next opening when
+		// the clock decides it, and the step's record says why it waits,
+		// once per distinct reason (waitOnce). What needs the clusters
+		// runs as an attempt, with its evidence, and the caps are decided
+		// again there under the run's lock.
 		g := p.newGate(cp.Ring, cluster)
-		ds2, states, err := p.readRun(ctx)
+		ds2, states, err := p.readRun(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
 		p.startChecks(g, cp, ds2, states)
 		g.finish()
+		if g.ExitCode == cli.ExitOK && !states[cluster].InFlight() {
+			if wait, _, _ := p.capsWait(cp, states); wait != "" {
+				g.add("caps", cluster, CheckWait, "%s", wait)
+				g.finish()
+			}
+		}
 		if g.ExitCode == cli.ExitIncomplete {
 			res.ExitCode, res.NextAt = g.ExitCode, g.NextAt
 			res.Message = "not yet: " + g.Reason()
+			if err := p.waitOnce(ctx, st, ss, g); err != nil {
+				return nil, err
+			}
 			return res, nil
 		}
 	}
@@ -262,6 +274,7 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		p.logf("%s/%s: attempt %d %s", cluster, stepName, ss.Attempt, msg)
 	}
 	ss.Attempt++
+	ss.Waiting = nil
 	ss.Phase, ss.InputsDigest, ss.Holder = PhaseInProgress, digest, p.holder()
 	ss.StartedAt, ss.FinishedAt, ss.Heartbeat, ss.Message, ss.ExitCode = &now, nil, &now, "", 0
 	if s.Kind == StepDrain || s.Kind == StepRestore {
@@ -353,6 +366,26 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 	return res, nil
 }
 
+// waitOnce records in the step's state why a gate step waits and until
+// when: "waiting until T because R", R the names of the checks that hold
+// it. The state is written only when that changes (another check holds
+// it, or the opening moves), so asking again every backoff interval
+// writes nothing.
+func (p *Programme) waitOnce(ctx context.Context, st *ClusterState, ss *StepState, g *GateReport) error {
+	var names []string
+	for _, c := range g.Checks {
+		if c.Result == CheckWait {
+			names = append(names, c.Name)
+		}
+	}
+	w := &StepWait{Since: p.now(), Until: g.NextAt, Reason: strings.Join(names, ", "), Message: g.Reason()}
+	if old := ss.Waiting; old != nil && old.Reason == w.Reason && sameTime(old.Until, w.Until) {
+		return nil
+	}
+	ss.Waiting = w
+	return claimWrite(ctx, p.Store, st)
+}
+
 // ExitLeftRun is `fleet step`'s exit code for a step that failed while its
 // ring's failure budget still had room: the cluster leaves the run (its
 // place in flight is free, its other steps do nothing) and the ring goes
@@ -370,7 +403,7 @@ const ExitLeftRun = 5
 // again).
 func (p *Programme) settleFailure(ctx context.Context, cp *ClusterPlan, st *ClusterState, stepName, message string, at time.Time) (int, string, error) {
 	r, _ := p.Plan.Ring(cp.Ring)
-	states, err := ReadStates(ctx, p.Store, p.Plan)
+	states, err := readGateStates(ctx, p.Store, p.Plan, nil)
 	if err != nil {
 		return 0, "", err
 	}

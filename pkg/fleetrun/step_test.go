@@ -117,6 +117,13 @@ func newHarness(t *testing.T, mutate func(*fleetfile.Fleet)) *harness {
 	f := loadFleet(t, mutate)
 	plan := mustPlan(t, f, infos(f, nil), monday0930)
 	plan.Run = "r1"
+	return harnessFor(t, plan)
+}
+
+// harnessFor freezes plan (run r1) in a new store, every cluster a fake
+// clientset with two Ready GPU nodes on kubelet 1.35.
+func harnessFor(t *testing.T, plan *Plan) *harness {
+	t.Helper()
 	st := tempStore(t)
 	if _, err := FreezePlan(context.Background(), st, plan, false); err != nil {
 		t.Fatal(err)

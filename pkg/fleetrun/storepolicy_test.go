@@ -142,7 +142,7 @@ func TestStepPodsPolicyCoversWhatStepsWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	written := slices.Clone(rec.written)
-	for _, want := range []string{"/state/", "/evidence/", "/halts/", "/gates/", "/ends/", "runs/r1/lock", "latest/"} {
+	for _, want := range []string{"/state/", "/evidence/", "/halts/", "/gates/", "/ends/", "runs/r1/lock", "runs/r1/index.json", "latest/"} {
 		if !slices.ContainsFunc(written, func(k string) bool { return strings.Contains(k, want) }) {
 			t.Errorf("the run wrote no key with %q (written: %v): the test does not cover it", want, written)
 		}
