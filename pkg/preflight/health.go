@@ -52,6 +52,12 @@ type HealthOptions struct {
 	// WorkloadIdentity runs the workload-identity gate (identity.go): a
 	// dry-run pod per ServiceAccount with an identity binding.
 	WorkloadIdentity bool
+	// EKSPodIdentity, with a Cluster, has the workload-identity gate list
+	// that EKS cluster's Pod Identity associations too.
+	EKSPodIdentity health.EKSPodIdentityAccess
+	// EKSClient replaces the client built from the SDK's default
+	// configuration (tests).
+	EKSClient health.EKSPodIdentityAPI
 }
 
 // HealthEvidence is what the health gates read, saved with the baseline.

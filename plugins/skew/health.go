@@ -40,6 +40,10 @@ type healthFlags struct {
 	NetworkPolicy bool
 	// WorkloadIdentity is --workload-identity.
 	WorkloadIdentity bool
+	// EKSCluster and EKSRegion name the EKS cluster whose Pod Identity
+	// associations the workload-identity gate lists.
+	EKSCluster string
+	EKSRegion  string
 
 	promqlChecks []health.PromQLCheck
 	cmd          *cobra.Command
@@ -69,6 +73,8 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.DurationVar(&f.SyntheticAppTimeout, "synthetic-app-timeout", f.SyntheticAppTimeout, "How long the synthetic app's pod may take to be Ready; still Pending then is UNKNOWN (no node ran it), running and not Ready is FAIL.")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", f.NetworkPolicy, "Run the network-policy gate: record every NetworkPolicy (and CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, Calico NetworkPolicy and GlobalNetworkPolicy where their CRDs are served) by a digest of its spec, and the enforcing CNI's DaemonSet; verify fails on a policy gone or changed and on that DaemonSet gone or not ready.")
 	fs.BoolVar(&f.WorkloadIdentity, "workload-identity", f.WorkloadIdentity, "Run the workload-identity gate: for each ServiceAccount annotated "+health.AnnotationEKSRoleARN+" or "+health.AnnotationAzureClientID+", send a pod with it as a server-side dry run (dryRun=All, nothing is created) and record the token volume and environment the identity webhook injected; for "+health.AnnotationGKEServiceAccount+", the GKE metadata server's DaemonSet. Verify fails naming the ServiceAccount whose pods no longer get what they got at the baseline. Needs create on pods (deploy/rbac/skew-probes.yaml).")
+	fs.StringVar(&f.EKSCluster, "eks-cluster", f.EKSCluster, "EKS cluster whose Pod Identity associations the workload-identity gate lists too (EKS API ListPodIdentityAssociations and DescribePodIdentityAssociation, with the AWS SDK's default credentials; IAM: eks:ListPodIdentityAssociations, eks:DescribePodIdentityAssociation): each association's ServiceAccount gets a dry-run pod, and verify fails naming an association gone or whose pods no longer get AWS_CONTAINER_CREDENTIALS_FULL_URI. Implies --workload-identity; unreachable (no credentials, access denied) is UNKNOWN with the reason.")
+	fs.StringVar(&f.EKSRegion, "eks-region", f.EKSRegion, "AWS region of --eks-cluster (default: AWS_REGION or the profile's region).")
 	_ = cmd.MarkFlagFilename("promql-checks", "yaml", "yml")
 	for _, n := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
 		_ = cmd.MarkFlagFilename(n, "crt", "pem", "key")
@@ -115,6 +121,9 @@ func (f *healthFlags) validate() error {
 			return cli.InputFileErr("--promql-checks", f.PromQLChecks, err)
 		}
 		f.promqlChecks = checks
+	}
+	if f.EKSRegion != "" && f.EKSCluster == "" && isPreflight {
+		return fmt.Errorf("--eks-region needs --eks-cluster")
 	}
 	if f.SyntheticAppPort < 1 || f.SyntheticAppPort > 65535 {
 		return fmt.Errorf("--synthetic-app-port must be 1-65535, got %d", f.SyntheticAppPort)
@@ -190,8 +199,21 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 	switch {
 	case f.changed("workload-identity"):
 		h.WorkloadIdentity = f.WorkloadIdentity
+	case f.EKSCluster != "":
+		h.WorkloadIdentity = true
 	case base != nil && base.WorkloadIdentity != nil:
 		h.WorkloadIdentity = true
+	}
+	// EKS Pod Identity: the flags name the cluster; verify without them
+	// lists the baseline's.
+	switch {
+	case f.EKSCluster != "":
+		h.EKSPodIdentity = health.EKSPodIdentityAccess{Cluster: f.EKSCluster, Region: f.EKSRegion}
+	case base != nil && base.WorkloadIdentity != nil && base.WorkloadIdentity.EKSPodIdentity != nil:
+		h.EKSPodIdentity = *base.WorkloadIdentity.EKSPodIdentity
+		if f.EKSRegion != "" {
+			h.EKSPodIdentity.Region = f.EKSRegion
+		}
 	}
 	// promql: the flags override, each falling back to the baseline's
 	// Prometheus and checks.
