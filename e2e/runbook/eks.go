@@ -96,6 +96,8 @@ var eksRoutes = []struct {
 	{"GET", regexp.MustCompile(`^/clusters/([^/]+)/node-groups$`), "ListNodegroups"},
 	{"GET", regexp.MustCompile(`^/clusters/([^/]+)/node-groups/([^/]+)$`), "DescribeNodegroup"},
 	{"POST", regexp.MustCompile(`^/clusters/([^/]+)/node-groups/([^/]+)/update-version$`), "UpdateNodegroupVersion"},
+	{"GET", regexp.MustCompile(`^/clusters/([^/]+)/pod-identity-associations$`), "ListPodIdentityAssociations"},
+	{"GET", regexp.MustCompile(`^/clusters/([^/]+)/pod-identity-associations/([^/]+)$`), "DescribePodIdentityAssociation"},
 }
 
 // signedRegion reads the region from a SigV4 Authorization header's
@@ -183,6 +185,16 @@ func (e *EKS) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		// terraform-provider-aws matches it, internal/service/eks).
 		if args[0] != w.Cluster || signedRegion(r.Header.Get("Authorization")) != w.Region {
 			eerr = &eksError{http.StatusNotFound, "ResourceNotFoundException", "No cluster found for name: " + args[0] + "."}
+			return
+		}
+	}
+	for _, d := range w.Denied {
+		if d == call.Op {
+			// IAM's refusal as EKS returns it: AccessDeniedException,
+			// 403, the message naming the caller, the action and the
+			// resource (IAM User Guide, "Troubleshoot access denied
+			// error messages").
+			eerr = &eksError{http.StatusForbidden, "AccessDeniedException", fmt.Sprintf("User: arn:aws:iam::111122223333:user/ci is not authorized to perform: eks:%s on resource: arn:aws:eks:%s:111122223333:cluster/%s", call.Op, w.Region, w.Cluster)}
 			return
 		}
 	}
@@ -274,8 +286,35 @@ func (e *EKS) op(op string, args []string, q url.Values, in map[string]any, call
 		call.Target += "/" + args[1]
 		call.Version = str(in, "version")
 		return e.updateNodegroup(args[1], call.Version, in)
+	case "ListPodIdentityAssociations":
+		// One page: the shapes of API_PodIdentityAssociationSummary
+		// (EKS API version 2017-11-01), filtered as the query asks.
+		list := []any{}
+		for _, a := range w.PodIdentity {
+			if (q.Get("namespace") == "" || q.Get("namespace") == a.Namespace) && (q.Get("serviceAccount") == "" || q.Get("serviceAccount") == a.ServiceAccount) {
+				list = append(list, map[string]any{"clusterName": w.Cluster, "namespace": a.Namespace, "serviceAccount": a.ServiceAccount,
+					"associationArn": e.associationARN(a.ID), "associationId": a.ID})
+			}
+		}
+		return map[string]any{"associations": list}, nil
+	case "DescribePodIdentityAssociation":
+		call.Target += "/" + args[1]
+		for _, a := range w.PodIdentity {
+			if a.ID == args[1] {
+				return map[string]any{"association": map[string]any{"clusterName": w.Cluster, "namespace": a.Namespace, "serviceAccount": a.ServiceAccount,
+					"roleArn": a.RoleARN, "associationArn": e.associationARN(a.ID), "associationId": a.ID, "tags": map[string]string{},
+					"createdAt": epoch(), "modifiedAt": epoch(), "disableSessionTags": false}}, nil
+			}
+		}
+		// DescribePodIdentityAssociation's ResourceNotFoundException for
+		// an id the cluster has no association of (fixture text).
+		return nil, &eksError{http.StatusNotFound, "ResourceNotFoundException", "No Pod Identity Association found with id: " + args[1]}
 	}
 	return nil, &eksError{http.StatusNotFound, "UnknownOperationException", op}
+}
+
+func (e *EKS) associationARN(id string) string {
+	return "arn:aws:eks:" + e.W.Region + ":111122223333:podidentityassociation/" + e.W.Cluster + "/" + id
 }
 
 // noNodegroup is DescribeNodegroup's ResourceNotFoundException for a name

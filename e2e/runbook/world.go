@@ -147,6 +147,20 @@ type World struct {
 	Topology string `json:"topology,omitempty"`
 	// Snapshots are the etcd or datastore backups taken, by file.
 	Snapshots []string `json:"snapshots,omitempty"`
+	// PodIdentity are the EKS Pod Identity associations, by id.
+	PodIdentity []PodIdentityAssociation `json:"podIdentity,omitempty"`
+	// Denied are the EKS operations refused with AccessDeniedException,
+	// as to a caller whose IAM policy lacks eks:<operation>.
+	Denied []string `json:"denied,omitempty"`
+}
+
+// PodIdentityAssociation is one EKS Pod Identity association
+// (API_PodIdentityAssociation).
+type PodIdentityAssociation struct {
+	ID             string `json:"id"`
+	Namespace      string `json:"namespace"`
+	ServiceAccount string `json:"serviceAccount"`
+	RoleARN        string `json:"roleArn"`
 }
 
 // Update is an EKS update (API_Update): its id, type, status and params.

@@ -38,6 +38,9 @@ type irsaWebhook struct {
 	url string
 	ca  []byte
 	wet atomic.Int64
+	// podIdentity, when set, says whether a ServiceAccount has an EKS Pod
+	// Identity association: its pods get podIdentityPatch.
+	podIdentity func(ns, sa string) bool
 }
 
 func startIRSAWebhook(t *testing.T, cp *harness.ControlPlane) *irsaWebhook {
@@ -56,7 +59,10 @@ func startIRSAWebhook(t *testing.T, cp *harness.ControlPlane) *irsaWebhook {
 		var pod corev1.Pod
 		if err := json.Unmarshal(review.Request.Object.Raw, &pod); err == nil && pod.Spec.ServiceAccountName != "" {
 			sa, err := cp.Client.CoreV1().ServiceAccounts(review.Request.Namespace).Get(req.Context(), pod.Spec.ServiceAccountName, metav1.GetOptions{})
-			if err == nil && sa.Annotations[health.AnnotationEKSRoleARN] != "" {
+			switch {
+			case err == nil && w.podIdentity != nil && w.podIdentity(review.Request.Namespace, sa.Name):
+				resp.Patch, resp.PatchType = podIdentityPatch(&pod), ptr.To(admissionv1.PatchTypeJSONPatch)
+			case err == nil && sa.Annotations[health.AnnotationEKSRoleARN] != "":
 				resp.Patch, resp.PatchType = irsaPatch(&pod, sa.Annotations[health.AnnotationEKSRoleARN]), ptr.To(admissionv1.PatchTypeJSONPatch)
 			}
 		}

@@ -80,7 +80,9 @@ const (
 // webhook v0.6.17 pkg/handler/handler.go); AZURE_CLIENT_ID,
 // AZURE_TENANT_ID, AZURE_FEDERATED_TOKEN_FILE, AZURE_AUTHORITY_HOST
 // (azure-workload-identity v1.6.0 pkg/webhook/consts.go).
-var envPrefix = map[string]string{IdentityEKS: "AWS_", IdentityAzure: "AZURE_"}
+// EKS Pod Identity's are AWS_CONTAINER_CREDENTIALS_FULL_URI and
+// AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE (podidentity.go).
+var envPrefix = map[string]string{IdentityEKS: "AWS_", IdentityAzure: "AZURE_", IdentityEKSPodIdentity: "AWS_"}
 
 // IdentityBinding is one ServiceAccount's binding to a cloud identity.
 type IdentityBinding struct {
@@ -89,6 +91,8 @@ type IdentityBinding struct {
 	Provider       string `json:"provider"`
 	// Identity is the role ARN, IAM service account or client ID bound.
 	Identity string `json:"identity"`
+	// AssociationID names an EKS Pod Identity association in the EKS API.
+	AssociationID string `json:"associationId,omitempty"`
 }
 
 // ID is namespace/name and the provider.
@@ -304,6 +308,8 @@ type IdentityChange struct {
 func (c IdentityChange) String() string {
 	sa := "ServiceAccount " + c.Binding.Namespace + "/" + c.Binding.ServiceAccount
 	switch {
+	case c.Gone && c.Binding.Provider == IdentityEKSPodIdentity:
+		return podIdentityGone(c.Binding)
 	case c.Gone:
 		return sa + " no longer carries its " + c.Binding.Provider + " identity binding (" + c.Binding.Identity + ")"
 	case c.Unread != "":

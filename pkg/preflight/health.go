@@ -49,9 +49,20 @@ type HealthOptions struct {
 	ProbeApp health.ProbeAppOptions
 	// NetworkPolicy runs the network-policy gate (netpol.go).
 	NetworkPolicy bool
+	// ProbeNetwork has the network-policy gate prove a deny denies and an
+	// allow allows with two pods in a scratch namespace
+	// (health.RunNetworkProbe); NetworkProbe says how.
+	ProbeNetwork bool
+	NetworkProbe health.NetworkProbeOptions
 	// WorkloadIdentity runs the workload-identity gate (identity.go): a
 	// dry-run pod per ServiceAccount with an identity binding.
 	WorkloadIdentity bool
+	// EKSPodIdentity, with a Cluster, has the workload-identity gate list
+	// that EKS cluster's Pod Identity associations too.
+	EKSPodIdentity health.EKSPodIdentityAccess
+	// EKSClient replaces the client built from the SDK's default
+	// configuration (tests).
+	EKSClient health.EKSPodIdentityAPI
 }
 
 // HealthEvidence is what the health gates read, saved with the baseline.
@@ -185,6 +196,7 @@ func (r *Runner) healthGates(ev *Evidence, mu *sync.Mutex, inv func() *skew.Inve
 	if r.Health.NetworkPolicy {
 		gates[GateNetworkPolicy] = func(ctx context.Context) Gate {
 			g, np := r.networkPolicyGate(ctx)
+			g = r.withProbe(ctx, g, np)
 			mu.Lock()
 			defer mu.Unlock()
 			// What it could not read is its own verify item

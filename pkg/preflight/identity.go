@@ -36,6 +36,31 @@ type WorkloadIdentityEvidence struct {
 	GKE *health.GKEMetadataServer `json:"gke,omitempty"`
 	// GKEUnread says why it could not be read.
 	GKEUnread string `json:"gkeUnread,omitempty"`
+	// EKSPodIdentity is the EKS cluster whose Pod Identity associations
+	// were listed (nil when none was named); its associations are among
+	// Bindings, provider eks-pod-identity.
+	EKSPodIdentity *health.EKSPodIdentityAccess `json:"eksPodIdentity,omitempty"`
+	// EKSPodIdentityUnread says why they could not be listed.
+	EKSPodIdentityUnread string `json:"eksPodIdentityUnread,omitempty"`
+}
+
+// eksPodIdentity lists the associations of the EKS cluster named, or says
+// why it could not.
+func (r *Runner) eksPodIdentity(ctx context.Context) ([]health.IdentityBinding, string) {
+	acc := r.Health.EKSPodIdentity
+	c := r.Health.EKSClient
+	if c == nil {
+		cl, err := health.NewEKSClient(ctx, acc)
+		if err != nil {
+			return nil, health.PodIdentityUnreachable(acc, err)
+		}
+		c = cl
+	}
+	bs, err := health.ListPodIdentityAssociations(ctx, c, acc.Cluster)
+	if err != nil {
+		return nil, health.PodIdentityUnreachable(acc, err)
+	}
+	return bs, ""
 }
 
 // workloadIdentityGate lists the ServiceAccounts, and for each EKS IRSA or
@@ -60,9 +85,28 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 		return g, ev
 	}
 	bindings := health.IdentityBindings(sas)
+	have := map[string]bool{}
+	for _, sa := range sas {
+		have[sa.Namespace+"/"+sa.Name] = true
+	}
+	if acc := r.Health.EKSPodIdentity; acc.Cluster != "" {
+		ev.EKSPodIdentity = &acc
+		assoc, why := r.eksPodIdentity(ctx)
+		ev.EKSPodIdentityUnread = why
+		bindings = append(bindings, assoc...)
+		sort.Slice(bindings, func(i, j int) bool { return bindings[i].ID() < bindings[j].ID() })
+		cmd += "; " + health.PodIdentityCommand(acc)
+	}
+	if len(bindings) == 0 && ev.EKSPodIdentityUnread != "" {
+		return Gate{Status: StatusUnknown, Message: ev.EKSPodIdentityUnread, Command: cmd}, ev
+	}
 	if len(bindings) == 0 {
-		return Gate{Status: StatusPass, Message: "no ServiceAccount carries an identity binding (" + health.AnnotationEKSRoleARN + ", " +
-			health.AnnotationGKEServiceAccount + ", " + health.AnnotationAzureClientID + ")", Command: cmd}, ev
+		msg := "no ServiceAccount carries an identity binding (" + health.AnnotationEKSRoleARN + ", " +
+			health.AnnotationGKEServiceAccount + ", " + health.AnnotationAzureClientID + ")"
+		if ev.EKSPodIdentity != nil {
+			msg += " and EKS cluster " + ev.EKSPodIdentity.Cluster + " has no Pod Identity association"
+		}
+		return Gate{Status: StatusPass, Message: msg, Command: cmd}, ev
 	}
 	ev.Bindings = make([]health.IdentityFact, len(bindings))
 	var wg sync.WaitGroup
@@ -72,6 +116,13 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 		ev.Bindings[i].IdentityBinding = b
 		if b.Provider == health.IdentityGKE {
 			gke = true
+			continue
+		}
+		if !have[b.Namespace+"/"+b.ServiceAccount] {
+			// An association may name a ServiceAccount not created yet:
+			// the dry run would be refused by the ServiceAccount
+			// admission plugin.
+			ev.Bindings[i].Unread = "no ServiceAccount " + b.Namespace + "/" + b.ServiceAccount + " in the cluster"
 			continue
 		}
 		wg.Add(1)
@@ -130,18 +181,27 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 	if ev.GKEUnread != "" {
 		lines = append(lines, "GKE metadata server not read: "+ev.GKEUnread)
 	}
+	if ev.EKSPodIdentityUnread != "" {
+		lines = append(lines, ev.EKSPodIdentityUnread)
+	}
 	g := Gate{Evidence: capLines(lines), Command: "kubectl get mutatingwebhookconfigurations; kubectl create --dry-run=server -o yaml -f POD (with the ServiceAccount)"}
+	if ev.EKSPodIdentity != nil {
+		g.Command += "; " + health.PodIdentityCommand(*ev.EKSPodIdentity)
+	}
 	probed := len(bindings) - len(gkeSAs) - len(unread)
 	switch {
 	case ev.GKE != nil && len(gkeSAs) > 0 && ev.GKE.Found && !ev.GKE.OK():
 		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves %d ServiceAccounts' identity is not ready: %s", len(gkeSAs), ev.GKE)
 		g.Command = "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide"
-	case len(unread) > 0 || ev.GKEUnread != "":
+	case len(unread) > 0 || ev.GKEUnread != "" || ev.EKSPodIdentityUnread != "":
 		why := unread
 		if ev.GKEUnread != "" {
 			why = append(why, "GKE metadata server: "+ev.GKEUnread)
 		}
 		sort.Strings(why)
+		if ev.EKSPodIdentityUnread != "" {
+			why = append([]string{ev.EKSPodIdentityUnread}, why...)
+		}
 		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d of %d identity bindings not probed: %s", len(unread), len(bindings), strings.Join(why, "; "))
 	case len(empty) > 0:
 		g.Status, g.Message = StatusWarn, fmt.Sprintf("no webhook injected an identity into a pod of %s: their pods get no cloud credentials (is the identity webhook installed and its MutatingWebhookConfiguration matching?)", strings.Join(empty, ", "))
@@ -161,7 +221,9 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 // the webhook injected at the baseline is a FAIL naming the
 // ServiceAccount; a binding probed at the baseline that cannot be probed
 // now is UNKNOWN; one gone is WARN (the binding was removed, not the
-// webhook). The GKE metadata server ready at the baseline and gone or not
+// webhook), except an EKS Pod Identity association gone from the EKS API,
+// a FAIL; associations listed at the baseline and not listable now are
+// one UNKNOWN with the reason. The GKE metadata server ready at the baseline and gone or not
 // ready now is a FAIL naming the GKE-bound ServiceAccounts.
 func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
 	if b == nil || n == nil {
@@ -175,11 +237,35 @@ func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
 		return nil
 	}
 	var out []Regression
-	for _, c := range health.DiffIdentities(b.Bindings, n.Bindings) {
+	base := b.Bindings
+	if b.EKSPodIdentity != nil && b.EKSPodIdentityUnread == "" && (n.EKSPodIdentity == nil || n.EKSPodIdentityUnread != "") {
+		// Listed at the baseline and not now: the associations cannot be
+		// told gone, so they are left out of the diff.
+		why := n.EKSPodIdentityUnread
+		if n.EKSPodIdentity == nil {
+			why = "no EKS cluster named now (--eks-cluster)"
+		}
+		out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusUnknown, Object: "eks-pod-identity/" + b.EKSPodIdentity.Cluster,
+			Message: "EKS Pod Identity associations were listed at the baseline and cannot be now: " + why, Command: health.PodIdentityCommand(*b.EKSPodIdentity)})
+		base = nil
+		for _, f := range b.Bindings {
+			if f.Provider != health.IdentityEKSPodIdentity {
+				base = append(base, f)
+			}
+		}
+	}
+	for _, c := range health.DiffIdentities(base, n.Bindings) {
 		obj := "serviceaccount/" + c.Binding.Namespace + "/" + c.Binding.ServiceAccount
 		r := Regression{Kind: RegWorkloadIdentity, Object: obj, Message: c.String(),
 			Command: fmt.Sprintf("kubectl -n %s get serviceaccount %s -o yaml; kubectl get mutatingwebhookconfigurations", c.Binding.Namespace, c.Binding.ServiceAccount)}
+		if c.Binding.Provider == health.IdentityEKSPodIdentity && b.EKSPodIdentity != nil {
+			r.Command = health.PodIdentityCommand(*b.EKSPodIdentity) + " --namespace " + c.Binding.Namespace + " --service-account " + c.Binding.ServiceAccount + "; kubectl get mutatingwebhookconfigurations"
+		}
 		switch {
+		case c.Gone && c.Binding.Provider == health.IdentityEKSPodIdentity:
+			// The association is gone from the EKS API: the pods of
+			// the ServiceAccount lose their AWS credentials.
+			r.Status = StatusFail
 		case c.Gone:
 			r.Status = StatusWarn
 		case c.Unread != "":

@@ -30,6 +30,49 @@ type NetworkPolicyEvidence struct {
 	CNIs []health.CNIFact `json:"cnis,omitempty"`
 	// CNIUnread says why the DaemonSets could not be read.
 	CNIUnread string `json:"cniUnread,omitempty"`
+	// Probe is what the active check (--probe-network) found (nil when it
+	// did not run); ProbeOptions how it ran, for verify to run it again.
+	Probe        *health.NetworkProbeResult  `json:"probe,omitempty"`
+	ProbeOptions *health.NetworkProbeOptions `json:"probeOptions,omitempty"`
+}
+
+// withProbe runs the network probe when asked and folds its verdict into
+// the gate: FAIL is FAIL, UNKNOWN (no node runs pods, a verb refused) is
+// UNKNOWN rather than a pass, a dry run is WARN, anything left behind is
+// WARN.
+func (r *Runner) withProbe(ctx context.Context, g Gate, ev *NetworkPolicyEvidence) Gate {
+	if !r.Health.ProbeNetwork || ev == nil {
+		return g
+	}
+	o := r.Health.NetworkProbe
+	res := health.RunNetworkProbe(ctx, r.Kube, o)
+	ev.Probe, ev.ProbeOptions = &res, &o
+	g.Evidence = append(g.Evidence, "probe: "+res.Message)
+	g.Evidence = append(g.Evidence, res.Evidence...)
+	g.Evidence = append(g.Evidence, res.LeftBehind...)
+	st := StatusPass
+	switch res.Verdict {
+	case health.ProbeAppFail:
+		st = StatusFail
+	case health.ProbeAppUnknown:
+		st = StatusUnknown
+	case health.ProbeAppDryRun:
+		st = StatusWarn
+	}
+	if len(res.LeftBehind) > 0 {
+		st = Worse(st, StatusWarn)
+	}
+	if Worse(g.Status, st) != g.Status {
+		g.Status = st
+		g.Message = "network probe: " + res.Message + "; " + g.Message
+		g.Command = health.NetworkProbeCommand()
+		if len(res.LeftBehind) > 0 {
+			g.Command = health.NetworkProbeCleanupCommand()
+		}
+	} else {
+		g.Message += "; network probe: " + res.Message
+	}
+	return g
 }
 
 // servedCRDs are the names of the CRDs with a served version.
@@ -147,7 +190,9 @@ func (e *NetworkPolicyEvidence) unread(kind, why string) {
 	e.Unread[kind] = why
 }
 
-// verifyNetworkPolicy: a baseline policy gone or changed is a FAIL naming
+// verifyNetworkPolicy: the network probe failing now is a FAIL, unable
+// to prove anything now an UNKNOWN (every run, also where it never could:
+// it was asked for); a baseline policy gone or changed is a FAIL naming
 // it; a policy new since the baseline is a WARN naming it; the baseline's enforcing CNI DaemonSet gone or no longer ready is a
 // FAIL; a kind read at the baseline and not now is UNKNOWN.
 func verifyNetworkPolicy(b, n *NetworkPolicyEvidence) []Regression {
@@ -179,6 +224,7 @@ func verifyNetworkPolicy(b, n *NetworkPolicyEvidence) []Regression {
 	for _, p := range health.NewPolicies(b.Policies, n.Policies, b.Kinds) {
 		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusWarn, Object: p.ID(), Message: p.ID() + " is new since the baseline", Command: policyGetCommand(p)})
 	}
+	out = append(out, verifyNetworkProbe(n)...)
 	if n.CNIUnread == "" {
 		for _, m := range health.CNIRegressions(b.CNIs, n.CNIs) {
 			out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusFail, Object: "cni", Message: m, Command: "kubectl get daemonsets -A"})
@@ -203,4 +249,28 @@ func policyResource(kind string) string {
 		}
 	}
 	return "networkpolicies.networking.k8s.io"
+}
+
+func verifyNetworkProbe(n *NetworkPolicyEvidence) []Regression {
+	if n.Probe == nil {
+		return nil
+	}
+	res := n.Probe
+	obj := "network-probe"
+	if res.Namespace != "" {
+		obj = "namespace/" + res.Namespace
+	}
+	var out []Regression
+	switch res.Verdict {
+	case health.ProbeAppFail:
+		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusFail, Object: obj, Message: "network probe: " + res.Message, Command: "kubectl get networkpolicies -A; kubectl get daemonsets -A"})
+	case health.ProbeAppUnknown:
+		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusUnknown, Object: obj, Message: "network probe: " + res.Message, Command: health.NetworkProbeCommand()})
+	case health.ProbeAppDryRun:
+		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusWarn, Object: obj, Message: "network probe: " + res.Message})
+	}
+	for _, l := range res.LeftBehind {
+		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusWarn, Object: obj, Message: "network probe left behind: " + l, Command: health.NetworkProbeCleanupCommand()})
+	}
+	return out
 }

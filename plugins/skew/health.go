@@ -38,8 +38,17 @@ type healthFlags struct {
 	SyntheticAppDryRun    bool
 	// NetworkPolicy is --network-policy.
 	NetworkPolicy bool
+	// The network probe's flags.
+	ProbeNetwork        bool
+	ProbeNetworkDryRun  bool
+	ProbeNetworkImage   string
+	ProbeNetworkTimeout time.Duration
 	// WorkloadIdentity is --workload-identity.
 	WorkloadIdentity bool
+	// EKSCluster and EKSRegion name the EKS cluster whose Pod Identity
+	// associations the workload-identity gate lists.
+	EKSCluster string
+	EKSRegion  string
 
 	promqlChecks []health.PromQLCheck
 	cmd          *cobra.Command
@@ -68,7 +77,14 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.Int32Var(&f.SyntheticAppPort, "synthetic-app-port", f.SyntheticAppPort, "Port the synthetic app listens on.")
 	fs.DurationVar(&f.SyntheticAppTimeout, "synthetic-app-timeout", f.SyntheticAppTimeout, "How long the synthetic app's pod may take to be Ready; still Pending then is UNKNOWN (no node ran it), running and not Ready is FAIL.")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", f.NetworkPolicy, "Run the network-policy gate: record every NetworkPolicy (and CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, Calico NetworkPolicy and GlobalNetworkPolicy where their CRDs are served) by a digest of its spec, and the enforcing CNI's DaemonSet; verify fails on a policy gone or changed and on that DaemonSet gone or not ready.")
+	f.ProbeNetworkImage, f.ProbeNetworkTimeout = health.DefaultProbeAppImage, health.DefaultProbeAppTimeout
+	fs.BoolVar(&f.ProbeNetwork, "probe-network", f.ProbeNetwork, "With the network-policy gate (implied): CREATE a scratch namespace labelled "+health.NetworkProbeLabel+" with a server pod and a client pod (agnhost netexec), have the client dial the server through the apiserver's pod proxy with no policy, under a default-deny ingress NetworkPolicy (must not reach) and with a policy allowing the client (must reach), then delete the namespace; a run first deletes namespaces an interrupted run left. No node that runs pods (KWOK) is UNKNOWN. RBAC: deploy/rbac/skew-network-probe.yaml.")
+	fs.BoolVar(&f.ProbeNetworkDryRun, "probe-network-dry-run", f.ProbeNetworkDryRun, "Send the network probe's namespace as a server-side dry run and list what --probe-network would create and delete; nothing is stored (the gate is WARN).")
+	fs.StringVar(&f.ProbeNetworkImage, "probe-network-image", f.ProbeNetworkImage, "Image of the network probe's pods; it must run agnhost netexec (a mirror of it where registry.k8s.io is not reachable).")
+	fs.DurationVar(&f.ProbeNetworkTimeout, "probe-network-timeout", f.ProbeNetworkTimeout, "How long the network probe's pods may take to be Ready, and each policy to take effect.")
 	fs.BoolVar(&f.WorkloadIdentity, "workload-identity", f.WorkloadIdentity, "Run the workload-identity gate: for each ServiceAccount annotated "+health.AnnotationEKSRoleARN+" or "+health.AnnotationAzureClientID+", send a pod with it as a server-side dry run (dryRun=All, nothing is created) and record the token volume and environment the identity webhook injected; for "+health.AnnotationGKEServiceAccount+", the GKE metadata server's DaemonSet. Verify fails naming the ServiceAccount whose pods no longer get what they got at the baseline. Needs create on pods (deploy/rbac/skew-probes.yaml).")
+	fs.StringVar(&f.EKSCluster, "eks-cluster", f.EKSCluster, "EKS cluster whose Pod Identity associations the workload-identity gate lists too (EKS API ListPodIdentityAssociations and DescribePodIdentityAssociation, with the AWS SDK's default credentials; IAM: eks:ListPodIdentityAssociations, eks:DescribePodIdentityAssociation): each association's ServiceAccount gets a dry-run pod, and verify fails naming an association gone or whose pods no longer get AWS_CONTAINER_CREDENTIALS_FULL_URI. Implies --workload-identity; unreachable (no credentials, access denied) is UNKNOWN with the reason.")
+	fs.StringVar(&f.EKSRegion, "eks-region", f.EKSRegion, "AWS region of --eks-cluster (default: AWS_REGION or the profile's region).")
 	_ = cmd.MarkFlagFilename("promql-checks", "yaml", "yml")
 	for _, n := range []string{"etcd-cacert", "etcd-cert", "etcd-key"} {
 		_ = cmd.MarkFlagFilename(n, "crt", "pem", "key")
@@ -116,11 +132,17 @@ func (f *healthFlags) validate() error {
 		}
 		f.promqlChecks = checks
 	}
+	if f.EKSRegion != "" && f.EKSCluster == "" && isPreflight {
+		return fmt.Errorf("--eks-region needs --eks-cluster")
+	}
 	if f.SyntheticAppPort < 1 || f.SyntheticAppPort > 65535 {
 		return fmt.Errorf("--synthetic-app-port must be 1-65535, got %d", f.SyntheticAppPort)
 	}
 	if f.SyntheticAppTimeout <= 0 {
 		return fmt.Errorf("--synthetic-app-timeout must be positive, got %s", f.SyntheticAppTimeout)
+	}
+	if f.ProbeNetworkTimeout <= 0 {
+		return fmt.Errorf("--probe-network-timeout must be positive, got %s", f.ProbeNetworkTimeout)
 	}
 	if f.SyntheticAppNamespace == "" {
 		return fmt.Errorf("--synthetic-app-namespace must not be empty")
@@ -181,17 +203,42 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 	case base != nil && base.ProbeAppOptions != nil:
 		h.SyntheticApp, h.ProbeApp = true, *base.ProbeAppOptions
 	}
+	probeFlags := f.changed("probe-network", "probe-network-dry-run", "probe-network-image", "probe-network-timeout")
 	switch {
 	case f.changed("network-policy"):
 		h.NetworkPolicy = f.NetworkPolicy
+	case probeFlags && (!f.changed("probe-network") || f.ProbeNetwork):
+		h.NetworkPolicy = true
 	case base != nil && base.NetworkPolicy != nil:
 		h.NetworkPolicy = true
+	}
+	// The network probe: the flags override; verify without them runs it
+	// the way the baseline did.
+	switch {
+	case probeFlags:
+		h.ProbeNetwork = !f.changed("probe-network") || f.ProbeNetwork
+		h.NetworkProbe = health.NetworkProbeOptions{Image: f.ProbeNetworkImage, Timeout: f.ProbeNetworkTimeout, DryRun: f.ProbeNetworkDryRun}
+	case base != nil && base.NetworkPolicy != nil && base.NetworkPolicy.ProbeOptions != nil:
+		h.ProbeNetwork, h.NetworkProbe = true, *base.NetworkPolicy.ProbeOptions
 	}
 	switch {
 	case f.changed("workload-identity"):
 		h.WorkloadIdentity = f.WorkloadIdentity
+	case f.EKSCluster != "":
+		h.WorkloadIdentity = true
 	case base != nil && base.WorkloadIdentity != nil:
 		h.WorkloadIdentity = true
+	}
+	// EKS Pod Identity: the flags name the cluster; verify without them
+	// lists the baseline's.
+	switch {
+	case f.EKSCluster != "":
+		h.EKSPodIdentity = health.EKSPodIdentityAccess{Cluster: f.EKSCluster, Region: f.EKSRegion}
+	case base != nil && base.WorkloadIdentity != nil && base.WorkloadIdentity.EKSPodIdentity != nil:
+		h.EKSPodIdentity = *base.WorkloadIdentity.EKSPodIdentity
+		if f.EKSRegion != "" {
+			h.EKSPodIdentity.Region = f.EKSRegion
+		}
 	}
 	// promql: the flags override, each falling back to the baseline's
 	// Prometheus and checks.

@@ -161,3 +161,38 @@ func TestWorkloadIdentityFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeNetworkAndEKSFlags: --probe-network implies the network-policy
+// gate and --eks-cluster the workload-identity gate; verify without them
+// runs each the way the baseline did.
+func TestProbeNetworkAndEKSFlags(t *testing.T) {
+	parse := func(args ...string) *healthFlags {
+		f := &healthFlags{}
+		cmd := &cobra.Command{Use: "verify"}
+		f.addFlags(cmd)
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	r := &preflight.Runner{}
+	parse("--probe-network-dry-run").apply(r, nil)
+	if !r.Health.NetworkPolicy || !r.Health.ProbeNetwork || !r.Health.NetworkProbe.DryRun {
+		t.Errorf("--probe-network-dry-run: %+v", r.Health)
+	}
+	r = &preflight.Runner{}
+	parse().apply(r, &preflight.HealthEvidence{NetworkPolicy: &preflight.NetworkPolicyEvidence{ProbeOptions: &health.NetworkProbeOptions{Image: "mirror/agnhost:2.52"}}})
+	if !r.Health.ProbeNetwork || r.Health.NetworkProbe.Image != "mirror/agnhost:2.52" {
+		t.Errorf("verify without flags: %+v", r.Health)
+	}
+	r = &preflight.Runner{}
+	parse("--eks-cluster", "train-prod", "--eks-region", "us-west-2").apply(r, nil)
+	if !r.Health.WorkloadIdentity || r.Health.EKSPodIdentity != (health.EKSPodIdentityAccess{Cluster: "train-prod", Region: "us-west-2"}) {
+		t.Errorf("--eks-cluster: %+v", r.Health)
+	}
+	r = &preflight.Runner{}
+	parse().apply(r, &preflight.HealthEvidence{WorkloadIdentity: &preflight.WorkloadIdentityEvidence{EKSPodIdentity: &health.EKSPodIdentityAccess{Cluster: "train-prod", Region: "us-west-2"}}})
+	if !r.Health.WorkloadIdentity || r.Health.EKSPodIdentity.Cluster != "train-prod" {
+		t.Errorf("verify without flags: %+v", r.Health)
+	}
+}

@@ -86,7 +86,11 @@ var preflightLong = templates.LongDesc(`
 	and the Cilium and Calico policy kinds where their CRDs are served, by a
 	digest of its spec, and the enforcing CNI's agent DaemonSet, for verify
 	to diff: agent pods not ready is FAIL; policies with no known enforcing
-	CNI is WARN.
+	CNI is WARN. --probe-network also runs a server and a client pod in a
+	scratch namespace and proves a default deny denies and an allow allows
+	(FAIL when not; UNKNOWN where no node runs pods, such as KWOK), then
+	deletes the namespace; --probe-network-dry-run lists what it would
+	create (deploy/rbac/skew-network-probe.yaml).
 
 	The workload-identity gate (--workload-identity) sends a pod with each
 	ServiceAccount annotated for EKS IRSA (eks.amazonaws.com/role-arn) or
@@ -94,7 +98,10 @@ var preflightLong = templates.LongDesc(`
 	dry run and records the token volume and environment the identity
 	webhook injected; for GKE (iam.gke.io/gcp-service-account), which
 	injects nothing, the gke-metadata-server DaemonSet. Nothing injected is
-	WARN; a dry run refused is UNKNOWN naming the verb.
+	WARN; a dry run refused is UNKNOWN naming the verb. --eks-cluster (with
+	--eks-region) also lists that EKS cluster's Pod Identity associations
+	through the EKS API and probes each association's ServiceAccount;
+	unreachable (no AWS credentials, access denied) is UNKNOWN naming why.
 
 	A gate that cannot read what it needs is UNKNOWN with the verb and
 	resource, and the others still run. --save writes the whole report with

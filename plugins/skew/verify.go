@@ -95,13 +95,18 @@ var verifyLong = templates.LongDesc(`
 	kind read at the baseline and not now is UNKNOWN. The enforcing CNI's
 	agent DaemonSet (Cilium, GKE Dataplane V2, Calico, Antrea, Weave Net,
 	kube-router, Azure NPM, the EKS network policy agent) gone or no longer
-	fully ready is a FAIL; a policy new since the baseline is a WARN.
+	fully ready is a FAIL; a policy new since the baseline is a WARN. The
+	network probe (--probe-network, or when the baseline ran it) failing
+	is a FAIL; unable to prove anything (no node runs pods) is UNKNOWN.
 
 	Workload identity (--workload-identity, or when the baseline recorded
 	it): a ServiceAccount whose dry-run pod no longer gets the token volume
 	or environment the identity webhook injected at the baseline is a FAIL
 	naming it; so is the GKE metadata server, ready at the baseline, gone or
-	not ready. A dry run refused now is UNKNOWN.
+	not ready. A dry run refused now is UNKNOWN. An EKS Pod Identity
+	association of the baseline (--eks-cluster) gone from the EKS API is a
+	FAIL naming its namespace/ServiceAccount; the associations not listable
+	now (no credentials, access denied) are UNKNOWN.
 
 	FAIL and UNKNOWN items are regressions and exit 1; WARN items are listed
 	and exit 0.`)

@@ -1,0 +1,124 @@
+package preflight
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/smithy-go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
+)
+
+// fakeEKS answers the listing with the associations it holds, or err.
+type fakeEKS struct {
+	assoc map[string][2]string // id -> namespace, serviceaccount
+	err   error
+}
+
+func (f *fakeEKS) ListPodIdentityAssociations(_ context.Context, in *eks.ListPodIdentityAssociationsInput, _ ...func(*eks.Options)) (*eks.ListPodIdentityAssociationsOutput, error) {
+	if f.err != nil {
+		return nil, &smithy.OperationError{ServiceID: "EKS", OperationName: "ListPodIdentityAssociations", Err: f.err}
+	}
+	out := &eks.ListPodIdentityAssociationsOutput{}
+	for id, a := range f.assoc {
+		out.Associations = append(out.Associations, ekstypes.PodIdentityAssociationSummary{AssociationId: aws.String(id), ClusterName: in.ClusterName,
+			Namespace: aws.String(a[0]), ServiceAccount: aws.String(a[1])})
+	}
+	return out, nil
+}
+
+func (f *fakeEKS) DescribePodIdentityAssociation(_ context.Context, in *eks.DescribePodIdentityAssociationInput, _ ...func(*eks.Options)) (*eks.DescribePodIdentityAssociationOutput, error) {
+	a := f.assoc[*in.AssociationId]
+	return &eks.DescribePodIdentityAssociationOutput{Association: &ekstypes.PodIdentityAssociation{AssociationId: in.AssociationId,
+		Namespace: aws.String(a[0]), ServiceAccount: aws.String(a[1]), RoleArn: aws.String("arn:aws:iam::111122223333:role/" + a[1])}}, nil
+}
+
+// podIdentityCluster: ServiceAccount ml/trainer with no annotation; pod
+// creates get the Pod Identity webhook's environment and token volume for
+// it while inject is set.
+func podIdentityCluster(t *testing.T, inject *bool, c *fakeEKS) *Runner {
+	t.Helper()
+	kube := fake.NewSimpleClientset(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "trainer"}})
+	kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca := a.(k8stesting.CreateActionImpl)
+		if len(ca.CreateOptions.DryRun) != 1 {
+			t.Errorf("pod created without dryRun=All")
+		}
+		p := ca.Object.(*corev1.Pod).DeepCopy()
+		if *inject && p.Spec.ServiceAccountName == "trainer" {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "eks-pod-identity-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "pods.eks.amazonaws.com", Path: "eks-pod-identity-token"}}}}}})
+			c := &p.Spec.Containers[0]
+			c.Env = append(c.Env, corev1.EnvVar{Name: health.EnvContainerCredentialsFullURI, Value: "http://169.254.170.23/v1/credentials"},
+				corev1.EnvVar{Name: health.EnvContainerAuthorizationTokenFile, Value: "/var/run/secrets/pods.eks.amazonaws.com/serviceaccount/eks-pod-identity-token"})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "eks-pod-identity-token", MountPath: "/var/run/secrets/pods.eks.amazonaws.com/serviceaccount"})
+		}
+		return true, p, nil
+	})
+	r := &Runner{Kube: kube}
+	r.Health.EKSPodIdentity = health.EKSPodIdentityAccess{Cluster: "train-prod", Region: "us-west-2"}
+	r.Health.EKSClient = c
+	return r
+}
+
+type apiErr struct{ code, msg string }
+
+func (e apiErr) Error() string                 { return e.code + ": " + e.msg }
+func (e apiErr) ErrorCode() string             { return e.code }
+func (e apiErr) ErrorMessage() string          { return e.msg }
+func (e apiErr) ErrorFault() smithy.ErrorFault { return smithy.FaultClient }
+
+// The association listed and its webhook injecting is PASS; verify fails
+// naming the ServiceAccount when the webhook stops injecting and when the
+// association disappears; access denied now is one UNKNOWN naming the
+// IAM action, and the associations are not reported gone.
+func TestWorkloadIdentityPodIdentity(t *testing.T) {
+	inject := true
+	c := &fakeEKS{assoc: map[string][2]string{"a-1": {"ml", "trainer"}}}
+	r := podIdentityCluster(t, &inject, c)
+	g, base := r.workloadIdentityGate(context.Background())
+	if g.Status != StatusPass || !strings.Contains(strings.Join(g.Evidence, "\n"),
+		"ml/trainer (eks-pod-identity arn:aws:iam::111122223333:role/trainer): injected env AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_FULL_URI; token volume audience pods.eks.amazonaws.com") ||
+		!strings.Contains(g.Command, "aws eks list-pod-identity-associations --region us-west-2 --cluster-name train-prod") {
+		t.Fatalf("baseline: %s %s %q %s", g.Status, g.Message, g.Evidence, g.Command)
+	}
+	if regs := verifyWorkloadIdentity(base, base); len(regs) != 0 {
+		t.Errorf("unchanged: %+v", regs)
+	}
+
+	inject = false
+	_, now := r.workloadIdentityGate(context.Background())
+	regs := verifyWorkloadIdentity(base, now)
+	if len(regs) != 1 || regs[0].Status != StatusFail || regs[0].Object != "serviceaccount/ml/trainer" || !strings.Contains(regs[0].Message, "no longer injects env AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_FULL_URI") {
+		t.Errorf("webhook off: %+v", regs)
+	}
+
+	inject = true
+	c.assoc = nil
+	_, now = r.workloadIdentityGate(context.Background())
+	regs = verifyWorkloadIdentity(base, now)
+	if len(regs) != 1 || regs[0].Status != StatusFail || regs[0].Object != "serviceaccount/ml/trainer" ||
+		!strings.Contains(regs[0].Message, "its EKS Pod Identity association a-1 (arn:aws:iam::111122223333:role/trainer) is gone") {
+		t.Errorf("association gone: %+v", regs)
+	}
+
+	c.assoc = map[string][2]string{"a-1": {"ml", "trainer"}}
+	c.err = apiErr{"AccessDeniedException", "User: arn:aws:iam::111122223333:user/ci is not authorized to perform: eks:ListPodIdentityAssociations"}
+	g, now = r.workloadIdentityGate(context.Background())
+	if g.Status != StatusUnknown || !strings.Contains(g.Message, "AccessDeniedException: the caller needs eks:ListPodIdentityAssociations") {
+		t.Errorf("denied: %s %s", g.Status, g.Message)
+	}
+	regs = verifyWorkloadIdentity(base, now)
+	if len(regs) != 1 || regs[0].Status != StatusUnknown || regs[0].Object != "eks-pod-identity/train-prod" || !strings.Contains(regs[0].Message, "eks:ListPodIdentityAssociations") {
+		t.Errorf("denied: %+v", regs)
+	}
+}
