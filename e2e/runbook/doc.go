@@ -7,7 +7,10 @@
 //   - kubectl and the plugins reach the e2e package's local control plane
 //     through a proxy that reports the provider's version on /version (the
 //     version the provider's side moved to); the scenario's nodes are KWOK
-//     nodes labelled as the provider labels them.
+//     nodes labelled as the provider labels them. A node kubeadm reset
+//     stopped is taken from KWOK and shows Ready Unknown, as the node
+//     lifecycle controller marks a node without a kubelet, until it joins
+//     again (mirror.go Sync).
 //   - aws, gcloud and az reach recording endpoints in this package by
 //     their documented overrides: AWS_ENDPOINT_URL, the
 //     CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER override with an access
