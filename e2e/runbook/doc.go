@@ -85,8 +85,9 @@
 // own failure is no problem, and the blocks after it are listed as not
 // reached, not as failed.
 // Every failing command (an && list that stops before its last command
-// included, and a pipeline's command other than its last, in a loop's
-// body or a command substitution too, which bash's ERR trap misses; not
+// included, a pipeline's command other than its last, in a loop's body
+// or a command substitution too, and a command of a ( … ) subshell or a
+// function body other than its last, which bash's ERR trap misses; not
 // one of a pipeline the block tests, nor grep finding nothing or a
 // writer the next command stopped reading: shell.go), every provider refusal and
 // every request or effect outside the step's intent (which call, which
