@@ -102,6 +102,18 @@ func scenarios() []Scenario {
 	return out
 }
 
+// needAz says whether an AKS scenario runs: az is needed for those only
+// (RUNBOOK_SCENARIOS may leave them out, and with them the azure-cli
+// install).
+func needAz() bool {
+	for _, sc := range scenarios() {
+		if sc.Provider == "aks" {
+			return true
+		}
+	}
+	return false
+}
+
 // cpuTime is the CPU time of the test's children that have exited (the
 // pasted shells and the clients they ran; the control plane's components
 // run until the test ends).
@@ -146,7 +158,7 @@ func TestRunbookPasted(t *testing.T) {
 	if lane.AzNote != "" {
 		t.Log(lane.AzNote)
 	}
-	if clis, err := ReadCLIs(context.Background()); err != nil {
+	if clis, err := ReadCLIs(context.Background(), needAz()); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("pasting into %s", strings.Join(clis.Names(), ", "))
