@@ -49,10 +49,9 @@ E2E_COMPONENTS ?= core $(E2E_LATE_COMPONENTS)
 # azure-cli, installed by e2e-deps), kubectl and the plugins. It stays out
 # of `make test` until its CPU fits the CI budget (E2E_RUNBOOK=1 runs it).
 # E2E_RUNBOOK=subset runs only the scenarios of E2E_RUNBOOK_SUBSET: one
-# inventory a provider, the one whose runbook pastes the most distinct
-# commands (the cheapest where several paste them all), which
-# e2e/runbook/doc.go gives the cost of. azure-cli is installed only when
-# the scenarios run include an AKS one.
+# inventory a provider, chosen for the distinct commands its runbook
+# pastes (e2e/runbook/doc.go gives what it covers and costs). azure-cli is
+# installed only when the scenarios run include an AKS one.
 E2E_RUNBOOK ?= 0
 E2E_RUNBOOK_SUBSET ?= kubeadm/mixed-pools,eks/mixed-pools,gke/gpu-pools,aks/mixed-pools,capi/mixed-pools,k3s/mixed-pools,rke2/mixed-pools
 ifeq ($(E2E_RUNBOOK),0)
