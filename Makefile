@@ -48,9 +48,20 @@ E2E_COMPONENTS ?= core $(E2E_LATE_COMPONENTS)
 # e2e/runbook pastes every provider's runbook into aws, gcloud, az (Debian's
 # azure-cli, installed by e2e-deps), kubectl and the plugins. It stays out
 # of `make test` until its CPU fits the CI budget (E2E_RUNBOOK=1 runs it).
+# E2E_RUNBOOK=subset runs only the scenarios of E2E_RUNBOOK_SUBSET: one
+# inventory a provider, chosen for the distinct commands its runbook
+# pastes (e2e/runbook/doc.go gives what it covers and costs). azure-cli is
+# installed only when the scenarios run include an AKS one.
 E2E_RUNBOOK ?= 0
+E2E_RUNBOOK_SUBSET ?= kubeadm/mixed-pools,eks/mixed-pools,gke/gpu-pools,aks/mixed-pools,capi/mixed-pools,k3s/mixed-pools,rke2/mixed-pools
 ifeq ($(E2E_RUNBOOK),0)
 E2E_EXCLUDE += runbook
+endif
+ifeq ($(E2E_RUNBOOK),subset)
+export RUNBOOK_SCENARIOS := $(E2E_RUNBOOK_SUBSET)
+E2E_RUNBOOK_AZ := $(findstring aks,$(E2E_RUNBOOK_SUBSET))
+else
+E2E_RUNBOOK_AZ := $(filter-out 0,$(E2E_RUNBOOK))
 endif
 # The e2e packages that need a component beyond the core run last, in this
 # order (each needs what the one before needed, or what builds next), so
@@ -108,11 +119,12 @@ print-late-components:
 	@echo $(E2E_LATE_COMPONENTS)
 
 ## e2e-deps: Debian's Chromium, which e2e/fleetreport opens the fleet page in,
-## and with E2E_RUNBOOK=1 Debian's azure-cli, which e2e/runbook pastes az
-## commands into (each installed only when absent; CI runs as root)
+## and with E2E_RUNBOOK=1 (or a subset with an AKS scenario) Debian's
+## azure-cli, which e2e/runbook pastes az commands into (each installed only
+## when absent; CI runs as root)
 e2e-deps:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
-	@[ "$(E2E_RUNBOOK)" = 0 ] || command -v az >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends azure-cli >/dev/null; }
+	@[ -z "$(E2E_RUNBOOK_AZ)" ] || command -v az >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends azure-cli >/dev/null; }
 
 ## e2e: the e2e suite (builds the plugins and the control plane first)
 e2e: build e2e-tools e2e-deps

@@ -125,12 +125,27 @@ func (m *Mirror) Sync(ctx context.Context) error {
 	}
 	for i := range l.Items {
 		n := &l.Items[i]
-		// A node whose kubelet kubeadm reset stopped: the node lifecycle
-		// controller marks its Ready condition Unknown once
-		// node-monitor-grace-period passes without a heartbeat; the lane
-		// writes that at once (KWOK's heartbeat may set it True again
-		// later, which a kubectl wait already running has seen past).
-		// Joined again, its kubelet posts Ready True.
+		// A node whose kubelet kubeadm reset stopped has no kubelet: the
+		// lane takes it from KWOK (which plays every node's kubelet, the
+		// nodes of its --manage-nodes-with-annotation-selector, which
+		// pkg/localcluster sets to kwokNode=fake) by removing that
+		// annotation, and writes the Ready condition the node lifecycle
+		// controller writes once node-monitor-grace-period passes without
+		// a heartbeat (Unknown, NodeStatusUnknown). While KWOK manages a
+		// node, its node-initialize Stage (kwok v0.8.0
+		// kustomize/stage/node/fast, no delay) matches any node whose
+		// Ready is not True and sets it True again at once, before a
+		// kubectl wait for Ready=Unknown pasted next can see it; KWOK
+		// filters a node's events by that selector on its own side
+		// (pkg/utils/informer Option.filter), so an unannotated node's
+		// changes reach no Stage. Joined again, the node is KWOK's again
+		// and its kubelet posts Ready True.
+		managed := n.Annotations[kwokNode] == "fake"
+		if reset[n.Name] && managed {
+			if err := m.annotateKwok(ctx, n.Name, nil); err != nil {
+				return err
+			}
+		}
 		st := readyStatus(n)
 		if (reset[n.Name] && st != corev1.ConditionUnknown) || (!reset[n.Name] && st == corev1.ConditionUnknown) {
 			cond := map[string]any{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.",
@@ -141,6 +156,12 @@ func (m *Mirror) Sync(ctx context.Context) error {
 			patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{cond}}})
 			if _, err := m.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
 				return fmt.Errorf("patch node %s: %w", n.Name, err)
+			}
+		}
+		if _, known := reset[n.Name]; known && !reset[n.Name] && !managed {
+			fake := "fake"
+			if err := m.annotateKwok(ctx, n.Name, &fake); err != nil {
+				return err
 			}
 		}
 		v, ok := want[n.Name]
@@ -164,6 +185,16 @@ func (m *Mirror) Sync(ctx context.Context) error {
 		if _, err := m.Client.CoreV1().Pods("kube-system").Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update pod %s: %w", p.Name, err)
 		}
+	}
+	return nil
+}
+
+// annotateKwok sets node's KWOK annotation to *v, or removes it when v
+// is nil (see Sync).
+func (m *Mirror) annotateKwok(ctx context.Context, node string, v *string) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{kwokNode: v}}})
+	if _, err := m.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch node %s: %w", node, err)
 	}
 	return nil
 }

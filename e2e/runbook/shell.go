@@ -98,12 +98,22 @@ const listStopped = "an && list stopped before its last command"
 // (__gf_pipe); the number after it indexes the block's elements.
 const pipeMark = "__gf_pipe"
 
-// pipeElem is a command of a pipeline other than its last, as pasted.
+// pipeElem is a command whose status bash drops, as pasted: one of a
+// pipeline other than its last, or one in a subshell or a function body
+// (see checkLists).
 type pipeElem struct {
 	Line int // script line
 	Text string
 	Name string // the program it runs ("" when not a plain word)
+	Why  string // where it is: pipeWhy, subshellWhy or funcWhy
 }
+
+// Where a command whose status bash drops is, as its failure says.
+const (
+	pipeWhy     = "in a pipeline, before its last command (bash drops its status)"
+	subshellWhy = "in a ( … ) subshell, where bash runs no ERR trap"
+	funcWhy     = "in a function body, where bash runs no ERR trap"
+)
 
 // checkLists appends to each top-level statement of a workstation
 // segment a check of its status (__gf_chk), on the statement's last
@@ -127,6 +137,19 @@ type pipeElem struct {
 // leaves it: "kubectl get ... | grep -q x" there is a question, and its
 // commands may fail as part of the answer. elems collects the wrapped
 // commands; a segment mvdan.cc/sh cannot parse is left as it is.
+//
+// Bash runs no ERR trap in a ( … ) subshell or a function body either
+// (it is not inherited there without set -E: bash(1), set -E and trap),
+// so there only the status of the body's last command is seen, as the
+// subshell's or the call's. Every other command of such a body (in its
+// loops and branches too) whose status is not tested is handed to
+// __gf_pipe the same way, "{ A || __gf_pipe $? LINE N; }": "( kubectl
+// drain ...; echo done )" whose drain failed no longer ends clean. The
+// body's last command is left to the ERR trap around it. set -E is not
+// used: it would report a body's last command twice (inside, and as the
+// subshell's status outside), and run the trap in every command
+// substitution, whose status the statement around it already answers
+// for.
 func checkLists(lines []string, start int, elems *[]pipeElem) []string {
 	src := strings.Join(lines, "\n")
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
@@ -150,15 +173,22 @@ func checkLists(lines []string, start int, elems *[]pipeElem) []string {
 		}
 	}
 	var added []pipeElem
-	for _, p := range untestedPipelines(f) {
+	wrap := func(st *syntax.Stmt, why string) {
+		line := start + int(st.Pos().Line()) - 1
+		end := stmtEnd(st)
+		added = append(added, pipeElem{Line: line, Text: src[st.Pos().Offset():end.Offset()], Name: program(st), Why: why})
+		id := len(*elems) + len(added) - 1
+		all = append(all, ins{st.Pos().Offset(), "{ "}, ins{end.Offset(), fmt.Sprintf(" || %s $? %d %d; }", pipeMark, line, id)})
+	}
+	tested, inner := testedNodes(f)
+	for _, p := range untestedPipelines(f, tested, inner) {
 		leaves := pipeLeaves(p)
 		for _, lf := range leaves[:len(leaves)-1] {
-			line := start + int(lf.Pos().Line()) - 1
-			end := lineEnd(lf)
-			added = append(added, pipeElem{Line: line, Text: src[lf.Pos().Offset():end.Offset()], Name: program(lf)})
-			id := len(*elems) + len(added) - 1
-			all = append(all, ins{lf.Pos().Offset(), "{ "}, ins{end.Offset(), fmt.Sprintf(" || %s $? %d %d; }", pipeMark, line, id)})
+			wrap(lf, pipeWhy)
 		}
+	}
+	for _, u := range untrapped(f, tested) {
+		wrap(u.st, u.why)
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].off > all[j].off })
 	for _, in := range all {
@@ -191,11 +221,40 @@ func lineEnd(st *syntax.Stmt) syntax.Pos {
 	return end
 }
 
+// stmtEnd is where a statement's command and redirections end, before
+// its semicolon, on the line it is written on (see lineEnd).
+func stmtEnd(st *syntax.Stmt) syntax.Pos {
+	end := st.Pos()
+	if st.Cmd != nil {
+		end = st.Cmd.End()
+	}
+	for _, r := range st.Redirs {
+		if e := r.Word.End(); e.After(end) {
+			end = e
+		}
+	}
+	return end
+}
+
 // untestedPipelines are the pipelines of f, at any depth, whose status is
-// not tested (see checkLists). A command substitution starts afresh: a
-// pipeline inside one is not tested by the test around it, whose answer
-// is the substitution's output.
-func untestedPipelines(f *syntax.File) []*syntax.Stmt {
+// not tested (see checkLists and testedNodes).
+func untestedPipelines(f *syntax.File, tested map[syntax.Node]bool, inner map[*syntax.Stmt]bool) []*syntax.Stmt {
+	var out []*syntax.Stmt
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if st, ok := n.(*syntax.Stmt); ok && !inner[st] && !tested[st] && isPipe(st) {
+			out = append(out, st)
+		}
+		return true
+	})
+	return out
+}
+
+// testedNodes are the nodes of f whose status the block tests (an if or
+// while condition, the left side of && or ||, a statement negated with
+// !), and the statements that are elements of a larger pipeline. A
+// command substitution starts afresh: what is inside one is not tested by
+// the test around it, whose answer is the substitution's output.
+func testedNodes(f *syntax.File) (map[syntax.Node]bool, map[*syntax.Stmt]bool) {
 	tested := map[syntax.Node]bool{}
 	inner := map[*syntax.Stmt]bool{} // an element of a larger pipeline
 	var mark func(n syntax.Node)
@@ -233,10 +292,65 @@ func untestedPipelines(f *syntax.File) []*syntax.Stmt {
 		}
 		return true
 	})
-	var out []*syntax.Stmt
+	return tested, inner
+}
+
+// untrappedStmt is a command in a subshell or a function body whose
+// failure bash's ERR trap does not see (see checkLists).
+type untrappedStmt struct {
+	st  *syntax.Stmt
+	why string
+}
+
+// untrapped are the commands of f's ( … ) subshells and function bodies,
+// at any depth, whose status is neither tested nor the body's own: every
+// command of the body but its last, the commands of its loops, and those
+// of its blocks, branches and case items but their last when the block,
+// branch or case is the body's last command. A nested subshell or
+// function is a command of the body around it and a body of its own; a
+// command running in the background is left out.
+func untrapped(f *syntax.File, tested map[syntax.Node]bool) []untrappedStmt {
+	var out []untrappedStmt
+	var visit func(sts []*syntax.Stmt, why string, lastIsBodys bool)
+	visit = func(sts []*syntax.Stmt, why string, lastIsBodys bool) {
+		for i, st := range sts {
+			own := lastIsBodys && i == len(sts)-1 // its status is the body's
+			if tested[st] || st.Background || st.Coprocess || st.Cmd == nil {
+				continue
+			}
+			switch c := st.Cmd.(type) {
+			case *syntax.FuncDecl:
+			case *syntax.Block:
+				visit(c.Stmts, why, own)
+			case *syntax.IfClause:
+				for e := c; e != nil; e = e.Else {
+					visit(e.Then, why, own)
+				}
+			case *syntax.CaseClause:
+				for _, it := range c.Items {
+					visit(it.Stmts, why, own)
+				}
+			case *syntax.WhileClause:
+				visit(c.Do, why, false)
+			case *syntax.ForClause:
+				visit(c.Do, why, false)
+			default:
+				if !own {
+					out = append(out, untrappedStmt{st, why})
+				}
+			}
+		}
+	}
 	syntax.Walk(f, func(n syntax.Node) bool {
-		if st, ok := n.(*syntax.Stmt); ok && !inner[st] && !tested[st] && isPipe(st) {
-			out = append(out, st)
+		switch n := n.(type) {
+		case *syntax.Subshell:
+			if !tested[n] {
+				visit(n.Stmts, subshellWhy, true)
+			}
+		case *syntax.FuncDecl:
+			if b, ok := n.Body.Cmd.(*syntax.Block); ok {
+				visit(b.Stmts, funcWhy, true)
+			}
 		}
 		return true
 	})
@@ -385,10 +499,18 @@ func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg
 			if err != nil || i < 0 || i >= len(elems) {
 				continue
 			}
-			if answers(elems[i], code) {
+			if elems[i].Why == pipeWhy && answers(elems[i], code) {
 				continue
 			}
-			c = "in a pipeline, before its last command (bash drops its status): " + strings.TrimSpace(elems[i].Text)
+			c = elems[i].Why + ": " + strings.TrimSpace(elems[i].Text)
+		}
+		if strings.Contains(c, pipeMark) {
+			// a subshell or a call whose body has wrapped commands: bash
+			// names it as it runs it, wrappers and all.
+			c = unwrap(c)
+			if strings.Contains(c, pipeMark) && lineOf[ln] < len(lines) {
+				c = strings.TrimSpace(lines[lineOf[ln]])
+			}
 		}
 		if c == listStopped && lineOf[ln] < len(lines) {
 			c += ": " + strings.TrimSpace(lines[lineOf[ln]])
@@ -401,6 +523,21 @@ func (s *Shell) Run(ctx context.Context, b *Block, lines []string, host func(seg
 		fails = append(fails, Failure{Code: cmd.ProcessState.ExitCode(), Line: -1, Command: "bash: " + werr.Error()})
 	}
 	return buf.String(), fails, nil
+}
+
+// wrapper is a command checkLists wrapped, as bash prints it.
+var wrapper = regexp.MustCompile(`\{ ([^{}]*?) \|\| ` + pipeMark + ` \$\? \d+ \d+;? ?\}`)
+
+// unwrap takes checkLists' wrappers off a command bash printed, inner
+// ones first; one around text with braces of its own stays.
+func unwrap(c string) string {
+	for {
+		u := wrapper.ReplaceAllString(c, "$1")
+		if u == c {
+			return c
+		}
+		c = u
+	}
 }
 
 // segmentsOf splits filled lines at the block's segment boundaries.

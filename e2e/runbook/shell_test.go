@@ -77,3 +77,42 @@ func TestShellLoopAndPipeline(t *testing.T) {
 		}
 	}
 }
+
+// TestShellSubshellAndFunction reports a failing command of a ( … )
+// subshell or a function body other than its last, in a loop there too,
+// where bash runs no ERR trap; the body's last command once, as the
+// subshell's or the call's status; and nothing for a command whose
+// status is tested there, with what the block reads and writes unchanged.
+func TestShellSubshellAndFunction(t *testing.T) {
+	sh := &Shell{Dir: t.TempDir(), Timeout: time.Minute}
+	sub, fn := subshellWhy+": ", funcWhy+": "
+	for _, tc := range []struct {
+		lines []string
+		want  []string
+		out   string
+	}{
+		{[]string{"( sh -c 'exit 2'; echo in )", "echo after"}, []string{"2 " + sub + "sh -c 'exit 2'"}, "in\nafter\n"},
+		{[]string{"f() {", "  sh -c 'exit 3' >/dev/null", "  echo f", "}", "f"}, []string{"3 " + fn + "sh -c 'exit 3' >/dev/null"}, "f\n"},
+		{[]string{"( echo a; false )"}, []string{"1 ( echo a; false )"}, "a\n"},
+		{[]string{"(", "  for n in a b; do sh -c 'exit 4'; echo \"$n\"; done", "  echo end", ")"}, []string{"4 " + sub + "sh -c 'exit 4'", "4 " + sub + "sh -c 'exit 4'"}, "a\nb\nend\n"},
+		{[]string{"g() { local v; v=$(sh -c 'echo x; exit 5'); echo \"v=$v\"; return 0; }", "g"}, []string{"5 " + fn + "v=$(sh -c 'echo x; exit 5')"}, "v=x\n"},
+		{[]string{"if ( false; true ); then echo yes; fi", "( if false; then :; fi; grep -q x /dev/null || true; X=1; echo \"$X\" )"}, nil, "yes\n1\n"},
+		{[]string{"( cat <<EOF", "x", "EOF", "true )"}, nil, "x\n"},
+	} {
+		b := &Block{Step: &Step{}, Lines: tc.lines}
+		out, fails, err := sh.Run(context.Background(), b, tc.lines, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range fails {
+			got = append(got, fmt.Sprintf("%d %s", f.Code, f.Command))
+		}
+		if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("%q: failures %q, want %q", tc.lines, got, tc.want)
+		}
+		if out != tc.out {
+			t.Errorf("%q: output %q, want %q", tc.lines, out, tc.out)
+		}
+	}
+}
