@@ -693,6 +693,12 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 				at = i
 			}
 			wantNotIn(t, "ASG pool", c, "kubeadm upgrade node", "apt-get", "kubeadm reset")
+			// A GPU pool's step says, before its refresh starts, what stays
+			// stopped and until when, and why not restored per batch.
+			cost := strings.Index(c, "# the cost on this GPU pool: every gang gang-drain stops as its instance waits to terminate stays stopped")
+			if gpu := tc.pool == "gpu-h100"; gpu != (cost >= 0) || (gpu && (cost > strings.Index(c, "start-instance-refresh") || !strings.Contains(c, "until the refresh has replaced all 4 nodes and the new nodes pass gpu-validate") || !strings.Contains(c, "not restored per batch, since"))) {
+				t.Errorf("the ASG path's cost to the gangs is not stated before the refresh (or is, on a CPU pool):\n%s", c)
+			}
 		})
 	}
 	gpu := cmds(lastStepOf(t, p, PhaseNodePool, "gpu-h100"))
