@@ -39,9 +39,10 @@ type Block struct {
 	// before it ended on (its last lines pasted there, or "# on the
 	// node:" as its last line).
 	StartHost string
-	// Rollback marks the blocks of a step's "Roll back if ...:" section
-	// (that prose and every block after it in the step): the reader
-	// pastes them only when the step failed.
+	// Rollback marks the blocks of a step's "Rollback, only if ...:"
+	// section (that prose and every block after it in the step): the
+	// reader pastes them only when the step failed. The step's "Roll back
+	// if TRIGGER: ..." line under its heading only declares the trigger.
 	Rollback bool
 }
 
@@ -155,7 +156,7 @@ func ParseRunbook(md string) ([]*Step, error) {
 				block.Rollback = true
 			}
 			for _, p := range prose {
-				if strings.HasPrefix(p, "Roll back if ") {
+				if strings.HasPrefix(p, "Rollback, only if ") {
 					block.Rollback = true
 				}
 			}

@@ -123,14 +123,16 @@ func TestTheNodeReturnsToTheBatch(t *testing.T) {
 	}
 }
 
-// TestRollbackBlocks marks a step's "Roll back if" section, and only it:
-// the blocks before it are the step's own, every block after it is the
-// rollback the reader pastes when the step failed.
+// TestRollbackBlocks marks a step's "Rollback, only if" section, and only
+// it: the blocks before it are the step's own (the trigger declared under
+// the heading marks none), every block after it is the rollback the reader
+// pastes when the step failed.
 func TestRollbackBlocks(t *testing.T) {
 	md := "## Steps\n\n" +
 		"1. **addons 1.36**: upgrade addons\n\n" +
+		"   Roll back if an addon's rollout does not finish within 10 minutes: stop there and follow this step's rollback, at its end, instead of going on.\n\n" +
 		"   ```sh\n   kubectl -n kube-system rollout status daemonset/kube-proxy\n   ```\n\n" +
-		"   Roll back if an addon's rollout does not finish within 10 minutes:\n\n" +
+		"   Rollback, only if the trigger above fired (otherwise go on to the next step):\n\n" +
 		"   ```sh\n   kubectl -n kube-system rollout undo daemonset/kube-proxy\n   ```\n\n" +
 		"   ```sh\n   # here:\n   kubectl uncordon \"$NODE\"\n   ```\n\n" +
 		"2. **node-pool cpu**: upgrade node pool cpu\n\n" +

@@ -78,7 +78,8 @@
 // one terminal. An alternative ("Only if ...") runs when its condition
 // holds: the outcome of the block before it, or the OS family of the node
 // it is pasted on ("on cp-0:", or the node a block before it ended on). A
-// step's "Roll back if" blocks run only when a block of the step failed.
+// step's rollback blocks ("Rollback, only if ...") run only when a block
+// of the step failed.
 // A block that deliberately stops the reader (a group that writes its
 // message on stderr and ends in false or exit N, as the block for an OS
 // family without packages does: stop.go) ends the scenario's paste: its

@@ -410,7 +410,7 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 		}
 		var prev []*BlockResult // the paste of the block before an alternative
 		// failed: a paste of the step's own blocks failed, which is when
-		// the reader goes on to its "Roll back if" blocks; after a clean
+		// the reader goes on to its rollback blocks; after a clean
 		// step they are not pasted (an undo with nothing to undo, a
 		// restore over a good upgrade).
 		failed := false

@@ -101,6 +101,14 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 	b.add(fmt.Sprintf("# pool %s is EC2 Auto Scaling group %s: its nodes are replaced from a new AMI, never upgraded in place: a launch template version that changes the AMI alone, then an instance refresh a fifth of the pool at a time (%s), with a checkpoint after each fifth", s.Pool, asg, Nodes(asgBatch(r.pools[s.Pool].Nodes))),
 		"ASG="+sq(asg),
 		"AMI="+sq("<"+s.To+"-ami-id>")+"   # the node image built for v"+s.To+": its kubelet, kubeadm and containerd (and the GPU driver validated with it)")
+	if gpu {
+		// The cost of the path, said before it starts. A restore per batch
+		// is not offered: gang-drain restore brings back the gangs of the
+		// whole run, the scheduler may place them on instances of the old
+		// AMI that a later batch replaces (stopping them again), and the
+		// refresh goes on from a checkpoint by itself after its delay.
+		b.add(fmt.Sprintf("# the cost on this GPU pool: every gang gang-drain stops as its instance waits to terminate stays stopped (checkpointed, not running) until the refresh has replaced all %s and the new nodes pass gpu-validate (the restore after the watch), so from the last batch on none of the pool's gangs run; not restored per batch, since a restore brings back all of the run's gangs, which may land on old-AMI instances a later batch stops again, and the refresh moves on from each checkpoint by itself", Nodes(r.pools[s.Pool].Nodes)))
+	}
 	b.add(chain(
 		asgAMIAvailable(reg),
 		fmt.Sprintf("LT=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)", describe),

@@ -104,20 +104,37 @@ func byManager(b *blocks, pm string, lines func(pm string) []string) {
 }
 
 // kubeadmNode upgrades a kubeadm node from one minor to another, during
-// one drain, with the control plane on minor cp. A node's kubeadm may be
-// at most one minor newer than the kubeadm that last managed the node
-// ("Nodes that are being upgraded must use a version of kubeadm that is
-// the same MINOR version or one MINOR version newer than the version of
-// kubeadm used for managing the node"), and "kubeadm can be used with
-// Kubernetes components that are the same version as kubeadm or one
-// version older"
+// one drain, with the control plane on minor cp. kubeadm's version skew
+// policy
 // (https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/create-cluster-kubeadm/#version-skew-policy,
-// read 2026-09-20). So a node moves one kubeadm upgrade node per minor
-// (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/upgrading-linux-nodes/)
-// only while every intermediate kubeadm is at most one minor older than
-// the control plane: two minors behind at most. A node further behind has
-// no supported path in place, and is reprovisioned at the target instead
-// (kubeadmRejoin).
+// the page of Kubernetes 1.31, whose examples have kubeadm at 1.31; read
+// 2026-12-07) bounds an in-place upgrade from both sides:
+//
+//   - against the Kubernetes version, "kubeadm can be used with Kubernetes
+//     components that are the same version as kubeadm or one version
+//     older" ("kubeadm is at 1.31, kubernetesVersion must be at 1.31 or
+//     1.30"): a kubeadm older than the control plane is outside it;
+//   - against kubeadm, "Nodes that are being upgraded must use a version
+//     of kubeadm that is the same MINOR version or one MINOR version newer
+//     than the version of kubeadm used for managing the node": kubeadm
+//     upgrade node moves a node one minor, as kubeadm's worker upgrade
+//     does after the control plane's
+//     (https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/upgrading-linux-nodes/).
+//
+// So a node upgrades in place only when it is one minor behind the control
+// plane and moves to it: one kubeadm upgrade node, run by a kubeadm of the
+// control plane's minor. A node two or more minors behind has no supported
+// path in place (stepping it a minor at a time would run each intermediate
+// kubeadm against a newer control plane; the target's kubeadm would skip
+// minors of the node's own), and is reprovisioned at the target instead
+// (kubeadmRejoin): "the kubeadm binary used for kubeadm join must match the
+// last version of kubeadm used to ... upgrade" the cluster, the control
+// plane's. Its kubelet may meanwhile sit up to three minors behind the
+// apiserver, two for a kubelet older than 1.25
+// (https://kubernetes.io/releases/version-skew-policy/#kubelet, the policy
+// since Kubernetes 1.28; kubeadm's own "kubelet version that is the same
+// version as kubeadm or three versions older"), which the plan keeps
+// (KubeletMaxSkew).
 func kubeadmNode(b *blocks, pm, from, to, cp, cpNode, on, nodes string) {
 	f, err1 := ParseVersion(from)
 	t, err2 := ParseVersion(to)
@@ -128,12 +145,9 @@ func kubeadmNode(b *blocks, pm, from, to, cp, cpNode, on, nodes string) {
 	if err != nil {
 		c = t
 	}
-	if c.MinorsAfter(f.AddMinors(1)) > 1 {
+	if t.MinorsAfter(f) > 1 || c.MinorsAfter(f) > 1 {
 		kubeadmRejoin(b, pm, f, t, cpNode, on, nodes)
 		return
-	}
-	if n := t.MinorsAfter(f); n > 1 {
-		b.add(fmt.Sprintf("# kubeadm moves a node one minor per kubeadm upgrade node (its skew against kubeadm): %d upgrades here, %s to %s, each intermediate kubeadm at most one minor older than the control plane %s, inside kubeadm's skew", n, from, to, c.MinorString()))
 	}
 	byManager(b, pm, func(pm string) []string { return kubeadmNodeWith(pm, f, t) })
 }
@@ -147,7 +161,7 @@ func kubeadmNode(b *blocks, pm, from, to, cp, cpNode, on, nodes string) {
 // unit) stay, and the kubelet registers to it again.
 func kubeadmRejoin(b *blocks, pm string, f, t Version, cpNode, on, nodes string) {
 	from, to := f.MinorString(), t.MinorString()
-	b.add(fmt.Sprintf("# %s minors behind %s: upgrading in place would run kubeadm %s against a %s control plane, outside kubeadm's skew (\"the same version as kubeadm or one version older\"), so the node is reprovisioned at v%s: reset, packages of %s, join again (the Node object and its labels stay)", fmt.Sprint(t.MinorsAfter(f)), to, f.AddMinors(1).MinorString(), to, to, to),
+	b.add(fmt.Sprintf("# %d minors behind %s: kubeadm upgrade node moves a node one minor (\"the same MINOR version or one MINOR version newer than the version of kubeadm used for managing the node\"), and stepping it a minor at a time would run kubeadm %s against the newer %s control plane, outside kubeadm's skew (it takes components \"the same version as kubeadm or one version older\"); so the node is reprovisioned at v%s: reset, packages of %s, join again with kubeadm %s (the Node object and its labels stay)", t.MinorsAfter(f), to, f.AddMinors(1).MinorString(), to, to, to, to),
 		fmt.Sprintf("# on %s, a control-plane node: a join command valid two hours (it holds a bootstrap token: keep it out of logs)", cpNode),
 		"sudo kubeadm token create --print-join-command --ttl 2h",
 		"# on the node:")
@@ -173,15 +187,14 @@ func kubeadmRejoin(b *blocks, pm string, f, t Version, cpNode, on, nodes string)
 		"sudo kubeadm join "+sq("<control-plane-endpoint>")+" --token "+sq("<token>")+" --discovery-token-ca-cert-hash "+sq("<ca-cert-hash>")+"   # the values kubeadm token create printed")
 }
 
+// kubeadmNodeWith upgrades a node one minor, from f to t, in place: the
+// repository of t, kubeadm of t, kubeadm upgrade node, then the kubelet and
+// kubectl of t.
 func kubeadmNodeWith(pm string, f, t Version) []string {
-	to := t.MinorString()
-	var out []string
-	for m := f.AddMinors(1); m.MinorsAfter(t) <= 0; m = m.AddMinors(1) {
-		mm := m.MinorString()
-		out = append(out, repoSwitch(pm, m.AddMinors(-1).MinorString(), mm)...)
-		out = append(out, install(pm, mm, mm == to, "kubeadm")...)
-		out = append(out, "sudo kubeadm upgrade node")
-	}
+	from, to := f.MinorString(), t.MinorString()
+	out := repoSwitch(pm, from, to)
+	out = append(out, install(pm, to, true, "kubeadm")...)
+	out = append(out, "sudo kubeadm upgrade node")
 	out = append(out, install(pm, to, true, "kubelet", "kubectl")...)
 	return chain(append(out, "sudo systemctl daemon-reload", "sudo systemctl restart kubelet")...)
 }

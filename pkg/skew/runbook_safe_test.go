@@ -578,10 +578,11 @@ func TestRunbookBeforeYouStart(t *testing.T) {
 	}
 }
 
-// A kubeadm node more than two minors behind the control plane is
-// reprovisioned: in place, its first intermediate kubeadm would be two or
-// more minors older than the control plane, outside kubeadm's skew. Two
-// behind stays in place, one kubeadm upgrade node per minor.
+// A kubeadm node more than one minor behind the control plane is
+// reprovisioned: kubeadm upgrade node moves a node one minor, and stepping
+// it a minor at a time would run an intermediate kubeadm older than the
+// control plane, outside kubeadm's skew. One behind stays in place, one
+// kubeadm upgrade node by the control plane's kubeadm.
 func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
 	for _, tc := range []struct {
 		from, cp    string
@@ -589,7 +590,7 @@ func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
 		reprovision bool
 	}{
 		{"v1.36.4", "v1.37.2", 1, false},
-		{"v1.35.4", "v1.37.2", 2, false},
+		{"v1.35.4", "v1.37.2", 0, true},
 		{"v1.34.4", "v1.37.2", 0, true},
 	} {
 		t.Run(tc.from, func(t *testing.T) {
@@ -621,8 +622,11 @@ func TestRunbookKubeadmReprovisionsFarBehind(t *testing.T) {
 			if got := strings.Contains(c, "sudo kubeadm reset --force && \\"); got != tc.reprovision {
 				t.Errorf("reprovisioned: %v, want %v:\n%s", got, tc.reprovision, c)
 			}
+			// No kubeadm older than the control plane runs, and nothing
+			// claims it would be inside kubeadm's skew.
+			wantNotIn(t, "node", c, "inside kubeadm's skew", "kubeadm='1.36", "kubeadm-1.36")
 			if tc.reprovision {
-				wantIn(t, "reprovision", c, "on cp-0, a control-plane node", "sudo kubeadm token create --print-join-command --ttl 2h",
+				wantIn(t, "reprovision", c, "kubeadm upgrade node moves a node one minor", "join again with kubeadm 1.37", "on cp-0, a control-plane node", "sudo kubeadm token create --print-join-command --ttl 2h",
 					"sudo apt-get install -y kubeadm='1.37.<patch>-*' kubelet='1.37.<patch>-*' kubectl='1.37.<patch>-*'", "sudo kubeadm join '<control-plane-endpoint>'", `kubectl uncordon "$NODE"`)
 			}
 		})
@@ -689,6 +693,12 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 				at = i
 			}
 			wantNotIn(t, "ASG pool", c, "kubeadm upgrade node", "apt-get", "kubeadm reset")
+			// A GPU pool's step says, before its refresh starts, what stays
+			// stopped and until when, and why not restored per batch.
+			cost := strings.Index(c, "# the cost on this GPU pool: every gang gang-drain stops as its instance waits to terminate stays stopped")
+			if gpu := tc.pool == "gpu-h100"; gpu != (cost >= 0) || (gpu && (cost > strings.Index(c, "start-instance-refresh") || !strings.Contains(c, "until the refresh has replaced all 4 nodes and the new nodes pass gpu-validate") || !strings.Contains(c, "not restored per batch, since"))) {
+				t.Errorf("the ASG path's cost to the gangs is not stated before the refresh (or is, on a CPU pool):\n%s", c)
+			}
 		})
 	}
 	gpu := cmds(lastStepOf(t, p, PhaseNodePool, "gpu-h100"))

@@ -83,6 +83,16 @@ func providerLine(d pkgskew.Detection) string {
 // instead of setting VAR.
 const pasteNote = "Paste each block into bash, or into zsh after `setopt interactive_comments sh_word_split` (without them an interactive zsh runs the blocks' `# ...` comments as commands, a `VAR=value   # note` line sets nothing, and `$NODES` stays one word where a block passes several nodes)."
 
+// A step with a way back declares its trigger right under its heading,
+// before any of its commands (triggerHead, the trigger, triggerThen), and
+// ends with its rollback blocks under rollbackHead. The runbook lane
+// (e2e/runbook) tells the rollback blocks by rollbackHead.
+const (
+	triggerHead  = "Roll back if"
+	triggerThen  = "stop there and follow this step's rollback, at its end, instead of going on."
+	rollbackHead = "Rollback, only if the trigger above fired (otherwise go on to the next step):"
+)
+
 // printRunbook writes the plan as a Markdown runbook for a change ticket:
 // one numbered step per plan step, each with its why and its fenced sh
 // blocks of commands. Where the plan cannot tell which of two ways applies
@@ -118,12 +128,18 @@ func printRunbook(w io.Writer, rep *PlanReport) error {
 			fmt.Fprintf(&b, " (%s)", st.Status.Word())
 		}
 		b.WriteString("\n")
+		// The trigger comes before the step's commands, so that a reader
+		// pasting top down knows when to stop before acting; the rollback
+		// blocks close the step, under a line of their own.
+		if rb := st.Rollback; rb != nil {
+			fmt.Fprintf(&b, "\n   %s %s: %s\n", triggerHead, rb.Trigger, triggerThen)
+		}
 		if st.Note != "" {
 			fmt.Fprintf(&b, "\n   %s\n", st.Note)
 		}
 		writeBlocks(&b, st.Blocks)
 		if rb := st.Rollback; rb != nil {
-			fmt.Fprintf(&b, "\n   Roll back if %s:\n", rb.Trigger)
+			fmt.Fprintf(&b, "\n   %s\n", rollbackHead)
 			writeBlocks(&b, rb.Blocks)
 		}
 		b.WriteString("\n")

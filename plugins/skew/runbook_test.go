@@ -181,3 +181,54 @@ func TestRunbookZshPasteNote(t *testing.T) {
 		}
 	}
 }
+
+// A step with a way back names its trigger right under its heading, before
+// any of its commands, so that a reader pasting top down knows when to stop
+// before acting; its rollback blocks close the step, after its own.
+func TestRunbookTriggerBeforeCommands(t *testing.T) {
+	runbooks := map[string]string{}
+	for _, name := range runbookVariants {
+		runbooks[name] = variantRunbook(t, name)
+	}
+	dir := filepath.Join("..", "..", "testdata", "runbook")
+	offline := &cli.TestClientGetter{Err: errors.New("must not touch the cluster")}
+	r := run(t, offline, "", "plan", "--from-file", filepath.Join(dir, "kubeadm-aws.yaml"), "--target", "v1.38", "--runbook",
+		"--calendar", filepath.Join(dir, "calendar.yaml"), "--asg", "gpu-h100=gpu-h100-asg")
+	runbooks["kubeadm-aws --asg"] = r.Out
+	head := regexp.MustCompile(`(?m)^[0-9]+\. \*\*`)
+	withRollback := 0
+	for name, md := range runbooks {
+		for _, st := range head.Split(md, -1)[1:] {
+			lines := strings.Split(st, "\n")
+			trigger, firstBlock, back := -1, -1, -1
+			for i, l := range lines {
+				switch {
+				case strings.HasPrefix(l, "   "+triggerHead+" "):
+					if trigger >= 0 {
+						t.Errorf("%s: two triggers in step %s", name, lines[0])
+					}
+					trigger = i
+				case strings.TrimSpace(l) == "```sh" && firstBlock < 0:
+					firstBlock = i
+				case strings.TrimSpace(l) == rollbackHead:
+					back = i
+				}
+			}
+			if back < 0 {
+				if trigger >= 0 {
+					t.Errorf("%s: step %s names a trigger but has no rollback", name, lines[0])
+				}
+				continue
+			}
+			withRollback++
+			// The heading, a blank line, then the trigger.
+			if trigger != 2 || (firstBlock >= 0 && firstBlock < trigger) || back < firstBlock {
+				t.Errorf("%s: step %s: trigger on line %d, first block on line %d, rollback on line %d; want the trigger right under the heading and the rollback after the step's blocks:\n%s",
+					name, lines[0], trigger, firstBlock, back, st)
+			}
+		}
+	}
+	if withRollback == 0 {
+		t.Fatal("no step with a rollback: the test checks nothing")
+	}
+}
