@@ -84,7 +84,7 @@ func TestCRDMigrateWebhookPreflight(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || len(st.Items) != 1 {
 		t.Fatalf("status: %v\n%s", err, r)
 	}
-	if r.ExitCode != 1 || st.Items[0].Verdict != "blocked" || len(st.Items[0].Webhooks) != 1 || st.Items[0].Webhooks[0].Health != "Down" {
+	if r.ExitCode != 1 || st.Items[0].Verdict != "blocked" || len(st.Items[0].Webhooks) != 1 || st.Items[0].Webhooks[0].Health != "fail" {
 		t.Errorf("status with a down webhook: want exit 1, Blocked, one Down webhook; got %+v\n%s", st.Items[0], r)
 	}
 

@@ -145,7 +145,7 @@ func TestDeprecationsCallerThroughMetricAuditAndManagedFields(t *testing.T) {
 	})
 	if m == nil {
 		t.Errorf("metric series for resourceslices v1beta1 not reported\n%s", res.Stdout)
-	} else if m.Status != "removed" || m.Severity != "blocking" || m.Removed != "1.38" {
+	} else if m.Status != "fail" || m.Severity != "blocking" || m.Removed != "1.38" {
 		t.Errorf("metric item: %+v", *m)
 	}
 	a := find(rep.Items, func(i item) bool {
@@ -161,7 +161,7 @@ func TestDeprecationsCallerThroughMetricAuditAndManagedFields(t *testing.T) {
 	})
 	if w == nil {
 		t.Errorf("managedFields writer %s not reported\n%s", manager, res)
-	} else if w.APIVersion != "resource.k8s.io/v1beta1" || w.Status != "removed" {
+	} else if w.APIVersion != "resource.k8s.io/v1beta1" || w.Status != "fail" {
 		t.Errorf("objects item: %+v", *w)
 	}
 
@@ -171,7 +171,7 @@ func TestDeprecationsCallerThroughMetricAuditAndManagedFields(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("want exit 0 for deprecated only\n%s", res)
 	}
-	if a := find(rep.Items, func(i item) bool { return i.UserAgent == agent }); a == nil || a.Status != "deprecated" || a.Severity != "warning" {
+	if a := find(rep.Items, func(i item) bool { return i.UserAgent == agent }); a == nil || a.Status != "warn" || a.Severity != "warning" {
 		t.Errorf("at v1.36 want a deprecated warning, got %+v", a)
 	}
 
@@ -324,7 +324,7 @@ func TestDeprecationsCRDStoredVersion(t *testing.T) {
 	if st == nil {
 		t.Fatalf("stored version not reported\n%s", res.Stdout)
 	}
-	if st.Hint != "kubectl crd-migrate "+crd.Name || st.Status != "removed" || st.Kind != "Widget" {
+	if st.Hint != "kubectl crd-migrate "+crd.Name || st.Status != "fail" || st.Kind != "Widget" {
 		t.Errorf("stored-version item: %+v", *st)
 	}
 	if find(rep.Items, func(i item) bool {

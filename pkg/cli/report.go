@@ -26,8 +26,8 @@ const APIVersion = Group + "/v1alpha1"
 const APIVersionV1Alpha2 = Group + "/v1alpha2"
 
 // v1alpha2Kinds are the report kinds at APIVersionV1Alpha2: those that
-// carry a skew status, an eviction outcome, a GPU node status or a CRD
-// verdict.
+// carry a skew status, an eviction outcome, a GPU node status, a CRD
+// verdict or webhook health, or a deprecated API's status.
 var v1alpha2Kinds = map[string]bool{
 	"SkewReport": true, "SkewReportList": true,
 	"SkewPlanReport":      true,
@@ -37,6 +37,10 @@ var v1alpha2Kinds = map[string]bool{
 	"GangDrainPlan":     true,
 	"GPUValidateReport": true, "GPUValidateReportList": true,
 	"CRDStatusReport": true, "CRDStatusReportList": true,
+	// A finding's status (removed, deprecated) became the table's word
+	// (fail, warn), and a webhook's health (OK, Down) ok or fail.
+	"DeprecationsReport": true, "DeprecationsReportList": true,
+	"FixHelmReport": true,
 }
 
 // ReportAPIVersion is the apiVersion of a report of the given kind.

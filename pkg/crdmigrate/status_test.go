@@ -104,20 +104,20 @@ func TestInspectorStatus(t *testing.T) {
 			wantReasons: []string{"storedVersions still lists v1 (storage version v2)"}},
 		{name: "healthy webhook", stored: []string{"v1", "v2"}, objects: 3,
 			kube:        []runtime.Object{webhookConfig("ok", admissionv1.Fail, svcRef("ok")), service("sys", "ok"), slice("sys", "ok", true, false)},
-			wantVerdict: VerdictMigrationNeeded, wantReasons: []string{"storedVersions still lists v1 (storage version v2)"}, wantHealth: []string{"OK/1"}},
+			wantVerdict: VerdictMigrationNeeded, wantReasons: []string{"storedVersions still lists v1 (storage version v2)"}, wantHealth: []string{"ok/1"}},
 		{name: "webhook without ready endpoints blocks", stored: []string{"v1", "v2"}, objects: 3,
 			kube:        []runtime.Object{webhookConfig("down", admissionv1.Fail, svcRef("down")), service("sys", "down"), slice("sys", "down", false)},
 			wantVerdict: VerdictBlocked,
 			wantReasons: []string{"storedVersions still lists v1 (storage version v2)", "validating webhook down.example.dev (down) at service sys/down:443 is down: no ready endpoints"},
-			wantHealth:  []string{"Down/0"}},
+			wantHealth:  []string{"fail/0"}},
 		{name: "missing service with failurePolicy Ignore does not block", stored: []string{"v1", "v2"}, objects: 3,
 			kube:        []runtime.Object{webhookConfig("ign", admissionv1.Ignore, svcRef("gone"))},
 			wantVerdict: VerdictMigrationNeeded,
 			wantReasons: []string{"storedVersions still lists v1 (storage version v2)", "validating webhook ign.example.dev is down but has failurePolicy Ignore: writes skip it"},
-			wantHealth:  []string{"Down/0"}},
+			wantHealth:  []string{"fail/0"}},
 		{name: "url webhook is unknown", stored: []string{"v1", "v2"}, objects: 3,
 			kube:        []runtime.Object{webhookConfig("url", admissionv1.Fail, admissionv1.WebhookClientConfig{URL: ptr.To("https://10.1.1.1/validate")})},
-			wantVerdict: VerdictMigrationNeeded, wantReasons: []string{"storedVersions still lists v1 (storage version v2)"}, wantHealth: []string{"Unknown/0"}},
+			wantVerdict: VerdictMigrationNeeded, wantReasons: []string{"storedVersions still lists v1 (storage version v2)"}, wantHealth: []string{"unknown/0"}},
 		{name: "conversion webhook down blocks", stored: []string{"v1", "v2"}, objects: 3,
 			kube: []runtime.Object{service("sys", "conv")},
 			conversion: &apiextv1.CustomResourceConversion{Strategy: apiextv1.WebhookConverter, Webhook: &apiextv1.WebhookConversion{
@@ -126,7 +126,7 @@ func TestInspectorStatus(t *testing.T) {
 			wantReasons: []string{"storedVersions still lists v1 (storage version v2)", "conversion webhook at service sys/conv:443 is down: no ready endpoints"}},
 		{name: "a down webhook does not block a CRD without objects", stored: []string{"v1", "v2"}, objects: 0,
 			kube:        []runtime.Object{webhookConfig("down", admissionv1.Fail, svcRef("down"))},
-			wantVerdict: VerdictMigrationNeeded, wantReasons: []string{"storedVersions still lists v1 (storage version v2)"}, wantHealth: []string{"Down/0"}},
+			wantVerdict: VerdictMigrationNeeded, wantReasons: []string{"storedVersions still lists v1 (storage version v2)"}, wantHealth: []string{"fail/0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,7 +151,7 @@ func TestInspectorStatus(t *testing.T) {
 			}
 			var health []string
 			for _, h := range st.Webhooks {
-				health = append(health, h.Health+"/"+string(rune('0'+h.ReadyEndpoints)))
+				health = append(health, string(h.Health)+"/"+string(rune('0'+h.ReadyEndpoints)))
 			}
 			if diff := cmp.Diff(tc.wantHealth, health); diff != "" {
 				t.Errorf("webhook health (-want +got):\n%s", diff)

@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Webhook kinds.
@@ -27,17 +29,51 @@ const (
 	KindMutating   = "MutatingWebhook"
 )
 
+// HealthState is a webhook's health in the suite's status words, lower
+// case as every report's JSON writes them: ok, fail, unknown.
+type HealthState string
+
 // Webhook health states.
 const (
 	// HealthOK: the webhook's Service has ready endpoints.
-	HealthOK = "OK"
+	HealthOK HealthState = "ok"
 	// HealthDown: the Service is missing or has no ready endpoint.
-	HealthDown = "Down"
+	HealthDown HealthState = "fail"
 	// HealthUnknown: the webhook is reached by URL (or an ExternalName
 	// Service), which the API cannot tell about; a server-side dry-run
 	// write checks it before a run.
-	HealthUnknown = "Unknown"
+	HealthUnknown HealthState = "unknown"
 )
+
+// Word is the state's word in a table: OK, FAIL or UNKNOWN.
+func (h HealthState) Word() cli.Status {
+	switch h {
+	case HealthOK:
+		return cli.StatusOK
+	case HealthDown:
+		return cli.StatusFail
+	}
+	return cli.StatusUnknown
+}
+
+// v1alpha1Health are the words reports of gpufleet.dev/v1alpha1 wrote.
+var v1alpha1Health = map[string]HealthState{"OK": HealthOK, "Down": HealthDown, "Unknown": HealthUnknown}
+
+// UnmarshalText reads a health as this release writes it, or as reports
+// of gpufleet.dev/v1alpha1 did ("OK", "Down", "Unknown").
+func (h *HealthState) UnmarshalText(b []byte) error {
+	w := string(b)
+	switch HealthState(w) {
+	case HealthOK, HealthDown, HealthUnknown, "":
+		*h = HealthState(w)
+		return nil
+	}
+	if old, ok := v1alpha1Health[w]; ok {
+		*h = old
+		return nil
+	}
+	return fmt.Errorf("health %q is not one of ok, fail, unknown", w)
+}
 
 // WebhookHealth is the health of one webhook that reading or writing a
 // CRD's objects goes through.
@@ -56,9 +92,9 @@ type WebhookHealth struct {
 	// FailurePolicy is Fail or Ignore; a conversion webhook always fails
 	// closed.
 	FailurePolicy string `json:"failurePolicy"`
-	// Health is OK, Down or Unknown.
-	Health         string `json:"health"`
-	ReadyEndpoints int    `json:"readyEndpoints"`
+	// Health is ok, fail (down) or unknown.
+	Health         HealthState `json:"health"`
+	ReadyEndpoints int         `json:"readyEndpoints"`
 	// Selective is set when a namespace or object selector may keep the
 	// webhook away from some objects (the selectors are not evaluated).
 	Selective bool   `json:"selective,omitempty"`
@@ -101,7 +137,7 @@ type Webhooks struct {
 }
 
 type serviceHealth struct {
-	health string
+	health HealthState
 	ready  int
 	detail string
 }

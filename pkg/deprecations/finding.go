@@ -1,12 +1,14 @@
 package deprecations
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Source names where a finding comes from.
@@ -26,14 +28,63 @@ const (
 // AllSources lists every source.
 var AllSources = []Source{SourceMetrics, SourceAudit, SourceObjects, SourceHelm, SourceManifests, SourceCRDs}
 
+// Status is a finding's state at the target release: its API is removed
+// there, deprecated there, or cannot be told (Undeterminable). The table's
+// STATUS column and -o json|yaml write it in the suite's words (Word): a
+// removed API fails the upgrade, a deprecated one warns.
+type Status string
+
 // Status of a finding at the target release.
 const (
-	StatusRemoved    = "removed"
-	StatusDeprecated = "deprecated"
+	StatusRemoved    Status = "removed"
+	StatusDeprecated Status = "deprecated"
 	// StatusUnknown marks a finding whose apiVersion could not be
 	// determined (a templated apiVersion in an unrendered chart).
-	StatusUnknown = "unknown"
+	StatusUnknown Status = "unknown"
 )
+
+// Statuses are the words Word returns, for a command's legend.
+var Statuses = []cli.Status{cli.StatusWarn, cli.StatusUnknown, cli.StatusFail}
+
+// Word is the status in the suite's vocabulary: FAIL for an API removed at
+// the target (the upgrade breaks its users), WARN for a deprecated one,
+// UNKNOWN for an apiVersion that could not be read.
+func (s Status) Word() cli.Status {
+	switch s {
+	case StatusRemoved:
+		return cli.StatusFail
+	case StatusDeprecated:
+		return cli.StatusWarn
+	}
+	return cli.StatusUnknown
+}
+
+// MarshalText writes the status as -o json and -o yaml do from
+// gpufleet.dev/v1alpha2 on: its table word in lower case ("fail", "warn",
+// "unknown").
+func (s Status) MarshalText() ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	return []byte(s.Word().JSONWord()), nil
+}
+
+// UnmarshalText reads a status as MarshalText writes it, or as reports of
+// gpufleet.dev/v1alpha1 did ("removed", "deprecated", "unknown").
+func (s *Status) UnmarshalText(b []byte) error {
+	w := string(b)
+	for _, st := range []Status{StatusRemoved, StatusDeprecated, StatusUnknown} {
+		if w == string(st) || w == st.Word().JSONWord() {
+			*s = st
+			return nil
+		}
+	}
+	if w == "" {
+		*s = ""
+		return nil
+	}
+	return fmt.Errorf("status %q is not one of fail, warn, unknown", w)
+}
 
 // Finding is one use of a deprecated or removed API.
 type Finding struct {
@@ -67,7 +118,7 @@ type Finding struct {
 	Candidates     []string `json:"candidates,omitempty"`
 
 	// Filled in by Classify.
-	Status               string               `json:"status"`
+	Status               Status               `json:"status"`
 	Deprecated           apilifecycle.Release `json:"deprecated,omitzero"`
 	Removed              apilifecycle.Release `json:"removed,omitzero"`
 	Replacement          string               `json:"replacement,omitempty"`
@@ -166,7 +217,7 @@ func Classify(tab *apilifecycle.Table, target Target, in []Finding) []Finding {
 		if st == apilifecycle.StatusOK {
 			continue
 		}
-		f.Status = st.String()
+		f.Status = Status(st.String())
 		if f.Kind == "" {
 			f.Kind = e.Kind
 		}
@@ -196,7 +247,7 @@ func lookup(tab *apilifecycle.Table, f Finding) (apilifecycle.Entry, bool) {
 	return tab.LookupResource(g, v, f.Resource)
 }
 
-func statusRank(s string) int {
+func statusRank(s Status) int {
 	switch s {
 	case StatusRemoved:
 		return 0

@@ -103,8 +103,9 @@ type HelmFixChange struct {
 	Kind       string `json:"kind"`
 	Name       string `json:"name,omitempty"`
 	APIVersion string `json:"apiVersion"`
-	// Status is removed or deprecated at the target.
-	Status        string `json:"status"`
+	// Status is removed or deprecated at the target (fail or warn in
+	// JSON).
+	Status        Status `json:"status"`
 	NewAPIVersion string `json:"newAPIVersion"`
 	NewKind       string `json:"newKind,omitempty"`
 	RemovedIn     string `json:"removedIn,omitempty"`
@@ -117,7 +118,7 @@ type HelmFixManual struct {
 	Kind        string `json:"kind"`
 	Name        string `json:"name,omitempty"`
 	APIVersion  string `json:"apiVersion"`
-	Status      string `json:"status"`
+	Status      Status `json:"status"`
 	Replacement string `json:"replacement,omitempty"`
 	// Reason says why a pure apiVersion mapping is not enough.
 	Reason string `json:"reason"`
@@ -208,7 +209,7 @@ func (m *manifestMapper) mapDoc(in string, doc []string) ([]HelmFixChange, []Hel
 	}
 	name, _ := nestedString(obj, "metadata", "name")
 	manual := func(repl, reason, change string) []HelmFixManual {
-		return []HelmFixManual{{In: in, Kind: kind, Name: name, APIVersion: av, Status: st.String(), Replacement: repl, Reason: reason, Change: change}}
+		return []HelmFixManual{{In: in, Kind: kind, Name: name, APIVersion: av, Status: Status(st.String()), Replacement: repl, Reason: reason, Change: change}}
 	}
 	repl, ok := m.replacement(e)
 	if !ok {
@@ -240,7 +241,7 @@ func (m *manifestMapper) mapDoc(in string, doc []string) ([]HelmFixChange, []Hel
 			"change the chart to use "+repl.APIVersion()+", then helm upgrade")
 	}
 	doc[ai] = rewriteValue(doc[ai], "apiVersion", repl.APIVersion())
-	ch := HelmFixChange{In: in, Kind: kind, Name: name, APIVersion: av, Status: st.String(), NewAPIVersion: repl.APIVersion()}
+	ch := HelmFixChange{In: in, Kind: kind, Name: name, APIVersion: av, Status: Status(st.String()), NewAPIVersion: repl.APIVersion()}
 	if !e.Removed.IsZero() {
 		ch.RemovedIn = "v" + e.Removed.String()
 	}

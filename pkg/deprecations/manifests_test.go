@@ -223,7 +223,7 @@ func TestClassify(t *testing.T) {
 	type row struct{ Status, API, Kind, Resource, Replacement string }
 	var rows []row
 	for _, f := range got {
-		rows = append(rows, row{f.Status, f.APIVersion, f.Kind, f.Resource, f.Replacement})
+		rows = append(rows, row{string(f.Status), f.APIVersion, f.Kind, f.Resource, f.Replacement})
 	}
 	want := []row{
 		{"removed", "batch/v1beta1", "CronJob", "cronjobs", "batch/v1 CronJob"},

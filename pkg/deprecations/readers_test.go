@@ -171,7 +171,7 @@ func TestCRDFindings(t *testing.T) {
 	type row struct{ Status, API, Detail, Hint string }
 	var rows []row
 	for _, f := range got {
-		rows = append(rows, row{f.Status, f.APIVersion, f.Detail, f.Hint})
+		rows = append(rows, row{string(f.Status), f.APIVersion, f.Detail, f.Hint})
 	}
 	want := []row{
 		{"removed", "example.com/v1alpha1", "version marked deprecated", ""},

@@ -21,6 +21,7 @@ import (
 	psaapi "k8s.io/pod-security-admission/api"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
 	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
@@ -123,7 +124,7 @@ func (r *Runner) removedAPIsGate(ctx context.Context, metrics func(context.Conte
 	ev = append(ev, failed...)
 	switch {
 	case len(removed) > 0:
-		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d uses of APIs removed in %s", len(removed), r.Target.MinorString()), Evidence: ev, Command: cmd}, callers
+		return Gate{Status: StatusFail, Message: fmt.Sprintf("%s of APIs removed in %s", cli.Plural(len(removed), "use"), r.Target.MinorString()), Evidence: ev, Command: cmd}, callers
 	case len(failed) > 0:
 		return Gate{Status: StatusUnknown, Message: fmt.Sprintf("no removed API found, but %d of 4 sources could not be read", len(failed)), Evidence: ev, Command: cmd}, callers
 	}
@@ -345,7 +346,7 @@ func (r *Runner) webhooksGate(ctx context.Context) Gate {
 	ev := capLines(append(fails, warns...))
 	switch {
 	case len(fails) > 0:
-		return Gate{Status: StatusFail, Message: fmt.Sprintf("%d webhooks fail closed and cannot be reached", len(fails)), Evidence: ev, Command: cmd}
+		return Gate{Status: StatusFail, Message: cli.Plural(len(fails), "webhook") + verb(len(fails), " fails", " fail") + " closed and cannot be reached", Evidence: ev, Command: cmd}
 	case len(warns) > 0:
 		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d webhook risks during the upgrade", len(warns)), Evidence: ev, Command: "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations -o wide"}
 	}
@@ -882,3 +883,12 @@ func (r *Runner) crds(ctx context.Context) ([]*apiextv1.CustomResourceDefinition
 // metrics, ready for expfmt's text parser (the fleet programme's
 // apiserver-429-rate check reads apiserver_request_total with it).
 func MetricLines(text []byte, names ...string) []byte { return metricLines(text, names) }
+
+// verb is one when n is 1, else many: the verb that agrees with a count
+// (cli.Plural writes the noun).
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

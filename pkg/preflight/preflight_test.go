@@ -239,6 +239,9 @@ func TestWebhooksGate(t *testing.T) {
 	if g.Status != StatusFail || !strings.Contains(strings.Join(g.Evidence, "\n"), "service not found") {
 		t.Errorf("dead webhook: %s %s %v", g.Status, g.Message, g.Evidence)
 	}
+	if g.Message != "1 webhook fails closed and cannot be reached" {
+		t.Errorf("one dead webhook: message %q", g.Message)
+	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "policy", Name: "up"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}}
 	kc = fake.NewClientset(svc, failClosed("leases", "policy", "up", rule("coordination.k8s.io", "leases"), 30))
 	g = (&Runner{Kube: kc}).webhooksGate(context.Background())

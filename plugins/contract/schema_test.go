@@ -111,7 +111,11 @@ func TestReportSchemasRefuseOtherWords(t *testing.T) {
 		{"../pdbblockers/testdata/mixed.json.golden", "PDBBlockersReport", func(m map[string]any) { item(m, "items", 0)["verdict"] = "Later" }},
 		{"../pdbblockers/testdata/mixed.json.golden", "PDBBlockersReport", func(m map[string]any) { item(m, "nodes", 0)["verdict"] = "Never" }},
 		{"../crdmigrate/testdata/status.json.golden", "CRDStatusReport", func(m map[string]any) { item(m, "items", 0)["verdict"] = "UpToDate" }},
+		{"../crdmigrate/testdata/status.json.golden", "CRDStatusReport", func(m map[string]any) { item(m, "items", 1)["conversionWebhook"].(map[string]any)["health"] = "Down" }},
+		{"../crdmigrate/testdata/status.json.golden", "CRDStatusReport", func(m map[string]any) { item(item(m, "items", 2), "webhooks", 0)["health"] = "OK" }},
 		{"../deprecations/testdata/ci.json.golden", "DeprecationsReport", func(m map[string]any) { item(m, "items", 0)["status"] = "FAIL" }},
+		{"../deprecations/testdata/ci.json.golden", "DeprecationsReport", func(m map[string]any) { item(m, "items", 0)["status"] = "removed" }},
+		{"../deprecations/testdata/ci.json.golden", "DeprecationsReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersion }},
 	} {
 		doc, err := decodeReport(c.golden)
 		if err != nil {
@@ -128,8 +132,8 @@ func TestReportSchemasRefuseOtherWords(t *testing.T) {
 	}
 }
 
-// The status enums of the schemas are pkg/cli's status words in lower
-// case: one vocabulary, one casing.
+// The status enums of the schemas ($defs status, and a webhook's health)
+// are pkg/cli's status words in lower case: one vocabulary, one casing.
 func TestReportSchemaStatusesAreTheSuiteWords(t *testing.T) {
 	words := cli.JSONStatuses()
 	files, _ := filepath.Glob(filepath.Join(schemaDir, "*.json"))
@@ -146,13 +150,11 @@ func TestReportSchemaStatusesAreTheSuiteWords(t *testing.T) {
 		if err := json.Unmarshal(b, &s); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		st, ok := s.Defs["status"]
-		if !ok || strings.HasSuffix(f, "DeprecationsReport.json") {
-			continue
-		}
-		for _, w := range st.Enum {
-			if !slices.Contains(words, w) {
-				t.Errorf("%s: status %q is not one of pkg/cli's words in lower case %v", f, w, words)
+		for _, def := range []string{"status", "health"} {
+			for _, w := range s.Defs[def].Enum {
+				if !slices.Contains(words, w) {
+					t.Errorf("%s: %s %q is not one of pkg/cli's words in lower case %v", f, def, w, words)
+				}
 			}
 		}
 	}

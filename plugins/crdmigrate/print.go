@@ -82,15 +82,7 @@ func list(s []string) string {
 	return strings.Join(s, ",")
 }
 
-func healthWord(h string) string {
-	switch h {
-	case crdmigrate.HealthOK:
-		return "OK"
-	case crdmigrate.HealthDown:
-		return "FAIL"
-	}
-	return "UNKNOWN"
-}
+func healthWord(h crdmigrate.HealthState) string { return h.Word().String() }
 
 func conversionCell(st crdmigrate.CRDStatus, c cli.Colorizer) string {
 	if st.ConversionWebhook == nil {
@@ -103,12 +95,12 @@ func webhooksCell(st crdmigrate.CRDStatus, c cli.Colorizer) string {
 	if len(st.Webhooks) == 0 {
 		return "none"
 	}
-	counts := map[string]int{}
+	counts := map[crdmigrate.HealthState]int{}
 	for _, h := range st.Webhooks {
 		counts[h.Health]++
 	}
 	var parts []string
-	for _, h := range []string{crdmigrate.HealthDown, crdmigrate.HealthUnknown, crdmigrate.HealthOK} {
+	for _, h := range []crdmigrate.HealthState{crdmigrate.HealthDown, crdmigrate.HealthUnknown, crdmigrate.HealthOK} {
 		if counts[h] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[h], c.Status(healthWord(h))))
 		}

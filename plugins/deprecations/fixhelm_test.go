@@ -68,7 +68,7 @@ func TestFixHelmDryRunThenFix(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Kind != "FixHelmReport" || rep.APIVersion != cli.APIVersion || rep.TargetVersion != "1.38" || rep.Summary.Fixed != 1 ||
+	if rep.Kind != "FixHelmReport" || rep.APIVersion != cli.APIVersionV1Alpha2 || rep.TargetVersion != "1.38" || rep.Summary.Fixed != 1 ||
 		len(rep.Items) != 1 || rep.Items[0].Action != dep.HelmFixFixed || rep.Items[0].NewRevision != 2 {
 		t.Fatalf("report: %s", out)
 	}

@@ -167,21 +167,8 @@ func (r *Report) summaryLine(prefix string) string {
 	return prefix + line + "."
 }
 
-// statusWord is a finding's word in the STATUS column: an API removed at
-// the target FAILs, a deprecated one WARNs, an undeterminable one is
-// UNKNOWN. JSON keeps the finding's status.
-func statusWord(status string) cli.Status {
-	switch status {
-	case dep.StatusRemoved:
-		return cli.StatusFail
-	case dep.StatusDeprecated:
-		return cli.StatusWarn
-	}
-	return cli.StatusUnknown
-}
-
-// statusWords are the words statusWord returns.
-var statusWords = []cli.Status{cli.StatusWarn, cli.StatusUnknown, cli.StatusFail}
+// statusWords are the words a finding's status prints.
+var statusWords = dep.Statuses
 
 // findingsTable returns the empty findings table, with a CONTEXT column first when
 // several contexts are reported together. SOURCE and WHO show only with
@@ -251,7 +238,7 @@ func (o *Options) addRows(t *cli.Table, r *Report, context string) {
 	base := dep.DisplayBase(o.Filenames)
 	for _, it := range r.Items {
 		f := it.Finding
-		status := statusWord(f.Status).String()
+		status := f.Status.Word().String()
 		kind := f.Kind
 		if kind == "" {
 			kind = f.Resource
