@@ -152,9 +152,29 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 	etcdFlags := f.changed("etcd-quorum", "etcd-endpoints", "etcd-cacert", "etcd-cert", "etcd-key", "etcd-max-lag")
 	switch {
 	case etcdFlags:
+		// Each flag given overrides; the rest come from how the baseline
+		// reached etcd (verify --etcd-max-lag N keeps its endpoints and
+		// certificates), as the alerts and promql flags do.
 		h.EtcdQuorum = f.EtcdQuorum || len(f.EtcdEndpoints) > 0 || f.changed("etcd-cacert", "etcd-cert", "etcd-key", "etcd-max-lag")
-		h.Etcd = health.EtcdAccess{Endpoints: f.EtcdEndpoints, CAFile: f.EtcdCACert, CertFile: f.EtcdCert, KeyFile: f.EtcdKey}
-		h.EtcdMaxLag = f.EtcdMaxLag
+		h.Etcd, h.EtcdMaxLag = health.EtcdAccess{}, f.EtcdMaxLag
+		if base != nil && base.EtcdAccess != nil {
+			h.Etcd = *base.EtcdAccess
+		}
+		if base != nil && (base.Etcd != nil || base.EtcdAccess != nil) && !f.changed("etcd-max-lag") {
+			h.EtcdMaxLag = base.EtcdMaxLag
+		}
+		if f.changed("etcd-endpoints") {
+			h.Etcd.Endpoints = f.EtcdEndpoints
+		}
+		if f.changed("etcd-cacert") {
+			h.Etcd.CAFile = f.EtcdCACert
+		}
+		if f.changed("etcd-cert") {
+			h.Etcd.CertFile = f.EtcdCert
+		}
+		if f.changed("etcd-key") {
+			h.Etcd.KeyFile = f.EtcdKey
+		}
 	case base != nil && (base.Etcd != nil || base.EtcdAccess != nil || base.Unread[preflight.GateEtcdQuorum] != ""):
 		h.EtcdQuorum, h.EtcdMaxLag = true, base.EtcdMaxLag
 		if base.EtcdAccess != nil {
