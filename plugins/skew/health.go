@@ -26,6 +26,7 @@ type healthFlags struct {
 	EtcdMaxLag      uint64
 	AlertmanagerURL string
 	AlertMatchers   []string
+	AllAlerts       bool
 	PrometheusURL   string
 	PromQLChecks    string
 	// The synthetic-app gate's flags.
@@ -57,6 +58,7 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.Uint64Var(&f.EtcdMaxLag, "etcd-max-lag", f.EtcdMaxLag, "Raft entries a member may be behind the leader's committed index before the etcd-quorum gate fails.")
 	fs.StringVar(&f.AlertmanagerURL, "alertmanager-url", f.AlertmanagerURL, "Run the alerts gate: fail on active alerts no silence or inhibition suppresses, read from this Alertmanager's API v2 (http://alertmanager.monitoring:9093; or `kubectl port-forward -n monitoring svc/alertmanager-main 9093` and http://127.0.0.1:9093).")
 	fs.StringArrayVar(&f.AlertMatchers, "alert-matcher", f.AlertMatchers, "Alertmanager matcher the alerts must match, in Alertmanager's syntax (severity=\"critical\", cluster=~\"prod-.*\"); repeatable, all must match.")
+	fs.BoolVar(&f.AllAlerts, "all-alerts", f.AllAlerts, "Count Watchdog and InfoInhibitor too: by default the alerts gate adds the matcher alertname!~\"Watchdog|InfoInhibitor\", the alerts kube-prometheus-stack keeps firing by design.")
 	fs.StringVar(&f.PrometheusURL, "prometheus-url", f.PrometheusURL, "Run the promql gate against this Prometheus' HTTP API (http://prometheus.monitoring:9090; or `kubectl port-forward -n monitoring svc/prometheus-k8s 9090` and http://127.0.0.1:9090), reached directly with no cluster credentials.")
 	fs.StringVar(&f.PromQLChecks, "promql-checks", f.PromQLChecks, "YAML list of PromQL checks, each {name, expr, and one of maxRatio (value may grow to baseline x ratio), max, min}; preflight --save records each value as the baseline, verify compares.")
 	f.SyntheticAppNamespace, f.SyntheticAppImage, f.SyntheticAppPort, f.SyntheticAppTimeout = "default", health.DefaultProbeAppImage, health.DefaultProbeAppPort, health.DefaultProbeAppTimeout
@@ -182,11 +184,19 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 		}
 	}
 	switch {
-	case f.changed("alertmanager-url", "alert-matcher"):
+	case f.changed("alertmanager-url", "alert-matcher", "all-alerts"):
 		h.Alerts = true
-		h.Alertmanager = health.AlertmanagerAccess{URL: f.AlertmanagerURL, Matchers: f.AlertMatchers}
-		if f.AlertmanagerURL == "" && base != nil && base.Alertmanager != nil {
-			h.Alertmanager.URL = base.Alertmanager.URL
+		h.Alertmanager = health.AlertmanagerAccess{URL: f.AlertmanagerURL, Matchers: f.AlertMatchers, AllAlerts: f.AllAlerts}
+		if base != nil && base.Alertmanager != nil {
+			if f.AlertmanagerURL == "" {
+				h.Alertmanager.URL = base.Alertmanager.URL
+			}
+			if !f.changed("alert-matcher") {
+				h.Alertmanager.Matchers = base.Alertmanager.Matchers
+			}
+			if !f.changed("all-alerts") {
+				h.Alertmanager.AllAlerts = base.Alertmanager.AllAlerts
+			}
 		}
 	case base != nil && base.Alertmanager != nil:
 		h.Alerts, h.Alertmanager = true, *base.Alertmanager
