@@ -163,8 +163,11 @@ func ReadAlerts(ctx context.Context, a AlertmanagerAccess) ([]Alert, error) {
 
 // parseAlerts decodes a GET /api/v2/alerts answer, keeping the alerts that
 // are not suppressed: neither silenced, inhibited nor muted (the query asks
-// Alertmanager for those already; this holds it to them). An unprocessed
-// alert counts: nothing suppresses it yet.
+// Alertmanager for those already; this holds it to them). The mutedBy
+// check is defensive: Alertmanager v0.35.0 api/v2/api.go getAlertsHandler passes nil for
+// the muted-by list (time-interval muting is not reported there), so it is
+// empty in its answers. An unprocessed alert counts: nothing suppresses it
+// yet.
 func parseAlerts(body []byte) ([]Alert, error) {
 	var raw []gettableAlert
 	if err := json.Unmarshal(body, &raw); err != nil {
