@@ -86,6 +86,17 @@ func TestAlertsGate(t *testing.T) {
 	if g.Status != "PASS" || !strings.Contains(g.Message, `matching severity="critical"`) {
 		t.Fatalf("no alert: %s %q\n%s", g.Status, g.Message, r)
 	}
+	// kube-prometheus-stack's Watchdog fires all the time by design: left
+	// out unless --all-alerts, even with no matcher.
+	postAlert(t, am, "Watchdog", map[string]string{"severity": "none"})
+	g, _, r = preflight(t, cp, "alerts", "--target", "v1.37", "--alertmanager-url", am)
+	if g.Status != "PASS" || !strings.Contains(g.Message, `alertname!~"Watchdog|InfoInhibitor"`) {
+		t.Fatalf("Watchdog firing, no matcher: want PASS, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
+	}
+	g, _, r = preflight(t, cp, "alerts", "--target", "v1.37", "--alertmanager-url", am, "--all-alerts")
+	if g.Status != "FAIL" || len(g.Evidence) != 1 || !evidenceHas(g, "Watchdog{") {
+		t.Fatalf("Watchdog firing, --all-alerts: want FAIL on Watchdog, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
+	}
 
 	postAlert(t, am, "NodeDown", map[string]string{"severity": "critical"})
 	postAlert(t, am, "DiskFilling", map[string]string{"severity": "warning"})

@@ -231,6 +231,10 @@ type HaltCheck struct {
 	// that one Alertmanager serving the fleet halts only the cluster whose
 	// alert fires.
 	ClusterLabel string `json:"clusterLabel,omitempty"`
+	// AllAlerts: alerts counts Watchdog and InfoInhibitor too, the alerts
+	// kube-prometheus-stack keeps firing by design
+	// (health.AlwaysFiringMatcher leaves them out by default).
+	AllAlerts bool `json:"allAlerts,omitempty"`
 	// PrometheusURL: promql runs its queries against this Prometheus' HTTP
 	// API. "$cluster" in it is replaced by the cluster's name.
 	PrometheusURL string `json:"prometheusURL,omitempty"`

@@ -28,8 +28,14 @@ func TestAlertsHaltCheck(t *testing.T) {
 	if len(checks) != 1 || checks[0].Result != CheckPass {
 		t.Fatalf("no alert: %+v", checks)
 	}
+	if strings.Join(filters, " ") != `severity="critical" cluster="prod-usw2" alertname!~"Watchdog|InfoInhibitor"` {
+		t.Errorf("filters %q, want the matchers, the cluster's and the always-firing alerts left out", filters)
+	}
+	all := h
+	all.AllAlerts = true
+	haltChecks(context.Background(), nil, []fleetfile.HaltCheck{all}, "prod-usw2", 0, 0, nil, nil)
 	if strings.Join(filters, " ") != `severity="critical" cluster="prod-usw2"` {
-		t.Errorf("filters %q, want the matchers and the cluster's", filters)
+		t.Errorf("allAlerts: filters %q, want the matchers and the cluster's only", filters)
 	}
 	body = recorded
 	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil, nil)

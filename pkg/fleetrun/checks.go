@@ -219,7 +219,7 @@ func haltChecks(ctx context.Context, kc kubernetes.Interface, checks []fleetfile
 // suppresses in the check's Alertmanager, filtered by its matchers and,
 // with a cluster label, by the cluster's name.
 func alertsCheck(ctx context.Context, h fleetfile.HaltCheck, cluster string) (string, string) {
-	a := health.AlertmanagerAccess{URL: h.AlertmanagerURL, Matchers: append([]string(nil), h.Matchers...)}
+	a := health.AlertmanagerAccess{URL: h.AlertmanagerURL, Matchers: append([]string(nil), h.Matchers...), AllAlerts: h.AllAlerts}
 	if h.ClusterLabel != "" {
 		a.Matchers = append(a.Matchers, fmt.Sprintf("%s=%q", h.ClusterLabel, cluster))
 	}
@@ -228,7 +228,7 @@ func alertsCheck(ctx context.Context, h fleetfile.HaltCheck, cluster string) (st
 		return CheckUnknown, err.Error()
 	}
 	if len(alerts) == 0 {
-		return CheckPass, fmt.Sprintf("no active alert matching %s", strings.Join(a.Matchers, ", "))
+		return CheckPass, fmt.Sprintf("no active alert matching %s", strings.Join(a.QueryMatchers(), ", "))
 	}
 	msg := fmt.Sprintf("%d active alert(s): %s", len(alerts), alerts[0])
 	if len(alerts) > 1 {

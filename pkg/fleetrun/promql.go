@@ -59,13 +59,15 @@ func promqlChecks(ctx context.Context, h fleetfile.HaltCheck, cluster string, ba
 	out := make([]Check, 0, len(res))
 	for _, r := range res {
 		c := Check{Name: h.Check, Cluster: cluster}
-		bv := health.BaselineValue(values, r.Name)
+		bv, changed := health.BaselineValue(values, r.PromQLCheck)
 		verdict, msg := health.Judge(r, bv)
 		switch {
 		case r.MaxRatio != nil && r.Value != nil && berr != nil:
 			verdict, msg = health.PromQLUnknown, r.Name+": "+berr.Error()
 		case r.MaxRatio != nil && r.Value != nil && !recorded:
 			verdict, msg = CheckSkip, fmt.Sprintf("%s: now %s, no pre-flight baseline to compare with yet", r.Name, health.FormatValue(*r.Value))
+		case r.MaxRatio != nil && r.Value != nil && changed:
+			verdict, msg = health.PromQLUnknown, health.ExprChangedMessage(r.Name)
 		case r.MaxRatio != nil && r.Value != nil && bv == nil:
 			msg += " (the cluster's pre-flight baseline did not record it)"
 		}

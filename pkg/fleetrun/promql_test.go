@@ -84,6 +84,14 @@ evidence:
 		t.Errorf("not in the baseline: %+v", checks[2])
 	}
 
+	// The Fleet file's expression edited since the baseline was taken.
+	edited := h
+	edited.Queries = []health.PromQLCheck{{Name: "ttft", Expr: `max(ttft_seconds{cluster="$cluster"})`, MaxRatio: &ratio}}
+	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{edited}, "prod-usw2", 0, 0, nil, base)
+	if checks[0].Result != CheckUnknown || !strings.Contains(checks[0].Message, "expression changed since the baseline") {
+		t.Errorf("expression changed: %+v", checks[0])
+	}
+
 	st.Baseline = "run/missing.yaml"
 	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil, base)
 	if checks[0].Result != CheckUnknown || !strings.Contains(checks[0].Message, "reading the pre-flight baseline run/missing.yaml") {

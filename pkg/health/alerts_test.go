@@ -30,7 +30,7 @@ func TestReadAlertsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"active=true", "silenced=false", "inhibited=false", "filter=cluster%3D%22e2e%22"} {
+	for _, q := range []string{"active=true", "silenced=false", "inhibited=false", "filter=cluster%3D%22e2e%22", "filter=alertname%21~%22Watchdog%7CInfoInhibitor%22"} {
 		if !strings.Contains(query, q) {
 			t.Errorf("query %q lacks %s", query, q)
 		}
@@ -51,6 +51,12 @@ func TestReadAlertsRecorded(t *testing.T) {
 	}
 	if s := got[2].String(); !strings.HasPrefix(s, `NodeDown{cluster="e2e",severity="critical"} firing since `) || !strings.HasSuffix(s, ": NodeDown from the test") {
 		t.Errorf("String() = %q", s)
+	}
+}
+
+func TestAlertsQueryAllAlerts(t *testing.T) {
+	if q := (AlertmanagerAccess{AllAlerts: true}).AlertsQuery(); strings.Contains(q, "filter") {
+		t.Errorf("AllAlerts: query %q has a filter", q)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -140,9 +142,9 @@ type EnforcingCNI struct {
 // Calico's "calico-node" (Calico v3.28 manifests, kube-system or
 // calico-system), Antrea's "antrea-agent" (Antrea v2.1 manifests), Weave
 // Net's "weave-net", kube-router's "kube-router", Azure NPM's "azure-npm"
-// (AKS docs, "network policies") and the EKS VPC CNI's "aws-node" with its
-// aws-network-policy-agent container (amazon-vpc-cni-k8s v1.18, network
-// policy agent). Flannel alone enforces none and is not listed.
+// (AKS docs, "network policies") and the EKS VPC CNI's "aws-node" only
+// where its network policy agent runs and is switched on (see
+// awsNodeEnforces). Flannel alone enforces none and is not listed.
 var EnforcingCNIs = []EnforcingCNI{
 	{Name: "Cilium", DaemonSets: []string{"cilium"}},
 	{Name: "GKE Dataplane V2", DaemonSets: []string{"anetd"}},
@@ -179,7 +181,7 @@ func FindEnforcingCNIs(dss []*appsv1.DaemonSet) []CNIFact {
 				if ds.Name != n {
 					continue
 				}
-				if n == "aws-node" && !hasContainer(ds, "aws-network-policy-agent") {
+				if n == "aws-node" && !awsNodeEnforces(ds) {
 					continue
 				}
 				out = append(out, CNIFact{CNI: c.Name, Namespace: ds.Namespace, Name: ds.Name, Desired: ds.Status.DesiredNumberScheduled, Ready: ds.Status.NumberReady})
@@ -190,9 +192,30 @@ func FindEnforcingCNIs(dss []*appsv1.DaemonSet) []CNIFact {
 	return out
 }
 
-func hasContainer(ds *appsv1.DaemonSet, name string) bool {
+// awsNodeEnforces says whether an aws-node DaemonSet runs the VPC CNI's
+// network policy agent with enforcement on. Since amazon-vpc-cni-k8s
+// v1.14.0 the agent is the aws-eks-nodeagent container (image
+// amazon/aws-network-policy-agent) of aws-node, and it ships switched off:
+// config/master/aws-k8s-cni.yaml at v1.14.0 and v1.23.0 give it
+// --enable-network-policy=false; the EKS add-on's enableNetworkPolicy
+// setting turns it to true. The container is found by name, or by image
+// where a fork renamed it; the flag is a boolean flag, so a bare
+// --enable-network-policy is on, and the last one given wins.
+func awsNodeEnforces(ds *appsv1.DaemonSet) bool {
 	for _, c := range ds.Spec.Template.Spec.Containers {
-		if c.Name == name {
+		if c.Name != "aws-eks-nodeagent" && !strings.Contains(c.Image, "aws-network-policy-agent") {
+			continue
+		}
+		on := false
+		for _, a := range append(append([]string{}, c.Command...), c.Args...) {
+			switch {
+			case a == "--enable-network-policy":
+				on = true
+			case strings.HasPrefix(a, "--enable-network-policy="):
+				on, _ = strconv.ParseBool(strings.TrimPrefix(a, "--enable-network-policy="))
+			}
+		}
+		if on {
 			return true
 		}
 	}

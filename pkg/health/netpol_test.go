@@ -1,12 +1,14 @@
 package health
 
 import (
+	"os"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 )
 
 func TestSpecDigestIgnoresKeyOrderNotContent(t *testing.T) {
@@ -58,6 +60,59 @@ func TestDiffPolicies(t *testing.T) {
 	}
 }
 
+// The aws-node DaemonSet as amazon-vpc-cni-k8s ships it runs the policy
+// agent switched off; it enforces only with --enable-network-policy=true.
+func TestEnforcingCNIsAWSNode(t *testing.T) {
+	b, err := os.ReadFile("testdata/amazon-vpc-cni-k8s-v1.23.0-aws-node-daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := &appsv1.DaemonSet{}
+	if err := yaml.UnmarshalStrict(b, shipped); err != nil {
+		t.Fatal(err)
+	}
+	shipped.Status = appsv1.DaemonSetStatus{DesiredNumberScheduled: 2, NumberReady: 2}
+	if got := FindEnforcingCNIs([]*appsv1.DaemonSet{shipped}); len(got) != 0 {
+		t.Errorf("aws-node as shipped (--enable-network-policy=false) enforces nothing: got %+v", got)
+	}
+	agent := func(ds *appsv1.DaemonSet) *corev1.Container {
+		for i, c := range ds.Spec.Template.Spec.Containers {
+			if strings.Contains(c.Image, "aws-network-policy-agent") {
+				return &ds.Spec.Template.Spec.Containers[i]
+			}
+		}
+		t.Fatal("no policy agent container in the shipped DaemonSet")
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(c *corev1.Container)
+		want int
+	}{
+		{"switched on", func(c *corev1.Container) { replaceArg(c, "--enable-network-policy=true") }, 1},
+		{"bare flag", func(c *corev1.Container) { replaceArg(c, "--enable-network-policy") }, 1},
+		{"renamed, found by image", func(c *corev1.Container) { c.Name = "policy"; replaceArg(c, "--enable-network-policy=true") }, 1},
+		{"off, as shipped", func(c *corev1.Container) {}, 0},
+	} {
+		ds := shipped.DeepCopy()
+		tc.edit(agent(ds))
+		got := FindEnforcingCNIs([]*appsv1.DaemonSet{ds})
+		if len(got) != tc.want {
+			t.Errorf("%s: got %+v", tc.name, got)
+		} else if tc.want == 1 && (got[0].Name != "aws-node" || got[0].Namespace != "kube-system" || !got[0].OK()) {
+			t.Errorf("%s: got %+v", tc.name, got)
+		}
+	}
+}
+
+func replaceArg(c *corev1.Container, arg string) {
+	for i, a := range c.Args {
+		if strings.HasPrefix(a, "--enable-network-policy") {
+			c.Args[i] = arg
+		}
+	}
+}
+
 func TestEnforcingCNIs(t *testing.T) {
 	ds := func(ns, name string, desired, ready int32, containers ...string) *appsv1.DaemonSet {
 		d := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: desired, NumberReady: ready}}
@@ -72,9 +127,6 @@ func TestEnforcingCNIs(t *testing.T) {
 	})
 	if len(got) != 2 || got[0].CNI != "Calico" || got[0].OK() || got[1].CNI != "Cilium" || !got[1].OK() {
 		t.Fatalf("got %+v", got)
-	}
-	if got := FindEnforcingCNIs([]*appsv1.DaemonSet{ds("kube-system", "aws-node", 2, 2, "aws-node", "aws-network-policy-agent")}); len(got) != 1 {
-		t.Errorf("aws-node with its policy agent: got %+v", got)
 	}
 	base := []CNIFact{{CNI: "Cilium", Namespace: "kube-system", Name: "cilium", Desired: 3, Ready: 3}, {CNI: "Calico", Namespace: "calico-system", Name: "calico-node", Desired: 3, Ready: 3}}
 	now := []CNIFact{{CNI: "Cilium", Namespace: "kube-system", Name: "cilium", Desired: 3, Ready: 1}}

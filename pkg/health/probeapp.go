@@ -68,7 +68,7 @@ type ProbeAppOptions struct {
 	// Port the server listens on (DefaultProbeAppPort when 0).
 	Port int32 `json:"port,omitempty"`
 	// Timeout bounds the wait for the pod to be Ready
-	// (DefaultProbeAppTimeout when 0); a pod still Pending then is UNKNOWN.
+	// (DefaultProbeAppTimeout when 0); a pod unscheduled then is UNKNOWN, one scheduled and not Ready a FAIL.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// DryRun sends the creates as server-side dry runs (nothing is stored)
 	// and calls nothing.
@@ -317,11 +317,25 @@ func RunProbeApp(ctx context.Context, kube kubernetes.Interface, opts ProbeAppOp
 		}
 		if time.Now().After(deadline) {
 			res.Node = cur.Spec.NodeName
-			if cur.Spec.NodeName == "" || cur.Status.Phase == corev1.PodPending {
+			// Unscheduled (no node could take it) is UNKNOWN: the gate
+			// learnt nothing of the app path. So is a pod bound to a KWOK
+			// fake node, which runs nothing (the local control plane's KWOK
+			// makes such pods Ready at once, caught below). A pod bound to
+			// a real node that never got Ready (sandbox or image pull
+			// failing, crash) is the node failing to run an app: FAIL, or
+			// verify would drop it as an UNKNOWN the baseline also had.
+			if cur.Spec.NodeName == "" {
 				return unknown(fmt.Sprintf("the probe pod stayed Pending for %s, so no node ran it: %s", o.Timeout, pendingReason(cur)))
 			}
+			if kwokNode(nodes.Items, cur.Spec.NodeName) {
+				return unknown(fmt.Sprintf("the probe pod was bound to KWOK fake node %s, which runs no pods", cur.Spec.NodeName))
+			}
 			res.Verdict = ProbeAppFail
-			res.Message = fmt.Sprintf("the probe pod runs on node %s and was not Ready within %s: %s", cur.Spec.NodeName, o.Timeout, containerState(cur))
+			if cur.Status.Phase == corev1.PodPending {
+				res.Message = fmt.Sprintf("the probe pod was scheduled to node %s and stayed Pending for %s: %s", cur.Spec.NodeName, o.Timeout, containerState(cur))
+			} else {
+				res.Message = fmt.Sprintf("the probe pod runs on node %s and was not Ready within %s: %s", cur.Spec.NodeName, o.Timeout, containerState(cur))
+			}
 			return res
 		}
 		if err := transient.Sleep(ctx, o.Poll); err != nil {
@@ -332,10 +346,8 @@ func RunProbeApp(ctx context.Context, kube kubernetes.Interface, opts ProbeAppOp
 	step("pod Ready on node %s", cur.Spec.NodeName)
 	// The nodes listed at the start say whether it is a fake one (the
 	// read-only role lists nodes and does not get them).
-	for _, n := range nodes.Items {
-		if n.Name == cur.Spec.NodeName && n.Annotations[KwokNodeAnnotation] == "fake" {
-			return unknown(fmt.Sprintf("the probe pod landed on KWOK fake node %s, which reports pods Running without running them", n.Name))
-		}
+	if kwokNode(nodes.Items, cur.Spec.NodeName) {
+		return unknown(fmt.Sprintf("the probe pod landed on KWOK fake node %s, which reports pods Running without running them", cur.Spec.NodeName))
 	}
 
 	// Call it through the service proxy until it answers; the endpoint
@@ -420,6 +432,16 @@ func pendingReason(p *corev1.Pod) string {
 	return "scheduled to " + p.Spec.NodeName + ", " + containerState(p)
 }
 
+// kwokNode says whether the named node is a KWOK fake node.
+func kwokNode(nodes []corev1.Node, name string) bool {
+	for _, n := range nodes {
+		if n.Name == name && n.Annotations[KwokNodeAnnotation] == "fake" {
+			return true
+		}
+	}
+	return false
+}
+
 func containerState(p *corev1.Pod) string {
 	for _, cs := range p.Status.ContainerStatuses {
 		switch {
@@ -430,6 +452,11 @@ func containerState(p *corev1.Pod) string {
 		case cs.State.Running != nil && !cs.Ready:
 			return fmt.Sprintf("container %s running, not ready (%d restarts)", cs.Name, cs.RestartCount)
 		}
+	}
+	if p.Status.Phase == corev1.PodPending && len(p.Status.ContainerStatuses) == 0 {
+		// A sandbox that fails to start (FailedCreatePodSandBox) leaves no
+		// container status; the reason is in the pod's events.
+		return fmt.Sprintf("no container started (phase Pending); see kubectl describe pod -n %s %s", p.Namespace, p.Name)
 	}
 	return "phase " + string(p.Status.Phase)
 }

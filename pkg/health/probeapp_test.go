@@ -150,6 +150,37 @@ func TestProbeAppPendingIsUnknown(t *testing.T) {
 	}
 }
 
+// A pod a node took and never ran (image pull failing, sandbox failing) is
+// the node failing to run an app, not a gap in what the gate could see.
+func TestProbeAppScheduledPendingIsFail(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		statuses []corev1.ContainerStatus
+		want     string
+	}{
+		{"image pull", []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}}},
+			"container main waiting: ImagePullBackOff"},
+		{"sandbox", nil, "no container started (phase Pending); see kubectl describe pod -n default " + ProbeAppName + "-"},
+	} {
+		c := fake.NewClientset(node("exec-0", false))
+		c.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+			p.Spec.NodeName = "exec-0"
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+			p.Status.ContainerStatuses = tc.statuses
+			return false, nil, nil
+		})
+		res := RunProbeApp(context.Background(), c, fast)
+		if res.Verdict != ProbeAppFail || res.Node != "exec-0" || !strings.Contains(res.Message, "scheduled to node exec-0 and stayed Pending for 300ms") || !strings.Contains(res.Message, tc.want) {
+			t.Errorf("%s: got %s %q", tc.name, res.Verdict, res.Message)
+		}
+		if l := leftovers(t, c); len(l) != 0 {
+			t.Errorf("%s: left behind: %v", tc.name, l)
+		}
+	}
+}
+
 func TestProbeAppForbiddenNamesVerbAndResource(t *testing.T) {
 	for _, tc := range []struct{ verb, resource, want string }{
 		{"create", "pods", "cannot create pods"},

@@ -287,15 +287,27 @@ func Judge(now PromQLResult, base *float64) (string, string) {
 	return PromQLUnknown, c.Name + ": no bound (maxRatio, max or min)"
 }
 
-// BaselineValue is the value of the check named name in base, nil when
-// base has none.
-func BaselineValue(base []PromQLResult, name string) *float64 {
+// BaselineValue is the value base recorded for the check c, matched by
+// name and expression, nil when base has none. changed says base has a
+// check of that name with another expression: a value of a different
+// query is no baseline for a ratio.
+func BaselineValue(base []PromQLResult, c PromQLCheck) (v *float64, changed bool) {
 	for _, b := range base {
-		if b.Name == name {
-			return b.Value
+		if b.Name != c.Name {
+			continue
 		}
+		if b.Expr != c.Expr {
+			return nil, true
+		}
+		return b.Value, false
 	}
-	return nil
+	return nil, false
+}
+
+// ExprChangedMessage is the UNKNOWN of a maxRatio check whose expression
+// differs from the one its baseline value was read with.
+func ExprChangedMessage(name string) string {
+	return name + ": expression changed since the baseline; take a new baseline to compare with"
 }
 
 // PromQLCommand is the query as a curl command, for a human to run.

@@ -15,7 +15,7 @@ func alertsCommand(a *health.AlertmanagerAccess) string {
 		return ""
 	}
 	cmd := fmt.Sprintf("curl -sG %s/api/v2/alerts -d active=true -d silenced=false -d inhibited=false", strings.TrimRight(a.URL, "/"))
-	for _, m := range a.Matchers {
+	for _, m := range a.QueryMatchers() {
 		cmd += " --data-urlencode " + health.ShellQuote("filter="+m)
 	}
 	return cmd
@@ -31,14 +31,14 @@ func (r *Runner) alertsGate(ctx context.Context) (Gate, []health.Alert) {
 		return Gate{Status: StatusUnknown, Message: "no Alertmanager URL: pass --alertmanager-url", Command: cmd}, nil
 	}
 	if u, err := url.Parse(a.URL); err == nil && u.User != nil {
-		cmd = alertsCommand(&health.AlertmanagerAccess{URL: u.Redacted(), Matchers: a.Matchers})
+		cmd = alertsCommand(&health.AlertmanagerAccess{URL: u.Redacted(), Matchers: a.Matchers, AllAlerts: a.AllAlerts})
 	}
 	alerts, err := health.ReadAlerts(ctx, a)
 	if err != nil {
 		return Gate{Status: StatusUnknown, Message: err.Error(), Command: cmd}, nil
 	}
-	scope := "matching " + strings.Join(a.Matchers, ", ")
-	if len(a.Matchers) == 0 {
+	scope := "matching " + strings.Join(a.QueryMatchers(), ", ")
+	if len(a.QueryMatchers()) == 0 {
 		scope = "(no matcher: every alert counts)"
 	}
 	if len(alerts) == 0 {

@@ -18,8 +18,14 @@ func (r *Runner) etcdMaxLag() uint64 {
 	return health.DefaultEtcdMaxLag
 }
 
-// etcdClientCerts are the CA and the narrowest client certificate each
-// self-managed distribution keeps for etcd on its control-plane nodes:
+// etcdClientCerts are the CA and a client certificate each self-managed
+// distribution keeps for etcd on its control-plane nodes. None of them is
+// least privilege: these etcds run without etcd's own authentication, so
+// any client certificate their CA signed reads and writes every key
+// (etcd.io/docs/v3.5/op-guide/security, "client-cert-auth": with it and
+// auth off, a valid certificate is all a client needs). The gate only
+// calls MemberList, Status and AlarmList; run it on a control-plane node
+// rather than copying these files to a laptop.
 //   - kubeadm: etcd/ca.crt and etcd/healthcheck-client.{crt,key}, the
 //     certificate kubeadm issues for etcd's own liveness probe
 //     (https://kubernetes.io/docs/setup/best-practices/certificates/,

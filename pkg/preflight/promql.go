@@ -76,9 +76,11 @@ func verifyPromQL(b, n *HealthEvidence) []Regression {
 	}
 	var out []Regression
 	for _, c := range n.PromQL {
-		bv := health.BaselineValue(base, c.Name)
+		bv, changed := health.BaselineValue(base, c.PromQLCheck)
 		verdict, msg := health.Judge(c, bv)
-		if c.MaxRatio != nil && c.Value != nil && bv == nil {
+		if c.MaxRatio != nil && c.Value != nil && changed {
+			msg = health.ExprChangedMessage(c.Name)
+		} else if c.MaxRatio != nil && c.Value != nil && bv == nil {
 			why := "the baseline has no such check"
 			for _, x := range base {
 				if x.Name == c.Name && x.Unread != "" {

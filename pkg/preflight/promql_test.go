@@ -41,6 +41,15 @@ func TestVerifyPromQL(t *testing.T) {
 	if r := regs[1]; r.Object != "lists" || r.Status != StatusUnknown || !strings.Contains(r.Message, "no sample") {
 		t.Errorf("no sample now: %+v", r)
 	}
+	// The same name with another expression: the baseline's value is of
+	// another query.
+	changed := ttft
+	changed.Expr = "max(ttft_seconds)"
+	now.Health.PromQL = []health.PromQLResult{{PromQLCheck: changed, Value: fp(0.25)}}
+	regs = verifyHealth(base, now)
+	if len(regs) != 1 || regs[0].Object != "ttft" || regs[0].Status != StatusUnknown || !strings.Contains(regs[0].Message, "expression changed since the baseline") {
+		t.Errorf("expression changed: %+v", regs)
+	}
 	// The gate did not run now: nothing to compare.
 	if regs := verifyHealth(base, Evidence{Health: &HealthEvidence{}}); len(regs) != 0 {
 		t.Errorf("no promql now: %+v", regs)

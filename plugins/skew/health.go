@@ -26,6 +26,7 @@ type healthFlags struct {
 	EtcdMaxLag      uint64
 	AlertmanagerURL string
 	AlertMatchers   []string
+	AllAlerts       bool
 	PrometheusURL   string
 	PromQLChecks    string
 	// The synthetic-app gate's flags.
@@ -66,6 +67,7 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.Uint64Var(&f.EtcdMaxLag, "etcd-max-lag", f.EtcdMaxLag, "Raft entries a member may be behind the leader's committed index before the etcd-quorum gate fails.")
 	fs.StringVar(&f.AlertmanagerURL, "alertmanager-url", f.AlertmanagerURL, "Run the alerts gate: fail on active alerts no silence or inhibition suppresses, read from this Alertmanager's API v2 (http://alertmanager.monitoring:9093; or `kubectl port-forward -n monitoring svc/alertmanager-main 9093` and http://127.0.0.1:9093).")
 	fs.StringArrayVar(&f.AlertMatchers, "alert-matcher", f.AlertMatchers, "Alertmanager matcher the alerts must match, in Alertmanager's syntax (severity=\"critical\", cluster=~\"prod-.*\"); repeatable, all must match.")
+	fs.BoolVar(&f.AllAlerts, "all-alerts", f.AllAlerts, "Count Watchdog and InfoInhibitor too: by default the alerts gate adds the matcher alertname!~\"Watchdog|InfoInhibitor\", the alerts kube-prometheus-stack keeps firing by design.")
 	fs.StringVar(&f.PrometheusURL, "prometheus-url", f.PrometheusURL, "Run the promql gate against this Prometheus' HTTP API (http://prometheus.monitoring:9090; or `kubectl port-forward -n monitoring svc/prometheus-k8s 9090` and http://127.0.0.1:9090), reached directly with no cluster credentials.")
 	fs.StringVar(&f.PromQLChecks, "promql-checks", f.PromQLChecks, "YAML list of PromQL checks, each {name, expr, and one of maxRatio (value may grow to baseline x ratio), max, min}; preflight --save records each value as the baseline, verify compares.")
 	f.SyntheticAppNamespace, f.SyntheticAppImage, f.SyntheticAppPort, f.SyntheticAppTimeout = "default", health.DefaultProbeAppImage, health.DefaultProbeAppPort, health.DefaultProbeAppTimeout
@@ -75,7 +77,7 @@ func (f *healthFlags) addFlags(cmd *cobra.Command) {
 	fs.StringVar(&f.SyntheticAppImage, "synthetic-app-image", f.SyntheticAppImage, "Image of the synthetic app's HTTP server (a mirror of it where registry.k8s.io is not reachable).")
 	fs.StringVar(&f.SyntheticAppCommand, "synthetic-app-command", f.SyntheticAppCommand, "Command of the synthetic app, split on spaces; it must answer GET / on --synthetic-app-port (default: /agnhost netexec --http-port=PORT).")
 	fs.Int32Var(&f.SyntheticAppPort, "synthetic-app-port", f.SyntheticAppPort, "Port the synthetic app listens on.")
-	fs.DurationVar(&f.SyntheticAppTimeout, "synthetic-app-timeout", f.SyntheticAppTimeout, "How long the synthetic app's pod may take to be Ready; still Pending then is UNKNOWN (no node ran it), running and not Ready is FAIL.")
+	fs.DurationVar(&f.SyntheticAppTimeout, "synthetic-app-timeout", f.SyntheticAppTimeout, "How long the synthetic app's pod may take to be Ready; still unscheduled then is UNKNOWN (no node could take it), scheduled and not Ready (Pending included) is FAIL.")
 	fs.BoolVar(&f.NetworkPolicy, "network-policy", f.NetworkPolicy, "Run the network-policy gate: record every NetworkPolicy (and CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, Calico NetworkPolicy and GlobalNetworkPolicy where their CRDs are served) by a digest of its spec, and the enforcing CNI's DaemonSet; verify fails on a policy gone or changed and on that DaemonSet gone or not ready.")
 	f.ProbeNetworkImage, f.ProbeNetworkTimeout = health.DefaultProbeAppImage, health.DefaultProbeAppTimeout
 	fs.BoolVar(&f.ProbeNetwork, "probe-network", f.ProbeNetwork, "With the network-policy gate (implied): CREATE a scratch namespace labelled "+health.NetworkProbeLabel+" with a server pod and a client pod (agnhost netexec), have the client dial the server through the apiserver's pod proxy with no policy, under a default-deny ingress NetworkPolicy (must not reach) and with a policy allowing the client (must reach), then delete the namespace; a run first deletes namespaces an interrupted run left. No node that runs pods (KWOK) is UNKNOWN. RBAC: deploy/rbac/skew-network-probe.yaml.")
@@ -174,9 +176,29 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 	etcdFlags := f.changed("etcd-quorum", "etcd-endpoints", "etcd-cacert", "etcd-cert", "etcd-key", "etcd-max-lag")
 	switch {
 	case etcdFlags:
+		// Each flag given overrides; the rest come from how the baseline
+		// reached etcd (verify --etcd-max-lag N keeps its endpoints and
+		// certificates), as the alerts and promql flags do.
 		h.EtcdQuorum = f.EtcdQuorum || len(f.EtcdEndpoints) > 0 || f.changed("etcd-cacert", "etcd-cert", "etcd-key", "etcd-max-lag")
-		h.Etcd = health.EtcdAccess{Endpoints: f.EtcdEndpoints, CAFile: f.EtcdCACert, CertFile: f.EtcdCert, KeyFile: f.EtcdKey}
-		h.EtcdMaxLag = f.EtcdMaxLag
+		h.Etcd, h.EtcdMaxLag = health.EtcdAccess{}, f.EtcdMaxLag
+		if base != nil && base.EtcdAccess != nil {
+			h.Etcd = *base.EtcdAccess
+		}
+		if base != nil && (base.Etcd != nil || base.EtcdAccess != nil) && !f.changed("etcd-max-lag") {
+			h.EtcdMaxLag = base.EtcdMaxLag
+		}
+		if f.changed("etcd-endpoints") {
+			h.Etcd.Endpoints = f.EtcdEndpoints
+		}
+		if f.changed("etcd-cacert") {
+			h.Etcd.CAFile = f.EtcdCACert
+		}
+		if f.changed("etcd-cert") {
+			h.Etcd.CertFile = f.EtcdCert
+		}
+		if f.changed("etcd-key") {
+			h.Etcd.KeyFile = f.EtcdKey
+		}
 	case base != nil && (base.Etcd != nil || base.EtcdAccess != nil || base.Unread[preflight.GateEtcdQuorum] != ""):
 		h.EtcdQuorum, h.EtcdMaxLag = true, base.EtcdMaxLag
 		if base.EtcdAccess != nil {
@@ -184,11 +206,19 @@ func (f *healthFlags) apply(r *preflight.Runner, base *preflight.HealthEvidence)
 		}
 	}
 	switch {
-	case f.changed("alertmanager-url", "alert-matcher"):
+	case f.changed("alertmanager-url", "alert-matcher", "all-alerts"):
 		h.Alerts = true
-		h.Alertmanager = health.AlertmanagerAccess{URL: f.AlertmanagerURL, Matchers: f.AlertMatchers}
-		if f.AlertmanagerURL == "" && base != nil && base.Alertmanager != nil {
-			h.Alertmanager.URL = base.Alertmanager.URL
+		h.Alertmanager = health.AlertmanagerAccess{URL: f.AlertmanagerURL, Matchers: f.AlertMatchers, AllAlerts: f.AllAlerts}
+		if base != nil && base.Alertmanager != nil {
+			if f.AlertmanagerURL == "" {
+				h.Alertmanager.URL = base.Alertmanager.URL
+			}
+			if !f.changed("alert-matcher") {
+				h.Alertmanager.Matchers = base.Alertmanager.Matchers
+			}
+			if !f.changed("all-alerts") {
+				h.Alertmanager.AllAlerts = base.Alertmanager.AllAlerts
+			}
 		}
 	case base != nil && base.Alertmanager != nil:
 		h.Alerts, h.Alertmanager = true, *base.Alertmanager

@@ -3,6 +3,7 @@ package skew
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -194,5 +195,42 @@ func TestProbeNetworkAndEKSFlags(t *testing.T) {
 	parse().apply(r, &preflight.HealthEvidence{WorkloadIdentity: &preflight.WorkloadIdentityEvidence{EKSPodIdentity: &health.EKSPodIdentityAccess{Cluster: "train-prod", Region: "us-west-2"}}})
 	if !r.Health.WorkloadIdentity || r.Health.EKSPodIdentity.Cluster != "train-prod" {
 		t.Errorf("verify without flags: %+v", r.Health)
+	}
+}
+
+// TestEtcdFlagsOverrideTheBaseline: verify with one etcd flag keeps how
+// the baseline reached etcd and overrides only that flag.
+func TestEtcdFlagsOverrideTheBaseline(t *testing.T) {
+	parse := func(args ...string) *healthFlags {
+		f := &healthFlags{}
+		cmd := &cobra.Command{Use: "verify"}
+		f.addFlags(cmd)
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	acc := &health.EtcdAccess{Endpoints: []string{"https://10.0.0.5:2379"}, CAFile: "ca.crt", CertFile: "c.crt", KeyFile: "c.key"}
+	base := &preflight.HealthEvidence{Etcd: &health.EtcdQuorum{}, EtcdAccess: acc, EtcdMaxLag: 500}
+	for _, tc := range []struct {
+		args    []string
+		want    health.EtcdAccess
+		wantLag uint64
+	}{
+		{nil, *acc, 500},
+		{[]string{"--etcd-max-lag", "2000"}, *acc, 2000},
+		{[]string{"--etcd-endpoints", "https://10.0.0.6:2379"}, health.EtcdAccess{Endpoints: []string{"https://10.0.0.6:2379"}, CAFile: "ca.crt", CertFile: "c.crt", KeyFile: "c.key"}, 500},
+		{[]string{"--etcd-cert", "d.crt", "--etcd-key", "d.key"}, health.EtcdAccess{Endpoints: acc.Endpoints, CAFile: "ca.crt", CertFile: "d.crt", KeyFile: "d.key"}, 500},
+	} {
+		r := &preflight.Runner{}
+		parse(tc.args...).apply(r, base)
+		if !r.Health.EtcdQuorum || !reflect.DeepEqual(r.Health.Etcd, tc.want) || r.Health.EtcdMaxLag != tc.wantLag {
+			t.Errorf("%q: gate on %v, access %+v lag %d; want %+v lag %d", tc.args, r.Health.EtcdQuorum, r.Health.Etcd, r.Health.EtcdMaxLag, tc.want, tc.wantLag)
+		}
+	}
+	r := &preflight.Runner{}
+	parse("--etcd-max-lag", "2000").apply(r, nil)
+	if !r.Health.EtcdQuorum || len(r.Health.Etcd.Endpoints) != 0 || r.Health.EtcdMaxLag != 2000 {
+		t.Errorf("no baseline: got on=%v %+v lag %d", r.Health.EtcdQuorum, r.Health.Etcd, r.Health.EtcdMaxLag)
 	}
 }
