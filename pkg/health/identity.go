@@ -252,6 +252,9 @@ type GKEMetadataServer struct {
 	Found   bool  `json:"found"`
 	Desired int32 `json:"desired,omitempty"`
 	Ready   int32 `json:"ready,omitempty"`
+	// Excused counts its pods not ready on nodes NotReady or cordoned
+	// (see DownNodePods).
+	Excused int32 `json:"excused,omitempty"`
 	// Nodes are the nodes labelled LabelGKEMetadataServer=true (-1: not
 	// read).
 	Nodes int `json:"nodes"`
@@ -260,7 +263,7 @@ type GKEMetadataServer struct {
 // OK says the DaemonSet runs a ready pod on every node it should and at
 // least one node is labelled for it.
 func (g GKEMetadataServer) OK() bool {
-	return g.Found && g.Desired > 0 && g.Ready >= g.Desired && g.Nodes != 0
+	return g.Found && g.Desired > 0 && g.Ready+g.Excused >= g.Desired && g.Nodes != 0
 }
 
 func (g GKEMetadataServer) String() string {
@@ -271,7 +274,7 @@ func (g GKEMetadataServer) String() string {
 	if g.Nodes < 0 {
 		nodes = "nodes not read"
 	}
-	return fmt.Sprintf("DaemonSet kube-system/%s: %d of %d pods ready; %s", GKEMetadataServerDaemonSet, g.Ready, g.Desired, nodes)
+	return fmt.Sprintf("DaemonSet kube-system/%s: %d of %d pods ready%s; %s", GKEMetadataServerDaemonSet, g.Ready, g.Desired, excusedNote(g.Excused), nodes)
 }
 
 // ReadGKEMetadataServer finds the GKE metadata server's DaemonSet among

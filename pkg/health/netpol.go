@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -163,13 +164,62 @@ type CNIFact struct {
 	Name      string `json:"name"`
 	Desired   int32  `json:"desired"`
 	Ready     int32  `json:"ready"`
+	// Excused counts its pods that are not ready on nodes that are
+	// NotReady or cordoned (see DownNodePods).
+	Excused int32 `json:"excused,omitempty"`
 }
 
-// OK says every pod it should run is ready.
-func (c CNIFact) OK() bool { return c.Desired > 0 && c.Ready >= c.Desired }
+// OK says every pod it should run is ready, apart from those on nodes
+// that are down or cordoned.
+func (c CNIFact) OK() bool { return c.Desired > 0 && c.Ready+c.Excused >= c.Desired }
 
 func (c CNIFact) String() string {
-	return fmt.Sprintf("%s DaemonSet %s/%s: %d of %d pods ready", c.CNI, c.Namespace, c.Name, c.Ready, c.Desired)
+	return fmt.Sprintf("%s DaemonSet %s/%s: %d of %d pods ready%s", c.CNI, c.Namespace, c.Name, c.Ready, c.Desired, excusedNote(c.Excused))
+}
+
+func excusedNote(n int32) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d not ready on nodes NotReady or cordoned, not counted)", n)
+}
+
+// DownNodePods counts the pods of DaemonSet ns/name that are not ready
+// and run on a node that is NotReady (its Ready condition not True) or
+// cordoned. A DaemonSet's pods tolerate node.kubernetes.io/not-ready and
+// unschedulable (the DaemonSet controller adds those tolerations:
+// pkg/controller/daemon/util AddOrUpdateDaemonPodTolerations, Kubernetes
+// v1.34), so DesiredNumberScheduled still counts a node that an upgrade
+// has cordoned, drained and rebooted: its agent is down with the node,
+// which runs no workload pods then. Counting those pods as missing would
+// fail the gate on every node an upgrade is working on. A pod not ready
+// on a Ready, schedulable node still counts.
+func DownNodePods(ns, name string, pods []*corev1.Pod, nodes []*corev1.Node) int32 {
+	down := map[string]bool{}
+	for _, n := range nodes {
+		if n.Spec.Unschedulable || !nodeReady(*n) {
+			down[n.Name] = true
+		}
+	}
+	var c int32
+	for _, p := range pods {
+		if p.Namespace != ns || !ownedByDaemonSet(p, name) || podReady(p) || p.Spec.NodeName == "" {
+			continue
+		}
+		if down[p.Spec.NodeName] {
+			c++
+		}
+	}
+	return c
+}
+
+func ownedByDaemonSet(p *corev1.Pod, name string) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" && o.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // FindEnforcingCNIs picks the enforcing CNIs' DaemonSets out of all.

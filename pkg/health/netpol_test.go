@@ -138,3 +138,43 @@ func TestEnforcingCNIs(t *testing.T) {
 		t.Errorf("not ready at the baseline too: got %q", regs)
 	}
 }
+
+func TestDownNodePods(t *testing.T) {
+	ready := func(s corev1.ConditionStatus) corev1.NodeStatus {
+		return corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s}}}
+	}
+	nodes := []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "up"}, Status: ready(corev1.ConditionTrue)},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cordoned"}, Spec: corev1.NodeSpec{Unschedulable: true}, Status: ready(corev1.ConditionTrue)},
+		{ObjectMeta: metav1.ObjectMeta{Name: "down"}, Status: ready(corev1.ConditionUnknown)},
+	}
+	pod := func(name, node, owner string, isReady bool) *corev1.Pod {
+		st := corev1.ConditionFalse
+		if isReady {
+			st = corev1.ConditionTrue
+		}
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name, OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: owner}}},
+			Spec:       corev1.PodSpec{NodeName: node},
+			Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}},
+		}
+	}
+	pods := []*corev1.Pod{
+		pod("a", "up", "cilium", false),       // counts against the DaemonSet
+		pod("b", "cordoned", "cilium", false), // excused
+		pod("c", "down", "cilium", false),     // excused
+		pod("d", "down", "cilium", true),      // ready: nothing to excuse
+		pod("e", "down", "kube-proxy", false), // another DaemonSet
+	}
+	if got := DownNodePods("kube-system", "cilium", pods, nodes); got != 2 {
+		t.Errorf("excused %d, want 2", got)
+	}
+	c := CNIFact{CNI: "Cilium", Namespace: "kube-system", Name: "cilium", Desired: 4, Ready: 1, Excused: 2}
+	if c.OK() {
+		t.Errorf("%s: OK with a pod not ready on a Ready node", c)
+	}
+	c.Ready = 2
+	if !c.OK() || c.String() != "Cilium DaemonSet kube-system/cilium: 2 of 4 pods ready (2 not ready on nodes NotReady or cordoned, not counted)" {
+		t.Errorf("%s: OK %v", c, c.OK())
+	}
+}

@@ -154,6 +154,12 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 				nodes = nil
 			}
 			m := health.ReadGKEMetadataServer(dss, nodes)
+			if m.Found && !m.OK() {
+				// Not read (RBAC): every pod not ready counts.
+				if n, err := r.downNodePods(ctx, metav1.NamespaceSystem, health.GKEMetadataServerDaemonSet); err == nil {
+					m.Excused = n
+				}
+			}
 			ev.GKE = &m
 		}
 	}

@@ -119,3 +119,40 @@ func TestWorkloadIdentityGateNoBinding(t *testing.T) {
 		t.Errorf("forbidden list: %s %q", g.Status, g.Message)
 	}
 }
+
+// TestDaemonSetPodOnDownNodeIsNotCounted: a GKE metadata server pod not
+// ready on a node an upgrade has cordoned (or that is NotReady) does not
+// fail the gate; one not ready on a Ready, schedulable node does.
+func TestDaemonSetPodOnDownNodeIsNotCounted(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		node     corev1.Node
+		wantFail bool
+	}{
+		{"cordoned", corev1.Node{Spec: corev1.NodeSpec{Unschedulable: true}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}, false},
+		{"NotReady", corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}}, false},
+		{"Ready", corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}, true},
+	} {
+		inject, forbid := true, false
+		r := identityCluster(t, &inject, &forbid, 1)
+		node := tc.node
+		node.Name = "n2"
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "gke-metadata-server-x", OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: health.GKEMetadataServerDaemonSet}}},
+			Spec:       corev1.PodSpec{NodeName: "n2"},
+			Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}},
+		}
+		tr := r.Kube.(*fake.Clientset).Tracker()
+		if err := tr.Add(&node); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Add(pod); err != nil {
+			t.Fatal(err)
+		}
+		g, _ := r.workloadIdentityGate(ctx)
+		if failed := g.Status == StatusFail; failed != tc.wantFail {
+			t.Errorf("%s node: %s %q, want FAIL %v", tc.name, g.Status, g.Message, tc.wantFail)
+		}
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
@@ -99,7 +101,8 @@ func (r *Runner) servedCRDs(ctx context.Context) (map[string]bool, error) {
 // policy kinds where their CRDs are served, and finds the enforcing CNI's
 // DaemonSet. Policies with no enforcing CNI found is WARN (they may be
 // enforced by something this gate does not know, or not at all); a CNI
-// DaemonSet with pods not ready is FAIL; a kind not readable is UNKNOWN.
+// DaemonSet with pods not ready on Ready, uncordoned nodes is FAIL; a
+// kind not readable is UNKNOWN.
 func (r *Runner) networkPolicyGate(ctx context.Context) (Gate, *NetworkPolicyEvidence) {
 	ev := &NetworkPolicyEvidence{}
 	cmd := "kubectl get networkpolicies -A"
@@ -137,6 +140,16 @@ func (r *Runner) networkPolicyGate(ctx context.Context) (Gate, *NetworkPolicyEvi
 		ev.CNIUnread = unknown("list daemonsets", err).Message
 	} else {
 		ev.CNIs = health.FindEnforcingCNIs(dss)
+		for i := range ev.CNIs {
+			c := &ev.CNIs[i]
+			if c.OK() {
+				continue
+			}
+			// Not read (RBAC): every pod not ready counts, as before.
+			if n, err := r.downNodePods(ctx, c.Namespace, c.Name); err == nil {
+				c.Excused = n
+			}
+		}
 	}
 	var lines []string
 	for _, c := range ev.CNIs {
@@ -273,4 +286,23 @@ func verifyNetworkProbe(n *NetworkPolicyEvidence) []Regression {
 		out = append(out, Regression{Kind: RegNetworkPolicy, Status: StatusWarn, Object: obj, Message: "network probe left behind: " + l, Command: health.NetworkProbeCleanupCommand()})
 	}
 	return out
+}
+
+// downNodePods counts DaemonSet ns/name's pods that are not ready on
+// nodes NotReady or cordoned (health.DownNodePods); read only when the
+// DaemonSet is short of ready pods.
+func (r *Runner) downNodePods(ctx context.Context, ns, name string) (int32, error) {
+	pods, err := listAll[*corev1.Pod](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return r.Kube.CoreV1().Pods(ns).List(ctx, o)
+	})
+	if err != nil {
+		return 0, err
+	}
+	nodes, err := listAll[*corev1.Node](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return r.Kube.CoreV1().Nodes().List(ctx, o)
+	})
+	if err != nil {
+		return 0, err
+	}
+	return health.DownNodePods(ns, name, pods, nodes), nil
 }
