@@ -68,6 +68,8 @@ func promqlChecks(ctx context.Context, h fleetfile.HaltCheck, cluster string, ba
 			verdict, msg = CheckSkip, fmt.Sprintf("%s: now %s, no pre-flight baseline to compare with yet", r.Name, health.FormatValue(*r.Value))
 		case r.MaxRatio != nil && r.Value != nil && changed:
 			verdict, msg = health.PromQLUnknown, health.ExprChangedMessage(r.Name)
+		case r.MaxRatio != nil && r.Value != nil && bv == nil && health.EmptyAtBaseline(values, r.PromQLCheck):
+			verdict, msg = health.PromQLPass, health.EmptyAtBaselineMessage(r.Name, *r.Value)
 		case r.MaxRatio != nil && r.Value != nil && bv == nil:
 			msg += " (the cluster's pre-flight baseline did not record it)"
 		}

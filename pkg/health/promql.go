@@ -35,7 +35,20 @@ type PromQLCheck struct {
 	Max *float64 `json:"max,omitempty"`
 	// Min: the value may not fall below this.
 	Min *float64 `json:"min,omitempty"`
+	// OnEmpty is the verdict when the query reads no sample or NaN now:
+	// "unknown" (the default) or "pass", for a series that exists only
+	// where and when there is traffic (a model server's latency histogram
+	// on a cluster that serves none, or in a quiet window), so that it
+	// does not hold a fleet's gate at UNKNOWN. An unreachable Prometheus,
+	// a rejected query or several samples stay UNKNOWN whatever it says.
+	OnEmpty string `json:"onEmpty,omitempty"`
 }
+
+// OnEmpty values.
+const (
+	OnEmptyUnknown = "unknown"
+	OnEmptyPass    = "pass"
+)
 
 // Validate says what is wrong with the check, in the words of the file.
 func (c PromQLCheck) Validate() error {
@@ -56,6 +69,9 @@ func (c PromQLCheck) Validate() error {
 	}
 	if n != 1 {
 		return fmt.Errorf("check %q: give exactly one of maxRatio, max or min, got %d", c.Name, n)
+	}
+	if c.OnEmpty != "" && c.OnEmpty != OnEmptyUnknown && c.OnEmpty != OnEmptyPass {
+		return fmt.Errorf("check %q: onEmpty must be %q or %q, got %q", c.Name, OnEmptyUnknown, OnEmptyPass, c.OnEmpty)
 	}
 	if c.MaxRatio != nil && *c.MaxRatio <= 0 {
 		return fmt.Errorf("check %q: maxRatio must be positive, got %s", c.Name, FormatValue(*c.MaxRatio))
@@ -141,7 +157,15 @@ type PromQLResult struct {
 	// Unread says why there is no value: Prometheus unreachable, the
 	// query rejected, no sample or several.
 	Unread string `json:"unread,omitempty"`
+	// Empty says the query was answered with no sample or NaN (the case
+	// OnEmpty decides).
+	Empty bool `json:"empty,omitempty"`
 }
+
+// emptyError is an answer with no number in it: no sample, or NaN.
+type emptyError struct{ msg string }
+
+func (e emptyError) Error() string { return e.msg }
 
 // ValidatePrometheusURL checks that u is http(s)://HOST[:PORT][/PATH].
 func ValidatePrometheusURL(u string) error {
@@ -195,7 +219,7 @@ func oneValue(v model.Value) (float64, error) {
 	case model.Vector:
 		switch len(r) {
 		case 0:
-			return 0, errors.New("no sample: the expression selects no series now (check the metric name and labels, or that Prometheus scrapes them)")
+			return 0, emptyError{"no sample: the expression selects no series now (check the metric name and labels, or that Prometheus scrapes them)"}
 		case 1:
 			f = float64(r[0].Value)
 		default:
@@ -213,7 +237,7 @@ func oneValue(v model.Value) (float64, error) {
 		return 0, fmt.Errorf("the expression returns a %s, want an instant vector of one sample or a scalar", v.Type())
 	}
 	if math.IsNaN(f) {
-		return 0, errors.New("the value is NaN (a ratio or quantile over no events)")
+		return 0, emptyError{"the value is NaN (a ratio or quantile over no events)"}
 	}
 	return f, nil
 }
@@ -227,6 +251,7 @@ func ReadPromQL(ctx context.Context, a PrometheusAccess, checks []PromQLCheck) [
 		v, err := QueryOne(ctx, a, c.Expr)
 		if err != nil {
 			r.Unread = err.Error()
+			r.Empty = errors.As(err, new(emptyError))
 		} else {
 			r.Value = &v
 		}
@@ -252,6 +277,9 @@ func Judge(now PromQLResult, base *float64) (string, string) {
 		why := now.Unread
 		if why == "" {
 			why = "not read"
+		}
+		if now.Empty && c.OnEmpty == OnEmptyPass {
+			return PromQLPass, fmt.Sprintf("%s: %s; onEmpty: pass", c.Name, why)
 		}
 		return PromQLUnknown, fmt.Sprintf("%s: %s", c.Name, why)
 	}
@@ -285,6 +313,26 @@ func Judge(now PromQLResult, base *float64) (string, string) {
 		return PromQLPass, msg
 	}
 	return PromQLUnknown, c.Name + ": no bound (maxRatio, max or min)"
+}
+
+// EmptyAtBaseline says base read check c (same name and expression) as
+// empty and c passes on empty: a maxRatio check with a value now then has
+// nothing to compare with, which onEmpty: pass accepts.
+func EmptyAtBaseline(base []PromQLResult, c PromQLCheck) bool {
+	if c.OnEmpty != OnEmptyPass {
+		return false
+	}
+	for _, b := range base {
+		if b.Name == c.Name && b.Expr == c.Expr {
+			return b.Empty
+		}
+	}
+	return false
+}
+
+// EmptyAtBaselineMessage is the verdict's message then.
+func EmptyAtBaselineMessage(name string, now float64) string {
+	return fmt.Sprintf("%s: now %s, the baseline read no sample or NaN (onEmpty: pass): nothing to compare with", name, FormatValue(now))
 }
 
 // BaselineValue is the value base recorded for the check c, matched by

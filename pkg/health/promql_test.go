@@ -175,3 +175,39 @@ func TestREADMEChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestOnEmptyPass: onEmpty: pass turns an answer with no sample or NaN
+// into a pass, and nothing else: a rejected query stays UNKNOWN.
+func TestOnEmptyPass(t *testing.T) {
+	srv, _ := recordedPrometheus(t)
+	f := func(v float64) *float64 { return &v }
+	checks := []PromQLCheck{
+		{Name: "absent", Expr: `up{job="absent"}`, Max: f(1), OnEmpty: OnEmptyPass},
+		{Name: "nan", Expr: `0/0`, MaxRatio: f(1.2), OnEmpty: OnEmptyPass},
+		{Name: "rejected", Expr: `rate(up[`, Max: f(1), OnEmpty: OnEmptyPass},
+		{Name: "default", Expr: `up{job="absent"}`, Max: f(1)},
+	}
+	want := []string{PromQLPass, PromQLPass, PromQLUnknown, PromQLUnknown}
+	for i, r := range ReadPromQL(context.Background(), PrometheusAccess{URL: srv.URL}, checks) {
+		if v, msg := Judge(r, nil); v != want[i] {
+			t.Errorf("%s: %s %q, want %s", r.Name, v, msg, want[i])
+		}
+	}
+	if err := (PromQLCheck{Name: "x", Expr: "up", Max: f(1), OnEmpty: "skip"}).Validate(); err == nil || !strings.Contains(err.Error(), `onEmpty must be "unknown" or "pass"`) {
+		t.Errorf("bad onEmpty: %v", err)
+	}
+	base := []PromQLResult{{PromQLCheck: checks[1], Empty: true, Unread: "the value is NaN"}}
+	if !EmptyAtBaseline(base, checks[1]) {
+		t.Error("NaN at the baseline with onEmpty: pass: not seen")
+	}
+	edited := checks[1]
+	edited.Expr = "1/0"
+	if EmptyAtBaseline(base, edited) {
+		t.Error("an edited expression matched the baseline's")
+	}
+	strict := checks[1]
+	strict.OnEmpty = ""
+	if EmptyAtBaseline(base, strict) {
+		t.Error("onEmpty unset: an empty baseline accepted")
+	}
+}

@@ -80,6 +80,8 @@ func verifyPromQL(b, n *HealthEvidence) []Regression {
 		verdict, msg := health.Judge(c, bv)
 		if c.MaxRatio != nil && c.Value != nil && changed {
 			msg = health.ExprChangedMessage(c.Name)
+		} else if c.MaxRatio != nil && c.Value != nil && bv == nil && health.EmptyAtBaseline(base, c.PromQLCheck) {
+			verdict, msg = health.PromQLPass, health.EmptyAtBaselineMessage(c.Name, *c.Value)
 		} else if c.MaxRatio != nil && c.Value != nil && bv == nil {
 			why := "the baseline has no such check"
 			for _, x := range base {

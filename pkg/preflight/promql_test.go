@@ -88,3 +88,27 @@ func TestPromQLGate(t *testing.T) {
 		t.Errorf("no URL: %+v %+v", g, res)
 	}
 }
+
+// TestVerifyPromQLOnEmpty: a check with onEmpty: pass that read NaN at a
+// quiet baseline and a value now has nothing to compare with and passes;
+// without onEmpty it stays UNKNOWN, and no sample now passes too.
+func TestVerifyPromQLOnEmpty(t *testing.T) {
+	prom := &health.PrometheusAccess{URL: "http://prom:9090"}
+	ttft := health.PromQLCheck{Name: "ttft", Expr: "max(ttft)", MaxRatio: fp(1.2), OnEmpty: health.OnEmptyPass}
+	base := Evidence{Health: &HealthEvidence{Prometheus: prom, PromQL: []health.PromQLResult{{PromQLCheck: ttft, Unread: "the value is NaN", Empty: true}}}}
+	now := Evidence{Health: &HealthEvidence{Prometheus: prom, PromQL: []health.PromQLResult{{PromQLCheck: ttft, Value: fp(0.3)}}}}
+	if regs := verifyHealth(base, now); len(regs) != 0 {
+		t.Errorf("empty at the baseline, onEmpty: pass: %+v", regs)
+	}
+	now.Health.PromQL[0] = health.PromQLResult{PromQLCheck: ttft, Unread: "no sample", Empty: true}
+	if regs := verifyHealth(base, now); len(regs) != 0 {
+		t.Errorf("empty now, onEmpty: pass: %+v", regs)
+	}
+	strict := ttft
+	strict.OnEmpty = ""
+	base.Health.PromQL[0].PromQLCheck = strict
+	now.Health.PromQL[0] = health.PromQLResult{PromQLCheck: strict, Value: fp(0.3)}
+	if regs := verifyHealth(base, now); len(regs) != 1 || regs[0].Status != StatusUnknown {
+		t.Errorf("empty at the baseline, no onEmpty: %+v", regs)
+	}
+}
