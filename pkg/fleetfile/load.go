@@ -260,7 +260,7 @@ func Validate(f *Fleet) field.ErrorList {
 				errs = append(errs, field.Invalid(p.Child("prometheusURL"), h.PrometheusURL, "want http(s)://HOST[:PORT][/PATH]"))
 			}
 			if len(qs) == 0 {
-				errs = append(errs, field.Required(p.Child("queries"), "a list of {name, expr, and one of maxRatio, max, min}"))
+				errs = append(errs, field.Required(p.Child("queries"), "a list of {name, expr, and one of maxRatio, minRatio, max, min}"))
 			}
 			seen := map[string]bool{}
 			for j, q := range qs {

@@ -45,7 +45,7 @@ func (p *Programme) promqlBaselineOf(st *ClusterState) promqlBaseline {
 }
 
 // promqlChecks runs the halt check's queries for one cluster, one Check
-// each: an absolute bound is judged now; a maxRatio one against the value
+// each: an absolute bound is judged now; a ratio one (maxRatio, minRatio) against the value
 // the cluster's pre-flight baseline recorded, and skipped before there is
 // one. No single value is UNKNOWN, never a pass.
 func promqlChecks(ctx context.Context, h fleetfile.HaltCheck, cluster string, base promqlBaseline) []Check {
@@ -62,15 +62,15 @@ func promqlChecks(ctx context.Context, h fleetfile.HaltCheck, cluster string, ba
 		bv, changed := health.BaselineValue(values, r.PromQLCheck)
 		verdict, msg := health.Judge(r, bv)
 		switch {
-		case r.MaxRatio != nil && r.Value != nil && berr != nil:
+		case r.Ratio() && r.Value != nil && berr != nil:
 			verdict, msg = health.PromQLUnknown, r.Name+": "+berr.Error()
-		case r.MaxRatio != nil && r.Value != nil && !recorded:
+		case r.Ratio() && r.Value != nil && !recorded:
 			verdict, msg = CheckSkip, fmt.Sprintf("%s: now %s, no pre-flight baseline to compare with yet", r.Name, health.FormatValue(*r.Value))
-		case r.MaxRatio != nil && r.Value != nil && changed:
+		case r.Ratio() && r.Value != nil && changed:
 			verdict, msg = health.PromQLUnknown, health.ExprChangedMessage(r.Name)
-		case r.MaxRatio != nil && r.Value != nil && bv == nil && health.EmptyAtBaseline(values, r.PromQLCheck):
+		case r.Ratio() && r.Value != nil && bv == nil && health.EmptyAtBaseline(values, r.PromQLCheck):
 			verdict, msg = health.PromQLPass, health.EmptyAtBaselineMessage(r.Name, *r.Value)
-		case r.MaxRatio != nil && r.Value != nil && bv == nil:
+		case r.Ratio() && r.Value != nil && bv == nil:
 			msg += " (the cluster's pre-flight baseline did not record it)"
 		}
 		c.Result = map[string]string{health.PromQLPass: CheckPass, health.PromQLFail: CheckFail, health.PromQLUnknown: CheckUnknown, CheckSkip: CheckSkip}[verdict]

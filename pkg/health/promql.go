@@ -31,6 +31,10 @@ type PromQLCheck struct {
 	// MaxRatio: the value may grow to the baseline's value times this ratio
 	// (1.5 allows 50% more than before the upgrade).
 	MaxRatio *float64 `json:"maxRatio,omitempty"`
+	// MinRatio: the value may fall to the baseline's value times this
+	// ratio (0.9 allows 10% less than before the upgrade: a bandwidth or a
+	// throughput).
+	MinRatio *float64 `json:"minRatio,omitempty"`
 	// Max: the value may not exceed this.
 	Max *float64 `json:"max,omitempty"`
 	// Min: the value may not fall below this.
@@ -59,7 +63,7 @@ func (c PromQLCheck) Validate() error {
 		return fmt.Errorf("check %q: expr is required", c.Name)
 	}
 	n := 0
-	for _, b := range []*float64{c.MaxRatio, c.Max, c.Min} {
+	for _, b := range []*float64{c.MaxRatio, c.MinRatio, c.Max, c.Min} {
 		if b != nil {
 			n++
 			if math.IsNaN(*b) || math.IsInf(*b, 0) {
@@ -68,7 +72,7 @@ func (c PromQLCheck) Validate() error {
 		}
 	}
 	if n != 1 {
-		return fmt.Errorf("check %q: give exactly one of maxRatio, max or min, got %d", c.Name, n)
+		return fmt.Errorf("check %q: give exactly one of maxRatio, minRatio, max or min, got %d", c.Name, n)
 	}
 	if c.OnEmpty != "" && c.OnEmpty != OnEmptyUnknown && c.OnEmpty != OnEmptyPass {
 		return fmt.Errorf("check %q: onEmpty must be %q or %q, got %q", c.Name, OnEmptyUnknown, OnEmptyPass, c.OnEmpty)
@@ -76,8 +80,14 @@ func (c PromQLCheck) Validate() error {
 	if c.MaxRatio != nil && *c.MaxRatio <= 0 {
 		return fmt.Errorf("check %q: maxRatio must be positive, got %s", c.Name, FormatValue(*c.MaxRatio))
 	}
+	if c.MinRatio != nil && *c.MinRatio <= 0 {
+		return fmt.Errorf("check %q: minRatio must be positive, got %s", c.Name, FormatValue(*c.MinRatio))
+	}
 	return nil
 }
+
+// Ratio says the check is judged against the baseline's value.
+func (c PromQLCheck) Ratio() bool { return c.MaxRatio != nil || c.MinRatio != nil }
 
 // Bound is the check's bound in words: "at most 1.5 x baseline",
 // "at most 0.5", "at least 8".
@@ -85,6 +95,8 @@ func (c PromQLCheck) Bound() string {
 	switch {
 	case c.MaxRatio != nil:
 		return "at most " + FormatValue(*c.MaxRatio) + " x baseline"
+	case c.MinRatio != nil:
+		return "at least " + FormatValue(*c.MinRatio) + " x baseline"
 	case c.Max != nil:
 		return "at most " + FormatValue(*c.Max)
 	case c.Min != nil:
@@ -96,7 +108,7 @@ func (c PromQLCheck) Bound() string {
 // ValidatePromQLChecks validates each check and that names are unique.
 func ValidatePromQLChecks(checks []PromQLCheck) error {
 	if len(checks) == 0 {
-		return errors.New("no check: want a list of {name, expr, and one of maxRatio, max, min}")
+		return errors.New("no check: want a list of {name, expr, and one of maxRatio, minRatio, max, min}")
 	}
 	seen := map[string]bool{}
 	for i, c := range checks {
@@ -299,6 +311,16 @@ func Judge(now PromQLResult, base *float64) (string, string) {
 			return PromQLFail, msg
 		}
 		return PromQLPass, msg
+	case c.MinRatio != nil:
+		if base == nil {
+			return PromQLUnknown, fmt.Sprintf("%s: now %s, no baseline value to compare with (minRatio %s)", c.Name, FormatValue(v), FormatValue(*c.MinRatio))
+		}
+		limit := *base * *c.MinRatio
+		msg := fmt.Sprintf("%s: now %s%s, at least %s (%s x baseline)", c.Name, FormatValue(v), baseText, FormatValue(limit), FormatValue(*c.MinRatio))
+		if v < limit {
+			return PromQLFail, msg
+		}
+		return PromQLPass, msg
 	case c.Max != nil:
 		msg := fmt.Sprintf("%s: now %s%s, at most %s", c.Name, FormatValue(v), baseText, FormatValue(*c.Max))
 		if v > *c.Max {
@@ -312,7 +334,7 @@ func Judge(now PromQLResult, base *float64) (string, string) {
 		}
 		return PromQLPass, msg
 	}
-	return PromQLUnknown, c.Name + ": no bound (maxRatio, max or min)"
+	return PromQLUnknown, c.Name + ": no bound (maxRatio, minRatio, max or min)"
 }
 
 // EmptyAtBaseline says base read check c (same name and expression) as

@@ -128,7 +128,7 @@ func TestParsePromQLChecks(t *testing.T) {
 	for _, tc := range []struct{ in, err string }{
 		{"", "no check"},
 		{"name: x", "want a YAML list"},
-		{"- {name: x, expr: up}", `check 1: check "x": give exactly one of maxRatio, max or min, got 0`},
+		{"- {name: x, expr: up}", `check 1: check "x": give exactly one of maxRatio, minRatio, max or min, got 0`},
 		{"- {name: x, expr: up, max: 1, min: 0}", "got 2"},
 		{"- {expr: up, max: 1}", "check 1: name is required"},
 		{"- {name: x, max: 1}", `expr is required`},
@@ -209,5 +209,36 @@ func TestOnEmptyPass(t *testing.T) {
 	strict.OnEmpty = ""
 	if EmptyAtBaseline(base, strict) {
 		t.Error("onEmpty unset: an empty baseline accepted")
+	}
+}
+
+// TestMinRatio: a drop below baseline x minRatio fails (an NCCL bus
+// bandwidth that fell); no baseline value is UNKNOWN.
+func TestMinRatio(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	c := PromQLCheck{Name: "busbw", Expr: "min(nccl_busbw_gbps)", MinRatio: f(0.9)}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Bound() != "at least 0.9 x baseline" || !c.Ratio() {
+		t.Errorf("bound %q ratio %v", c.Bound(), c.Ratio())
+	}
+	for _, tc := range []struct {
+		now     float64
+		base    *float64
+		verdict string
+	}{
+		{190, f(200), PromQLPass},
+		{170, f(200), PromQLFail},
+		{170, nil, PromQLUnknown},
+	} {
+		if v, msg := Judge(PromQLResult{PromQLCheck: c, Value: f(tc.now)}, tc.base); v != tc.verdict {
+			t.Errorf("now %v base %v: %s %q, want %s", tc.now, tc.base, v, msg, tc.verdict)
+		}
+	}
+	both := c
+	both.Max = f(1)
+	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "exactly one of maxRatio, minRatio, max or min") {
+		t.Errorf("two bounds: %v", err)
 	}
 }

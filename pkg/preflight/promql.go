@@ -8,8 +8,9 @@ import (
 )
 
 // promqlGate runs each PromQL check against Prometheus (pkg/health): a
-// check with an absolute bound (max, min) is judged now; a maxRatio check
-// records its value as the baseline verify compares with. A query that
+// check with an absolute bound (max, min) is judged now; a ratio check
+// (maxRatio, minRatio) records its value as the baseline verify compares
+// with. A query that
 // gives no single number is UNKNOWN with the reason, never a pass.
 func (r *Runner) promqlGate(ctx context.Context) (Gate, []health.PromQLResult) {
 	a := r.Health.Prometheus
@@ -29,7 +30,7 @@ func (r *Runner) promqlGate(ctx context.Context) (Gate, []health.PromQLResult) {
 	var failCmd, unknownCmd string
 	for _, c := range res {
 		verdict, msg := health.Judge(c, nil)
-		if c.MaxRatio != nil && c.Value != nil {
+		if c.Ratio() && c.Value != nil {
 			verdict, msg = health.PromQLPass, fmt.Sprintf("%s: %s recorded as the baseline (verify: %s)", c.Name, health.FormatValue(*c.Value), c.Bound())
 		}
 		switch verdict {
@@ -64,7 +65,7 @@ func (r *Runner) promqlGate(ctx context.Context) (Gate, []health.PromQLResult) {
 
 // verifyPromQL judges each check read now against the baseline's value:
 // out of bounds is a FAIL naming the baseline and the value now; a check
-// that gives no single value now, or a maxRatio check without a baseline
+// that gives no single value now, or a ratio check without a baseline
 // value, is UNKNOWN.
 func verifyPromQL(b, n *HealthEvidence) []Regression {
 	if n.Prometheus == nil {
@@ -78,11 +79,11 @@ func verifyPromQL(b, n *HealthEvidence) []Regression {
 	for _, c := range n.PromQL {
 		bv, changed := health.BaselineValue(base, c.PromQLCheck)
 		verdict, msg := health.Judge(c, bv)
-		if c.MaxRatio != nil && c.Value != nil && changed {
+		if c.Ratio() && c.Value != nil && changed {
 			msg = health.ExprChangedMessage(c.Name)
-		} else if c.MaxRatio != nil && c.Value != nil && bv == nil && health.EmptyAtBaseline(base, c.PromQLCheck) {
+		} else if c.Ratio() && c.Value != nil && bv == nil && health.EmptyAtBaseline(base, c.PromQLCheck) {
 			verdict, msg = health.PromQLPass, health.EmptyAtBaselineMessage(c.Name, *c.Value)
-		} else if c.MaxRatio != nil && c.Value != nil && bv == nil {
+		} else if c.Ratio() && c.Value != nil && bv == nil {
 			why := "the baseline has no such check"
 			for _, x := range base {
 				if x.Name == c.Name && x.Unread != "" {

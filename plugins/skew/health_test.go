@@ -31,7 +31,7 @@ func TestPromQLFlagErrors(t *testing.T) {
 		err  string
 	}{
 		{[]string{"--prometheus-url", "http://prom:9090", "--promql-checks", file("nobound.yaml", "- {name: x, expr: up}\n")},
-			`error: --promql-checks ` + filepath.Join(dir, "nobound.yaml") + `: check 1: check "x": give exactly one of maxRatio, max or min, got 0`},
+			`error: --promql-checks ` + filepath.Join(dir, "nobound.yaml") + `: check 1: check "x": give exactly one of maxRatio, minRatio, max or min, got 0`},
 		{[]string{"--prometheus-url", "http://prom:9090", "--promql-checks", file("map.yaml", "name: x\n")}, "want a YAML list of {name, expr, maxRatio|max|min}: an object where another type belongs"},
 		{[]string{"--prometheus-url", "http://prom:9090", "--promql-checks", filepath.Join(dir, "missing.yaml")}, "--promql-checks " + filepath.Join(dir, "missing.yaml") + ": does not exist"},
 		{[]string{"--prometheus-url", "prom:9090", "--promql-checks", good}, `--prometheus-url "prom:9090": want http(s)://HOST[:PORT][/PATH]`},
