@@ -200,6 +200,39 @@ func TestSurgeApplyUndo(t *testing.T) {
 	}
 }
 
+// TestUndoSurgeLowered: replicas lowered after the surge are never taken
+// below the count before the surge or the count now (a scale-down passes
+// no PodDisruptionBudget).
+func TestUndoSurgeLowered(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		now, after int32
+	}{
+		{"untouched", 5, 3},
+		{"a person scaled it to 1", 1, 1},
+		{"GitOps put back 3", 3, 3},
+		{"lowered to 4", 4, 3},
+		{"raised to 8", 8, 6},
+	} {
+		d, _ := servingDeployment("llama", 3, 4, nil)
+		c := fake.NewClientset(d)
+		if _, err := ApplySurge(ctx, c, d, "gd-1", 2, now); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := c.AppsV1().Deployments("serving").Get(ctx, "llama", metav1.GetOptions{})
+		got.Spec.Replicas = ptr.To(tc.now)
+		if _, err := c.AppsV1().Deployments("serving").Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		outs, err := UndoRuns(ctx, c, []string{"gd-1"}, false, now)
+		if err != nil || len(outs) != 1 || outs[0].ReplicasAfter != tc.after {
+			t.Errorf("%s: %+v %v, want replicas %d", tc.name, outs, err, tc.after)
+		}
+	}
+}
+
 func TestDetectAndRunArgs(t *testing.T) {
 	a := model("llama", 4, 1, pdbMin(intstr.FromInt32(1)), map[string]int32{"p0": 1})
 	if d := Detect(pool([]string{"p0"}, nil, a)); !d.Inference {

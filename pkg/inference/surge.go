@@ -107,10 +107,13 @@ func ApplySurge(ctx context.Context, c kubernetes.Interface, d *appsv1.Deploymen
 	}
 }
 
-// UndoSurge removes the surge recorded on d: spec.replicas loses exactly
-// the surge the run added (never below 0), whatever else changed it since,
-// and the record goes in the same patch, so that a second call finds
-// nothing to undo.
+// UndoSurge removes the surge recorded on d: spec.replicas loses the
+// surge the run added, and the record goes in the same patch, so that a
+// second call finds nothing to undo. Where someone lowered the replicas
+// since (a person, or GitOps putting back the count it owns), it never
+// goes below the smaller of the replicas now and those before the surge:
+// a scale-down does not go through a PodDisruptionBudget, so taking the
+// whole surge off a lowered count could take the model to zero.
 func UndoSurge(ctx context.Context, c kubernetes.Interface, d *appsv1.Deployment, dryRun bool, now time.Time) (SurgeOutcome, bool, error) {
 	for attempt := 0; ; attempt++ {
 		rec, ok := ReadSurgeRecord(d)
@@ -119,8 +122,11 @@ func UndoSurge(ctx context.Context, c kubernetes.Interface, d *appsv1.Deployment
 		}
 		cur := replicasOf(d)
 		o := SurgeOutcome{Deployment: d.Namespace + "/" + d.Name, Run: rec.Run, Surge: rec.Surge, ReplicasBefore: rec.ReplicasBefore, ReplicasSet: rec.ReplicasSet,
-			ReplicasNow: cur, ReplicasAfter: max(cur-rec.Surge, 0)}
-		if cur != rec.ReplicasSet {
+			ReplicasNow: cur, ReplicasAfter: max(cur-rec.Surge, min(cur, rec.ReplicasBefore), 0)}
+		switch {
+		case cur < rec.ReplicasSet:
+			o.Message = fmt.Sprintf("replicas lowered since the surge (set %d, now %d): scaled to %d, not below the %d it had before the surge or the %d now", rec.ReplicasSet, cur, o.ReplicasAfter, rec.ReplicasBefore, cur)
+		case cur != rec.ReplicasSet:
 			o.Message = fmt.Sprintf("replicas changed since the surge (set %d, now %d): only the surge of %d is removed", rec.ReplicasSet, cur, rec.Surge)
 		}
 		if dryRun {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -261,5 +262,32 @@ func TestInferenceRefusedResumeNamesRestore(t *testing.T) {
 	out, errOut, code := runCLI(t, servingGetter(kube), "run", "-l", "pool=serve", "--inference", "--hydrate-bandwidth", "object-store=1M/s", "--min-serving", "0.5")
 	if code != cli.ExitFindings || !strings.Contains(errOut, "run gd-inf stays as it is (nodes cordoned, surge in place)") || !strings.Contains(errOut, "kubectl gang-drain restore gd-inf") {
 		t.Errorf("refused resume: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestRestoreInferenceNodesReplaced: when a provider replaced every node
+// of an --inference run that stopped no gang, restore RUN --inference
+// still finds the surge by its label and scales it back; without a surge
+// either, the run is unknown (exit 2).
+func TestRestoreInferenceNodesReplaced(t *testing.T) {
+	kube := servingCluster(16)
+	ctx := context.Background()
+	d, err := kube.AppsV1().Deployments("serving").Get(ctx, "llama", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := *d.Spec.Replicas
+	if _, err := inference.ApplySurge(ctx, kube, d, "gd-gone", 2, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, servingGetter(kube), "restore", "gd-gone", "--inference")
+	if code != 0 || !strings.Contains(errOut, "model serving/llama: surge of run gd-gone") {
+		t.Errorf("restore of a run whose nodes are gone: exit %d\n%s%s", code, out, errOut)
+	}
+	if d, _ = kube.AppsV1().Deployments("serving").Get(ctx, "llama", metav1.GetOptions{}); *d.Spec.Replicas != before {
+		t.Errorf("replicas %d after restore, want %d", *d.Spec.Replicas, before)
+	}
+	if _, errOut, code := runCLI(t, servingGetter(kube), "restore", "gd-gone", "--inference"); code != cli.ExitUsage || !strings.Contains(errOut, "neither a run id nor a node") {
+		t.Errorf("second restore: exit %d %s", code, errOut)
 	}
 }

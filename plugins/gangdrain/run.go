@@ -198,11 +198,23 @@ func (o *Options) RunRestore(ctx context.Context) error {
 	defer cancel()
 	res, err := d.Restore(restoreCtx, nodes)
 	prog.Done()
+	var surges []inference.SurgeOutcome
+	if errors.Is(err, gang.ErrUnknownRun) && o.inf.Inference {
+		// The provider replaced every node and the run stopped no gang:
+		// what is left of it is the surge on its Deployments, found by
+		// their label.
+		var serr error
+		if surges, serr = o.undoSurges(restoreCtx, nil, []string{d.Options.RunID}); serr != nil {
+			return cli.ClassifyClusterErr(serr, md, "scaling back the surge")
+		}
+		if len(surges) > 0 {
+			res, err = &gang.RestoreResult{RunIDs: []string{d.Options.RunID}, DryRun: o.DryRun, Complete: true}, nil
+		}
+	}
 	if errors.Is(err, gang.ErrUnknownRun) {
 		return cli.WithHint(cli.UsageErr(fmt.Errorf("%q is neither a run id nor a node", o.Args[0])), "kubectl gang-drain status")
 	}
-	var surges []inference.SurgeOutcome
-	if res != nil {
+	if res != nil && surges == nil {
 		var serr error
 		surges, serr = o.undoSurges(restoreCtx, nodes, res.RunIDs)
 		if serr != nil && err == nil {
