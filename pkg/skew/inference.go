@@ -277,9 +277,13 @@ func inferenceDrained() []string {
 	return []string{
 		"# here, first, for the node: the check that the run above drained it (cordoned, no pod on it but DaemonSets' and static ones); where it refuses, run the drain block again (the same --run-id resumes the run), never reset the node:",
 		"NODE=" + sq(phNode),
-		`{ [ "$(kubectl get node "$NODE" -o jsonpath='{.spec.unschedulable}')" = true ] && [ -z "$(kubectl get pods -A --field-selector "spec.nodeName=$NODE,status.phase!=Succeeded,status.phase!=Failed" -o jsonpath='{range .items[*]}{.metadata.ownerReferences[0].kind}{"\n"}{end}' | grep -vx -e DaemonSet -e Node)" ] || { echo "$NODE is not drained by the inference run (not cordoned, or pods other than DaemonSets' and static ones run on it): run the drain again before upgrading it" >&2; false; }; }`,
+		`{ ` + nodeDrainedTest + ` || { echo "$NODE is not drained by the inference run (not cordoned, or pods other than DaemonSets' and static ones run on it): run the drain again before upgrading it" >&2; false; }; }`,
 	}
 }
+
+// nodeDrainedTest is true when node $NODE is cordoned and runs no pod but
+// DaemonSets' and static ones (owner kind Node), i.e. a run drained it.
+const nodeDrainedTest = `[ "$(kubectl get node "$NODE" -o jsonpath='{.spec.unschedulable}')" = true ] && [ -z "$(kubectl get pods -A --field-selector "spec.nodeName=$NODE,status.phase!=Succeeded,status.phase!=Failed" -o jsonpath='{range .items[*]}{.metadata.ownerReferences[0].kind}{"\n"}{end}' | grep -vx -e DaemonSet -e Node)" ]`
 
 // inferenceRestore validates the pool's nodes and undoes what the run left:
 // it uncordons them. A run that completed has already scaled its surge back
@@ -365,7 +369,13 @@ func (r *renderer) inferenceStep(s Step, sel string) blocks {
 // ones: the wait and the validation cover them, or say there are none.
 func karpenterInferenceNodes(s Step, sel string) []string {
 	return []string{
-		`kubectl delete $OLD   # Karpenter terminates the drained nodes; the ones it launched during the run for replicas left Pending are already at v` + s.To,
+		// Pasted, this line runs even where the run above stopped (a
+		// refused plan, --timeout, Ctrl-C): deleting a node the run did not
+		// drain makes Karpenter drain it itself, unpaced (Karpenter v1
+		// docs, "Disruption", termination controller). So every node is
+		// checked first, as the in-place path checks each one.
+		`BAD=$(for n in $OLD; do NODE=${n#node/}; ` + nodeDrainedTest + ` || echo "$NODE"; done)   # the old nodes the run has not drained`,
+		`if [ -z "$BAD" ]; then kubectl delete $OLD; else echo "not drained by the inference run: $BAD; run the drain above again (the same --run-id resumes it), never delete a node that still serves" >&2; false; fi   # Karpenter terminates the drained nodes; the ones it launched during the run for replicas left Pending are already at v` + s.To,
 		fmt.Sprintf("NEW=$(kubectl get nodes -l %s -o name)   # the nodes Karpenter launched for the run's displaced replicas (kubectl get nodeclaims -l karpenter.sh/nodepool=%s -o wide)", sel, sq(s.Pool)),
 		fmt.Sprintf(`[ -n "$NEW" ] || echo "no node left in %s: the surge and free GPUs outside it held every replica, so Karpenter launched none; it launches nodes at v%s when pods next ask for the pool"`, s.Pool, s.To),
 		`[ -z "$NEW" ] || kubectl wait --for=condition=Ready $NEW --timeout=30m   # the run waited for the replicas on them, so they are Ready already`,

@@ -1,7 +1,9 @@
 package skew
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -28,7 +30,7 @@ func TestKarpenterInferenceNodesFollowTheRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := `calls=""
-kubectl() { calls="$calls|$*"; case "$1 $2" in "get nodes") printf '%s' "$AFTER";; esac; }
+kubectl() { calls="$calls|$*"; case "$1 $2" in "get nodes") printf '%s' "$AFTER";; "get node") echo true;; esac; }
 OLD='node/old-0
 node/old-1'
 ` + strings.Join(lines, "\n") + `
@@ -54,5 +56,56 @@ echo "CALLS$calls"`
 				t.Errorf("output %q, want %q", got[:i], tc.echo)
 			}
 		})
+	}
+}
+
+// TestKarpenterInferenceDeletesOnlyDrainedNodes runs the Karpenter
+// inference step's delete lines in bash against a stub kubectl: where the
+// run stopped before draining a node, nothing is deleted and the node is
+// named; where it drained them all, exactly the old nodes go.
+func TestKarpenterInferenceDeletesOnlyDrainedNodes(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash is not installed")
+	}
+	lines := karpenterInferenceNodes(Step{Pool: "gpu-karpenter", To: "1.37"}, "karpenter.sh/nodepool=gpu-karpenter")
+	var script []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "BAD=") || strings.HasPrefix(l, "if ") {
+			script = append(script, l)
+		}
+	}
+	if len(script) != 2 {
+		t.Fatalf("no guard and delete lines in %q", lines)
+	}
+	const stub = `kubectl() { echo "kubectl $*" >> "$D/calls"
+  case "$*" in
+  "get node "*) [ -f "$D/cordoned-$3" ] && echo true;;
+  "get pods -A --field-selector spec.nodeName="*) n=${4#spec.nodeName=}; cat "$D/pods-${n%%,*}" 2>/dev/null;;
+  esac; }
+OLD='node/old-a node/old-b'
+`
+	run := func(files ...string) (string, string, error) {
+		d := t.TempDir()
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(d, f), []byte("true\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(d, "pods-old-a"), []byte("DaemonSet\nNode\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-c", stub+strings.Join(script, "\n"))
+		cmd.Env = append(os.Environ(), "D="+d)
+		out, err := cmd.CombinedOutput()
+		calls, _ := os.ReadFile(filepath.Join(d, "calls"))
+		return string(calls), string(out), err
+	}
+	calls, out, err := run("cordoned-old-a")
+	if err == nil || strings.Contains(calls, "kubectl delete") || !strings.Contains(out, "not drained by the inference run: old-b") {
+		t.Errorf("run stopped before old-b: err %v\n%s\n%s", err, calls, out)
+	}
+	calls, out, err = run("cordoned-old-a", "cordoned-old-b")
+	if err != nil || !strings.Contains(calls, "kubectl delete node/old-a node/old-b") {
+		t.Errorf("both drained: err %v\n%s\n%s", err, calls, out)
 	}
 }
