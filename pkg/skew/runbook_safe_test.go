@@ -676,7 +676,7 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 				"diff lt-" + tc.pool + "-old.json lt-" + tc.pool + "-new.json   # the whole difference",
 				`{ [ -s lt-` + tc.pool + `-old.json ] && [ -s lt-` + tc.pool + `-new.json ] && `,
 				"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200",
-				`'{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}'`,
+				`'{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true,"ScaleInProtectedInstances":"Refresh","StandbyInstances":"Wait"}'`,
 				tc.drain,
 				"--lifecycle-action-result CONTINUE",
 				tc.batch,
