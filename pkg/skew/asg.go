@@ -32,6 +32,28 @@ import (
 //     (https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycle-hooks-overview.html):
 //     the step drains the node of each such instance, GPU nodes with
 //     gang-drain's checkpointing drain, before the instance goes.
+//   - RefreshPreferences ScaleInProtectedInstances: "Refresh" replaces
+//     instances protected from scale in, "Ignore" leaves them out and
+//     replaces the others, "Wait (default)" waits "one hour for you to
+//     remove scale-in protection. Otherwise, the instance refresh will
+//     fail"; StandbyInstances: Terminate, Ignore, or "Wait (default)",
+//     which waits one hour for them to return to service and then fails
+//     (aws-cli 1.45.11 start-instance-refresh help; the botocore 1.43.11
+//     service model it ships holds the same enums). A GPU group often
+//     protects its instances, so the step asks for Refresh: each protected
+//     instance still waits at the terminating hook for its drain. A group
+//     with instances in Standby is refused before the refresh, since
+//     Terminate would end an instance the operator set aside and Ignore
+//     would leave a node at the old version that verify then fails.
+//   - The order: RefreshPreferences has no field that chooses which
+//     instances a refresh replaces next (its fields: MinHealthyPercentage,
+//     InstanceWarmup, CheckpointPercentages, CheckpointDelay, SkipMatching,
+//     AutoRollback, ScaleInProtectedInstances, StandbyInstances,
+//     AlarmSpecification, MaxHealthyPercentage, BakeTime); scale-in
+//     protection with Ignore only keeps instances out of a refresh. One
+//     refresh per fabric unit (all other instances protected) would follow
+//     the units; this path runs one refresh for the pool and says what
+//     that costs a GPU pool instead.
 //   - cancel-instance-refresh stops a refresh; rollback-instance-refresh
 //     returns the group to its previous launch template version and
 //     replaces the instances already replaced.
@@ -107,10 +129,12 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		// whole run, the scheduler may place them on instances of the old
 		// AMI that a later batch replaces (stopping them again), and the
 		// refresh goes on from a checkpoint by itself after its delay.
-		b.add(fmt.Sprintf("# the cost on this GPU pool: every gang gang-drain stops as its instance waits to terminate stays stopped (checkpointed, not running) until the refresh has replaced all %s and the new nodes pass gpu-validate (the restore after the watch), so from the last batch on none of the pool's gangs run; not restored per batch, since a restore brings back all of the run's gangs, which may land on old-AMI instances a later batch stops again, and the refresh moves on from each checkpoint by itself", Nodes(r.pools[s.Pool].Nodes)))
+		b.add(fmt.Sprintf("# the cost on this GPU pool: every gang gang-drain stops as its instance waits to terminate stays stopped (checkpointed, not running) until the refresh has replaced all %s and the new nodes pass gpu-validate (the restore after the watch), so from the last batch on none of the pool's gangs run; not restored per batch, since a restore brings back all of the run's gangs, which may land on old-AMI instances a later batch stops again, and the refresh moves on from each checkpoint by itself", Nodes(r.pools[s.Pool].Nodes)),
+			"# and the order is the refresh's: an instance refresh has no preference that chooses which instances go next (scale-in protection with ScaleInProtectedInstances Ignore only leaves instances out), so a fifth is not a fabric unit: one batch may hold instances of every unit and stop a gang in each")
 	}
 	b.add(chain(
 		asgAMIAvailable(reg),
+		asgNoStandby(describe),
 		fmt.Sprintf("LT=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.LaunchTemplateId' --output text)", describe),
 		`{ [ -n "$LT" ] && [ "$LT" != None ] || { echo "group $ASG has no launch template of its own (a mixed instances policy or a launch configuration): this path changes a launch template's AMI only; refused" >&2; false; }; }`,
 		fmt.Sprintf("OLD=$(%s --query 'AutoScalingGroups[0].LaunchTemplate.Version' --output text)", describe),
@@ -127,7 +151,7 @@ func (r *renderer) asgRefresh(s Step, sel string, gpu bool) blocks {
 		asgOnlyAMI(file),
 		asgRetain(reg),
 		asgPutHook(reg),
-		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}' --query InstanceRefreshId --output text)`, reg),
+		fmt.Sprintf(`REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$NEW\"}}" --preferences '{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true,"ScaleInProtectedInstances":"Refresh","StandbyInstances":"Wait"}' --query InstanceRefreshId --output text)`, reg),
 		"LATE=")...)
 	b.cut()
 	status := refreshStatus(reg)
@@ -166,6 +190,14 @@ func asgAMIAvailable(reg string) string {
 // else is refused with the new version left unused.
 func asgOnlyAMI(file string) string {
 	return fmt.Sprintf(`{ [ -s %[1]s-old.json ] && [ -s %[1]s-new.json ] && grep -qF "\"ImageId\": \"$AMI\"" %[1]s-new.json && diff <(grep -v '^ *"ImageId": ' %[1]s-old.json) <(grep -v '^ *"ImageId": ' %[1]s-new.json) >/dev/null || { echo "launch template version $NEW differs from version $OLD in more than the AMI (the diff above), or either could not be read: refused; version $NEW stays unused" >&2; false; }; }`, file)
+}
+
+// asgNoStandby refuses a group with instances in Standby or entering it
+// (LifecycleState EnteringStandby, Standby: the LifecycleState enum of the
+// autoscaling service model botocore 1.43.11 ships): the refresh would
+// wait an hour for them and fail.
+func asgNoStandby(describe string) string {
+	return fmt.Sprintf(`{ [ "$(%s --query "length(AutoScalingGroups[0].Instances[?contains(LifecycleState, 'Standby')])" --output text)" = 0 ] || { echo "group $ASG has instances in Standby: return them to service (aws autoscaling exit-standby) or detach them first; an instance refresh waits an hour for them, then fails" >&2; false; }; }`, describe)
 }
 
 // asgRetain makes the group keep, not terminate, an instance whose
@@ -267,7 +299,7 @@ func (r *renderer) asgBack(s Step) blocks {
 		fmt.Sprintf(`OLD=$(cat %s-old.version)`, file),
 		asgRetain(reg),
 		asgPutHook(reg),
-		fmt.Sprintf(`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG";; *) REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}}" --preferences '{"MinHealthyPercentage":80,"SkipMatching":true}' --query InstanceRefreshId --output text);; esac`, reg, reg))...)
+		fmt.Sprintf(`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG";; *) REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}}" --preferences '{"MinHealthyPercentage":80,"SkipMatching":true,"ScaleInProtectedInstances":"Refresh","StandbyInstances":"Wait"}' --query InstanceRefreshId --output text);; esac`, reg, reg))...)
 	b.cut()
 	b.add("# watch it to its end, draining as the step did:", r.asgWatch(s, sel, gpu, ""))
 	b.cut()

@@ -86,6 +86,7 @@ aws() { echo "aws $*" >> "$D/calls"
   LaunchTemplateVersion.VersionNumber) echo 8;;
   InstanceRefreshId) echo r-1;;
   'Images[0].State') cat "$D/image" 2>/dev/null || echo None;;
+  *Standby*) cat "$D/standby" 2>/dev/null || echo 0;;
   length*) cat "$D/up" 2>/dev/null;;
   esac; }
 kubectl() { echo "kubectl $*" >> "$D/calls"
@@ -216,12 +217,17 @@ func TestASGOldVersionIsANumber(t *testing.T) {
 		{"$Default", "lt-0abc", "$Default", true, ""},
 		{"a mixed instances policy", "None", "None", false, "has no launch template of its own"},
 		{"an AMI that is not available", "lt-0abc", "7", false, "is not an available image"},
+		{"an instance in Standby", "lt-0abc", "7", false, "has instances in Standby"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			files := map[string]string{"lt": tc.lt + "\n", "ver": tc.ver + "\n", "vernum-" + tc.ver: "7\n", "vernum-7": "7\n",
 				"data-7": ltData("ami-old", "p5.48xlarge"), "data-8": ltData("<1.38-ami-id>", "p5.48xlarge"), "image": "available\n"}
 			if tc.name == "an AMI that is not available" {
 				files["image"] = "pending\n"
+			}
+			if tc.name == "an instance in Standby" {
+				// An instance refresh waits an hour for it, then fails.
+				files["standby"] = "1\n"
 			}
 			calls, out, err := runASG(t, "cd \"$D\"\n"+prep+"\necho KEPT=$(cat lt-gpu-h100-old.version)", files)
 			if !tc.ok {

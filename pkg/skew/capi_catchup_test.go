@@ -99,15 +99,17 @@ func TestRunbookCAPIHoldsBeforeCatchUp(t *testing.T) {
 			}
 			// Whatever the inventory, a GPU pool's step never leaves its
 			// roll to an unheld topology controller, and its topologies
-			// are released only after its gangs stopped.
+			// are released only once every old Machine carries the
+			// pre-drain hook that keeps Cluster API's drain off the gangs
+			// until gang-drain stopped them (capi_order.go).
 			for _, s := range p.Steps {
 				if s.Phase != PhaseNodePool || s.Pool != "h100-a" {
 					continue
 				}
 				c := cmds(s)
 				wantNotIn(t, "GPU pool step", c, rolls)
-				if d, rel := strings.Index(c, "kubectl gang-drain run"), strings.Index(c, "for MD in $TOPOLOGIES"); d < 0 || rel < d {
-					t.Errorf("step %d releases the GPU pool's topologies before its gangs stop:\n%s", s.Number, c)
+				if d, rel := strings.Index(c, "$MACHINES "+capiHook+"=gpufleet"), strings.Index(c, "for MD in $TOPOLOGIES"); d < 0 || rel < d {
+					t.Errorf("step %d releases the GPU pool's topologies before its Machines are hooked:\n%s", s.Number, c)
 				}
 			}
 		})

@@ -1263,6 +1263,10 @@ func (r *renderer) wholePoolCost(pool string) string {
 	if !r.gpuPool(pool) || r.controlPlanePool(pool) {
 		return ""
 	}
+	if r.rolls(pool) == rollCAPI {
+		// The held topology's rollout follows the units (capiUnits).
+		return fmt.Sprintf("Cluster API's rollout is ordered by the runbook: a pre-drain hook on every old Machine keeps Cluster API's own drain off them, and each unit's Machines are marked %s once gang-drain has emptied it, so the pool moves one fabric unit at a time; its cost: a unit's gangs stay stopped from its drain until the last unit is replaced and the new nodes pass gpu-validate, while the units not yet drained keep training", capiDeleteFirst)
+	}
 	return fmt.Sprintf("%s replaces the nodes itself in an order it picks, so the pool cannot move one fabric unit at a time: all %s leave training from the first unit's drain until the last replaced node passes gpu-validate, which is the default path's cost; to keep capacity, create a pool at the target version beside it and move the units across (gang-drain one unit, scale the new pool up by a unit, scale the old one down), then delete the old pool", r.prov.Title(), Nodes(r.pools[pool].Nodes))
 }
 

@@ -446,6 +446,9 @@ func validateCmd(sel string, s Step) string {
 // its own limit; a GPU pool's gangs are stopped unit by unit first.
 func (r *renderer) providerRollout(s Step, sel string, gpu bool) blocks {
 	rep := r.replacer(s.Pool)
+	if gpu && rep == replaceCAPI && r.capiHeld {
+		return r.capiUnits(s, sel)
+	}
 	var b blocks
 	var out []string
 	if gpu {

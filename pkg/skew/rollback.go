@@ -837,6 +837,9 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 	case replaceCAPI:
 		b.add("# Cluster API follows the topology version, which does not go back: hold the topologies again and replace a failing Machine (it is recreated at the Cluster's version):")
 		b.add(fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(true)))
+		if r.gpuPool(s.Pool) {
+			b.add(r.capiUnhook(s)...)
+		}
 	}
 	return b
 }

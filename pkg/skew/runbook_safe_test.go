@@ -89,16 +89,18 @@ func TestRunbookHoldsFromTheProvider(t *testing.T) {
 	}
 	// Cluster API: the control-plane step moves the version only while
 	// every topology is deferred; each worker pool releases the topologies
-	// of its own nodes, found from the Machines, after its gangs stopped;
-	// the hop's last pool step releases whatever is left.
+	// of its own nodes, found from the Machines, once a GPU pool's old
+	// Machines carry the pre-drain hook that keeps Cluster API's drain off
+	// the gangs until gang-drain stopped them (capi_order.go); the hop's
+	// last pool step releases whatever is left.
 	p := planOf(t, capi, "v1.38", "")
 	cp := stepOf(t, p, PhaseControlPlane, "")
 	wantIn(t, "control plane", cmds(cp), "grep -v '=gpufleet-upgrade$' && \\", `patch cluster.cluster.x-k8s.io gpu-cell-07 -n fleet --type merge`)
 	gpu := cmds(stepOf(t, p, PhaseNodePool, "h100-a"))
 	wantIn(t, "GPU pool", gpu, "get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=gpu-cell-07", "topology\\.cluster\\.x-k8s\\.io/deployment-name",
 		"kubectl get nodes -l node.cluster.x-k8s.io/pool=h100-a", "for MD in $TOPOLOGIES; do", `}\n' | `)
-	if strings.Index(gpu, "kubectl gang-drain run") > strings.Index(gpu, "for MD in $TOPOLOGIES") {
-		t.Errorf("the GPU pool's topologies are released before its gangs stopped:\n%s", gpu)
+	if h := strings.Index(gpu, "$MACHINES "+capiHook+"=gpufleet"); h < 0 || h > strings.Index(gpu, "for MD in $TOPOLOGIES") {
+		t.Errorf("the GPU pool's topologies are released before its Machines are hooked:\n%s", gpu)
 	}
 	releasedAll := 0
 	for _, s := range p.Steps {
@@ -539,13 +541,14 @@ func TestRunbookGatesGate(t *testing.T) {
 }
 
 // A GPU pool the provider replaces whole is said to cost the whole pool,
-// with the capacity-keeping way; a pool moved unit by unit costs a unit.
+// with the capacity-keeping way; a pool moved unit by unit costs a unit
+// (Cluster API's, whose rollout order the runbook sets: capi_order.go).
 func TestRunbookWholePoolCostSaid(t *testing.T) {
 	for _, tc := range []struct {
 		variant, pool string
 		whole         bool
 	}{
-		{"gke", "a3-gpu", true}, {"aks", "gpunp", true}, {"eks-managed", "gpu-p5", true}, {"capi", "h100-a", true},
+		{"gke", "a3-gpu", true}, {"aks", "gpunp", true}, {"eks-managed", "gpu-p5", true}, {"capi", "h100-a", false},
 		{"kubeadm-apt", "gpu-h100", false}, {"kubeadm-ha", "gpu-h200", false}, {"gke", "default-pool", false},
 	} {
 		t.Run(tc.variant+" "+tc.pool, func(t *testing.T) {
@@ -676,7 +679,7 @@ func TestRunbookASGImmutableWorkers(t *testing.T) {
 				"diff lt-" + tc.pool + "-old.json lt-" + tc.pool + "-new.json   # the whole difference",
 				`{ [ -s lt-` + tc.pool + `-old.json ] && [ -s lt-` + tc.pool + `-new.json ] && `,
 				"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING --heartbeat-timeout 7200",
-				`'{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true}'`,
+				`'{"MinHealthyPercentage":80,"CheckpointPercentages":[20,40,60,80,100],"CheckpointDelay":600,"SkipMatching":true,"AutoRollback":true,"ScaleInProtectedInstances":"Refresh","StandbyInstances":"Wait"}'`,
 				tc.drain,
 				"--lifecycle-action-result CONTINUE",
 				tc.batch,

@@ -121,8 +121,11 @@ func TestRunbookCAPIDefersMachineDeployments(t *testing.T) {
 	pool := lastStepOf(t, p, PhaseNodePool, "h100-a")
 	c := cmds(pool)
 	wantIn(t, "GPU pool step", c, `}\n' | `, "kubectl gang-drain run -l")
-	if strings.Index(c, "kubectl gang-drain run") > strings.Index(c, `}\n' | `) {
-		t.Errorf("the defer is undone before the gangs are stopped:\n%s", c)
+	// Released only once every old Machine of the pool carries the
+	// pre-drain hook, which keeps Cluster API's own drain off the gangs
+	// until gang-drain has stopped them (capi_order.go).
+	if hook := strings.Index(c, "$MACHINES "+capiHook+"=gpufleet"); hook < 0 || hook > strings.Index(c, `}\n' | `) {
+		t.Errorf("the defer is undone before the pool's Machines are hooked:\n%s", c)
 	}
 	if p.Summary.NodeDisruptionsSaved != 0 {
 		t.Errorf("Cluster API follows every hop, yet %d drains are claimed saved", p.Summary.NodeDisruptionsSaved)
