@@ -126,6 +126,15 @@ func TestTablesGolden(t *testing.T) {
 			}
 		})
 	}
+	// The same reports as -o json writes them: the goldens the JSON Schemas
+	// of their kinds are held to (plugins/contract).
+	for name, rep := range map[string]any{"plan": demoPlan(), "run": demoRunReport(), "status": demoStatus(), "restore": demoRestore()} {
+		var b strings.Builder
+		if err := cli.PrintStructured(&b, cli.OutputJSON, rep); err != nil {
+			t.Fatal(err)
+		}
+		goldenfile.Check(t, name+".json.golden", b.String())
+	}
 	// The fix is pasted: whole in the default table, in its own column.
 	if out := print["plan"](cli.TableOptions{}); !strings.Contains(out, full[1]) {
 		t.Errorf("the plan's fix was cut:\n%s", out)
