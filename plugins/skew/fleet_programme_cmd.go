@@ -319,17 +319,17 @@ func makeFleetPlan(ctx context.Context, cg cli.ClientGetter, d deps, f *fleetfil
 func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error {
 	caps := []string{}
 	if p.MaxClustersInFlight > 0 {
-		caps = append(caps, fmt.Sprintf("%d clusters", p.MaxClustersInFlight))
+		caps = append(caps, cli.Plural(p.MaxClustersInFlight, "cluster"))
 	}
 	if p.MaxGPUsInFlight > 0 {
-		caps = append(caps, fmt.Sprintf("%d GPUs", p.MaxGPUsInFlight))
+		caps = append(caps, cli.Plural(p.MaxGPUsInFlight, "GPU"))
 	}
 	capText := "no fleet cap"
 	if len(caps) > 0 {
 		capText = "at most " + strings.Join(caps, " and ") + " in flight"
 	}
-	fmt.Fprintf(w, "Fleet %s to %s: %d clusters in %d rings, %d GPUs; %s; a disruptive step takes %s\n\n",
-		p.Fleet, p.Target, len(p.Clusters), len(p.Rings), p.GPUs, capText, p.StepDuration)
+	fmt.Fprintf(w, "Fleet %s to %s: %s in %s, %s; %s; a disruptive step takes %s\n\n",
+		p.Fleet, p.Target, cli.Plural(len(p.Clusters), "cluster"), cli.Plural(len(p.Rings), "ring"), cli.Plural(p.GPUs, "GPU"), capText, p.StepDuration)
 	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster"}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
 		{Name: "action", Shrink: true, Min: 12, Drop: true}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "projected", Wide: true}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
 	for _, r := range p.Rings {
