@@ -172,7 +172,7 @@ func TestInferenceRunDryRun(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("-o json: exit %d\n%s%s", code, js, errOut)
 	}
-	golden.Check(t, "run-inference-dry-run.json.golden", golden.Steady(regexp.MustCompile(`gd-[0-9a-z]+`).ReplaceAllString(js, "gd-RUN"), "startedAt", "finishedAt"))
+	golden.Check(t, "run-inference-dry-run.json.golden", golden.Steady(regexp.MustCompile(`gd-[0-9]+-[0-9]+-[0-9a-f]+`).ReplaceAllString(js, "gd-RUN"), "startedAt", "finishedAt"))
 	d, _ := kube.AppsV1().Deployments("serving").Get(context.Background(), "llama", metav1.GetOptions{})
 	n, _ := kube.CoreV1().Nodes().Get(context.Background(), "serve-0", metav1.GetOptions{})
 	if *d.Spec.Replicas != 2 || n.Spec.Unschedulable {
