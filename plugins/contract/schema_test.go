@@ -203,7 +203,10 @@ func emittedKinds(t *testing.T) []string {
 						return true
 					}
 					sel, ok := call.Fun.(*ast.SelectorExpr)
-					if x, isIdent := sel.X.(*ast.Ident); !ok || !isIdent || x.Name != "cli" || (sel.Sel.Name != "NewHeader" && sel.Sel.Name != "ReportAPIVersion") {
+					if !ok {
+						return true
+					}
+					if x, isIdent := sel.X.(*ast.Ident); !isIdent || x.Name != "cli" || (sel.Sel.Name != "NewHeader" && sel.Sel.Name != "ReportAPIVersion") {
 						return true
 					}
 					kind, ok := eval(call.Args[0])
