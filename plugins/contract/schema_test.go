@@ -210,6 +210,12 @@ func emittedKinds(t *testing.T) []string {
 						return true
 					}
 					kind, ok := eval(call.Args[0])
+					if !ok && sel.Sel.Name == "ReportAPIVersion" {
+						// A header's own kind (h.APIVersion =
+						// cli.ReportAPIVersion(h.Kind)), set from a
+						// constant the walk reads where it is set.
+						return true
+					}
 					if !ok {
 						t.Errorf("%s: the kind of cli.%s is not a string constant", fset.Position(call.Pos()), sel.Sel.Name)
 						return true
