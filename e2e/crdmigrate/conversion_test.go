@@ -231,8 +231,8 @@ func TestCRDMigrateConversionWebhookTimeout(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 				}
 			}
-			if rep := parseRun(t, r).Items[0]; rep.Outcome != "Incomplete" {
-				t.Errorf("outcome = %q, want Incomplete", rep.Outcome)
+			if rep := parseRun(t, r).Items[0]; rep.Outcome != "error" {
+				t.Errorf("outcome = %q, want error", rep.Outcome)
 			}
 			if sv := f.storedVersions(t); !slices.Equal(sv, []string{"v1", "v2"}) {
 				t.Fatalf("storedVersions after a stopped run = %v, want [v1 v2]", sv)

@@ -86,7 +86,7 @@ func TestCRDMigrateClient(t *testing.T) {
 		t.Fatalf("run: want exit 0\n%s", r)
 	}
 	rep := parseRun(t, r).Items[0]
-	if rep.Method != "client" || rep.Processed != int64(f.objects) || rep.Rewritten != int64(f.objects) || rep.Outcome != "Migrated" || !slices.Equal(rep.StoredVersionsAfter, []string{"v2"}) {
+	if rep.Method != "client" || rep.Processed != int64(f.objects) || rep.Rewritten != int64(f.objects) || rep.Outcome != "done" || !slices.Equal(rep.StoredVersionsAfter, []string{"v2"}) {
 		t.Errorf("run item = %+v", rep)
 	}
 	f.assertAllAtV2(t)
@@ -232,7 +232,7 @@ func TestCRDMigrateInTree(t *testing.T) {
 		t.Fatalf("in-tree run: want exit 0\n%s", r)
 	}
 	rep := parseRun(t, r).Items[0]
-	if rep.Method != "in-tree" || rep.Migration == "" || rep.Outcome != "Migrated" {
+	if rep.Method != "in-tree" || rep.Migration == "" || rep.Outcome != "done" {
 		t.Errorf("in-tree run item = %+v", rep)
 	}
 	svm, err := f.cp.Client.StoragemigrationV1().StorageVersionMigrations().Get(context.Background(), rep.Migration, metav1.GetOptions{})

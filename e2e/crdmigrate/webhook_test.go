@@ -197,8 +197,8 @@ func TestCRDMigrateWebhookMidRun(t *testing.T) {
 		t.Errorf("stderr should name the object, the webhook failure and how to resume:\n%s", r.Stderr)
 	}
 	rep := parseRun(t, r).Items[0]
-	if rep.Outcome != "Incomplete" {
-		t.Errorf("outcome = %q, want Incomplete", rep.Outcome)
+	if rep.Outcome != "error" {
+		t.Errorf("outcome = %q, want error", rep.Outcome)
 	}
 	if sv := f.storedVersions(t); !slices.Equal(sv, []string{"v1", "v2"}) {
 		t.Fatalf("storedVersions after a stopped run = %v, want [v1 v2]", sv)

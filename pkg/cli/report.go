@@ -27,7 +27,7 @@ const APIVersionV1Alpha2 = Group + "/v1alpha2"
 
 // v1alpha2Kinds are the report kinds at APIVersionV1Alpha2: those that
 // carry a skew status, an eviction outcome, a GPU node status, a CRD
-// verdict or webhook health, or a deprecated API's status.
+// verdict, run outcome or webhook health, or a deprecated API's status.
 var v1alpha2Kinds = map[string]bool{
 	"SkewReport": true, "SkewReportList": true,
 	"SkewPlanReport":      true,
@@ -37,6 +37,9 @@ var v1alpha2Kinds = map[string]bool{
 	"GangDrainPlan":     true,
 	"GPUValidateReport": true, "GPUValidateReportList": true,
 	"CRDStatusReport": true, "CRDStatusReportList": true,
+	// A CRD's run outcome (Migrated, NothingToDo, Failed, Incomplete)
+	// became the table's word (done, ok, fail, error).
+	"CRDMigrationReport": true,
 	// A finding's status (removed, deprecated) became the table's word
 	// (fail, warn), and a webhook's health (OK, Down) ok or fail.
 	"DeprecationsReport": true, "DeprecationsReportList": true,

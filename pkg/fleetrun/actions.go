@@ -302,7 +302,7 @@ func (r *stepRun) check(ctx context.Context) (string, bool, error) {
 		if sc.Behind > 0 {
 			return fmt.Sprintf("%d of %d nodes of pool %s are not on kubelet %s yet", sc.Behind, sc.Total, s.Pool, s.Minor), false, nil
 		}
-		return fmt.Sprintf("all %d nodes of pool %s report kubelet %s", sc.Total, s.Pool, s.Minor), true, nil
+		return fmt.Sprintf("%s of pool %s %s kubelet %s", allNodes(sc.Total), s.Pool, cli.Agree(sc.Total, "reports", "report"), s.Minor), true, nil
 	}
 	return "", true, nil
 }

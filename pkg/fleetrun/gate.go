@@ -626,9 +626,9 @@ func (p *Programme) capsWait(cp *ClusterPlan, states map[string]*ClusterState) (
 	}
 	switch {
 	case p.Plan.MaxClustersInFlight > 0 && fleet >= p.Plan.MaxClustersInFlight:
-		wait = fmt.Sprintf("%d clusters in flight (%s), the fleet's cap is %d", fleet, strings.Join(names, ", "), p.Plan.MaxClustersInFlight)
+		wait = fmt.Sprintf("%s in flight (%s), the fleet's cap is %d", cli.Plural(fleet, "cluster"), strings.Join(names, ", "), p.Plan.MaxClustersInFlight)
 	case r.MaxConcurrent > 0 && ring >= r.MaxConcurrent:
-		wait = fmt.Sprintf("%d clusters of ring %s in flight, its cap is %d", ring, r.Name, r.MaxConcurrent)
+		wait = fmt.Sprintf("%s of ring %s in flight, its cap is %d", cli.Plural(ring, "cluster"), r.Name, r.MaxConcurrent)
 	case cp.DRPair != "" && drPartnerInFlight(p.Plan, states, cp) != "":
 		wait = fmt.Sprintf("%s, the other half of DR pair %s, is in flight: the two are never upgraded at once", drPartnerInFlight(p.Plan, states, cp), cp.DRPair)
 	case p.Plan.MaxGPUsInFlight > 0 && fleet > 0 && gpus+cp.GPUs > p.Plan.MaxGPUsInFlight:

@@ -35,7 +35,7 @@ func (r *stepRun) health(ctx context.Context) (bool, string, error) {
 		if sc.NotReady > 0 {
 			return false, fmt.Sprintf("%d of %d nodes of pool %s are not Ready", sc.NotReady, sc.Total, r.step.Pool), nil
 		}
-		return true, fmt.Sprintf("all %d nodes of pool %s are Ready", sc.Total, r.step.Pool), nil
+		return true, fmt.Sprintf("%s of pool %s %s Ready", allNodes(sc.Total), r.step.Pool, cli.Agree(sc.Total, "is", "are")), nil
 	case StepControlPlane:
 		kc, err := r.target.Getter.Kube()
 		if err != nil {
@@ -92,4 +92,12 @@ func quadrantNote(at bool, health string) string {
 		q = QuadrantDone
 	}
 	return strings.TrimPrefix(health+" (quadrant "+q+")", " ")
+}
+
+// allNodes is "all 3 nodes", or "the 1 node" for one.
+func allNodes(n int) string {
+	if n == 1 {
+		return "the 1 node"
+	}
+	return fmt.Sprintf("all %d nodes", n)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // admissionGate proves, by server-side dry-run creates, which admission
@@ -137,7 +139,7 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 				cmd = c.check
 			}
 		case c.admitted > 0 && c.masked == 0 && c.admitted == c.sent:
-			lines = append(lines, fmt.Sprintf("%s: admitted all %d probes, so verify cannot prove it; add a --probe-file it denies", c.control, c.sent))
+			lines = append(lines, fmt.Sprintf("%s: admitted every probe sent (%s), so verify cannot prove it; add a --probe-file it denies", c.control, cli.Plural(c.sent, "probe")))
 		case c.masked > 0 && c.psa:
 			lines = append(lines, fmt.Sprintf("%s: %d of %d probes denied first by another control, so Pod Security is not proven there (not recorded)", c.control, c.masked, c.sent))
 		case c.masked > 0:
@@ -151,12 +153,12 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 		unknowns = append(unknowns, "UNKNOWN "+u)
 	}
 	ev := capLines(append(append(append(unknowns, warns...), lines...), ps.notes...))
-	verb := "probes"
+	sent := cli.Plural(len(ps.probes), "probe")
 	if r.Policy.Baseline != nil {
-		verb = "baseline probes replayed"
+		sent = cli.Plural(len(ps.probes), "baseline probe") + " replayed"
 	}
-	msg := fmt.Sprintf("%d %s on %d controls (dry run): %d denied by their control, %d admitted, %d denied first by another, %d unknown",
-		len(ps.probes), verb, len(order), count[ProbeDenied], count[ProbeAdmitted], count[ProbeMasked], len(ps.probes)-count[ProbeDenied]-count[ProbeAdmitted]-count[ProbeMasked]-count[ProbeGone])
+	msg := fmt.Sprintf("%s on %s (dry run): %d denied by their control, %d admitted, %d denied first by another, %d unknown",
+		sent, cli.Plural(len(order), "control"), count[ProbeDenied], count[ProbeAdmitted], count[ProbeMasked], len(ps.probes)-count[ProbeDenied]-count[ProbeAdmitted]-count[ProbeMasked]-count[ProbeGone])
 	if cmd == "" {
 		cmd = "kubectl get validatingadmissionpolicybindings,validatingwebhookconfigurations,mutatingwebhookconfigurations; kubectl get ns -L pod-security.kubernetes.io/enforce"
 	}
@@ -169,7 +171,7 @@ func (r *Runner) admissionVerdict(ps probeSet) Gate {
 	case len(ps.probes) == 0 && len(ps.notes) == 0:
 		g.Message = "no admission control to probe: no Pod Security enforced, no webhook or policy binding, no --probe-file"
 	case len(ps.probes) == 0:
-		g.Message = fmt.Sprintf("no probe sent: %d webhooks or policy bindings not probed or not denying (evidence); give a --probe-file for each that guards security", len(ps.notes))
+		g.Message = fmt.Sprintf("no probe sent: %s not probed or not denying (evidence); give a --probe-file for each that guards security", cli.PluralOf(len(ps.notes), "webhook or policy binding", "webhooks or policy bindings"))
 	}
 	return g
 }

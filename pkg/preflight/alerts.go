@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
 
@@ -49,7 +50,7 @@ func (r *Runner) alertsGate(ctx context.Context) (Gate, []health.Alert) {
 		ev[i] = al.String()
 	}
 	return Gate{Status: StatusFail, Evidence: ev, Command: cmd,
-		Message: fmt.Sprintf("%d active alert(s) %s, first %s", len(alerts), scope, alerts[0].Name)}, alerts
+		Message: fmt.Sprintf("%s %s, first %s", cli.Plural(len(alerts), "active alert"), scope, alerts[0].Name)}, alerts
 }
 
 // verifyAlerts: an alert firing now that did not fire at the baseline

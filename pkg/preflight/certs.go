@@ -13,6 +13,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Default certificate thresholds, in days (--cert-warn-days, --cert-fail-days).
@@ -174,8 +176,8 @@ func (r *Runner) certsGate(ctx context.Context) (Gate, certsRead) {
 	msg := "no certificate read"
 	if soonest >= 0 {
 		f := facts[soonest]
-		msg = fmt.Sprintf("%d certificates read; the first to expire is the %s, on %s (%s); warn under %d days, fail under %d",
-			len(facts), f.Source, f.NotAfter.Format("2006-01-02"), daysString(daysLeft(f.NotAfter, now)), warnD, failD)
+		msg = fmt.Sprintf("%s read; the first to expire is the %s, on %s (%s); warn under %s, fail under %d",
+			cli.Plural(len(facts), "certificate"), f.Source, f.NotAfter.Format("2006-01-02"), daysString(daysLeft(f.NotAfter, now)), cli.Plural(warnD, "day"), failD)
 	}
 	read.certs = facts
 	return Gate{Status: st, Message: msg, Evidence: capLines(append(lines, notes...)), Command: cmd}, read
@@ -193,9 +195,9 @@ const servingCertCommand = `echo | openssl s_client -connect "$(kubectl config v
 
 func daysString(d int) string {
 	if d < 0 {
-		return fmt.Sprintf("expired %d days ago", -d)
+		return fmt.Sprintf("expired %s ago", cli.Plural(-d, "day"))
 	}
-	return fmt.Sprintf("%d days left", d)
+	return cli.Plural(d, "day") + " left"
 }
 
 // kubeadmControlPlane reports a kubeadm cluster (its kube-system/kubeadm-config

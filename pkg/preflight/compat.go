@@ -392,9 +392,9 @@ func (c Compat) judge(a CompatAddon, ok bool, name, version string, target skew.
 		case behind < 0:
 			return Verdict{Status: StatusFail, Message: fmt.Sprintf("%s %s is newer than the target %s (%s)", name, v.MinorString(), t.MinorString(), a.Source)}
 		case behind > lim:
-			return Verdict{Status: StatusFail, Message: fmt.Sprintf("%s %s is %d minors behind %s, beyond the limit of %d: upgrade it first (%s)", name, v.MinorString(), behind, t.MinorString(), lim, a.Source)}
+			return Verdict{Status: StatusFail, Message: fmt.Sprintf("%s %s is %s behind %s, beyond the limit of %d: upgrade it first (%s)", name, v.MinorString(), skew.Minors(behind), t.MinorString(), lim, a.Source)}
 		}
-		return Verdict{Status: StatusPass, Message: fmt.Sprintf("%s %s is within %d minors of %s (%s)", name, v.MinorString(), lim, t.MinorString(), a.Source)}
+		return Verdict{Status: StatusPass, Message: fmt.Sprintf("%s %s is within %s of %s (%s)", name, v.MinorString(), skew.Minors(lim), t.MinorString(), a.Source)}
 	case RuleKubeadm, RuleOldestRecommended:
 		return a.judgePerMinor(c.DataDate, v, t, check)
 	}

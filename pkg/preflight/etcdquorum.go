@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
@@ -147,7 +148,7 @@ func (r *Runner) etcdQuorumGate(ctx context.Context, inv func() *skew.Inventory)
 		return Gate{Status: StatusUnknown, Message: "etcd members healthy; alarms not read: " + q.AlarmsErr, Evidence: ev, Command: cmd}, q, &acc
 	}
 	return Gate{Status: StatusPass, Evidence: ev, Command: cmd,
-		Message: fmt.Sprintf("%d etcd members started and reachable, one leader (%s), none more than %d entries behind, no alarm", len(q.Members), q.Leaders[0], maxLag)}, q, &acc
+		Message: fmt.Sprintf("%s started and reachable, one leader (%s), none more than %s behind, no alarm", cli.Plural(len(q.Members), "etcd member"), q.Leaders[0], cli.PluralOf(int(maxLag), "entry", "entries"))}, q, &acc
 }
 
 func more(n int) string {

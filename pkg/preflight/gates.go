@@ -254,13 +254,13 @@ func (r *Runner) addonsGate(ctx context.Context, site func() *skew.Inventory) (G
 		}
 	}
 	sort.SliceStable(ev, func(i, j int) bool { return statusOfLine(ev[i]).Rank() > statusOfLine(ev[j]).Rank() })
-	msg := fmt.Sprintf("%d addons against %s: %d pass, %d warn, %d fail, %d unknown (compatibility data from %s)", len(addons), r.Target.MinorString(),
+	msg := fmt.Sprintf("%s against %s: %d pass, %d warn, %d fail, %d unknown (compatibility data from %s)", cli.Plural(len(addons), "addon"), r.Target.MinorString(),
 		counts[StatusPass], counts[StatusWarn], counts[StatusFail], counts[StatusUnknown], r.Compat.DataDate)
 	if now := r.now(); r.Compat.Stale(now) {
 		days := int(r.Compat.Age(now).Hours() / 24)
-		ev = append(ev, fmt.Sprintf("WARN: the compatibility data is from %s, %d days old (over %d): addon releases since are not in it; read each row's source again and pass the table with --compat FILE",
-			r.Compat.DataDate, days, int(StaleAfter.Hours()/24)))
-		msg += fmt.Sprintf("; data %d days old", days)
+		ev = append(ev, fmt.Sprintf("WARN: the compatibility data is from %s, %s old (over %d): addon releases since are not in it; read each row's source again and pass the table with --compat FILE",
+			r.Compat.DataDate, cli.Plural(days, "day"), int(StaleAfter.Hours()/24)))
+		msg += fmt.Sprintf("; data %s old", cli.Plural(days, "day"))
 		st = Worse(st, StatusWarn)
 	}
 	if worstCmd == "" {
@@ -346,11 +346,11 @@ func (r *Runner) webhooksGate(ctx context.Context) Gate {
 	ev := capLines(append(fails, warns...))
 	switch {
 	case len(fails) > 0:
-		return Gate{Status: StatusFail, Message: cli.Plural(len(fails), "webhook") + verb(len(fails), " fails", " fail") + " closed and cannot be reached", Evidence: ev, Command: cmd}
+		return Gate{Status: StatusFail, Message: cli.Plural(len(fails), "webhook") + cli.Agree(len(fails), " fails", " fail") + " closed and cannot be reached", Evidence: ev, Command: cmd}
 	case len(warns) > 0:
-		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d webhook risks during the upgrade", len(warns)), Evidence: ev, Command: "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations -o wide"}
+		return Gate{Status: StatusWarn, Message: cli.Plural(len(warns), "webhook risk") + " during the upgrade", Evidence: ev, Command: "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations -o wide"}
 	}
-	return Gate{Status: StatusPass, Message: fmt.Sprintf("%d admission and %d conversion webhooks reachable", len(all), convs), Command: "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations"}
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("%s and %s reachable", cli.Plural(len(all), "admission webhook"), cli.Plural(convs, "conversion webhook")), Command: "kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations"}
 }
 
 func kindWord(k string) string {
@@ -691,7 +691,7 @@ func (r *Runner) drainsGate(ctx context.Context) Gate {
 				}
 			}
 		}
-		line := fmt.Sprintf("pool %s (%s): %d pods blocked, %d wait, %d unknown", p, skew.Nodes(len(nodes)), never, later, unknownN)
+		line := fmt.Sprintf("pool %s (%s): %s blocked, %d wait, %d unknown", p, skew.Nodes(len(nodes)), cli.Plural(never, "pod"), later, unknownN)
 		switch {
 		case never > 0:
 			line += "; first: " + first
@@ -714,7 +714,7 @@ func (r *Runner) drainsGate(ctx context.Context) Gate {
 	}
 	msg := map[Status]string{StatusPass: "no drain will block", StatusWarn: "drains will wait for replacements", StatusFail: "drains will block",
 		StatusUnknown: "some evictions cannot be predicted"}[st]
-	return Gate{Status: st, Message: fmt.Sprintf("%s (%d pools, %d nodes, %d pods)", msg, len(names), len(snap.Nodes), len(snap.Pods)), Evidence: capLines(ev), Command: cmd}
+	return Gate{Status: st, Message: fmt.Sprintf("%s (%s, %s, %s)", msg, cli.Plural(len(names), "pool"), skew.Nodes(len(snap.Nodes)), cli.Plural(len(snap.Pods), "pod")), Evidence: capLines(ev), Command: cmd}
 }
 
 func poolCmd(pool, label string) string {
@@ -753,7 +753,7 @@ func (r *Runner) crdsGate(ctx context.Context) Gate {
 		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d of %d CRDs need a storage migration before an old version can be dropped", len(need), len(crds)),
 			Evidence: capLines(need), Command: fmt.Sprintf("kubectl crd-migrate status; kubectl crd-migrate run %s --dry-run", first)}
 	}
-	return Gate{Status: StatusPass, Message: fmt.Sprintf("all %d CRDs store only their storage version", len(crds)), Command: "kubectl crd-migrate status"}
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("every CRD stores only its storage version (%s)", cli.Plural(len(crds), "CRD")), Command: "kubectl crd-migrate status"}
 }
 
 // psaGate lists namespaces whose Pod Security Admission version labels
@@ -805,7 +805,7 @@ func (r *Runner) psaGate(ctx context.Context) Gate {
 				}
 			}
 		}
-		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d namespaces judge pods by Pod Security \"latest\", which becomes %s's policy when the apiserver moves: pin enforce-version (the command's server-side dry run lists the pods the level forbids, as the running apiserver judges them)%s", len(hits), r.Target.MinorString(), added),
+		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%s pods by Pod Security \"latest\", which becomes %s's policy when the apiserver moves: pin enforce-version (the command's server-side dry run lists the pods the level forbids, as the running apiserver judges them)%s", cli.Plural(len(hits), "namespace")+cli.Agree(len(hits), " judges", " judge"), r.Target.MinorString(), added),
 			Evidence: capLines(hits), Command: fmt.Sprintf("kubectl label --dry-run=server --overwrite ns %s pod-security.kubernetes.io/enforce-version=v%s", first, r.Target.MinorString())}
 	}
 	return Gate{Status: StatusPass, Message: fmt.Sprintf("no namespace of %d pins Pod Security to latest", len(nss.Items)), Command: "kubectl get ns -L pod-security.kubernetes.io/enforce,pod-security.kubernetes.io/enforce-version"}
@@ -856,7 +856,7 @@ func (r *Runner) legacyTokenGate(ctx context.Context) Gate {
 		if d, ok := it.labels[LegacyTokenLastUsed]; ok {
 			line := fmt.Sprintf("secret %s/%s last used %s", it.ns, it.name, d)
 			if t, err := time.Parse("2006-01-02", d); err == nil {
-				line += fmt.Sprintf(" (%d days ago)", int(now.Sub(t).Hours()/24))
+				line += fmt.Sprintf(" (%s ago)", cli.Plural(int(now.Sub(t).Hours()/24), "day"))
 			}
 			used = append(used, line)
 		}
@@ -864,10 +864,10 @@ func (r *Runner) legacyTokenGate(ctx context.Context) Gate {
 	sort.Strings(used)
 	sort.Strings(invalid)
 	if len(used) > 0 || len(invalid) > 0 {
-		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d legacy service-account token Secrets in use, %d already invalidated: move their users to projected tokens", len(used), len(invalid)),
+		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%s in use, %d already invalidated: move their users to projected tokens", cli.Plural(len(used), "legacy service-account token Secret"), len(invalid)),
 			Evidence: capLines(append(used, invalid...)), Command: "kubectl get secrets -A --field-selector type=kubernetes.io/service-account-token -L " + LegacyTokenLastUsed + "," + LegacyTokenInvalidSince}
 	}
-	return Gate{Status: StatusPass, Message: fmt.Sprintf("no legacy service-account token in use (%d token Secrets)", len(items)), Command: "kubectl get secrets -A --field-selector type=kubernetes.io/service-account-token"}
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("no legacy service-account token in use (%s)", cli.Plural(len(items), "token Secret")), Command: "kubectl get secrets -A --field-selector type=kubernetes.io/service-account-token"}
 }
 
 // crds lists the CRDs once for the gates that need them (webhooks,
@@ -883,12 +883,3 @@ func (r *Runner) crds(ctx context.Context) ([]*apiextv1.CustomResourceDefinition
 // metrics, ready for expfmt's text parser (the fleet programme's
 // apiserver-429-rate check reads apiserver_request_total with it).
 func MetricLines(text []byte, names ...string) []byte { return metricLines(text, names) }
-
-// verb is one when n is 1, else many: the verb that agrees with a count
-// (cli.Plural writes the noun).
-func verb(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}

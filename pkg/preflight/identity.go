@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
 
@@ -197,7 +198,7 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 	probed := len(bindings) - len(gkeSAs) - len(unread)
 	switch {
 	case ev.GKE != nil && len(gkeSAs) > 0 && ev.GKE.Found && !ev.GKE.OK():
-		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves %d ServiceAccounts' identity is not ready: %s", len(gkeSAs), ev.GKE)
+		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves the identity of %s is not ready: %s", cli.Plural(len(gkeSAs), "ServiceAccount"), ev.GKE)
 		g.Command = "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide"
 	case len(unread) > 0 || ev.GKEUnread != "" || ev.EKSPodIdentityUnread != "":
 		why := unread
@@ -208,16 +209,16 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 		if ev.EKSPodIdentityUnread != "" {
 			why = append([]string{ev.EKSPodIdentityUnread}, why...)
 		}
-		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d of %d identity bindings not probed: %s", len(unread), len(bindings), strings.Join(why, "; "))
+		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d of %s not probed: %s", len(unread), cli.Plural(len(bindings), "identity binding"), strings.Join(why, "; "))
 	case len(empty) > 0:
 		g.Status, g.Message = StatusWarn, fmt.Sprintf("no webhook injected an identity into a pod of %s: their pods get no cloud credentials (is the identity webhook installed and its MutatingWebhookConfiguration matching?)", strings.Join(empty, ", "))
 	case ev.GKE != nil && len(gkeSAs) > 0 && !ev.GKE.Found:
-		g.Status, g.Message = StatusWarn, fmt.Sprintf("%d ServiceAccounts carry %s and no GKE metadata server DaemonSet runs: Workload Identity Federation for GKE looks off", len(gkeSAs), health.AnnotationGKEServiceAccount)
+		g.Status, g.Message = StatusWarn, fmt.Sprintf("%s %s and no GKE metadata server DaemonSet runs: Workload Identity Federation for GKE looks off", cli.Plural(len(gkeSAs), "ServiceAccount")+cli.Agree(len(gkeSAs), " carries", " carry"), health.AnnotationGKEServiceAccount)
 	default:
 		g.Status = StatusPass
-		g.Message = fmt.Sprintf("%d identity bindings: the webhook injects the token volume and environment for each of %d probed", len(bindings), probed)
+		g.Message = fmt.Sprintf("%s: the webhook injects the token volume and environment for each of %d probed", cli.Plural(len(bindings), "identity binding"), probed)
 		if len(gkeSAs) > 0 {
-			g.Message += fmt.Sprintf("; %d GKE bindings served by a ready GKE metadata server", len(gkeSAs))
+			g.Message += fmt.Sprintf("; %s served by a ready GKE metadata server", cli.Plural(len(gkeSAs), "GKE binding"))
 		}
 	}
 	return g, ev

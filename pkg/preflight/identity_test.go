@@ -62,7 +62,7 @@ func TestWorkloadIdentityGate(t *testing.T) {
 	ctx := context.Background()
 	inject, forbid := true, false
 	g, base := identityCluster(t, &inject, &forbid, 2).workloadIdentityGate(ctx)
-	if g.Status != StatusPass || !strings.Contains(g.Message, "2 identity bindings") || !strings.Contains(g.Message, "1 GKE bindings served by a ready GKE metadata server") {
+	if g.Status != StatusPass || !strings.Contains(g.Message, "2 identity bindings") || !strings.Contains(g.Message, "1 GKE binding served by a ready GKE metadata server") {
 		t.Fatalf("clean: %s %q %q", g.Status, g.Message, g.Evidence)
 	}
 	if !strings.Contains(strings.Join(g.Evidence, "\n"), "ml/s3 (eks-irsa arn:aws:iam::111122223333:role/s3-reader): injected env AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE; token volume audience sts.amazonaws.com at /var/run/secrets/eks.amazonaws.com/serviceaccount") {

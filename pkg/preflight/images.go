@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -134,7 +135,7 @@ func (r *Runner) imagesGate(ctx context.Context) (Gate, []ImageFact) {
 		}
 	}
 	if len(lines) == 0 {
-		msg := fmt.Sprintf("all %d images of the control plane, kube-system and the GPU stack are pinned by digest", len(facts))
+		msg := fmt.Sprintf("every image of the control plane, kube-system and the GPU stack is pinned by digest (%s)", cli.Plural(len(facts), "image"))
 		if len(facts) == 0 {
 			msg = "no control-plane static pod, kube-system workload or GPU stack visible"
 		}

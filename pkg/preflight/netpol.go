@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
 
@@ -183,15 +184,15 @@ func (r *Runner) networkPolicyGate(ctx context.Context) (Gate, *NetworkPolicyEvi
 		if ev.CNIUnread != "" {
 			why = append(why, "CNI DaemonSets not read: "+ev.CNIUnread)
 		}
-		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d network policies recorded; %s", len(ev.Policies), strings.Join(why, "; "))
+		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%s recorded; %s", cli.PluralOf(len(ev.Policies), "network policy", "network policies"), strings.Join(why, "; "))
 	case len(ev.Policies) > 0 && len(ev.CNIs) == 0:
-		g.Status, g.Message = StatusWarn, fmt.Sprintf("%d network policies recorded and no known enforcing CNI DaemonSet found (Cilium, Calico, Antrea, ...): nothing may enforce them", len(ev.Policies))
+		g.Status, g.Message = StatusWarn, fmt.Sprintf("%s recorded and no known enforcing CNI DaemonSet found (Cilium, Calico, Antrea, ...): nothing may enforce them", cli.PluralOf(len(ev.Policies), "network policy", "network policies"))
 	default:
 		cni := "no enforcing CNI found"
 		if len(ev.CNIs) > 0 {
 			cni = "enforced by " + ev.CNIs[0].CNI + ", all agent pods ready"
 		}
-		g.Status, g.Message = StatusPass, fmt.Sprintf("%d network policies of %s recorded; %s", len(ev.Policies), strings.Join(ev.Kinds, ", "), cni)
+		g.Status, g.Message = StatusPass, fmt.Sprintf("%s of %s recorded; %s", cli.PluralOf(len(ev.Policies), "network policy", "network policies"), strings.Join(ev.Kinds, ", "), cni)
 	}
 	return g, ev
 }

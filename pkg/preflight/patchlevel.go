@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -92,7 +93,7 @@ func (r *Runner) patchGate(ctx context.Context) (Gate, *PatchFact) {
 		// a newer patch, if any, is at most as old as the data.
 		if asOf, err := time.Parse("2006-01-02", lag.AsOf); err == nil && int(now.Sub(asOf).Hours()/24) <= f.MaxDays {
 			g.Status = StatusPass
-			g.Message += fmt.Sprintf("; any newer patch is at most %d days old, within the %d-day patch SLO", int(now.Sub(asOf).Hours()/24), f.MaxDays)
+			g.Message += fmt.Sprintf("; any newer patch is at most %s old, within the %d-day patch SLO", cli.Plural(int(now.Sub(asOf).Hours()/24), "day"), f.MaxDays)
 		} else {
 			g.Status = StatusUnknown
 		}

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	psaapi "k8s.io/pod-security-admission/api"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // The probes are built from what the cluster declares: a namespace's Pod
@@ -179,7 +181,7 @@ func (r *Runner) runtimeClassProbes(ctx context.Context, nss []corev1.Namespace,
 	}
 	if pick == "" {
 		if len(rcs.Items) > 0 {
-			ps.notes = append(ps.notes, fmt.Sprintf("%d RuntimeClasses not probed for Pod Security exemptions: no namespace enforces a level", len(rcs.Items)))
+			ps.notes = append(ps.notes, cli.PluralOf(len(rcs.Items), "RuntimeClass", "RuntimeClasses")+" not probed for Pod Security exemptions: no namespace enforces a level")
 		}
 		return
 	}
@@ -242,7 +244,7 @@ func (ps *probeSet) spreadProbes(nss []corev1.Namespace) []Probe {
 			out = append(out, q)
 		}
 		if skipped > 0 {
-			ps.notes = append(ps.notes, fmt.Sprintf("%s: its %s probe (%s) sent to %d more namespaces it selects, not to %d others (its configuration is diffed for all)", p.Control, p.Resource, p.Variant, n, skipped))
+			ps.notes = append(ps.notes, fmt.Sprintf("%s: its %s probe (%s) sent to %s more it selects, not to %s (its configuration is diffed for all)", p.Control, p.Resource, p.Variant, cli.Plural(n, "namespace"), cli.PluralOf(skipped, "other", "others")))
 		}
 	}
 	return out
@@ -399,7 +401,7 @@ func (ps *probeSet) build(nss []corev1.Namespace, m matchDecl, base Probe, idPre
 		return
 	}
 	if conditions > 0 {
-		ps.notes = append(ps.notes, fmt.Sprintf("%s has %d matchConditions, which the probes do not try to meet", base.Control, conditions))
+		ps.notes = append(ps.notes, fmt.Sprintf("%s has %s, which the probes do not try to meet", base.Control, cli.Plural(conditions, "matchCondition")))
 	}
 	if kind.namespaced {
 		if ps.spread == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
 
@@ -35,7 +36,7 @@ func (r *Runner) probeAppGate(ctx context.Context) (Gate, *health.ProbeAppResult
 	}
 	if len(res.LeftBehind) > 0 {
 		g.Status = Worse(g.Status, StatusWarn)
-		g.Message += fmt.Sprintf("; %d object(s) left behind", len(res.LeftBehind))
+		g.Message += fmt.Sprintf("; %s left behind", cli.Plural(len(res.LeftBehind), "object"))
 		g.Command = health.ProbeAppCleanupCommand(o.Namespace)
 	}
 	return g, &res

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
 
@@ -53,12 +54,12 @@ func (r *Runner) promqlGate(ctx context.Context) (Gate, []health.PromQLResult) {
 	switch {
 	case len(fails) > 0:
 		g.Command = failCmd
-		g.Status, g.Message = StatusFail, fmt.Sprintf("%d of %d PromQL check(s) out of bounds, first %s", len(fails), len(res), fails[0])
+		g.Status, g.Message = StatusFail, fmt.Sprintf("%d of %s out of bounds, first %s", len(fails), cli.Plural(len(res), "PromQL check"), fails[0])
 	case len(unknowns) > 0:
 		g.Command = unknownCmd
-		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d of %d PromQL check(s) gave no single value, first %s", len(unknowns), len(res), unknowns[0])
+		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d of %s gave no single value, first %s", len(unknowns), cli.Plural(len(res), "PromQL check"), unknowns[0])
 	default:
-		g.Message = fmt.Sprintf("%d PromQL check(s) within bounds or recorded as the baseline", len(res))
+		g.Message = cli.Plural(len(res), "PromQL check") + " within bounds or recorded as the baseline"
 	}
 	return g, res
 }

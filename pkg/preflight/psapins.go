@@ -9,6 +9,7 @@ import (
 	psaapi "k8s.io/pod-security-admission/api"
 	psapolicy "k8s.io/pod-security-admission/policy"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -105,10 +106,10 @@ func (r *Runner) podSecurityPinsGate(ctx context.Context) (Gate, []NamespacePodS
 	}
 	cmd := "kubectl get ns -L " + psaapi.EnforceLevelLabel + "," + psaapi.EnforceVersionLabel
 	if len(behind) > 0 {
-		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d namespaces pin Pod Security more than one minor behind %s", len(behind), r.Target.MinorString()),
+		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%s Pod Security more than one minor behind %s", cli.Plural(len(behind), "namespace")+cli.Agree(len(behind), " pins", " pin"), r.Target.MinorString()),
 			Evidence: capLines(behind), Command: pinCommand(first, r.Target)}, pins
 	}
-	return Gate{Status: StatusPass, Message: fmt.Sprintf("no Pod Security pin more than one minor behind %s (%d namespaces with enforce labels)", r.Target.MinorString(), len(pins)),
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("no Pod Security pin more than one minor behind %s (%s with enforce labels)", r.Target.MinorString(), cli.Plural(len(pins), "namespace")),
 		Command: cmd}, pins
 }
 

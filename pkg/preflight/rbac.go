@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-helpers/auth/rbac/validation"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // RBACEvidence is every role and binding of the cluster.
@@ -138,10 +140,10 @@ func (r *Runner) rbacGate(ctx context.Context) (Gate, *RBACEvidence) {
 	sort.Strings(lines)
 	roles, bindings := len(ev.Roles), len(ev.Bindings)
 	if len(broad) > 0 {
-		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%d grants of a privilege escalation path to every user, anonymous requests or every service account (recorded %d roles, %d bindings for verify)", len(broad), roles, bindings),
+		return Gate{Status: StatusWarn, Message: fmt.Sprintf("%s of a privilege escalation path to every user, anonymous requests or every service account (recorded %s, %s for verify)", cli.Plural(len(broad), "grant"), cli.Plural(roles, "role"), cli.Plural(bindings, "binding")),
 			Evidence: capLines(append(broad, lines...)), Command: "kubectl get clusterrolebindings,rolebindings -A -o wide | grep -E 'system:(authenticated|unauthenticated|serviceaccounts|anonymous)'"}, ev
 	}
-	return Gate{Status: StatusPass, Message: fmt.Sprintf("recorded %d roles and %d bindings for verify; %d grants of a privilege escalation path to subjects outside system:", roles, bindings, len(lines)),
+	return Gate{Status: StatusPass, Message: fmt.Sprintf("recorded %s and %s for verify; %s of a privilege escalation path to subjects outside system:", cli.Plural(roles, "role"), cli.Plural(bindings, "binding"), cli.Plural(len(lines), "grant")),
 		Evidence: capLines(lines), Command: "kubectl get clusterrolebindings,rolebindings -A -o wide"}, ev
 }
 

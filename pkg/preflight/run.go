@@ -27,6 +27,7 @@ import (
 	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/crdmigrate"
 	dep "github.com/gpufleet/upgrade-plugins/pkg/deprecations"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
@@ -536,7 +537,7 @@ func (r *Runner) systemPodsGate(ctx context.Context) (Gate, []PodFact, []Warning
 		f := PodFact{Name: p.Name, Phase: string(p.Status.Phase), Restarts: restarts(p), Problem: podProblem(p, now)}
 		facts = append(facts, f)
 		if f.Problem != "" {
-			bad = append(bad, fmt.Sprintf("pod kube-system/%s: %s (%d restarts)", p.Name, f.Problem, f.Restarts))
+			bad = append(bad, fmt.Sprintf("pod kube-system/%s: %s (%s)", p.Name, f.Problem, cli.Plural(int(f.Restarts), "restart")))
 		}
 	}
 	sort.Slice(facts, func(i, j int) bool { return facts[i].Name < facts[j].Name })

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
@@ -123,7 +124,7 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 				Command: "kubectl skew"})
 		case cur.nodes < was[pool].nodes || (cur.gpus < was[pool].gpus && !gpuDropped[pool]):
 			out = append(out, Regression{Kind: RegPoolShrank, Object: "pool/" + pool,
-				Message: fmt.Sprintf("pool %s has %d nodes and %d GPUs allocatable, the baseline had %d and %d", pool, cur.nodes, cur.gpus, was[pool].nodes, was[pool].gpus),
+				Message: fmt.Sprintf("pool %s has %s and %s allocatable, the baseline had %d and %d", pool, skew.Nodes(cur.nodes), cli.Plural(cur.gpus, "GPU"), was[pool].nodes, was[pool].gpus),
 				Command: "kubectl gpu-validate nodes"})
 		}
 	}
@@ -135,7 +136,7 @@ func Verify(base, now Evidence, opts VerifyOptions) []Regression {
 	for _, p := range now.SystemPods {
 		b, had := podsBefore[p.Name]
 		if p.Problem != "" && (!had || b.Problem == "") {
-			out = append(out, Regression{Kind: RegSystemPod, Object: "pod/kube-system/" + p.Name, Message: fmt.Sprintf("kube-system pod %s: %s (%d restarts)", p.Name, p.Problem, p.Restarts),
+			out = append(out, Regression{Kind: RegSystemPod, Object: "pod/kube-system/" + p.Name, Message: fmt.Sprintf("kube-system pod %s: %s (%s)", p.Name, p.Problem, cli.Plural(int(p.Restarts), "restart")),
 				Command: fmt.Sprintf("kubectl -n kube-system logs %s --previous", p.Name)})
 		}
 	}

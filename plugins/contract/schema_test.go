@@ -4,9 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,7 +24,9 @@ import (
 // schemaDir holds one JSON Schema per report kind (docs/output-schemas.md).
 const schemaDir = "../../docs/schemas"
 
-// compileSchemas compiles every docs/schemas/<Kind>.json, by kind.
+// compileSchemas compiles every docs/schemas/<Kind>.json, by kind. Each
+// file is first added under its $id, so that a List kind's schema can
+// refer to the schema of its items' kind ("DeprecationsReport.json").
 func compileSchemas(t *testing.T) map[string]*jsonschema.Schema {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(schemaDir, "*.json"))
@@ -27,22 +34,42 @@ func compileSchemas(t *testing.T) map[string]*jsonschema.Schema {
 		t.Fatalf("no schema under %s: %v", schemaDir, err)
 	}
 	c := jsonschema.NewCompiler()
-	out := map[string]*jsonschema.Schema{}
+	ids := map[string]string{}
 	for _, f := range files {
-		abs, err := filepath.Abs(f)
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sch, err := c.Compile(abs)
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		out[strings.TrimSuffix(filepath.Base(f), ".json")] = sch
+		id, _ := doc.(map[string]any)["$id"].(string)
+		kind := strings.TrimSuffix(filepath.Base(f), ".json")
+		if want := schemaIDBase + kind + ".json"; id != want {
+			t.Fatalf("%s: $id %q, want %q", f, id, want)
+		}
+		if err := c.AddResource(id, doc); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		ids[kind] = id
+	}
+	out := map[string]*jsonschema.Schema{}
+	for kind, id := range ids {
+		sch, err := c.Compile(id)
+		if err != nil {
+			t.Fatalf("%s.json: %v", kind, err)
+		}
+		out[kind] = sch
 	}
 	return out
 }
 
-// reportGoldens are the -o json and -o yaml goldens of every plugin.
+// schemaIDBase is where every schema's $id lives.
+const schemaIDBase = "https://gpufleet.dev/schemas/"
+
+// reportGoldens are the -o json and -o yaml goldens of every plugin: the
+// output of each command's unit test, as the plugin prints it.
 func reportGoldens(t *testing.T) []string {
 	t.Helper()
 	var out []string
@@ -74,9 +101,11 @@ func decodeReport(path string) (any, error) {
 }
 
 // Every report golden validates against the schema of its kind, whose
-// apiVersion and status enums it must use.
+// apiVersion and status enums it must use; every kind a plugin can print
+// has a schema and at least one golden that holds it to its schema.
 func TestReportGoldensMatchSchemas(t *testing.T) {
 	schemas := compileSchemas(t)
+	seen := map[string]int{}
 	for _, path := range reportGoldens(t) {
 		doc, err := decodeReport(path)
 		if err != nil {
@@ -89,10 +118,121 @@ func TestReportGoldensMatchSchemas(t *testing.T) {
 			t.Errorf("%s: no schema for kind %q under %s", path, kind, schemaDir)
 			continue
 		}
+		seen[kind]++
 		if err := sch.Validate(doc); err != nil {
 			t.Errorf("%s does not match %s.json:\n%v", path, kind, err)
 		}
 	}
+	kinds := emittedKinds(t)
+	for _, kind := range kinds {
+		if _, ok := schemas[kind]; !ok {
+			t.Errorf("kind %s is printed by a plugin and has no schema: add %s/%s.json and list it in docs/output-schemas.md", kind, schemaDir, kind)
+		} else if seen[kind] == 0 {
+			t.Errorf("kind %s has a schema but no -o json or -o yaml golden under plugins/*/testdata holds it to the schema", kind)
+		}
+	}
+	for kind := range schemas {
+		if !slices.Contains(kinds, kind) {
+			t.Errorf("%s/%s.json is the schema of a kind no plugin prints", schemaDir, kind)
+		}
+	}
+	doc, err := os.ReadFile("../../docs/output-schemas.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind := range schemas {
+		if row := "| `" + kind + "` |"; !strings.Contains(string(doc), row) {
+			t.Errorf("docs/output-schemas.md has no row for %s", kind)
+		}
+	}
+}
+
+// emittedKinds are the report kinds the plugins print: the first
+// argument of every cli.NewHeader and cli.ReportAPIVersion call in
+// plugins/*, a string or a string constant of the plugin (or a sum of
+// them, "PDBBlockersReport" + "List").
+func emittedKinds(t *testing.T) []string {
+	t.Helper()
+	dirs, err := filepath.Glob("../*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, dir := range dirs {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pkg := range pkgs {
+			consts := map[string]string{}
+			for _, f := range pkg.Files {
+				ast.Inspect(f, func(n ast.Node) bool {
+					if vs, ok := n.(*ast.ValueSpec); ok {
+						for i, name := range vs.Names {
+							if i < len(vs.Values) {
+								if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+									consts[name.Name], _ = strconv.Unquote(lit.Value)
+								}
+							}
+						}
+					}
+					return true
+				})
+			}
+			var eval func(e ast.Expr) (string, bool)
+			eval = func(e ast.Expr) (string, bool) {
+				switch e := e.(type) {
+				case *ast.BasicLit:
+					v, err := strconv.Unquote(e.Value)
+					return v, err == nil
+				case *ast.Ident:
+					v, ok := consts[e.Name]
+					return v, ok
+				case *ast.BinaryExpr:
+					a, ok1 := eval(e.X)
+					b, ok2 := eval(e.Y)
+					return a + b, ok1 && ok2 && e.Op == token.ADD
+				}
+				return "", false
+			}
+			for _, f := range pkg.Files {
+				ast.Inspect(f, func(n ast.Node) bool {
+					call, ok := n.(*ast.CallExpr)
+					if !ok || len(call.Args) == 0 {
+						return true
+					}
+					sel, ok := call.Fun.(*ast.SelectorExpr)
+					if !ok {
+						return true
+					}
+					if x, isIdent := sel.X.(*ast.Ident); !isIdent || x.Name != "cli" || (sel.Sel.Name != "NewHeader" && sel.Sel.Name != "ReportAPIVersion") {
+						return true
+					}
+					kind, ok := eval(call.Args[0])
+					if !ok && sel.Sel.Name == "ReportAPIVersion" {
+						// A header's own kind (h.APIVersion =
+						// cli.ReportAPIVersion(h.Kind)), set from a
+						// constant the walk reads where it is set.
+						return true
+					}
+					if !ok {
+						t.Errorf("%s: the kind of cli.%s is not a string constant", fset.Position(call.Pos()), sel.Sel.Name)
+						return true
+					}
+					if !slices.Contains(kinds, kind) {
+						kinds = append(kinds, kind)
+					}
+					return true
+				})
+			}
+		}
+	}
+	if len(kinds) < 10 {
+		t.Fatalf("found only %v: the walk of plugins/* is broken", kinds)
+	}
+	slices.Sort(kinds)
+	return kinds
 }
 
 // A schema refuses a report with a status word outside its enum, the
@@ -116,6 +256,15 @@ func TestReportSchemasRefuseOtherWords(t *testing.T) {
 		{"../deprecations/testdata/ci.json.golden", "DeprecationsReport", func(m map[string]any) { item(m, "items", 0)["status"] = "FAIL" }},
 		{"../deprecations/testdata/ci.json.golden", "DeprecationsReport", func(m map[string]any) { item(m, "items", 0)["status"] = "removed" }},
 		{"../deprecations/testdata/ci.json.golden", "DeprecationsReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersion }},
+		{"../crdmigrate/testdata/run.json.golden", "CRDMigrationReport", func(m map[string]any) { item(m, "items", 0)["outcome"] = "Migrated" }},
+		{"../crdmigrate/testdata/run.json.golden", "CRDMigrationReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersion }},
+		{"../deprecations/testdata/fixhelm.json.golden", "FixHelmReport", func(m map[string]any) { item(item(m, "items", 0), "changes", 0)["status"] = "removed" }},
+		{"../gangdrain/testdata/plan.json.golden", "GangDrainPlan", func(m map[string]any) { item(m, "pods", 0)["outcome"] = "Never" }},
+		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { item(m, "items", 0)["status"] = "edge" }},
+		{"../crdmigrate/testdata/status-contexts.json.golden", "CRDStatusReportList", func(m map[string]any) {
+			item(item(m, "items", 1)["report"].(map[string]any), "items", 0)["verdict"] = "MigrationNeeded"
+		}},
+		{"../crdmigrate/testdata/status-contexts.json.golden", "CRDStatusReportList", func(m map[string]any) { item(m, "items", 0)["exitCode"] = 7 }},
 	} {
 		doc, err := decodeReport(c.golden)
 		if err != nil {

@@ -269,6 +269,7 @@ func TestRun(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Items) != 1 {
 		t.Fatalf("report: %v\n%s", err, out)
 	}
+	golden(t, "run.json", goldenfile.Steady(out, "runID", "seconds", "startedAt", "finishedAt"))
 	it := rep.Items[0]
 	if it.Outcome != OutcomeMigrated || it.Processed != 3 || !slices.Equal(it.StoredVersionsAfter, []string{"v1"}) {
 		t.Errorf("item = %+v", it)
@@ -345,6 +346,8 @@ func TestStatus_Contexts(t *testing.T) {
 		t.Fatalf("exit %d, want 3 (one context unreachable)\n%s\n%s", code, out, errOut)
 	}
 	golden(t, "status-contexts.table", out)
+	js, _, _ := run(t, cg, "status", "queues.example.dev", "--all-contexts", "-o", "json")
+	golden(t, "status-contexts.json", js)
 	if !strings.Contains(errOut, "error: context broken:") {
 		t.Errorf("stderr does not name the broken context:\n%s", errOut)
 	}
@@ -406,5 +409,26 @@ func TestTables_LongNames(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A CRDMigrationReport's outcome is the table's status word in lower case
+// (gpufleet.dev/v1alpha2); a report saved by gpufleet.dev/v1alpha1 with
+// its CamelCase outcomes still reads, and an unknown word is refused.
+func TestRunOutcomeWords(t *testing.T) {
+	for _, o := range []Outcome{OutcomeMigrated, OutcomeNothingToDo, OutcomeFailed, OutcomeIncomplete} {
+		if w := outcomeWord(o); string(o) != w.JSONWord() || !w.Valid() {
+			t.Errorf("outcome %q is not its table word %s in lower case", o, w)
+		}
+	}
+	for old, want := range map[string]Outcome{"Migrated": OutcomeMigrated, "NothingToDo": OutcomeNothingToDo, "Failed": OutcomeFailed, "Incomplete": OutcomeIncomplete, "done": OutcomeMigrated} {
+		var it RunItem
+		if err := json.Unmarshal([]byte(`{"crd":"queues.example.dev","outcome":"`+old+`"}`), &it); err != nil || it.Outcome != want {
+			t.Errorf("outcome %q read as %q (%v), want %q", old, it.Outcome, err, want)
+		}
+	}
+	var it RunItem
+	if err := json.Unmarshal([]byte(`{"outcome":"Done"}`), &it); err == nil {
+		t.Errorf("outcome Done read as %q, want an error", it.Outcome)
 	}
 }

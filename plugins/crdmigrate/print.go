@@ -146,19 +146,53 @@ func orDash(s string) string {
 	return s
 }
 
+// Outcome is one CRD's run: the status word of the table's STATUS column,
+// in lower case (gpufleet.dev/v1alpha2 of CRDMigrationReport).
+// gpufleet.dev/v1alpha1 wrote Migrated, NothingToDo, Failed and Incomplete;
+// UnmarshalText still reads them.
+type Outcome string
+
 // Outcomes of one CRD's run.
 const (
-	OutcomeMigrated    = "Migrated"
-	OutcomeNothingToDo = "NothingToDo"
-	OutcomeIncomplete  = "Incomplete"
-	OutcomeFailed      = "Failed"
+	// OutcomeMigrated: every object was rewritten at the storage version
+	// and storedVersions trimmed (DONE).
+	OutcomeMigrated Outcome = "done"
+	// OutcomeNothingToDo: storedVersions already held only the storage
+	// version (OK).
+	OutcomeNothingToDo Outcome = "ok"
+	// OutcomeFailed: refused by a preflight or storedVersions check
+	// before any object was written (FAIL).
+	OutcomeFailed Outcome = "fail"
+	// OutcomeIncomplete: stopped part way; a re-run resumes (ERROR).
+	OutcomeIncomplete Outcome = "error"
 )
+
+// v1alpha1Outcomes are the words gpufleet.dev/v1alpha1 wrote.
+var v1alpha1Outcomes = map[string]Outcome{
+	"Migrated": OutcomeMigrated, "NothingToDo": OutcomeNothingToDo, "Failed": OutcomeFailed, "Incomplete": OutcomeIncomplete,
+}
+
+// UnmarshalText reads an outcome as this release writes it, or as
+// gpufleet.dev/v1alpha1 did.
+func (o *Outcome) UnmarshalText(b []byte) error {
+	w := string(b)
+	switch Outcome(w) {
+	case OutcomeMigrated, OutcomeNothingToDo, OutcomeFailed, OutcomeIncomplete:
+		*o = Outcome(w)
+		return nil
+	}
+	if old, ok := v1alpha1Outcomes[w]; ok {
+		*o = old
+		return nil
+	}
+	return fmt.Errorf("outcome %q is not one of done, ok, fail, error", w)
+}
 
 // RunItem is one CRD's line of a RunReport.
 type RunItem struct {
 	crdmigrate.Result
-	Outcome string `json:"outcome"`
-	Error   string `json:"error,omitempty"`
+	Outcome Outcome `json:"outcome"`
+	Error   string  `json:"error,omitempty"`
 }
 
 func itemFor(res *crdmigrate.Result, err error) *RunItem {
@@ -225,17 +259,13 @@ func newRunReport(md cli.Metadata, items []RunItem) *RunReport {
 	return rep
 }
 
-// outcomeWord is the status word for a run's outcome: DONE (migrated),
-// OK (nothing to do), FAIL (refused by a preflight or storedVersions
-// check) and ERROR (stopped part way). JSON keeps the outcome.
-func outcomeWord(o string) cli.Status {
-	switch o {
-	case OutcomeMigrated:
-		return cli.StatusDone
-	case OutcomeNothingToDo:
-		return cli.StatusOK
-	case OutcomeFailed:
-		return cli.StatusFail
+// outcomeWord is the table's status word for a run's outcome: DONE
+// (migrated), OK (nothing to do), FAIL (refused by a preflight or
+// storedVersions check) and ERROR (stopped part way); JSON writes the same
+// word in lower case.
+func outcomeWord(o Outcome) cli.Status {
+	if w, ok := cli.ParseStatus(string(o)); ok {
+		return w
 	}
 	return cli.StatusError
 }

@@ -343,6 +343,8 @@ func TestContexts(t *testing.T) {
 	}
 	out, _, _ = runCmd(t, long, "", "--source", "helm", "--contexts", gke+","+eks, "--color", "never", "-o", "wide")
 	golden(t, "contexts.wide", out)
+	js, _, _ := runCmd(t, long, "", "--source", "helm", "--contexts", gke+","+eks, "-o", "json")
+	golden(t, "contexts.json", js)
 	if !strings.Contains(out, gke) || !strings.Contains(out, eks) || strings.Contains(out, cli.ElisionMark) {
 		t.Errorf("-o wide does not carry the contexts whole:\n%s", out)
 	}

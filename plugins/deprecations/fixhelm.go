@@ -267,7 +267,7 @@ func (o *FixHelmOptions) Run(ctx context.Context) error {
 	case cli.ExitFindings:
 		return cli.Findings(rep.Summary.NeedsChartChange + rep.Summary.Skipped)
 	case cli.ExitIncomplete:
-		return cli.WithHint(cli.Incomplete(fmt.Errorf("%d release(s) not fixed, first %w; run the same command again", rep.Summary.Failed, first)), again)
+		return cli.WithHint(cli.Incomplete(fmt.Errorf("%s not fixed, first %w; run the same command again", cli.Plural(rep.Summary.Failed, "release"), first)), again)
 	}
 	if rep.Summary.Failed+len(res.ListErrors) > 1 {
 		first = fmt.Errorf("%w (and %d more failures in the report)", first, rep.Summary.Failed+len(res.ListErrors)-1)

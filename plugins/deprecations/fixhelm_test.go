@@ -130,6 +130,9 @@ func TestFixHelmTable(t *testing.T) {
 	cg, _ = fixHelmCluster(t, map[string]string{"dcgm-exporter-gpu-telemetry-prod": m, "web": fixHelmPDB})
 	out, _, _ = runCmd(t, cg, "", "fix-helm", "--color", "never", "-o", "wide")
 	golden(t, "fixhelm.wide", out)
+	cg, _ = fixHelmCluster(t, map[string]string{"dcgm-exporter-gpu-telemetry-prod": m, "web": fixHelmPDB})
+	js, _, _ := runCmd(t, cg, "", "fix-helm", "-o", "json")
+	golden(t, "fixhelm.json", js)
 	if strings.Contains(out, cli.ElisionMark) || !strings.Contains(out, "PodDisruptionBudget dcgm-exporter-gpu-telemetry-prod: policy/v1beta1 -> policy/v1") {
 		t.Errorf("-o wide does not carry the changes whole:\n%s", out)
 	}

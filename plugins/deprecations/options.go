@@ -63,7 +63,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 func (o *Options) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringSliceVar(&o.Sources, "source", o.Sources, "Sources to read, comma separated: metrics, audit, objects, helm, manifests, crds. Default: the cluster sources (metrics, objects, helm, crds), audit with --audit-log, and only manifests when -f or -k is given.")
-	cli.AddTargetFlag(cmd, &o.TargetVersion, fmt.Sprintf("Release to check against: v1.35, or +1 / +2 minors after the server; at most v%s, %d minors after the lifecycle data's release. Default: the server's next minor. Required for files alone unless --ci. (--target-version is an alias.)", dep.BuiltinRelease().Add(dep.KnownAhead), dep.KnownAhead), []string{"+1", "+2"})
+	cli.AddTargetFlag(cmd, &o.TargetVersion, fmt.Sprintf("Release to check against: v1.35, or +1 / +2 minors after the server; at most v%s, %s after the lifecycle data's release. Default: the server's next minor. Required for files alone unless --ci. (--target-version is an alias.)", dep.BuiltinRelease().Add(dep.KnownAhead), cli.Plural(dep.KnownAhead, "minor")), []string{"+1", "+2"})
 	f.StringSliceVarP(&o.Filenames, "filename", "f", o.Filenames, "Manifest files or directories (recursive) to scan; - reads stdin. Repeatable.")
 	f.StringVarP(&o.Kustomize, "kustomize", "k", o.Kustomize, "Build the kustomization in this directory and scan the result.")
 	f.StringSliceVar(&o.AuditLogs, "audit-log", o.AuditLogs, "Apiserver audit log files (JSON lines, plain or gzip; rotated files in any order); - reads stdin. Repeatable.")

@@ -370,7 +370,7 @@ func (o *Options) printNotes(w io.Writer, r *Report, prefix string) {
 		fmt.Fprintf(w, "%snot scanned: %d more; -o json lists them all\n", prefix, n-maxNotes)
 	}
 	if partial > 0 {
-		fmt.Fprintf(w, "%snote: %d files with unrendered template syntax were scanned line by line for literal apiVersion and kind; render them for a full scan: %s\n", prefix, partial, dep.TemplateHint)
+		fmt.Fprintf(w, "%snote: %s with unrendered template syntax %s scanned line by line for literal apiVersion and kind; render %s for a full scan: %s\n", prefix, cli.Plural(partial, "file"), cli.Agree(partial, "was", "were"), cli.Agree(partial, "it", "them"), dep.TemplateHint)
 	}
 	for _, s := range r.Sources {
 		if s.Note != "" {

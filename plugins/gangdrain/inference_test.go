@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,7 @@ func TestInferencePlanTableAndJSON(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
+	golden.Check(t, "plan-inference.json.golden", out)
 	var rep InferencePlanReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
@@ -166,6 +168,11 @@ func TestInferenceRunDryRun(t *testing.T) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
 		}
 	}
+	js, errOut, code := run(t, servingGetter(kube), "run", "-l", "pool=serve", "--inference", "--hydrate-bandwidth", "object-store=1M/s", "--dry-run", "-o", "json")
+	if code != 0 {
+		t.Fatalf("-o json: exit %d\n%s%s", code, js, errOut)
+	}
+	golden.Check(t, "run-inference-dry-run.json.golden", golden.Steady(regexp.MustCompile(`gd-[0-9]+-[0-9]+-[0-9a-f]+`).ReplaceAllString(js, "gd-RUN"), "startedAt", "finishedAt"))
 	d, _ := kube.AppsV1().Deployments("serving").Get(context.Background(), "llama", metav1.GetOptions{})
 	n, _ := kube.CoreV1().Nodes().Get(context.Background(), "serve-0", metav1.GetOptions{})
 	if *d.Spec.Replicas != 2 || n.Spec.Unschedulable {

@@ -36,7 +36,7 @@ func demoPlan() PlanReport {
 		Path: gang.PathSIGTERM, GracePeriodSeconds: 300, LastCheckpointAgeSeconds: 5400, PlainDrainLossGPUHours: 12, YieldLossGPUHours: 12}
 	serve := eviction.Verdict{Namespace: "inference", Name: "llm-serve-7d9f8c6b5d-x2k4q", Node: demoNodes[1], Outcome: eviction.OutcomeNever,
 		Eviction: eviction.Result{Message: "The disruption budget llm-serve needs 1 healthy pods and has 1 currently"},
-		Blockers: []eviction.Blocker{{Message: "minAvailable 1 asks for all 1 pods the budget expects (desiredHealthy 1), so no pod may ever be evicted",
+		Blockers: []eviction.Blocker{{Kind: eviction.BlockerMinAvailableAll, Outcome: eviction.OutcomeNever, PDB: "inference/llm-serve", Message: "minAvailable 1 asks for all 1 pods the budget expects (desiredHealthy 1), so no pod may ever be evicted",
 			Fix: `kubectl patch pdb llm-serve -n inference --type merge -p '{"spec":{"minAvailable":0}}'`}}}
 	later := eviction.Verdict{Namespace: "inference", Name: "llm-serve-canary-5f6d7c8b9a-r8t2z", Node: demoNodes[0], Outcome: eviction.OutcomeLater,
 		Eviction: eviction.Result{Message: "The disruption budget llm-serve-canary does not allow evicting pods currently"}}
@@ -125,6 +125,15 @@ func TestTablesGolden(t *testing.T) {
 				}
 			}
 		})
+	}
+	// The same reports as -o json writes them: the goldens the JSON Schemas
+	// of their kinds are held to (plugins/contract).
+	for name, rep := range map[string]any{"plan": demoPlan(), "run": demoRunReport(), "status": demoStatus(), "restore": demoRestore()} {
+		var b strings.Builder
+		if err := cli.PrintStructured(&b, cli.OutputJSON, rep); err != nil {
+			t.Fatal(err)
+		}
+		goldenfile.Check(t, name+".json.golden", b.String())
 	}
 	// The fix is pasted: whole in the default table, in its own column.
 	if out := print["plan"](cli.TableOptions{}); !strings.Contains(out, full[1]) {

@@ -81,6 +81,7 @@ func TestNodes_Contexts(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		t.Fatal(err, out)
 	}
+	golden(t, "contexts.json.golden", out)
 	if code != cli.ExitFindings || list.Kind != "GPUValidateReportList" || len(list.Items) != 2 ||
 		list.Items[0].Context != "a" || list.Items[0].ExitCode != cli.ExitOK || list.Items[0].Report.Metadata.Context != "a" ||
 		list.Items[1].ExitCode != cli.ExitFindings || list.Items[1].Report.Items[0].Status != "fail" {

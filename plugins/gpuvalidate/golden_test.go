@@ -49,6 +49,8 @@ func TestGolden_XidCatalog(t *testing.T) {
 	golden(t, "xid-catalog.table.golden", out)
 	wide, _, _ := run(t, fake.NewClientset(), "xid-catalog", "-o", "wide")
 	golden(t, "xid-catalog.wide.golden", wide)
+	js, _, _ := run(t, fake.NewClientset(), "xid-catalog", "-o", "json")
+	golden(t, "xid-catalog.json.golden", js)
 	if strings.Contains(wide, cli.ElisionMark) || !strings.Contains(wide, "INVESTIGATORY-ACTION") {
 		t.Errorf("-o wide shortened a value or lacks a column")
 	}

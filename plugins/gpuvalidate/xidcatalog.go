@@ -107,7 +107,7 @@ func (o *XidCatalogOptions) Run(context.Context) error {
 		if c.File != "" {
 			src = c.File
 		}
-		fmt.Fprintf(o.Out, "\n%d Xids from %s (sheet %s, checked %s; %s); Xid 144-150 decode: %d rows (-o yaml)\n", len(c.Entries), c.Source, orDash(c.SheetDate), orDash(c.Checked), src, len(c.NVLink5Decode))
+		fmt.Fprintf(o.Out, "\n%s from %s (sheet %s, checked %s; %s); Xid 144-150 decode: %s (-o yaml)\n", cli.Plural(len(c.Entries), "Xid"), c.Source, orDash(c.SheetDate), orDash(c.Checked), src, cli.Plural(len(c.NVLink5Decode), "row"))
 	}
 	return nil
 }

@@ -362,6 +362,7 @@ func TestRun_Contexts(t *testing.T) {
 	if code := cli.ExitCode(err); code != cli.ExitUnavailable {
 		t.Fatalf("exit %d (%v), want 3: context test is unreachable", code, err)
 	}
+	golden(t, "contexts.json", out.String())
 	var list struct {
 		Kind  string `json:"kind"`
 		Items []struct {

@@ -326,6 +326,7 @@ func TestFleet(t *testing.T) {
 	if r.Code != 1 {
 		t.Fatalf("exit %d\n%s%s", r.Code, r.Out, r.Err)
 	}
+	golden(t, "fleet.json", r.Out)
 	if !strings.Contains(r.Out, `"kind": "SkewReportList"`) || strings.Index(r.Out, `"context": "test"`) >= 0 {
 		t.Errorf("fleet json:\n%s", r.Out)
 	}

@@ -75,9 +75,9 @@ func (o *CompatOptions) Run(context.Context) error {
 	}
 	line := fmt.Sprintf("\ncompatibility data from %s (the newest source revision read)", o.compat.DataDate)
 	if now := o.now(); o.compat.Age(now) > 0 {
-		line += fmt.Sprintf(" (%d days old)", int(o.compat.Age(now).Hours()/24))
+		line += fmt.Sprintf(" (%s old)", cli.Plural(int(o.compat.Age(now).Hours()/24), "day"))
 		if o.compat.Stale(now) {
-			line += fmt.Sprintf(", over %d days: the addons gate warns until the rows are read again (--compat FILE)", int(preflight.StaleAfter.Hours()/24))
+			line += fmt.Sprintf(", over %s: the addons gate warns until the rows are read again (--compat FILE)", cli.Plural(int(preflight.StaleAfter.Hours()/24), "day"))
 		}
 	}
 	_, err := fmt.Fprintln(o.Out, line+"; an addon without a row, or whose release has none, is UNKNOWN in preflight")

@@ -319,17 +319,17 @@ func makeFleetPlan(ctx context.Context, cg cli.ClientGetter, d deps, f *fleetfil
 func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error {
 	caps := []string{}
 	if p.MaxClustersInFlight > 0 {
-		caps = append(caps, fmt.Sprintf("%d clusters", p.MaxClustersInFlight))
+		caps = append(caps, cli.Plural(p.MaxClustersInFlight, "cluster"))
 	}
 	if p.MaxGPUsInFlight > 0 {
-		caps = append(caps, fmt.Sprintf("%d GPUs", p.MaxGPUsInFlight))
+		caps = append(caps, cli.Plural(p.MaxGPUsInFlight, "GPU"))
 	}
 	capText := "no fleet cap"
 	if len(caps) > 0 {
 		capText = "at most " + strings.Join(caps, " and ") + " in flight"
 	}
-	fmt.Fprintf(w, "Fleet %s to %s: %d clusters in %d rings, %d GPUs; %s; a disruptive step takes %s\n\n",
-		p.Fleet, p.Target, len(p.Clusters), len(p.Rings), p.GPUs, capText, p.StepDuration)
+	fmt.Fprintf(w, "Fleet %s to %s: %s in %s, %s; %s; a disruptive step takes %s\n\n",
+		p.Fleet, p.Target, cli.Plural(len(p.Clusters), "cluster"), cli.Plural(len(p.Rings), "ring"), cli.Plural(p.GPUs, "GPU"), capText, p.StepDuration)
 	t := cli.Table{Columns: []cli.Column{{Name: "ring"}, {Name: "batch"}, {Name: "cluster"}, {Name: "gpus"}, {Name: "from"}, {Name: "steps"},
 		{Name: "action", Shrink: true, Min: 12, Drop: true}, {Name: "next start"}, {Name: "gate before ring"}, {Name: "projected", Wide: true}, {Name: "windows", Wide: true}, {Name: "step names", Wide: true}}}
 	for _, r := range p.Rings {
@@ -460,14 +460,17 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			"kubectl skew fleet approve". "kubectl skew fleet skip" takes a cluster
 			out of the run. A step refused by a halt changes nothing (exit 1).
 
-			Exit codes: 0 done (or nothing to do: completed, or the cluster left
-			the run), 1 halt (a person decides), 3 the cluster could not be
-			evaluated, 4 not yet (an earlier step not done, window closed, cap
-			full, manual step pending, update in flight, interrupted): run it again
-			later, 5 failed within the ring's failure budget: the cluster left the
-			run. A gate step held by the store and the clock (an earlier ring, a
-			soak, an approval, the window) is no attempt: it writes nothing, and
-			when the clock decides it, -o json gives the next opening (nextAt).`),
+			A gate step held by the store and the clock (an earlier ring, a soak,
+			an approval, the window) is no attempt: it writes nothing, and when
+			the clock decides it, -o json gives the next opening (nextAt).`) + "\n\n" + `Exit codes:
+  0    done, or nothing to do (completed, or the cluster left the run)
+  1    halt: a person decides
+  2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig)
+  3    the cluster could not be evaluated, or an input file could not be read
+  4    not yet (an earlier step not done, window closed, cap full, manual step pending,
+       update in flight, interrupted): run it again later
+  5    failed within the ring's failure budget: the cluster left the run
+  130  interrupted`,
 		Example: templates.Examples(`
 			kubectl skew fleet step --store file:///var/lib/gpufleet --run 2026-12-v1-38 --cluster canary-use1 --step gate
 			kubectl skew fleet step -f fleet.yaml --run 2026-12-v1-38 --cluster canary-use1 --step pool-gpu-a-1-38-drain -o json`),
@@ -581,10 +584,15 @@ func newFleetGateCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			budget, its window and freezes, its halt checks. Without either, the
 			run's halts and every ring's failure budget.
 
-			Exit codes: 0 go, 1 halt, 3 cannot evaluate, 4 not yet. A "not yet"
-			that only the clock ends (a soak, a window) carries its next
-			opening (nextAt in -o json); a ring gate that waits so records no
-			report.`),
+			A "not yet" that only the clock ends (a soak, a window) carries its
+			next opening (nextAt in -o json); a ring gate that waits so records
+			no report.`) + "\n\n" + `Exit codes:
+  0    go
+  1    halt: a person decides
+  2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig)
+  3    cannot evaluate, or could not read an input file (missing, empty, or not what its flag takes)
+  4    not yet: run it again later
+  130  interrupted`,
 		Example: templates.Examples(`
 			kubectl skew fleet gate -f fleet.yaml --run 2026-12-v1-38 --ring canary
 			kubectl skew fleet gate --store s3://gpufleet-state/prod --run 2026-12-v1-38 -o json`),

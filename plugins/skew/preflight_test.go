@@ -171,6 +171,7 @@ func TestPreflightContexts(t *testing.T) {
 	if r.Code != cli.ExitFindings {
 		t.Fatalf("exit %d, want 1 (staging's nodes are not Ready)\n%s%s", r.Code, r.Out, r.Err)
 	}
+	golden(t, "preflight-contexts.json", goldenfile.Steady(r.Out, "collectedAt"))
 	if !strings.Contains(r.Out, `"kind": "SkewPreflightReportList"`) {
 		t.Errorf("not a list:\n%s", r.Out)
 	}

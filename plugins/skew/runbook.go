@@ -159,7 +159,7 @@ func writeBlocks(b *strings.Builder, bs []pkgskew.Block) {
 				for j := i; j < len(bs) && bs[j].Choice == bl.Choice; j++ {
 					n++
 				}
-				fmt.Fprintf(b, "\n   Run one of the next %d blocks, by %s:\n", n, bl.Choice)
+				fmt.Fprintf(b, "\n   Run one of the next %s, by %s:\n", cli.Plural(n, "block"), bl.Choice)
 			}
 			fmt.Fprintf(b, "\n   Only if %s:\n", bl.When)
 		}

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetrun"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
@@ -43,6 +44,10 @@ func TestTablesFit(t *testing.T) {
 			w := run(t, tc.cg(), "", append(tc.args, "--color", "never", "-o", "wide")...)
 			golden(t, tc.name+".wide", w.Out)
 			wideHasAll(t, w.Out)
+			if tc.name == "preflight" {
+				j := run(t, tc.cg(), "", append(tc.args, "-o", "json")...)
+				golden(t, tc.name+".json", goldenfile.Steady(j.Out, "collectedAt"))
+			}
 		})
 	}
 }
@@ -68,6 +73,8 @@ func TestVerifyTableFits(t *testing.T) {
 	golden(t, "verify.table", strings.ReplaceAll(r.Out, path, "BASELINE"))
 	w := run(t, getter(c), "", "verify", "--baseline", path, "--color", "never", "-o", "wide")
 	golden(t, "verify.wide", strings.ReplaceAll(w.Out, path, "BASELINE"))
+	j := run(t, getter(c), "", "verify", "--baseline", path, "-o", "json")
+	golden(t, "verify.json", goldenfile.Steady(strings.ReplaceAll(j.Out, path, "BASELINE"), "collectedAt", "baseline"))
 	wideHasAll(t, w.Out)
 }
 

@@ -15,9 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -164,6 +167,16 @@ users:
 	for _, path := range paths {
 		probe := find(newRoot(genericiooptions.NewTestIOStreamsDiscard()), path)
 		name := displayName(probe)
+		table := helpExitCodes(t, newRoot, path, name)
+		// Every run of the walk: the exit code is one its --help lists,
+		// and what it printed holds to the suite's vocabulary and width.
+		suite := func(where string, code int, stdout, stderr string) {
+			t.Helper()
+			if !table[code] {
+				t.Errorf("%s: exit %d, which the exit code table of %s --help does not list (%v)", where, code, name, codes(table))
+			}
+			CheckOutput(t, where, stdout, stderr)
+		}
 		for _, tc := range Cases {
 			if (tc.Flag != "" && probe.Flag(tc.Flag) == nil) || (tc.Without != "" && probe.Flag(tc.Without) != nil) {
 				continue
@@ -172,6 +185,7 @@ users:
 			code, stdout, stderr := run(newRoot, args)
 			t.Logf("%s [%s]: exit %d: %s", name, tc.Name, code, strings.ReplaceAll(strings.TrimSpace(stderr), "\n", " | "))
 			check(t, name, tc, args, code, stderr, want)
+			suite(name+" ["+tc.Name+"]", code, stdout, stderr)
 			if tc.Refused && stdout != "" {
 				t.Errorf("%s [%s]: the input is refused, yet stdout has:\n%s", name, tc.Name, stdout)
 			}
@@ -186,6 +200,7 @@ users:
 				code, stdout, stderr := run(newRoot, args)
 				t.Logf("%s --%s [%s]: exit %d: %s", name, f.Name, fc.Name, code, strings.ReplaceAll(strings.TrimSpace(stderr), "\n", " | "))
 				checkFile(t, name, f.Name, f.Shorthand, fc, file, args, code, stdout, stderr, want)
+				suite(name+" --"+f.Name+" ["+fc.Name+"]", code, stdout, stderr)
 			}
 		}
 	}
@@ -233,6 +248,91 @@ func checkFile(t *testing.T, name, flag, short string, fc FileCase, file string,
 	for _, raw := range rawText {
 		if strings.Contains(l, raw) {
 			t.Errorf("%s: the error shows a library's text %q:\n%s", where, raw, l)
+		}
+	}
+}
+
+// helpExitCodes reads the exit codes a command's --help lists under
+// "Exit codes:" (cli.ExitCodesFor), and checks that the table is there and
+// that --help keeps to the width rule in it.
+func helpExitCodes(t *testing.T, newRoot NewRoot, path []string, name string) map[int]bool {
+	t.Helper()
+	code, stdout, stderr := run(newRoot, append(append([]string(nil), path...), "--help"))
+	if code != cli.ExitOK {
+		t.Errorf("%s --help: exit %d\n%s", name, code, stderr)
+	}
+	_, table, ok := strings.Cut(stdout, "Exit codes:\n")
+	if !ok {
+		t.Errorf("%s --help has no exit code table:\n%s", name, stdout)
+		return map[int]bool{cli.ExitOK: true, cli.ExitUsage: true}
+	}
+	out := map[int]bool{}
+	for _, l := range strings.Split(table, "\n") {
+		m := exitRow.FindStringSubmatch(l)
+		if m == nil {
+			if strings.TrimSpace(l) == "" || !strings.HasPrefix(l, " ") {
+				break
+			}
+			continue
+		}
+		c, _ := strconv.Atoi(m[1])
+		out[c] = true
+		if n := utf8.RuneCountInString(l); n > cli.DefaultTableWidth {
+			t.Errorf("%s --help: an exit code row runs to %d columns, past %d:\n%s", name, n, cli.DefaultTableWidth, l)
+		}
+	}
+	for _, c := range []int{cli.ExitOK, cli.ExitUsage, cli.ExitInterrupted} {
+		if !out[c] {
+			t.Errorf("%s --help: the exit code table lacks %d:\n%s", name, c, table)
+		}
+	}
+	return out
+}
+
+// exitRow is a row of an exit code table: "  3    could not ...".
+var exitRow = regexp.MustCompile(`^  ([0-9]+) +\S`)
+
+func codes(table map[int]bool) []int {
+	var out []int
+	for c := range table {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CheckOutput holds what one run printed to the suite's contract beyond
+// its exit code: its tables to the vocabulary (CheckTables) and to 120
+// columns, its counts to their number (CheckPlurals), and every "error:"
+// and "hint:" line to a status-free wording: an error line says what went
+// wrong in words, not with a status word of a table (FAIL, ERROR, ...),
+// which only a STATUS column and a report's status field carry.
+func CheckOutput(t *testing.T, where, stdout, stderr string) {
+	t.Helper()
+	CheckTables(t, where, stdout)
+	CheckPlurals(t, where, stdout)
+	CheckPlurals(t, where, stderr)
+	lines := strings.Split(ansi.ReplaceAllString(stdout, ""), "\n")
+	for i := 0; i < len(lines); i++ {
+		if _, ok := headerColumns(lines[i]); !ok {
+			continue
+		}
+		for ; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
+			if n := utf8.RuneCountInString(lines[i]); n > cli.DefaultTableWidth {
+				t.Errorf("%s: a table line runs to %d columns, past %d:\n%s", where, n, cli.DefaultTableWidth, lines[i])
+			}
+		}
+	}
+	for _, l := range strings.Split(stderr, "\n") {
+		rest, ok := strings.CutPrefix(l, "error: ")
+		if !ok {
+			continue
+		}
+		for _, w := range strings.Fields(rest) {
+			w = strings.Trim(w, ".,:;()")
+			if s, ok := cli.ParseStatus(w); ok && w == s.String() && len(w) > 2 {
+				t.Errorf("%s: the error line uses the status word %s, which only a STATUS column carries:\n%s", where, w, l)
+			}
 		}
 	}
 }

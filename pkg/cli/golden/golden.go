@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode"
@@ -101,4 +102,18 @@ func CheckFits(t testing.TB, out string, width int) {
 	for _, l := range Overwide(out, width) {
 		t.Errorf("table line is %d columns, over %d:\n%s", Width(l), width, l)
 	}
+}
+
+// Steady replaces the value of each named field of a -o json report with
+// a fixed one of the same JSON type (a string "STEADY", a number 0), so a
+// report that carries a run id, a duration or a time can be a golden file:
+// what stays is its shape, which the report's JSON Schema is held to.
+func Steady(out string, fields ...string) string {
+	for _, f := range fields {
+		str := regexp.MustCompile(`("` + regexp.QuoteMeta(f) + `": )"[^"]*"`)
+		out = str.ReplaceAllString(out, `$1"STEADY"`)
+		num := regexp.MustCompile(`("` + regexp.QuoteMeta(f) + `": )-?[0-9][0-9.eE+-]*`)
+		out = num.ReplaceAllString(out, `${1}0`)
+	}
+	return out
 }
