@@ -128,7 +128,8 @@ func (r *Runner) networkPolicyGate(ctx context.Context) (Gate, *NetworkPolicyEvi
 		}
 		ev.Kinds = append(ev.Kinds, k.Kind)
 		for _, it := range l.Items {
-			ev.Policies = append(ev.Policies, health.PolicyFact{Kind: k.Kind, Namespace: it.GetNamespace(), Name: it.GetName(), Digest: health.SpecDigest(it.Object["spec"])})
+			ev.Policies = append(ev.Policies, health.PolicyFact{Kind: k.Kind, Namespace: it.GetNamespace(), Name: it.GetName(), Digest: health.SpecDigest(it.Object["spec"]),
+				UID: string(it.GetUID()), Generation: it.GetGeneration()})
 		}
 		if k.CRD != "" {
 			cmd += fmt.Sprintf("; kubectl get %s.%s -A", k.GVR.Resource, k.GVR.Group)
