@@ -234,24 +234,36 @@ func excusedNote(n int32) string {
 // has cordoned, drained and rebooted: its agent is down with the node,
 // which runs no workload pods then. Counting those pods as missing would
 // fail the gate on every node an upgrade is working on. A pod not ready
-// on a Ready, schedulable node still counts.
+// on a Ready, schedulable node still counts (DaemonPodsNotReady names
+// those nodes).
 func DownNodePods(ns, name string, pods []*corev1.Pod, nodes []*corev1.Node) int32 {
+	excused, _ := DaemonPodsNotReady(ns, name, pods, nodes)
+	return excused
+}
+
+// DaemonPodsNotReady sorts the pods of DaemonSet ns/name that are not
+// ready and are bound to a node: excused counts those on a node NotReady
+// or cordoned (see DownNodePods); up names, sorted, the Ready,
+// schedulable nodes where one is not ready, which nothing excuses.
+func DaemonPodsNotReady(ns, name string, pods []*corev1.Pod, nodes []*corev1.Node) (excused int32, up []string) {
 	down := map[string]bool{}
 	for _, n := range nodes {
 		if n.Spec.Unschedulable || !nodeReady(*n) {
 			down[n.Name] = true
 		}
 	}
-	var c int32
 	for _, p := range pods {
 		if p.Namespace != ns || !ownedByDaemonSet(p, name) || podReady(p) || p.Spec.NodeName == "" {
 			continue
 		}
 		if down[p.Spec.NodeName] {
-			c++
+			excused++
+		} else {
+			up = append(up, p.Spec.NodeName)
 		}
 	}
-	return c
+	sort.Strings(up)
+	return excused, up
 }
 
 func ownedByDaemonSet(p *corev1.Pod, name string) bool {
