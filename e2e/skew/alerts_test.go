@@ -3,11 +3,9 @@
 package skewe2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,58 +15,14 @@ import (
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 )
 
-// alertmanagerConfig routes every alert to a receiver that sends nothing
-// and inhibits InhibitedCritical while Maintenance fires for its cluster
-// (https://prometheus.io/docs/alerting/0.28/configuration/#inhibit_rule).
-const alertmanagerConfig = `route:
-  receiver: blackhole
-receivers:
-- name: blackhole
-inhibit_rules:
-- source_matchers: ['alertname="Maintenance"']
-  target_matchers: ['alertname="InhibitedCritical"']
-  equal: [cluster]
-`
-
-// startAlertmanager runs the real Alertmanager, built from the module proxy
-// by e2e/tools/build.sh alertmanager, on a free loopback port, alone (no
-// cluster gossip).
-func startAlertmanager(t *testing.T) string {
-	t.Helper()
-	bin := plugintest.ToolBinary(t, "alertmanager", "ALERTMANAGER_VERSION")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(cfg, []byte(alertmanagerConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return plugintest.StartServer(t, "Alertmanager", bin, "/-/ready", func(addr string) []string {
-		return []string{"--config.file=" + cfg, "--storage.path=" + filepath.Join(dir, "data"),
-			"--web.listen-address=" + addr, "--cluster.listen-address="}
-	})
-}
-
-// amPost posts v as JSON to Alertmanager's API v2.
-func amPost(t *testing.T, base, path string, v any) {
-	t.Helper()
-	b, _ := json.Marshal(v)
-	resp, err := http.Post(base+"/api/v2"+path, "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST %s: %s", path, resp.Status)
-	}
-}
-
+// postAlert posts an alert for cluster e2e, active for an hour.
 func postAlert(t *testing.T, base, name string, labels map[string]string) {
 	t.Helper()
 	l := map[string]string{"alertname": name, "cluster": "e2e"}
 	for k, v := range labels {
 		l[k] = v
 	}
-	amPost(t, base, "/alerts", []map[string]any{{"labels": l, "annotations": map[string]string{"summary": name + " from the test"},
-		"startsAt": time.Now().Add(-time.Minute), "endsAt": time.Now().Add(time.Hour)}})
+	plugintest.PostAlert(t, base, l, time.Now().Add(time.Hour))
 }
 
 // The alerts gate against a real Alertmanager with alerts posted to it:
@@ -78,7 +32,7 @@ func postAlert(t *testing.T, base, name string, labels map[string]string) {
 // alert as a regression; a matcher Alertmanager rejects is UNKNOWN.
 func TestAlertsGate(t *testing.T) {
 	cp := scenario(t)
-	am := startAlertmanager(t)
+	am := plugintest.StartAlertmanager(t)
 	dir := t.TempDir()
 	baseline := filepath.Join(dir, "baseline.yaml")
 	flags := []string{"--target", "v1.37", "--alertmanager-url", am, "--alert-matcher", `severity="critical"`, "--alert-matcher", `cluster=~"e2e|prod"`}
@@ -103,7 +57,7 @@ func TestAlertsGate(t *testing.T) {
 	postAlert(t, am, "SilencedCritical", map[string]string{"severity": "critical"})
 	postAlert(t, am, "Maintenance", map[string]string{"severity": "none"})
 	postAlert(t, am, "InhibitedCritical", map[string]string{"severity": "critical"})
-	amPost(t, am, "/silences", map[string]any{"matchers": []map[string]any{{"name": "alertname", "value": "SilencedCritical", "isRegex": false, "isEqual": true}},
+	plugintest.AlertmanagerPost(t, am, "/silences", map[string]any{"matchers": []map[string]any{{"name": "alertname", "value": "SilencedCritical", "isRegex": false, "isEqual": true}},
 		"startsAt": time.Now().Add(-time.Minute), "endsAt": time.Now().Add(time.Hour), "createdBy": "e2e", "comment": "silenced by the test"})
 	// The inhibitor learns of Maintenance asynchronously: wait until
 	// Alertmanager itself reports InhibitedCritical as inhibited.

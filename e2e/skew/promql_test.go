@@ -3,94 +3,18 @@
 package skewe2e
 
 import (
-	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/e2e/plugintest"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
-
-// startPrometheus runs the real Prometheus, built from the module proxy by
-// e2e/tools/build.sh prometheus, on a free loopback port, scraping the
-// control plane's apiserver (/metrics, with the admin client certificate)
-// every 2 s and the exporter at exporter every second.
-func startPrometheus(t *testing.T, cp *harness.ControlPlane, exporter string) string {
-	t.Helper()
-	bin := plugintest.ToolBinary(t, "prometheus", "PROMETHEUS_VERSION")
-	dir := t.TempDir()
-	write := func(name string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	ca, cert, key := write("ca.crt", cp.Config.CAData), write("client.crt", cp.Config.CertData), write("client.key", cp.Config.KeyData)
-	api, err := url.Parse(cp.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp, err := url.Parse(exporter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// prometheus@v0.315.1 docs/configuration/configuration.md:
-	// scrape_config, static_config and tls_config.
-	cfg := write("prometheus.yml", []byte(fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-- job_name: apiserver
-  scrape_interval: 2s
-  scheme: https
-  tls_config: {ca_file: %q, cert_file: %q, key_file: %q}
-  static_configs: [{targets: [%q]}]
-- job_name: exporter
-  static_configs: [{targets: [%q]}]
-`, ca, cert, key, api.Host, exp.Host)))
-	return plugintest.StartServer(t, "Prometheus", bin, "/-/ready", func(addr string) []string {
-		return []string{"--config.file=" + cfg, "--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr}
-	})
-}
-
-// waitQuery polls Prometheus until expr evaluates to want.
-func waitQuery(t *testing.T, prom, expr string, want float64) {
-	t.Helper()
-	waitValue(t, prom, expr, " = ", want, func(v float64) bool { return math.Abs(v-want) < 1e-9 })
-}
-
-// waitQueryAtLeast polls Prometheus until expr evaluates to min or more.
-func waitQueryAtLeast(t *testing.T, prom, expr string, min float64) {
-	t.Helper()
-	waitValue(t, prom, expr, " >= ", min, func(v float64) bool { return v >= min })
-}
-
-func waitValue(t *testing.T, prom, expr, op string, want float64, ok func(float64) bool) {
-	t.Helper()
-	var last string
-	if err := harness.Eventually(ctxT(t), expr+op+health.FormatValue(want), time.Minute, func(ctx context.Context) (bool, error) {
-		v, err := health.QueryOne(ctx, health.PrometheusAccess{URL: prom}, expr)
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		last = health.FormatValue(v)
-		return ok(v), nil
-	}); err != nil {
-		t.Fatalf("%v (last: %s)", err, last)
-	}
-}
 
 // The promql gate against a real Prometheus scraping the local apiserver
 // and an exporter the test controls: preflight --save records the
@@ -107,9 +31,9 @@ func TestPromQLGate(t *testing.T) {
 		fmt.Fprintf(w, "# TYPE e2e_ttft_p99_seconds gauge\ne2e_ttft_p99_seconds{model=\"llama\"} %s\n", ttft.Load())
 	}))
 	defer exporter.Close()
-	prom := startPrometheus(t, cp, exporter.URL)
-	waitQuery(t, prom, `up{job="apiserver"}`, 1)
-	waitQuery(t, prom, `max(e2e_ttft_p99_seconds)`, 0.2)
+	prom := plugintest.StartPrometheus(t, cp, exporter.URL)
+	plugintest.WaitQuery(t, prom, `up{job="apiserver"}`, 1)
+	plugintest.WaitQuery(t, prom, `max(e2e_ttft_p99_seconds)`, 0.2)
 
 	dir := t.TempDir()
 	checks := filepath.Join(dir, "checks.yaml")
@@ -130,7 +54,7 @@ func TestPromQLGate(t *testing.T) {
 	}
 
 	ttft.Store("0.5")
-	waitQuery(t, prom, `max(e2e_ttft_p99_seconds)`, 0.5)
+	plugintest.WaitQuery(t, prom, `max(e2e_ttft_p99_seconds)`, 0.5)
 	v := skew(t, cp, "verify", "-o", "json", "--baseline", baseline)
 	if v.ExitCode != 1 || !strings.Contains(v.Stdout, `"promql"`) ||
 		!strings.Contains(v.Stdout, "ttft-p99: now 0.5, baseline 0.2, at most 0.3 (1.5 x baseline)") || strings.Contains(v.Stdout, "apiserver-lists") {
@@ -165,7 +89,7 @@ func TestPromQLGate(t *testing.T) {
 	// window; on a loaded machine a scrape can miss its 2s timeout, so one
 	// good scrape (waited for above) is not yet two (a full run here saw
 	// both apiserver checks select nothing 8s in).
-	waitQueryAtLeast(t, prom, `sum_over_time(up{job="apiserver"}[5m])`, 2)
+	plugintest.WaitQueryAtLeast(t, prom, `sum_over_time(up{job="apiserver"}[5m])`, 2)
 	for _, res := range health.ReadPromQL(ctxT(t), health.PrometheusAccess{URL: prom}, examples) {
 		if strings.Contains(res.Unread, "rejected") || strings.Contains(res.Unread, "Prometheus at") {
 			t.Errorf("README check %s: %s", res.Name, res.Unread)

@@ -51,6 +51,12 @@ type PolicyFact struct {
 	Name      string `json:"name"`
 	// Digest is the SHA-256 of the spec's JSON (keys sorted).
 	Digest string `json:"digest"`
+	// UID and Generation are the object's metadata.uid and
+	// metadata.generation; empty and 0 in baselines recorded before they
+	// were. The same object at the same generation has the same spec as
+	// stored, whatever its digest reads (see DiffPolicies).
+	UID        string `json:"uid,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
 }
 
 // ID is kind, namespace and name.
@@ -74,18 +80,53 @@ type PolicyChange struct {
 	Policy PolicyFact
 	// Gone: deleted; else its spec changed.
 	Gone bool
+	// Now is the policy as read now, when it changed.
+	Now PolicyFact
 }
 
 func (c PolicyChange) String() string {
 	if c.Gone {
 		return c.Policy.ID() + " is gone since the baseline"
 	}
+	b, n := c.Policy, c.Now
+	switch {
+	case b.UID != "" && n.UID != "" && b.UID != n.UID:
+		return c.Policy.ID() + " changed since the baseline (deleted and created again, spec differs)"
+	case b.Generation != 0 && n.Generation != 0:
+		return fmt.Sprintf("%s changed since the baseline (generation %d, now %d; spec differs)", c.Policy.ID(), b.Generation, n.Generation)
+	}
 	return c.Policy.ID() + " changed since the baseline (spec differs)"
 }
 
+// SameObjectSameGeneration says b and n are one object (the same uid) at
+// one metadata.generation, so its stored spec has not been written since
+// b was recorded and a digest that differs is defaulting, not a change.
+//
+// A CRD's structural defaults are applied to a custom resource when it is
+// read from etcd, not written back, and do not move its generation
+// ("Defaulting happens on the object ... when reading from etcd using
+// the storage version defaults"; "Defaults applied when reading data from
+// etcd are not automatically written back to etcd": kubernetes.io,
+// "Extend the Kubernetes API with CustomResourceDefinitions", section
+// "Defaulting", Kubernetes v1.34; apiextensions-apiserver v0.37.2
+// pkg/apiserver/customresource_handler.go unstructuredDefaulter). A
+// Cilium or Calico upgrade that adds a default to its policy CRD's schema
+// therefore changes the spec every read shows, and its digest, while the
+// policy is untouched. Any write that changes a custom resource outside
+// metadata increments its generation (pkg/registry/customresource
+// strategy.go PrepareForUpdate, v0.37.2), as does any change to a
+// NetworkPolicy's spec (kubernetes v1.37.2 pkg/registry/networking/
+// networkpolicy/strategy.go PrepareForUpdate).
+func SameObjectSameGeneration(b, n PolicyFact) bool {
+	return b.UID != "" && b.UID == n.UID && b.Generation != 0 && b.Generation == n.Generation
+}
+
 // DiffPolicies returns the baseline's policies now gone or changed, by ID;
-// kinds in skip (not read now) are left out. New policies are no loss of
-// protection and are not returned (NewPolicies lists them).
+// kinds in skip (not read now) are left out. A policy is changed only
+// where its digest differs and it is not the same object at the same
+// generation (SameObjectSameGeneration): defaulting does not read as a
+// change. New policies are no loss of protection and are not returned
+// (NewPolicies lists them).
 func DiffPolicies(base, now []PolicyFact, skip map[string]bool) []PolicyChange {
 	cur := map[string]PolicyFact{}
 	for _, p := range now {
@@ -100,8 +141,8 @@ func DiffPolicies(base, now []PolicyFact, skip map[string]bool) []PolicyChange {
 		switch {
 		case !ok:
 			out = append(out, PolicyChange{Policy: b, Gone: true})
-		case n.Digest != b.Digest:
-			out = append(out, PolicyChange{Policy: b})
+		case n.Digest != b.Digest && !SameObjectSameGeneration(b, n):
+			out = append(out, PolicyChange{Policy: b, Now: n})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Policy.ID() < out[j].Policy.ID() })
@@ -193,24 +234,36 @@ func excusedNote(n int32) string {
 // has cordoned, drained and rebooted: its agent is down with the node,
 // which runs no workload pods then. Counting those pods as missing would
 // fail the gate on every node an upgrade is working on. A pod not ready
-// on a Ready, schedulable node still counts.
+// on a Ready, schedulable node still counts (DaemonPodsNotReady names
+// those nodes).
 func DownNodePods(ns, name string, pods []*corev1.Pod, nodes []*corev1.Node) int32 {
+	excused, _ := DaemonPodsNotReady(ns, name, pods, nodes)
+	return excused
+}
+
+// DaemonPodsNotReady sorts the pods of DaemonSet ns/name that are not
+// ready and are bound to a node: excused counts those on a node NotReady
+// or cordoned (see DownNodePods); up names, sorted, the Ready,
+// schedulable nodes where one is not ready, which nothing excuses.
+func DaemonPodsNotReady(ns, name string, pods []*corev1.Pod, nodes []*corev1.Node) (excused int32, up []string) {
 	down := map[string]bool{}
 	for _, n := range nodes {
 		if n.Spec.Unschedulable || !nodeReady(*n) {
 			down[n.Name] = true
 		}
 	}
-	var c int32
 	for _, p := range pods {
 		if p.Namespace != ns || !ownedByDaemonSet(p, name) || podReady(p) || p.Spec.NodeName == "" {
 			continue
 		}
 		if down[p.Spec.NodeName] {
-			c++
+			excused++
+		} else {
+			up = append(up, p.Spec.NodeName)
 		}
 	}
-	return c
+	sort.Strings(up)
+	return excused, up
 }
 
 func ownedByDaemonSet(p *corev1.Pod, name string) bool {

@@ -60,6 +60,40 @@ func TestDiffPolicies(t *testing.T) {
 	}
 }
 
+// A CRD default filled in on read changes a policy's digest while the
+// object (its uid) and its generation stay: no change. A write that moves
+// the generation, or the policy deleted and created again, is judged by
+// the digest; a baseline recorded without uid and generation falls back
+// to the digest alone.
+func TestDiffPoliciesDefaultingIsNoChange(t *testing.T) {
+	base := []PolicyFact{
+		{Kind: "CiliumNetworkPolicy", Namespace: "ml", Name: "defaulted", Digest: "a", UID: "u1", Generation: 3},
+		{Kind: "CiliumNetworkPolicy", Namespace: "ml", Name: "edited", Digest: "b", UID: "u2", Generation: 3},
+		{Kind: "CiliumNetworkPolicy", Namespace: "ml", Name: "edited-back", Digest: "c", UID: "u3", Generation: 3},
+		{Kind: "GlobalNetworkPolicy", Name: "recreated", Digest: "d", UID: "u4", Generation: 1},
+		{Kind: "NetworkPolicy", Namespace: "ml", Name: "old-baseline", Digest: "e"},
+	}
+	now := []PolicyFact{
+		{Kind: "CiliumNetworkPolicy", Namespace: "ml", Name: "defaulted", Digest: "a-with-defaults", UID: "u1", Generation: 3},
+		{Kind: "CiliumNetworkPolicy", Namespace: "ml", Name: "edited", Digest: "b2", UID: "u2", Generation: 4},
+		{Kind: "CiliumNetworkPolicy", Namespace: "ml", Name: "edited-back", Digest: "c", UID: "u3", Generation: 5},
+		{Kind: "GlobalNetworkPolicy", Name: "recreated", Digest: "d2", UID: "u5", Generation: 1},
+		{Kind: "NetworkPolicy", Namespace: "ml", Name: "old-baseline", Digest: "e2", UID: "u6", Generation: 1},
+	}
+	var lines []string
+	for _, c := range DiffPolicies(base, now, nil) {
+		lines = append(lines, c.String())
+	}
+	want := []string{
+		"CiliumNetworkPolicy ml/edited changed since the baseline (generation 3, now 4; spec differs)",
+		"GlobalNetworkPolicy recreated changed since the baseline (deleted and created again, spec differs)",
+		"NetworkPolicy ml/old-baseline changed since the baseline (spec differs)",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // The aws-node DaemonSet as amazon-vpc-cni-k8s ships it runs the policy
 // agent switched off; it enforces only with --enable-network-policy=true.
 func TestEnforcingCNIsAWSNode(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/smithy-go"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // EKS Pod Identity binds a ServiceAccount to an IAM role with an
@@ -203,4 +205,59 @@ func podIdentityGone(b IdentityBinding) string {
 	}
 	return fmt.Sprintf("ServiceAccount %s/%s: its EKS Pod Identity association%s (%s) is gone from the EKS API; its pods get no AWS credentials",
 		b.Namespace, b.ServiceAccount, id, strings.TrimSpace(b.Identity))
+}
+
+// EKSPodIdentityAgentDaemonSet is the DaemonSet in kube-system that
+// serves EKS Pod Identity credentials on each node: the EKS add-on
+// eks-pod-identity-agent installs it under that name (AWS docs, "Set up
+// the Amazon EKS Pod Identity Agent": the agent "runs on each node" and
+// its pods are `kubectl get pods -n kube-system | grep
+// 'eks-pod-identity-agent'`; aws/eks-pod-identity-agent at 00bc058,
+// charts/eks-pod-identity-agent/values.yaml: fullnameOverride
+// "eks-pod-identity-agent"). A pod on a node whose agent is not ready
+// gets no credentials from the association: the SDKs read them from the
+// agent at 169.254.170.23 on the node. EKS Auto Mode builds the agent in
+// and runs no such DaemonSet.
+const EKSPodIdentityAgentDaemonSet = "eks-pod-identity-agent"
+
+// NodeAgent is a node agent's DaemonSet in kube-system as read.
+type NodeAgent struct {
+	Name string `json:"name"`
+	// Found says the DaemonSet exists.
+	Found   bool  `json:"found"`
+	Desired int32 `json:"desired,omitempty"`
+	Ready   int32 `json:"ready,omitempty"`
+	// Excused counts its pods not ready on nodes NotReady or cordoned
+	// (see DaemonPodsNotReady).
+	Excused int32 `json:"excused,omitempty"`
+	// NotReadyOn names the Ready, schedulable nodes where its pod is not
+	// ready.
+	NotReadyOn []string `json:"notReadyOn,omitempty"`
+}
+
+// ReadNodeAgent finds DaemonSet kube-system/name among dss (Excused and
+// NotReadyOn are the caller's, from DaemonPodsNotReady).
+func ReadNodeAgent(name string, dss []*appsv1.DaemonSet) NodeAgent {
+	a := NodeAgent{Name: name}
+	for _, ds := range dss {
+		if ds.Namespace == metav1.NamespaceSystem && ds.Name == name {
+			a.Found, a.Desired, a.Ready = true, ds.Status.DesiredNumberScheduled, ds.Status.NumberReady
+		}
+	}
+	return a
+}
+
+// OK says every pod it should run is ready, apart from those on nodes
+// that are down or cordoned.
+func (a NodeAgent) OK() bool { return a.Found && a.Ready+a.Excused >= a.Desired }
+
+func (a NodeAgent) String() string {
+	if !a.Found {
+		return "no DaemonSet kube-system/" + a.Name
+	}
+	s := fmt.Sprintf("DaemonSet kube-system/%s: %d of %d pods ready%s", a.Name, a.Ready, a.Desired, excusedNote(a.Excused))
+	if len(a.NotReadyOn) > 0 {
+		s += "; not ready on Ready, schedulable node " + strings.Join(a.NotReadyOn, ", ")
+	}
+	return s
 }

@@ -43,6 +43,11 @@ type WorkloadIdentityEvidence struct {
 	EKSPodIdentity *health.EKSPodIdentityAccess `json:"eksPodIdentity,omitempty"`
 	// EKSPodIdentityUnread says why they could not be listed.
 	EKSPodIdentityUnread string `json:"eksPodIdentityUnread,omitempty"`
+	// EKSPodIdentityAgent is the eks-pod-identity-agent DaemonSet as
+	// read, where an EKS Pod Identity association is in use.
+	EKSPodIdentityAgent *health.NodeAgent `json:"eksPodIdentityAgent,omitempty"`
+	// EKSPodIdentityAgentUnread says why it could not be read.
+	EKSPodIdentityAgentUnread string `json:"eksPodIdentityAgentUnread,omitempty"`
 }
 
 // eksPodIdentity lists the associations of the EKS cluster named, or says
@@ -142,6 +147,9 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 		}(&ev.Bindings[i])
 	}
 	wg.Wait()
+	if podIdentity := countProvider(bindings, health.IdentityEKSPodIdentity); podIdentity > 0 {
+		ev.EKSPodIdentityAgent, ev.EKSPodIdentityAgentUnread = r.nodeAgent(ctx, health.EKSPodIdentityAgentDaemonSet)
+	}
 	if gke {
 		dss, err := r.daemonSets(ctx)
 		if err != nil {
@@ -191,6 +199,16 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 	if ev.EKSPodIdentityUnread != "" {
 		lines = append(lines, ev.EKSPodIdentityUnread)
 	}
+	if a := ev.EKSPodIdentityAgent; a != nil {
+		line := "EKS Pod Identity Agent: " + a.String()
+		if !a.Found {
+			line += " (EKS Auto Mode serves Pod Identity without it)"
+		}
+		lines = append(lines, line)
+	}
+	if ev.EKSPodIdentityAgentUnread != "" {
+		lines = append(lines, "EKS Pod Identity Agent not read: "+ev.EKSPodIdentityAgentUnread)
+	}
 	g := Gate{Evidence: capLines(lines), Command: "kubectl get mutatingwebhookconfigurations; kubectl create --dry-run=server -o yaml -f POD (with the ServiceAccount)"}
 	if ev.EKSPodIdentity != nil {
 		g.Command += "; " + health.PodIdentityCommand(*ev.EKSPodIdentity)
@@ -200,10 +218,16 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 	case ev.GKE != nil && len(gkeSAs) > 0 && ev.GKE.Found && !ev.GKE.OK():
 		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves the identity of %s is not ready: %s", cli.Plural(len(gkeSAs), "ServiceAccount"), ev.GKE)
 		g.Command = "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide"
-	case len(unread) > 0 || ev.GKEUnread != "" || ev.EKSPodIdentityUnread != "":
+	case ev.EKSPodIdentityAgent != nil && ev.EKSPodIdentityAgent.Found && !ev.EKSPodIdentityAgent.OK():
+		g.Status, g.Message = StatusFail, fmt.Sprintf("the EKS Pod Identity Agent that serves %d associations' credentials is not ready: %s", countProvider(bindings, health.IdentityEKSPodIdentity), ev.EKSPodIdentityAgent)
+		g.Command = podIdentityAgentCommand
+	case len(unread) > 0 || ev.GKEUnread != "" || ev.EKSPodIdentityUnread != "" || ev.EKSPodIdentityAgentUnread != "":
 		why := unread
 		if ev.GKEUnread != "" {
 			why = append(why, "GKE metadata server: "+ev.GKEUnread)
+		}
+		if ev.EKSPodIdentityAgentUnread != "" {
+			why = append(why, "EKS Pod Identity Agent: "+ev.EKSPodIdentityAgentUnread)
 		}
 		sort.Strings(why)
 		if ev.EKSPodIdentityUnread != "" {
@@ -282,6 +306,7 @@ func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
 		}
 		out = append(out, r)
 	}
+	out = append(out, verifyPodIdentityAgent(b, n)...)
 	if b.GKE != nil && b.GKE.OK() {
 		var sas []string
 		for _, f := range n.Bindings {
@@ -301,4 +326,67 @@ func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
 		}
 	}
 	return out
+}
+
+// podIdentityAgentCommand shows the EKS Pod Identity Agent and its pods.
+const podIdentityAgentCommand = "kubectl -n kube-system get daemonset " + health.EKSPodIdentityAgentDaemonSet + " -o wide; kubectl -n kube-system get pods -o wide | grep " + health.EKSPodIdentityAgentDaemonSet
+
+// countProvider counts the bindings of one provider.
+func countProvider(bs []health.IdentityBinding, provider string) int {
+	n := 0
+	for _, b := range bs {
+		if b.Provider == provider {
+			n++
+		}
+	}
+	return n
+}
+
+// nodeAgent reads DaemonSet kube-system/name and, where it is short of
+// ready pods, names the Ready, schedulable nodes where its pod is not
+// ready, leaving out those on nodes NotReady or cordoned (the exemption
+// the CNI check makes: health.DaemonPodsNotReady).
+func (r *Runner) nodeAgent(ctx context.Context, name string) (*health.NodeAgent, string) {
+	dss, err := r.daemonSets(ctx)
+	if err != nil {
+		return nil, unknown("list daemonsets", err).Message
+	}
+	a := health.ReadNodeAgent(name, dss)
+	if a.Found && !a.OK() {
+		// Not read (RBAC): every pod not ready counts, no node named.
+		if ex, up, err := r.daemonPodsNotReady(ctx, metav1.NamespaceSystem, name); err == nil {
+			a.Excused, a.NotReadyOn = ex, up
+		}
+	}
+	return &a, ""
+}
+
+// verifyPodIdentityAgent: where EKS Pod Identity associations are in use
+// now, the eks-pod-identity-agent DaemonSet ready at the baseline (or
+// found nowhere then) and not ready now on a Ready, schedulable node is a
+// FAIL naming the nodes; ready at the baseline and gone now is a FAIL;
+// not readable now is UNKNOWN.
+func verifyPodIdentityAgent(b, n *WorkloadIdentityEvidence) []Regression {
+	na := n.EKSPodIdentityAgent
+	if na == nil && n.EKSPodIdentityAgentUnread == "" {
+		return nil
+	}
+	ba := b.EKSPodIdentityAgent
+	baseOK := ba != nil && ba.OK()
+	switch {
+	case n.EKSPodIdentityAgentUnread != "":
+		if baseOK {
+			return []Regression{{Kind: RegWorkloadIdentity, Status: StatusUnknown, Object: health.EKSPodIdentityAgentDaemonSet,
+				Message: "the EKS Pod Identity Agent was ready at the baseline and cannot be read now: " + n.EKSPodIdentityAgentUnread}}
+		}
+	case na.Found && !na.OK() && (ba == nil || !ba.Found || baseOK):
+		return []Regression{{Kind: RegWorkloadIdentity, Status: StatusFail, Object: health.EKSPodIdentityAgentDaemonSet,
+			Message: "the EKS Pod Identity Agent is not ready now: " + na.String() + "; pods there get no credentials from their Pod Identity association",
+			Command: podIdentityAgentCommand}}
+	case !na.Found && baseOK:
+		return []Regression{{Kind: RegWorkloadIdentity, Status: StatusFail, Object: health.EKSPodIdentityAgentDaemonSet,
+			Message: "the EKS Pod Identity Agent was ready at the baseline and is gone now: " + na.String() + "; pods get no credentials from their Pod Identity associations",
+			Command: podIdentityAgentCommand}}
+	}
+	return nil
 }

@@ -129,7 +129,8 @@ func (r *Runner) networkPolicyGate(ctx context.Context) (Gate, *NetworkPolicyEvi
 		}
 		ev.Kinds = append(ev.Kinds, k.Kind)
 		for _, it := range l.Items {
-			ev.Policies = append(ev.Policies, health.PolicyFact{Kind: k.Kind, Namespace: it.GetNamespace(), Name: it.GetName(), Digest: health.SpecDigest(it.Object["spec"])})
+			ev.Policies = append(ev.Policies, health.PolicyFact{Kind: k.Kind, Namespace: it.GetNamespace(), Name: it.GetName(), Digest: health.SpecDigest(it.Object["spec"]),
+				UID: string(it.GetUID()), Generation: it.GetGeneration()})
 		}
 		if k.CRD != "" {
 			cmd += fmt.Sprintf("; kubectl get %s.%s -A", k.GVR.Resource, k.GVR.Group)
@@ -293,17 +294,27 @@ func verifyNetworkProbe(n *NetworkPolicyEvidence) []Regression {
 // nodes NotReady or cordoned (health.DownNodePods); read only when the
 // DaemonSet is short of ready pods.
 func (r *Runner) downNodePods(ctx context.Context, ns, name string) (int32, error) {
+	excused, _, err := r.daemonPodsNotReady(ctx, ns, name)
+	return excused, err
+}
+
+// daemonPodsNotReady reads DaemonSet ns/name's pods and the nodes, and
+// sorts its pods that are not ready by their nodes
+// (health.DaemonPodsNotReady): the count on nodes NotReady or cordoned,
+// and the Ready, schedulable nodes named.
+func (r *Runner) daemonPodsNotReady(ctx context.Context, ns, name string) (int32, []string, error) {
 	pods, err := listAll[*corev1.Pod](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return r.Kube.CoreV1().Pods(ns).List(ctx, o)
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	nodes, err := listAll[*corev1.Node](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return r.Kube.CoreV1().Nodes().List(ctx, o)
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	return health.DownNodePods(ns, name, pods, nodes), nil
+	excused, up := health.DaemonPodsNotReady(ns, name, pods, nodes)
+	return excused, up, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/smithy-go"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -120,5 +121,76 @@ func TestWorkloadIdentityPodIdentity(t *testing.T) {
 	regs = verifyWorkloadIdentity(base, now)
 	if len(regs) != 1 || regs[0].Status != StatusUnknown || regs[0].Object != "eks-pod-identity/train-prod" || !strings.Contains(regs[0].Message, "eks:ListPodIdentityAssociations") {
 		t.Errorf("denied: %+v", regs)
+	}
+}
+
+// The eks-pod-identity-agent DaemonSet, where an association is in use:
+// its pod not ready on a Ready, schedulable node fails the gate naming the
+// node, and verify too; one not ready on a cordoned or NotReady node is
+// not counted (the CNI check's exemption); with no association in use it
+// is not read.
+func TestWorkloadIdentityPodIdentityAgent(t *testing.T) {
+	ctx := context.Background()
+	inject := true
+	c := &fakeEKS{assoc: map[string][2]string{"a-1": {"ml", "trainer"}}}
+	r := podIdentityCluster(t, &inject, c)
+	tr := r.Kube.(*fake.Clientset).Tracker()
+	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	for _, n := range []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "n-ok"}, Status: corev1.NodeStatus{Conditions: ready}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n-cordoned"}, Spec: corev1.NodeSpec{Unschedulable: true}, Status: corev1.NodeStatus{Conditions: ready}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n-down"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "n-up"}, Status: corev1.NodeStatus{Conditions: ready}},
+	} {
+		if err := tr.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	agentPod := func(node string, isReady bool) *corev1.Pod {
+		st := corev1.ConditionFalse
+		if isReady {
+			st = corev1.ConditionTrue
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "eks-pod-identity-agent-" + node,
+			OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: health.EKSPodIdentityAgentDaemonSet}}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
+	}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: health.EKSPodIdentityAgentDaemonSet},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 4, NumberReady: 2}}
+	for _, o := range []runtime.Object{ds, agentPod("n-ok", true), agentPod("n-cordoned", false), agentPod("n-down", false), agentPod("n-up", true)} {
+		if err := tr.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, base := r.workloadIdentityGate(ctx)
+	if g.Status != StatusPass || !strings.Contains(strings.Join(g.Evidence, "\n"),
+		"EKS Pod Identity Agent: DaemonSet kube-system/eks-pod-identity-agent: 2 of 4 pods ready (2 not ready on nodes NotReady or cordoned, not counted)") {
+		t.Fatalf("agent down only on a cordoned and a NotReady node: want PASS, got %s %q %q", g.Status, g.Message, g.Evidence)
+	}
+
+	if err := tr.Update(appsv1.SchemeGroupVersion.WithResource("daemonsets"), &appsv1.DaemonSet{ObjectMeta: ds.ObjectMeta,
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 4, NumberReady: 1}}, "kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Update(corev1.SchemeGroupVersion.WithResource("pods"), agentPod("n-up", false), "kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	// A new run of the command: a Runner reads the DaemonSets once.
+	r = &Runner{Kube: r.Kube, Health: r.Health}
+	g, now := r.workloadIdentityGate(ctx)
+	if g.Status != StatusFail || !strings.Contains(g.Message, "the EKS Pod Identity Agent that serves 1 associations' credentials is not ready") ||
+		!strings.Contains(g.Message, "not ready on Ready, schedulable node n-up") || strings.Contains(g.Message, "n-cordoned") ||
+		!strings.Contains(g.Command, "get daemonset eks-pod-identity-agent") {
+		t.Errorf("agent not ready on Ready node n-up: want FAIL naming n-up, got %s %q %s", g.Status, g.Message, g.Command)
+	}
+	regs := verifyWorkloadIdentity(base, now)
+	if len(regs) != 1 || regs[0].Status != StatusFail || regs[0].Object != "eks-pod-identity-agent" || !strings.Contains(regs[0].Message, "not ready on Ready, schedulable node n-up") {
+		t.Errorf("verify, agent not ready on n-up: %+v", regs)
+	}
+
+	// No association in use: the agent is not read.
+	c.assoc = nil
+	if g, ev := r.workloadIdentityGate(ctx); g.Status != StatusPass || ev.EKSPodIdentityAgent != nil {
+		t.Errorf("no association: want PASS without reading the agent, got %s %q %+v", g.Status, g.Message, ev.EKSPodIdentityAgent)
 	}
 }
