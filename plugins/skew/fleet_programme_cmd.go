@@ -424,6 +424,7 @@ type fleetStepOptions struct {
 	Step       string
 	BinDir     string
 	RateWindow time.Duration
+	WaitFile   string
 
 	cg   cli.ClientGetter
 	deps deps
@@ -465,9 +466,10 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			evaluated, 4 not yet (an earlier step not done, window closed, cap
 			full, manual step pending, update in flight, interrupted): run it again
 			later, 5 failed within the ring's failure budget: the cluster left the
-			run. A gate step held by the store and the clock (an earlier ring, a
-			soak, an approval, the window) is no attempt: it writes nothing, and
-			when the clock decides it, -o json gives the next opening (nextAt).`),
+			run. With --wait-file, a "not yet" that only the clock ends (a window,
+			a freeze, a soak) writes the seconds until its opening there and exits
+			0. A gate step held by the store and the clock (an earlier ring, a
+			soak, an approval, the window) is no attempt: it writes nothing.`),
 		Example: templates.Examples(`
 			kubectl skew fleet step --store file:///var/lib/gpufleet --run 2026-12-v1-38 --cluster canary-use1 --step gate
 			kubectl skew fleet step -f fleet.yaml --run 2026-12-v1-38 --cluster canary-use1 --step pool-gpu-a-1-38-drain -o json`),
@@ -480,6 +482,7 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.Step, "step", o.Step, "The step, as kubectl skew fleet plan -o wide names it.")
 	cmd.Flags().StringVar(&o.BinDir, "bin-dir", o.BinDir, "Where the suite's plugins are (default: next to this binary, then PATH).")
 	cmd.Flags().DurationVar(&o.RateWindow, "rate-window", o.RateWindow, "Time between the two /metrics reads of the apiserver-429-rate check.")
+	cmd.Flags().StringVar(&o.WaitFile, "wait-file", o.WaitFile, "Write here how many seconds to wait (0: none); a \"not yet\" that only the clock ends (window, freeze, soak) then exits 0, and the engine waits that long before asking again.")
 	return cmd
 }
 
@@ -518,6 +521,17 @@ func (o *fleetStepOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if o.WaitFile != "" {
+		wait, err := fleetrun.WriteWaitFile(o.WaitFile, res.NextAt, time.Now())
+		if err != nil {
+			return err
+		}
+		if wait > 0 && res.ExitCode == cli.ExitIncomplete {
+			// Answered: the engine waits until the opening.
+			res.ExitCode = cli.ExitOK
+			res.Message += fmt.Sprintf(" (asking again in %ds)", wait)
+		}
+	}
 	if !o.Print.Quiet {
 		if o.Print.Structured() {
 			if err := cli.PrintStructured(o.Out, o.Print.Output, res); err != nil {
@@ -555,6 +569,7 @@ type fleetGateOptions struct {
 	Ring       string
 	Cluster    string
 	RateWindow time.Duration
+	WaitFile   string
 
 	cg   cli.ClientGetter
 	deps deps
@@ -581,10 +596,10 @@ func newFleetGateCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			budget, its window and freezes, its halt checks. Without either, the
 			run's halts and every ring's failure budget.
 
-			Exit codes: 0 go, 1 halt, 3 cannot evaluate, 4 not yet. A "not yet"
-			that only the clock ends (a soak, a window) carries its next
-			opening (nextAt in -o json); a ring gate that waits so records no
-			report.`),
+			Exit codes: 0 go, 1 halt, 3 cannot evaluate, 4 not yet. With
+			--wait-file, a "not yet" that only the clock ends (a soak, a window)
+			writes the seconds until its opening there and exits 0; a ring gate
+			that waits so records no report.`),
 		Example: templates.Examples(`
 			kubectl skew fleet gate -f fleet.yaml --run 2026-12-v1-38 --ring canary
 			kubectl skew fleet gate --store s3://gpufleet-state/prod --run 2026-12-v1-38 -o json`),
@@ -597,6 +612,7 @@ func newFleetGateCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.Ring, "ring", o.Ring, "The ring whose gate to evaluate (after its soak).")
 	cmd.Flags().StringVar(&o.Cluster, "cluster", o.Cluster, "The cluster whose start gate to evaluate (read-only).")
 	cmd.Flags().DurationVar(&o.RateWindow, "rate-window", o.RateWindow, "Time between the two /metrics reads of the apiserver-429-rate check.")
+	cmd.Flags().StringVar(&o.WaitFile, "wait-file", o.WaitFile, "Write here how many seconds to wait (0: none); a \"not yet\" that only the clock ends (window, freeze, soak) then exits 0, and the engine waits that long before asking again.")
 	return cmd
 }
 
@@ -635,9 +651,14 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A ring gate that waits on the clock alone (a soak: its report says
-	// when it opens) is asked again until then: those waits are no
-	// evidence.
+	var wait int64
+	if o.WaitFile != "" {
+		if wait, err = fleetrun.WriteWaitFile(o.WaitFile, g.NextAt, time.Now()); err != nil {
+			return err
+		}
+	}
+	// A gate waiting on the clock alone is asked again at its opening:
+	// that wait is no evidence.
 	if o.Ring != "" && (g.ExitCode != cli.ExitIncomplete || g.NextAt == nil) {
 		if err := p.RecordRingGate(ctx, g); err != nil {
 			return err
@@ -652,7 +673,7 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if g.ExitCode == 0 {
+	if g.ExitCode == 0 || (wait > 0 && g.ExitCode == cli.ExitIncomplete) {
 		return nil
 	}
 	return &cli.ExitError{Code: g.ExitCode, Err: fmt.Errorf("gate %s: %s", g.Verdict, g.Reason())}
