@@ -19,10 +19,12 @@ import (
 // next whole minute at least 25 seconds away (the run's first gate answers
 // within about 5 of the test's start on two busy cores; a cron schedule has
 // minutes only, so the test waits 25-85s). The gate answers "not yet"
-// (exit 4) and Argo retries it with backoff; a gate held by the window is
-// no attempt, so until the window opens nothing is written: the cluster
-// starts at its gate's first attempt, once the window is open. It runs
-// beside TestFleetResumesAfterKills, which touches only the training cell.
+// with the opening time and is no attempt: it writes nothing, the pod
+// hands the seconds until the opening to the Workflow (--wait-file), and
+// the Workflow waits in a timed suspend (kind "wait") until then, with no
+// retry in between. The cluster starts only once the window is open, at
+// its gate's first attempt. It runs beside TestFleetResumesAfterKills,
+// which touches only the training cell.
 func TestFleetClosedWindowWaits(t *testing.T) {
 	t.Parallel()
 	e := env(t)
@@ -33,11 +35,18 @@ func TestFleetClosedWindowWaits(t *testing.T) {
 	s := e.newScenario(t, "window", "file://"+t.TempDir()+"/store", rings, window)
 	defer s.deleteRun(t)
 	s.start(t)
-	// The gate's pod answered at least twice before the opening: Argo
-	// retried it.
-	s.waitFor(t, "the gate to be asked again", 2*time.Minute, func() bool { return s.gatePods(t, canary) >= 2 })
+	s.waitFor(t, "the gate to wait for the window", 2*time.Minute, func() bool {
+		return s.waiting(t, fleetrun.SuspendWait, "", canary)
+	})
 	if !time.Now().Before(open) {
-		t.Fatalf("the gate was asked again only after the window opened at %s: the test proves nothing", open.Format(time.RFC3339))
+		t.Fatalf("the wait began after the window opened at %s: the test proves nothing", open.Format(time.RFC3339))
+	}
+	// Held by the window for 25-85s, a gate retried at the scenario's
+	// backoff (retryInterval 2s, retryCap 4s) would run a pod every 4s at
+	// most: at least 6 before the opening. Waiting in the Workflow, it
+	// runs one pod that answers the wait and one at the opening.
+	if n := s.gatePods(t, canary); n != 1 {
+		t.Errorf("waiting for the window, the gate ran %d pods: want the one that answered the wait", n)
 	}
 	_, states := s.states(t)
 	if g := states[canary].Step("gate"); g.Attempt != 0 || len(g.History) != 0 || len(g.Evidence) != 0 || states[canary].AdmittedAt != nil {
@@ -57,7 +66,10 @@ func TestFleetClosedWindowWaits(t *testing.T) {
 	if g.Attempt != 1 || g.Phase != "completed" || len(g.History) != 1 || g.History[0].ExitCode != 0 || g.Waiting != nil {
 		t.Errorf("gate: attempt %d, phase %s, history %+v, waiting %+v: want one attempt, at the opening, and no wait left", g.Attempt, g.Phase, g.History, g.Waiting)
 	}
-	t.Logf("the gate was asked %d times without an attempt, then admitted canary at %s (window %s)", s.gatePods(t, canary), c.AdmittedAt.Format(time.RFC3339), open.Format(time.RFC3339))
+	if n := s.gatePods(t, canary); n > 2 {
+		t.Errorf("the gate ran %d pods: want 2, one that answered the wait and one at the opening, not one per backoff interval", n)
+	}
+	t.Logf("the gate ran %d pods and no attempt while the window was closed, then admitted canary at %s (window %s)", s.gatePods(t, canary), c.AdmittedAt.Format(time.RFC3339), open.Format(time.RFC3339))
 	e.nodesUpgraded(t, canary)
 }
 

@@ -2,9 +2,13 @@ package fleetrun
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
@@ -124,5 +128,85 @@ func TestDisruptiveStepWaitWritesOnce(t *testing.T) {
 	}
 	if versions[1] != versions[0] || versions[2] != versions[0] {
 		t.Errorf("state versions %v: the same answer was written again", versions)
+	}
+}
+
+func TestWaitSeconds(t *testing.T) {
+	now := monday0930
+	at := func(d time.Duration) *time.Time { x := now.Add(d); return &x }
+	for _, tc := range []struct {
+		next *time.Time
+		want int64
+	}{
+		{nil, 0}, {at(-time.Second), 0}, {at(0), 0}, {at(time.Millisecond), 1}, {at(90 * time.Second), 90}, {at(90*time.Second + 1), 91},
+	} {
+		if got := WaitSeconds(tc.next, now); got != tc.want {
+			t.Errorf("WaitSeconds(%v) = %d, want %d", tc.next, got, tc.want)
+		}
+	}
+	p := filepath.Join(t.TempDir(), "wait")
+	if s, err := WriteWaitFile(p, at(time.Hour), now); err != nil || s != 3600 || readFile(t, p) != "3600" {
+		t.Errorf("WriteWaitFile: %d %v %q", s, err, readFile(t, p))
+	}
+	if s, err := WriteWaitFile(p, nil, now); err != nil || s != 0 || readFile(t, p) != "0" {
+		t.Errorf("WriteWaitFile without an opening: %d %v %q", s, err, readFile(t, p))
+	}
+}
+
+// TestRenderPacesWaits: each cluster's step and each ring's gate run
+// paced: the pod writes its wait (--wait-file) into the output parameter
+// "wait", and a timed suspend of that many seconds comes before asking
+// again; a hold still catches a failure.
+func TestRenderPacesWaits(t *testing.T) {
+	_, r := mustRender(t, withSecrets)
+	str := func(m map[string]any, path ...string) string {
+		v, _, _ := unstructured.NestedFieldNoCopy(m, path...)
+		return fmt.Sprint(v)
+	}
+	seen := 0
+	for _, o := range renderedObjects(t, r.YAML) {
+		tmpls, _, _ := unstructured.NestedSlice(o.Object, "spec", "templates")
+		byName := map[string]map[string]any{}
+		for _, x := range tmpls {
+			byName[x.(map[string]any)["name"].(string)] = x.(map[string]any)
+		}
+		for _, pod := range []string{"step", "gate"} {
+			tm, ok := byName[pod]
+			if !ok {
+				continue
+			}
+			seen++
+			args := str(tm, "container", "args")
+			if !strings.Contains(args, "--wait-file "+WaitFile) {
+				t.Errorf("%s/%s args %s lack --wait-file %s", o.GetName(), pod, args, WaitFile)
+			}
+			outs, _, _ := unstructured.NestedSlice(tm, "outputs", "parameters")
+			if len(outs) != 1 || str(outs[0].(map[string]any), "name") != "wait" || str(outs[0].(map[string]any), "valueFrom", "path") != WaitFile || str(outs[0].(map[string]any), "valueFrom", "default") != "0" {
+				t.Errorf("%s/%s outputs %v", o.GetName(), pod, outs)
+			}
+			paced := byName["paced-"+pod]
+			steps, _, _ := unstructured.NestedSlice(paced, "steps")
+			if len(steps) != 3 {
+				t.Fatalf("%s/paced-%s steps %v", o.GetName(), pod, steps)
+			}
+			run := steps[0].([]any)[0].(map[string]any)
+			wait := steps[1].([]any)[0].(map[string]any)
+			again := steps[2].([]any)[0].(map[string]any)
+			if run["template"] != pod || wait["template"] != SuspendWait || again["template"] != "paced-"+pod ||
+				wait["when"] != "{{steps.run.outputs.parameters.wait}} > 0" || again["when"] != wait["when"] {
+				t.Errorf("%s/paced-%s: run %v, wait %v, again %v", o.GetName(), pod, run, wait, again)
+			}
+			if d := str(byName[SuspendWait], "suspend", "duration"); d != "{{inputs.parameters.seconds}}" {
+				t.Errorf("%s/%s suspend duration %q", o.GetName(), SuspendWait, d)
+			}
+			guarded := byName["guarded-"+pod]
+			gs, _, _ := unstructured.NestedSlice(guarded, "steps")
+			if gs[0].([]any)[0].(map[string]any)["template"] != "paced-"+pod {
+				t.Errorf("%s/guarded-%s runs %v, want paced-%s", o.GetName(), pod, gs[0], pod)
+			}
+		}
+	}
+	if seen < 2 {
+		t.Fatalf("%d step and gate templates", seen)
 	}
 }

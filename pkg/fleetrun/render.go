@@ -90,6 +90,7 @@ type (
 		// than the Workflow's (Template.serviceAccountName at v3.7.15).
 		ServiceAccountName string            `json:"serviceAccountName,omitempty"`
 		Inputs             *argoInputs       `json:"inputs,omitempty"`
+		Outputs            *argoOutputs      `json:"outputs,omitempty"`
 		Metadata           *argoPodMeta      `json:"metadata,omitempty"`
 		Parallelism        *int              `json:"parallelism,omitempty"`
 		Synchronization    *argoSync         `json:"synchronization,omitempty"`
@@ -116,6 +117,17 @@ type (
 		SuccessCondition  string `json:"successCondition,omitempty"`
 		FailureCondition  string `json:"failureCondition,omitempty"`
 		Manifest          string `json:"manifest"`
+	}
+	argoOutputs struct {
+		Parameters []argoOutParam `json:"parameters"`
+	}
+	argoOutParam struct {
+		Name      string        `json:"name"`
+		ValueFrom argoValuePath `json:"valueFrom"`
+	}
+	argoValuePath struct {
+		Path    string `json:"path"`
+		Default string `json:"default"`
 	}
 	argoPodMeta struct {
 		Labels map[string]string `json:"labels,omitempty"`
@@ -221,6 +233,16 @@ const (
 	// Suspend node kinds, the "kind" input parameter approve looks for.
 	SuspendApproval = "approval"
 	SuspendHold     = "hold"
+	// SuspendWait is a timed suspend until a gate's or step's next
+	// opening (WaitFile); approve does not release it.
+	SuspendWait = "wait"
+	// WaitFile is where a step pod's command writes how long to wait
+	// (--wait-file), read back as the template's output parameter "wait"
+	// (outputs.parameters[].valueFrom.path, with default "0" when the
+	// file is missing: argo-workflows v3.7.15
+	// pkg/apis/workflow/v1alpha1/workflow_types.go, ValueFrom.Path and
+	// Default). /tmp is in the suite's image (hack/image, mode 1777).
+	WaitFile = "/tmp/gpufleet-wait"
 	// PodGCStrategy deletes a step's pod once it succeeded (its output is
 	// evidence in the store); a failed one stays for kubectl logs.
 	PodGCStrategy = "OnPodSuccess"
@@ -629,6 +651,40 @@ func guarded(name, inner string, in []string, holdArgs ...string) argoTemplate {
 	}}
 }
 
+// paced is a steps template that runs inner and, when it answers a wait
+// (its output "wait": seconds until its next opening, WriteWaitFile),
+// suspends that long and runs it again; an answer without a wait ends it.
+// A "not yet" that only the clock ends (a window, a freeze, a soak) thus
+// waits once until its opening, with no retry and no attempt per backoff
+// interval. The suspend's duration is a parameter: the controller reads
+// tmpl.Suspend.Duration after the template's inputs are substituted
+// (executeSuspend, workflow/controller/operator.go at argo-workflows
+// v3.7.15). Each wait nests one level (the controller's stack depth
+// limit is 100 by default, maxAllowedStackDepth in
+// workflow/controller/controller.go): one per opening, not per retry.
+func paced(name, inner string, in []string, ring, cluster, step string) argoTemplate {
+	var pass []string
+	for _, n := range in {
+		pass = append(pass, n, "{{inputs.parameters."+n+"}}")
+	}
+	wait := "{{steps.run.outputs.parameters.wait}}"
+	waits := wait + " > 0"
+	return argoTemplate{Name: name, Inputs: inputs(in...), Steps: [][]argoStep{
+		{{Name: "run", Template: inner, Arguments: params(pass...)}},
+		{{Name: "wait", Template: SuspendWait, Arguments: params("kind", SuspendWait, "ring", ring, "cluster", cluster, "step", step, "seconds", wait), When: waits}},
+		{{Name: "again", Template: name, Arguments: params(pass...), When: waits}},
+	}}
+}
+
+func waitTemplate() argoTemplate {
+	return argoTemplate{Name: SuspendWait, Inputs: inputs("kind", "ring", "cluster", "step", "seconds"), Suspend: &argoSuspend{Duration: "{{inputs.parameters.seconds}}"}}
+}
+
+// waitOutput is the output parameter "wait" of a paced template's pod.
+func waitOutput() *argoOutputs {
+	return &argoOutputs{Parameters: []argoOutParam{{Name: "wait", ValueFrom: argoValuePath{Path: WaitFile, Default: "0"}}}}
+}
+
 func holdTemplate() argoTemplate {
 	return argoTemplate{Name: SuspendHold, Inputs: inputs("kind", "ring", "cluster", "step"), Suspend: &argoSuspend{}}
 }
@@ -649,7 +705,8 @@ func clusterTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine) argoObject
 	step := argoTemplate{Name: "step", Inputs: inputs("run", "step", "deadline"), NodeSelector: a.NodeSelector,
 		SecurityContext: restricted(), ActiveDeadlineSeconds: "{{inputs.parameters.deadline}}",
 		Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet, fleetfile.Group + "/cluster": c.Name}},
-		Container:     container(p, a, "step", "--run", "{{inputs.parameters.run}}", "--cluster", c.Name, "--step", "{{inputs.parameters.step}}"),
+		Container:     container(p, a, "step", "--run", "{{inputs.parameters.run}}", "--cluster", c.Name, "--step", "{{inputs.parameters.step}}", "--wait-file", WaitFile),
+		Outputs:       waitOutput(),
 		RetryStrategy: retryStrategy(a)}
 	return argoObject{APIVersion: "argoproj.io/v1alpha1", Kind: "WorkflowTemplate",
 		Metadata: argoMeta{Name: TemplateName(p.Fleet, p.Run, c.Name), Namespace: a.Namespace,
@@ -657,9 +714,11 @@ func clusterTemplate(p *Plan, c *ClusterPlan, a fleetfile.ArgoEngine) argoObject
 			Annotations: map[string]string{fleetfile.Group + "/steps": fmt.Sprint(len(c.Steps)), fleetfile.Group + "/plan": p.FleetDigest}},
 		Spec: argoSpec{ServiceAccountName: a.ServiceAccount, Templates: []argoTemplate{
 			entry,
-			guarded("guarded-step", "step", []string{"run", "step", "deadline"}, "kind", SuspendHold, "ring", c.Ring, "cluster", c.Name, "step", "{{inputs.parameters.step}}"),
+			guarded("guarded-step", "paced-step", []string{"run", "step", "deadline"}, "kind", SuspendHold, "ring", c.Ring, "cluster", c.Name, "step", "{{inputs.parameters.step}}"),
+			paced("paced-step", "step", []string{"run", "step", "deadline"}, c.Ring, c.Name, "{{inputs.parameters.step}}"),
 			step,
 			holdTemplate(),
+			waitTemplate(),
 		}}}
 }
 
@@ -773,15 +832,18 @@ func runWorkflow(p *Plan, a fleetfile.ArgoEngine, perCluster bool) argoObject {
 	}
 	tmpls[0].Steps = top
 	tmpls = append(tmpls,
-		guarded("guarded-gate", "gate", []string{"run", "ring"}, "kind", SuspendHold, "ring", "{{inputs.parameters.ring}}", "cluster", "-", "step", "gate"),
+		guarded("guarded-gate", "paced-gate", []string{"run", "ring"}, "kind", SuspendHold, "ring", "{{inputs.parameters.ring}}", "cluster", "-", "step", "gate"),
+		paced("paced-gate", "gate", []string{"run", "ring"}, "{{inputs.parameters.ring}}", "-", "gate"),
 		argoTemplate{Name: "gate", Inputs: inputs("run", "ring"), NodeSelector: a.NodeSelector,
 			SecurityContext: restricted(), ActiveDeadlineSeconds: stepDeadline(StepGate),
 			Metadata:      &argoPodMeta{Labels: map[string]string{fleetfile.Group + "/fleet": p.Fleet}},
-			Container:     container(p, a, "gate", "--run", "{{inputs.parameters.run}}", "--ring", "{{inputs.parameters.ring}}"),
+			Container:     container(p, a, "gate", "--run", "{{inputs.parameters.run}}", "--ring", "{{inputs.parameters.ring}}", "--wait-file", WaitFile),
+			Outputs:       waitOutput(),
 			RetryStrategy: retryStrategy(a)},
 		exitHandler(p, a, ""),
 		argoTemplate{Name: SuspendApproval, Inputs: inputs("kind", "ring", "approvers"), Suspend: &argoSuspend{}},
 		holdTemplate(),
+		waitTemplate(),
 	)
 	if perCluster {
 		tmpls = append(tmpls, childTemplate(p, a))

@@ -219,7 +219,13 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 	if s.Workflow != nil && len(s.Workflow.Waiting) > 0 {
 		fmt.Fprintln(w)
 		for _, n := range s.Workflow.Waiting {
-			fmt.Fprintf(w, "waiting for approve: %s (%s, ring %s %s)\n", n.Node, n.Kind, n.Ring, strings.Trim(n.Cluster+" "+n.Step, " -"))
+			what := "waiting for approve"
+			if n.Kind == SuspendWait {
+				// A timed suspend until the gate's next opening: the
+				// clock ends it, not approve.
+				what = "waiting for its opening"
+			}
+			fmt.Fprintf(w, "%s: %s (%s, ring %s %s)\n", what, n.Node, n.Kind, n.Ring, strings.Trim(n.Cluster+" "+n.Step, " -"))
 		}
 	}
 	sep := "\n"

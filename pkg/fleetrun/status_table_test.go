@@ -44,3 +44,22 @@ func TestStatusTableFits(t *testing.T) {
 		t.Errorf("-o wide must keep every value whole:\n%s", b.String())
 	}
 }
+
+// TestStatusWaitIsNotForApprove: a timed wait until a gate's opening is
+// not shown as waiting for approve, which does not release it; a hold is.
+func TestStatusWaitIsNotForApprove(t *testing.T) {
+	s := &Status{Fleet: "f", Run: "r", Target: "v1.38", Phase: "running",
+		Workflow: &WorkflowView{Namespace: "argo", Name: "f-r", Phase: "Running", Waiting: []Resumed{
+			{Node: "f-r.canary.a(0).wait", Kind: SuspendWait, Ring: "canary", Cluster: "a", Step: "gate"},
+			{Node: "f-r.prod.b(0).hold", Kind: SuspendHold, Ring: "prod", Cluster: "b", Step: "drain"},
+		}}}
+	var b strings.Builder
+	if err := PrintStatusTable(&b, s, cli.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if !strings.Contains(out, "waiting for its opening: f-r.canary.a(0).wait (wait, ring canary a gate)") ||
+		!strings.Contains(out, "waiting for approve: f-r.prod.b(0).hold (hold, ring prod b drain)") {
+		t.Errorf("status:\n%s", out)
+	}
+}

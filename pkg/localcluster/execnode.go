@@ -34,8 +34,12 @@ import (
 // Workflows pods must run `kubectl skew fleet step`: Argo's emissary
 // wrapper (`/var/run/argo/argoexec emissary ... --`) is stripped and the
 // wrapped command runs as is; Argo's init and wait containers are reported
-// done. There are no images, volumes or network namespaces: a pod sees this
-// machine's files and the environment the test gives it.
+// done, and the wait container's one report, the template's output
+// parameters read from files, is written as it would write it
+// (execnode_outputs.go). There are no images, volumes or network
+// namespaces: a pod sees this machine's files and the environment the test
+// gives it, except that a path its output parameters name is a file of its
+// own under Dir, which its arguments name in that path's place.
 type ExecNode struct {
 	Name string
 	cp   *Cluster
@@ -242,7 +246,11 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 	if !ok {
 		return
 	}
-	argv := Argv(mc)
+	outs, oerr := templateOutputs(p, n.opts.Dir)
+	if oerr != nil {
+		outs = &podOutputs{}
+	}
+	argv := outs.argv(Argv(mc))
 	if err := n.setStatus(ctx, p, started, nil); err != nil {
 		return
 	}
@@ -278,7 +286,13 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 			n.mu.Unlock()
 			code = exitCode(err)
 		}
+		if oerr != nil {
+			fmt.Fprintf(log, "outputs: %v\n", oerr)
+		}
 		fmt.Fprintf(log, "exit %d\n", code)
+		if err := n.reportOutputs(ctx, p, outs); err != nil {
+			fmt.Fprintf(log, "outputs: %v\n", err)
+		}
 		_ = log.Close()
 	}
 	n.mu.Lock()

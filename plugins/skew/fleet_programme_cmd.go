@@ -424,6 +424,7 @@ type fleetStepOptions struct {
 	Step       string
 	BinDir     string
 	RateWindow time.Duration
+	WaitFile   string
 
 	cg   cli.ClientGetter
 	deps deps
@@ -462,8 +463,11 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 
 			A gate step held by the store and the clock (an earlier ring, a soak,
 			an approval, the window) is no attempt: it writes nothing, and when
-			the clock decides it, -o json gives the next opening (nextAt).`) + "\n\n" + `Exit codes:
-  0    done, or nothing to do (completed, or the cluster left the run)
+			the clock decides it, -o json gives the next opening (nextAt). With
+			--wait-file, a "not yet" that only the clock ends (a window, a freeze,
+			a soak) writes the seconds until its opening there and exits 0.`) + "\n\n" + `Exit codes:
+  0    done, or nothing to do (completed, or the cluster left the run; with
+       --wait-file, a "not yet" that only the clock ends)
   1    halt: a person decides
   2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig)
   3    the cluster could not be evaluated, or an input file could not be read
@@ -483,6 +487,7 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.Step, "step", o.Step, "The step, as kubectl skew fleet plan -o wide names it.")
 	cmd.Flags().StringVar(&o.BinDir, "bin-dir", o.BinDir, "Where the suite's plugins are (default: next to this binary, then PATH).")
 	cmd.Flags().DurationVar(&o.RateWindow, "rate-window", o.RateWindow, "Time between the two /metrics reads of the apiserver-429-rate check.")
+	cmd.Flags().StringVar(&o.WaitFile, "wait-file", o.WaitFile, "Write here how many seconds to wait (0: none); a \"not yet\" that only the clock ends (window, freeze, soak) then exits 0, and the engine waits that long before asking again.")
 	return cmd
 }
 
@@ -521,6 +526,17 @@ func (o *fleetStepOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if o.WaitFile != "" {
+		wait, err := fleetrun.WriteWaitFile(o.WaitFile, res.NextAt, time.Now())
+		if err != nil {
+			return err
+		}
+		if wait > 0 && res.ExitCode == cli.ExitIncomplete {
+			// Answered: the engine waits until the opening.
+			res.ExitCode = cli.ExitOK
+			res.Message += fmt.Sprintf(" (asking again in %ds)", wait)
+		}
+	}
 	if !o.Print.Quiet {
 		if o.Print.Structured() {
 			if err := cli.PrintStructured(o.Out, o.Print.Output, res); err != nil {
@@ -558,6 +574,7 @@ type fleetGateOptions struct {
 	Ring       string
 	Cluster    string
 	RateWindow time.Duration
+	WaitFile   string
 
 	cg   cli.ClientGetter
 	deps deps
@@ -585,9 +602,10 @@ func newFleetGateCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			run's halts and every ring's failure budget.
 
 			A "not yet" that only the clock ends (a soak, a window) carries its
-			next opening (nextAt in -o json); a ring gate that waits so records
-			no report.`) + "\n\n" + `Exit codes:
-  0    go
+			next opening (nextAt in -o json); with --wait-file it writes the
+			seconds until that opening there and exits 0. A ring gate that waits
+			so records no report.`) + "\n\n" + `Exit codes:
+  0    go (with --wait-file, also a "not yet" that only the clock ends)
   1    halt: a person decides
   2    usage or local configuration error (bad flag, unknown context, unreadable kubeconfig)
   3    cannot evaluate, or could not read an input file (missing, empty, or not what its flag takes)
@@ -605,6 +623,7 @@ func newFleetGateCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	cmd.Flags().StringVar(&o.Ring, "ring", o.Ring, "The ring whose gate to evaluate (after its soak).")
 	cmd.Flags().StringVar(&o.Cluster, "cluster", o.Cluster, "The cluster whose start gate to evaluate (read-only).")
 	cmd.Flags().DurationVar(&o.RateWindow, "rate-window", o.RateWindow, "Time between the two /metrics reads of the apiserver-429-rate check.")
+	cmd.Flags().StringVar(&o.WaitFile, "wait-file", o.WaitFile, "Write here how many seconds to wait (0: none); a \"not yet\" that only the clock ends (window, freeze, soak) then exits 0, and the engine waits that long before asking again.")
 	return cmd
 }
 
@@ -643,9 +662,14 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A ring gate that waits on the clock alone (a soak: its report says
-	// when it opens) is asked again until then: those waits are no
-	// evidence.
+	var wait int64
+	if o.WaitFile != "" {
+		if wait, err = fleetrun.WriteWaitFile(o.WaitFile, g.NextAt, time.Now()); err != nil {
+			return err
+		}
+	}
+	// A gate waiting on the clock alone is asked again at its opening:
+	// that wait is no evidence.
 	if o.Ring != "" && (g.ExitCode != cli.ExitIncomplete || g.NextAt == nil) {
 		if err := p.RecordRingGate(ctx, g); err != nil {
 			return err
@@ -660,7 +684,7 @@ func (o *fleetGateOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if g.ExitCode == 0 {
+	if g.ExitCode == 0 || (wait > 0 && g.ExitCode == cli.ExitIncomplete) {
 		return nil
 	}
 	return &cli.ExitError{Code: g.ExitCode, Err: fmt.Errorf("gate %s: %s", g.Verdict, g.Reason())}
