@@ -224,6 +224,9 @@ func TestInferencePoolPacedVersusPDBOnly(t *testing.T) {
 		lbl := map[string]string{"app": m.name}
 		tmpl := map[string]string{"app": m.name, localcluster.KwokUnreadyLabel: "true"}
 		spec := harness.PodSpec(int(m.gpus))
+		// A model server Ready on its health endpoint (KWOK runs no probe: the
+		// pod is Ready as KWOK or the test sets it), as --inference requires.
+		spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8000)}}}
 		spec.NodeSelector = map[string]string{localcluster.GPUProductLabel: product}
 		spec.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect}}
 		spec.TerminationGracePeriodSeconds = ptr.To(int64(0))

@@ -55,6 +55,9 @@ func TestRunbookInferencePoolDrain(t *testing.T) {
 	mkNodes(pool)
 	lbl := map[string]string{"app": "llm"}
 	spec := harness.PodSpec(8)
+	// A model server Ready on its health endpoint (KWOK runs no probe: the
+	// pod is Ready as KWOK or the test sets it), as --inference requires.
+	spec.Containers[0].ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8000)}}}
 	spec.NodeSelector = map[string]string{localcluster.GPUProductLabel: product}
 	spec.Tolerations = []corev1.Toleration{{Key: taint.Key, Operator: corev1.TolerationOpEqual, Value: taint.Value, Effect: taint.Effect}}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm", Labels: lbl,

@@ -62,5 +62,8 @@ func RunArgs(selector string, o Options) []string {
 	if o.NoSurge {
 		args = append(args, "--surge=false")
 	}
+	if o.AcceptNoReadinessProbe {
+		args = append(args, "--accept-no-readiness-probe")
+	}
 	return args
 }

@@ -7,6 +7,7 @@ package inference
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -45,22 +46,43 @@ type Options struct {
 	NoSurge bool
 	// Bandwidth is the hydrate bandwidth of each weight source.
 	Bandwidth Bandwidth
+	// AcceptNoReadinessProbe runs models whose serving container has no
+	// readinessProbe (a note each); otherwise the plan refuses them: their
+	// Ready means the process started, not that the weights are loaded,
+	// so the waves would not wait for the weights.
+	AcceptNoReadinessProbe bool
 }
 
 // ModelPlan is a model with its floor and planned surge.
 type ModelPlan struct {
 	*Model
-	// Floor is the fewest Ready replicas the plan allows: the larger of
+	// Floor is the fewest Ready replicas the plan allows: the largest of
 	// PDBFloor (the budget's desiredHealthy at the surged replica count,
-	// which the eviction API enforces) and MinServingFloor (--min-serving
-	// of the replicas, which the plan's waves keep).
+	// which the eviction API enforces), MinServingFloor (--min-serving of
+	// the replicas, which the plan's waves keep) and NoPDBFloor (1 for a
+	// model with no PodDisruptionBudget that serves: nothing else stops a
+	// drain from evicting every replica at once).
 	Floor           int32  `json:"floor"`
 	PDBFloor        int32  `json:"pdbFloor"`
 	MinServingFloor int32  `json:"minServingFloor"`
+	NoPDBFloor      int32  `json:"noPDBFloor,omitempty"`
 	FloorFrom       string `json:"floorFrom"`
 	// Surge is the replicas added before the first drain (applied earlier
 	// by this run when Model.Surged is set).
 	Surge int32 `json:"surge"`
+}
+
+// keep is the floor the plan's waves and the run's gate keep themselves
+// (the eviction API keeps PDBFloor): --min-serving, and one replica of a
+// model with no PodDisruptionBudget.
+func (mp *ModelPlan) keep() int32 { return max(mp.MinServingFloor, mp.NoPDBFloor) }
+
+// keepWord says where keep comes from, for a refusal.
+func (mp *ModelPlan) keepWord() string {
+	if mp.NoPDBFloor > mp.MinServingFloor {
+		return fmt.Sprintf("its floor of %d: no PodDisruptionBudget", mp.NoPDBFloor)
+	}
+	return fmt.Sprintf("--min-serving (%d of %d)", mp.MinServingFloor, mp.Replicas)
 }
 
 // Phase is the surge before the first wave.
@@ -225,6 +247,15 @@ func Compute(pool *Pool, o Options) *Plan {
 		if m.PDBProblem != "" {
 			plan.Refusals = append(plan.Refusals, m.PDBProblem)
 		}
+		if len(m.NoReadinessProbe) > 0 {
+			what := fmt.Sprintf("model %s: serving container %s has no readinessProbe: its Ready means the process started, not that the weights are loaded, so the waves would not wait for them",
+				m.Key, strings.Join(m.NoReadinessProbe, ", "))
+			if o.AcceptNoReadinessProbe {
+				plan.Notes = append(plan.Notes, what+" (accepted with --accept-no-readiness-probe)")
+			} else {
+				plan.Refusals = append(plan.Refusals, what+"; add one on the server's health endpoint (vLLM /health, TGI /health, Triton /v2/health/ready: docs/inference.md), or pass --accept-no-readiness-probe")
+			}
+		}
 	}
 	for _, s := range sortedSources(needSource) {
 		plan.Refusals = append(plan.Refusals, fmt.Sprintf("no hydrate bandwidth for source %s (models %s): pass --hydrate-bandwidth %s=<bytes per second, e.g. 1250M/s>", s, strings.Join(needSource[s], ", "), s))
@@ -294,30 +325,60 @@ func Compute(pool *Pool, o Options) *Plan {
 
 	// 2. Floors, at the replica count the waves run with.
 	serving := map[string]int32{}
+	// A PodDisruptionBudget keeps its floor across every pod it selects,
+	// whichever Deployment owns it: the disruption controller's expected
+	// count is the scale of each controller of its pods and its healthy
+	// count all of their Ready pods (kubernetes/kubernetes@v1.37.2
+	// pkg/controller/disruption/disruption.go, getExpectedPodCount and
+	// countHealthyPods). A budget selecting several models is computed
+	// across them (pods it selects outside the models are left out, which
+	// only lowers what the plan lets go).
+	budgets := newBudgets(plan.Models)
 	for i := range plan.Models {
 		mp := &plan.Models[i]
-		desired := mp.Desired + mp.Surge - mp.Surged
-		pf, err := PDBFloor(mp.pdb, desired)
-		if err != nil {
-			plan.Refusals = append(plan.Refusals, fmt.Sprintf("model %s: PodDisruptionBudget %s: %v", mp.Key, mp.PDB, err))
-		}
-		mp.PDBFloor = pf
-		mp.MinServingFloor = int32(math.Ceil(o.MinServing*float64(mp.Replicas) - 1e-9))
-		mp.Floor = max(mp.PDBFloor, mp.MinServingFloor)
-		switch {
-		case mp.Floor == 0:
-			mp.FloorFrom = "none"
-		case mp.PDBFloor >= mp.MinServingFloor:
-			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d)", mp.PDB, mp.PDBRule, desired)
-		default:
-			mp.FloorFrom = fmt.Sprintf("--min-serving %g of %d", o.MinServing, mp.Replicas)
-		}
-		// Replicas still loading their weights outside the pool count as
-		// serving from the first wave on: the run waits for them first.
 		serving[mp.Key] = mp.Ready + mp.Loading
 		if plan.Surge != nil {
 			serving[mp.Key] = plan.Surge.ServingAfter[mp.Key]
 		}
+	}
+	for i := range plan.Models {
+		mp := &plan.Models[i]
+		desired := mp.Desired + mp.Surge - mp.Surged
+		b := budgets.of(mp)
+		pf, err := PDBFloor(mp.pdb, budgets.expected[b])
+		if err != nil {
+			plan.Refusals = append(plan.Refusals, fmt.Sprintf("model %s: PodDisruptionBudget %s: %v", mp.Key, mp.PDB, err))
+		}
+		budgets.floor[b] = pf
+		mp.PDBFloor = pf
+		if budgets.shared(b) {
+			// What the budget guarantees this model alone: its floor less
+			// what the other models it selects serve.
+			mp.PDBFloor = max(pf-(budgets.serving(b, serving)-serving[mp.Key]), 0)
+		}
+		mp.MinServingFloor = int32(math.Ceil(o.MinServing*float64(mp.Replicas) - 1e-9))
+		if mp.pdb == nil && mp.PDBProblem == "" && mp.Replicas >= 1 && mp.Ready+mp.Loading >= 1 {
+			mp.NoPDBFloor = 1
+		}
+		mp.Floor = max(mp.PDBFloor, mp.keep())
+		switch {
+		case mp.Floor == 0:
+			mp.FloorFrom = "none"
+		case mp.PDBFloor >= mp.keep() && budgets.shared(b):
+			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d, shared with %s)", mp.PDB, mp.PDBRule, budgets.expected[b], strings.Join(budgets.others(b, mp.Key), ", "))
+		case mp.PDBFloor >= mp.keep():
+			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d)", mp.PDB, mp.PDBRule, desired)
+		case mp.NoPDBFloor > mp.MinServingFloor:
+			mp.FloorFrom = "no PodDisruptionBudget: 1 kept"
+		default:
+			mp.FloorFrom = fmt.Sprintf("--min-serving %g of %d", o.MinServing, mp.Replicas)
+		}
+		if mp.NoPDBFloor > 0 {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s has no PodDisruptionBudget: the plan keeps at least %d of its replicas Ready (%s), but nothing stops another drain from evicting them all; add one", mp.Key, mp.Floor, mp.FloorFrom))
+		}
+		// Replicas still loading their weights outside the pool count as
+		// serving from the first wave on (serving above): the run waits
+		// for them first.
 		if mp.Loading > 0 {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: %d replica(s) outside the pool are still loading their weights: the first wave waits for them", mp.Key, mp.Loading))
 		}
@@ -336,15 +397,29 @@ func Compute(pool *Pool, o Options) *Plan {
 	// at once within its budget and keep its --min-serving floor, the
 	// bytes hydrated at once stay within bandwidth x MaxColdStart, and the
 	// wave is under NodesPerWave.
-	allowed := func(mp *ModelPlan) int32 { return max(serving[mp.Key]-mp.PDBFloor, 0) }
+	for _, b := range budgets.sharedKeys() {
+		plan.Notes = append(plan.Notes, fmt.Sprintf("PodDisruptionBudget %s selects the pods of models %s: its floor of %d (of %d) is kept across them", b, strings.Join(budgets.members[b], ", "), budgets.floor[b], budgets.expected[b]))
+	}
+	// allowed are the disruptions a model's budget allows at once (all of
+	// a model's Ready replicas with no budget).
+	allowed := func(mp *ModelPlan) int32 {
+		b := budgets.of(mp)
+		if b == "" {
+			return serving[mp.Key]
+		}
+		return max(budgets.serving(b, serving)-budgets.floor[b], 0)
+	}
 	fitsWave := func(nodes []string) bool {
 		if o.NodesPerWave > 0 && len(nodes) > o.NodesPerWave {
 			return false
 		}
 		d, _ := displaced(plan.Models, nodes)
+		taken := map[string]int32{}
 		for i := range plan.Models {
 			mp := &plan.Models[i]
-			if d[mp.Key] > allowed(mp) || serving[mp.Key]-d[mp.Key] < mp.MinServingFloor {
+			b := budgets.of(mp)
+			taken[b] += d[mp.Key]
+			if (b == "" && d[mp.Key] > allowed(mp)) || (b != "" && taken[b] > allowed(mp)) || serving[mp.Key]-d[mp.Key] < mp.keep() {
 				return false
 			}
 		}
@@ -368,27 +443,42 @@ func Compute(pool *Pool, o Options) *Plan {
 		w.HydrateBytes, w.Placed, w.Unplaced = hydrate(plan.Models, cur, free)
 		w.ColdStart = coldStart(w.HydrateBytes, o.Bandwidth)
 		w.ColdStartSeconds = w.ColdStart.Seconds()
+		// The disruptions each budget allows at the wave's start, shared by
+		// the models it selects in order.
+		left := map[string]int32{}
 		for i := range plan.Models {
 			mp := &plan.Models[i]
+			if b := budgets.of(mp); b != "" {
+				left[b] = allowed(mp)
+			}
+		}
+		sharedAfter := map[string]int32{}
+		for i := range plan.Models {
+			mp := &plan.Models[i]
+			b := budgets.of(mp)
 			a, d := allowed(mp), dReady[mp.Key]
+			if b != "" {
+				a = left[b]
+			}
 			atOnce := min(d, a)
+			left[b] -= atOnce
 			during := serving[mp.Key] - atOnce
 			after := serving[mp.Key] - d + w.Placed[mp.Key]
 			w.AtOnce[mp.Key], w.ServingDuring[mp.Key], w.ServingAfter[mp.Key] = atOnce, during, after
 			below := true
 			switch {
-			case d > 0 && a == 0:
+			case d > 0 && allowed(mp) == 0:
 				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s): PodDisruptionBudget %s/%s (%s) allows no disruption of model %s (%d Ready, at least %d kept): its evictions would wait for ever",
 					w.Index, nodes, mp.Namespace, mp.PDB, mp.PDBRule, mp.Key, serving[mp.Key], mp.PDBFloor))
-			case after < mp.PDBFloor:
+			case after < mp.PDBFloor && !budgets.shared(b):
 				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s below its PodDisruptionBudget %s (%s: at least %d): %d replacement(s) find no free GPU outside the pool, so it serves %d and the budget refuses further evictions",
 					w.Index, nodes, mp.Key, mp.PDB, mp.PDBRule, mp.PDBFloor, w.Unplaced[mp.Key], after))
-			case during < mp.MinServingFloor:
-				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s to %d Ready replicas while its replacements hydrate, below --min-serving (%d of %d): free %d more GPU(s) of %s outside the pool for surge, or lower --min-serving",
-					w.Index, nodes, mp.Key, during, mp.MinServingFloor, mp.Replicas, int64(mp.MinServingFloor-during)*mp.GPUsPerReplica, productWord(mp.Product)))
-			case after < mp.MinServingFloor:
-				plan.Refusals = append(plan.Refusals, fmt.Sprintf("after wave %d (%s) model %s serves %d replicas, below --min-serving (%d of %d): %d replacement(s) find no free GPU outside the pool",
-					w.Index, nodes, mp.Key, after, mp.MinServingFloor, mp.Replicas, w.Unplaced[mp.Key]))
+			case during < mp.keep():
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s to %d Ready replicas while its replacements hydrate, below %s: free %d more GPU(s) of %s outside the pool for surge, or lower --min-serving",
+					w.Index, nodes, mp.Key, during, mp.keepWord(), int64(mp.keep()-during)*mp.GPUsPerReplica, productWord(mp.Product)))
+			case after < mp.keep():
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("after wave %d (%s) model %s serves %d replicas, below %s: %d replacement(s) find no free GPU outside the pool",
+					w.Index, nodes, mp.Key, after, mp.keepWord(), w.Unplaced[mp.Key]))
 			default:
 				below = false
 			}
@@ -402,7 +492,22 @@ func Compute(pool *Pool, o Options) *Plan {
 			if n := w.Unplaced[mp.Key]; n > 0 {
 				plan.Notes = append(plan.Notes, fmt.Sprintf("wave %d: %d replica(s) of %s find no free GPU outside the pool and stay Pending until the pool is back", w.Index, n, mp.Key))
 			}
-			serving[mp.Key] = after
+			sharedAfter[b] += after
+		}
+		for i := range plan.Models {
+			mp := &plan.Models[i]
+			serving[mp.Key] = w.ServingAfter[mp.Key]
+		}
+		for _, b := range budgets.sharedKeys() {
+			if after := sharedAfter[b]; after < budgets.floor[b] {
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes models %s below their shared PodDisruptionBudget %s (at least %d): replacements find no free GPU outside the pool, so they serve %d and the budget refuses further evictions",
+					w.Index, nodes, strings.Join(budgets.members[b], ", "), b, budgets.floor[b], after))
+				for _, k := range budgets.members[b] {
+					if !slices.Contains(w.Below, k) {
+						w.Below = append(w.Below, k)
+					}
+				}
+			}
 		}
 		if o.MaxColdStart > 0 && len(cur) == 1 && w.ColdStart > o.MaxColdStart {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("node %s alone hydrates for %s, above --max-cold-start %s: its wave holds it alone", cur[0], w.ColdStart.Round(time.Second), o.MaxColdStart))
@@ -493,6 +598,83 @@ func coldStart(bytes map[Source]int64, bw Bandwidth) time.Duration {
 		d = max(d, HydrateTime(b, bw[s]))
 	}
 	return d
+}
+
+// budgets are the PodDisruptionBudgets of the models, by namespace/name,
+// with the models each selects and its expected count (their replicas at
+// the count the waves run with).
+type budgets struct {
+	members  map[string][]string
+	expected map[string]int32
+	floor    map[string]int32
+	// key names each budget object (the same object for every model it
+	// selects, as pkg/eviction's Index returns it).
+	key map[*policyv1.PodDisruptionBudget]string
+}
+
+func newBudgets(models []ModelPlan) *budgets {
+	bs := &budgets{members: map[string][]string{}, expected: map[string]int32{}, floor: map[string]int32{}, key: map[*policyv1.PodDisruptionBudget]string{}}
+	names := map[string]int{}
+	for i := range models {
+		mp := &models[i]
+		if mp.pdb == nil || bs.key[mp.pdb] != "" {
+			continue
+		}
+		k := mp.Namespace + "/" + mp.pdb.Name
+		if names[k]++; names[k] > 1 {
+			k = fmt.Sprintf("%s#%d", k, names[k])
+		}
+		bs.key[mp.pdb] = k
+	}
+	for i := range models {
+		mp := &models[i]
+		b := bs.of(mp)
+		if b == "" {
+			continue
+		}
+		bs.members[b] = append(bs.members[b], mp.Key)
+		bs.expected[b] += mp.Desired + mp.Surge - mp.Surged
+	}
+	return bs
+}
+
+// of is the budget of a model ("" for none).
+func (bs *budgets) of(mp *ModelPlan) string {
+	if mp.pdb == nil {
+		return ""
+	}
+	return bs.key[mp.pdb]
+}
+
+func (bs *budgets) shared(b string) bool { return len(bs.members[b]) > 1 }
+
+func (bs *budgets) sharedKeys() []string {
+	var out []string
+	for _, b := range sortedKeys(bs.members) {
+		if bs.shared(b) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// serving sums the serving replicas of the models b selects.
+func (bs *budgets) serving(b string, serving map[string]int32) int32 {
+	var n int32
+	for _, k := range bs.members[b] {
+		n += serving[k]
+	}
+	return n
+}
+
+func (bs *budgets) others(b, key string) []string {
+	var out []string
+	for _, k := range bs.members[b] {
+		if k != key {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func productWord(p string) string {

@@ -76,6 +76,11 @@ type Model struct {
 	OnPoolReady map[string]int32 `json:"-"`
 	// Selector selects the model's pods.
 	Selector string `json:"selector"`
+	// NoReadinessProbe names the serving containers (those asking for
+	// GPUs) that have no readinessProbe: such a replica is Ready once its
+	// process started, not once its weights are loaded, so Ready does not
+	// pace the waves.
+	NoReadinessProbe []string `json:"noReadinessProbe,omitempty"`
 	// Autoscaler names the HorizontalPodAutoscaler whose scaleTargetRef is
 	// the Deployment: it sets spec.replicas itself, so the plan does not
 	// surge the model.
@@ -449,6 +454,7 @@ func (r *Reader) newModel(d *appsv1.Deployment, idx *eviction.Index) (*Model, er
 	}
 	m.template = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Labels: d.Spec.Template.Labels}, Spec: d.Spec.Template.Spec}
 	m.GPUsPerReplica = gang.PodGPUs(m.template, r.gpuResources())
+	m.NoReadinessProbe = noReadinessProbe(d.Spec.Template.Spec.Containers, r.gpuResources())
 	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("deployment %s: selector: %w", key, err)
@@ -479,6 +485,23 @@ func (r *Reader) newModel(d *appsv1.Deployment, idx *eviction.Index) (*Model, er
 		m.PDBProblem = fmt.Sprintf("model %s: pods selected by %d PodDisruptionBudgets (%s): the eviction API refuses to evict them; keep one", key, len(pdbs), m.PDB)
 	}
 	return m, nil
+}
+
+// noReadinessProbe returns the serving containers (those asking for GPUs)
+// with no readinessProbe. With none, the kubelet counts a container Ready
+// as soon as it has started (k8s.io/api@v0.37.2 core/v1 types.go,
+// ContainerStatus.Ready: "If no readiness probes are specified, this field
+// defaults to true once the container is fully started"), long before a
+// model server has loaded its weights.
+func noReadinessProbe(containers []corev1.Container, res []corev1.ResourceName) []string {
+	var out []string
+	for _, c := range containers {
+		one := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
+		if gang.PodGPUs(one, res) > 0 && c.ReadinessProbe == nil {
+			out = append(out, c.Name)
+		}
+	}
+	return out
 }
 
 func pdbRule(p *policyv1.PodDisruptionBudget) string {

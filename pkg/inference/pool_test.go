@@ -38,9 +38,12 @@ func gpuNode(name, product string, gpus int64, unschedulable bool, ann map[strin
 	}
 }
 
+// gpuSpec is a model server asking for gpus, Ready once its health
+// endpoint answers.
 func gpuSpec(gpus int64) corev1.PodSpec {
 	return corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}}}
+		Requests: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8000)}}}}}}
 }
 
 func servingDeployment(name string, replicas int32, gpus int64, ann map[string]string) (*appsv1.Deployment, *appsv1.ReplicaSet) {
@@ -288,7 +291,7 @@ func TestResumeWaitsForReplicasOfDrainedNode(t *testing.T) {
 	}
 	gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	err = r.gate(gctx, plan, &plan.Waves[0])
+	err = r.gate(gctx, plan, &plan.Waves[0], nil)
 	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica(s) loading weights (llama-1 on spare-1)") {
 		t.Errorf("gate before wave 1: %v; want it waiting for llama-1", err)
 	}

@@ -37,6 +37,13 @@ const EventModel gang.EventType = "model"
 // changed nothing.
 var ErrRefused = errors.New("plan refused")
 
+// ErrUnschedulable is wrapped (with gang.ErrIncomplete) by the error of a
+// run stopped because a displaced or surged replica the plan placed
+// outside the pool is Unschedulable: the headroom the plan counted on is
+// gone, so waiting would never end and draining on would take the model
+// below what the plan promised.
+var ErrUnschedulable = errors.New("replica unschedulable")
+
 // RunOptions configure a run.
 type RunOptions struct {
 	// Plan shapes the plan the run keeps.
@@ -240,10 +247,18 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	}
 
 	// 2. The waves, each once the previous one's replicas are Ready.
+	// Unplaced counts, per model, the replicas the plan leaves without a
+	// GPU (Pending before the run, and those of the waves drained so far
+	// that find no free GPU outside the pool): only those may stay
+	// Unschedulable.
+	unplaced := map[string]int32{}
+	for _, mp := range plan.Models {
+		unplaced[mp.Key] = mp.Pending
+	}
 	for i := range plan.Waves {
 		w := &plan.Waves[i]
 		wo := WaveOutcome{Index: w.Index, Nodes: w.Nodes, PlannedColdStartSeconds: w.ColdStartSeconds, GateStartedAt: r.clock().Now()}
-		if err := r.gate(ctx, plan, w); err != nil {
+		if err := r.gate(ctx, plan, w, unplaced); err != nil {
 			res.Waves = append(res.Waves, wo)
 			return res, incomplete(err)
 		}
@@ -261,10 +276,13 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		if !dr.Complete {
 			return res, incomplete(fmt.Errorf("wave %d: not every node drained", w.Index))
 		}
+		for k, n := range w.Unplaced {
+			unplaced[k] += n
+		}
 	}
 
 	// 3. The last wave's replicas Ready, then the surge scaled back.
-	if err := r.gate(ctx, plan, nil); err != nil {
+	if err := r.gate(ctx, plan, nil, unplaced); err != nil {
 		return res, incomplete(err)
 	}
 	if n := len(res.Waves); n > 0 {
@@ -336,8 +354,11 @@ type modelState struct {
 	pods      int32 // not terminating
 	ready     int32
 	hydrating []string
-	pending   int32
-	onNodes   map[string]int32 // Ready pods per node
+	// pending are pods no node has taken yet and the scheduler has not
+	// found unschedulable; unschedulable those it has, with its message.
+	pending       []string
+	unschedulable []string
+	onNodes       map[string]int32 // Ready pods per node
 }
 
 func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]bool) (modelState, error) {
@@ -363,21 +384,47 @@ func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]b
 			st.ready++
 			st.onNodes[p.Spec.NodeName]++
 		case p.Spec.NodeName == "":
-			st.pending++
+			if msg, ok := unschedulable(p); ok {
+				st.unschedulable = append(st.unschedulable, p.Name+": "+msg)
+			} else {
+				st.pending = append(st.pending, p.Name)
+			}
 		case !pool[p.Spec.NodeName]:
 			st.hydrating = append(st.hydrating, p.Name+" on "+p.Spec.NodeName)
 		}
 	}
 	sort.Strings(st.hydrating)
+	sort.Strings(st.pending)
+	sort.Strings(st.unschedulable)
 	return st, nil
 }
 
+// unschedulable reports whether the scheduler found no node for a pod:
+// its PodScheduled condition False with reason Unschedulable
+// (k8s.io/api@v0.37.2 core/v1 types.go, PodReasonUnschedulable: "the
+// scheduler can't schedule the pod right now, for example due to
+// insufficient resources in the cluster"), and the scheduler's message.
+func unschedulable(p *corev1.Pod) (string, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			msg := c.Message
+			if msg == "" {
+				msg = c.Reason
+			}
+			return msg, true
+		}
+	}
+	return "", false
+}
+
 // gate waits until every model has all its pods (the ReplicaSet caught up
-// with the evictions), none scheduled outside the pool is still loading
-// its weights, and, for the wave about to drain, every model keeps its
-// floor once the wave's Ready replicas go and its PodDisruptionBudget
-// allows as many disruptions.
-func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave) error {
+// with the evictions), none is waiting for the scheduler, none scheduled
+// outside the pool is still loading its weights, and, for the wave about
+// to drain, every model keeps its floor once the wave's Ready replicas go
+// and its PodDisruptionBudget allows as many disruptions. A model with
+// more Unschedulable replicas than the plan leaves without a GPU
+// (unplaced) stops the run (ErrUnschedulable): the headroom is gone.
+func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[string]int32) error {
 	inWave := map[string]bool{}
 	if w != nil {
 		for _, n := range w.Nodes {
@@ -401,6 +448,9 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave) error {
 	last := ""
 	for {
 		var waiting []string
+		// The disruptions of a budget that selects several models are
+		// shared: what one model's replicas take, the next cannot.
+		taken := map[string]int32{}
 		for i := range plan.Models {
 			mp := &plan.Models[i]
 			st, err := r.readModel(ctx, mp, pool)
@@ -412,8 +462,14 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave) error {
 			case !st.observed:
 				waiting = append(waiting, fmt.Sprintf("model %s: the Deployment controller has not yet acted on its change", mp.Key))
 				continue
+			case int32(len(st.unschedulable)) > unplaced[mp.Key]:
+				return fmt.Errorf("%w: model %s: %d replica(s) Unschedulable (%s), %d planned without a GPU: the free GPUs of %s outside the pool the plan counted on are gone; free them (or lower the surge), then run the same command again to resume",
+					ErrUnschedulable, mp.Key, len(st.unschedulable), strings.Join(st.unschedulable, "; "), unplaced[mp.Key], productWord(mp.Product))
 			case st.pods < st.desired:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d of %d replicas created", mp.Key, st.pods, st.desired))
+				continue
+			case len(st.pending) > 0:
+				waiting = append(waiting, fmt.Sprintf("model %s: %d replica(s) not yet scheduled (%s)", mp.Key, len(st.pending), strings.Join(st.pending, ", ")))
 				continue
 			case len(st.hydrating) > 0:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d replica(s) loading weights (%s)", mp.Key, len(st.hydrating), strings.Join(st.hydrating, ", ")))
@@ -436,16 +492,18 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave) error {
 					return err
 				}
 				want := min(leaving, w.AtOnce[mp.Key])
-				if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.DisruptionsAllowed < want {
-					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %d disruption(s), the wave takes %d at once", mp.Key, pdb.Name, pdb.Status.DisruptionsAllowed, want))
+				left := pdb.Status.DisruptionsAllowed - taken[pdb.Name]
+				if pdb.Status.ObservedGeneration < pdb.Generation || left < want {
+					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %d disruption(s), the wave takes %d at once", mp.Key, pdb.Name, left, want))
 					continue
 				}
-				atOnce = min(leaving, pdb.Status.DisruptionsAllowed)
+				atOnce = min(leaving, left)
+				taken[pdb.Name] += atOnce
 			}
-			if st.ready-atOnce < mp.MinServingFloor {
-				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, --min-serving keeps %d", mp.Key, st.ready, atOnce, mp.MinServingFloor)
-				if st.pending > 0 {
-					why += fmt.Sprintf("; %d replica(s) Pending: no free GPU for them", st.pending)
+			if st.ready-atOnce < mp.keep() {
+				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, %s", mp.Key, st.ready, atOnce, mp.keepWord())
+				if n := len(st.unschedulable); n > 0 {
+					why += fmt.Sprintf("; %d replica(s) Unschedulable: no free GPU for them", n)
 				}
 				waiting = append(waiting, why)
 			}

@@ -37,7 +37,8 @@ func infNode(name, pool string) *corev1.Node {
 
 func infSpec() corev1.PodSpec {
 	return corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}}
+		Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8000)}}}}}}
 }
 
 // infModel is a model Deployment with its ReplicaSet, one Ready replica

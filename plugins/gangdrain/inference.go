@@ -32,6 +32,9 @@ type inferenceFlags struct {
 	NodesPerWave     int
 	MaxColdStart     time.Duration
 	Surge            bool
+	// AcceptNoReadinessProbe runs models whose serving container has no
+	// readinessProbe.
+	AcceptNoReadinessProbe bool
 
 	bandwidth inference.Bandwidth
 	weights   map[string]inference.Weights
@@ -46,11 +49,12 @@ func (o *Options) addInferenceFlags(cmd *cobra.Command) {
 	f.IntVar(&o.inf.NodesPerWave, "nodes-per-wave", o.inf.NodesPerWave, "With --inference: the most nodes drained at once (0: as many as the floors and --max-cold-start allow).")
 	f.DurationVar(&o.inf.MaxColdStart, "max-cold-start", o.inf.MaxColdStart, "With --inference: the longest a wave's replacements may take to load their weights at the hydrate bandwidth; bounds the bytes hydrated at once (0: no bound).")
 	f.BoolVar(&o.inf.Surge, "surge", o.inf.Surge, "With --inference: scale the models up before the first drain where headroom exists, and back after the last (--surge=false: no surge).")
+	f.BoolVar(&o.inf.AcceptNoReadinessProbe, "accept-no-readiness-probe", o.inf.AcceptNoReadinessProbe, "With --inference: run models whose serving container has no readinessProbe, whose Ready then means only that the process started, not that the weights are loaded (refused otherwise; docs/inference.md says which probe to add).")
 }
 
 func (o *Options) validateInference(cmd *cobra.Command) error {
 	if !o.inf.Inference {
-		for _, name := range []string{"hydrate-bandwidth", "weights", "min-serving", "nodes-per-wave", "max-cold-start", "surge"} {
+		for _, name := range []string{"hydrate-bandwidth", "weights", "min-serving", "nodes-per-wave", "max-cold-start", "surge", "accept-no-readiness-probe"} {
 			if fl := cmd.Flags().Lookup(name); fl != nil && fl.Changed {
 				return fmt.Errorf("--%s needs --inference", name)
 			}
@@ -89,7 +93,7 @@ func (o *Options) validateInference(cmd *cobra.Command) error {
 }
 
 func (o *Options) planOptions() inference.Options {
-	return inference.Options{MinServing: o.inf.MinServing, NodesPerWave: o.inf.NodesPerWave, MaxColdStart: o.inf.MaxColdStart, NoSurge: !o.inf.Surge, Bandwidth: o.inf.bandwidth}
+	return inference.Options{MinServing: o.inf.MinServing, NodesPerWave: o.inf.NodesPerWave, MaxColdStart: o.inf.MaxColdStart, NoSurge: !o.inf.Surge, Bandwidth: o.inf.bandwidth, AcceptNoReadinessProbe: o.inf.AcceptNoReadinessProbe}
 }
 
 func (o *Options) runner(ctx context.Context, requester string) (*inference.Runner, error) {

@@ -23,7 +23,8 @@ import (
 func servingCluster() []runtime.Object {
 	lbl := map[string]string{"app": "llm"}
 	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}}}}}
+		Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8000)}}}}}}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "llm", UID: "uid-llm",
 		Annotations: map[string]string{inference.AnnWeightsBytes: "140Gi", inference.AnnWeightsSource: "object-store"}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: lbl},

@@ -1,0 +1,183 @@
+package inference
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/gang"
+)
+
+// A replacement the drain displaced that has no node yet holds the next
+// step: while the scheduler has not placed it the gate waits, and once
+// the scheduler finds it Unschedulable (the headroom the plan counted on
+// is gone) the run stops with the scheduler's reason instead of waiting
+// for ever or draining on. A replica the plan itself left without a GPU
+// may stay Unschedulable.
+func TestGateHoldsOnReplicaWithNoNode(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS,
+		servingPod(llamaRS, "llama-0", "p0", 4, true),
+		servingPod(llamaRS, "llama-1", "spare-0", 4, true),
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	pool, err := r.Reader().Read(ctx, []string{"p0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := Compute(pool, r.Options.Plan)
+	if plan.Refused() || len(plan.Waves) != 1 {
+		t.Fatalf("plan: refusals %v, waves %+v", plan.Refusals, plan.Waves)
+	}
+	// The wave drained p0: llama-0 is gone and its replacement has no node.
+	if err := c.CoreV1().Pods("serving").Delete(ctx, "llama-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	repl := servingPod(llamaRS, "llama-2", "", 4, false)
+	repl.Status.Phase = corev1.PodPending
+	repl.Status.Conditions = nil
+	if _, err := c.CoreV1().Pods("serving").Create(ctx, repl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gate := func(unplaced map[string]int32) error {
+		gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return r.gate(gctx, plan, nil, unplaced)
+	}
+	if err := gate(nil); err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica(s) not yet scheduled (llama-2)") {
+		t.Errorf("gate with llama-2 not yet scheduled: %v; want it waiting for llama-2", err)
+	}
+
+	repl.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable."}}
+	if _, err := c.CoreV1().Pods("serving").UpdateStatus(ctx, repl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = gate(nil)
+	if !errors.Is(err, ErrUnschedulable) || !strings.Contains(err.Error(), "llama-2: 0/2 nodes are available: 1 Insufficient nvidia.com/gpu") || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("gate with llama-2 Unschedulable: %v; want the run stopped with the scheduler's reason", err)
+	}
+	if err := gate(map[string]int32{"serving/llama": 1}); err != nil {
+		t.Errorf("gate with llama-2 Unschedulable as planned: %v; want it passing", err)
+	}
+}
+
+// A model whose serving container has no readinessProbe is Ready once its
+// process starts, not once its weights are loaded: the plan refuses it
+// unless --accept-no-readiness-probe, then notes it. A container with no
+// GPU (a sidecar) needs none.
+func TestComputeRefusesModelWithoutReadinessProbe(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	llama.Spec.Template.Spec.Containers[0].ReadinessProbe = nil
+	llama.Spec.Template.Spec.Containers = append(llama.Spec.Template.Spec.Containers, corev1.Container{Name: "metrics"})
+	mistral, mistralRS := servingDeployment("mistral", 2, 2, map[string]string{AnnWeightsBytes: "4M"})
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, false, nil), gpuNode("p1", h100, 8, false, nil), gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS, mistral, mistralRS,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "p1", 4, true),
+		servingPod(mistralRS, "mistral-0", "p0", 2, true), servingPod(mistralRS, "mistral-1", "p1", 2, true),
+	)
+	p, err := (&Reader{Kube: c}).Read(context.Background(), []string{"p0", "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}
+	plan := Compute(p, o)
+	want := "model serving/llama: serving container server has no readinessProbe: its Ready means the process started, not that the weights are loaded"
+	if len(plan.Refusals) != 1 || !strings.Contains(plan.Refusals[0], want) || !strings.Contains(plan.Refusals[0], "--accept-no-readiness-probe") {
+		t.Errorf("refusals: %q; want one for llama only", plan.Refusals)
+	}
+	o.AcceptNoReadinessProbe = true
+	plan = Compute(p, o)
+	if plan.Refused() || !strings.Contains(strings.Join(plan.Notes, "\n"), want) {
+		t.Errorf("accepted: refusals %q, notes %q; want a note for llama", plan.Refusals, plan.Notes)
+	}
+}
+
+// A model with no PodDisruptionBudget keeps a floor: --min-serving of its
+// replicas, and at least one while it serves, so that no wave takes it to
+// zero; the plan says why.
+func TestComputeNoPDBKeepsOne(t *testing.T) {
+	// One replica on each of two nodes and room for one outside the pool:
+	// a wave of both nodes would take the model to 0.
+	a := model("llama", 4, 8_000_000, nil, map[string]int32{"p0": 1, "p1": 1})
+	plan := Compute(pool([]string{"p0", "p1"}, []int64{4}, a), Options{Bandwidth: bw})
+	if plan.Refused() {
+		t.Fatalf("refused: %q", plan.Refusals)
+	}
+	mp := plan.Model("serving/llama")
+	if mp.Floor != 1 || mp.FloorFrom != "no PodDisruptionBudget: 1 kept" {
+		t.Errorf("floor %d from %q; want 1 from no PodDisruptionBudget", mp.Floor, mp.FloorFrom)
+	}
+	if len(plan.Waves) != 2 {
+		t.Errorf("waves %+v; want one node at a time", plan.Waves)
+	}
+	for _, w := range plan.Waves {
+		if w.ServingDuring["serving/llama"] < 1 {
+			t.Errorf("wave %d takes llama to %d", w.Index, w.ServingDuring["serving/llama"])
+		}
+	}
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), "model serving/llama has no PodDisruptionBudget: the plan keeps at least 1 of its replicas Ready") {
+		t.Errorf("notes: %q", plan.Notes)
+	}
+	// A single replica with nowhere to go is refused, not planned to 0.
+	one := model("solo", 4, 8_000_000, nil, map[string]int32{"p0": 1})
+	plan = Compute(pool([]string{"p0"}, nil, one), Options{Bandwidth: bw})
+	if !plan.Refused() || !strings.Contains(strings.Join(plan.Refusals, "\n"), "below its floor of 1: no PodDisruptionBudget") {
+		t.Errorf("refusals %q; want solo refused at its floor of 1", plan.Refusals)
+	}
+	// --min-serving above one sets it.
+	b := model("mistral", 2, 4_000_000, nil, map[string]int32{"p0": 2, "p1": 2})
+	if mp := Compute(pool([]string{"p0", "p1"}, []int64{8}, b), Options{Bandwidth: bw, MinServing: 0.75}).Model("serving/mistral"); mp.Floor != 3 || !strings.HasPrefix(mp.FloorFrom, "--min-serving") {
+		t.Errorf("mistral floor %d from %q; want 3 from --min-serving", mp.Floor, mp.FloorFrom)
+	}
+}
+
+// One PodDisruptionBudget selecting the pods of two Deployments keeps its
+// floor across both, as the disruption controller counts it: minAvailable
+// 3 of their 4 pods lets one go at a time, where a count per model (3 of
+// each model's 2) would allow none and refuse the plan.
+func TestComputeSharedPDB(t *testing.T) {
+	shared := pdbMin(intstr.FromInt32(3))
+	a := model("llama", 4, 8_000_000, shared, map[string]int32{"p0": 1, "p1": 1})
+	b := model("mistral", 2, 4_000_000, shared, map[string]int32{"p0": 1, "p1": 1})
+	plan := Compute(pool([]string{"p0", "p1"}, []int64{8}, a, b), Options{Bandwidth: bw, NoSurge: true})
+	if plan.Refused() {
+		t.Fatalf("refused: %q", plan.Refusals)
+	}
+	for _, w := range plan.Waves {
+		var lost int32
+		for _, k := range []string{"serving/llama", "serving/mistral"} {
+			lost += w.AtOnce[k]
+			if plan.Start[k]-w.AtOnce[k] < 1 {
+				t.Errorf("wave %d takes %s to %d", w.Index, k, plan.Start[k]-w.AtOnce[k])
+			}
+		}
+		if lost > 1 {
+			t.Errorf("wave %d: %d Ready replicas at once under minAvailable 3 of 4: %+v", w.Index, lost, w.AtOnce)
+		}
+	}
+	if mp := plan.Model("serving/llama"); !strings.Contains(mp.FloorFrom, "shared with serving/mistral") {
+		t.Errorf("llama floor from %q", mp.FloorFrom)
+	}
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), "PodDisruptionBudget serving/pdb selects the pods of models serving/llama, serving/mistral: its floor of 3 (of 4) is kept across them") {
+		t.Errorf("notes: %q", plan.Notes)
+	}
+	// Two budgets of the same name on two models are two budgets.
+	c := model("qwen", 2, 4_000_000, pdbMax(intstr.FromInt32(1)), map[string]int32{"p0": 1, "p1": 1})
+	d := model("phi", 2, 4_000_000, pdbMax(intstr.FromInt32(1)), map[string]int32{"p0": 1, "p1": 1})
+	if p := Compute(pool([]string{"p0", "p1"}, []int64{8}, c, d), Options{Bandwidth: bw, NoSurge: true}); strings.Contains(strings.Join(p.Notes, "\n"), "selects the pods of models") {
+		t.Errorf("separate budgets taken as shared: %q", p.Notes)
+	}
+}
