@@ -219,7 +219,7 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves the identity of %s is not ready: %s", cli.Plural(len(gkeSAs), "ServiceAccount"), ev.GKE)
 		g.Command = "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide"
 	case ev.EKSPodIdentityAgent != nil && ev.EKSPodIdentityAgent.Found && !ev.EKSPodIdentityAgent.OK():
-		g.Status, g.Message = StatusFail, fmt.Sprintf("the EKS Pod Identity Agent that serves %d associations' credentials is not ready: %s", countProvider(bindings, health.IdentityEKSPodIdentity), ev.EKSPodIdentityAgent)
+		g.Status, g.Message = StatusFail, fmt.Sprintf("the EKS Pod Identity Agent that serves the credentials of %s is not ready: %s", cli.Plural(countProvider(bindings, health.IdentityEKSPodIdentity), "association"), ev.EKSPodIdentityAgent)
 		g.Command = podIdentityAgentCommand
 	case len(unread) > 0 || ev.GKEUnread != "" || ev.EKSPodIdentityUnread != "" || ev.EKSPodIdentityAgentUnread != "":
 		why := unread

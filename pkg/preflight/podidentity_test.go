@@ -178,7 +178,7 @@ func TestWorkloadIdentityPodIdentityAgent(t *testing.T) {
 	// A new run of the command: a Runner reads the DaemonSets once.
 	r = &Runner{Kube: r.Kube, Health: r.Health}
 	g, now := r.workloadIdentityGate(ctx)
-	if g.Status != StatusFail || !strings.Contains(g.Message, "the EKS Pod Identity Agent that serves 1 associations' credentials is not ready") ||
+	if g.Status != StatusFail || !strings.Contains(g.Message, "the EKS Pod Identity Agent that serves the credentials of 1 association is not ready") ||
 		!strings.Contains(g.Message, "not ready on Ready, schedulable node n-up") || strings.Contains(g.Message, "n-cordoned") ||
 		!strings.Contains(g.Command, "get daemonset eks-pod-identity-agent") {
 		t.Errorf("agent not ready on Ready node n-up: want FAIL naming n-up, got %s %q %s", g.Status, g.Message, g.Command)
