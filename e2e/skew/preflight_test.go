@@ -320,7 +320,7 @@ func TestPreflightBlockedDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, _, r := preflight(t, cp, "drains", "--target", "v1.37")
-	if g.Status != "FAIL" || !evidenceHas(g, "pool "+poolName, "1 pods blocked", ns+"/trainer-") || !strings.Contains(g.Command, "kubectl pdb-blockers -l "+harness.PoolLabel+"=") {
+	if g.Status != "FAIL" || !evidenceHas(g, "pool "+poolName, "1 pod blocked", ns+"/trainer-") || !strings.Contains(g.Command, "kubectl pdb-blockers -l "+harness.PoolLabel+"=") {
 		t.Errorf("drains = %s %s %q\n%s", g.Status, g.Message, g.Command, r)
 	}
 }
