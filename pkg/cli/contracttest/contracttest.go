@@ -282,6 +282,12 @@ func helpExitCodes(t *testing.T, newRoot NewRoot, path []string, name string) ma
 		}
 	}
 	for _, c := range []int{cli.ExitOK, cli.ExitUsage, cli.ExitInterrupted} {
+		// A command an interrupt stops by design (the checkpoint agent, a
+		// sidecar its pod's SIGTERM or SIGINT ends) says so in the row of
+		// the code it then returns, in place of 130.
+		if c == cli.ExitInterrupted && !out[c] && strings.Contains(table, "SIGINT") {
+			continue
+		}
 		if !out[c] {
 			t.Errorf("%s --help: the exit code table lacks %d:\n%s", name, c, table)
 		}
