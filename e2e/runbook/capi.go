@@ -55,7 +55,7 @@ const capiSuffix = "7xk2p"
 // the stored v1beta2 object unconverted. Only the fields the lane's
 // Clusters carry are converted (v1beta1 spec.topology.class and
 // classNamespace are v1beta2 spec.topology.classRef.name and namespace,
-// Cluster API v1.14.0 internal/api/core/v1beta1 conversion); an object
+// Cluster API v1.14.0 api/core/v1beta1/conversion.go); an object
 // with any other field of the two versions' differences is refused, so
 // that the lane never answers with a half-converted Cluster.
 func capiConversion(w http.ResponseWriter, r *http.Request) {

@@ -195,9 +195,12 @@ func asgOnlyAMI(file string) string {
 // asgNoStandby refuses a group with instances in Standby or entering it
 // (LifecycleState EnteringStandby, Standby: the LifecycleState enum of the
 // autoscaling service model botocore 1.43.11 ships): the refresh would
-// wait an hour for them and fail.
+// wait an hour for them and fail. A describe call that fails (the aws CLI
+// exits non-zero on a service or client error) or prints no count is
+// refused with its own message: nothing is known of the group's instances.
 func asgNoStandby(describe string) string {
-	return fmt.Sprintf(`{ [ "$(%s --query "length(AutoScalingGroups[0].Instances[?contains(LifecycleState, 'Standby')])" --output text)" = 0 ] || { echo "group $ASG has instances in Standby: return them to service (aws autoscaling exit-standby) or detach them first; an instance refresh waits an hour for them, then fails" >&2; false; }; }`, describe)
+	return fmt.Sprintf(`{ { STANDBY=$(%s --query "length(AutoScalingGroups[0].Instances[?contains(LifecycleState, 'Standby')])" --output text) && case "$STANDBY" in ''|*[!0-9]*) false;; esac; } || { echo "could not read the instances of group $ASG (describe-auto-scaling-groups failed, its error above, or printed no count): check the group's name, the region and the credentials, then paste again" >&2; false; }; } && `+
+		`{ [ "$STANDBY" = 0 ] || { echo "group $ASG has instances in Standby ($STANDBY): return them to service (aws autoscaling exit-standby) or detach them first; an instance refresh waits an hour for them, then fails" >&2; false; }; }`, describe)
 }
 
 // asgRetain makes the group keep, not terminate, an instance whose
@@ -299,7 +302,7 @@ func (r *renderer) asgBack(s Step) blocks {
 		fmt.Sprintf(`OLD=$(cat %s-old.version)`, file),
 		asgRetain(reg),
 		asgPutHook(reg),
-		fmt.Sprintf(`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG";; *) REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}}" --preferences '{"MinHealthyPercentage":80,"SkipMatching":true,"ScaleInProtectedInstances":"Refresh","StandbyInstances":"Wait"}' --query InstanceRefreshId --output text);; esac`, reg, reg))...)
+		fmt.Sprintf(`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh %s --auto-scaling-group-name "$ASG";; *) %s && REFRESH=$(aws autoscaling start-instance-refresh %s --auto-scaling-group-name "$ASG" --desired-configuration "{\"LaunchTemplate\":{\"LaunchTemplateId\":\"$LT\",\"Version\":\"$OLD\"}}" --preferences '{"MinHealthyPercentage":80,"SkipMatching":true,"ScaleInProtectedInstances":"Refresh","StandbyInstances":"Wait"}' --query InstanceRefreshId --output text);; esac`, reg, asgNoStandby(fmt.Sprintf("aws autoscaling describe-auto-scaling-groups %s --auto-scaling-group-names \"$ASG\"", reg)), reg))...)
 	b.cut()
 	b.add("# watch it to its end, draining as the step did:", r.asgWatch(s, sel, gpu, ""))
 	b.cut()

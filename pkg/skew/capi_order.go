@@ -41,26 +41,53 @@ const capiHook = "pre-drain.delete.hook.machine.cluster.x-k8s.io/gpufleet-gang-d
 // capiDeleteFirst is Cluster API's delete-machine annotation.
 const capiDeleteFirst = "cluster.x-k8s.io/delete-machine"
 
-// capiMachinesOf sets MACHINES (or the variable v) to the Machines, on the
-// management cluster, of the nodes listed in file that are not yet at the
-// step's minor (Machine spec.version), and fails when there is none.
-func (r *renderer) capiMachinesOf(v, file string, s Step) string {
+// capiOldMachines sets the variable v to the Machines, on the management
+// cluster, of the nodes listed in file that are not yet at the step's
+// minor (Machine spec.version); empty when there is none.
+func (r *renderer) capiOldMachines(v, file string, s Step) string {
 	minor := strings.ReplaceAll(s.To, ".", `\.`)
-	return fmt.Sprintf(`%s=$(%s -n %s get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o jsonpath='{range .items[*]}{.status.nodeRef.name} {.metadata.name} {.spec.version}{"\n"}{end}' | awk 'NR == FNR {n[$1]; next} ($1 in n) && NF == 3 && $3 !~ /^v%s\./ {print $2}' %s -) && test -n "$%s"`,
-		v, r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName), minor, file, v)
+	return fmt.Sprintf(`%s=$(%s -n %s get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o jsonpath='{range .items[*]}{.status.nodeRef.name} {.metadata.name} {.spec.version}{"\n"}{end}' | awk 'NR == FNR {n[$1]; next} ($1 in n) && NF == 3 && $3 !~ /^v%s\./ {print $2}' %s -)`,
+		v, r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName), minor, file)
 }
+
+// capiMachinesOf is capiOldMachines, failing when there is none.
+func (r *renderer) capiMachinesOf(v, file string, s Step) string {
+	return fmt.Sprintf(`%s && test -n "$%s"`, r.capiOldMachines(v, file, s), v)
+}
+
+// capiUnhooked fails, naming them, when a Machine of the nodes listed in
+// file is not yet at the step's minor and lacks the runbook's pre-drain
+// hook: released, the rollout could pick it, and Cluster API's own drain
+// would reach its gangs before any checkpoint.
+func (r *renderer) capiUnhooked(file string, s Step) string {
+	minor := strings.ReplaceAll(s.To, ".", `\.`)
+	key := strings.ReplaceAll(capiHook, ".", `\.`)
+	return fmt.Sprintf(`UNHOOKED=$(%s -n %s get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o jsonpath='{range .items[*]}{.status.nodeRef.name} {.metadata.name} {.spec.version} hook={.metadata.annotations.%s}{"\n"}{end}' | awk 'NR == FNR {n[$1]; next} ($1 in n) && NF == 4 && $3 !~ /^v%s\./ && $4 == "hook=" {print $2}' %s -) && `+
+		`{ [ -z "$UNHOOKED" ] || { echo "Machines of the pool at an older version lack the %s annotation: "$UNHOOKED"; the topologies stay held: annotate them (or paste this block again) before the rollout starts" >&2; false; }; }`,
+		r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName), key, minor, file, capiHook)
+}
+
+// capiWaitPerMachine is how long the unit block waits for each Machine of
+// a unit to be deleted. The rollout replaces the Machines it deletes one
+// new Machine at a time (a held Machine counts against maxSurge, so the
+// rollout waits on it and makes no other), so a unit of k Machines takes
+// k cycles of a new GPU Machine's provisioning and join: an hour a cycle
+// is generous for a cloud instance and covers most bare-metal installs.
+const capiWaitPerMachine = 1 // hours
 
 // capiUnits moves a held Cluster API GPU pool one fabric unit (or batch)
 // at a time, in the order the rollout asks for them: the hook goes on
-// every old Machine of the pool and the pool's topologies are released;
-// then, for each unit in turn, the unit is the one of a Machine the
-// rollout is deleting and holds at the hook (its node still runs its
-// gangs), gang-drain's checkpointing drain empties it, its Machines are
-// marked to be deleted first and let go of the hook in one write, and the
-// block waits until they are gone. Following the rollout's own pick, never
-// choosing a unit of its own, the runbook cannot leave the rollout waiting
-// on a Machine whose unit it does not drain next. Once no old Machine is
-// left the new nodes are validated and the gangs come back.
+// every old Machine of the pool and, once every one carries it, the pool's
+// topologies are released; then, for each unit in turn, the unit is the
+// one of a Machine the rollout is deleting and holds at the hook (its node
+// still runs its gangs), gang-drain's checkpointing drain empties it, its
+// Machines are marked to be deleted first and let go of the hook in one
+// write, and the block waits until they are gone. Following the rollout's
+// own pick, never choosing a unit of its own, the runbook cannot leave the
+// rollout waiting on a Machine whose unit it does not drain next. A node
+// without the unit label is drained alone, by name, under the same run.
+// Once no old Machine is left the new nodes are validated and the gangs
+// come back.
 func (r *renderer) capiUnits(s Step, sel string) blocks {
 	pool := fileSafe(s.Pool)
 	nodesFile := fmt.Sprintf("pool-%s-nodes.txt", pool)
@@ -69,61 +96,49 @@ func (r *renderer) capiUnits(s Step, sel string) blocks {
 	machines := fmt.Sprintf("%s get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s", mgmt, sq(r.capiName))
 	run := poolRun(s)
 	var b blocks
-	b.add(fmt.Sprintf("# Cluster API replaces this pool's Machines by a MachineDeployment rollout, which drains no Machine that carries a %s annotation until it is gone and deletes first those annotated %s (cluster-api v1.14.0): every old Machine of the pool gets the hook, so Cluster API's own drain reaches no gang before gang-drain's checkpoint; then the pool's topologies are released, and the rollout's first pick waits at the hook", strings.SplitN(capiHook, "/", 2)[0], capiDeleteFirst),
-		fmt.Sprintf(`kubectl get nodes -l %s -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' > %s`, sel, nodesFile))
+	b.add(fmt.Sprintf("# Cluster API replaces this pool's Machines by a MachineDeployment rollout, which drains no Machine that carries a %s annotation until it is gone and deletes first those annotated %s (cluster-api v1.14.0): every old Machine of the pool gets the hook, so Cluster API's own drain reaches no gang before gang-drain's checkpoint; only once every one carries it are the pool's topologies released, and the rollout's first pick waits at the hook", strings.SplitN(capiHook, "/", 2)[0], capiDeleteFirst),
+		"# undo the defer-upgrade of the MachineDeployment topologies whose Machines run this pool's nodes (Nodes do not carry it: Cluster API syncs only node-role.kubernetes.io/, node-restriction.kubernetes.io/ and node.cluster.x-k8s.io labels to them): the topology controller rolls them to the Cluster's version (on the management cluster):")
 	b.add(chain(
+		r.poolNodesFile(sel, nodesFile),
 		r.capiMachinesOf("MACHINES", nodesFile, s),
-		fmt.Sprintf(`%s annotate machines.cluster.x-k8s.io $MACHINES %s=gpufleet --overwrite`, mgmt, capiHook))...)
-	b.add(r.capiRelease(s.Pool, sel)[2:]...)
+		fmt.Sprintf(`%s annotate machines.cluster.x-k8s.io $MACHINES %s=gpufleet --overwrite`, mgmt, capiHook),
+		r.capiUnhooked(nodesFile, s),
+		r.capiTopologiesOf(nodesFile),
+		r.capiReleaseLoop())...)
 	b.cut()
-	b.add("# the cost: a unit's gangs stay stopped (checkpointed) from its drain until no old Machine is left and the new nodes pass gpu-validate; the units not yet drained keep training, and the rollout's new Machines wait idle until then (a restore per unit would bring back all of the run's gangs, onto the old Machines of units still to drain)")
+	b.add(fmt.Sprintf("# the cost: the rollout replaces the Machines strictly one after another (a Machine held at the hook counts against maxSurge, so no other new Machine is made meanwhile): a drained unit of k Machines sits cordoned for k replacement cycles, and its gangs stay stopped (checkpointed) until no old Machine of the pool is left and the new nodes pass gpu-validate, so the earliest-drained gangs stay stopped for the pool's whole serial time (%d Machines, one cycle each); the units not yet drained keep training, and the new Machines wait idle until then (a restore per unit would bring back all of the run's gangs, onto the old Machines of units still to drain)", r.pools[s.Pool].Nodes))
 	// The node of a Machine being deleted: its deletionTimestamp is set.
-	waiting := fmt.Sprintf(`WAITING=$(%s -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp} {.status.nodeRef.name}{"\n"}{end}' | awk 'NF == 2 {print $2}' | grep -Fx -f %s)`, machines, nodesFile)
-	none := `{ [ -n "$WAITING" ] || { echo "no Machine of the pool is being deleted yet: paste this block again in a minute (once no old Machine is left, go on below)" >&2; false; }; }`
-	var pick []string
-	var unitSel string
+	// grep finds none while the rollout deletes no Machine of the pool,
+	// which is no failure of the block: the test after it says so.
+	left := r.capiOldMachines("LEFT", nodesFile, s)
+	done := `{ [ -n "$LEFT" ] || { echo "no Machine of the pool is left at an older version: the rollout is done, go on below" >&2; false; }; }`
+	waiting := fmt.Sprintf(`WAITING=$(%s -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp} {.status.nodeRef.name}{"\n"}{end}' | awk 'NF == 2 {print $2}' | grep -Fx -f %s || true)`, machines, nodesFile)
+	none := `{ [ -n "$WAITING" ] || { echo "no Machine of the pool is being deleted yet: paste this block again in a minute" >&2; false; }; }`
+	pick := []string{"NODES=", left, done, waiting, none, `NODE=$(echo "$WAITING" | head -1)`}
 	if u := r.pools[s.Pool].Units; u != nil {
-		unitSel = fmt.Sprintf(`"%s,%s=$UNIT"`, sel, u.Label)
-		b.add(fmt.Sprintf("# one fabric unit at a time, by %s, in the order the rollout picks them: the unit of a Machine it is deleting and holds at the hook; for each unit in turn, until no old Machine is left:", u.Label))
-		pick = []string{"UNIT=", waiting, none,
-			fmt.Sprintf(`UNIT=$(kubectl get node $(echo "$WAITING" | head -1) -o jsonpath='{.metadata.labels.%s}')`, strings.ReplaceAll(u.Label, ".", `\.`)),
-			fmt.Sprintf(`{ [ -n "$UNIT" ] || { echo "node $(echo "$WAITING" | head -1) has no %s label: drain it alone with NODES set to it, then go on" >&2; false; }; }`, u.Label),
-			fmt.Sprintf(`kubectl get nodes -l %s -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' > %s`, unitSel, unitFile),
-		}
+		unitSel := fmt.Sprintf(`"%s,%s=$UNIT"`, sel, u.Label)
+		b.add(fmt.Sprintf("# one fabric unit at a time, by %s, in the order the rollout picks them: the unit of a Machine it is deleting and holds at the hook (a node without the label is drained alone, by name, under the same run); paste this block once per unit until it says to go on below:", u.Label))
+		pick = append(pick,
+			fmt.Sprintf(`UNIT=$(kubectl get node "$NODE" -o jsonpath='{.metadata.labels.%s}')`, strings.ReplaceAll(u.Label, ".", `\.`)),
+			fmt.Sprintf(`{ if [ -n "$UNIT" ]; then kubectl get nodes -l %s -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' > %s; else echo "node $NODE has no %s label: it is drained alone, by name, under the same run" >&2; echo "$NODE" > %s; fi; }`, unitSel, unitFile, u.Label, unitFile))
 	} else {
-		b.add("# no rack or rail label on the nodes: the batch is the nodes of the Machines the rollout is deleting and holds at the hook; for each batch in turn, until no old Machine is left:")
-		pick = []string{"NODES=", waiting, none, `NODES=$(echo $WAITING)`, fmt.Sprintf(`printf '%%s\n' $NODES > %s`, unitFile)}
+		b.add("# no rack or rail label on the nodes: the batch is the nodes of the Machines the rollout is deleting and holds at the hook; paste this block once per batch until it says to go on below:")
+		pick = append(pick, `printf '%s\n' $WAITING > `+unitFile)
 	}
-	drain, picked := r.gangDrain(unitSel, run), `[ -n "$UNIT" ]`
-	if unitSel == "" {
-		drain, picked = fmt.Sprintf("kubectl gang-drain run $NODES --run-id %s --timeout %s", run, selfDrainTimeout), `[ -n "$NODES" ]`
-	}
+	pick = append(pick, "NODES=$(cat "+unitFile+")", `test -n "$NODES"`)
 	// pdb-blockers informs (it exits 1 on any blocker, which gang-drain's
 	// own time limit may still clear), so it stands between the chains.
 	b.add(chain(pick...)...)
-	b.add(r.unitPDB(unitSel))
-	b.add(chain(picked,
-		drain,
+	b.add(r.unitPDB(""))
+	b.add(fmt.Sprintf("# the wait: %dh for each Machine of the unit, replaced one after another; pasting the block again is safe (it picks the same unit while its Machines are being deleted, and the drain, the annotate and the wait go on from where they are)", capiWaitPerMachine))
+	b.add(chain(`[ -n "$NODES" ]`,
+		r.gangDrain("", run),
 		r.capiMachinesOf("UNIT_MACHINES", unitFile, s),
-		fmt.Sprintf(`%s annotate machines.cluster.x-k8s.io $UNIT_MACHINES %s=gpufleet %s-`, mgmt, capiDeleteFirst, capiHook),
-		fmt.Sprintf("%s wait machines.cluster.x-k8s.io $UNIT_MACHINES --for=delete --timeout=%s", mgmt, selfDrainTimeout))...)
+		fmt.Sprintf(`%s annotate machines.cluster.x-k8s.io $UNIT_MACHINES %s=gpufleet %s- --overwrite`, mgmt, capiDeleteFirst, capiHook),
+		fmt.Sprintf(`%s wait machines.cluster.x-k8s.io $UNIT_MACHINES --for=delete --timeout=$(( $(echo $UNIT_MACHINES | wc -w) * %d ))h`, mgmt, capiWaitPerMachine))...)
 	b.cut()
 	b.add(fmt.Sprintf("%s get machinedeployments.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o wide   # no old Machine left: wait until every replica is updated", mgmt, sq(r.capiName)),
 		fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	b.add(reactivate(run, validateCmd(sel, s))...)
 	return b
-}
-
-// capiUnhook takes the runbook's pre-drain hook off the pool's Machines
-// that keep it (those of units not drained when the step stopped), so that
-// a later deletion of them is not held for ever; only once gang-drain has
-// drained them under the step's run, since the hook is what keeps Cluster
-// API's own drain, which knows no checkpoint, off their gangs while the
-// rollout is unfinished.
-func (r *renderer) capiUnhook(s Step) []string {
-	return append([]string{
-		"# the pre-drain hook the step put on the pool's old Machines holds any deletion of them, and keeps Cluster API's own drain off their gangs: it comes off those that keep it only once gang-drain has drained the pool under the step's run:",
-	}, chain(
-		fmt.Sprintf("kubectl gang-drain run -l %s --run-id %s --timeout %s", r.selector(s.Pool), poolRun(s), selfDrainTimeout),
-		fmt.Sprintf("%s -n %s annotate machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s %s-", r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName), capiHook))...)
 }

@@ -421,12 +421,28 @@ func (r *renderer) capiRelease(pool, sel string) []string {
 	file := fmt.Sprintf("pool-%s-nodes.txt", fileSafe(pool))
 	return []string{
 		"# the MachineDeployment topologies whose Machines run this pool's nodes (Nodes do not carry it: Cluster API syncs only node-role.kubernetes.io/, node-restriction.kubernetes.io/ and node.cluster.x-k8s.io labels to them):",
-		fmt.Sprintf(`kubectl get nodes -l %s -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' > %s`, sel, file),
-		fmt.Sprintf(`TOPOLOGIES=$(%s -n %s get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o jsonpath='{range .items[*]}{.status.nodeRef.name} {.metadata.labels.topology\.cluster\.x-k8s\.io/deployment-name}{"\n"}{end}' | awk 'NR == FNR {n[$1]; next} ($1 in n) && NF == 2 {print $2}' %s - | sort -u) && echo "$TOPOLOGIES" | grep .`,
-			r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName), file),
+		r.poolNodesFile(sel, file),
+		r.capiTopologiesOf(file),
 		"# undo their defer-upgrade: the topology controller rolls them to the Cluster's version (on the management cluster):",
-		fmt.Sprintf("for MD in $TOPOLOGIES; do %s; done", r.capiApplyDefer(false)),
+		r.capiReleaseLoop(),
 	}
+}
+
+// poolNodesFile writes the names of the nodes sel selects to file.
+func (r *renderer) poolNodesFile(sel, file string) string {
+	return fmt.Sprintf(`kubectl get nodes -l %s -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' > %s`, sel, file)
+}
+
+// capiTopologiesOf sets TOPOLOGIES to the MachineDeployment topologies
+// whose Machines run the nodes listed in file, and fails on none.
+func (r *renderer) capiTopologiesOf(file string) string {
+	return fmt.Sprintf(`TOPOLOGIES=$(%s -n %s get machines.cluster.x-k8s.io -l cluster.x-k8s.io/cluster-name=%s -o jsonpath='{range .items[*]}{.status.nodeRef.name} {.metadata.labels.topology\.cluster\.x-k8s\.io/deployment-name}{"\n"}{end}' | awk 'NR == FNR {n[$1]; next} ($1 in n) && NF == 2 {print $2}' %s - | sort -u) && echo "$TOPOLOGIES" | grep .`,
+		r.kubectlMgmt(), sq(r.capiNS), sq(r.capiName), file)
+}
+
+// capiReleaseLoop undoes the defer-upgrade of each topology in TOPOLOGIES.
+func (r *renderer) capiReleaseLoop() string {
+	return fmt.Sprintf("for MD in $TOPOLOGIES; do %s; done", r.capiApplyDefer(false))
 }
 
 // capiReleaseAll undoes every defer after the hop's last pool step, so

@@ -835,10 +835,22 @@ func (r *renderer) poolBack(s Step, prev string) blocks {
 		b.add("# EKS Auto Mode chooses the AMI for the control plane's version: there is no way back for its nodes; hold further drift with the disruption budget:")
 		b.add(r.budgetHold(s.Pool)...)
 	case replaceCAPI:
-		b.add("# Cluster API follows the topology version, which does not go back: hold the topologies again and replace a failing Machine (it is recreated at the Cluster's version):")
+		// A defer-upgrade keeps a MachineDeployment at its current
+		// version (computeMachineDeploymentVersion returns it early,
+		// cluster-api v1.14.0 exp/topology/desiredstate/desired_state.go),
+		// so a MachineDeployment the release already moved to the Cluster's
+		// version stays there and its rollout goes on: holding again stops
+		// only topologies not yet moved.
+		b.add("# Cluster API follows the topology version, which does not go back, and a defer-upgrade keeps a MachineDeployment at the version it has (cluster-api v1.14.0 computeMachineDeploymentVersion): holding the topologies again stops only those not yet moved; a MachineDeployment of this pool that moved only goes forward. Hold the others, and replace a failing new Machine (" + r.kubectlMgmt() + " -n " + sq(r.capiNS) + " delete machines.cluster.x-k8s.io MACHINE: it is recreated at the Cluster's version):")
 		b.add(fmt.Sprintf("for MD in %s; do %s; done", r.capiAllTopologies(), r.capiApplyDefer(true)))
 		if r.gpuPool(s.Pool) {
-			b.add(r.capiUnhook(s)...)
+			// The hooks stay: they keep Cluster API's own drain, which
+			// knows no checkpoint, off the units not yet drained; the
+			// unit loop goes on, and the run is restored once the new
+			// nodes validate, as on the way forward.
+			b.cut()
+			b.add("# this pool's rollout goes on forward: keep the pre-drain hooks on its old Machines (they keep Cluster API's own drain off the gangs not yet drained), paste the step's unit block again, once per unit, until it says to go on below; then, once the new nodes pass validation (replace a failing one as above), bring back the run's gangs:")
+			b.add(chain(validateCmd(r.selector(s.Pool), s), "kubectl gang-drain restore "+poolRun(s)+" --dry-run", "kubectl gang-drain restore "+poolRun(s))...)
 		}
 	}
 	return b

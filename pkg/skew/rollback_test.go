@@ -125,7 +125,7 @@ func TestRunbookRollbackASG(t *testing.T) {
 		"OLD=$(cat lt-gpu-h100-old.version)",
 		"--lifecycle-transition autoscaling:EC2_INSTANCE_TERMINATING",
 		`case "$S" in Pending|InProgress|Baking) aws autoscaling rollback-instance-refresh`,
-		`*) REFRESH=$(aws autoscaling start-instance-refresh`, `\"Version\":\"$OLD\"`,
+		`*) { { STANDBY=$(aws autoscaling describe-auto-scaling-groups`, `REFRESH=$(aws autoscaling start-instance-refresh`, `\"Version\":\"$OLD\"`,
 		"kubectl gang-drain run $NODES --run-id \"gpu-h100-to-1.38\"",
 		`case "$S" in Successful|RollbackSuccessful) true;; *) false;; esac`,
 		"--kubelet-version v1.35 --xid --dcgm",

@@ -120,7 +120,7 @@ func TestRunbookCAPIDefersMachineDeployments(t *testing.T) {
 	}
 	pool := lastStepOf(t, p, PhaseNodePool, "h100-a")
 	c := cmds(pool)
-	wantIn(t, "GPU pool step", c, `}\n' | `, "kubectl gang-drain run -l")
+	wantIn(t, "GPU pool step", c, `}\n' | `, "kubectl gang-drain run $NODES --run-id")
 	// Released only once every old Machine of the pool carries the
 	// pre-drain hook, which keeps Cluster API's own drain off the gangs
 	// until gang-drain has stopped them (capi_order.go).
