@@ -27,7 +27,7 @@ var WorkflowGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1
 
 // SuspendSelector chooses suspend nodes of a run's Workflow to release.
 type SuspendSelector struct {
-	// Kind is SuspendApproval or SuspendHold.
+	// Kind is SuspendApproval, SuspendHold or SuspendWait.
 	Kind string
 	// Ring and Cluster narrow the nodes ("" matches any).
 	Ring, Cluster string
