@@ -19,9 +19,9 @@ import (
 // next whole minute at least 25 seconds away (the run's first gate answers
 // within about 5 of the test's start on two busy cores; a cron schedule has
 // minutes only, so the test waits 25-85s). The gate answers "not yet"
-// with the opening time and is no attempt: it writes nothing, the pod
-// hands the seconds until the opening to the Workflow (--wait-file), and
-// the Workflow waits in a timed suspend (kind "wait") until then, with no
+// with the opening time and is no attempt and no evidence (it records
+// once why it waits); the pod hands the seconds until the opening to the
+// Workflow (--wait-file), and the Workflow waits in a timed suspend (kind "wait") until then, with no
 // retry in between. The cluster starts only once the window is open, at
 // its gate's first attempt. It runs beside TestFleetResumesAfterKills,
 // which touches only the training cell.

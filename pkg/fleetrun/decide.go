@@ -89,7 +89,12 @@ func (p *Programme) Decide(ctx context.Context, d Decision, opts DecideOptions) 
 			return res, nil
 		}
 		res.Approvals += ": it leaves the run now; the gates count it as decided and its remaining steps do nothing"
-		sel = append(sel, SuspendSelector{Kind: SuspendHold, Ring: d.Ring, Cluster: d.Cluster})
+		// Its hold and its timed wait both: a step waiting for its
+		// cluster's window or a freeze would otherwise sleep until the
+		// opening (days, for a freeze) and keep its place in the ring.
+		// Released, the step runs once more, sees the skip and ends.
+		sel = append(sel, SuspendSelector{Kind: SuspendHold, Ring: d.Ring, Cluster: d.Cluster},
+			SuspendSelector{Kind: SuspendWait, Ring: d.Ring, Cluster: d.Cluster})
 	case d.Step != "":
 		// A manual step is retried by the engine; nothing is suspended.
 	case d.Cluster != "":

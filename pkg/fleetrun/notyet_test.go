@@ -210,3 +210,42 @@ func TestRenderPacesWaits(t *testing.T) {
 		t.Fatalf("%d step and gate templates", seen)
 	}
 }
+
+// TestNextStepRefusesWhenAWaitIsLost: a wait the Workflow never read (its
+// file lost: the output parameter takes its default "0") ends the paced
+// template as if the step were done, and the next step runs; it must
+// refuse, since the store says the earlier step is not completed.
+func TestNextStepRefusesWhenAWaitIsLost(t *testing.T) {
+	h := newHarness(t, func(f *fleetfile.Fleet) { f.Spec.Rings[1].Approval = nil })
+	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
+		h.runCluster(t, c)
+	}
+	h.clock = time.Date(2026, 11, 3, 9, 30, 0, 0, time.UTC)
+	for _, s := range []string{"gate", "preflight-1-38", "pool-gpu-a-1-38-pdb-blockers"} {
+		if r := h.step(t, "prod-use1", s); r.ExitCode != 0 {
+			t.Fatalf("%s: %+v", s, r)
+		}
+	}
+	h.clock = time.Date(2026, 11, 3, 12, 0, 0, 0, time.UTC)
+	drain := "pool-gpu-a-1-38-drain"
+	if r := h.step(t, "prod-use1", drain); r.ExitCode != cli.ExitIncomplete || r.NextAt == nil {
+		t.Fatalf("drain late in the window: %+v, want a wait until its opening", r)
+	}
+	c, _ := h.p.Plan.Cluster("prod-use1")
+	next := ""
+	for i, s := range c.Steps {
+		if s.Name == drain && i+1 < len(c.Steps) {
+			next = c.Steps[i+1].Name
+		}
+	}
+	if next == "" {
+		t.Fatalf("no step after %s in %+v", drain, c.Steps)
+	}
+	r := h.step(t, "prod-use1", next)
+	if r.ExitCode != cli.ExitIncomplete || r.Attempt != 0 || !strings.Contains(r.Message, "comes after "+drain) {
+		t.Fatalf("%s after a lost wait of %s: %+v, want not yet, the earlier step first", next, drain, r)
+	}
+	if st := h.state(t, "prod-use1").Step(next); st.Phase == PhaseCompleted || st.Phase == PhaseInProgress {
+		t.Errorf("%s after a lost wait: %+v", next, st)
+	}
+}

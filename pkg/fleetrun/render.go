@@ -242,6 +242,11 @@ const (
 	// file is missing: argo-workflows v3.7.15
 	// pkg/apis/workflow/v1alpha1/workflow_types.go, ValueFrom.Path and
 	// Default). /tmp is in the suite's image (hack/image, mode 1777).
+	// The default "0" (no wait) is safe only because every step and gate
+	// re-checks the store: a wait whose file was lost ends the paced
+	// template as if done, and the next step then refuses, its earlier
+	// step not completed (TestNextStepRefusesWhenAWaitIsLost), or the
+	// gate asks again.
 	WaitFile = "/tmp/gpufleet-wait"
 	// PodGCStrategy deletes a step's pod once it succeeded (its output is
 	// evidence in the store); a failed one stays for kubectl logs.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +28,7 @@ var WorkflowGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1
 
 // SuspendSelector chooses suspend nodes of a run's Workflow to release.
 type SuspendSelector struct {
-	// Kind is SuspendApproval or SuspendHold.
+	// Kind is SuspendApproval, SuspendHold or SuspendWait.
 	Kind string
 	// Ring and Cluster narrow the nodes ("" matches any).
 	Ring, Cluster string
@@ -53,6 +54,31 @@ type Resumed struct {
 	Ring    string `json:"ring,omitempty"`
 	Cluster string `json:"cluster,omitempty"`
 	Step    string `json:"step,omitempty"`
+	// OpensAt is when a timed wait (kind wait) ends by itself: its node's
+	// start plus its seconds (status only).
+	OpensAt *time.Time `json:"opensAt,omitempty"`
+}
+
+// opensAt is when the workflow-controller ends a running timed suspend:
+// the node's startedAt plus its duration, read as whole seconds or else a
+// Go duration (executeSuspend in workflow/controller/operator.go and
+// ParseStringToDuration in pkg/apis/workflow/v1alpha1/utils.go,
+// argo-workflows v3.7.15). The wait template's duration is its input
+// "seconds" (waitTemplate).
+func opensAt(n map[string]any, seconds string) *time.Time {
+	started, _, _ := unstructured.NestedString(n, "startedAt")
+	at, err := time.Parse(time.RFC3339, started)
+	if err != nil {
+		return nil
+	}
+	var d time.Duration
+	if v, err := strconv.Atoi(seconds); err == nil {
+		d = time.Duration(v) * time.Second
+	} else if d, err = time.ParseDuration(seconds); err != nil {
+		return nil
+	}
+	at = at.Add(d).UTC()
+	return &at
 }
 
 // ResumeWorkflow releases the active suspend nodes of a Workflow that the
@@ -185,7 +211,11 @@ func WorkflowPhase(ctx context.Context, dyn dynamic.Interface, namespace, name s
 			continue
 		}
 		in := nodeInputs(n)
-		waiting = append(waiting, Resumed{Node: fmt.Sprint(n["name"]), Kind: in["kind"], Ring: in["ring"], Cluster: in["cluster"], Step: in["step"]})
+		r := Resumed{Node: fmt.Sprint(n["name"]), Kind: in["kind"], Ring: in["ring"], Cluster: in["cluster"], Step: in["step"]}
+		if r.Kind == SuspendWait {
+			r.OpensAt = opensAt(n, in["seconds"])
+		}
+		waiting = append(waiting, r)
 	}
 	sort.Slice(waiting, func(i, j int) bool { return waiting[i].Node < waiting[j].Node })
 	return phase, waiting, nil

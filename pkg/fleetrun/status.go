@@ -224,6 +224,9 @@ func PrintStatusTable(w io.Writer, s *Status, opts cli.TableOptions) error {
 				// A timed suspend until the gate's next opening: the
 				// clock ends it, not approve.
 				what = "waiting for its opening"
+				if n.OpensAt != nil {
+					what += " at " + n.OpensAt.Format(time.RFC3339)
+				}
 			}
 			fmt.Fprintf(w, "%s: %s (%s, ring %s %s)\n", what, n.Node, n.Kind, n.Ring, strings.Trim(n.Cluster+" "+n.Step, " -"))
 		}

@@ -1,9 +1,15 @@
 package fleetrun
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
@@ -61,5 +67,33 @@ func TestStatusWaitIsNotForApprove(t *testing.T) {
 	if !strings.Contains(out, "waiting for its opening: f-r.canary.a(0).wait (wait, ring canary a gate)") ||
 		!strings.Contains(out, "waiting for approve: f-r.prod.b(0).hold (hold, ring prod b drain)") {
 		t.Errorf("status:\n%s", out)
+	}
+}
+
+// TestStatusWaitOpensAt: a timed wait's opening is its node's start plus
+// its seconds, as the controller ends it; the table prints it.
+func TestStatusWaitOpensAt(t *testing.T) {
+	run := map[string]string{"gpufleet.dev/fleet": "f", "gpufleet.dev/run": "r"}
+	w := suspendedWorkflow("f-r", run, "kind", SuspendWait, "ring", "canary", "cluster", "-", "step", "gate", "seconds", "90")
+	if err := unstructured.SetNestedField(w.Object, "2026-12-07T20:00:00Z", "status", "nodes", "f-r-1", "startedAt"); err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{WorkflowGVR: "WorkflowList"}, w)
+	_, waiting, err := WorkflowPhase(context.Background(), dyn, "argo", "f-r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 12, 7, 20, 1, 30, 0, time.UTC)
+	if len(waiting) != 1 || waiting[0].OpensAt == nil || !waiting[0].OpensAt.Equal(want) {
+		t.Fatalf("waiting %+v, want one wait opening at %s", waiting, want)
+	}
+	s := &Status{Fleet: "f", Run: "r", Target: "v1.38", Phase: "running",
+		Workflow: &WorkflowView{Namespace: "argo", Name: "f-r", Phase: "Running", Waiting: waiting}}
+	var b strings.Builder
+	if err := PrintStatusTable(&b, s, cli.TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "waiting for its opening at 2026-12-07T20:01:30Z: f-r.hold (wait, ring canary gate)") {
+		t.Errorf("status:\n%s", b.String())
 	}
 }

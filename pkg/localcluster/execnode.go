@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -44,6 +45,8 @@ type ExecNode struct {
 	Name string
 	cp   *Cluster
 	opts ExecNodeOptions
+	// dyn writes WorkflowTaskResults (nil: one from cp.Config).
+	dyn dynamic.Interface
 
 	mu      sync.Mutex
 	running map[string]*exec.Cmd // pod UID -> its command
@@ -134,8 +137,12 @@ func (cp *Cluster) StartExecNode(ctx context.Context, opts ExecNodeOptions) (*Ex
 	if err != nil {
 		return nil, fmt.Errorf("exec node %s status: %w", opts.Name, err)
 	}
+	dyn, err := dynamic.NewForConfig(cp.Config)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &ExecNode{Name: opts.Name, cp: cp, opts: opts, running: map[string]*exec.Cmd{}, handled: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
+	n := &ExecNode{Name: opts.Name, cp: cp, opts: opts, dyn: dyn, running: map[string]*exec.Cmd{}, handled: map[string]bool{}, cancel: cancel, done: make(chan struct{})}
 	go n.heartbeat(ctx)
 	f := informers.NewSharedInformerFactoryWithOptions(cp.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.Name).String()
@@ -251,6 +258,9 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 		outs = &podOutputs{}
 	}
 	argv := outs.argv(Argv(mc))
+	// The wait container's placeholder comes before the pod is seen
+	// running, so the controller waits for its outputs.
+	initErr := n.initOutputs(ctx, p, outs)
 	if err := n.setStatus(ctx, p, started, nil); err != nil {
 		return
 	}
@@ -286,8 +296,10 @@ func (n *ExecNode) run(ctx context.Context, p *corev1.Pod) {
 			n.mu.Unlock()
 			code = exitCode(err)
 		}
-		if oerr != nil {
-			fmt.Fprintf(log, "outputs: %v\n", oerr)
+		for _, e := range []error{oerr, initErr} {
+			if e != nil {
+				fmt.Fprintf(log, "outputs: %v\n", e)
+			}
 		}
 		fmt.Fprintf(log, "exit %d\n", code)
 		if err := n.reportOutputs(ctx, p, outs); err != nil {

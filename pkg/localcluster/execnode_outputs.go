@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -114,15 +115,17 @@ func (o *podOutputs) argv(argv []string) []string {
 }
 
 // values are the parameters as the wait container reports them: the
-// file's content, else the default; a parameter with neither is left out
-// (Argo errors the node; the command's exit code says why here).
+// file's content with one trailing newline trimmed (SaveParameters,
+// strings.TrimSuffix(output, "\n"), executor.go line 606 at v3.7.15),
+// else the default; a parameter with neither is left out (Argo errors the
+// node; the command's exit code says why here).
 func (o *podOutputs) values() []map[string]any {
 	var out []map[string]any
 	for _, op := range o.params {
 		b, err := os.ReadFile(o.files[op.ValueFrom.Path])
 		switch {
 		case err == nil:
-			out = append(out, map[string]any{"name": op.Name, "value": string(b)})
+			out = append(out, map[string]any{"name": op.Name, "value": strings.TrimSuffix(string(b), "\n")})
 		case op.ValueFrom.Default != nil:
 			out = append(out, map[string]any{"name": op.Name, "value": *op.ValueFrom.Default})
 		}
@@ -130,44 +133,101 @@ func (o *podOutputs) values() []map[string]any {
 	return out
 }
 
-// reportOutputs writes the pod's WorkflowTaskResult, before the pod is
-// reported ended, as the wait container does before it exits.
-func (n *ExecNode) reportOutputs(ctx context.Context, p *corev1.Pod, o *podOutputs) error {
-	vals := o.values()
-	node, wf := p.Annotations[argoAnnotationNode], p.Labels[argoLabelWorkflow]
-	if len(vals) == 0 || node == "" || wf == "" {
+// taskResults is the WorkflowTaskResult resource of the pod's namespace.
+func (n *ExecNode) taskResults(p *corev1.Pod) (dynamic.ResourceInterface, error) {
+	dc := n.dyn
+	if dc == nil {
+		var err error
+		if dc, err = dynamic.NewForConfig(n.cp.Config); err != nil {
+			return nil, err
+		}
+	}
+	return dc.Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: argoTaskResultsName}).Namespace(p.Namespace), nil
+}
+
+// reports says whether the pod has outputs to report and, if so, its node
+// and Workflow.
+func (o *podOutputs) reports(p *corev1.Pod) (node, wf string, ok bool) {
+	node, wf = p.Annotations[argoAnnotationNode], p.Labels[argoLabelWorkflow]
+	return node, wf, len(o.params) > 0 && node != "" && wf != ""
+}
+
+// initOutputs creates the pod's WorkflowTaskResult with no outputs,
+// labelled report-outputs-completed=false, before the pod is reported
+// started, as the wait container does first (InitializeOutput:
+// cmd/argoexec/commands/wait.go line 40 and workflow/executor/executor.go
+// line 831 at v3.7.15; createTaskResult in taskresult.go sets the label
+// "false"). The controller then leaves a node whose pod has ended
+// unchanged until the label is "true" (IsTaskResultIncomplete,
+// workflow/controller/operator.go line 1192), so the pod's end cannot
+// reach it before its outputs do. An existing one is left as it is (the
+// wait container's empty merge patch changes nothing).
+func (n *ExecNode) initOutputs(ctx context.Context, p *corev1.Pod, o *podOutputs) error {
+	node, wf, ok := o.reports(p)
+	if !ok {
 		return nil
 	}
+	res, err := n.taskResults(p)
+	if err != nil {
+		return err
+	}
+	_, err = res.Create(ctx, taskResult(p, node, wf, "false", nil), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// reportOutputs writes the pod's outputs into its WorkflowTaskResult and
+// labels it report-outputs-completed=true, before the pod is reported
+// ended, as the wait container does before it exits (ReportOutputs, then
+// FinalizeOutput: merge patches of the result, then of the label).
+func (n *ExecNode) reportOutputs(ctx context.Context, p *corev1.Pod, o *podOutputs) error {
+	node, wf, ok := o.reports(p)
+	if !ok {
+		return nil
+	}
+	vals := o.values()
+	params := make([]any, len(vals))
+	for i, v := range vals {
+		params[i] = v
+	}
+	res, err := n.taskResults(p)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"labels": map[string]any{argoLabelCompleted: "true"}},
+		"outputs":  map[string]any{"parameters": params},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = res.Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = res.Create(ctx, taskResult(p, node, wf, "true", params), metav1.CreateOptions{})
+	}
+	return err
+}
+
+// taskResult is the WorkflowTaskResult createTaskResult makes: named for
+// the node, labelled with its Workflow and whether its outputs are all
+// reported, owned by the Workflow.
+func taskResult(p *corev1.Pod, node, wf, completed string, params []any) *unstructured.Unstructured {
 	var owner []any
 	for _, r := range p.OwnerReferences {
 		if r.Kind == argoWorkflowKind {
 			owner = append(owner, map[string]any{"apiVersion": argoAPIVersion, "kind": argoWorkflowKind, "name": r.Name, "uid": string(r.UID)})
 		}
 	}
-	params := make([]any, len(vals))
-	for i, v := range vals {
-		params[i] = v
-	}
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": argoAPIVersion, "kind": "WorkflowTaskResult",
 		"metadata": map[string]any{"name": node, "namespace": p.Namespace,
-			"labels":          map[string]any{argoLabelWorkflow: wf, argoLabelCompleted: "true"},
+			"labels":          map[string]any{argoLabelWorkflow: wf, argoLabelCompleted: completed},
 			"ownerReferences": owner},
-		"outputs": map[string]any{"parameters": params},
 	}}
-	dc, err := dynamic.NewForConfig(n.cp.Config)
-	if err != nil {
-		return err
+	if params != nil {
+		obj.Object["outputs"] = map[string]any{"parameters": params}
 	}
-	res := dc.Resource(schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: argoTaskResultsName}).Namespace(p.Namespace)
-	_, err = res.Create(ctx, obj, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		cur, gerr := res.Get(ctx, node, metav1.GetOptions{})
-		if gerr != nil {
-			return gerr
-		}
-		obj.SetResourceVersion(cur.GetResourceVersion())
-		_, err = res.Update(ctx, obj, metav1.UpdateOptions{})
-	}
-	return err
+	return obj
 }

@@ -462,8 +462,9 @@ func newFleetStepCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 			out of the run. A step refused by a halt changes nothing (exit 1).
 
 			A gate step held by the store and the clock (an earlier ring, a soak,
-			an approval, the window) is no attempt: it writes nothing, and when
-			the clock decides it, -o json gives the next opening (nextAt). With
+			an approval, the window) is no attempt and no evidence; it records
+			once why it waits, and when the clock decides it, -o json gives the
+			next opening (nextAt). With
 			--wait-file, a "not yet" that only the clock ends (a window, a freeze,
 			a soak) writes the seconds until its opening there and exits 0.`) + "\n\n" + `Exit codes:
   0    done, or nothing to do (completed, or the cluster left the run; with
@@ -955,8 +956,10 @@ func newFleetStatusCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, 
 			admitted in flight and when it finished, and the step it is on with
 			why it waits. The decisions (approvals, halts) are listed with who and
 			why. The run's Argo Workflow on the current context adds its phase and
-			the suspend nodes waiting for approve. -o html writes one
-			self-contained page.`),
+			its suspend nodes that wait: for approve (an approval, a hold), or
+			for their opening (a step or gate the clock holds, ended by the
+			controller at the time shown, its start plus its seconds). -o html
+			writes one self-contained page.`),
 		Example: templates.Examples(`
 			kubectl skew fleet status -f fleet.yaml --run 2026-12-v1-38
 			kubectl skew fleet status --store s3://gpufleet-state/prod --run 2026-12-v1-38 -o html > run.html`),
