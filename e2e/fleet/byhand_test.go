@@ -71,6 +71,24 @@ func (h *handRun) stepsUntil(t *testing.T, p *fleetrun.Plan, cluster, stop strin
 }
 
 // say records a command and its output for the transcript.
+// plan writes the Fleet file y, plans the run from it and reads the plan
+// back from the store.
+func (h *handRun) plan(ctx context.Context, t *testing.T, y string) (fleetrun.Store, *fleetrun.Plan) {
+	t.Helper()
+	if err := os.WriteFile(h.file, []byte(y), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.skew(t, "fleet", "plan", "-f", h.file, "--run", h.run); r.ExitCode != 0 {
+		t.Fatalf("plan: %s", r)
+	}
+	st := (&scenario{store: h.store}).openStore(t)
+	p, err := fleetrun.ReadPlan(ctx, st, h.run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, p
+}
+
 func (h *handRun) say(cmd, out string) {
 	h.transcript = append(h.transcript, "$ "+cmd+"\n"+strings.TrimRight(out, "\n"))
 }
@@ -553,17 +571,7 @@ spec:
         pool: "democluster upgrade-pool --kubeconfig {{.Kubeconfig}} --context {{.Context}} --selector {{.Selector}} --kubelet {{.Version}}"
   store: {url: %q}
 `, target, h.store)
-	if err := os.WriteFile(h.file, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if r := h.skew(t, "fleet", "plan", "-f", h.file, "--run", h.run); r.ExitCode != 0 {
-		t.Fatalf("plan: %s", r)
-	}
-	st := (&scenario{store: h.store}).openStore(t)
-	p, err := fleetrun.ReadPlan(ctx, st, h.run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := h.plan(ctx, t, y)
 	step := "pool-a-spare-1-37-pdb-blockers"
 	if err := cp.Client.CoreV1().Nodes().Delete(ctx, spare.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)

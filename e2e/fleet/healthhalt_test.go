@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -118,17 +117,7 @@ spec:
         pool: "democluster upgrade-pool --kubeconfig {{.Kubeconfig}} --context {{.Context}} --selector {{.Selector}} --kubelet {{.Version}}"
   store: {url: %q}
 `, target, am, prom, h.store)
-	if err := os.WriteFile(h.file, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if r := h.skew(t, "fleet", "plan", "-f", h.file, "--run", h.run); r.ExitCode != 0 {
-		t.Fatalf("plan: %s", r)
-	}
-	st := (&scenario{store: h.store}).openStore(t)
-	p, err := fleetrun.ReadPlan(ctx, st, h.run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, p := h.plan(ctx, t, y)
 	preview := func(cluster string) (plugintest.Result, *fleetrun.GateReport, map[string]fleetrun.Check) {
 		t.Helper()
 		r := h.skew(t, "fleet", "gate", "--store", h.store, "--run", h.run, "--cluster", cluster, "-o", "json")
