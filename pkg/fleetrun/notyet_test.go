@@ -95,10 +95,10 @@ func TestSoakAnswersItsOpening(t *testing.T) {
 	}
 }
 
-// TestDisruptiveStepWaitWritesOnce: a disruptive step refused by its
-// window answers the next opening and records why once; asking again
-// with the same answer writes nothing.
-func TestDisruptiveStepWaitWritesOnce(t *testing.T) {
+// prodBeforeItsDrain runs the canary ring to its end and prod-use1 up to
+// its drain, inside its window (Tuesday 01:30 LA).
+func prodBeforeItsDrain(t *testing.T) *harness {
+	t.Helper()
 	h := newHarness(t, func(f *fleetfile.Fleet) { f.Spec.Rings[1].Approval = nil })
 	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
 		h.runCluster(t, c)
@@ -109,6 +109,14 @@ func TestDisruptiveStepWaitWritesOnce(t *testing.T) {
 			t.Fatalf("%s: %+v", s, r)
 		}
 	}
+	return h
+}
+
+// TestDisruptiveStepWaitWritesOnce: a disruptive step refused by its
+// window answers the next opening and records why once; asking again
+// with the same answer writes nothing.
+func TestDisruptiveStepWaitWritesOnce(t *testing.T) {
+	h := prodBeforeItsDrain(t)
 	// 04:00 LA: too late in the window for the drain; Wednesday 01:00 LA
 	// is the next start.
 	h.clock = time.Date(2026, 11, 3, 12, 0, 0, 0, time.UTC)
@@ -216,16 +224,7 @@ func TestRenderPacesWaits(t *testing.T) {
 // template as if the step were done, and the next step runs; it must
 // refuse, since the store says the earlier step is not completed.
 func TestNextStepRefusesWhenAWaitIsLost(t *testing.T) {
-	h := newHarness(t, func(f *fleetfile.Fleet) { f.Spec.Rings[1].Approval = nil })
-	for _, c := range []string{"canary-a", "canary-b", "canary-c"} {
-		h.runCluster(t, c)
-	}
-	h.clock = time.Date(2026, 11, 3, 9, 30, 0, 0, time.UTC)
-	for _, s := range []string{"gate", "preflight-1-38", "pool-gpu-a-1-38-pdb-blockers"} {
-		if r := h.step(t, "prod-use1", s); r.ExitCode != 0 {
-			t.Fatalf("%s: %+v", s, r)
-		}
-	}
+	h := prodBeforeItsDrain(t)
 	h.clock = time.Date(2026, 11, 3, 12, 0, 0, 0, time.UTC)
 	drain := "pool-gpu-a-1-38-drain"
 	if r := h.step(t, "prod-use1", drain); r.ExitCode != cli.ExitIncomplete || r.NextAt == nil {
