@@ -220,6 +220,23 @@ func podIdentityGone(b IdentityBinding) string {
 // and runs no such DaemonSet.
 const EKSPodIdentityAgentDaemonSet = "eks-pod-identity-agent"
 
+// EKSPodIdentityAgentHybridDaemonSets are the agent's DaemonSets for EKS
+// Hybrid Nodes, in kube-system beside the cloud one: the add-on's chart
+// renders one DaemonSet per entry of daemonsets, named with the entry's
+// nameSuffix ("hybrid" and "hybrid-bottlerocket"; the cloud entry has
+// none), and keeps the cloud DaemonSet off nodes labelled
+// eks.amazonaws.com/compute-type=hybrid while the hybrid ones run only
+// there, reading the node's own AWS credentials from /eks-hybrid/.aws
+// (/var/eks-hybrid/.aws on Bottlerocket) with --rotate-credentials
+// (aws/eks-pod-identity-agent v0.1.37, charts/eks-pod-identity-agent/
+// values.yaml daemonsets and affinity, templates/daemonset.yaml,
+// templates/_helpers.tpl addSuffixAndTrim). AWS docs, "Configure add-ons
+// for hybrid nodes": the EKS Pod Identity Agent add-on supports hybrid
+// nodes from v1.3.3-eksbuild.1 (Bottlerocket from v1.3.7-eksbuild.2). A
+// pod on a hybrid node gets its credentials from these, not from the
+// cloud DaemonSet.
+var EKSPodIdentityAgentHybridDaemonSets = []string{EKSPodIdentityAgentDaemonSet + "-hybrid", EKSPodIdentityAgentDaemonSet + "-hybrid-bottlerocket"}
+
 // NodeAgent is a node agent's DaemonSet in kube-system as read.
 type NodeAgent struct {
 	Name string `json:"name"`

@@ -46,8 +46,14 @@ type WorkloadIdentityEvidence struct {
 	// EKSPodIdentityAgent is the eks-pod-identity-agent DaemonSet as
 	// read, where an EKS Pod Identity association is in use.
 	EKSPodIdentityAgent *health.NodeAgent `json:"eksPodIdentityAgent,omitempty"`
-	// EKSPodIdentityAgentUnread says why it could not be read.
+	// EKSPodIdentityAgentUnread says why it could not be read (then the
+	// hybrid agents were not read either).
 	EKSPodIdentityAgentUnread string `json:"eksPodIdentityAgentUnread,omitempty"`
+	// EKSPodIdentityHybridAgents are the agent's DaemonSets for EKS
+	// Hybrid Nodes found (health.EKSPodIdentityAgentHybridDaemonSets),
+	// read with the cloud one; one not found is not listed (a cluster
+	// with no hybrid nodes runs none).
+	EKSPodIdentityHybridAgents []health.NodeAgent `json:"eksPodIdentityHybridAgents,omitempty"`
 }
 
 // eksPodIdentity lists the associations of the EKS cluster named, or says
@@ -149,6 +155,13 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 	wg.Wait()
 	if podIdentity := countProvider(bindings, health.IdentityEKSPodIdentity); podIdentity > 0 {
 		ev.EKSPodIdentityAgent, ev.EKSPodIdentityAgentUnread = r.nodeAgent(ctx, health.EKSPodIdentityAgentDaemonSet)
+		if ev.EKSPodIdentityAgentUnread == "" {
+			for _, name := range health.EKSPodIdentityAgentHybridDaemonSets {
+				if a, _ := r.nodeAgent(ctx, name); a != nil && a.Found {
+					ev.EKSPodIdentityHybridAgents = append(ev.EKSPodIdentityHybridAgents, *a)
+				}
+			}
+		}
 	}
 	if gke {
 		dss, err := r.daemonSets(ctx)
@@ -206,8 +219,17 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 		}
 		lines = append(lines, line)
 	}
+	for _, a := range ev.EKSPodIdentityHybridAgents {
+		lines = append(lines, "EKS Pod Identity Agent for hybrid nodes: "+a.String())
+	}
 	if ev.EKSPodIdentityAgentUnread != "" {
 		lines = append(lines, "EKS Pod Identity Agent not read: "+ev.EKSPodIdentityAgentUnread)
+	}
+	var agentsDown []health.NodeAgent
+	for _, a := range ev.podIdentityAgents() {
+		if a.Found && !a.OK() {
+			agentsDown = append(agentsDown, a)
+		}
 	}
 	g := Gate{Evidence: capLines(lines), Command: "kubectl get mutatingwebhookconfigurations; kubectl create --dry-run=server -o yaml -f POD (with the ServiceAccount)"}
 	if ev.EKSPodIdentity != nil {
@@ -218,9 +240,13 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 	case ev.GKE != nil && len(gkeSAs) > 0 && ev.GKE.Found && !ev.GKE.OK():
 		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves the identity of %s is not ready: %s", cli.Plural(len(gkeSAs), "ServiceAccount"), ev.GKE)
 		g.Command = "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide"
-	case ev.EKSPodIdentityAgent != nil && ev.EKSPodIdentityAgent.Found && !ev.EKSPodIdentityAgent.OK():
-		g.Status, g.Message = StatusFail, fmt.Sprintf("the EKS Pod Identity Agent that serves the credentials of %s is not ready: %s", cli.Plural(countProvider(bindings, health.IdentityEKSPodIdentity), "association"), ev.EKSPodIdentityAgent)
-		g.Command = podIdentityAgentCommand
+	case len(agentsDown) > 0:
+		down := make([]string, len(agentsDown))
+		for i, a := range agentsDown {
+			down[i] = a.String()
+		}
+		g.Status, g.Message = StatusFail, fmt.Sprintf("the EKS Pod Identity Agent that serves the credentials of %s is not ready: %s", cli.Plural(countProvider(bindings, health.IdentityEKSPodIdentity), "association"), strings.Join(down, "; "))
+		g.Command = podIdentityAgentCommand(agentsDown[0].Name)
 	case len(unread) > 0 || ev.GKEUnread != "" || ev.EKSPodIdentityUnread != "" || ev.EKSPodIdentityAgentUnread != "":
 		why := unread
 		if ev.GKEUnread != "" {
@@ -328,8 +354,21 @@ func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
 	return out
 }
 
-// podIdentityAgentCommand shows the EKS Pod Identity Agent and its pods.
-const podIdentityAgentCommand = "kubectl -n kube-system get daemonset " + health.EKSPodIdentityAgentDaemonSet + " -o wide; kubectl -n kube-system get pods -o wide | grep " + health.EKSPodIdentityAgentDaemonSet
+// podIdentityAgentCommand shows an EKS Pod Identity Agent DaemonSet and
+// its pods.
+func podIdentityAgentCommand(name string) string {
+	return "kubectl -n kube-system get daemonset " + name + " -o wide; kubectl -n kube-system get pods -o wide | grep " + name
+}
+
+// podIdentityAgents are the agent DaemonSets read: the cloud one (found
+// or not) and the hybrid nodes' ones found.
+func (e *WorkloadIdentityEvidence) podIdentityAgents() []health.NodeAgent {
+	var out []health.NodeAgent
+	if e.EKSPodIdentityAgent != nil {
+		out = append(out, *e.EKSPodIdentityAgent)
+	}
+	return append(out, e.EKSPodIdentityHybridAgents...)
+}
 
 // countProvider counts the bindings of one provider.
 func countProvider(bs []health.IdentityBinding, provider string) int {
@@ -362,31 +401,53 @@ func (r *Runner) nodeAgent(ctx context.Context, name string) (*health.NodeAgent,
 }
 
 // verifyPodIdentityAgent: where EKS Pod Identity associations are in use
-// now, the eks-pod-identity-agent DaemonSet ready at the baseline (or
-// found nowhere then) and not ready now on a Ready, schedulable node is a
-// FAIL naming the nodes; ready at the baseline and gone now is a FAIL;
-// not readable now is UNKNOWN.
+// now, an agent DaemonSet (the cloud one, or one of the hybrid nodes')
+// ready at the baseline (or found nowhere then) and not ready now on a
+// Ready, schedulable node is a FAIL naming the nodes; ready at the
+// baseline and gone now is a FAIL; not readable now is UNKNOWN.
 func verifyPodIdentityAgent(b, n *WorkloadIdentityEvidence) []Regression {
-	na := n.EKSPodIdentityAgent
-	if na == nil && n.EKSPodIdentityAgentUnread == "" {
+	if n.EKSPodIdentityAgent == nil && n.EKSPodIdentityAgentUnread == "" {
 		return nil
 	}
-	ba := b.EKSPodIdentityAgent
-	baseOK := ba != nil && ba.OK()
-	switch {
-	case n.EKSPodIdentityAgentUnread != "":
-		if baseOK {
-			return []Regression{{Kind: RegWorkloadIdentity, Status: StatusUnknown, Object: health.EKSPodIdentityAgentDaemonSet,
-				Message: "the EKS Pod Identity Agent was ready at the baseline and cannot be read now: " + n.EKSPodIdentityAgentUnread}}
-		}
-	case na.Found && !na.OK() && (ba == nil || !ba.Found || baseOK):
-		return []Regression{{Kind: RegWorkloadIdentity, Status: StatusFail, Object: health.EKSPodIdentityAgentDaemonSet,
-			Message: "the EKS Pod Identity Agent is not ready now: " + na.String() + "; pods there get no credentials from their Pod Identity association",
-			Command: podIdentityAgentCommand}}
-	case !na.Found && baseOK:
-		return []Regression{{Kind: RegWorkloadIdentity, Status: StatusFail, Object: health.EKSPodIdentityAgentDaemonSet,
-			Message: "the EKS Pod Identity Agent was ready at the baseline and is gone now: " + na.String() + "; pods get no credentials from their Pod Identity associations",
-			Command: podIdentityAgentCommand}}
+	base := map[string]health.NodeAgent{}
+	for _, a := range b.podIdentityAgents() {
+		base[a.Name] = a
 	}
-	return nil
+	if n.EKSPodIdentityAgentUnread != "" {
+		for _, a := range base {
+			if a.OK() {
+				return []Regression{{Kind: RegWorkloadIdentity, Status: StatusUnknown, Object: health.EKSPodIdentityAgentDaemonSet,
+					Message: "the EKS Pod Identity Agent was ready at the baseline and cannot be read now: " + n.EKSPodIdentityAgentUnread}}
+			}
+		}
+		return nil
+	}
+	now := map[string]health.NodeAgent{}
+	for _, a := range n.podIdentityAgents() {
+		now[a.Name] = a
+	}
+	var out []Regression
+	for _, name := range append([]string{health.EKSPodIdentityAgentDaemonSet}, health.EKSPodIdentityAgentHybridDaemonSets...) {
+		ba, inBase := base[name]
+		na, ok := now[name]
+		if !ok {
+			na = health.NodeAgent{Name: name}
+		}
+		baseOK := inBase && ba.OK()
+		what := "the EKS Pod Identity Agent"
+		if name != health.EKSPodIdentityAgentDaemonSet {
+			what += " for hybrid nodes"
+		}
+		switch {
+		case na.Found && !na.OK() && (!ba.Found || baseOK):
+			out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusFail, Object: name,
+				Message: what + " is not ready now: " + na.String() + "; pods there get no credentials from their Pod Identity association",
+				Command: podIdentityAgentCommand(name)})
+		case !na.Found && baseOK:
+			out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusFail, Object: name,
+				Message: what + " was ready at the baseline and is gone now: " + na.String() + "; pods get no credentials from their Pod Identity associations",
+				Command: podIdentityAgentCommand(name)})
+		}
+	}
+	return out
 }

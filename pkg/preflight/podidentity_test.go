@@ -194,3 +194,83 @@ func TestWorkloadIdentityPodIdentityAgent(t *testing.T) {
 		t.Errorf("no association: want PASS without reading the agent, got %s %q %+v", g.Status, g.Message, ev.EKSPodIdentityAgent)
 	}
 }
+
+// The agent's DaemonSet for EKS Hybrid Nodes (eks-pod-identity-agent-hybrid,
+// beside the cloud one) is read as well: ready at the baseline, its pod
+// not ready on a Ready hybrid node fails the gate and verify naming the
+// DaemonSet and the node; gone since the baseline fails verify; a cluster
+// with no hybrid DaemonSet has no line of it.
+func TestWorkloadIdentityPodIdentityHybridAgent(t *testing.T) {
+	ctx := context.Background()
+	inject := true
+	r := podIdentityCluster(t, &inject, &fakeEKS{assoc: map[string][2]string{"a-1": {"ml", "trainer"}}})
+	tr := r.Kube.(*fake.Clientset).Tracker()
+	const hybrid = "eks-pod-identity-agent-hybrid"
+	ready := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	agentPod := func(ds, node string, isReady bool) *corev1.Pod {
+		st := corev1.ConditionFalse
+		if isReady {
+			st = corev1.ConditionTrue
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: ds + "-" + node,
+			OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: ds}}},
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
+	}
+	cloud := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: health.EKSPodIdentityAgentDaemonSet},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 1, NumberReady: 1}}
+	hds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: hybrid},
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 1, NumberReady: 1}}
+	for _, o := range []runtime.Object{
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "ec2-0"}, Status: corev1.NodeStatus{Conditions: ready}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hybrid-0", Labels: map[string]string{"eks.amazonaws.com/compute-type": "hybrid"}}, Status: corev1.NodeStatus{Conditions: ready}},
+		cloud, agentPod(cloud.Name, "ec2-0", true),
+	} {
+		if err := tr.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, _ := r.workloadIdentityGate(ctx)
+	if g.Status != StatusPass || strings.Contains(strings.Join(g.Evidence, "\n"), "hybrid") {
+		t.Fatalf("no hybrid agent: want PASS and no line of it, got %s %q %q", g.Status, g.Message, g.Evidence)
+	}
+
+	for _, o := range []runtime.Object{hds, agentPod(hybrid, "hybrid-0", true)} {
+		if err := tr.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = &Runner{Kube: r.Kube, Health: r.Health}
+	g, base := r.workloadIdentityGate(ctx)
+	if g.Status != StatusPass || !strings.Contains(strings.Join(g.Evidence, "\n"), "EKS Pod Identity Agent for hybrid nodes: DaemonSet kube-system/"+hybrid+": 1 of 1 pods ready") {
+		t.Fatalf("hybrid agent ready: want PASS with its line, got %s %q %q", g.Status, g.Message, g.Evidence)
+	}
+
+	if err := tr.Update(appsv1.SchemeGroupVersion.WithResource("daemonsets"), &appsv1.DaemonSet{ObjectMeta: hds.ObjectMeta,
+		Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 1, NumberReady: 0}}, "kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Update(corev1.SchemeGroupVersion.WithResource("pods"), agentPod(hybrid, "hybrid-0", false), "kube-system"); err != nil {
+		t.Fatal(err)
+	}
+	r = &Runner{Kube: r.Kube, Health: r.Health}
+	g, now := r.workloadIdentityGate(ctx)
+	if g.Status != StatusFail || !strings.Contains(g.Message, "is not ready: DaemonSet kube-system/"+hybrid+": 0 of 1 pods ready; not ready on Ready, schedulable node hybrid-0") ||
+		!strings.Contains(g.Command, "get daemonset "+hybrid) {
+		t.Errorf("hybrid agent not ready on hybrid-0: want FAIL naming it, got %s %q %s", g.Status, g.Message, g.Command)
+	}
+	regs := verifyWorkloadIdentity(base, now)
+	if len(regs) != 1 || regs[0].Status != StatusFail || regs[0].Object != hybrid ||
+		!strings.Contains(regs[0].Message, "the EKS Pod Identity Agent for hybrid nodes is not ready now") || !strings.Contains(regs[0].Message, "node hybrid-0") {
+		t.Errorf("verify, hybrid agent not ready on hybrid-0: %+v", regs)
+	}
+
+	if err := tr.Delete(appsv1.SchemeGroupVersion.WithResource("daemonsets"), "kube-system", hybrid); err != nil {
+		t.Fatal(err)
+	}
+	r = &Runner{Kube: r.Kube, Health: r.Health}
+	_, now = r.workloadIdentityGate(ctx)
+	regs = verifyWorkloadIdentity(base, now)
+	if len(regs) != 1 || regs[0].Status != StatusFail || regs[0].Object != hybrid || !strings.Contains(regs[0].Message, "was ready at the baseline and is gone now") {
+		t.Errorf("verify, hybrid agent gone: %+v", regs)
+	}
+}
