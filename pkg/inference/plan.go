@@ -14,6 +14,8 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // DefaultMaxColdStart is the MaxColdStart of `kubectl gang-drain plan
@@ -380,7 +382,7 @@ func Compute(pool *Pool, o Options) *Plan {
 		// serving from the first wave on (serving above): the run waits
 		// for them first.
 		if mp.Loading > 0 {
-			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: %d replica(s) outside the pool are still loading their weights: the first wave waits for them", mp.Key, mp.Loading))
+			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: %s outside the pool %s still loading their weights: the first wave waits for them", mp.Key, cli.Plural(int(mp.Loading), "replica"), cli.Agree(int(mp.Loading), "is", "are")))
 		}
 		// A model with nothing left on the pool (its replicas displaced
 		// by an interrupted run) loses nothing more: the run only waits
@@ -471,14 +473,14 @@ func Compute(pool *Pool, o Options) *Plan {
 				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s): PodDisruptionBudget %s/%s (%s) allows no disruption of model %s (%d Ready, at least %d kept): its evictions would wait for ever",
 					w.Index, nodes, mp.Namespace, mp.PDB, mp.PDBRule, mp.Key, serving[mp.Key], mp.PDBFloor))
 			case after < mp.PDBFloor && !budgets.shared(b):
-				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s below its PodDisruptionBudget %s (%s: at least %d): %d replacement(s) find no free GPU outside the pool, so it serves %d and the budget refuses further evictions",
-					w.Index, nodes, mp.Key, mp.PDB, mp.PDBRule, mp.PDBFloor, w.Unplaced[mp.Key], after))
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s below its PodDisruptionBudget %s (%s: at least %d): %s no free GPU outside the pool, so it serves %d and the budget refuses further evictions",
+					w.Index, nodes, mp.Key, mp.PDB, mp.PDBRule, mp.PDBFloor, findNoGPU(w.Unplaced[mp.Key]), after))
 			case during < mp.keep():
-				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s to %d Ready replicas while its replacements hydrate, below %s: free %d more GPU(s) of %s outside the pool for surge, or lower --min-serving",
-					w.Index, nodes, mp.Key, during, mp.keepWord(), int64(mp.keep()-during)*mp.GPUsPerReplica, productWord(mp.Product)))
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s to %d Ready replicas while its replacements hydrate, below %s: free %s more of %s outside the pool for surge, or lower --min-serving",
+					w.Index, nodes, mp.Key, during, mp.keepWord(), cli.Plural(int(int64(mp.keep()-during)*mp.GPUsPerReplica), "GPU"), productWord(mp.Product)))
 			case after < mp.keep():
-				plan.Refusals = append(plan.Refusals, fmt.Sprintf("after wave %d (%s) model %s serves %d replicas, below %s: %d replacement(s) find no free GPU outside the pool",
-					w.Index, nodes, mp.Key, after, mp.keepWord(), w.Unplaced[mp.Key]))
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("after wave %d (%s) model %s serves %s, below %s: %s no free GPU outside the pool",
+					w.Index, nodes, mp.Key, cli.Plural(int(after), "replica"), mp.keepWord(), findNoGPU(w.Unplaced[mp.Key])))
 			default:
 				below = false
 			}
@@ -490,7 +492,7 @@ func Compute(pool *Pool, o Options) *Plan {
 					w.Index, mp.Namespace, mp.PDB, a, d, mp.Key))
 			}
 			if n := w.Unplaced[mp.Key]; n > 0 {
-				plan.Notes = append(plan.Notes, fmt.Sprintf("wave %d: %d replica(s) of %s find no free GPU outside the pool and stay Pending until the pool is back", w.Index, n, mp.Key))
+				plan.Notes = append(plan.Notes, fmt.Sprintf("wave %d: %s of %s %s no free GPU outside the pool and %s Pending until the pool is back", w.Index, cli.Plural(int(n), "replica"), mp.Key, cli.Agree(int(n), "finds", "find"), cli.Agree(int(n), "stays", "stay")))
 			}
 			sharedAfter[b] += after
 		}
@@ -544,10 +546,7 @@ func (p *Plan) ETALine() string {
 	if p.Surge != nil {
 		surge = p.Surge.ColdStart
 	}
-	waves := "1 wave"
-	if len(p.Waves) != 1 {
-		waves = fmt.Sprintf("%d waves", len(p.Waves))
-	}
+	waves := cli.Plural(len(p.Waves), "wave")
 	return fmt.Sprintf("ETA %s: surge %s + %s, each a cold start of bytes over hydrate bandwidth (scheduling, image pulls and evictions not included)",
 		p.ETA.Round(time.Second), surge.Round(time.Second), waves)
 }
@@ -682,4 +681,10 @@ func productWord(p string) string {
 		return "the pool's GPU product"
 	}
 	return p
+}
+
+// findNoGPU says how many replacements find no free GPU: "1 replacement
+// finds", "2 replacements find".
+func findNoGPU(n int32) string {
+	return cli.Plural(int(n), "replacement") + " " + cli.Agree(int(n), "finds", "find")
 }

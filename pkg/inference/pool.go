@@ -28,6 +28,7 @@ import (
 
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
@@ -482,7 +483,7 @@ func (r *Reader) newModel(d *appsv1.Deployment, idx *eviction.Index) (*Model, er
 		}
 		sort.Strings(names)
 		m.PDB = strings.Join(names, ",")
-		m.PDBProblem = fmt.Sprintf("model %s: pods selected by %d PodDisruptionBudgets (%s): the eviction API refuses to evict them; keep one", key, len(pdbs), m.PDB)
+		m.PDBProblem = fmt.Sprintf("model %s: pods selected by %s (%s): the eviction API refuses to evict them; keep one", key, cli.Plural(len(pdbs), "PodDisruptionBudget"), m.PDB)
 	}
 	return m, nil
 }

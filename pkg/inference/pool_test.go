@@ -292,7 +292,7 @@ func TestResumeWaitsForReplicasOfDrainedNode(t *testing.T) {
 	gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	err = r.gate(gctx, plan, &plan.Waves[0], nil)
-	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica(s) loading weights (llama-1 on spare-1)") {
+	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica loading weights (llama-1 on spare-1)") {
 		t.Errorf("gate before wave 1: %v; want it waiting for llama-1", err)
 	}
 }

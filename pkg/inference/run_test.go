@@ -55,7 +55,7 @@ func TestGateHoldsOnReplicaWithNoNode(t *testing.T) {
 		defer cancel()
 		return r.gate(gctx, plan, nil, unplaced)
 	}
-	if err := gate(nil); err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica(s) not yet scheduled (llama-2)") {
+	if err := gate(nil); err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica not yet scheduled (llama-2)") {
 		t.Errorf("gate with llama-2 not yet scheduled: %v; want it waiting for llama-2", err)
 	}
 
