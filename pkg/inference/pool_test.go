@@ -103,7 +103,7 @@ func TestRead(t *testing.T) {
 		Weights: &Weights{Bytes: 140 << 30, Source: SourceRegistry, From: "annotation"}, PDB: "llama", PDBRule: "minAvailable 2",
 		OnPool: map[string]int32{"p0": 2}, OnPoolReady: map[string]int32{"p0": 1}, Selector: "app=llama"}
 	if diff := cmp.Diff(want, *m, cmp.AllowUnexported(Model{}), cmp.FilterPath(func(p cmp.Path) bool {
-		return p.Last().String() == ".pdb" || p.Last().String() == ".template"
+		return p.Last().String() == ".pdb" || p.Last().String() == ".template" || p.Last().String() == ".sample"
 	}, cmp.Ignore())); diff != "" {
 		t.Errorf("model (-want +got):\n%s", diff)
 	}
