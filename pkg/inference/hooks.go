@@ -3,6 +3,8 @@ package inference
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Detection says whether a pool is an inference pool.
@@ -32,14 +34,14 @@ func Detect(pool *Pool) Detection {
 	}
 	switch {
 	case d.Gangs > 0:
-		d.Reason = fmt.Sprintf("%d training gang(s) on the pool: the gang drain", d.Gangs)
+		d.Reason = fmt.Sprintf("%s on the pool: the gang drain", cli.Plural(d.Gangs, "training gang"))
 	case d.Models == 0:
 		d.Reason = "no model Deployment on the pool"
 	case d.WithPDB == 0:
-		d.Reason = fmt.Sprintf("%d model Deployment(s), none behind a PodDisruptionBudget", d.Models)
+		d.Reason = fmt.Sprintf("%s, none behind a PodDisruptionBudget", cli.Plural(d.Models, "model Deployment"))
 	default:
 		d.Inference = true
-		d.Reason = fmt.Sprintf("%d model Deployment(s), %d behind a PodDisruptionBudget, no training gang", d.Models, d.WithPDB)
+		d.Reason = fmt.Sprintf("%s, %d behind a PodDisruptionBudget, no training gang", cli.Plural(d.Models, "model Deployment"), d.WithPDB)
 	}
 	return d
 }

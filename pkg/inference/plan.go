@@ -14,6 +14,8 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // DefaultMaxColdStart is the MaxColdStart of `kubectl gang-drain plan
@@ -180,21 +182,6 @@ func PDBFloor(pdb *policyv1.PodDisruptionBudget, expected int32) (int32, error) 
 	return 0, nil
 }
 
-// slots are the free GPUs outside the pool, node by node, taken first fit.
-type slots []HeadroomNode
-
-func (s slots) clone() slots { return append(slots(nil), s...) }
-
-func (s slots) place(m *Model) bool {
-	for i := range s {
-		if s[i].FreeGPUs >= m.GPUsPerReplica && m.fits(&s[i]) {
-			s[i].FreeGPUs -= m.GPUsPerReplica
-			return true
-		}
-	}
-	return false
-}
-
 // Compute plans the drain of the pool's nodes that are not drained yet.
 // It never touches the cluster.
 func Compute(pool *Pool, o Options) *Plan {
@@ -207,10 +194,9 @@ func Compute(pool *Pool, o Options) *Plan {
 			undrained = append(undrained, n.Name)
 		}
 	}
-	free := slots(nil)
+	free := newPlacement(pool)
 	for _, h := range pool.Headroom {
 		plan.Headroom += h.FreeGPUs
-		free = append(free, h)
 	}
 	active := map[string]bool{}
 	for _, n := range pool.Nodes {
@@ -265,7 +251,10 @@ func Compute(pool *Pool, o Options) *Plan {
 	// node, from the headroom left once every displaced replica has a
 	// place, round robin over the models.
 	if !o.NoSurge && len(undrained) > 0 {
+		// Every replica on the pool is displaced by the end: the pool's
+		// nodes hold none of them then.
 		scratch := free.clone()
+		scratch.evict(undrained)
 		for _, m := range models {
 			for i := int32(0); i < m.OnPoolTotal(); i++ {
 				scratch.place(m)
@@ -295,12 +284,20 @@ func Compute(pool *Pool, o Options) *Plan {
 		for more := true; more; {
 			more = false
 			for _, m := range models {
-				if target[m.Key] <= added[m.Key] || !scratch.place(m) {
+				// The surge is placed with the pool's replicas still on
+				// it (free) and must leave room for all of them once
+				// displaced (scratch).
+				if target[m.Key] <= added[m.Key] || free.find(m) < 0 || !scratch.place(m) {
 					continue
 				}
 				free.place(m)
 				added[m.Key]++
 				more = true
+			}
+		}
+		for _, m := range models {
+			if n := target[m.Key] - added[m.Key]; n > 0 && free.blocked[m.Key] != "" {
+				plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: surge of %d, not %d%s", m.Key, added[m.Key], target[m.Key], free.why(m.Key)))
 			}
 		}
 		if len(added) > 0 {
@@ -380,7 +377,7 @@ func Compute(pool *Pool, o Options) *Plan {
 		// serving from the first wave on (serving above): the run waits
 		// for them first.
 		if mp.Loading > 0 {
-			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: %d replica(s) outside the pool are still loading their weights: the first wave waits for them", mp.Key, mp.Loading))
+			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: %s outside the pool %s still loading their weights: the first wave waits for them", mp.Key, cli.Plural(int(mp.Loading), "replica"), cli.Agree(int(mp.Loading), "is", "are")))
 		}
 		// A model with nothing left on the pool (its replicas displaced
 		// by an interrupted run) loses nothing more: the run only waits
@@ -471,14 +468,14 @@ func Compute(pool *Pool, o Options) *Plan {
 				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s): PodDisruptionBudget %s/%s (%s) allows no disruption of model %s (%d Ready, at least %d kept): its evictions would wait for ever",
 					w.Index, nodes, mp.Namespace, mp.PDB, mp.PDBRule, mp.Key, serving[mp.Key], mp.PDBFloor))
 			case after < mp.PDBFloor && !budgets.shared(b):
-				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s below its PodDisruptionBudget %s (%s: at least %d): %d replacement(s) find no free GPU outside the pool, so it serves %d and the budget refuses further evictions",
-					w.Index, nodes, mp.Key, mp.PDB, mp.PDBRule, mp.PDBFloor, w.Unplaced[mp.Key], after))
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s below its PodDisruptionBudget %s (%s: at least %d): %s no free GPU outside the pool, so it serves %d and the budget refuses further evictions%s",
+					w.Index, nodes, mp.Key, mp.PDB, mp.PDBRule, mp.PDBFloor, findNoGPU(w.Unplaced[mp.Key]), after, free.why(mp.Key)))
 			case during < mp.keep():
-				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s to %d Ready replicas while its replacements hydrate, below %s: free %d more GPU(s) of %s outside the pool for surge, or lower --min-serving",
-					w.Index, nodes, mp.Key, during, mp.keepWord(), int64(mp.keep()-during)*mp.GPUsPerReplica, productWord(mp.Product)))
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("wave %d (%s) takes model %s to %d Ready replicas while its replacements hydrate, below %s: free %s more of %s outside the pool for surge, or lower --min-serving%s",
+					w.Index, nodes, mp.Key, during, mp.keepWord(), cli.Plural(int(int64(mp.keep()-during)*mp.GPUsPerReplica), "GPU"), productWord(mp.Product), free.why(mp.Key)))
 			case after < mp.keep():
-				plan.Refusals = append(plan.Refusals, fmt.Sprintf("after wave %d (%s) model %s serves %d replicas, below %s: %d replacement(s) find no free GPU outside the pool",
-					w.Index, nodes, mp.Key, after, mp.keepWord(), w.Unplaced[mp.Key]))
+				plan.Refusals = append(plan.Refusals, fmt.Sprintf("after wave %d (%s) model %s serves %s, below %s: %s no free GPU outside the pool%s",
+					w.Index, nodes, mp.Key, cli.Plural(int(after), "replica"), mp.keepWord(), findNoGPU(w.Unplaced[mp.Key]), free.why(mp.Key)))
 			default:
 				below = false
 			}
@@ -490,7 +487,7 @@ func Compute(pool *Pool, o Options) *Plan {
 					w.Index, mp.Namespace, mp.PDB, a, d, mp.Key))
 			}
 			if n := w.Unplaced[mp.Key]; n > 0 {
-				plan.Notes = append(plan.Notes, fmt.Sprintf("wave %d: %d replica(s) of %s find no free GPU outside the pool and stay Pending until the pool is back", w.Index, n, mp.Key))
+				plan.Notes = append(plan.Notes, fmt.Sprintf("wave %d: %s of %s %s no free GPU outside the pool and %s Pending until the pool is back%s", w.Index, cli.Plural(int(n), "replica"), mp.Key, cli.Agree(int(n), "finds", "find"), cli.Agree(int(n), "stays", "stay"), free.why(mp.Key)))
 			}
 			sharedAfter[b] += after
 		}
@@ -544,10 +541,7 @@ func (p *Plan) ETALine() string {
 	if p.Surge != nil {
 		surge = p.Surge.ColdStart
 	}
-	waves := "1 wave"
-	if len(p.Waves) != 1 {
-		waves = fmt.Sprintf("%d waves", len(p.Waves))
-	}
+	waves := cli.Plural(len(p.Waves), "wave")
 	return fmt.Sprintf("ETA %s: surge %s + %s, each a cold start of bytes over hydrate bandwidth (scheduling, image pulls and evictions not included)",
 		p.ETA.Round(time.Second), surge.Round(time.Second), waves)
 }
@@ -564,10 +558,12 @@ func displaced(models []ModelPlan, nodes []string) (ready, all map[string]int32)
 	return ready, all
 }
 
-// hydrate places the replacements of the pods on nodes in free (first
-// fit, models in order) and sums the bytes they load, per source.
-func hydrate(models []ModelPlan, nodes []string, free slots) (bytes map[Source]int64, placed, unplaced map[string]int32) {
+// hydrate drains nodes in free, places the replacements of their pods
+// there (first fit, models in order) and sums the bytes they load, per
+// source.
+func hydrate(models []ModelPlan, nodes []string, free *placement) (bytes map[Source]int64, placed, unplaced map[string]int32) {
 	bytes, placed, unplaced = map[Source]int64{}, map[string]int32{}, map[string]int32{}
+	free.evict(nodes)
 	for _, mp := range models {
 		for _, n := range nodes {
 			for i := int32(0); i < mp.OnPool[n]; i++ {
@@ -682,4 +678,10 @@ func productWord(p string) string {
 		return "the pool's GPU product"
 	}
 	return p
+}
+
+// findNoGPU says how many replacements find no free GPU: "1 replacement
+// finds", "2 replacements find".
+func findNoGPU(n int32) string {
+	return cli.Plural(int(n), "replacement") + " " + cli.Agree(int(n), "finds", "find")
 }

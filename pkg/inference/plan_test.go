@@ -162,7 +162,7 @@ func TestComputeRefusesBelowPDB(t *testing.T) {
 	}
 	b := model("mistral", 4, 8_000_000, pdbMin(intstr.FromInt32(1)), map[string]int32{"p0": 2})
 	plan = Compute(pool([]string{"p0"}, nil, b), Options{Bandwidth: bw})
-	if !strings.Contains(strings.Join(plan.Refusals, "\n"), "wave 1 (p0) takes model serving/mistral below its PodDisruptionBudget pdb (minAvailable 1: at least 1): 2 replacement(s) find no free GPU") {
+	if !strings.Contains(strings.Join(plan.Refusals, "\n"), "wave 1 (p0) takes model serving/mistral below its PodDisruptionBudget pdb (minAvailable 1: at least 1): 2 replacements find no free GPU") {
 		t.Errorf("refusals: %v", plan.Refusals)
 	}
 }
@@ -223,7 +223,7 @@ func TestComputeResume(t *testing.T) {
 	if diff := cmp.Diff([]string{"p0"}, plan.Drained); diff != "" {
 		t.Errorf("drained: %s", diff)
 	}
-	if !strings.Contains(strings.Join(plan.Notes, "\n"), "1 replica(s) outside the pool are still loading") {
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), "1 replica outside the pool is still loading") {
 		t.Errorf("notes: %v", plan.Notes)
 	}
 	if len(plan.Waves) != 1 || plan.Waves[0].Nodes[0] != "p1" || plan.Model("serving/llama").Surge != 1 || plan.Waves[0].ServingDuring["serving/llama"] != 2 {

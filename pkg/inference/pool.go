@@ -28,6 +28,7 @@ import (
 
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 	"github.com/gpufleet/upgrade-plugins/pkg/gpucheck"
@@ -88,6 +89,9 @@ type Model struct {
 
 	pdb      *policyv1.PodDisruptionBudget
 	template *corev1.Pod
+	// sample is one of its pods on the pool, as the scheduler places its
+	// replacements (placement.go).
+	sample *corev1.Pod
 }
 
 // OnPoolTotal is the model's pods on pool nodes not yet drained.
@@ -133,6 +137,12 @@ type Pool struct {
 	Gangs []string `json:"gangs,omitempty"`
 	// Notes are what the reader could not read, with what it means.
 	Notes []string `json:"notes,omitempty"`
+
+	// allNodes and podsOn (the pods on each node, neither finished nor
+	// terminating) are what the scheduler's pod anti-affinity and
+	// topology spread read where the plan places replicas (placement.go).
+	allNodes []*corev1.Node
+	podsOn   map[string][]*corev1.Pod
 }
 
 // Reader reads a pool. Kube is required; Discoverer, when set, finds
@@ -227,7 +237,10 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 	for i := range nodeList.Items {
 		byName[nodeList.Items[i].Name] = &nodeList.Items[i]
 	}
-	pool := &Pool{}
+	pool := &Pool{podsOn: map[string][]*corev1.Pod{}}
+	for i := range nodeList.Items {
+		pool.allNodes = append(pool.allNodes, &nodeList.Items[i])
+	}
 	drained := map[string]bool{}
 	// The models a drained node held (recorded by the run), so that a
 	// resumed run still counts and waits for the replicas it displaced.
@@ -265,6 +278,9 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 		}
 		if p.Spec.NodeName != "" {
 			used[p.Spec.NodeName] += gang.PodGPUs(p, r.gpuResources())
+			if p.DeletionTimestamp == nil {
+				pool.podsOn[p.Spec.NodeName] = append(pool.podsOn[p.Spec.NodeName], p)
+			}
 		}
 		if inPool[p.Spec.NodeName] && !drained[p.Spec.NodeName] {
 			poolPods = append(poolPods, p)
@@ -348,6 +364,7 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 				return nil, err
 			}
 			m.Product = nodepool.GPUProduct(byName[p.Spec.NodeName].Labels)
+			m.sample = p
 			models[key] = m
 		}
 	}
@@ -482,7 +499,7 @@ func (r *Reader) newModel(d *appsv1.Deployment, idx *eviction.Index) (*Model, er
 		}
 		sort.Strings(names)
 		m.PDB = strings.Join(names, ",")
-		m.PDBProblem = fmt.Sprintf("model %s: pods selected by %d PodDisruptionBudgets (%s): the eviction API refuses to evict them; keep one", key, len(pdbs), m.PDB)
+		m.PDBProblem = fmt.Sprintf("model %s: pods selected by %s (%s): the eviction API refuses to evict them; keep one", key, cli.Plural(len(pdbs), "PodDisruptionBudget"), m.PDB)
 	}
 	return m, nil
 }

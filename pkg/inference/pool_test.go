@@ -103,7 +103,7 @@ func TestRead(t *testing.T) {
 		Weights: &Weights{Bytes: 140 << 30, Source: SourceRegistry, From: "annotation"}, PDB: "llama", PDBRule: "minAvailable 2",
 		OnPool: map[string]int32{"p0": 2}, OnPoolReady: map[string]int32{"p0": 1}, Selector: "app=llama"}
 	if diff := cmp.Diff(want, *m, cmp.AllowUnexported(Model{}), cmp.FilterPath(func(p cmp.Path) bool {
-		return p.Last().String() == ".pdb" || p.Last().String() == ".template"
+		return p.Last().String() == ".pdb" || p.Last().String() == ".template" || p.Last().String() == ".sample"
 	}, cmp.Ignore())); diff != "" {
 		t.Errorf("model (-want +got):\n%s", diff)
 	}
@@ -292,7 +292,7 @@ func TestResumeWaitsForReplicasOfDrainedNode(t *testing.T) {
 	gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	err = r.gate(gctx, plan, &plan.Waves[0], nil)
-	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica(s) loading weights (llama-1 on spare-1)") {
+	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica loading weights (llama-1 on spare-1)") {
 		t.Errorf("gate before wave 1: %v; want it waiting for llama-1", err)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/utils/clock"
 	kueueclient "sigs.k8s.io/kueue/client-go/clientset/versioned"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 )
 
@@ -243,7 +244,7 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 			return res, incomplete(err)
 		}
 		res.Surges = append(res.Surges, o)
-		r.emit(gang.Event{Type: EventModel, Message: fmt.Sprintf("model %s: surged from %d to %d replicas before the drain (+%d)", mp.Key, o.ReplicasNow, o.ReplicasAfter, add)})
+		r.emit(gang.Event{Type: EventModel, Message: fmt.Sprintf("model %s: surged from %d to %s before the drain (+%d)", mp.Key, o.ReplicasNow, cli.Plural(int(o.ReplicasAfter), "replica"), add)})
 	}
 
 	// 2. The waves, each once the previous one's replicas are Ready.
@@ -291,7 +292,7 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	back, err := UndoRuns(ctx, r.Kube, []string{runID}, false, r.clock().Now())
 	res.ScaledBack = back
 	for _, o := range back {
-		r.emit(gang.Event{Type: EventModel, Message: fmt.Sprintf("model %s: surge scaled back from %d to %d replicas", o.Deployment, o.ReplicasNow, o.ReplicasAfter)})
+		r.emit(gang.Event{Type: EventModel, Message: fmt.Sprintf("model %s: surge scaled back from %d to %s", o.Deployment, o.ReplicasNow, cli.Plural(int(o.ReplicasAfter), "replica"))})
 	}
 	if err != nil {
 		return res, incomplete(err)
@@ -463,16 +464,16 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				waiting = append(waiting, fmt.Sprintf("model %s: the Deployment controller has not yet acted on its change", mp.Key))
 				continue
 			case int32(len(st.unschedulable)) > unplaced[mp.Key]:
-				return fmt.Errorf("%w: model %s: %d replica(s) Unschedulable (%s), %d planned without a GPU: the free GPUs of %s outside the pool the plan counted on are gone; free them (or lower the surge), then run the same command again to resume",
-					ErrUnschedulable, mp.Key, len(st.unschedulable), strings.Join(st.unschedulable, "; "), unplaced[mp.Key], productWord(mp.Product))
+				return fmt.Errorf("%w: model %s: %s Unschedulable (%s), %d planned without a GPU: the free GPUs of %s outside the pool the plan counted on are gone; free them (or lower the surge), then run the same command again to resume",
+					ErrUnschedulable, mp.Key, cli.Plural(len(st.unschedulable), "replica"), strings.Join(st.unschedulable, "; "), unplaced[mp.Key], productWord(mp.Product))
 			case st.pods < st.desired:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d of %d replicas created", mp.Key, st.pods, st.desired))
 				continue
 			case len(st.pending) > 0:
-				waiting = append(waiting, fmt.Sprintf("model %s: %d replica(s) not yet scheduled (%s)", mp.Key, len(st.pending), strings.Join(st.pending, ", ")))
+				waiting = append(waiting, fmt.Sprintf("model %s: %s not yet scheduled (%s)", mp.Key, cli.Plural(len(st.pending), "replica"), strings.Join(st.pending, ", ")))
 				continue
 			case len(st.hydrating) > 0:
-				waiting = append(waiting, fmt.Sprintf("model %s: %d replica(s) loading weights (%s)", mp.Key, len(st.hydrating), strings.Join(st.hydrating, ", ")))
+				waiting = append(waiting, fmt.Sprintf("model %s: %s loading weights (%s)", mp.Key, cli.Plural(len(st.hydrating), "replica"), strings.Join(st.hydrating, ", ")))
 				continue
 			}
 			var leaving int32
@@ -494,7 +495,7 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				want := min(leaving, w.AtOnce[mp.Key])
 				left := pdb.Status.DisruptionsAllowed - taken[pdb.Name]
 				if pdb.Status.ObservedGeneration < pdb.Generation || left < want {
-					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %d disruption(s), the wave takes %d at once", mp.Key, pdb.Name, left, want))
+					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %s, the wave takes %d at once", mp.Key, pdb.Name, cli.Plural(int(left), "disruption"), want))
 					continue
 				}
 				atOnce = min(leaving, left)
@@ -503,7 +504,7 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 			if st.ready-atOnce < mp.keep() {
 				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, %s", mp.Key, st.ready, atOnce, mp.keepWord())
 				if n := len(st.unschedulable); n > 0 {
-					why += fmt.Sprintf("; %d replica(s) Unschedulable: no free GPU for them", n)
+					why += fmt.Sprintf("; %s Unschedulable: no free GPU for them", cli.Plural(n, "replica"))
 				}
 				waiting = append(waiting, why)
 			}
@@ -577,11 +578,11 @@ func (r *Runner) sample(ctx context.Context, plan *Plan) {
 
 // Steps describes what a run of plan would do, for a dry run.
 func Steps(plan *Plan, runID string, nodes int) []string {
-	out := []string{plan.ETALine(), fmt.Sprintf("cordon the %d node(s) of the pool, recording run %s on each", nodes, runID)}
+	out := []string{plan.ETALine(), fmt.Sprintf("cordon the %s of the pool, recording run %s on each", cli.Plural(nodes, "node"), runID)}
 	if plan.Surge != nil {
 		for _, mp := range plan.Models {
 			if add := plan.Surge.Added[mp.Key]; add > 0 {
-				out = append(out, fmt.Sprintf("surge: scale deployment %s from %d to %d replicas (+%d), recorded on it", mp.Key, mp.Desired, mp.Desired+add, add))
+				out = append(out, fmt.Sprintf("surge: scale deployment %s from %d to %s (+%d), recorded on it", mp.Key, mp.Desired, cli.Plural(int(mp.Desired+add), "replica"), add))
 			}
 		}
 		out = append(out, fmt.Sprintf("wait until the surge is Ready (planned cold start %s)", plan.Surge.ColdStart.Round(time.Millisecond)))

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 )
@@ -55,7 +57,7 @@ func TestGateHoldsOnReplicaWithNoNode(t *testing.T) {
 		defer cancel()
 		return r.gate(gctx, plan, nil, unplaced)
 	}
-	if err := gate(nil); err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica(s) not yet scheduled (llama-2)") {
+	if err := gate(nil); err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica not yet scheduled (llama-2)") {
 		t.Errorf("gate with llama-2 not yet scheduled: %v; want it waiting for llama-2", err)
 	}
 
@@ -179,5 +181,54 @@ func TestComputeSharedPDB(t *testing.T) {
 	d := model("phi", 2, 4_000_000, pdbMax(intstr.FromInt32(1)), map[string]int32{"p0": 1, "p1": 1})
 	if p := Compute(pool([]string{"p0", "p1"}, []int64{8}, c, d), Options{Bandwidth: bw, NoSurge: true}); strings.Contains(strings.Join(p.Notes, "\n"), "selects the pods of models") {
 		t.Errorf("separate budgets taken as shared: %q", p.Notes)
+	}
+}
+
+// A PodDisruptionBudget that selects the pods of two models allows its
+// disruptions once for both: the gate before a wave that takes one Ready
+// replica of each waits while the budget allows only one disruption, and
+// goes once it allows two.
+func TestGateSharesBudgetAcrossModels(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 1, map[string]string{AnnWeightsBytes: "8M"})
+	mistral, mistralRS := servingDeployment("mistral", 2, 1, map[string]string{AnnWeightsBytes: "8M"})
+	shared := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "shared"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2)), Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"llama", "mistral"}}}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1, CurrentHealthy: 4, DesiredHealthy: 2, ExpectedPods: 4}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 8, false, nil),
+		llama, llamaRS, mistral, mistralRS, shared,
+		servingPod(llamaRS, "llama-0", "p0", 1, true),
+		servingPod(llamaRS, "llama-1", "spare-0", 1, true),
+		servingPod(mistralRS, "mistral-0", "p0", 1, true),
+		servingPod(mistralRS, "mistral-1", "spare-0", 1, true),
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	pool, err := r.Reader().Read(ctx, []string{"p0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := Compute(pool, r.Options.Plan)
+	if len(plan.Models) != 2 || plan.Models[0].PDB != "shared" || plan.Models[1].PDB != "shared" {
+		t.Fatalf("models: %+v", plan.Models)
+	}
+	// The wave takes one Ready replica of each model at once.
+	w := &Wave{Index: 1, Nodes: []string{"p0"}, AtOnce: map[string]int32{"serving/llama": 1, "serving/mistral": 1}}
+	gate := func() error {
+		gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return r.gate(gctx, plan, w, nil)
+	}
+	if err := gate(); err == nil || !strings.Contains(err.Error(), "model serving/mistral: PodDisruptionBudget shared allows 0 disruptions, the wave takes 1 at once") {
+		t.Errorf("gate with 1 disruption allowed for 2 models: %v; want it waiting on mistral's share of the budget", err)
+	}
+	shared.Status.DisruptionsAllowed = 2
+	if _, err := c.PolicyV1().PodDisruptionBudgets("serving").UpdateStatus(ctx, shared, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gate(); err != nil {
+		t.Errorf("gate with 2 disruptions allowed: %v; want it passing", err)
 	}
 }
