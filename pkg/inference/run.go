@@ -491,14 +491,17 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				if err != nil {
 					return err
 				}
+				// A budget is its namespace and name: two teams may
+				// each have one called llama.
+				b := mp.Namespace + "/" + pdb.Name
 				want := min(leaving, w.AtOnce[mp.Key])
-				left := pdb.Status.DisruptionsAllowed - taken[pdb.Name]
+				left := pdb.Status.DisruptionsAllowed - taken[b]
 				if pdb.Status.ObservedGeneration < pdb.Generation || left < want {
 					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %d disruption(s), the wave takes %d at once", mp.Key, pdb.Name, left, want))
 					continue
 				}
 				atOnce = min(leaving, left)
-				taken[pdb.Name] += atOnce
+				taken[b] += atOnce
 			}
 			if st.ready-atOnce < mp.keep() {
 				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, %s", mp.Key, st.ready, atOnce, mp.keepWord())

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -179,5 +181,41 @@ func TestComputeSharedPDB(t *testing.T) {
 	d := model("phi", 2, 4_000_000, pdbMax(intstr.FromInt32(1)), map[string]int32{"p0": 1, "p1": 1})
 	if p := Compute(pool([]string{"p0", "p1"}, []int64{8}, c, d), Options{Bandwidth: bw, NoSurge: true}); strings.Contains(strings.Join(p.Notes, "\n"), "selects the pods of models") {
 		t.Errorf("separate budgets taken as shared: %q", p.Notes)
+	}
+}
+
+// Two PodDisruptionBudgets of the same name in two namespaces are two
+// budgets in the run's wait too: each allows its own model's disruption,
+// where a count keyed by name alone spent team-a's on team-b's and waited
+// until --timeout.
+func TestGateBudgetsOfOneNameInTwoNamespaces(t *testing.T) {
+	objs := []runtime.Object{
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		d, rs := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+		d.Namespace, rs.Namespace = ns, ns
+		one := intstr.FromInt32(1)
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama", Generation: 1},
+			Spec:   policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: d.Spec.Selector},
+			Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}}
+		objs = append(objs, d, rs, pdb, servingPod(rs, "llama-0", "p0", 4, true), servingPod(rs, "llama-1", "spare-0", 4, true))
+	}
+	c := fake.NewClientset(objs...)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	pool, err := r.Reader().Read(ctx, []string{"p0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := Compute(pool, r.Options.Plan)
+	if plan.Refused() || len(plan.Waves) != 1 || plan.Waves[0].AtOnce["team-a/llama"] != 1 || plan.Waves[0].AtOnce["team-b/llama"] != 1 {
+		t.Fatalf("plan: refusals %v, waves %+v", plan.Refusals, plan.Waves)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := r.gate(gctx, plan, &plan.Waves[0], nil); err != nil {
+		t.Errorf("gate before wave 1: %v; want it passing, each budget allowing its own model's one", err)
 	}
 }
