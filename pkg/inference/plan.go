@@ -253,7 +253,7 @@ func Compute(pool *Pool, o Options) *Plan {
 			plan.Refusals = append(plan.Refusals, m.PDBProblem)
 		}
 		if len(m.NoReadinessProbe) > 0 {
-			what := fmt.Sprintf("model %s: serving container %s has no readinessProbe: its Ready means the process started, not that the weights are loaded, so the waves would not wait for them",
+			what := fmt.Sprintf("model %s: serving container %s has no readinessProbe or startupProbe: its Ready means the process started, not that the weights are loaded, so the waves would not wait for them",
 				m.Key, strings.Join(m.NoReadinessProbe, ", "))
 			if o.AcceptNoReadinessProbe {
 				plan.Notes = append(plan.Notes, what+" (accepted with --accept-no-readiness-probe)")

@@ -77,7 +77,8 @@ type Model struct {
 	// Selector selects the model's pods.
 	Selector string `json:"selector"`
 	// NoReadinessProbe names the serving containers (those asking for
-	// GPUs) that have no readinessProbe: such a replica is Ready once its
+	// GPUs) that have neither a readinessProbe nor a startupProbe: such a
+	// replica is Ready once its
 	// process started, not once its weights are loaded, so Ready does not
 	// pace the waves.
 	NoReadinessProbe []string `json:"noReadinessProbe,omitempty"`
@@ -488,16 +489,20 @@ func (r *Reader) newModel(d *appsv1.Deployment, idx *eviction.Index) (*Model, er
 }
 
 // noReadinessProbe returns the serving containers (those asking for GPUs)
-// with no readinessProbe. With none, the kubelet counts a container Ready
-// as soon as it has started (k8s.io/api@v0.37.2 core/v1 types.go,
-// ContainerStatus.Ready: "If no readiness probes are specified, this field
-// defaults to true once the container is fully started"), long before a
-// model server has loaded its weights.
+// with neither a readinessProbe nor a startupProbe. With neither, the
+// kubelet counts a container Ready as soon as it has started
+// (k8s.io/api@v0.37.2 core/v1 types.go, ContainerStatus.Ready: "If no
+// readiness probes are specified, this field defaults to true once the
+// container is fully started"), long before a model server has loaded its
+// weights. A startupProbe alone holds Ready until it passes: Started
+// "becomes true after startupProbe is considered successful" (the same
+// file, ContainerStatus.Started), so it paces the waves as a readiness
+// probe does.
 func noReadinessProbe(containers []corev1.Container, res []corev1.ResourceName) []string {
 	var out []string
 	for _, c := range containers {
 		one := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
-		if gang.PodGPUs(one, res) > 0 && c.ReadinessProbe == nil {
+		if gang.PodGPUs(one, res) > 0 && c.ReadinessProbe == nil && c.StartupProbe == nil {
 			out = append(out, c.Name)
 		}
 	}

@@ -96,7 +96,7 @@ func TestComputeRefusesModelWithoutReadinessProbe(t *testing.T) {
 	}
 	o := Options{Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}
 	plan := Compute(p, o)
-	want := "model serving/llama: serving container server has no readinessProbe: its Ready means the process started, not that the weights are loaded"
+	want := "model serving/llama: serving container server has no readinessProbe or startupProbe: its Ready means the process started, not that the weights are loaded"
 	if len(plan.Refusals) != 1 || !strings.Contains(plan.Refusals[0], want) || !strings.Contains(plan.Refusals[0], "--accept-no-readiness-probe") {
 		t.Errorf("refusals: %q; want one for llama only", plan.Refusals)
 	}
@@ -104,6 +104,18 @@ func TestComputeRefusesModelWithoutReadinessProbe(t *testing.T) {
 	plan = Compute(p, o)
 	if plan.Refused() || !strings.Contains(strings.Join(plan.Notes, "\n"), want) {
 		t.Errorf("accepted: refusals %q, notes %q; want a note for llama", plan.Refusals, plan.Notes)
+	}
+	// A startupProbe alone holds Ready until it passes: accepted.
+	o.AcceptNoReadinessProbe = false
+	llama.Spec.Template.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8000)}}, FailureThreshold: 120, PeriodSeconds: 10}
+	if _, err := c.AppsV1().Deployments("serving").Update(context.Background(), llama, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = (&Reader{Kube: c}).Read(context.Background(), []string{"p0", "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	if plan = Compute(p, o); plan.Refused() {
+		t.Errorf("startupProbe only: refusals %q; want none", plan.Refusals)
 	}
 }
 
