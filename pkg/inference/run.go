@@ -44,6 +44,12 @@ var ErrRefused = errors.New("plan refused")
 // below what the plan promised.
 var ErrUnschedulable = errors.New("replica unschedulable")
 
+// ErrReplicaFailing is wrapped (with gang.ErrIncomplete) by the error of a
+// run stopped because a displaced or surged replica outside the pool is in
+// CrashLoopBackOff: it does not start where the scheduler put it (a
+// smaller GPU, say), so waiting for it to load would never end.
+var ErrReplicaFailing = errors.New("replica failing")
+
 // RunOptions configure a run.
 type RunOptions struct {
 	// Plan shapes the plan the run keeps.
@@ -358,7 +364,12 @@ type modelState struct {
 	// found unschedulable; unschedulable those it has, with its message.
 	pending       []string
 	unschedulable []string
-	onNodes       map[string]int32 // Ready pods per node
+	// troubled are pods outside the pool not Ready that restarted or
+	// wait with a reason (not loading weights), crashLooping those of
+	// them in CrashLoopBackOff; each with the pod, node and reason.
+	troubled     []string
+	crashLooping []string
+	onNodes      map[string]int32 // Ready pods per node
 }
 
 func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]bool) (modelState, error) {
@@ -390,10 +401,20 @@ func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]b
 				st.pending = append(st.pending, p.Name)
 			}
 		case !pool[p.Spec.NodeName]:
-			st.hydrating = append(st.hydrating, p.Name+" on "+p.Spec.NodeName)
+			what := p.Name + " on " + p.Spec.NodeName
+			switch why, crash := replicaTrouble(p); {
+			case crash:
+				st.crashLooping = append(st.crashLooping, what+": "+why)
+			case why != "":
+				st.troubled = append(st.troubled, what+": "+why)
+			default:
+				st.hydrating = append(st.hydrating, what)
+			}
 		}
 	}
 	sort.Strings(st.hydrating)
+	sort.Strings(st.troubled)
+	sort.Strings(st.crashLooping)
 	sort.Strings(st.pending)
 	sort.Strings(st.unschedulable)
 	return st, nil
@@ -415,6 +436,41 @@ func unschedulable(p *corev1.Pod) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// replicaTrouble says why a replica that is not Ready is not simply
+// loading its weights: its containers restarted (with the last exit), or
+// one waits with a reason other than being created; crash is true when
+// one is in CrashLoopBackOff, the kubelet's back-off after repeated exits
+// (kubernetes/kubernetes@v1.37.2 pkg/kubelet/container/sync_result.go,
+// ErrCrashLoopBackOff, set as the waiting reason).
+func replicaTrouble(p *corev1.Pod) (why string, crash bool) {
+	var restarts int32
+	var waiting, last string
+	for _, cs := range p.Status.ContainerStatuses {
+		restarts += cs.RestartCount
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			waiting = w.Reason
+			crash = crash || w.Reason == "CrashLoopBackOff"
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			last = fmt.Sprintf("last exit %d", t.ExitCode)
+			if t.Reason != "" {
+				last += " (" + t.Reason + ")"
+			}
+		}
+	}
+	var parts []string
+	if waiting != "" {
+		parts = append(parts, waiting)
+	}
+	if restarts > 0 {
+		parts = append(parts, fmt.Sprintf("%d restart(s)", restarts))
+		if last != "" {
+			parts = append(parts, last)
+		}
+	}
+	return strings.Join(parts, ", "), crash
 }
 
 // gate waits until every model has all its pods (the ReplicaSet caught up
@@ -465,11 +521,17 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 			case int32(len(st.unschedulable)) > unplaced[mp.Key]:
 				return fmt.Errorf("%w: model %s: %d replica(s) Unschedulable (%s), %d planned without a GPU: the free GPUs of %s outside the pool the plan counted on are gone; free them (or lower the surge), then run the same command again to resume",
 					ErrUnschedulable, mp.Key, len(st.unschedulable), strings.Join(st.unschedulable, "; "), unplaced[mp.Key], productWord(mp.Product))
+			case len(st.crashLooping) > 0:
+				return fmt.Errorf("%w: model %s: %d replica(s) outside the pool in CrashLoopBackOff (%s): they do not start where the scheduler put them (a smaller GPU, or a node they cannot run on); fix the replica or its node (the pool's nodes stay cordoned), then run the same command again to resume",
+					ErrReplicaFailing, mp.Key, len(st.crashLooping), strings.Join(st.crashLooping, "; "))
 			case st.pods < st.desired:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d of %d replicas created", mp.Key, st.pods, st.desired))
 				continue
 			case len(st.pending) > 0:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d replica(s) not yet scheduled (%s)", mp.Key, len(st.pending), strings.Join(st.pending, ", ")))
+				continue
+			case len(st.troubled) > 0:
+				waiting = append(waiting, fmt.Sprintf("model %s: %d replica(s) not Ready and not loading weights (%s)", mp.Key, len(st.troubled), strings.Join(st.troubled, "; ")))
 				continue
 			case len(st.hydrating) > 0:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d replica(s) loading weights (%s)", mp.Key, len(st.hydrating), strings.Join(st.hydrating, ", ")))

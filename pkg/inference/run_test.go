@@ -231,3 +231,46 @@ func TestGateBudgetsOfOneNameInTwoNamespaces(t *testing.T) {
 		t.Errorf("gate before wave 1: %v; want it passing, each budget allowing its own model's one", err)
 	}
 }
+
+// A replacement outside the pool that restarts is not loading its
+// weights: the gate names the pod, its reason and restarts while it
+// waits, and stops the run once the kubelet backs it off
+// (CrashLoopBackOff), instead of waiting for it for ever.
+func TestGateReportsFailingReplacement(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	repl := servingPod(llamaRS, "llama-2", "spare-0", 4, false)
+	repl.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", RestartCount: 2,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS,
+		servingPod(llamaRS, "llama-1", "spare-0", 4, true),
+		repl,
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 1}}}}, Drained: []string{"p0"}}
+	gate := func() error {
+		gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return r.gate(gctx, plan, nil, nil)
+	}
+	err := gate()
+	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica(s) not Ready and not loading weights (llama-2 on spare-0: 2 restart(s), last exit 137 (OOMKilled))") {
+		t.Errorf("gate with llama-2 restarting: %v; want it waiting, naming the pod, restarts and last exit", err)
+	}
+	repl.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	repl.Status.ContainerStatuses[0].RestartCount = 3
+	if _, err := c.CoreV1().Pods("serving").UpdateStatus(ctx, repl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = gate()
+	if !errors.Is(err, ErrReplicaFailing) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "llama-2 on spare-0: CrashLoopBackOff, 3 restart(s), last exit 137 (OOMKilled)") {
+		t.Errorf("gate with llama-2 in CrashLoopBackOff: %v; want the run stopped naming it", err)
+	}
+	if !errors.Is(incomplete(err), gang.ErrIncomplete) {
+		t.Errorf("%v is not an incomplete run (exit 4)", err)
+	}
+}
