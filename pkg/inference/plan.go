@@ -292,6 +292,14 @@ func Compute(pool *Pool, o Options) *Plan {
 				plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: no surge: HorizontalPodAutoscaler %s sets its replicas and would scale a surge away; to surge it, raise the autoscaler's minReplicas for the drain and plan again", m.Key, m.Autoscaler))
 				continue
 			}
+			if m.GitOps != "" {
+				// A GitOps sync puts spec.replicas back to its source
+				// (Argo CD's self-heal, Flux's interval), so a surge would
+				// not stay and the run would wait on a budget planned at
+				// the surged count.
+				plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: no surge: it is applied by %s, whose sync would put its replicas back; to surge it, raise its replicas in the source (or pause the sync) for the drain and plan again", m.Key, m.GitOps))
+				continue
+			}
 			for _, n := range undrained {
 				target[m.Key] = max(target[m.Key], m.OnPool[n])
 			}

@@ -86,6 +86,11 @@ type Model struct {
 	// the Deployment: it sets spec.replicas itself, so the plan does not
 	// surge the model.
 	Autoscaler string `json:"autoscaler,omitempty"`
+	// GitOps names the GitOps tool that applies the Deployment (Argo CD or
+	// Flux, from its tracking label or annotation): its sync puts
+	// spec.replicas back to what its source says, so the plan does not
+	// surge the model.
+	GitOps string `json:"gitOps,omitempty"`
 
 	pdb      *policyv1.PodDisruptionBudget
 	template *corev1.Pod
@@ -449,6 +454,7 @@ func (r *Reader) newModel(d *appsv1.Deployment, idx *eviction.Index) (*Model, er
 		m.Desired = *d.Spec.Replicas
 	}
 	m.Replicas = m.Desired
+	m.GitOps = gitOpsManager(d)
 	if rec, ok := ReadSurgeRecord(d); ok {
 		m.Surged, m.SurgedBy = rec.Surge, rec.Run
 		m.Replicas = max(m.Desired-rec.Surge, 0)
@@ -536,6 +542,42 @@ func (m *Model) fits(h *HeadroomNode) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}, false)
 	return !untolerated
+}
+
+// The marks by which GitOps tools track the objects they apply. Argo CD:
+// the argocd.argoproj.io/tracking-id annotation (annotation tracking, the
+// default) or the app.kubernetes.io/instance label (label tracking; Helm
+// charts often set it too), per Argo CD's "Resource Tracking" doc
+// (https://argo-cd.readthedocs.io/en/release-3.3/user-guide/resource_tracking/).
+// Flux: the <group>/name labels its controllers set on what they apply,
+// kustomize.toolkit.fluxcd.io/name (fluxcd/kustomize-controller
+// internal/controller/kustomization_controller.go at
+// 00ed48765af529f23f3e0471efa55a254b9e28d8, SetOwnerLabels with group
+// kustomize.toolkit.fluxcd.io) and helm.toolkit.fluxcd.io/name
+// (fluxcd/helm-controller internal/postrender/origin_labels.go at
+// 0b02c82ad7e8780a89a7456486a71e325b145cfd).
+const (
+	AnnArgoCDTrackingID    = "argocd.argoproj.io/tracking-id"
+	LabelArgoCDInstance    = "app.kubernetes.io/instance"
+	LabelFluxKustomizeName = "kustomize.toolkit.fluxcd.io/name"
+	LabelFluxHelmName      = "helm.toolkit.fluxcd.io/name"
+)
+
+// gitOpsManager names the GitOps tool that applies a Deployment, "" when
+// none marks it. Either would put a surge back at the next sync (self-heal
+// in Argo CD, every interval in Flux).
+func gitOpsManager(d *appsv1.Deployment) string {
+	switch {
+	case d.Labels[LabelFluxKustomizeName] != "":
+		return fmt.Sprintf("Flux Kustomization %s (label %s)", d.Labels[LabelFluxKustomizeName], LabelFluxKustomizeName)
+	case d.Labels[LabelFluxHelmName] != "":
+		return fmt.Sprintf("Flux HelmRelease %s (label %s)", d.Labels[LabelFluxHelmName], LabelFluxHelmName)
+	case d.Annotations[AnnArgoCDTrackingID] != "":
+		return fmt.Sprintf("Argo CD (annotation %s %s)", AnnArgoCDTrackingID, d.Annotations[AnnArgoCDTrackingID])
+	case d.Labels[LabelArgoCDInstance] != "":
+		return fmt.Sprintf("Argo CD application %s, if it tracks by label (label %s)", d.Labels[LabelArgoCDInstance], LabelArgoCDInstance)
+	}
+	return ""
 }
 
 // SurgeRecord is what a run records on a Deployment it surged, so that the

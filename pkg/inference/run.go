@@ -50,6 +50,12 @@ var ErrUnschedulable = errors.New("replica unschedulable")
 // smaller GPU, say), so waiting for it to load would never end.
 var ErrReplicaFailing = errors.New("replica failing")
 
+// ErrSurgeReverted is wrapped (with gang.ErrIncomplete) by the error of a
+// run stopped because a surged Deployment's spec.replicas fell below what
+// the run set (a GitOps sync or someone else scaled it back): the waves
+// were planned at the surged count, which its budget no longer allows.
+var ErrSurgeReverted = errors.New("surge reverted")
+
 // RunOptions configure a run.
 type RunOptions struct {
 	// Plan shapes the plan the run keeps.
@@ -355,8 +361,11 @@ func (r *Runner) nodeRecords(ctx context.Context, nodes []string) []gang.NodeRec
 
 // modelState is one read of a model's pods.
 type modelState struct {
-	desired   int32
-	observed  bool
+	desired  int32
+	observed bool
+	// surge is the run's surge record on the Deployment, if any.
+	surge     SurgeRecord
+	surged    bool
 	pods      int32 // not terminating
 	ready     int32
 	hydrating []string
@@ -379,6 +388,7 @@ func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]b
 		return st, fmt.Errorf("reading deployment %s: %w", mp.Key, err)
 	}
 	st.desired = replicasOf(dep)
+	st.surge, st.surged = ReadSurgeRecord(dep)
 	st.observed = dep.Status.ObservedGeneration >= dep.Generation
 	pods, err := r.Kube.CoreV1().Pods(mp.Namespace).List(ctx, metav1.ListOptions{LabelSelector: mp.Selector})
 	if err != nil {
@@ -436,6 +446,14 @@ func unschedulable(p *corev1.Pod) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// gitOpsWord names the GitOps tool a model is applied by, for an error.
+func gitOpsWord(mp *ModelPlan) string {
+	if mp.GitOps == "" {
+		return ""
+	}
+	return ", likely by " + mp.GitOps
 }
 
 // replicaTrouble says why a replica that is not Ready is not simply
@@ -515,6 +533,9 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 			}
 			r.note(mp.Key, st.ready)
 			switch {
+			case st.surged && st.desired < st.surge.ReplicasSet:
+				return fmt.Errorf("%w: model %s: spec.replicas is %d, below the %d this run set when it surged it (run %s)%s: the waves were planned at the surged count, which the budget no longer allows; stop what scaled it down and put spec.replicas back to %d, then run the same command again to resume (the pool's nodes stay cordoned)",
+					ErrSurgeReverted, mp.Key, st.desired, st.surge.ReplicasSet, st.surge.Run, gitOpsWord(mp), st.surge.ReplicasSet)
 			case !st.observed:
 				waiting = append(waiting, fmt.Sprintf("model %s: the Deployment controller has not yet acted on its change", mp.Key))
 				continue
@@ -556,7 +577,11 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				// A budget is its namespace and name: two teams may
 				// each have one called llama.
 				b := mp.Namespace + "/" + pdb.Name
-				want := min(leaving, w.AtOnce[mp.Key])
+				// Never wait for more than the budget can allow at its live
+				// expected count (its replicas once a surge is gone), all
+				// of them healthy.
+				ceiling := max(pdb.Status.ExpectedPods-pdb.Status.DesiredHealthy-taken[b], 1)
+				want := min(leaving, w.AtOnce[mp.Key], ceiling)
 				left := pdb.Status.DisruptionsAllowed - taken[b]
 				if pdb.Status.ObservedGeneration < pdb.Generation || left < want {
 					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %d disruption(s), the wave takes %d at once", mp.Key, pdb.Name, left, want))

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/gang"
 )
@@ -272,5 +273,55 @@ func TestGateReportsFailingReplacement(t *testing.T) {
 	}
 	if !errors.Is(incomplete(err), gang.ErrIncomplete) {
 		t.Errorf("%v is not an incomplete run (exit 4)", err)
+	}
+}
+
+// A surge scaled back behind the run's back (a GitOps sync, a person)
+// stops the run naming the cause, instead of waiting on a budget planned
+// at the surged count; and the wait never asks a budget for more
+// disruptions than it can allow at its live expected count.
+func TestGateSurgeRevertedAndLiveBudget(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "llama"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: llama.Spec.Selector},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS, pdb,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "p0", 4, true),
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 2}, pdb: pdb, PDB: "llama"}}}}
+	// The wave was planned with the surge: 2 at once of 3.
+	w := &Wave{Index: 1, Nodes: []string{"p0"}, AtOnce: map[string]int32{"serving/llama": 2}}
+	gate := func() error {
+		gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return r.gate(gctx, plan, w, nil)
+	}
+	if err := gate(); err != nil {
+		t.Errorf("gate with the budget allowing 1 of its 2: %v; want it passing, the eviction API pacing the second", err)
+	}
+
+	// The run surged llama to 3; a sync put it back to 2.
+	if _, err := ApplySurge(ctx, c, llama, "gd-1", 1, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	dep, err := c.AppsV1().Deployments("serving").Get(ctx, "llama", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep.Spec.Replicas = ptr.To(int32(2))
+	if _, err := c.AppsV1().Deployments("serving").Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	plan.Models[0].GitOps = "Flux Kustomization apps (label kustomize.toolkit.fluxcd.io/name)"
+	err = gate()
+	if !errors.Is(err, ErrSurgeReverted) || errors.Is(err, context.DeadlineExceeded) ||
+		!strings.Contains(err.Error(), "spec.replicas is 2, below the 3 this run set when it surged it (run gd-1), likely by Flux Kustomization apps") {
+		t.Errorf("gate with the surge reverted: %v; want the run stopped naming the cause", err)
 	}
 }
