@@ -60,10 +60,12 @@ type ModelPlan struct {
 	*Model
 	// Floor is the fewest Ready replicas the plan allows: the largest of
 	// PDBFloor (the budget's desiredHealthy at the surged replica count,
-	// which the eviction API enforces), MinServingFloor (--min-serving of
-	// the replicas, which the plan's waves keep) and NoPDBFloor (1 for a
-	// model with no PodDisruptionBudget that serves: nothing else stops a
-	// drain from evicting every replica at once).
+	// which the eviction API enforces; under a budget shared with other
+	// models, what is left of it once they count), MinServingFloor
+	// (--min-serving of the replicas, which the plan's waves keep) and
+	// NoPDBFloor (1 for a model that serves whose budget keeps none of it:
+	// no PodDisruptionBudget, or a shared one the other models cover;
+	// nothing else stops a drain from evicting every replica at once).
 	Floor           int32  `json:"floor"`
 	PDBFloor        int32  `json:"pdbFloor"`
 	MinServingFloor int32  `json:"minServingFloor"`
@@ -81,6 +83,9 @@ func (mp *ModelPlan) keep() int32 { return max(mp.MinServingFloor, mp.NoPDBFloor
 
 // keepWord says where keep comes from, for a refusal.
 func (mp *ModelPlan) keepWord() string {
+	if mp.NoPDBFloor > mp.MinServingFloor && mp.pdb != nil {
+		return fmt.Sprintf("its floor of %d: PodDisruptionBudget %s keeps none of it", mp.NoPDBFloor, mp.PDB)
+	}
 	if mp.NoPDBFloor > mp.MinServingFloor {
 		return fmt.Sprintf("its floor of %d: no PodDisruptionBudget", mp.NoPDBFloor)
 	}
@@ -234,7 +239,7 @@ func Compute(pool *Pool, o Options) *Plan {
 			plan.Refusals = append(plan.Refusals, m.PDBProblem)
 		}
 		if len(m.NoReadinessProbe) > 0 {
-			what := fmt.Sprintf("model %s: serving container %s has no readinessProbe: its Ready means the process started, not that the weights are loaded, so the waves would not wait for them",
+			what := fmt.Sprintf("model %s: serving container %s has no readinessProbe or startupProbe: its Ready means the process started, not that the weights are loaded, so the waves would not wait for them",
 				m.Key, strings.Join(m.NoReadinessProbe, ", "))
 			if o.AcceptNoReadinessProbe {
 				plan.Notes = append(plan.Notes, what+" (accepted with --accept-no-readiness-probe)")
@@ -274,6 +279,14 @@ func Compute(pool *Pool, o Options) *Plan {
 				// pkg/controller/podautoscaler/horizontal.go and
 				// config/v1alpha1/defaults.go), so a surge would not stay.
 				plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: no surge: HorizontalPodAutoscaler %s sets its replicas and would scale a surge away; to surge it, raise the autoscaler's minReplicas for the drain and plan again", m.Key, m.Autoscaler))
+				continue
+			}
+			if m.GitOps != "" {
+				// A GitOps sync puts spec.replicas back to its source
+				// (Argo CD's self-heal, Flux's interval), so a surge would
+				// not stay and the run would wait on a budget planned at
+				// the surged count.
+				plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: no surge: it is applied by %s, whose sync would put its replicas back; to surge it, raise its replicas in the source (or pause the sync) for the drain and plan again", m.Key, m.GitOps))
 				continue
 			}
 			for _, n := range undrained {
@@ -354,7 +367,10 @@ func Compute(pool *Pool, o Options) *Plan {
 			mp.PDBFloor = max(pf-(budgets.serving(b, serving)-serving[mp.Key]), 0)
 		}
 		mp.MinServingFloor = int32(math.Ceil(o.MinServing*float64(mp.Replicas) - 1e-9))
-		if mp.pdb == nil && mp.PDBProblem == "" && mp.Replicas >= 1 && mp.Ready+mp.Loading >= 1 {
+		// A model that serves keeps one replica whatever its budget says:
+		// with none, or under a budget whose floor the other models it
+		// selects cover, the eviction API lets every replica go.
+		if mp.PDBFloor < 1 && mp.PDBProblem == "" && mp.Replicas >= 1 && mp.Ready+mp.Loading >= 1 {
 			mp.NoPDBFloor = 1
 		}
 		mp.Floor = max(mp.PDBFloor, mp.keep())
@@ -365,12 +381,20 @@ func Compute(pool *Pool, o Options) *Plan {
 			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d, shared with %s)", mp.PDB, mp.PDBRule, budgets.expected[b], strings.Join(budgets.others(b, mp.Key), ", "))
 		case mp.PDBFloor >= mp.keep():
 			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d)", mp.PDB, mp.PDBRule, desired)
+		case mp.NoPDBFloor > mp.MinServingFloor && mp.pdb != nil:
+			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s keeps none of it: 1 kept", mp.PDB)
 		case mp.NoPDBFloor > mp.MinServingFloor:
 			mp.FloorFrom = "no PodDisruptionBudget: 1 kept"
 		default:
 			mp.FloorFrom = fmt.Sprintf("--min-serving %g of %d", o.MinServing, mp.Replicas)
 		}
-		if mp.NoPDBFloor > 0 {
+		if mp.NoPDBFloor > 0 && mp.pdb != nil {
+			why := fmt.Sprintf("its floor of %d (%s of %d)", pf, mp.PDBRule, budgets.expected[b])
+			if budgets.shared(b) {
+				why = fmt.Sprintf("its floor of %d (%s of %d) is covered by %s", pf, mp.PDBRule, budgets.expected[b], strings.Join(budgets.others(b, mp.Key), ", "))
+			}
+			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: PodDisruptionBudget %s guarantees it no replica (%s), so the eviction API would let all of its replicas go: the plan keeps at least %d Ready (%s); give the model a budget of its own", mp.Key, mp.PDB, why, mp.Floor, mp.FloorFrom))
+		} else if mp.NoPDBFloor > 0 {
 			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s has no PodDisruptionBudget: the plan keeps at least %d of its replicas Ready (%s), but nothing stops another drain from evicting them all; add one", mp.Key, mp.Floor, mp.FloorFrom))
 		}
 		// Replicas still loading their weights outside the pool count as

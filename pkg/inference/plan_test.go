@@ -1,6 +1,7 @@
 package inference
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,5 +279,39 @@ func TestDefaultOptions(t *testing.T) {
 	o := DefaultOptions()
 	if DefaultMaxColdStart != 15*time.Minute || o.MaxColdStart != DefaultMaxColdStart || o.NoSurge || o.MinServing != 0 || o.NodesPerWave != 0 {
 		t.Errorf("%+v", o)
+	}
+}
+
+// A model under a budget shared with another model that alone covers the
+// budget's floor is guaranteed no replica by it: the eviction API would
+// let every one of its replicas go (the disruption controller counts the
+// budget across all the pods it selects). The plan keeps one of it Ready
+// all the same, and refuses the drain where it cannot.
+func TestComputeSharedPDBKeepsOneOfEachModel(t *testing.T) {
+	shared := pdbMin(intstr.FromInt32(4))
+	big := model("llama-70b", 4, 8_000_000, shared, map[string]int32{"p0": 1, "p1": 1})
+	small := model("llama-8b", 1, 1_000_000, shared, map[string]int32{})
+	small.Replicas, small.Desired, small.Ready = 6, 6, 6
+	plan := Compute(pool([]string{"p0", "p1"}, nil, big, small), Options{Bandwidth: bw, NoSurge: true})
+	mp := plan.Model("serving/llama-70b")
+	if mp.Floor != 1 || mp.PDBFloor != 0 || !strings.Contains(mp.FloorFrom, "1 kept") {
+		t.Errorf("llama-70b floor %d (budget's own %d) from %q; want 1 kept: its budget guarantees it none", mp.Floor, mp.PDBFloor, mp.FloorFrom)
+	}
+	for _, w := range plan.Waves {
+		if w.ServingDuring["serving/llama-70b"] < 1 && !slices.Contains(w.Below, "serving/llama-70b") {
+			t.Errorf("wave %d takes llama-70b to %d without refusing it", w.Index, w.ServingDuring["serving/llama-70b"])
+		}
+	}
+	if !plan.Refused() || !strings.Contains(strings.Join(plan.Refusals, "\n"), "model serving/llama-70b to 0 Ready replicas") {
+		t.Errorf("refusals %q; want llama-70b refused at 0", plan.Refusals)
+	}
+	if !strings.Contains(strings.Join(plan.Notes, "\n"), "model serving/llama-70b: PodDisruptionBudget pdb guarantees it no replica") {
+		t.Errorf("notes: %q", plan.Notes)
+	}
+	// With room for one replica outside the pool it drains one node at a
+	// time and keeps one Ready.
+	plan = Compute(pool([]string{"p0", "p1"}, []int64{4}, big, small), Options{Bandwidth: bw, NoSurge: true})
+	if plan.Refused() || len(plan.Waves) != 2 {
+		t.Errorf("with room for one: refusals %q, waves %d; want two waves", plan.Refusals, len(plan.Waves))
 	}
 }

@@ -78,7 +78,8 @@ type Model struct {
 	// Selector selects the model's pods.
 	Selector string `json:"selector"`
 	// NoReadinessProbe names the serving containers (those asking for
-	// GPUs) that have no readinessProbe: such a replica is Ready once its
+	// GPUs) that have neither a readinessProbe nor a startupProbe: such a
+	// replica is Ready once its
 	// process started, not once its weights are loaded, so Ready does not
 	// pace the waves.
 	NoReadinessProbe []string `json:"noReadinessProbe,omitempty"`
@@ -86,6 +87,11 @@ type Model struct {
 	// the Deployment: it sets spec.replicas itself, so the plan does not
 	// surge the model.
 	Autoscaler string `json:"autoscaler,omitempty"`
+	// GitOps names the GitOps tool that applies the Deployment (Argo CD or
+	// Flux, from its tracking label or annotation): its sync puts
+	// spec.replicas back to what its source says, so the plan does not
+	// surge the model.
+	GitOps string `json:"gitOps,omitempty"`
 
 	pdb      *policyv1.PodDisruptionBudget
 	template *corev1.Pod
@@ -465,6 +471,7 @@ func (r *Reader) newModel(d *appsv1.Deployment, idx *eviction.Index) (*Model, er
 		m.Desired = *d.Spec.Replicas
 	}
 	m.Replicas = m.Desired
+	m.GitOps = gitOpsManager(d)
 	if rec, ok := ReadSurgeRecord(d); ok {
 		m.Surged, m.SurgedBy = rec.Surge, rec.Run
 		m.Replicas = max(m.Desired-rec.Surge, 0)
@@ -505,16 +512,20 @@ func (r *Reader) newModel(d *appsv1.Deployment, idx *eviction.Index) (*Model, er
 }
 
 // noReadinessProbe returns the serving containers (those asking for GPUs)
-// with no readinessProbe. With none, the kubelet counts a container Ready
-// as soon as it has started (k8s.io/api@v0.37.2 core/v1 types.go,
-// ContainerStatus.Ready: "If no readiness probes are specified, this field
-// defaults to true once the container is fully started"), long before a
-// model server has loaded its weights.
+// with neither a readinessProbe nor a startupProbe. With neither, the
+// kubelet counts a container Ready as soon as it has started
+// (k8s.io/api@v0.37.2 core/v1 types.go, ContainerStatus.Ready: "If no
+// readiness probes are specified, this field defaults to true once the
+// container is fully started"), long before a model server has loaded its
+// weights. A startupProbe alone holds Ready until it passes: Started
+// "becomes true after startupProbe is considered successful" (the same
+// file, ContainerStatus.Started), so it paces the waves as a readiness
+// probe does.
 func noReadinessProbe(containers []corev1.Container, res []corev1.ResourceName) []string {
 	var out []string
 	for _, c := range containers {
 		one := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{c}}}
-		if gang.PodGPUs(one, res) > 0 && c.ReadinessProbe == nil {
+		if gang.PodGPUs(one, res) > 0 && c.ReadinessProbe == nil && c.StartupProbe == nil {
 			out = append(out, c.Name)
 		}
 	}
@@ -548,6 +559,42 @@ func (m *Model) fits(h *HeadroomNode) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 	}, false)
 	return !untolerated
+}
+
+// The marks by which GitOps tools track the objects they apply. Argo CD:
+// the argocd.argoproj.io/tracking-id annotation (annotation tracking, the
+// default) or the app.kubernetes.io/instance label (label tracking; Helm
+// charts often set it too), per Argo CD's "Resource Tracking" doc
+// (https://argo-cd.readthedocs.io/en/release-3.3/user-guide/resource_tracking/).
+// Flux: the <group>/name labels its controllers set on what they apply,
+// kustomize.toolkit.fluxcd.io/name (fluxcd/kustomize-controller
+// internal/controller/kustomization_controller.go at
+// 00ed48765af529f23f3e0471efa55a254b9e28d8, SetOwnerLabels with group
+// kustomize.toolkit.fluxcd.io) and helm.toolkit.fluxcd.io/name
+// (fluxcd/helm-controller internal/postrender/origin_labels.go at
+// 0b02c82ad7e8780a89a7456486a71e325b145cfd).
+const (
+	AnnArgoCDTrackingID    = "argocd.argoproj.io/tracking-id"
+	LabelArgoCDInstance    = "app.kubernetes.io/instance"
+	LabelFluxKustomizeName = "kustomize.toolkit.fluxcd.io/name"
+	LabelFluxHelmName      = "helm.toolkit.fluxcd.io/name"
+)
+
+// gitOpsManager names the GitOps tool that applies a Deployment, "" when
+// none marks it. Either would put a surge back at the next sync (self-heal
+// in Argo CD, every interval in Flux).
+func gitOpsManager(d *appsv1.Deployment) string {
+	switch {
+	case d.Labels[LabelFluxKustomizeName] != "":
+		return fmt.Sprintf("Flux Kustomization %s (label %s)", d.Labels[LabelFluxKustomizeName], LabelFluxKustomizeName)
+	case d.Labels[LabelFluxHelmName] != "":
+		return fmt.Sprintf("Flux HelmRelease %s (label %s)", d.Labels[LabelFluxHelmName], LabelFluxHelmName)
+	case d.Annotations[AnnArgoCDTrackingID] != "":
+		return fmt.Sprintf("Argo CD (annotation %s %s)", AnnArgoCDTrackingID, d.Annotations[AnnArgoCDTrackingID])
+	case d.Labels[LabelArgoCDInstance] != "":
+		return fmt.Sprintf("Argo CD application %s, if it tracks by label (label %s)", d.Labels[LabelArgoCDInstance], LabelArgoCDInstance)
+	}
+	return ""
 }
 
 // SurgeRecord is what a run records on a Deployment it surged, so that the

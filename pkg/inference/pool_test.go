@@ -3,6 +3,7 @@ package inference
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -367,5 +368,43 @@ func TestAutoscaledModelIsNotSurged(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(Compute(p, Options{Bandwidth: Bandwidth{SourceObjectStore: 1}}).Notes, "\n"), "cannot list horizontalpodautoscalers in namespace serving") {
 		t.Errorf("no note for the forbidden list: %v", p.Notes)
+	}
+}
+
+// A Deployment a GitOps tool applies is not surged: Argo CD's self-heal or
+// Flux's next sync puts spec.replicas back, and the run would wait on a
+// budget planned at the surged count. Each tool's mark is read.
+func TestGitOpsModelIsNotSurged(t *testing.T) {
+	for _, tc := range []struct {
+		labels, ann map[string]string
+		want        string
+	}{
+		{nil, map[string]string{"argocd.argoproj.io/tracking-id": "serve:apps/Deployment:serving/llama"}, "applied by Argo CD (annotation argocd.argoproj.io/tracking-id serve:apps/Deployment:serving/llama)"},
+		{map[string]string{"app.kubernetes.io/instance": "serve"}, nil, "applied by Argo CD application serve, if it tracks by label"},
+		{map[string]string{"kustomize.toolkit.fluxcd.io/name": "apps"}, nil, "applied by Flux Kustomization apps"},
+		{map[string]string{"helm.toolkit.fluxcd.io/name": "llama"}, nil, "applied by Flux HelmRelease llama"},
+	} {
+		ann := map[string]string{AnnWeightsBytes: "8M"}
+		maps.Copy(ann, tc.ann)
+		llama, llamaRS := servingDeployment("llama", 2, 4, ann)
+		llama.Labels = tc.labels
+		mistral, mistralRS := servingDeployment("mistral", 2, 2, map[string]string{AnnWeightsBytes: "4M"})
+		c := fake.NewClientset(
+			gpuNode("p0", h100, 8, false, nil), gpuNode("p1", h100, 8, false, nil), gpuNode("spare-0", h100, 16, false, nil),
+			llama, llamaRS, mistral, mistralRS,
+			servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "p1", 4, true),
+			servingPod(mistralRS, "mistral-0", "p0", 2, true), servingPod(mistralRS, "mistral-1", "p1", 2, true),
+		)
+		p, err := (&Reader{Kube: c}).Read(context.Background(), []string{"p0", "p1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := Compute(p, Options{Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}})
+		if plan.Surge == nil || plan.Surge.Added["serving/llama"] != 0 || plan.Surge.Added["serving/mistral"] != 1 {
+			t.Errorf("%s: surge %+v, want mistral +1 and no llama", tc.want, plan.Surge)
+		}
+		if !strings.Contains(strings.Join(plan.Notes, "\n"), "model serving/llama: no surge: it is "+tc.want) {
+			t.Errorf("notes: %v; want %q", plan.Notes, tc.want)
+		}
 	}
 }

@@ -45,6 +45,18 @@ var ErrRefused = errors.New("plan refused")
 // below what the plan promised.
 var ErrUnschedulable = errors.New("replica unschedulable")
 
+// ErrReplicaFailing is wrapped (with gang.ErrIncomplete) by the error of a
+// run stopped because a displaced or surged replica outside the pool is in
+// CrashLoopBackOff: it does not start where the scheduler put it (a
+// smaller GPU, say), so waiting for it to load would never end.
+var ErrReplicaFailing = errors.New("replica failing")
+
+// ErrSurgeReverted is wrapped (with gang.ErrIncomplete) by the error of a
+// run stopped because a surged Deployment's spec.replicas fell below what
+// the run set (a GitOps sync or someone else scaled it back): the waves
+// were planned at the surged count, which its budget no longer allows.
+var ErrSurgeReverted = errors.New("surge reverted")
+
 // RunOptions configure a run.
 type RunOptions struct {
 	// Plan shapes the plan the run keeps.
@@ -350,8 +362,11 @@ func (r *Runner) nodeRecords(ctx context.Context, nodes []string) []gang.NodeRec
 
 // modelState is one read of a model's pods.
 type modelState struct {
-	desired   int32
-	observed  bool
+	desired  int32
+	observed bool
+	// surge is the run's surge record on the Deployment, if any.
+	surge     SurgeRecord
+	surged    bool
 	pods      int32 // not terminating
 	ready     int32
 	hydrating []string
@@ -359,7 +374,12 @@ type modelState struct {
 	// found unschedulable; unschedulable those it has, with its message.
 	pending       []string
 	unschedulable []string
-	onNodes       map[string]int32 // Ready pods per node
+	// troubled are pods outside the pool not Ready that restarted or
+	// wait with a reason (not loading weights), crashLooping those of
+	// them in CrashLoopBackOff; each with the pod, node and reason.
+	troubled     []string
+	crashLooping []string
+	onNodes      map[string]int32 // Ready pods per node
 }
 
 func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]bool) (modelState, error) {
@@ -369,6 +389,7 @@ func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]b
 		return st, fmt.Errorf("reading deployment %s: %w", mp.Key, err)
 	}
 	st.desired = replicasOf(dep)
+	st.surge, st.surged = ReadSurgeRecord(dep)
 	st.observed = dep.Status.ObservedGeneration >= dep.Generation
 	pods, err := r.Kube.CoreV1().Pods(mp.Namespace).List(ctx, metav1.ListOptions{LabelSelector: mp.Selector})
 	if err != nil {
@@ -391,10 +412,20 @@ func (r *Runner) readModel(ctx context.Context, mp *ModelPlan, pool map[string]b
 				st.pending = append(st.pending, p.Name)
 			}
 		case !pool[p.Spec.NodeName]:
-			st.hydrating = append(st.hydrating, p.Name+" on "+p.Spec.NodeName)
+			what := p.Name + " on " + p.Spec.NodeName
+			switch why, crash := replicaTrouble(p); {
+			case crash:
+				st.crashLooping = append(st.crashLooping, what+": "+why)
+			case why != "":
+				st.troubled = append(st.troubled, what+": "+why)
+			default:
+				st.hydrating = append(st.hydrating, what)
+			}
 		}
 	}
 	sort.Strings(st.hydrating)
+	sort.Strings(st.troubled)
+	sort.Strings(st.crashLooping)
 	sort.Strings(st.pending)
 	sort.Strings(st.unschedulable)
 	return st, nil
@@ -416,6 +447,49 @@ func unschedulable(p *corev1.Pod) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// gitOpsWord names the GitOps tool a model is applied by, for an error.
+func gitOpsWord(mp *ModelPlan) string {
+	if mp.GitOps == "" {
+		return ""
+	}
+	return ", likely by " + mp.GitOps
+}
+
+// replicaTrouble says why a replica that is not Ready is not simply
+// loading its weights: its containers restarted (with the last exit), or
+// one waits with a reason other than being created; crash is true when
+// one is in CrashLoopBackOff, the kubelet's back-off after repeated exits
+// (kubernetes/kubernetes@v1.37.2 pkg/kubelet/container/sync_result.go,
+// ErrCrashLoopBackOff, set as the waiting reason).
+func replicaTrouble(p *corev1.Pod) (why string, crash bool) {
+	var restarts int32
+	var waiting, last string
+	for _, cs := range p.Status.ContainerStatuses {
+		restarts += cs.RestartCount
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			waiting = w.Reason
+			crash = crash || w.Reason == "CrashLoopBackOff"
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			last = fmt.Sprintf("last exit %d", t.ExitCode)
+			if t.Reason != "" {
+				last += " (" + t.Reason + ")"
+			}
+		}
+	}
+	var parts []string
+	if waiting != "" {
+		parts = append(parts, waiting)
+	}
+	if restarts > 0 {
+		parts = append(parts, cli.Plural(int(restarts), "restart"))
+		if last != "" {
+			parts = append(parts, last)
+		}
+	}
+	return strings.Join(parts, ", "), crash
 }
 
 // gate waits until every model has all its pods (the ReplicaSet caught up
@@ -460,17 +534,26 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 			}
 			r.note(mp.Key, st.ready)
 			switch {
+			case st.surged && st.desired < st.surge.ReplicasSet:
+				return fmt.Errorf("%w: model %s: spec.replicas is %d, below the %d this run set when it surged it (run %s)%s: the waves were planned at the surged count, which the budget no longer allows; stop what scaled it down and put spec.replicas back to %d, then run the same command again to resume (the pool's nodes stay cordoned)",
+					ErrSurgeReverted, mp.Key, st.desired, st.surge.ReplicasSet, st.surge.Run, gitOpsWord(mp), st.surge.ReplicasSet)
 			case !st.observed:
 				waiting = append(waiting, fmt.Sprintf("model %s: the Deployment controller has not yet acted on its change", mp.Key))
 				continue
 			case int32(len(st.unschedulable)) > unplaced[mp.Key]:
 				return fmt.Errorf("%w: model %s: %s Unschedulable (%s), %d planned without a GPU: the free GPUs of %s outside the pool the plan counted on are gone; free them (or lower the surge), then run the same command again to resume",
 					ErrUnschedulable, mp.Key, cli.Plural(len(st.unschedulable), "replica"), strings.Join(st.unschedulable, "; "), unplaced[mp.Key], productWord(mp.Product))
+			case len(st.crashLooping) > 0:
+				return fmt.Errorf("%w: model %s: %s outside the pool in CrashLoopBackOff (%s): they do not start where the scheduler put them (a smaller GPU, or a node they cannot run on); fix the replica or its node (the pool's nodes stay cordoned), then run the same command again to resume",
+					ErrReplicaFailing, mp.Key, cli.Plural(len(st.crashLooping), "replica"), strings.Join(st.crashLooping, "; "))
 			case st.pods < st.desired:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d of %d replicas created", mp.Key, st.pods, st.desired))
 				continue
 			case len(st.pending) > 0:
 				waiting = append(waiting, fmt.Sprintf("model %s: %s not yet scheduled (%s)", mp.Key, cli.Plural(len(st.pending), "replica"), strings.Join(st.pending, ", ")))
+				continue
+			case len(st.troubled) > 0:
+				waiting = append(waiting, fmt.Sprintf("model %s: %s not Ready and not loading weights (%s)", mp.Key, cli.Plural(len(st.troubled), "replica"), strings.Join(st.troubled, "; ")))
 				continue
 			case len(st.hydrating) > 0:
 				waiting = append(waiting, fmt.Sprintf("model %s: %s loading weights (%s)", mp.Key, cli.Plural(len(st.hydrating), "replica"), strings.Join(st.hydrating, ", ")))
@@ -492,14 +575,21 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				if err != nil {
 					return err
 				}
-				want := min(leaving, w.AtOnce[mp.Key])
-				left := pdb.Status.DisruptionsAllowed - taken[pdb.Name]
+				// A budget is its namespace and name: two teams may
+				// each have one called llama.
+				b := mp.Namespace + "/" + pdb.Name
+				// Never wait for more than the budget can allow at its live
+				// expected count (its replicas once a surge is gone), all
+				// of them healthy.
+				ceiling := max(pdb.Status.ExpectedPods-pdb.Status.DesiredHealthy-taken[b], 1)
+				want := min(leaving, w.AtOnce[mp.Key], ceiling)
+				left := pdb.Status.DisruptionsAllowed - taken[b]
 				if pdb.Status.ObservedGeneration < pdb.Generation || left < want {
 					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %s, the wave takes %d at once", mp.Key, pdb.Name, cli.Plural(int(left), "disruption"), want))
 					continue
 				}
 				atOnce = min(leaving, left)
-				taken[pdb.Name] += atOnce
+				taken[b] += atOnce
 			}
 			if st.ready-atOnce < mp.keep() {
 				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, %s", mp.Key, st.ready, atOnce, mp.keepWord())

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
@@ -96,7 +97,7 @@ func TestComputeRefusesModelWithoutReadinessProbe(t *testing.T) {
 	}
 	o := Options{Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}
 	plan := Compute(p, o)
-	want := "model serving/llama: serving container server has no readinessProbe: its Ready means the process started, not that the weights are loaded"
+	want := "model serving/llama: serving container server has no readinessProbe or startupProbe: its Ready means the process started, not that the weights are loaded"
 	if len(plan.Refusals) != 1 || !strings.Contains(plan.Refusals[0], want) || !strings.Contains(plan.Refusals[0], "--accept-no-readiness-probe") {
 		t.Errorf("refusals: %q; want one for llama only", plan.Refusals)
 	}
@@ -104,6 +105,18 @@ func TestComputeRefusesModelWithoutReadinessProbe(t *testing.T) {
 	plan = Compute(p, o)
 	if plan.Refused() || !strings.Contains(strings.Join(plan.Notes, "\n"), want) {
 		t.Errorf("accepted: refusals %q, notes %q; want a note for llama", plan.Refusals, plan.Notes)
+	}
+	// A startupProbe alone holds Ready until it passes: accepted.
+	o.AcceptNoReadinessProbe = false
+	llama.Spec.Template.Spec.Containers[0].StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8000)}}, FailureThreshold: 120, PeriodSeconds: 10}
+	if _, err := c.AppsV1().Deployments("serving").Update(context.Background(), llama, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = (&Reader{Kube: c}).Read(context.Background(), []string{"p0", "p1"}); err != nil {
+		t.Fatal(err)
+	}
+	if plan = Compute(p, o); plan.Refused() {
+		t.Errorf("startupProbe only: refusals %q; want none", plan.Refusals)
 	}
 }
 
@@ -181,6 +194,135 @@ func TestComputeSharedPDB(t *testing.T) {
 	d := model("phi", 2, 4_000_000, pdbMax(intstr.FromInt32(1)), map[string]int32{"p0": 1, "p1": 1})
 	if p := Compute(pool([]string{"p0", "p1"}, []int64{8}, c, d), Options{Bandwidth: bw, NoSurge: true}); strings.Contains(strings.Join(p.Notes, "\n"), "selects the pods of models") {
 		t.Errorf("separate budgets taken as shared: %q", p.Notes)
+	}
+}
+
+// Two PodDisruptionBudgets of the same name in two namespaces are two
+// budgets in the run's wait too: each allows its own model's disruption,
+// where a count keyed by name alone spent team-a's on team-b's and waited
+// until --timeout.
+func TestGateBudgetsOfOneNameInTwoNamespaces(t *testing.T) {
+	objs := []runtime.Object{
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		d, rs := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+		d.Namespace, rs.Namespace = ns, ns
+		one := intstr.FromInt32(1)
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llama", Generation: 1},
+			Spec:   policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: d.Spec.Selector},
+			Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}}
+		objs = append(objs, d, rs, pdb, servingPod(rs, "llama-0", "p0", 4, true), servingPod(rs, "llama-1", "spare-0", 4, true))
+	}
+	c := fake.NewClientset(objs...)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	pool, err := r.Reader().Read(ctx, []string{"p0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := Compute(pool, r.Options.Plan)
+	if plan.Refused() || len(plan.Waves) != 1 || plan.Waves[0].AtOnce["team-a/llama"] != 1 || plan.Waves[0].AtOnce["team-b/llama"] != 1 {
+		t.Fatalf("plan: refusals %v, waves %+v", plan.Refusals, plan.Waves)
+	}
+	gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := r.gate(gctx, plan, &plan.Waves[0], nil); err != nil {
+		t.Errorf("gate before wave 1: %v; want it passing, each budget allowing its own model's one", err)
+	}
+}
+
+// A replacement outside the pool that restarts is not loading its
+// weights: the gate names the pod, its reason and restarts while it
+// waits, and stops the run once the kubelet backs it off
+// (CrashLoopBackOff), instead of waiting for it for ever.
+func TestGateReportsFailingReplacement(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	repl := servingPod(llamaRS, "llama-2", "spare-0", 4, false)
+	repl.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", RestartCount: 2,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS,
+		servingPod(llamaRS, "llama-1", "spare-0", 4, true),
+		repl,
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 1}}}}, Drained: []string{"p0"}}
+	gate := func() error {
+		gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return r.gate(gctx, plan, nil, nil)
+	}
+	err := gate()
+	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 1 replica not Ready and not loading weights (llama-2 on spare-0: 2 restarts, last exit 137 (OOMKilled))") {
+		t.Errorf("gate with llama-2 restarting: %v; want it waiting, naming the pod, restarts and last exit", err)
+	}
+	repl.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	repl.Status.ContainerStatuses[0].RestartCount = 3
+	if _, err := c.CoreV1().Pods("serving").UpdateStatus(ctx, repl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = gate()
+	if !errors.Is(err, ErrReplicaFailing) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "llama-2 on spare-0: CrashLoopBackOff, 3 restarts, last exit 137 (OOMKilled)") {
+		t.Errorf("gate with llama-2 in CrashLoopBackOff: %v; want the run stopped naming it", err)
+	}
+	if !errors.Is(incomplete(err), gang.ErrIncomplete) {
+		t.Errorf("%v is not an incomplete run (exit 4)", err)
+	}
+}
+
+// A surge scaled back behind the run's back (a GitOps sync, a person)
+// stops the run naming the cause, instead of waiting on a budget planned
+// at the surged count; and the wait never asks a budget for more
+// disruptions than it can allow at its live expected count.
+func TestGateSurgeRevertedAndLiveBudget(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "llama"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: llama.Spec.Selector},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS, pdb,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "p0", 4, true),
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 2}, pdb: pdb, PDB: "llama"}}}}
+	// The wave was planned with the surge: 2 at once of 3.
+	w := &Wave{Index: 1, Nodes: []string{"p0"}, AtOnce: map[string]int32{"serving/llama": 2}}
+	gate := func() error {
+		gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return r.gate(gctx, plan, w, nil)
+	}
+	if err := gate(); err != nil {
+		t.Errorf("gate with the budget allowing 1 of its 2: %v; want it passing, the eviction API pacing the second", err)
+	}
+
+	// The run surged llama to 3; a sync put it back to 2.
+	if _, err := ApplySurge(ctx, c, llama, "gd-1", 1, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	dep, err := c.AppsV1().Deployments("serving").Get(ctx, "llama", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep.Spec.Replicas = ptr.To(int32(2))
+	if _, err := c.AppsV1().Deployments("serving").Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	plan.Models[0].GitOps = "Flux Kustomization apps (label kustomize.toolkit.fluxcd.io/name)"
+	err = gate()
+	if !errors.Is(err, ErrSurgeReverted) || errors.Is(err, context.DeadlineExceeded) ||
+		!strings.Contains(err.Error(), "spec.replicas is 2, below the 3 this run set when it surged it (run gd-1), likely by Flux Kustomization apps") {
+		t.Errorf("gate with the surge reverted: %v; want the run stopped naming the cause", err)
 	}
 }
 

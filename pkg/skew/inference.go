@@ -27,7 +27,8 @@ import (
 // PodDisruptionBudgets and no training gang.
 type InferencePool struct {
 	// Models counts the model Deployments with a replica on the pool and
-	// WithPDB those behind a PodDisruptionBudget.
+	// WithPDB those whose PodDisruptionBudget keeps at least one of their
+	// own replicas (not one shared with models that cover its floor).
 	Models  int `json:"models"`
 	WithPDB int `json:"withPDB"`
 	// Reason says why it is one, as pkg/inference's Detect words it.
@@ -50,9 +51,10 @@ type InferencePool struct {
 }
 
 // EveryModelBudgeted reports whether the pool holds models and every one
-// is behind a PodDisruptionBudget: only then is each model's floor in the
-// inference drain its budget, and only then do the runbook and the fleet
-// programme drain the pool as an inference pool.
+// is behind a PodDisruptionBudget that keeps one of its own replicas: only
+// then is each model's floor in the inference drain its budget, and only
+// then do the runbook and the fleet programme drain the pool as an
+// inference pool.
 func (p *InferencePool) EveryModelBudgeted() bool {
 	return p != nil && p.Models > 0 && p.WithPDB >= p.Models
 }
@@ -149,7 +151,15 @@ func (c *Collector) inferencePool(ctx context.Context, name string, nodes []stri
 		return nil, notes
 	}
 	plan := inference.Compute(pool, c.InferenceOptions)
-	ip := &InferencePool{Models: det.Models, WithPDB: det.WithPDB, Reason: det.Reason, Waves: len(plan.Waves), ETASeconds: plan.ETASeconds, Refusals: plan.Refusals}
+	ip := &InferencePool{Models: det.Models, Reason: det.Reason, Waves: len(plan.Waves), ETASeconds: plan.ETASeconds, Refusals: plan.Refusals}
+	// A model counts as budgeted when its budget keeps at least one of its
+	// own replicas: a budget shared with models that cover its floor
+	// alone lets every replica of this one go (docs/inference.md).
+	for _, m := range plan.Models {
+		if m.PDB != "" && m.PDBFloor >= 1 {
+			ip.WithPDB++
+		}
+	}
 	if a := c.InferenceOptions.Bandwidth.Args(); len(a) == 2 {
 		ip.Bandwidth = a[1]
 	}

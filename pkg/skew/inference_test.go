@@ -437,3 +437,39 @@ func TestCollectInferenceListsOnce(t *testing.T) {
 		t.Errorf("node lists (their limits) %q, pod lists of every namespace %q: want one node list and one pod list in pages of 7", nodeLists, podLists)
 	}
 }
+
+// A model under a PodDisruptionBudget shared with a model that covers the
+// budget's floor alone is not budgeted: the eviction API would let all of
+// its replicas go, and the runbook passes no --min-serving, so the pool
+// keeps the gang drain.
+func TestCollectInferenceSharedBudgetNotOwnFloor(t *testing.T) {
+	objs := []runtime.Object{infNode("serve-0", "serve"), infNode("serve-1", "serve"), infNode("spare-0", "spare")}
+	drop := func(in []runtime.Object) []runtime.Object {
+		var out []runtime.Object
+		for _, o := range in {
+			if _, ok := o.(*policyv1.PodDisruptionBudget); !ok {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
+	objs = append(objs, drop(infModel("llm", "8G", "serve-0"))...)
+	objs = append(objs, drop(infModel("small", "1G", "serve-1", "spare-0", "spare-0"))...)
+	two := intstr.FromInt32(2)
+	objs = append(objs, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "llms"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &two, Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"llm", "small"}}}}}})
+	bw, err := inference.ParseBandwidth([]string{"object-store=1G/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, notes := collectInference(t, &Collector{Client: fakeClient("v1.37.2", objs...),
+		InferenceDynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), InferenceOptions: inference.Options{Bandwidth: bw}})
+	ip := got["serve"]
+	if ip == nil {
+		t.Fatalf("inference pools: %+v (notes %q)", got, notes)
+	}
+	if ip.Models != 2 || ip.WithPDB != 1 || ip.EveryModelBudgeted() {
+		t.Errorf("serve: %+v; want llm not counted as budgeted", ip)
+	}
+}

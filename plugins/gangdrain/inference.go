@@ -49,7 +49,7 @@ func (o *Options) addInferenceFlags(cmd *cobra.Command) {
 	f.IntVar(&o.inf.NodesPerWave, "nodes-per-wave", o.inf.NodesPerWave, "With --inference: the most nodes drained at once (0: as many as the floors and --max-cold-start allow).")
 	f.DurationVar(&o.inf.MaxColdStart, "max-cold-start", o.inf.MaxColdStart, "With --inference: the longest a wave's replacements may take to load their weights at the hydrate bandwidth; bounds the bytes hydrated at once (0: no bound).")
 	f.BoolVar(&o.inf.Surge, "surge", o.inf.Surge, "With --inference: scale the models up before the first drain where headroom exists, and back after the last (--surge=false: no surge).")
-	f.BoolVar(&o.inf.AcceptNoReadinessProbe, "accept-no-readiness-probe", o.inf.AcceptNoReadinessProbe, "With --inference: run models whose serving container has no readinessProbe, whose Ready then means only that the process started, not that the weights are loaded (refused otherwise; docs/inference.md says which probe to add).")
+	f.BoolVar(&o.inf.AcceptNoReadinessProbe, "accept-no-readiness-probe", o.inf.AcceptNoReadinessProbe, "With --inference: run models whose serving container has no readinessProbe or startupProbe, whose Ready then means only that the process started, not that the weights are loaded (refused otherwise; docs/inference.md says which probe to add).")
 }
 
 func (o *Options) validateInference(cmd *cobra.Command) error {
