@@ -127,9 +127,10 @@ func (r *renderer) capiUnits(s Step, sel string) blocks {
 	}
 	pick = append(pick, "NODES=$(cat "+unitFile+")", `test -n "$NODES"`)
 	// pdb-blockers informs (it exits 1 on any blocker, which gang-drain's
-	// own time limit may still clear), so it stands between the chains.
+	// own time limit may still clear), so it stands between the chains;
+	// it runs only once a unit was picked (with no node it refuses).
 	b.add(chain(pick...)...)
-	b.add(r.unitPDB(""))
+	b.add(`[ -z "$NODES" ] || ` + r.unitPDB(""))
 	b.add(fmt.Sprintf("# the wait: %dh for each Machine of the unit, replaced one after another; pasting the block again is safe (it picks the same unit while its Machines are being deleted, and the drain, the annotate and the wait go on from where they are)", capiWaitPerMachine))
 	b.add(chain(`[ -n "$NODES" ]`,
 		r.gangDrain("", run),
