@@ -511,3 +511,41 @@ func takeClusterctlNotExecuted(dir string) []HostCommand {
 	}
 	return out
 }
+
+// capiUnitHook is the pre-drain hook the runbook's Cluster API GPU pool
+// blocks set and lift.
+const capiUnitHook = "pre-drain.delete.hook.machine.cluster.x-k8s.io/gpufleet-gang-drain"
+
+// capiSkipWhy is why the lane does not paste a Cluster API GPU pool's unit
+// block nor the restore after it.
+const capiSkipWhy = "not pasted: the lane's Cluster API mirror rolls a released MachineDeployment by setting its Machines' version in place and deletes no Machine, " +
+	"so none waits at the pre-drain hook this block drains by (Cluster API v1.14.0 deletes the old MachineSet's Machines one by one and holds each at its " +
+	"pre-drain.delete.hook.machine.cluster.x-k8s.io annotations before the drain: reconcileDelete, core/reconcilers/machine/machine_controller.go); " +
+	"pkg/skew TestCAPIUnitBlocksPasted pastes these blocks against stand-ins"
+
+// capiSkip says why the lane skips blocks[i] of a Cluster API scenario's
+// step ("" to paste it): the unit block that waits for the rollout to
+// delete a hooked Machine (it lifts the hook and waits --for=delete), and,
+// after it in the same step, the block that restores the gangs its
+// gang-drain run stopped, which the skipped block never started.
+func capiSkip(sc Scenario, blocks []*Block, i int) string {
+	if sc.Provider != "capi" || blocks[i].Rollback {
+		return ""
+	}
+	unit := func(b *Block) bool {
+		t := b.Text()
+		return strings.Contains(t, capiUnitHook+"-") && strings.Contains(t, "--for=delete")
+	}
+	if unit(blocks[i]) {
+		return capiSkipWhy
+	}
+	if !strings.Contains(blocks[i].Text(), "gang-drain restore") {
+		return ""
+	}
+	for _, b := range blocks[:i] {
+		if !b.Rollback && unit(b) {
+			return capiSkipWhy
+		}
+	}
+	return ""
+}

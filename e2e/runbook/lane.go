@@ -264,6 +264,9 @@ type BlockResult struct {
 	Stopped string `json:"stopped,omitempty"`
 	// NotReached marks a block after such a stop: not pasted, not failed.
 	NotReached bool `json:"notReached,omitempty"`
+	// Skipped says why the lane did not paste a block it cannot play
+	// (capiSkip); not failed.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // OK reports whether the block ran clean.
@@ -425,6 +428,10 @@ func (l *Lane) Run(ctx context.Context, sc Scenario) ([]*BlockResult, error) {
 				group = append(group, st.Blocks[i])
 			}
 			if b.Rollback && !failed {
+				continue
+			}
+			if why := capiSkip(sc, st.Blocks, i); why != "" {
+				out = append(out, &BlockResult{Scenario: sc.Name(), Block: b.ID(), Text: b.Text(), Skipped: why})
 				continue
 			}
 			its, err := iterations(w, st, loops)

@@ -174,11 +174,13 @@ func TestRunbookPasted(t *testing.T) {
 			t.Errorf("%s: %v", sc.Name(), err)
 			continue
 		}
-		bad, unreached, stop := 0, 0, ""
+		bad, unreached, skipped, stop := 0, 0, 0, ""
 		for _, r := range rs {
 			switch {
 			case r.NotReached:
 				unreached++
+			case r.Skipped != "":
+				skipped++
 			case !r.OK():
 				bad++
 			}
@@ -186,7 +188,7 @@ func TestRunbookPasted(t *testing.T) {
 				stop = fmt.Sprintf(", stopped at %s (%s)", r.Key(), r.Stopped)
 			}
 		}
-		t.Logf("%s: %d pastes, %d failing, %d not reached%s, %.1fs wall, %.1fs CPU of children, %.1fs CPU of the test process", sc.Name(), len(rs)-unreached, bad, unreached, stop, time.Since(s0).Seconds(), (cpuTime() - c0).Seconds(), (selfCPU() - p0).Seconds())
+		t.Logf("%s: %d pastes, %d failing, %d not reached%s, %d skipped, %.1fs wall, %.1fs CPU of children, %.1fs CPU of the test process", sc.Name(), len(rs)-unreached-skipped, bad, unreached, stop, skipped, time.Since(s0).Seconds(), (cpuTime() - c0).Seconds(), (selfCPU() - p0).Seconds())
 		all = append(all, rs...)
 		if out := os.Getenv("RUNBOOK_REPORT"); out != "" {
 			writeReport(t, out, all) // readable while later scenarios run

@@ -127,9 +127,10 @@ func (r *renderer) capiUnits(s Step, sel string) blocks {
 	}
 	pick = append(pick, "NODES=$(cat "+unitFile+")", `test -n "$NODES"`)
 	// pdb-blockers informs (it exits 1 on any blocker, which gang-drain's
-	// own time limit may still clear), so it stands between the chains.
+	// own time limit may still clear), so it stands between the chains;
+	// it runs only once a unit was picked (with no node it refuses).
 	b.add(chain(pick...)...)
-	b.add(r.unitPDB(""))
+	b.add(`[ -z "$NODES" ] || ` + r.unitPDB(""))
 	b.add(fmt.Sprintf("# the wait: %dh for each Machine of the unit, replaced one after another; pasting the block again is safe (it picks the same unit while its Machines are being deleted, and the drain, the annotate and the wait go on from where they are)", capiWaitPerMachine))
 	b.add(chain(`[ -n "$NODES" ]`,
 		r.gangDrain("", run),
@@ -141,4 +142,30 @@ func (r *renderer) capiUnits(s Step, sel string) blocks {
 		fmt.Sprintf("clusterctl describe cluster %s -n %s --kubeconfig-context %s", sq(r.capiName), sq(r.capiNS), sq(phMgmt)))
 	b.add(reactivate(run, validateCmd(sel, s))...)
 	return b
+}
+
+// capiStatefulFirst puts a held Cluster API pool's nodes that host
+// stateful services first in its rollout: before the topologies are
+// released, their Machines get cluster.x-k8s.io/delete-machine, which the
+// old MachineSet's scale-down deletes before any other Machine whatever
+// its deletion order (shouldDeleteFirst, cluster-api v1.14.0
+// core/reconcilers/machineset/machineset_deletion_order.go). It returns
+// the lines before the release and the annotate, which the release loop
+// is chained to; nil and "" when the pool has no such node, is not held
+// or is a GPU pool (whose units set the order: capiUnits).
+func (r *renderer) capiStatefulFirst(s Step) (notes []string, mark string) {
+	sn := r.pools[s.Pool].StatefulNodes
+	if r.prov != ProviderCAPI || !r.capiHeld || len(sn) == 0 || r.gpuPool(s.Pool) || r.controlPlanePool(s.Pool) {
+		return nil, ""
+	}
+	var names []string
+	for _, n := range sn {
+		names = append(names, sq(n.Node))
+	}
+	file := fmt.Sprintf("pool-%s-stateful-nodes.txt", fileSafe(s.Pool))
+	return []string{
+			fmt.Sprintf("# the nodes that host stateful services go first: their Machines get %s, which the rollout's scale-down of the old MachineSet deletes before any other whatever its deletion order (cluster-api v1.14.0 machineset_deletion_order.go); the release of the topologies below is chained to that annotate (none left at an older version: nothing to mark):", capiDeleteFirst),
+			fmt.Sprintf(`printf '%%s\n' %s > %s`, strings.Join(names, " "), file),
+		},
+		r.capiOldMachines("STATEFUL_MACHINES", file, s) + fmt.Sprintf(` && { [ -z "$STATEFUL_MACHINES" ] || %s -n %s annotate machines.cluster.x-k8s.io $STATEFUL_MACHINES %s=gpufleet --overwrite; }`, r.kubectlMgmt(), sq(r.capiNS), capiDeleteFirst)
 }

@@ -207,7 +207,11 @@ func (r *renderer) nodePool(s Step) blocks {
 		if r.asgOf(s.Pool) != "" {
 			who = "the instance refresh"
 		}
-		if c := r.statefulAfter(s.Pool, who+" replaces the nodes in an order it picks, so they cannot go first", "once the rollout ends"); c != nil {
+		first := ""
+		if _, mark := r.capiStatefulFirst(s); mark != "" {
+			first = "their Machines were marked " + capiDeleteFirst + " above, which the rollout deletes before any other Machine, so they go first; the MachineDeployment's maxSurge and maxUnavailable still set how many go at once"
+		}
+		if c := r.statefulEachBatch(s, sel, who, first); c != nil {
 			b.cut()
 			b.add(c...)
 		}
@@ -478,7 +482,13 @@ func (r *renderer) providerRollout(s Step, sel string, gpu bool) blocks {
 			fmt.Sprintf("az aks nodepool upgrade --resource-group %s --cluster-name %s --name %s --kubernetes-version %s --yes", sq(r.resourceGroup()), sq(r.cluster), np, sq(s.To+"."+phPatch)))
 	case replaceCAPI:
 		if r.capiHeld {
-			out = append(out, r.capiRelease(s.Pool, sel)...)
+			notes, mark := r.capiStatefulFirst(s)
+			rel := r.capiRelease(s.Pool, sel)
+			if mark != "" {
+				rel = append(rel[:len(rel)-1], chain(mark, rel[len(rel)-1])...)
+			}
+			out = append(out, notes...)
+			out = append(out, rel...)
 		} else {
 			out = append(out, "# the topology controller rolls the MachineDeployments to the Cluster's version")
 		}

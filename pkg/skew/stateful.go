@@ -208,3 +208,53 @@ func (r *renderer) statefulAfter(pool, why, when string) []string {
 	out := []string{fmt.Sprintf("# here, %s: the stateful services behind PodDisruptionBudgets that allow at most one disruption, on %s (%s), whole again; %s", when, Nodes(len(sn)), strings.Join(names, " "), why)}
 	return append(out, chain(lines...)...)
 }
+
+// statefulEachBatch is the check of a pool's stateful services for a pool
+// that a provider or an instance refresh (who) replaces in batches it
+// sizes and orders: a loop that, each time another node of the pool
+// reports the step's version, waits until every such service is whole
+// again, and stops at the first that is not, so that the reader stops the
+// rollout before it drains another of the service's members. first says
+// what the step did to put the stateful nodes first ("" when the provider
+// leaves no choice). The cost, said in the block: a member evicted from
+// one old node may be scheduled onto another old node and be evicted again
+// when that one's turn comes, so a service can lose a member once for
+// each old node it lands on; the provider's drain evicts through the
+// PodDisruptionBudget, so no more go at once than it allows.
+func (r *renderer) statefulEachBatch(s Step, sel, who, first string) []string {
+	sn := r.pools[s.Pool].StatefulNodes
+	if len(sn) == 0 {
+		return nil
+	}
+	var seen []StatefulService
+	var names []string
+	for _, n := range sn {
+		names = append(names, n.Node)
+		for _, sv := range n.Services {
+			if !containsService(seen, sv) {
+				seen = append(seen, sv)
+			}
+		}
+	}
+	var lines []string
+	for _, sv := range seen {
+		lines = append(lines, serviceCheck(sv)...)
+	}
+	order := fmt.Sprintf("%s picks the order and the batch, so they cannot go first one at a time", who)
+	if first != "" {
+		order = first
+	}
+	minor := strings.ReplaceAll(s.To, ".", `\.`)
+	versions := fmt.Sprintf(`kubectl get nodes -l %s -o jsonpath='{range .items[*]}{.status.nodeInfo.kubeletVersion}{"\n"}{end}'`, sel)
+	return []string{
+		fmt.Sprintf("# here, after each batch of the rollout: the stateful services behind PodDisruptionBudgets that allow at most one disruption, on %s (%s), whole again; %s. The cost of that order: a member evicted from one old node may be scheduled onto another old node and be evicted again at its turn, so a service can lose a member once for each old node it lands on (the drain evicts through the PodDisruptionBudget, so never more at once than it allows)", Nodes(len(sn)), strings.Join(names, " "), order),
+		fmt.Sprintf("# start this loop in a second terminal when the rollout starts (pasted after the rollout, it checks once): it checks each time another node of the pool reports v%s, ends when every node does, and fails at the first service not whole again: then stop the rollout there and follow this step's rollback", s.To),
+		"SEEN=0; WHOLE=1",
+		"while :; do",
+		fmt.Sprintf("  NEW=$(%s | awk '/^v%s\\./ {n++} END {print n+0}'); ALL=$(kubectl get nodes -l %s -o name | wc -l)", versions, minor, sel),
+		fmt.Sprintf(`  if [ "$NEW" -gt "$SEEN" ]; then SEEN=$NEW; echo "$NEW of $ALL nodes of the pool at v%s: checking the stateful services"; { %s; } || { WHOLE=0; break; }; fi`, s.To, strings.Join(lines, " && ")),
+		`  if [ "$NEW" -ge "$ALL" ]; then break; fi; sleep 30`,
+		"done",
+		`[ "$WHOLE" = 1 ] || { echo "a stateful service is not whole again: stop the rollout here and follow this step's rollback" >&2; false; }`,
+	}
+}

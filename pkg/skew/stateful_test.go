@@ -2,7 +2,9 @@ package skew
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,14 +97,20 @@ func TestRunbookStatefulNodesFirst(t *testing.T) {
 		variant, pool string
 		first         []string // the nodes named first, in order; nil: checks after
 		services      []string // namespace/pdb of each check, in order, after "@node" where the checks follow one node
+		// rolled: the provider replaces the pool in batches, so the
+		// check runs after each batch and the step says what the order
+		// costs; marked: the nodes whose Machines get delete-machine
+		// before the topologies are released (Cluster API).
+		rolled bool
+		marked []string
 	}{
 		{variant: "kubeadm-apt", pool: "cpu", first: []string{"cpu-1", "cpu-2"}, services: []string{"@cpu-1", "db/postgres", "@cpu-2", "db/postgres", "coord/zk-quorum"}},
 		{variant: "k3s-etcd", pool: "cpu", first: []string{"agent-2"}, services: []string{"@agent-2", "db/mariadb"}},
 		{variant: "rke2", pool: "gpu-l40s", services: []string{"vector/qdrant"}},
-		{variant: "gke", pool: "default-pool", services: []string{"db/postgres"}},
-		{variant: "aks", pool: "system", services: []string{"db/postgres"}},
-		{variant: "eks-managed", pool: "system", services: []string{"db/postgres"}},
-		{variant: "capi", pool: "cpu", services: []string{"db/postgres"}},
+		{variant: "gke", pool: "default-pool", services: []string{"db/postgres"}, rolled: true},
+		{variant: "aks", pool: "system", services: []string{"db/postgres"}, rolled: true},
+		{variant: "eks-managed", pool: "system", services: []string{"db/postgres"}, rolled: true},
+		{variant: "capi", pool: "cpu", services: []string{"db/postgres"}, rolled: true, marked: []string{"gpu-cell-07-cpu-0"}},
 	} {
 		t.Run(tc.variant, func(t *testing.T) {
 			for _, s := range variantPlan(t, tc.variant).Steps {
@@ -111,7 +119,18 @@ func TestRunbookStatefulNodesFirst(t *testing.T) {
 				}
 				text := strings.Join(FlattenBlocks(s.Blocks), "\n")
 				var order []string
-				if tc.first != nil {
+				if tc.marked != nil {
+					order = append(order, "printf '%s\\n' "+strings.Join(tc.marked, " ")+" > pool-"+tc.pool+"-stateful-nodes.txt",
+						"annotate machines.cluster.x-k8s.io $STATEFUL_MACHINES cluster.x-k8s.io/delete-machine=gpufleet --overwrite; } && \\\n",
+						"for MD in $TOPOLOGIES; do", "so they go first")
+				}
+				if tc.rolled {
+					if tc.marked == nil {
+						order = append(order, "picks the order and the batch")
+					}
+					order = append(order, "a service can lose a member once for each old node it lands on",
+						"checks each time another node of the pool reports v", "while :; do", `if [ "$NEW" -gt "$SEEN" ]`)
+				} else if tc.first != nil {
 					order = append(order, "first, in this order, the "+Nodes(len(tc.first))+" hosting stateful services", "("+strings.Join(tc.first, " ")+")",
 						`kubectl drain "$NODE"`, `kubectl uncordon "$NODE"`)
 				} else {
@@ -125,6 +144,9 @@ func TestRunbookStatefulNodesFirst(t *testing.T) {
 					ns, name, _ := strings.Cut(svc, "/")
 					order = append(order, "kubectl -n "+ns+" wait statefulset/", "kubectl -n "+ns+" get pdb "+name+" -o jsonpath='{.status.currentHealthy} {.status.desiredHealthy}'",
 						`print "pdb `+svc+`: currentHealthy "`)
+				}
+				if tc.rolled {
+					order = append(order, "|| { WHOLE=0; break; }; fi", "done", `[ "$WHOLE" = 1 ] ||`)
 				}
 				order = append(order, "kubectl skew verify")
 				at := 0
@@ -168,6 +190,69 @@ func TestServiceCheckShell(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if (err == nil) != tc.pass {
 			t.Errorf("currentHealthy desiredHealthy %q: err %v, want pass %v\n%s", tc.out, err, tc.pass, out)
+		}
+	}
+}
+
+// The after-each-batch loop of a provider-rolled pool, run by the real
+// bash against a stand-in kubectl whose pool gains one node at the
+// target each time it is read: it checks the services once per batch,
+// ends when every node is at the target, and fails at the first service
+// not whole again without waiting for the rest of the rollout.
+func TestStatefulEachBatchShell(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	p := variantPlan(t, "aks")
+	var loop string
+	for _, s := range p.Steps {
+		if s.Phase != PhaseNodePool || s.Pool != "system" {
+			continue
+		}
+		for _, b := range s.Blocks {
+			if j := strings.Join(b.Commands, "\n"); strings.Contains(j, "while :; do") {
+				loop = j
+			}
+		}
+	}
+	if loop == "" {
+		t.Fatal("the system pool's step has no after-each-batch loop")
+	}
+	// kubectl: the node versions (one more node at v1.38 each read, of
+	// 3), the node names, the StatefulSet's replicas, its wait, the PDB.
+	stub := `kubectl() {
+  case "$*" in
+  *kubeletVersion*) n=$(cat "$D/n"); echo $((n + 1)) > "$D/n"; i=0; while [ $i -lt 3 ]; do if [ $i -le $n ]; then echo v1.38.2; else echo v1.37.4; fi; i=$((i + 1)); done ;;
+  *"-o name"*) printf 'node/a\nnode/b\nnode/c\n' ;;
+  *"get statefulset"*) echo 3 ;;
+  *"wait statefulset"*) echo wait >> "$D/checks" ;;
+  *"get pdb"*) printf '%s' "$PDB" ;;
+  esac
+}
+sleep() { :; }
+`
+	for _, tc := range []struct {
+		pdb    string
+		pass   bool
+		checks int
+	}{{"3 2", true, 3}, {"1 2", false, 1}} {
+		d := t.TempDir()
+		if err := os.WriteFile(filepath.Join(d, "n"), []byte("0\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bash, "-c", stub+loop)
+		cmd.Env = []string{"D=" + d, "PDB=" + tc.pdb, "PATH=/usr/bin:/bin"}
+		out, err := cmd.CombinedOutput()
+		if (err == nil) != tc.pass {
+			t.Errorf("pdb %q: err %v, want pass %v\n%s", tc.pdb, err, tc.pass, out)
+		}
+		b, _ := os.ReadFile(filepath.Join(d, "checks"))
+		if got := strings.Count(string(b), "wait"); got != tc.checks {
+			t.Errorf("pdb %q: %d checks, want %d (one per batch)\n%s", tc.pdb, got, tc.checks, out)
+		}
+		if !tc.pass && !strings.Contains(string(out), "stop the rollout here") {
+			t.Errorf("pdb %q: no word to stop the rollout:\n%s", tc.pdb, out)
 		}
 	}
 }
