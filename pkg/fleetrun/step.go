@@ -276,6 +276,8 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 	ss.Attempt++
 	ss.Waiting = nil
 	ss.Phase, ss.InputsDigest, ss.Holder = PhaseInProgress, digest, p.holder()
+	st.Fence++
+	ss.Fence = st.Fence
 	ss.StartedAt, ss.FinishedAt, ss.Heartbeat, ss.Message, ss.ExitCode = &now, nil, &now, "", 0
 	if s.Kind == StepDrain || s.Kind == StepRestore {
 		ss.RunID = p.drainRunID(cp, s)
@@ -284,7 +286,7 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		return nil, err
 	}
 	res.Attempt, res.Phase = ss.Attempt, ss.Phase
-	p.logf("%s/%s: attempt %d of %s started", cluster, stepName, ss.Attempt, s.Kind)
+	p.logf("%s/%s: attempt %d of %s started (fencing token %d)", cluster, stepName, ss.Attempt, s.Kind, ss.Fence)
 
 	r := &stepRun{p: p, cp: cp, step: s, state: st, ss: ss, digests: digest}
 	r.action, _ = p.Plan.Spec.Upgrade.ActionFor(cp.Labels)
@@ -300,7 +302,7 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		}
 		// The admission is this attempt's only while the step's record
 		// is still its claim; another runner's takeover stands.
-		if fs := fresh.Step(stepName); fs == nil || fs.Attempt != ss.Attempt || fs.Holder != ss.Holder {
+		if fs := fresh.Step(stepName); fs == nil || fs.Fence != ss.Fence || fs.Attempt != ss.Attempt || fs.Holder != ss.Holder {
 			return nil, fmt.Errorf("step %s of cluster %s was taken over by another runner while attempt %d ran; its outcome (exit %d: %s) is not recorded: %w",
 				stepName, cluster, ss.Attempt, out.code, out.message, ErrConflict)
 		}
@@ -551,6 +553,16 @@ func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutco
 	return append(keys, key), nil
 }
 
+// FencingTokenEnv names the fencing token of the attempt in the
+// environment of every command a step starts: the cluster's claim counter
+// (ClusterState.Fence) at the attempt's claim. A takeover claims with a
+// larger one, so a system the command writes to can refuse a write
+// carrying a token smaller than the largest it has seen from the cluster's
+// run, which is what keeps a runner whose claim was taken over (a paused
+// process, a partitioned pod) from acting after the takeover; the runner's
+// own state writes are refused by the store's compare-and-swap.
+const FencingTokenEnv = "GPUFLEET_FENCING_TOKEN"
+
 // launch runs a command and keeps its output; ex is how it ended, ok is
 // false when it could not start (out then says why, exit 2).
 func (r *stepRun) launch(ctx context.Context, argv []string, env []string) (out stepOutcome, ex Exit, ok bool) {
@@ -559,6 +571,7 @@ func (r *stepRun) launch(ctx context.Context, argv []string, env []string) (out 
 		runner = ExecPlugins{}
 	}
 	var stdout, stderr bytes.Buffer
+	env = append(env, fmt.Sprintf("%s=%d", FencingTokenEnv, r.ss.Fence))
 	ex, err := runner.Run(ctx, argv, env, &stdout, &stderr)
 	out = stepOutcome{code: ex.Code, report: stdout.Bytes(), stderr: stderr.Bytes(), argv: argv}
 	if err != nil {
