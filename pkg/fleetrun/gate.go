@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
-	"k8s.io/client-go/util/retry"
 )
 
 // KindGate is a gate's report.
@@ -548,6 +547,11 @@ func (p *Programme) withLock(ctx context.Context, f func() error) error {
 		if time.Now().After(deadline) {
 			return cli.Incomplete(fmt.Errorf("the lock of run %s (%s) is held by another command", p.Plan.Run, key))
 		}
+		if !errors.Is(err, errLockHeld) {
+			// Another taker won the race, or the store failed: a retry.
+			// Waiting for a live holder is not one.
+			noteRetry(ctx, err)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -570,7 +574,7 @@ func (p *Programme) withLock(ctx context.Context, f func() error) error {
 // round again, under the same lock.
 func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) error {
 	return p.withLock(ctx, func() error {
-		return retry.OnError(storeBackoff, func(err error) bool { return errors.Is(err, ErrConflict) && ctx.Err() == nil }, func() error {
+		return retryStore(ctx, storeBackoff, func(err error) bool { return errors.Is(err, ErrConflict) }, func() error {
 			return p.admitLocked(ctx, g, cp)
 		})
 	})

@@ -142,6 +142,10 @@ type StepState struct {
 	Waiting *StepWait `json:"waiting,omitempty"`
 	// Evidence lists the store keys of every attempt's evidence.
 	Evidence []string `json:"evidence,omitempty"`
+	// StoreRetries counts the store's retries of the last ended attempt
+	// (RunStep's decision, claim, heartbeats and evidence; the write of
+	// this record is not in it): nil when there were none.
+	StoreRetries *StoreRetries `json:"storeRetries,omitempty"`
 	// History has one line per ended attempt.
 	History []Attempt `json:"history,omitempty"`
 }

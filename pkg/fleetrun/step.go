@@ -40,6 +40,9 @@ type StepResult struct {
 	NextAt *time.Time `json:"nextAt,omitempty"`
 	// Evidence lists the store keys written by this attempt.
 	Evidence []string `json:"evidence,omitempty"`
+	// StoreRetries counts what the store's compare-and-swap and
+	// transient failures made this run of the step try again.
+	StoreRetries *StoreRetries `json:"storeRetries,omitempty"`
 }
 
 // Err turns the result into the command's exit: nil for 0.
@@ -108,11 +111,15 @@ func (p *Programme) inputsDigest(cp *ClusterPlan, s Step) string {
 // step is stopped and its end is not recorded over the other's.
 func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*StepResult, error) {
 	backoff := storeBackoff
+	if c, _ := ctx.Value(retryCounterKey{}).(*retryCounter); c == nil {
+		ctx, _ = countRetries(ctx)
+	}
 	for {
 		res, err := p.runStep(ctx, cluster, stepName)
 		if !errors.Is(err, errRedecide) || backoff.Steps <= 1 || ctx.Err() != nil {
 			return res, err
 		}
+		noteRetry(ctx, err)
 		d := backoff.Step()
 		p.logf("%s/%s: %v; deciding again in %s", cluster, stepName, err, d.Round(time.Millisecond))
 		select {
@@ -335,6 +342,10 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		return nil, err
 	}
 	ss.Evidence = append(ss.Evidence, keys...)
+	ss.StoreRetries = nil
+	if n := retriesIn(ctx); !n.Zero() {
+		ss.StoreRetries, res.StoreRetries = &n, &n
+	}
 	ss.ExitCode, ss.Message, ss.FinishedAt, ss.Heartbeat, ss.Holder = out.code, out.message, &end, nil, ""
 	switch {
 	case out.code == 0:
@@ -514,6 +525,9 @@ type stepMeta struct {
 	StartedAt    time.Time `json:"startedAt"`
 	FinishedAt   time.Time `json:"finishedAt"`
 	Files        []string  `json:"files"`
+	// StoreRetries counts the store's retries of the step's run up to
+	// this evidence (its decision, claim, heartbeats and evidence).
+	StoreRetries *StoreRetries `json:"storeRetries,omitempty"`
 }
 
 func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutcome, start, end time.Time) ([]string, error) {
@@ -545,6 +559,9 @@ func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutco
 	}
 	meta := stepMeta{Run: p.Plan.Run, Cluster: r.cp.Name, Step: r.step.Name, Kind: r.step.Kind, Attempt: r.ss.Attempt, InputsDigest: r.digests,
 		Holder: p.holder(), Command: out.argv, ExitCode: out.code, Message: out.message, StartedAt: start, FinishedAt: end, Files: sortedKeys(files)}
+	if n := retriesIn(ctx); !n.Zero() {
+		meta.StoreRetries = &n
+	}
 	b, _ := json.MarshalIndent(meta, "", "  ")
 	key := path.Join(prefix, "meta.json")
 	if err := PutEvidence(ctx, p.Store, key, append(b, '\n')); err != nil {
