@@ -293,7 +293,7 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		return nil, err
 	}
 	res.Attempt, res.Phase = ss.Attempt, ss.Phase
-	p.logf("%s/%s: attempt %d of %s started (fencing token %d)", cluster, stepName, ss.Attempt, s.Kind, ss.Fence)
+	p.logf("%s/%s: attempt %d of %s started", cluster, stepName, ss.Attempt, s.Kind)
 
 	r := &stepRun{p: p, cp: cp, step: s, state: st, ss: ss, digests: digest}
 	r.action, _ = p.Plan.Spec.Upgrade.ActionFor(cp.Labels)
