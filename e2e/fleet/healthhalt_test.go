@@ -151,7 +151,7 @@ spec:
 		t.Fatalf("canary's gate with NodeDown firing: want exit 1 naming the alert, got exit %d: %s\n%s", r.ExitCode, res.Message, r)
 	}
 	_, cs := gateChecks(t, evidenceFile(t, st, res.Evidence, "report.json"))
-	if a := cs["alerts canary"]; a.Result != fleetrun.CheckFail || !strings.Contains(a.Message, "1 active alert(s): NodeDown{") || !strings.Contains(a.Message, `cluster="canary"`) {
+	if a := cs["alerts canary"]; a.Result != fleetrun.CheckFail || !strings.Contains(a.Message, "1 active alert: NodeDown{") || !strings.Contains(a.Message, `cluster="canary"`) {
 		t.Errorf("alerts check: %+v", a)
 	}
 	if c := cs["promql canary ttft-p99-ceiling"]; c.Result != fleetrun.CheckFail || !strings.Contains(c.Message, "ttft-p99-ceiling: now 0.5") || !strings.Contains(c.Message, "at most 0.4") {

@@ -3,7 +3,11 @@
 package fleete2e
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +15,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetrun"
@@ -60,6 +65,7 @@ func ringByRing(t *testing.T) *ringRun {
 		t.Log(r.s.approve(t, "bob", "prod", "second pair of eyes: CHG-1234"))
 		r.s.waitPhase(t, "Succeeded", 12*time.Minute)
 		r.took = time.Since(began)
+		r.s.logStatusSize(t)
 		r.status = e.skew(t, "fleet", "status", "--store", r.s.store, "--run", r.s.run)
 		t.Logf("the run took %s; kubectl skew fleet status:\n%s", r.took.Round(time.Second), r.status)
 		gang.readmitted(t)
@@ -239,4 +245,51 @@ func (g *gang) readmitted(t *testing.T) {
 	if err := g.e.planes[training].WaitPodsReady(context.Background(), g.ns, "jobset.sigs.k8s.io/jobset-name="+g.name, 2, 3*time.Minute); err != nil {
 		t.Errorf("gang %s/%s after the run: %v", g.ns, g.name, err)
 	}
+}
+
+// logStatusSize logs the size of the run's Workflow at its end as the
+// workflow-controller's packer measures it (workflow/packer/packer.go at
+// argo-workflows v3.7.15): getSize is the length of the whole Workflow's
+// JSON, and compressWorkflow replaces status.nodes with
+// status.compressedNodes, the nodes' JSON gzipped and base64-encoded
+// (util/file/fileutil.go CompressEncodeString; the controller's default
+// gzip is pgzip at its default level, this one compress/gzip's, so the
+// compressed figure is close, not byte-exact). The figures per node are
+// what README's end-of-run sizes for larger fleets are computed from.
+func (s *scenario) logStatusSize(t *testing.T) {
+	t.Helper()
+	w, err := s.e.dyn.Resource(fleetrun.WorkflowGVR).Namespace(argoNS).Get(context.Background(), s.workflowName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := json.Marshal(w.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _, _ := unstructured.NestedMap(w.Object, "status", "nodes")
+	nodesJSON, err := json.Marshal(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(nodesJSON)
+	_ = zw.Close()
+	packed := w.DeepCopy()
+	unstructured.RemoveNestedField(packed.Object, "status", "nodes")
+	if err := unstructured.SetNestedField(packed.Object, base64.StdEncoding.EncodeToString(gz.Bytes()), "status", "compressedNodes"); err != nil {
+		t.Fatal(err)
+	}
+	packedJSON, err := json.Marshal(packed.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, v := range nodes {
+		n, _ := v.(map[string]any)
+		typ, _ := n["type"].(string)
+		kinds[typ]++
+	}
+	t.Logf("end-of-run size of Workflow %s: %d bytes of JSON, %d nodes (%v) of %d bytes; packed as the controller packs it, %d bytes (nodes %d bytes gzipped, %d in base64)",
+		s.workflowName(), len(whole), len(nodes), kinds, len(nodesJSON), len(packedJSON), gz.Len(), base64.StdEncoding.EncodedLen(gz.Len()))
 }

@@ -39,7 +39,7 @@ func TestAlertsHaltCheck(t *testing.T) {
 	}
 	body = recorded
 	checks = haltChecks(context.Background(), nil, []fleetfile.HaltCheck{h}, "prod-usw2", 0, 0, nil, nil)
-	if checks[0].Result != CheckFail || !strings.Contains(checks[0].Message, "3 active alert(s): DiskFilling{") {
+	if checks[0].Result != CheckFail || !strings.Contains(checks[0].Message, "3 active alerts: DiskFilling{") {
 		t.Errorf("alerts firing: %+v", checks[0])
 	}
 	srv.Close()

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
 	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
@@ -156,7 +157,7 @@ func haltChecks(ctx context.Context, kc kubernetes.Interface, checks []fleetfile
 				below = *h.BelowBaselinePercent
 			}
 			floor := float64(baselineGPUs) * float64(100-below) / 100
-			c.Message = fmt.Sprintf("%d GPUs allocatable, %d when planned (at least %.0f)", n.GPUs, baselineGPUs, floor)
+			c.Message = fmt.Sprintf("%s allocatable, %d when planned (at least %.0f)", cli.Plural(n.GPUs, "GPU"), baselineGPUs, floor)
 			if float64(n.GPUs) < floor {
 				c.Result = CheckFail
 			}
@@ -230,7 +231,7 @@ func alertsCheck(ctx context.Context, h fleetfile.HaltCheck, cluster string) (st
 	if len(alerts) == 0 {
 		return CheckPass, fmt.Sprintf("no active alert matching %s", strings.Join(a.QueryMatchers(), ", "))
 	}
-	msg := fmt.Sprintf("%d active alert(s): %s", len(alerts), alerts[0])
+	msg := fmt.Sprintf("%s: %s", cli.Plural(len(alerts), "active alert"), alerts[0])
 	if len(alerts) > 1 {
 		msg += fmt.Sprintf(" (and %d more)", len(alerts)-1)
 	}

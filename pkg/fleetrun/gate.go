@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
-	"k8s.io/client-go/util/retry"
 )
 
 // KindGate is a gate's report.
@@ -157,7 +156,7 @@ func (p *Programme) newGate(ring, cluster string) *GateReport {
 // haltCheck adds the halt decisions that hold (ring, cluster).
 func haltCheck(p *Plan, g *GateReport, ds []Decision, ring, cluster string) {
 	if h, ok := p.ActiveHalt(ds, ring, cluster); ok {
-		g.add("halt", cluster, CheckFail, "%s; lift it with `kubectl skew fleet approve --run %s --ring %s --reason ...` (%d distinct approver(s))", describeHalt(h), g.Run, orRing(h.Ring, ring), p.Lifters(h.Ring))
+		g.add("halt", cluster, CheckFail, "%s; lift it with `kubectl skew fleet approve --run %s --ring %s --reason ...` (%s)", describeHalt(h), g.Run, orRing(h.Ring, ring), cli.Plural(p.Lifters(h.Ring), "distinct approver"))
 		return
 	}
 	g.add("halt", cluster, CheckPass, "no halt holds")
@@ -548,6 +547,11 @@ func (p *Programme) withLock(ctx context.Context, f func() error) error {
 		if time.Now().After(deadline) {
 			return cli.Incomplete(fmt.Errorf("the lock of run %s (%s) is held by another command", p.Plan.Run, key))
 		}
+		if !errors.Is(err, errLockHeld) {
+			// Another taker won the race, or the store failed: a retry.
+			// Waiting for a live holder is not one.
+			noteRetry(ctx, err)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -570,7 +574,7 @@ func (p *Programme) withLock(ctx context.Context, f func() error) error {
 // round again, under the same lock.
 func (p *Programme) admit(ctx context.Context, g *GateReport, cp *ClusterPlan) error {
 	return p.withLock(ctx, func() error {
-		return retry.OnError(storeBackoff, func(err error) bool { return errors.Is(err, ErrConflict) && ctx.Err() == nil }, func() error {
+		return retryStore(ctx, storeBackoff, func(err error) bool { return errors.Is(err, ErrConflict) }, func() error {
 			return p.admitLocked(ctx, g, cp)
 		})
 	})
@@ -632,7 +636,7 @@ func (p *Programme) capsWait(cp *ClusterPlan, states map[string]*ClusterState) (
 	case cp.DRPair != "" && drPartnerInFlight(p.Plan, states, cp) != "":
 		wait = fmt.Sprintf("%s, the other half of DR pair %s, is in flight: the two are never upgraded at once", drPartnerInFlight(p.Plan, states, cp), cp.DRPair)
 	case p.Plan.MaxGPUsInFlight > 0 && fleet > 0 && gpus+cp.GPUs > p.Plan.MaxGPUsInFlight:
-		wait = fmt.Sprintf("%d GPUs in flight, %d more would pass the cap of %d", gpus, cp.GPUs, p.Plan.MaxGPUsInFlight)
+		wait = fmt.Sprintf("%s in flight, %d more would pass the cap of %d", cli.Plural(gpus, "GPU"), cp.GPUs, p.Plan.MaxGPUsInFlight)
 	}
 	return wait, fleet, gpus
 }

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"k8s.io/client-go/util/retry"
 )
 
 // KindIndex is a run's index.
@@ -128,7 +126,7 @@ var errNoIndex = errors.New("the run has no index")
 // trying again while other writers win; f returns false to leave the
 // index as it is.
 func editIndex(ctx context.Context, st Store, run, cluster string, f func(e *IndexEntry) bool) error {
-	return retry.OnError(storeBackoff, func(err error) bool { return (errors.Is(err, ErrConflict) || Transient(err)) && ctx.Err() == nil }, func() error {
+	return retryStore(ctx, storeBackoff, func(err error) bool { return errors.Is(err, ErrConflict) || Transient(err) }, func() error {
 		idx, v, ok, err := readIndex(ctx, st, run)
 		if err != nil {
 			return err

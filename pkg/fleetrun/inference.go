@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	"github.com/gpufleet/upgrade-plugins/pkg/inference"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
@@ -58,7 +59,7 @@ func inferenceStep(pl pkgskew.Pool) (*StepInference, []string) {
 	if !ip.EveryModelBudgeted() {
 		// As the runbook: a model without a PodDisruptionBudget would have
 		// no floor in the inference drain; the pool keeps the gang drain.
-		return nil, []string{fmt.Sprintf("pool %s holds %d model Deployment(s), %d behind a PodDisruptionBudget that keeps one of its own replicas: a model without one (or under a budget other models cover) has no floor in an inference drain, so it drains as a training pool (kubectl gang-drain run); give every model a PodDisruptionBudget of its own to drain it paced", pl.Name, ip.Models, ip.WithPDB)}
+		return nil, []string{fmt.Sprintf("pool %s holds %s, %d behind a PodDisruptionBudget that keeps one of its own replicas: a model without one (or under a budget other models cover) has no floor in an inference drain, so it drains as a training pool (kubectl gang-drain run); give every model a PodDisruptionBudget of its own to drain it paced", pl.Name, cli.Plural(ip.Models, "model Deployment"), ip.WithPDB)}
 	}
 	return &StepInference{Models: ip.Models, Waves: ip.Waves, ETASeconds: ip.ETASeconds, Bandwidth: ip.Bandwidth}, nil
 }

@@ -45,7 +45,7 @@ func TestPlanInferencePool(t *testing.T) {
 	if drain.Inference == nil || restore.Inference == nil || drain.Inference.ETASeconds != 5400 {
 		t.Fatalf("drain %+v, restore %+v", drain, restore)
 	}
-	if !strings.Contains(drain.Action, "gang-drain run --inference -l cloud.google.com/gke-nodepool=gpu-a") || !strings.Contains(drain.Action, "3 wave(s), ETA 1h30m0s at object-store=1250000000/s") {
+	if !strings.Contains(drain.Action, "gang-drain run --inference -l cloud.google.com/gke-nodepool=gpu-a") || !strings.Contains(drain.Action, "3 waves, ETA 1h30m0s at object-store=1250000000/s") {
 		t.Errorf("drain action %q", drain.Action)
 	}
 	if !strings.Contains(restore.Action, "restore --inference") {
@@ -145,7 +145,7 @@ func TestPlanInferencePoolModelWithoutPDB(t *testing.T) {
 	if d.Inference != nil || strings.Contains(d.Action, "--inference") {
 		t.Errorf("drain %+v", d)
 	}
-	if !strings.Contains(strings.Join(p.Warnings, "\n"), "pool gpu-a holds 2 model Deployment(s), 1 behind a PodDisruptionBudget") {
+	if !strings.Contains(strings.Join(p.Warnings, "\n"), "pool gpu-a holds 2 model Deployments, 1 behind a PodDisruptionBudget") {
 		t.Errorf("warnings %q", p.Warnings)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
@@ -328,9 +329,9 @@ func clusterSteps(sp pkgskew.Plan, inv pkgskew.Inventory, target pkgskew.Version
 			drain := "kubectl gang-drain run -l " + sel + ": checkpoint and stop gangs as units, evict the rest"
 			restore := "kubectl gang-drain restore: uncordon and readmit what the drain stopped"
 			if inf != nil {
-				drain = fmt.Sprintf("kubectl gang-drain run --inference -l %s: surge the %d model Deployment(s), then drain in waves paced by hydrate bandwidth", sel, inf.Models)
+				drain = fmt.Sprintf("kubectl gang-drain run --inference -l %s: surge the %s, then drain in waves paced by hydrate bandwidth", sel, cli.Plural(inf.Models, "model Deployment"))
 				if inf.ETASeconds > 0 {
-					drain += fmt.Sprintf(" (%d wave(s), ETA %s at %s)", inf.Waves, time.Duration(inf.ETASeconds*float64(time.Second)).Round(time.Second), inf.Bandwidth)
+					drain += fmt.Sprintf(" (%s, ETA %s at %s)", cli.Plural(inf.Waves, "wave"), time.Duration(inf.ETASeconds*float64(time.Second)).Round(time.Second), inf.Bandwidth)
 				}
 				restore = "kubectl gang-drain restore --inference: uncordon, and scale the models back by the surge the drain recorded"
 			}

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
@@ -237,9 +238,9 @@ func planRing(f *fleetfile.Fleet, r fleetfile.Ring, infos map[string]ClusterInfo
 		if gpuCap > 0 && cp.GPUs > gpuCap {
 			if !slices.Contains(f.Spec.Caps.GPUCapExceptions, c.Name) {
 				return rp, nil, nil, &LintError{Problems: []*fleetfile.Error{{Field: "spec.caps.maxGPUPercentInFlight",
-					Msg: fmt.Sprintf("cluster %s alone has %d GPUs, above the %d the cap lets in flight: raise the cap, or list it in spec.caps.gpuCapExceptions to let it run alone", c.Name, cp.GPUs, gpuCap)}}}
+					Msg: fmt.Sprintf("cluster %s alone has %s, above the %d the cap lets in flight: raise the cap, or list it in spec.caps.gpuCapExceptions to let it run alone", c.Name, cli.Plural(cp.GPUs, "GPU"), gpuCap)}}}
 			}
-			warns = append(warns, fmt.Sprintf("cluster %s alone has %d GPUs, above the cap of %d in flight: it runs alone (spec.caps.gpuCapExceptions)", c.Name, cp.GPUs, gpuCap))
+			warns = append(warns, fmt.Sprintf("cluster %s alone has %s, above the cap of %d in flight: it runs alone (spec.caps.gpuCapExceptions)", c.Name, cli.Plural(cp.GPUs, "GPU"), gpuCap))
 		}
 		cps = append(cps, cp)
 	}

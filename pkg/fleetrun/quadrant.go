@@ -99,5 +99,5 @@ func allNodes(n int) string {
 	if n == 1 {
 		return "the 1 node"
 	}
-	return fmt.Sprintf("all %d nodes", n)
+	return "all " + cli.Plural(n, "node")
 }

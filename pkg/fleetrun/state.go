@@ -48,6 +48,11 @@ type ClusterState struct {
 	Holds []string `json:"holds,omitempty"`
 	// Baseline is the store key of the pre-flight baseline verify reads.
 	Baseline string `json:"baseline,omitempty"`
+	// Fence counts the claims of the cluster's steps: each claim takes
+	// the next number as its fencing token (StepState.Fence), written
+	// with the claim by compare-and-swap, so no two claims ever hold the
+	// same token and a takeover always holds a larger one.
+	Fence int64 `json:"fence,omitempty"`
 	// Steps in plan order.
 	Steps []StepState `json:"steps"`
 
@@ -109,6 +114,12 @@ type StepState struct {
 	// Heartbeat when it last said it still does.
 	Holder    string     `json:"holder,omitempty"`
 	Heartbeat *time.Time `json:"heartbeat,omitempty"`
+	// Fence is the fencing token of the step's last claim (the
+	// cluster's Fence when it was claimed). The claim's commands get it
+	// as FencingTokenEnv; the runner's own writes of the attempt (its
+	// heartbeats, its end) stand only while the store's record of the
+	// step still carries it.
+	Fence int64 `json:"fence,omitempty"`
 	// StartedAt and FinishedAt are the last attempt's.
 	StartedAt  *time.Time `json:"startedAt,omitempty"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
@@ -131,6 +142,10 @@ type StepState struct {
 	Waiting *StepWait `json:"waiting,omitempty"`
 	// Evidence lists the store keys of every attempt's evidence.
 	Evidence []string `json:"evidence,omitempty"`
+	// StoreRetries counts the store's retries of the last ended attempt
+	// (RunStep's decision, claim, heartbeats and evidence; the write of
+	// this record is not in it): nil when there were none.
+	StoreRetries *StoreRetries `json:"storeRetries,omitempty"`
 	// History has one line per ended attempt.
 	History []Attempt `json:"history,omitempty"`
 }

@@ -40,6 +40,9 @@ type StepResult struct {
 	NextAt *time.Time `json:"nextAt,omitempty"`
 	// Evidence lists the store keys written by this attempt.
 	Evidence []string `json:"evidence,omitempty"`
+	// StoreRetries counts what the store's compare-and-swap and
+	// transient failures made this run of the step try again.
+	StoreRetries *StoreRetries `json:"storeRetries,omitempty"`
 }
 
 // Err turns the result into the command's exit: nil for 0.
@@ -108,11 +111,15 @@ func (p *Programme) inputsDigest(cp *ClusterPlan, s Step) string {
 // step is stopped and its end is not recorded over the other's.
 func (p *Programme) RunStep(ctx context.Context, cluster, stepName string) (*StepResult, error) {
 	backoff := storeBackoff
+	if c, _ := ctx.Value(retryCounterKey{}).(*retryCounter); c == nil {
+		ctx, _ = countRetries(ctx)
+	}
 	for {
 		res, err := p.runStep(ctx, cluster, stepName)
 		if !errors.Is(err, errRedecide) || backoff.Steps <= 1 || ctx.Err() != nil {
 			return res, err
 		}
+		noteRetry(ctx, err)
 		d := backoff.Step()
 		p.logf("%s/%s: %v; deciding again in %s", cluster, stepName, err, d.Round(time.Millisecond))
 		select {
@@ -276,6 +283,8 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 	ss.Attempt++
 	ss.Waiting = nil
 	ss.Phase, ss.InputsDigest, ss.Holder = PhaseInProgress, digest, p.holder()
+	st.Fence++
+	ss.Fence = st.Fence
 	ss.StartedAt, ss.FinishedAt, ss.Heartbeat, ss.Message, ss.ExitCode = &now, nil, &now, "", 0
 	if s.Kind == StepDrain || s.Kind == StepRestore {
 		ss.RunID = p.drainRunID(cp, s)
@@ -300,7 +309,7 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		}
 		// The admission is this attempt's only while the step's record
 		// is still its claim; another runner's takeover stands.
-		if fs := fresh.Step(stepName); fs == nil || fs.Attempt != ss.Attempt || fs.Holder != ss.Holder {
+		if fs := fresh.Step(stepName); fs == nil || fs.Fence != ss.Fence || fs.Attempt != ss.Attempt || fs.Holder != ss.Holder {
 			return nil, fmt.Errorf("step %s of cluster %s was taken over by another runner while attempt %d ran; its outcome (exit %d: %s) is not recorded: %w",
 				stepName, cluster, ss.Attempt, out.code, out.message, ErrConflict)
 		}
@@ -333,6 +342,10 @@ func (p *Programme) runStep(ctx context.Context, cluster, stepName string) (*Ste
 		return nil, err
 	}
 	ss.Evidence = append(ss.Evidence, keys...)
+	ss.StoreRetries = nil
+	if n := retriesIn(ctx); !n.Zero() {
+		ss.StoreRetries, res.StoreRetries = &n, &n
+	}
 	ss.ExitCode, ss.Message, ss.FinishedAt, ss.Heartbeat, ss.Holder = out.code, out.message, &end, nil, ""
 	switch {
 	case out.code == 0:
@@ -512,6 +525,9 @@ type stepMeta struct {
 	StartedAt    time.Time `json:"startedAt"`
 	FinishedAt   time.Time `json:"finishedAt"`
 	Files        []string  `json:"files"`
+	// StoreRetries counts the store's retries of the step's run up to
+	// this evidence (its decision, claim, heartbeats and evidence).
+	StoreRetries *StoreRetries `json:"storeRetries,omitempty"`
 }
 
 func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutcome, start, end time.Time) ([]string, error) {
@@ -543,6 +559,9 @@ func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutco
 	}
 	meta := stepMeta{Run: p.Plan.Run, Cluster: r.cp.Name, Step: r.step.Name, Kind: r.step.Kind, Attempt: r.ss.Attempt, InputsDigest: r.digests,
 		Holder: p.holder(), Command: out.argv, ExitCode: out.code, Message: out.message, StartedAt: start, FinishedAt: end, Files: sortedKeys(files)}
+	if n := retriesIn(ctx); !n.Zero() {
+		meta.StoreRetries = &n
+	}
 	b, _ := json.MarshalIndent(meta, "", "  ")
 	key := path.Join(prefix, "meta.json")
 	if err := PutEvidence(ctx, p.Store, key, append(b, '\n')); err != nil {
@@ -550,6 +569,16 @@ func (p *Programme) storeEvidence(ctx context.Context, r *stepRun, out stepOutco
 	}
 	return append(keys, key), nil
 }
+
+// FencingTokenEnv names the fencing token of the attempt in the
+// environment of every command a step starts: the cluster's claim counter
+// (ClusterState.Fence) at the attempt's claim. A takeover claims with a
+// larger one, so a system the command writes to can refuse a write
+// carrying a token smaller than the largest it has seen from the cluster's
+// run, which is what keeps a runner whose claim was taken over (a paused
+// process, a partitioned pod) from acting after the takeover; the runner's
+// own state writes are refused by the store's compare-and-swap.
+const FencingTokenEnv = "GPUFLEET_FENCING_TOKEN"
 
 // launch runs a command and keeps its output; ex is how it ended, ok is
 // false when it could not start (out then says why, exit 2).
@@ -559,6 +588,7 @@ func (r *stepRun) launch(ctx context.Context, argv []string, env []string) (out 
 		runner = ExecPlugins{}
 	}
 	var stdout, stderr bytes.Buffer
+	env = append(env, fmt.Sprintf("%s=%d", FencingTokenEnv, r.ss.Fence))
 	ex, err := runner.Run(ctx, argv, env, &stdout, &stderr)
 	out = stepOutcome{code: ex.Code, report: stdout.Bytes(), stderr: stderr.Bytes(), argv: argv}
 	if err != nil {

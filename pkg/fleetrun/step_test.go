@@ -27,6 +27,8 @@ import (
 type fakeExec struct {
 	mu    sync.Mutex
 	calls [][]string
+	// envs has each call's extra environment, as calls has its argv.
+	envs  [][]string
 	codes map[string]int
 	nodes map[string]*fakekube.Clientset
 	// block, when set, makes drain wait until the context ends.
@@ -38,9 +40,10 @@ type fakeExec struct {
 	lazy bool
 }
 
-func (e *fakeExec) Run(ctx context.Context, argv []string, _ []string, stdout, stderr io.Writer) (Exit, error) {
+func (e *fakeExec) Run(ctx context.Context, argv []string, env []string, stdout, stderr io.Writer) (Exit, error) {
 	e.mu.Lock()
 	e.calls = append(e.calls, argv)
+	e.envs = append(e.envs, env)
 	key := argv[0]
 	if len(argv) > 1 {
 		key += " " + argv[1]

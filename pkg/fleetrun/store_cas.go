@@ -27,7 +27,6 @@ import (
 	"gocloud.dev/gcerrors"
 	"google.golang.org/api/googleapi"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/util/retry"
 )
 
 // Compare-and-swap on object stores, through gocloud.dev v0.49.0's As
@@ -256,7 +255,7 @@ var storeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jit
 // retryTransient runs f again while it fails with a transient error
 // (Transient) and ctx is not done (client-go v0.37.2 util/retry.OnError).
 func retryTransient(ctx context.Context, f func() error) error {
-	return retry.OnError(storeBackoff, func(err error) bool { return ctx.Err() == nil && Transient(err) }, f)
+	return retryStore(ctx, storeBackoff, Transient, f)
 }
 
 // Transient reports a store failure worth trying again: a 5xx, 429 or 408

@@ -14,13 +14,14 @@ import (
 
 // TestCountsTakeTheirNumber walks every message the gates of skew
 // preflight and verify (pkg/preflight), the inference drain's plan and
-// run (pkg/inference) and the plugins' summaries (plugins/*) format, renders each count as 1, and fails on a count
+// run (pkg/inference), the fleet programme (pkg/fleetrun) and the
+// plugins' summaries (plugins/*) format, renders each count as 1, and fails on a count
 // whose noun stays plural ("1 namespaces pin ...", "1 active alert(s)"):
 // a count is written with cli.Plural, cli.PluralOf or skew.Nodes and
 // skew.Minors, which take the noun's number.
 func TestCountsTakeTheirNumber(t *testing.T) {
 	var dirs []string
-	for _, pat := range []string{"../../pkg/preflight", "../../pkg/inference", "../*"} {
+	for _, pat := range []string{"../../pkg/preflight", "../../pkg/inference", "../../pkg/fleetrun", "../*"} {
 		m, err := filepath.Glob(pat)
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +86,7 @@ func pluralAtOne(format string) string {
 var countNoun = regexp.MustCompile(`%d ([A-Za-z][A-Za-z-]*)`)
 
 // hedged is a count whose noun hedges its number: "%d node(s)".
-var hedged = regexp.MustCompile(`%d ([A-Za-z -]*\(s\))`)
+var hedged = regexp.MustCompile(`%d ([A-Za-z -]*\((?:s|es)\))`)
 
 // singularS are words after a count that end in s and are not a plural
 // noun: verbs that agree with one, and nouns whose one is their many.
@@ -98,6 +99,7 @@ func TestPluralAtOne(t *testing.T) {
 	for format, want := range map[string]string{
 		"%d namespaces pin Pod Security":  "1 namespaces",
 		"%d active alert(s) firing":       "1 active alert(s)",
+		"ring %s: %d batch(es), at most":  "1 batch(es)",
 		"recorded %d roles and %d grants": "1 roles",
 		"%d of %d nodes not Ready":        "",
 		"%d node is":                      "",

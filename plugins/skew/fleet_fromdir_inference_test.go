@@ -73,11 +73,11 @@ spec:
 		{"version check's report", []byte(versionCheck),
 			"GPU pool(s) h100-f, h100-s: the saved report holds no read of their workloads", "kubectl gang-drain run -l cloud.google.com/gke-nodepool=h100-s: checkpoint"},
 		{"read without a bandwidth", inferenceRead(nil),
-			"inference pool(s) h100-s (read at no hydrate bandwidth; refused then: no hydrate bandwidth for source object-store", "kubectl gang-drain run --inference -l cloud.google.com/gke-nodepool=h100-s: surge the 1 model Deployment(s), then drain in waves paced by hydrate bandwidth\n"},
+			"inference pool(s) h100-s (read at no hydrate bandwidth; refused then: no hydrate bandwidth for source object-store", "kubectl gang-drain run --inference -l cloud.google.com/gke-nodepool=h100-s: surge the 1 model Deployment, then drain in waves paced by hydrate bandwidth\n"},
 		{"read at another bandwidth", inferenceRead([]string{"object-store=100M/s"}),
 			"inference pool(s) h100-s (read at object-store=100000000/s)", "paced by hydrate bandwidth\n"},
 		{"read at the fleet file's bandwidth", inferenceRead([]string{"object-store=1250M/s"}),
-			"", "paced by hydrate bandwidth (2 wave(s), ETA 4m1s at object-store=1250000000/s)"},
+			"", "paced by hydrate bandwidth (2 waves, ETA 4m1s at object-store=1250000000/s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(saved, "a.yaml"), tc.report, 0o600); err != nil {

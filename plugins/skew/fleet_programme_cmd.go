@@ -361,7 +361,7 @@ func printFleetPlan(w io.Writer, p *fleetrun.Plan, opts cli.TableOptions) error 
 	}
 	fmt.Fprintln(w)
 	for i, r := range p.Rings {
-		line := fmt.Sprintf("ring %s: %d batch(es), at most %s at once, failure budget %d", r.Name, len(r.Batches), atMost(r.MaxConcurrent), r.MaxFailures)
+		line := fmt.Sprintf("ring %s: %s, at most %s at once, failure budget %d", r.Name, cli.PluralOf(len(r.Batches), "batch", "batches"), atMost(r.MaxConcurrent), r.MaxFailures)
 		if r.Projected != nil {
 			line += ", projected " + spanText(r.Projected)
 			if r.Approvers > 0 {
