@@ -13,9 +13,12 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpufleet/upgrade-plugins/e2e/harness"
+	"github.com/gpufleet/upgrade-plugins/pkg/health"
 )
 
 // pool creates n Ready GPU nodes named <name>-<i>, removed when the test ends.
@@ -62,6 +65,7 @@ func TestSkewRole(t *testing.T) {
 	cp := harness.Shared(t)
 	pool(t, cp, "rbac-skew", 1, "")
 	skewWebhookFixture(t, cp)
+	policyCRDs(t, cp)
 	// A calendar in which the target is past its end of life: the
 	// support-window gate (which reads nothing) fails on every run, so
 	// preflight exits 1 whatever the other gates find and each removal is
@@ -74,7 +78,7 @@ func TestSkewRole(t *testing.T) {
 	const bin = "kubectl-skew"
 	flows := map[string]flow{
 		"check":     {args: []string{"-o", "json"}},
-		"preflight": {args: []string{"preflight", "--target", "v1.37", "--calendar", cal, "--workload-identity", "-o", "json"}},
+		"preflight": {args: []string{"preflight", "--target", "v1.37", "--calendar", cal, "--workload-identity", "--network-policy", "-o", "json"}},
 	}
 	adminCodes(t, cp, bin, flows, 0, 1)
 	if flows["preflight"].code != 1 {
@@ -115,6 +119,8 @@ func TestSkewRole(t *testing.T) {
 		{flow: "preflight", code: 1, also: []string{"forbidden: cannot read webhook services"}},
 		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list namespaces"}},
 		{flow: "preflight", code: 1, also: []string{"cannot list serviceaccounts"}},
+		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list ciliumnetworkpolicies.cilium.io", "forbidden: cannot list ciliumclusterwidenetworkpolicies.cilium.io"}},
+		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list networkpolicies.crd.projectcalico.org", "forbidden: cannot list globalnetworkpolicies.crd.projectcalico.org"}},
 		{flow: "preflight", code: 1, also: []string{"Warning events in kube-system not read"}},
 	})
 }
@@ -244,5 +250,37 @@ func TestGPUValidateRole(t *testing.T) {
 			}
 		}},
 		{flow: "nccl", code: 3, line: denied("get", "configmaps")},
+	})
+}
+
+// policyCRDs serves a CRD for each network policy kind the network-policy
+// gate reads where its CRD is served (pkg/health PolicyKinds: Cilium's and
+// Calico's), with any spec, so that the gate lists them; removed at the
+// end.
+func policyCRDs(t *testing.T, cp *harness.ControlPlane) {
+	t.Helper()
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, k := range health.PolicyKinds {
+		if k.CRD == "" {
+			continue
+		}
+		kind := k.Kind[strings.LastIndex(k.Kind, "/")+1:]
+		scope := apiextensionsv1.NamespaceScoped
+		if strings.Contains(kind, "Clusterwide") || strings.HasPrefix(kind, "Global") {
+			scope = apiextensionsv1.ClusterScoped
+		}
+		crds = append(crds, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: k.CRD},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: k.GVR.Group, Scope: scope,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: k.GVR.Resource, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: k.GVR.Version, Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}}}})
+	}
+	if err := cp.ApplyCRDs(context.Background(), crds...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range crds {
+			_ = cp.APIExtensions().ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), c.Name, metav1.DeleteOptions{})
+		}
 	})
 }

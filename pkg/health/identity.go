@@ -214,11 +214,76 @@ func InjectedInto(provider string, sent, got *corev1.Pod) Injection {
 	return inj
 }
 
-// Lost is what the baseline's injection had and now's lacks.
+// tokenVolume splits a TokenVolumes entry, "audience A at MOUNTPATH".
+func tokenVolume(s string) (audience, at string) {
+	rest, _ := strings.CutPrefix(s, "audience ")
+	audience, at, _ = strings.Cut(rest, " at ")
+	return audience, at
+}
+
+// Lost is what the baseline's injection had and now's lacks. A token
+// volume is compared by its audience alone: a webhook release may mount
+// the same token elsewhere (azure-workload-identity v1.5.1 mounts it at
+// /var/run/secrets/azure/tokens, pkg/webhook/consts.go
+// TokenFileMountPath; v1.6.0 at /var/run/secrets/azure/wi, VolumeMountPath)
+// and says where in AZURE_FEDERATED_TOKEN_FILE, so the pod still gets its
+// credentials; Moved names such a move.
 func (i Injection) Lost(now Injection) Injection {
 	var out Injection
 	out.Env = missing(i.Env, now.Env)
-	out.TokenVolumes = missing(i.TokenVolumes, now.TokenVolumes)
+	has := map[string]bool{}
+	for _, v := range now.TokenVolumes {
+		a, _ := tokenVolume(v)
+		has[a] = true
+	}
+	for _, v := range i.TokenVolumes {
+		if a, _ := tokenVolume(v); !has[a] {
+			out.TokenVolumes = append(out.TokenVolumes, v)
+		}
+	}
+	return out
+}
+
+// TokenMove is a token volume of one audience mounted at another path than
+// at the baseline.
+type TokenMove struct {
+	Audience, From, To string
+}
+
+func (m TokenMove) String() string {
+	return fmt.Sprintf("the %s token is mounted at %s, at %s at the baseline", m.Audience, m.To, m.From)
+}
+
+// Moved is each token volume of the baseline whose audience now's
+// injection still has, but at none of the baseline's mount paths.
+func (i Injection) Moved(now Injection) []TokenMove {
+	at := map[string][]string{}
+	for _, v := range now.TokenVolumes {
+		a, p := tokenVolume(v)
+		at[a] = append(at[a], p)
+	}
+	was := map[string]map[string]bool{}
+	for _, v := range i.TokenVolumes {
+		a, p := tokenVolume(v)
+		if was[a] == nil {
+			was[a] = map[string]bool{}
+		}
+		was[a][p] = true
+	}
+	stays := func(a string) bool {
+		for _, q := range at[a] {
+			if was[a][q] {
+				return true
+			}
+		}
+		return false
+	}
+	var out []TokenMove
+	for _, v := range i.TokenVolumes {
+		if a, p := tokenVolume(v); len(at[a]) > 0 && !stays(a) {
+			out = append(out, TokenMove{Audience: a, From: p, To: strings.Join(at[a], ", ")})
+		}
+	}
 	return out
 }
 
@@ -306,6 +371,9 @@ type IdentityChange struct {
 	Unread string
 	// Gone: the ServiceAccount or its binding is gone.
 	Gone bool
+	// Moved are token volumes of the same audience mounted elsewhere now
+	// (a change, not a loss: see Injection.Lost).
+	Moved []TokenMove
 }
 
 func (c IdentityChange) String() string {
@@ -317,14 +385,21 @@ func (c IdentityChange) String() string {
 		return sa + " no longer carries its " + c.Binding.Provider + " identity binding (" + c.Binding.Identity + ")"
 	case c.Unread != "":
 		return sa + ": the dry-run pod could not be made now: " + c.Unread
+	case c.Lost.Empty() && len(c.Moved) > 0:
+		var ms []string
+		for _, m := range c.Moved {
+			ms = append(ms, m.String())
+		}
+		return fmt.Sprintf("ServiceAccount %s/%s (%s %s): %s; the webhook's environment names the new path, but a program or a volume mount that reads the old one finds no token",
+			c.Binding.Namespace, c.Binding.ServiceAccount, c.Binding.Provider, c.Binding.Identity, strings.Join(ms, "; "))
 	}
 	return fmt.Sprintf("ServiceAccount %s/%s (%s %s): the mutating webhook no longer injects %s, which it injected at the baseline; its pods get no %s credentials",
 		c.Binding.Namespace, c.Binding.ServiceAccount, c.Binding.Provider, c.Binding.Identity, c.Lost, c.Binding.Provider)
 }
 
 // DiffIdentities compares the baseline's probed bindings with now's: a
-// binding whose injection lost anything, one not probed now, one gone.
-// Bindings the baseline did not probe (GKE, unread) are left out.
+// binding whose injection lost anything or mounts a token elsewhere, one
+// not probed now, one gone. Bindings the baseline did not probe (GKE, unread) are left out.
 func DiffIdentities(base, now []IdentityFact) []IdentityChange {
 	cur := map[string]IdentityFact{}
 	for _, f := range now {
@@ -346,8 +421,9 @@ func DiffIdentities(base, now []IdentityFact) []IdentityChange {
 			}
 			out = append(out, IdentityChange{Binding: b.IdentityBinding, Unread: why})
 		default:
-			if l := b.Injected.Lost(*n.Injected); !l.Empty() {
-				out = append(out, IdentityChange{Binding: n.IdentityBinding, Lost: l})
+			l, m := b.Injected.Lost(*n.Injected), b.Injected.Moved(*n.Injected)
+			if !l.Empty() || len(m) > 0 {
+				out = append(out, IdentityChange{Binding: n.IdentityBinding, Lost: l, Moved: m})
 			}
 		}
 	}

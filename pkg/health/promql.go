@@ -192,8 +192,8 @@ func ValidatePrometheusURL(u string) error {
 // Prometheus' HTTP API (GET /api/v1/query, prometheus@v0.315.1
 // docs/querying/api.md "Instant queries") with client_golang's API client,
 // and returns the one number it evaluates to: the value of a scalar, or of
-// an instant vector of exactly one sample. No sample, several, a NaN or
-// another result type is an error that says so.
+// an instant vector of exactly one sample. No sample, several, a NaN, an
+// infinity or another result type is an error that says so.
 func QueryOne(ctx context.Context, a PrometheusAccess, expr string) (float64, error) {
 	if a.URL == "" {
 		return 0, errors.New("no Prometheus URL")
@@ -251,6 +251,13 @@ func oneValue(v model.Value) (float64, error) {
 	if math.IsNaN(f) {
 		return 0, emptyError{"the value is NaN (a ratio or quantile over no events)"}
 	}
+	if math.IsInf(f, 0) {
+		// Not empty: histogram_quantile gives +Inf when the quantile falls
+		// in the +Inf bucket (a latency past the highest bound), so
+		// onEmpty: pass must not pass it. Nor is it a number to record:
+		// JSON has no infinity.
+		return 0, fmt.Errorf("the value is %s (histogram_quantile in the +Inf bucket, or a division by zero): no number to compare", FormatValue(f))
+	}
 	return f, nil
 }
 
@@ -296,6 +303,13 @@ func Judge(now PromQLResult, base *float64) (string, string) {
 		return PromQLUnknown, fmt.Sprintf("%s: %s", c.Name, why)
 	}
 	v := *now.Value
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return PromQLUnknown, fmt.Sprintf("%s: the value is %s: no number to compare", c.Name, FormatValue(v))
+	}
+	if base != nil && (math.IsInf(*base, 0) || math.IsNaN(*base)) {
+		// +Inf x ratio bounds nothing: every value would pass maxRatio.
+		return PromQLUnknown, fmt.Sprintf("%s: now %s, the baseline value is %s: nothing to compare with; take a new baseline", c.Name, FormatValue(v), FormatValue(*base))
+	}
 	baseText := ""
 	if base != nil {
 		baseText = ", baseline " + FormatValue(*base)

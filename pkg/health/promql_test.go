@@ -2,6 +2,7 @@ package health
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,8 @@ func recordedPrometheus(t *testing.T) (*httptest.Server, *[]string) {
 		`rate(up[`:                                            "bad",
 		`up[10s]`:                                             "matrix",
 		`0/0`:                                                 "nan",
+		`vector(1)/0`:                                         "inf",
+		`-1/0`:                                                "neg-inf",
 	}
 	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -62,6 +65,8 @@ func TestQueryOneRecorded(t *testing.T) {
 		{`rate(up[`, "", "rejected the query (check the expression): invalid parameter \"query\""},
 		{`up[10s]`, "", "returns a matrix"},
 		{`0/0`, "", "NaN"},
+		{`vector(1)/0`, "", "the value is +Inf"},
+		{`-1/0`, "", "the value is -Inf"},
 	} {
 		v, err := QueryOne(context.Background(), a, tc.expr)
 		switch {
@@ -240,5 +245,37 @@ func TestMinRatio(t *testing.T) {
 	both.Max = f(1)
 	if err := both.Validate(); err == nil || !strings.Contains(err.Error(), "exactly one of maxRatio, minRatio, max or min") {
 		t.Errorf("two bounds: %v", err)
+	}
+}
+
+// TestInfinityIsUnknown: Prometheus answers +Inf for a histogram_quantile
+// in the +Inf bucket and for a division by zero (recorded above). It is no
+// number: UNKNOWN with the reason, whatever onEmpty says (a latency past
+// the highest bucket is not an empty series), and a baseline of +Inf
+// bounds nothing, so a maxRatio check against it is UNKNOWN, not a PASS.
+func TestInfinityIsUnknown(t *testing.T) {
+	srv, _ := recordedPrometheus(t)
+	f := func(v float64) *float64 { return &v }
+	got := ReadPromQL(context.Background(), PrometheusAccess{URL: srv.URL}, []PromQLCheck{
+		{Name: "ttft", Expr: `vector(1)/0`, Max: f(2), OnEmpty: OnEmptyPass},
+		{Name: "floor", Expr: `-1/0`, Min: f(0)},
+	})
+	for _, r := range got {
+		if r.Value != nil || r.Empty {
+			t.Errorf("%s: value %v, empty %v; want no value, not empty", r.Name, r.Value, r.Empty)
+		}
+		if v, msg := Judge(r, nil); v != PromQLUnknown || !strings.Contains(msg, "Inf") {
+			t.Errorf("%s: %s %q, want unknown naming the infinity", r.Name, v, msg)
+		}
+	}
+	inf := math.Inf(1)
+	for _, c := range []PromQLCheck{{Name: "p99", MaxRatio: f(1.2)}, {Name: "bw", MinRatio: f(0.9)}} {
+		v, msg := Judge(PromQLResult{PromQLCheck: c, Value: f(1e6)}, &inf)
+		if v != PromQLUnknown || !strings.Contains(msg, "the baseline value is +Inf") {
+			t.Errorf("%s against a +Inf baseline: %s %q", c.Name, v, msg)
+		}
+		if v, _ := Judge(PromQLResult{PromQLCheck: c, Value: &inf}, f(1)); v != PromQLUnknown {
+			t.Errorf("%s: +Inf now: %s", c.Name, v)
+		}
 	}
 }

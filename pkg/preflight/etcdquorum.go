@@ -102,13 +102,13 @@ func (r *Runner) etcdQuorumGate(ctx context.Context, inv func() *skew.Inventory)
 			return Gate{Status: StatusUnknown, Command: "kubectl get --raw '/readyz/etcd?verbose'",
 				Message: fmt.Sprintf("%s runs etcd for you and exposes neither its members, their raft indexes nor its alarms; the etcd gate reads what it does expose (/readyz/etcd)", prov.Title())}, nil, nil
 		}
-		if pods, ok := r.systemPods(ctx); ok {
+		pods, ok := r.systemPods(ctx)
+		if ok {
 			acc.Endpoints = etcdServers(pods)
 		}
-	}
-	if len(acc.Endpoints) == 0 {
-		return Gate{Status: StatusUnknown, Command: etcdFlagsHint(prov, "<https://CONTROL-PLANE-IP:2379>"),
-			Message: "no etcd endpoint: no kube-apiserver pod in kube-system names --etcd-servers (k3s embeds etcd in its server process); pass --etcd-endpoints"}, nil, nil
+		if len(acc.Endpoints) == 0 {
+			return Gate{Status: StatusUnknown, Command: etcdFlagsHint(prov, "<https://CONTROL-PLANE-IP:2379>"), Message: noEtcdEndpoint(prov, ok)}, nil, nil
+		}
 	}
 	q, err := health.ReadEtcdQuorum(ctx, acc)
 	if err != nil {
@@ -149,6 +149,27 @@ func (r *Runner) etcdQuorumGate(ctx context.Context, inv func() *skew.Inventory)
 	}
 	return Gate{Status: StatusPass, Evidence: ev, Command: cmd,
 		Message: fmt.Sprintf("%s started and reachable, one leader (%s), none more than %s behind, no alarm", cli.Plural(len(q.Members), "etcd member"), q.Leaders[0], cli.PluralOf(int(maxLag), "entry", "entries"))}, q, &acc
+}
+
+// noEtcdEndpoint says why no etcd endpoint was found in the kube-apiserver
+// pods of kube-system, for the provider detected (EKS, GKE and AKS never
+// get here), and what to do.
+func noEtcdEndpoint(prov skew.Provider, podsRead bool) string {
+	const pass = "; pass --etcd-endpoints"
+	switch {
+	case !podsRead:
+		return "no etcd endpoint: the pods of kube-system could not be listed, so no kube-apiserver's --etcd-servers was read" + pass
+	case prov == skew.ProviderK3s:
+		// https://docs.k3s.io/datastore: SQLite through kine by default,
+		// embedded etcd with --cluster-init, an external datastore
+		// (etcd, MySQL, PostgreSQL) with --datastore-endpoint.
+		return "no etcd endpoint: k3s runs the apiserver inside its server process, not as a pod; with embedded etcd (--cluster-init) pass --etcd-endpoints https://SERVER-IP:2379, with an external etcd (--datastore-endpoint) its endpoints; with its default SQLite datastore there is no etcd and this gate stays UNKNOWN"
+	case prov == skew.ProviderCAPI:
+		return "no etcd endpoint: no kube-apiserver pod in kube-system names --etcd-servers here (a Cluster API management cluster): point --kubeconfig at the workload cluster (clusterctl get kubeconfig NAME) and run on one of its control-plane nodes" + pass
+	case prov == skew.ProviderKubeadm || prov == skew.ProviderRKE2:
+		return fmt.Sprintf("no etcd endpoint: no kube-apiserver pod in kube-system names --etcd-servers, where %s runs it as a static pod", prov.Title()) + pass
+	}
+	return "no etcd endpoint: no kube-apiserver pod in kube-system names --etcd-servers; where a provider runs the control plane (a managed service other than EKS, GKE and AKS, or a hosted control plane) etcd is not reachable and this gate stays UNKNOWN (the etcd gate reads /readyz/etcd); where the apiserver runs outside a pod (a systemd unit)" + pass
 }
 
 func more(n int) string {

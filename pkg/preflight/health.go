@@ -227,9 +227,10 @@ const (
 	RegPromQL       = "promql"
 )
 
-// verifyHealth compares the health evidence: a problem now is a regression
-// unless the baseline had it too; a source read at the baseline and not
-// now is UNKNOWN.
+// verifyHealth compares the health evidence: an etcd problem now is a
+// FAIL whether or not the baseline had it; the other sources' problems are
+// regressions as each source's verify says; a source read at the baseline
+// and not now is UNKNOWN.
 func verifyHealth(base, now Evidence) []Regression {
 	b, n := base.Health, now.Health
 	if n == nil {
@@ -237,6 +238,10 @@ func verifyHealth(base, now Evidence) []Regression {
 	}
 	var out []Regression
 	if n.Etcd != nil {
+		// Every problem is a FAIL, whether or not the baseline had it: an
+		// alarm (NOSPACE leaves etcd read-only, CORRUPT unsafe), an even
+		// member count, a member down or behind is no state to go on
+		// upgrading in; the baseline only says it is not new.
 		had := map[string]bool{}
 		if b != nil && b.Etcd != nil {
 			for _, p := range b.Etcd.Problems(b.EtcdMaxLag) {
@@ -244,9 +249,11 @@ func verifyHealth(base, now Evidence) []Regression {
 			}
 		}
 		for _, p := range n.Etcd.Problems(n.EtcdMaxLag) {
-			if !had[p] {
-				out = append(out, Regression{Kind: RegEtcdQuorum, Object: "etcd", Message: p, Command: etcdQuorumCommand(n.EtcdAccess)})
+			msg := p
+			if had[p] {
+				msg += " (already so at the baseline)"
 			}
+			out = append(out, Regression{Kind: RegEtcdQuorum, Status: StatusFail, Object: "etcd", Message: msg, Command: etcdQuorumCommand(n.EtcdAccess)})
 		}
 	}
 	out = append(out, verifyAlerts(b, n)...)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/health"
+	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
 // GateWorkloadIdentity proves that the webhooks binding ServiceAccounts to
@@ -81,7 +82,9 @@ func (r *Runner) eksPodIdentity(ctx context.Context) ([]health.IdentityBinding, 
 // sideEffects None or NoneOnDryRun are called, nothing is stored) and
 // records what came back injected. GKE's Workload Identity Federation
 // mutates no pod: for its bindings the GKE metadata server's DaemonSet and
-// the nodes labelled for it are read instead. A binding whose webhook
+// the nodes labelled for it are read instead, and on GKE or wherever a
+// node is labelled for it even with no annotated ServiceAccount (IAM may
+// be granted to the Kubernetes ServiceAccount itself). A binding whose webhook
 // injected nothing is WARN (its pods get no credentials now); the metadata
 // server not ready is FAIL; a dry run or a list refused is UNKNOWN.
 func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdentityEvidence) {
@@ -109,10 +112,27 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 		sort.Slice(bindings, func(i, j int) bool { return bindings[i].ID() < bindings[j].ID() })
 		cmd += "; " + health.PodIdentityCommand(acc)
 	}
+	// Workload Identity Federation for GKE may grant IAM roles to a
+	// Kubernetes ServiceAccount directly
+	// (principal://iam.googleapis.com/projects/NUMBER/locations/global/workloadIdentityPools/PROJECT.svc.id.goog/subject/ns/NS/sa/KSA),
+	// with no annotation on it (GKE docs, "About Workload Identity
+	// Federation for GKE", IAM principal identifiers,
+	// https://cloud.google.com/kubernetes-engine/docs/concepts/workload-identity):
+	// on GKE, or where a node is labelled for the metadata server
+	// (health.LabelGKEMetadataServer), the metadata server is read
+	// whatever the ServiceAccounts carry.
+	gkeNodes, gkeNodesErr := listAll[*corev1.Node](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.LabelSelector = health.LabelGKEMetadataServer + "=true"
+		return r.Kube.CoreV1().Nodes().List(ctx, o)
+	})
+	if gkeNodesErr != nil {
+		gkeNodes = nil
+	}
+	gkeOn := len(gkeNodes) > 0 || r.provider() == skew.ProviderGKE
 	if len(bindings) == 0 && ev.EKSPodIdentityUnread != "" {
 		return Gate{Status: StatusUnknown, Message: ev.EKSPodIdentityUnread, Command: cmd}, ev
 	}
-	if len(bindings) == 0 {
+	if len(bindings) == 0 && !gkeOn {
 		msg := "no ServiceAccount carries an identity binding (" + health.AnnotationEKSRoleARN + ", " +
 			health.AnnotationGKEServiceAccount + ", " + health.AnnotationAzureClientID + ")"
 		if ev.EKSPodIdentity != nil {
@@ -163,19 +183,12 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 			}
 		}
 	}
-	if gke {
+	if gke || gkeOn {
 		dss, err := r.daemonSets(ctx)
 		if err != nil {
 			ev.GKEUnread = unknown("list daemonsets", err).Message
 		} else {
-			nodes, nerr := listAll[*corev1.Node](ctx, r.page(), func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = health.LabelGKEMetadataServer + "=true"
-				return r.Kube.CoreV1().Nodes().List(ctx, o)
-			})
-			if nerr != nil {
-				nodes = nil
-			}
-			m := health.ReadGKEMetadataServer(dss, nodes)
+			m := health.ReadGKEMetadataServer(dss, gkeNodes)
 			if m.Found && !m.OK() {
 				// Not read (RBAC): every pod not ready counts.
 				if n, err := r.downNodePods(ctx, metav1.NamespaceSystem, health.GKEMetadataServerDaemonSet); err == nil {
@@ -236,9 +249,17 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 		g.Command += "; " + health.PodIdentityCommand(*ev.EKSPodIdentity)
 	}
 	probed := len(bindings) - len(gkeSAs) - len(unread)
+	// gkeServes: the metadata server serves someone: an annotated
+	// ServiceAccount, or the pods of the nodes labelled for it (IAM granted
+	// to their ServiceAccounts directly shows nowhere in the cluster).
+	gkeServes := ev.GKE != nil && (len(gkeSAs) > 0 || ev.GKE.Nodes > 0 || (ev.GKE.Nodes < 0 && ev.GKE.Desired > 0))
+	gkeWho := cli.Plural(len(gkeSAs), "ServiceAccount")
+	if len(gkeSAs) == 0 && ev.GKE != nil {
+		gkeWho = "the pods on " + gkeNodesText(*ev.GKE) + " (IAM granted to a Kubernetes ServiceAccount, principal://.../subject/ns/NS/sa/KSA, needs no annotation)"
+	}
 	switch {
-	case ev.GKE != nil && len(gkeSAs) > 0 && ev.GKE.Found && !ev.GKE.OK():
-		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves the identity of %s is not ready: %s", cli.Plural(len(gkeSAs), "ServiceAccount"), ev.GKE)
+	case gkeServes && ev.GKE.Found && !ev.GKE.OK():
+		g.Status, g.Message = StatusFail, fmt.Sprintf("the GKE metadata server that serves the identity of %s is not ready: %s", gkeWho, ev.GKE)
 		g.Command = "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide"
 	case len(agentsDown) > 0:
 		down := make([]string, len(agentsDown))
@@ -260,15 +281,33 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 			why = append([]string{ev.EKSPodIdentityUnread}, why...)
 		}
 		g.Status, g.Message = StatusUnknown, fmt.Sprintf("%d of %s not probed: %s", len(unread), cli.Plural(len(bindings), "identity binding"), strings.Join(why, "; "))
+		if len(bindings) == 0 {
+			g.Message = "no ServiceAccount carries an identity binding; " + strings.Join(why, "; ")
+		}
 	case len(empty) > 0:
 		g.Status, g.Message = StatusWarn, fmt.Sprintf("no webhook injected an identity into a pod of %s: their pods get no cloud credentials (is the identity webhook installed and its MutatingWebhookConfiguration matching?)", strings.Join(empty, ", "))
 	case ev.GKE != nil && len(gkeSAs) > 0 && !ev.GKE.Found:
 		g.Status, g.Message = StatusWarn, fmt.Sprintf("%s %s and no GKE metadata server DaemonSet runs: Workload Identity Federation for GKE looks off", cli.Plural(len(gkeSAs), "ServiceAccount")+cli.Agree(len(gkeSAs), " carries", " carry"), health.AnnotationGKEServiceAccount)
+	case gkeServes && !ev.GKE.Found:
+		g.Status, g.Message = StatusWarn, fmt.Sprintf("%s and no GKE metadata server DaemonSet runs: their pods get no Workload Identity Federation credentials", gkeNodesText(*ev.GKE)+cli.Agree(ev.GKE.Nodes, " is", " are")+" labelled for it")
+	case len(bindings) == 0:
+		g.Status = StatusPass
+		g.Message = "no ServiceAccount carries an identity binding (" + health.AnnotationEKSRoleARN + ", " +
+			health.AnnotationGKEServiceAccount + ", " + health.AnnotationAzureClientID + ")"
+		switch {
+		case gkeServes:
+			g.Message += "; the GKE metadata server is ready for " + gkeWho
+		case ev.GKE != nil:
+			g.Message += "; no node is labelled " + health.LabelGKEMetadataServer + "=true (Workload Identity Federation for GKE is off on every node pool)"
+		}
 	default:
 		g.Status = StatusPass
 		g.Message = fmt.Sprintf("%s: the webhook injects the token volume and environment for each of %d probed", cli.Plural(len(bindings), "identity binding"), probed)
-		if len(gkeSAs) > 0 {
+		switch {
+		case len(gkeSAs) > 0:
 			g.Message += fmt.Sprintf("; %s served by a ready GKE metadata server", cli.Plural(len(gkeSAs), "GKE binding"))
+		case gkeServes:
+			g.Message += "; the GKE metadata server is ready for " + gkeWho
 		}
 	}
 	return g, ev
@@ -276,7 +315,8 @@ func (r *Runner) workloadIdentityGate(ctx context.Context) (Gate, *WorkloadIdent
 
 // verifyWorkloadIdentity: a binding whose dry-run pod no longer gets what
 // the webhook injected at the baseline is a FAIL naming the
-// ServiceAccount; a binding probed at the baseline that cannot be probed
+// ServiceAccount; one whose token of the same audience is mounted at
+// another path is a WARN naming both paths; a binding probed at the baseline that cannot be probed
 // now is UNKNOWN; one gone is WARN (the binding was removed, not the
 // webhook), except an EKS Pod Identity association gone from the EKS API,
 // a FAIL; associations listed at the baseline and not listable now are
@@ -327,6 +367,10 @@ func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
 			r.Status = StatusWarn
 		case c.Unread != "":
 			r.Status = StatusUnknown
+		case c.Lost.Empty():
+			// Only moved: the pods still get their token, at the path
+			// the webhook's environment names.
+			r.Status = StatusWarn
 		default:
 			r.Status = StatusFail
 		}
@@ -340,14 +384,21 @@ func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
 				sas = append(sas, f.Namespace+"/"+f.ServiceAccount)
 			}
 		}
+		who := strings.Join(sas, ", ")
+		if len(sas) == 0 {
+			// IAM may be granted to the ServiceAccounts directly: every
+			// pod on the labelled nodes depends on it.
+			who = "the ServiceAccounts on " + gkeNodesText(*b.GKE)
+		}
 		switch {
-		case len(sas) == 0:
+		case len(sas) == 0 && n.GKE == nil && n.GKEUnread == "":
+			// Read at the baseline only for GKE bindings now gone.
 		case n.GKEUnread != "":
 			out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusUnknown, Object: "gke-metadata-server",
 				Message: "the GKE metadata server was ready at the baseline and cannot be read now: " + n.GKEUnread})
 		case n.GKE != nil && !n.GKE.OK():
 			out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusFail, Object: "gke-metadata-server",
-				Message: fmt.Sprintf("the GKE metadata server was ready at the baseline and now: %s; pods of %s get no Workload Identity Federation credentials", n.GKE, strings.Join(sas, ", ")),
+				Message: fmt.Sprintf("the GKE metadata server was ready at the baseline and now: %s; pods of %s get no Workload Identity Federation credentials", n.GKE, who),
 				Command: "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide; kubectl get nodes -l " + health.LabelGKEMetadataServer + "=true"})
 		}
 	}
@@ -450,4 +501,13 @@ func verifyPodIdentityAgent(b, n *WorkloadIdentityEvidence) []Regression {
 		}
 	}
 	return out
+}
+
+// gkeNodesText is "N nodes labelled iam.gke.io/gke-metadata-server-enabled=true",
+// or "its nodes" when they were not read.
+func gkeNodesText(g health.GKEMetadataServer) string {
+	if g.Nodes < 0 {
+		return "its nodes"
+	}
+	return cli.Plural(g.Nodes, "node") + " labelled " + health.LabelGKEMetadataServer + "=true"
 }

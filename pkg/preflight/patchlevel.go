@@ -61,12 +61,7 @@ func (r *Runner) patchGate(ctx context.Context) (Gate, *PatchFact) {
 	}
 	now := r.now()
 	lag := r.Calendar.PatchLag(v, now)
-	prov := skew.ProviderUnknown
-	if r.inventory != nil {
-		if inv := r.inventory(); inv != nil {
-			prov = skew.DetectProvider(*inv).Provider
-		}
-	}
+	prov := r.provider()
 	sup := r.Calendar.SupportOn(v.MinorOnly(), prov, now)
 	f := &PatchFact{Version: info.GitVersion, Lag: lag, Support: sup.Status, MaxDays: r.patchMaxDays(), Provider: sup.Provider, Window: sup.Window}
 	src, _, _ := strings.Cut(r.Calendar.Patches.Source, ". ")

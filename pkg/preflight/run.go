@@ -124,6 +124,17 @@ type Runner struct {
 	inventory func() *skew.Inventory
 }
 
+// provider is the provider the inventory names (unknown when it has none
+// or failed).
+func (r *Runner) provider() skew.Provider {
+	if r.inventory != nil {
+		if inv := r.inventory(); inv != nil {
+			return skew.DetectProvider(*inv).Provider
+		}
+	}
+	return skew.ProviderUnknown
+}
+
 func (r *Runner) now() time.Time {
 	if r.Now != nil {
 		return r.Now()

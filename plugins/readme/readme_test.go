@@ -83,6 +83,9 @@ var placeholders = map[string]string{
 	"s3://gpufleet-state/prod": "file://STORE",
 	// the apiserver's audit log, read on a control-plane node
 	"/var/log/kubernetes/audit.log": "audit.log",
+	// the operator's copy of etcd's client certificate (the shell expands
+	// ~; the test's HOME is its directory)
+	"~/.gpufleet-etcd/": "gpufleet-etcd/",
 }
 
 // examples reads README's code blocks and returns each command of the six
@@ -245,6 +248,10 @@ func inputFixture(plugin, sub, flag string) (fixture, bool) {
 		return fixture{kind: "an audit log", body: auditLine}, true
 	case flag == "--promql-checks":
 		return fixture{kind: "a list of PromQL checks", from: "../../pkg/health/testdata/promql-checks.yaml"}, true
+	case plugin == "skew" && (flag == "--etcd-cacert" || flag == "--etcd-cert" || flag == "--etcd-key"):
+		// The flags refuse a file that holds no PEM block; the client
+		// reads the files only when it reaches etcd.
+		return fixture{kind: "a PEM file of etcd's CA, client certificate or key", body: "-----BEGIN CERTIFICATE-----\nMA==\n-----END CERTIFICATE-----\n"}, true
 	case flag == "--probe-file":
 		return fixture{kind: "a Pod manifest", body: "apiVersion: v1\nkind: Pod\nmetadata: {name: probe}\nspec:\n  containers: [{name: c, image: registry.k8s.io/pause:3.10}]\n"}, true
 	}

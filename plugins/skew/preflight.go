@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -204,7 +205,7 @@ func newPreflightCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams, d 
 	o.FailOn.AddFlags(cmd)
 	o.Contexts.AddFlags(cmd)
 	cli.AddTargetFlag(cmd, &o.Target, "The minor to reach, such as v1.37.", calendarMinors())
-	cmd.Flags().StringVar(&o.Save, "save", o.Save, "Write the whole report with its evidence (YAML) to this file, the baseline of kubectl skew verify.")
+	cmd.Flags().StringVar(&o.Save, "save", o.Save, "Write the whole report with its evidence (YAML) to this file, the baseline of kubectl skew verify (through a temporary file in the same directory: a failed save leaves the file already there as it was).")
 	cmd.Flags().StringVar(&o.CompatFile, "compat", o.CompatFile, "Addon compatibility table file (YAML or JSON, as kubectl skew compat -o yaml prints it) instead of the embedded one.")
 	cmd.Flags().StringVar(&o.CalendarFile, "calendar", o.CalendarFile, "Release calendar file instead of the embedded one.")
 	addProviderCalendarFlag(cmd, &o.ProviderCalendarFile)
@@ -410,17 +411,28 @@ func (o *PreflightOptions) Run(ctx context.Context) error {
 	return nil
 }
 
+// saveReport writes rep as YAML to a temporary file (mode 0600) in path's
+// directory and renames it over path, so a report that fails to encode or
+// a write cut short leaves the baseline already there whole.
 func saveReport(path string, rep any) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("--save: %w", err)
 	}
-	if err := cli.PrintStructured(f, cli.OutputYAML, rep); err != nil {
-		f.Close()
-		return fmt.Errorf("--save: %w", err)
+	tmp := f.Name()
+	err = cli.PrintStructured(f, cli.OutputYAML, rep)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("--save: %w", err)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("--save %s: %w (any file already there is left as it was)", path, err)
 	}
 	return nil
 }
