@@ -118,7 +118,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 	want := ns + "/trainer (eks-pod-identity " + role + "): injected env AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_FULL_URI; token volume audience pods.eks.amazonaws.com at /var/run/secrets/pods.eks.amazonaws.com/serviceaccount"
 	// Another test's IRSA ServiceAccount in the shared cluster may leave
 	// the gate WARN: only this namespace's binding is judged here.
-	if (g.Status != "PASS" && g.Status != "WARN") || strings.Contains(g.Message, ns+"/") || !evidenceHas(g, want) || !strings.Contains(g.Command, "aws eks list-pod-identity-associations --region us-west-2 --cluster-name train-prod") {
+	if (g.Status != "ok" && g.Status != "warn") || strings.Contains(g.Message, ns+"/") || !evidenceHas(g, want) || !strings.Contains(g.Command, "aws eks list-pod-identity-associations --region us-west-2 --cluster-name train-prod") {
 		t.Fatalf("clean: want PASS with %q, got %s %q %q\n%s", want, g.Status, g.Message, g.Evidence, r)
 	}
 	calls := runbooke2e.Format(rec.Take())
@@ -147,7 +147,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 		if it.Kind != "workload-identity" {
 			continue
 		}
-		if it.Status == "FAIL" && it.Object == "serviceaccount/"+ns+"/trainer" && strings.Contains(it.Message, "its EKS Pod Identity association a-0123456789abcdef0 ("+role+") is gone from the EKS API") {
+		if it.Status == "fail" && it.Object == "serviceaccount/"+ns+"/trainer" && strings.Contains(it.Message, "its EKS Pod Identity association a-0123456789abcdef0 ("+role+") is gone from the EKS API") {
 			found = true
 		} else {
 			t.Errorf("association gone: unexpected item %+v", it)
@@ -168,7 +168,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 		if it.Kind != "workload-identity" {
 			continue
 		}
-		if it.Status == "UNKNOWN" && it.Object == "eks-pod-identity/train-prod" && strings.Contains(it.Message, "AccessDeniedException: the caller needs eks:ListPodIdentityAssociations") {
+		if it.Status == "unknown" && it.Object == "eks-pod-identity/train-prod" && strings.Contains(it.Message, "AccessDeniedException: the caller needs eks:ListPodIdentityAssociations") {
 			found = true
 		} else {
 			t.Errorf("denied: unexpected item %+v", it)

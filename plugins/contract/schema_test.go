@@ -261,6 +261,12 @@ func TestReportSchemasRefuseOtherWords(t *testing.T) {
 		{"../deprecations/testdata/fixhelm.json.golden", "FixHelmReport", func(m map[string]any) { item(item(m, "items", 0), "changes", 0)["status"] = "removed" }},
 		{"../gangdrain/testdata/plan.json.golden", "GangDrainPlan", func(m map[string]any) { item(m, "pods", 0)["outcome"] = "Never" }},
 		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { item(m, "items", 0)["status"] = "edge" }},
+		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { item(m, "items", 0)["status"] = "PASS" }},
+		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { m["summary"].(map[string]any)["status"] = "WARN" }},
+		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersionV1Alpha2 }},
+		{"../skew/testdata/preflight-contexts.json.golden", "SkewPreflightReportList", func(m map[string]any) { m["apiVersion"] = cli.APIVersionV1Alpha2 }},
+		{"../skew/testdata/verify.json.golden", "SkewVerifyReport", func(m map[string]any) { item(m, "items", 0)["status"] = "FAIL" }},
+		{"../skew/testdata/verify.json.golden", "SkewVerifyReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersion }},
 		{"../crdmigrate/testdata/status-contexts.json.golden", "CRDStatusReportList", func(m map[string]any) {
 			item(item(m, "items", 1)["report"].(map[string]any), "items", 0)["verdict"] = "MigrationNeeded"
 		}},
