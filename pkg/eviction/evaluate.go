@@ -87,9 +87,64 @@ const (
 	BlockerMirrorPod BlockerKind = "MirrorPod"
 )
 
+// blockerWords are the blocker kinds as reports write them: the suite's
+// multi-word enum values are kebab-case (docs/output-schemas.md). Reports
+// of PDBBlockersReport and GangDrainPlan gpufleet.dev/v1alpha2 and earlier
+// wrote the Go values (CamelCase), which UnmarshalText still reads.
+var blockerWords = map[BlockerKind]string{
+	BlockerBudgetExhausted:    "budget-exhausted",
+	BlockerBudgetSpent:        "budget-spent-by-drain",
+	BlockerMinAvailableAll:    "min-available-equals-replicas",
+	BlockerMaxUnavailableZero: "max-unavailable-zero",
+	BlockerSyncFailed:         "pdb-sync-failed",
+	BlockerMultiplePDBs:       "multiple-pdbs",
+	BlockerEmptySelector:      "empty-selector",
+	BlockerPDBStale:           "pdb-stale",
+	BlockerNegativeBudget:     "negative-budget",
+	BlockerTooManyUnconfirmed: "too-many-unconfirmed-disruptions",
+	BlockerUnhealthyPod:       "unhealthy-pod-guarded",
+	BlockerDoNotDisrupt:       "do-not-disrupt",
+	BlockerNoController:       "no-controller",
+	BlockerEmptyDir:           "empty-dir-data",
+	BlockerFinalizers:         "finalizers",
+	BlockerTerminating:        "terminating",
+	BlockerGracePeriod:        "grace-period-exceeds-drain-timeout",
+	BlockerPDBsUnknown:        "pdbs-unreadable",
+	BlockerDaemonSet:          "daemonset",
+	BlockerMirrorPod:          "mirror-pod",
+}
+
+// BlockerKinds are every blocker kind, in the order of their declaration.
+var BlockerKinds = []BlockerKind{BlockerBudgetExhausted, BlockerBudgetSpent, BlockerMinAvailableAll, BlockerMaxUnavailableZero,
+	BlockerSyncFailed, BlockerMultiplePDBs, BlockerEmptySelector, BlockerPDBStale, BlockerNegativeBudget, BlockerTooManyUnconfirmed,
+	BlockerUnhealthyPod, BlockerDoNotDisrupt, BlockerNoController, BlockerEmptyDir, BlockerFinalizers, BlockerTerminating,
+	BlockerGracePeriod, BlockerPDBsUnknown, BlockerDaemonSet, BlockerMirrorPod}
+
+// JSONWord is the kind as reports write it (kebab-case: "budget-exhausted").
+func (k BlockerKind) JSONWord() string {
+	if w, ok := blockerWords[k]; ok {
+		return w
+	}
+	return string(k)
+}
+
+// MarshalText writes the kind as JSONWord.
+func (k BlockerKind) MarshalText() ([]byte, error) { return []byte(k.JSONWord()), nil }
+
+// UnmarshalText reads a kind as MarshalText writes it or as an earlier
+// release did ("BudgetExhausted").
+func (k *BlockerKind) UnmarshalText(b []byte) error {
+	v, err := cli.ReadEnumWord(b, BlockerKinds, BlockerKind.JSONWord)
+	if err != nil {
+		return fmt.Errorf("blocker kind %w", err)
+	}
+	*k = v
+	return nil
+}
+
 // Blocker is one reason a pod holds up a drain, with a command that fixes it.
 type Blocker struct {
-	// Kind classifies the blocker.
+	// Kind classifies the blocker (JSON: kebab-case, JSONWord).
 	Kind BlockerKind `json:"kind"`
 	// Outcome says whether this blocker clears by waiting (Later) or not (Never).
 	Outcome Outcome `json:"outcome"`
