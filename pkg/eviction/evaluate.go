@@ -403,7 +403,7 @@ func (s *Simulation) predictAPI(pod *corev1.Pod, entries []*pdbEntry, spentSoFar
 		v.Eviction = Result{Reason: ReasonTooManyUnconfirmed, Code: http.StatusForbidden, PDB: ref,
 			Message: fmt.Sprintf("The disruption budget %s does not allow evicting pods currently: too many pending evictions not confirmed by PDB controller", pdb.Name)}
 		v.Blockers = append(v.Blockers, Blocker{Kind: BlockerTooManyUnconfirmed, Outcome: OutcomeLater, PDB: ref,
-			Message: fmt.Sprintf("%d evictions are not yet confirmed by the disruption controller (limit %d)", len(st.DisruptedPods), MaxDisruptedPods),
+			Message: fmt.Sprintf("%s not yet confirmed by the disruption controller (limit %d)", cli.Plural(len(st.DisruptedPods), "eviction")+cli.Agree(len(st.DisruptedPods), " is", " are"), MaxDisruptedPods),
 			Fix:     fixWait})
 		return
 	case st.DisruptionsAllowed-spent <= 0:
@@ -456,7 +456,7 @@ func (s *Simulation) budgetBlocker(pod *corev1.Pod, e *pdbEntry, spent int32) Bl
 			if pdb.Spec.MinAvailable != nil {
 				ma = "minAvailable " + pdb.Spec.MinAvailable.String()
 			}
-			b.Message = fmt.Sprintf("%s asks for all %d pods the budget expects (desiredHealthy %d), so no pod may ever be evicted", ma, st.ExpectedPods, st.DesiredHealthy)
+			b.Message = fmt.Sprintf("%s asks for all %s the budget expects (desiredHealthy %d), so no pod may ever be evicted", ma, cli.Plural(int(st.ExpectedPods), "pod"), st.DesiredHealthy)
 			if owner.scalable() {
 				b.Fix = fmt.Sprintf("kubectl scale %s/%s -n %s --replicas=%d", strings.ToLower(owner.Kind), owner.Name, ns, st.ExpectedPods+1)
 				b.FixWarning = "or lower minAvailable: " + fmt.Sprintf(`kubectl patch pdb %s -n %s --type merge -p '{"spec":{"minAvailable":%d}}'`, pdb.Name, ns, max(st.ExpectedPods-1, 0))
@@ -501,7 +501,7 @@ func multiplePDBBlocker(pod *corev1.Pod, entries []*pdbEntry) Blocker {
 		}
 	}
 	b := Blocker{Kind: BlockerMultiplePDBs, Outcome: OutcomeNever, PDB: strings.Join(names, ","),
-		Message: fmt.Sprintf("%d PodDisruptionBudgets select the pod (%s); the eviction API refuses such pods", len(names), strings.Join(names, ", "))}
+		Message: fmt.Sprintf("%s the pod (%s); the eviction API refuses such pods", cli.Plural(len(names), "PodDisruptionBudget")+cli.Agree(len(names), " selects", " select"), strings.Join(names, ", "))}
 	drop := names[1:]
 	if len(empty) > 0 {
 		b.Kind = BlockerEmptySelector
