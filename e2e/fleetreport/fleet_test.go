@@ -218,7 +218,7 @@ func TestFleetInventory(t *testing.T) {
 		if err := yaml.UnmarshalStrict([]byte(r.Stdout), &y); err != nil || r.ExitCode != 3 {
 			t.Fatalf("exit %d: %v\n%s", r.ExitCode, err, r)
 		}
-		if y.APIVersion != "gpufleet.dev/v1alpha2" || y.Kind != "FleetInventory" || len(y.Clusters) != len(rep.Clusters) {
+		if y.APIVersion != "gpufleet.dev/v1alpha3" || y.Kind != "FleetInventory" || len(y.Clusters) != len(rep.Clusters) {
 			t.Errorf("yaml report: %s %s, %d clusters", y.APIVersion, y.Kind, len(y.Clusters))
 		}
 		for i, c := range y.Clusters {

@@ -37,18 +37,18 @@ func TestAlertsGate(t *testing.T) {
 	baseline := filepath.Join(dir, "baseline.yaml")
 	flags := []string{"--target", "v1.37", "--alertmanager-url", am, "--alert-matcher", `severity="critical"`, "--alert-matcher", `cluster=~"e2e|prod"`}
 	g, _, r := preflight(t, cp, "alerts", append(flags, "--save", baseline)...)
-	if g.Status != "PASS" || !strings.Contains(g.Message, `matching severity="critical"`) {
+	if g.Status != "ok" || !strings.Contains(g.Message, `matching severity="critical"`) {
 		t.Fatalf("no alert: %s %q\n%s", g.Status, g.Message, r)
 	}
 	// kube-prometheus-stack's Watchdog fires all the time by design: left
 	// out unless --all-alerts, even with no matcher.
 	postAlert(t, am, "Watchdog", map[string]string{"severity": "none"})
 	g, _, r = preflight(t, cp, "alerts", "--target", "v1.37", "--alertmanager-url", am)
-	if g.Status != "PASS" || !strings.Contains(g.Message, `alertname!~"Watchdog|InfoInhibitor"`) {
+	if g.Status != "ok" || !strings.Contains(g.Message, `alertname!~"Watchdog|InfoInhibitor"`) {
 		t.Fatalf("Watchdog firing, no matcher: want PASS, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 	g, _, r = preflight(t, cp, "alerts", "--target", "v1.37", "--alertmanager-url", am, "--all-alerts")
-	if g.Status != "FAIL" || len(g.Evidence) != 1 || !evidenceHas(g, "Watchdog{") {
+	if g.Status != "fail" || len(g.Evidence) != 1 || !evidenceHas(g, "Watchdog{") {
 		t.Fatalf("Watchdog firing, --all-alerts: want FAIL on Watchdog, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 
@@ -81,7 +81,7 @@ func TestAlertsGate(t *testing.T) {
 	}
 
 	g, _, r = preflight(t, cp, "alerts", flags...)
-	if g.Status != "FAIL" || len(g.Evidence) != 1 || !evidenceHas(g, "NodeDown{", `severity="critical"`, "NodeDown from the test") {
+	if g.Status != "fail" || len(g.Evidence) != 1 || !evidenceHas(g, "NodeDown{", `severity="critical"`, "NodeDown from the test") {
 		t.Fatalf("one critical alert, one warning, one silenced, one inhibited: want FAIL on NodeDown alone, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 	if !strings.Contains(g.Command, "/api/v2/alerts") {
@@ -96,7 +96,7 @@ func TestAlertsGate(t *testing.T) {
 	}
 
 	g, _, r = preflight(t, cp, "alerts", "--target", "v1.37", "--alertmanager-url", am, "--alert-matcher", `severity=~"(`)
-	if g.Status != "UNKNOWN" || !strings.Contains(g.Message, "rejected the query") {
+	if g.Status != "unknown" || !strings.Contains(g.Message, "rejected the query") {
 		t.Fatalf("bad matcher: want UNKNOWN naming the rejection, got %s %q\n%s", g.Status, g.Message, r)
 	}
 }

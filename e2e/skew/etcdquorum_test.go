@@ -262,7 +262,7 @@ func TestEtcdQuorumGate(t *testing.T) {
 		"--etcd-cert", tlsInfo.CertFile, "--etcd-key", tlsInfo.KeyFile}
 	baseline := filepath.Join(dir, "baseline.yaml")
 	g, _, r := preflight(t, cp, "etcd-quorum", append(flags, "--save", baseline)...)
-	if g.Status != "PASS" || !strings.Contains(g.Message, "3 etcd members started and reachable") || len(g.Evidence) != 3 {
+	if g.Status != "ok" || !strings.Contains(g.Message, "3 etcd members started and reachable") || len(g.Evidence) != 3 {
 		t.Fatalf("clean three-member etcd: %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 
@@ -312,7 +312,7 @@ func TestEtcdQuorumGate(t *testing.T) {
 		}
 	}
 	g, _, r = preflight(t, cp, "etcd-quorum", flags...)
-	if g.Status != "FAIL" || !evidenceHas(g, "member "+behind.name, "raft entries behind the leader", "more than 1000") {
+	if g.Status != "fail" || !evidenceHas(g, "member "+behind.name, "raft entries behind the leader", "more than 1000") {
 		t.Fatalf("member %s cut off for 1200 writes: %s %q %q\n%s", behind.name, g.Status, g.Message, g.Evidence, r)
 	}
 	// The threshold is a flag.
@@ -333,7 +333,7 @@ func TestEtcdQuorumGate(t *testing.T) {
 		t.Fatalf("raise NOSPACE: %v", err)
 	}
 	g, _, r = preflight(t, cp, "etcd-quorum", flags...)
-	if g.Status != "FAIL" || !strings.Contains(g.Message+strings.Join(g.Evidence, "\n"), "alarm NOSPACE raised") {
+	if g.Status != "fail" || !strings.Contains(g.Message+strings.Join(g.Evidence, "\n"), "alarm NOSPACE raised") {
 		t.Fatalf("NOSPACE alarm: %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 	if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{Alarm: pb.AlarmType_NOSPACE}); err != nil {

@@ -170,7 +170,7 @@ func TestWorkloadIdentityGate(t *testing.T) {
 	baseline := t.TempDir() + "/baseline.yaml"
 	g, _, r := preflight(t, cp, "workload-identity", "--target", "v1.37", "--workload-identity", "--save", baseline)
 	want := ns + "/s3-reader (eks-irsa " + arn + "): injected env AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE; token volume audience sts.amazonaws.com at /var/run/secrets/eks.amazonaws.com/serviceaccount"
-	if g.Status != "PASS" || !evidenceHas(g, want) {
+	if g.Status != "ok" || !evidenceHas(g, want) {
 		t.Fatalf("clean: want PASS with %q, got %s %q %q\n%s", want, g.Status, g.Message, g.Evidence, r)
 	}
 	if n := w.wet.Load(); n != 0 {
@@ -200,7 +200,7 @@ func TestWorkloadIdentityGate(t *testing.T) {
 		if it.Kind != "workload-identity" {
 			continue
 		}
-		if it.Status == "FAIL" && it.Object == "serviceaccount/"+ns+"/s3-reader" &&
+		if it.Status == "fail" && it.Object == "serviceaccount/"+ns+"/s3-reader" &&
 			strings.Contains(it.Message, "ServiceAccount "+ns+"/s3-reader") && strings.Contains(it.Message, "no longer injects env AWS_ROLE_ARN, AWS_WEB_IDENTITY_TOKEN_FILE; token volume audience sts.amazonaws.com") {
 			found = true
 		} else {

@@ -117,7 +117,7 @@ func TestNetworkPolicyGate(t *testing.T) {
 	baseline := t.TempDir() + "/baseline.yaml"
 	r := skew(t, cp, "preflight", "-o", "json", "--target", "v1.37", "--network-policy", "--save", baseline)
 	g := gateOf(t, r, "network-policy")
-	if g.Status != "PASS" || !strings.Contains(g.Message, "4 network policies of NetworkPolicy, CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy recorded; enforced by Cilium") ||
+	if g.Status != "ok" || !strings.Contains(g.Message, "4 network policies of NetworkPolicy, CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy recorded; enforced by Cilium") ||
 		!evidenceHas(g, "Cilium DaemonSet kube-system/cilium: 2 of 2 pods ready") || !evidenceHas(g, "1 CiliumNetworkPolicy") || !evidenceHas(g, "2 NetworkPolicy") || !evidenceHas(g, "1 CiliumClusterwideNetworkPolicy") {
 		t.Fatalf("clean: want PASS with 4 policies and Cilium ready, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
@@ -197,11 +197,11 @@ func TestNetworkPolicyGate(t *testing.T) {
 		if it.Kind != "network-policy" {
 			continue
 		}
-		if w, ok := want[it.Object]; ok && it.Status == "FAIL" && strings.Contains(it.Message, w) {
+		if w, ok := want[it.Object]; ok && it.Status == "fail" && strings.Contains(it.Message, w) {
 			delete(want, it.Object)
 		}
 		if it.Object == "NetworkPolicy "+ns+"/new-deny" {
-			sawNew = it.Status == "WARN" && strings.Contains(it.Message, "is new since the baseline")
+			sawNew = it.Status == "warn" && strings.Contains(it.Message, "is new since the baseline")
 		}
 	}
 	if !sawNew {

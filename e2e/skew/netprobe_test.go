@@ -44,7 +44,7 @@ func TestNetworkProbeKwok(t *testing.T) {
 
 	// The dry run names what it would delete and create, and stores nothing.
 	g, _, r := preflight(t, cp, "network-policy", "--target", "v1.37", "--probe-network-dry-run")
-	if g.Status != "WARN" || !strings.Contains(g.Message, "network probe: dry run") ||
+	if g.Status != "warn" || !strings.Contains(g.Message, "network probe: dry run") ||
 		!evidenceHas(g, "would delete namespace/"+left) || !evidenceHas(g, "would create networkpolicy gpufleet-netprobe-", "gpufleet-netprobe-deny") ||
 		!evidenceHas(g, "a real run would be UNKNOWN") {
 		t.Fatalf("dry run: got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
@@ -55,7 +55,7 @@ func TestNetworkProbeKwok(t *testing.T) {
 
 	baseline := t.TempDir() + "/baseline.yaml"
 	g, _, r = preflight(t, cp, "network-policy", "--target", "v1.37", "--probe-network", "--save", baseline)
-	if g.Status != "UNKNOWN" || !strings.Contains(g.Message, "no node can run the network probe's pods") || !strings.Contains(g.Message, "KWOK fake nodes") ||
+	if g.Status != "unknown" || !strings.Contains(g.Message, "no node can run the network probe's pods") || !strings.Contains(g.Message, "KWOK fake nodes") ||
 		!evidenceHas(g, "deleted what an earlier run left behind: namespace/"+left) {
 		t.Fatalf("KWOK: want UNKNOWN naming the fake nodes and the leftover deleted, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
@@ -76,7 +76,7 @@ func TestNetworkProbeKwok(t *testing.T) {
 	}
 	found := false
 	for _, it := range vr.Items {
-		if it.Kind == "network-policy" && it.Status == "UNKNOWN" && strings.Contains(it.Message, "network probe: no node can run the network probe's pods") {
+		if it.Kind == "network-policy" && it.Status == "unknown" && strings.Contains(it.Message, "network probe: no node can run the network probe's pods") {
 			found = true
 		}
 	}

@@ -126,7 +126,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 	want := ns + "/trainer (eks-pod-identity " + role + "): injected env AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, AWS_CONTAINER_CREDENTIALS_FULL_URI; token volume audience pods.eks.amazonaws.com at /var/run/secrets/pods.eks.amazonaws.com/serviceaccount"
 	// Another test's IRSA ServiceAccount in the shared cluster may leave
 	// the gate WARN: only this namespace's binding is judged here.
-	if (g.Status != "PASS" && g.Status != "WARN") || strings.Contains(g.Message, ns+"/") || !evidenceHas(g, want) || !strings.Contains(g.Command, "aws eks list-pod-identity-associations --region us-west-2 --cluster-name train-prod") {
+	if (g.Status != "ok" && g.Status != "warn") || strings.Contains(g.Message, ns+"/") || !evidenceHas(g, want) || !strings.Contains(g.Command, "aws eks list-pod-identity-associations --region us-west-2 --cluster-name train-prod") {
 		t.Fatalf("clean: want PASS with %q, got %s %q %q\n%s", want, g.Status, g.Message, g.Evidence, r)
 	}
 	if !evidenceHas(g, "EKS Pod Identity Agent: DaemonSet kube-system/eks-pod-identity-agent: 2 of 2 pods ready") || strings.Contains(g.Message, "Agent") {
@@ -158,7 +158,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 		if it.Kind != "workload-identity" {
 			continue
 		}
-		if it.Status == "FAIL" && it.Object == "serviceaccount/"+ns+"/trainer" && strings.Contains(it.Message, "its EKS Pod Identity association a-0123456789abcdef0 ("+role+") is gone from the EKS API") {
+		if it.Status == "fail" && it.Object == "serviceaccount/"+ns+"/trainer" && strings.Contains(it.Message, "its EKS Pod Identity association a-0123456789abcdef0 ("+role+") is gone from the EKS API") {
 			found = true
 		} else {
 			t.Errorf("association gone: unexpected item %+v", it)
@@ -179,7 +179,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 		if it.Kind != "workload-identity" {
 			continue
 		}
-		if it.Status == "UNKNOWN" && it.Object == "eks-pod-identity/train-prod" && strings.Contains(it.Message, "AccessDeniedException: the caller needs eks:ListPodIdentityAssociations") {
+		if it.Status == "unknown" && it.Object == "eks-pod-identity/train-prod" && strings.Contains(it.Message, "AccessDeniedException: the caller needs eks:ListPodIdentityAssociations") {
 			found = true
 		} else {
 			t.Errorf("denied: unexpected item %+v", it)
@@ -208,7 +208,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 		return gateRow{}
 	}
 	notReady := "DaemonSet kube-system/eks-pod-identity-agent: 1 of 2 pods ready; not ready on Ready, schedulable node " + agent.nodes[0]
-	if g := gate(); g.Status != "FAIL" || !strings.Contains(g.Message, "the EKS Pod Identity Agent that serves the credentials of 1 association is not ready: "+notReady) ||
+	if g := gate(); g.Status != "fail" || !strings.Contains(g.Message, "the EKS Pod Identity Agent that serves the credentials of 1 association is not ready: "+notReady) ||
 		!strings.Contains(g.Command, "kubectl -n kube-system get daemonset eks-pod-identity-agent -o wide") {
 		t.Fatalf("agent not ready: want FAIL naming %s, got %s %q %q", agent.nodes[0], g.Status, g.Message, g.Command)
 	}
@@ -218,7 +218,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 		if it.Kind != "workload-identity" {
 			continue
 		}
-		if it.Status == "FAIL" && it.Object == "eks-pod-identity-agent" && strings.Contains(it.Message, "the EKS Pod Identity Agent is not ready now: "+notReady) {
+		if it.Status == "fail" && it.Object == "eks-pod-identity-agent" && strings.Contains(it.Message, "the EKS Pod Identity Agent is not ready now: "+notReady) {
 			found = true
 		} else {
 			t.Errorf("agent not ready: unexpected item %+v", it)
@@ -234,7 +234,7 @@ func TestWorkloadIdentityEKSPodIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	excused := "EKS Pod Identity Agent: DaemonSet kube-system/eks-pod-identity-agent: 1 of 2 pods ready (1 not ready on nodes NotReady or cordoned, not counted)"
-	if g := gate(); g.Status == "FAIL" || strings.Contains(g.Message, "Agent") || !evidenceHas(g, excused) {
+	if g := gate(); g.Status == "fail" || strings.Contains(g.Message, "Agent") || !evidenceHas(g, excused) {
 		t.Fatalf("agent not ready on a cordoned node: want no FAIL and %q, got %s %q %q", excused, g.Status, g.Message, g.Evidence)
 	}
 	v = run("verify", "-o", "json", "--baseline", baseline)

@@ -269,7 +269,7 @@ func TestPolicyContinuity(t *testing.T) {
 		}
 	}
 	for _, it := range rep.Items {
-		if it.Name == "rbac" && (it.Status == "UNKNOWN" || !strings.Contains(it.Message, "recorded")) {
+		if it.Name == "rbac" && (it.Status == "unknown" || !strings.Contains(it.Message, "recorded")) {
 			t.Errorf("rbac: %s %s", it.Status, it.Message)
 		}
 	}
@@ -347,21 +347,21 @@ func TestPolicyContinuity(t *testing.T) {
 		got[it.Status+" "+it.Kind+" "+it.Object] = it.Message
 	}
 	for _, want := range []string{
-		"FAIL admission-probe namespace/" + f.psaNS,
-		"FAIL admission-probe validatingwebhookconfiguration/" + f.hook,
-		"FAIL admission-probe validatingadmissionpolicy/" + f.policy,
-		"FAIL admission-probe probe-file/unsigned-pod.yaml#1",
-		"FAIL rbac-grant clusterrole/view",
-		"FAIL rbac-grant rolebinding/" + f.ns + "/viewers",
+		"fail admission-probe namespace/" + f.psaNS,
+		"fail admission-probe validatingwebhookconfiguration/" + f.hook,
+		"fail admission-probe validatingadmissionpolicy/" + f.policy,
+		"fail admission-probe probe-file/unsigned-pod.yaml#1",
+		"fail rbac-grant clusterrole/view",
+		"fail rbac-grant rolebinding/" + f.ns + "/viewers",
 	} {
 		if _, ok := got[want]; !ok {
 			t.Errorf("verify did not report %q\n%s", want, r.Stdout)
 		}
 	}
-	if m := got["FAIL rbac-grant clusterrole/view"]; !strings.Contains(m, "from ClusterRole "+leaky) || !strings.Contains(m, "secrets") {
+	if m := got["fail rbac-grant clusterrole/view"]; !strings.Contains(m, "from ClusterRole "+leaky) || !strings.Contains(m, "secrets") {
 		t.Errorf("view's new rules: %q", m)
 	}
-	if m := got["FAIL admission-probe namespace/"+f.psaNS]; !strings.Contains(m, "admits it now") {
+	if m := got["fail admission-probe namespace/"+f.psaNS]; !strings.Contains(m, "admits it now") {
 		t.Errorf("Pod Security: %q", m)
 	}
 	// The table an on-call engineer reads fits 120 columns; -o wide has
@@ -432,7 +432,7 @@ func TestPolicyBadInput(t *testing.T) {
 	start := time.Now()
 	g, rep, r := preflight(t, cp, "admission-probes", "--target", "v1.37", "--request-timeout", "3s", "--probe-file", bad)
 	took := time.Since(start)
-	if g.Status != "UNKNOWN" || !evidenceHas(g, "UNKNOWN validating webhook deny.policy.e2e.gpufleet.dev (validatingwebhookconfiguration "+hook+")") ||
+	if g.Status != "unknown" || !evidenceHas(g, "UNKNOWN validating webhook deny.policy.e2e.gpufleet.dev (validatingwebhookconfiguration "+hook+")") ||
 		!evidenceHas(g, "UNKNOWN probe file "+bad+": document 1:") || !evidenceHas(g, "namespace "+f.psaNS, "denied 2 of 2") {
 		t.Errorf("admission-probes: %s %s\n%s", g.Status, g.Message, strings.Join(g.Evidence, "\n"))
 	}
@@ -473,7 +473,7 @@ func TestPolicyBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, rep, r = preflight(t, cp, "admission-probes", "--target", "v1.37", "--as", user)
-	if g.Status != "UNKNOWN" || !evidenceHas(g, "forbidden: cannot create configmaps in namespace "+f.ns) || !evidenceHas(g, "forbidden: cannot create pods in namespace "+f.ns) ||
+	if g.Status != "unknown" || !evidenceHas(g, "forbidden: cannot create configmaps in namespace "+f.ns) || !evidenceHas(g, "forbidden: cannot create pods in namespace "+f.ns) ||
 		!evidenceHas(g, "namespace "+f.psaNS, "denied 2 of 2") || !strings.Contains(g.Command, "kubectl auth can-i create") {
 		t.Errorf("admission-probes as %s: %s %s %q\n%s", user, g.Status, g.Message, g.Command, strings.Join(g.Evidence, "\n"))
 	}
@@ -481,7 +481,7 @@ func TestPolicyBadInput(t *testing.T) {
 	for _, it := range rep.Items {
 		if it.Name == "nodes-ready" || it.Name == "rbac" || it.Name == "pod-security-pins" {
 			ran++
-			if it.Status == "UNKNOWN" {
+			if it.Status == "unknown" {
 				t.Errorf("%s as %s: %s %s", it.Name, user, it.Status, it.Message)
 			}
 		}

@@ -60,7 +60,7 @@ func preflight(t *testing.T, cp *harness.ControlPlane, gate string, args ...stri
 	}
 	var rep preflightReport
 	decode(t, r, &rep)
-	if rep.Kind != "SkewPreflightReport" || rep.APIVersion != "gpufleet.dev/v1alpha2" {
+	if rep.Kind != "SkewPreflightReport" || rep.APIVersion != "gpufleet.dev/v1alpha3" {
 		t.Fatalf("kind %q apiVersion %q", rep.Kind, rep.APIVersion)
 	}
 	for _, g := range rep.Items {
@@ -107,7 +107,7 @@ func TestPreflightRemovedAPIInUse(t *testing.T) {
 		_, _ = rc.Delete().AbsPath("/apis/resource.k8s.io/v1/deviceclasses/" + name).DoRaw(context.Background())
 	})
 	g, _, r := preflight(t, cp, "removed-apis", "--target", "v1.38")
-	if g.Status != "FAIL" || !evidenceHas(g, "resource.k8s.io/v1beta1", name) {
+	if g.Status != "fail" || !evidenceHas(g, "resource.k8s.io/v1beta1", name) {
 		t.Errorf("removed-apis = %s %s\n%s", g.Status, g.Message, r)
 	}
 	if r.ExitCode != 1 || !strings.Contains(g.Command, "kubectl deprecations --target v1.38") {
@@ -142,7 +142,7 @@ func TestPreflightWebhookFailClosed(t *testing.T) {
 		_ = cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	g, _, r := preflight(t, cp, "webhooks", "--target", "v1.37")
-	if g.Status != "FAIL" || !evidenceHas(g, name, "no ready endpoints") || !strings.Contains(g.Command, "kubernetes.io/service-name=policy-hook") {
+	if g.Status != "fail" || !evidenceHas(g, name, "no ready endpoints") || !strings.Contains(g.Command, "kubernetes.io/service-name=policy-hook") {
 		t.Errorf("webhooks = %s %s %q\n%s", g.Status, g.Message, g.Command, r)
 	}
 	if r.ExitCode != 1 {
@@ -160,7 +160,7 @@ func TestPreflightPSALatest(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, _, r := preflight(t, cp, "pod-security-latest", "--target", "v1.37", "--fail-on", "warning")
-	if g.Status != "WARN" || !evidenceHas(g, "namespace "+ns, "latest") || !strings.Contains(g.Command, "enforce-version=v1.37") {
+	if g.Status != "warn" || !evidenceHas(g, "namespace "+ns, "latest") || !strings.Contains(g.Command, "enforce-version=v1.37") {
 		t.Errorf("pod-security-latest = %s %s\n%s", g.Status, g.Message, r)
 	}
 	if r.ExitCode != 1 {
@@ -183,7 +183,7 @@ func TestPreflightAddonOutsideWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, rep, r := preflight(t, cp, "addons", "--target", "v1.37")
-	if g.Status != "FAIL" || !evidenceHas(g, "FAIL: cert-manager "+ns+"/deployment/cert-manager (v1.18.2)", "not 1.37") {
+	if g.Status != "fail" || !evidenceHas(g, "FAIL: cert-manager "+ns+"/deployment/cert-manager (v1.18.2)", "not 1.37") {
 		t.Errorf("addons = %s %s\n%s", g.Status, g.Message, r)
 	}
 	// kube-proxy and CoreDNS of the kubeadm-like scenario are in the inventory too.
@@ -247,7 +247,7 @@ func TestPreflightGPUStackAddons(t *testing.T) {
 			t.Errorf("addons evidence lacks %q\n%s", want, r)
 		}
 	}
-	if g.Status != "FAIL" {
+	if g.Status != "fail" {
 		t.Errorf("addons = %s %s", g.Status, g.Message)
 	}
 	found := 0
@@ -294,7 +294,7 @@ func TestPreflightCRDNeedsMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, _, r := preflight(t, cp, "crd-storage", "--target", "v1.37")
-	if g.Status != "WARN" || !evidenceHas(g, crd.Name, "storedVersions v1,v2", "storage version v2") || !strings.Contains(g.Command, "kubectl crd-migrate run") {
+	if g.Status != "warn" || !evidenceHas(g, crd.Name, "storedVersions v1,v2", "storage version v2") || !strings.Contains(g.Command, "kubectl crd-migrate run") {
 		t.Errorf("crd-storage = %s %s %q\n%s", g.Status, g.Message, g.Command, r)
 	}
 }
@@ -320,7 +320,7 @@ func TestPreflightBlockedDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, _, r := preflight(t, cp, "drains", "--target", "v1.37")
-	if g.Status != "FAIL" || !evidenceHas(g, "pool "+poolName, "1 pod blocked", ns+"/trainer-") || !strings.Contains(g.Command, "kubectl pdb-blockers -l "+harness.PoolLabel+"=") {
+	if g.Status != "fail" || !evidenceHas(g, "pool "+poolName, "1 pod blocked", ns+"/trainer-") || !strings.Contains(g.Command, "kubectl pdb-blockers -l "+harness.PoolLabel+"=") {
 		t.Errorf("drains = %s %s %q\n%s", g.Status, g.Message, g.Command, r)
 	}
 }
@@ -336,7 +336,7 @@ func TestPreflightNotReadyNode(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cp.Client.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}) })
 	g, _, r := preflight(t, cp, "nodes-ready", "--target", "v1.37")
-	if g.Status != "FAIL" || !evidenceHas(g, "node pf-ghost-0 (pool pf-ghost) not Ready") || !strings.Contains(g.Command, "kubectl describe node pf-ghost-0") {
+	if g.Status != "fail" || !evidenceHas(g, "node pf-ghost-0 (pool pf-ghost) not Ready") || !strings.Contains(g.Command, "kubectl describe node pf-ghost-0") {
 		t.Errorf("nodes-ready = %s %s %q\n%s", g.Status, g.Message, g.Command, r)
 	}
 }

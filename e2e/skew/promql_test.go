@@ -49,7 +49,7 @@ func TestPromQLGate(t *testing.T) {
 	baseline := filepath.Join(dir, "baseline.yaml")
 	flags := []string{"--target", "v1.37", "--prometheus-url", prom, "--promql-checks", checks}
 	g, _, r := preflight(t, cp, "promql", append(flags, "--save", baseline)...)
-	if g.Status != "PASS" || !evidenceHas(g, "ttft-p99: 0.2 recorded as the baseline") || !evidenceHas(g, "PASS apiserver-lists: now ", "at least 1") {
+	if g.Status != "ok" || !evidenceHas(g, "ttft-p99: 0.2 recorded as the baseline") || !evidenceHas(g, "PASS apiserver-lists: now ", "at least 1") {
 		t.Fatalf("clean: want PASS with the baseline recorded, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 
@@ -71,7 +71,7 @@ func TestPromQLGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, _, r = preflight(t, cp, "promql", flags...)
-	if g.Status != "UNKNOWN" || !evidenceHas(g, "UNKNOWN absent: no sample") {
+	if g.Status != "unknown" || !evidenceHas(g, "UNKNOWN absent: no sample") {
 		t.Fatalf("no series: want UNKNOWN naming no sample, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 

@@ -119,7 +119,7 @@ func gateOf(t *testing.T, r plugintest.Result, name string) gateRow {
 func TestSyntheticAppKwokOnly(t *testing.T) {
 	cp := scenario(t)
 	g, _, r := preflight(t, cp, "synthetic-app", "--target", "v1.37", "--synthetic-app")
-	if g.Status != "UNKNOWN" || !strings.Contains(g.Message, "no node can run the probe app") || !evidenceHas(g, "KWOK fake node", "kwok.x-k8s.io/node=fake") {
+	if g.Status != "unknown" || !strings.Contains(g.Message, "no node can run the probe app") || !evidenceHas(g, "KWOK fake node", "kwok.x-k8s.io/node=fake") {
 		t.Fatalf("KWOK nodes only: want UNKNOWN naming the fake nodes, got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 	if left := probeObjects(t, cp, "default"); len(left) != 0 {
@@ -127,7 +127,7 @@ func TestSyntheticAppKwokOnly(t *testing.T) {
 	}
 	// The dry run still sends both objects, stores nothing, and is WARN.
 	g, _, r = preflight(t, cp, "synthetic-app", "--target", "v1.37", "--synthetic-app-dry-run")
-	if g.Status != "WARN" || !strings.Contains(g.Message, "dry run") || !evidenceHas(g, "a real run would be UNKNOWN") {
+	if g.Status != "warn" || !strings.Contains(g.Message, "dry run") || !evidenceHas(g, "a real run would be UNKNOWN") {
 		t.Fatalf("dry run: got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
 	if left := probeObjects(t, cp, "default"); len(left) != 0 {
@@ -177,7 +177,7 @@ func TestSyntheticAppExecNode(t *testing.T) {
 	baseline := filepath.Join(dir, "baseline.yaml")
 	r := skew(t, cp, append([]string{"preflight", "-o", "json", "--target", "v1.37", "--save", baseline}, flags...)...)
 	g := gateOf(t, r, "synthetic-app")
-	if g.Status != "PASS" || !strings.Contains(g.Message, "probe-exec answered GET /api/v1/namespaces/default/services/gpufleet-probe-app-") ||
+	if g.Status != "ok" || !strings.Contains(g.Message, "probe-exec answered GET /api/v1/namespaces/default/services/gpufleet-probe-app-") ||
 		!evidenceHas(g, "earlier run left behind", "pod/gpufleet-probe-app-old", "service/gpufleet-probe-app-old") {
 		t.Fatalf("exec node: want PASS through the service proxy, the old run's objects deleted; got %s %q %q\n%s", g.Status, g.Message, g.Evidence, r)
 	}
@@ -196,7 +196,7 @@ func TestSyntheticAppExecNode(t *testing.T) {
 	}
 	found := false
 	for _, it := range vr.Items {
-		if it.Kind == "synthetic-app" && it.Status == "FAIL" && it.Object == "node/probe-exec" && strings.Contains(it.Message, "did not answer") {
+		if it.Kind == "synthetic-app" && it.Status == "fail" && it.Object == "node/probe-exec" && strings.Contains(it.Message, "did not answer") {
 			found = true
 		}
 	}
@@ -287,14 +287,14 @@ func TestSyntheticAppExecNode(t *testing.T) {
 			role.Rules = append(append([]rbacv1.PolicyRule{}, app.Rules[:i]...), app.Rules[i+1:]...)
 			bind(t, role, true)
 			g := gateOf(t, skewAs(t, cp, kc, args...), "synthetic-app")
-			if g.Status != "UNKNOWN" || !strings.Contains(g.Message, wants[i]) {
+			if g.Status != "unknown" || !strings.Contains(g.Message, wants[i]) {
 				t.Fatalf("without %v: want UNKNOWN %q, got %s %q", app.Rules[i], wants[i], g.Status, g.Message)
 			}
 		})
 	}
 	full := app.DeepCopy()
 	bind(t, full, true)
-	if g := gateOf(t, skewAs(t, cp, kc, args...), "synthetic-app"); g.Status != "PASS" {
+	if g := gateOf(t, skewAs(t, cp, kc, args...), "synthetic-app"); g.Status != "ok" {
 		t.Fatalf("with the shipped roles: want PASS, got %s %q %q", g.Status, g.Message, g.Evidence)
 	}
 	if left := probeObjects(t, cp, "default"); len(left) != 0 {

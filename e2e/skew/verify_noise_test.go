@@ -128,12 +128,12 @@ func TestVerifyRoutineUpgradeNoise(t *testing.T) {
 
 	got, code, out := verifyItems(t, cp, "--baseline", base)
 	for k, msg := range got {
-		bad := strings.HasPrefix(k, "FAIL ") || strings.HasPrefix(k, "UNKNOWN ")
+		bad := strings.HasPrefix(k, "fail ") || strings.HasPrefix(k, "unknown ")
 		if bad && (strings.Contains(k, " kube-system-warnings ") || strings.Contains(k, " admission-") || strings.Contains(k, " rbac-grant ")) {
 			t.Errorf("routine noise reported: %s: %s", k, msg)
 		}
 	}
-	if _, ok := got["WARN kube-system-warnings daemonset/kube-proxy"]; !ok {
+	if _, ok := got["warn kube-system-warnings daemonset/kube-proxy"]; !ok {
 		t.Errorf("the restarts are not listed as settling\n%s", out)
 	}
 	t.Logf("verify of routine noise: exit %d", code)
@@ -142,10 +142,10 @@ func TestVerifyRoutineUpgradeNoise(t *testing.T) {
 	// keeps firing past the settle time.
 	warningEvent(t, cp, "e2e-noise-"+ns+"-failedcreate", "FailedCreate", "coredns-5d78c9869d-q8vzb", now, now)
 	got, code, out = verifyItems(t, cp, "--baseline", base, "--settle-time", "1s")
-	if m := got["FAIL kube-system-warnings deployment/coredns"]; !strings.Contains(m, "new Warning event in kube-system: FailedCreate") {
+	if m := got["fail kube-system-warnings deployment/coredns"]; !strings.Contains(m, "new Warning event in kube-system: FailedCreate") {
 		t.Errorf("a reason an upgrade does not cause: %q %v\n%s", m, keys(got), out)
 	}
-	if m := got["FAIL kube-system-warnings daemonset/kube-proxy"]; !strings.Contains(m, "still firing") {
+	if m := got["fail kube-system-warnings daemonset/kube-proxy"]; !strings.Contains(m, "still firing") {
 		t.Errorf("noise past --settle-time: %q\n%s", m, out)
 	}
 	if code != 1 {
@@ -197,7 +197,7 @@ func TestVerifyCatchesWeakenedControls(t *testing.T) {
 	waitDenied(t, cp, "the webhook denies", f.ns, false, true)
 
 	base := filepath.Join(t.TempDir(), "before.yaml")
-	if g, _, _ := preflight(t, cp, "admission-probes", "--target", "v1.37", "--save", base); g.Status == "UNKNOWN" {
+	if g, _, _ := preflight(t, cp, "admission-probes", "--target", "v1.37", "--save", base); g.Status == "unknown" {
 		t.Fatalf("baseline: %s %s\n%s", g.Status, g.Message, strings.Join(g.Evidence, "\n"))
 	}
 
@@ -272,22 +272,22 @@ func TestVerifyCatchesWeakenedControls(t *testing.T) {
 		t.Errorf("exit %d, want 1", code)
 	}
 	for want, says := range map[string]string{
-		"FAIL admission-config validatingwebhookconfiguration/" + cfg: "failurePolicy Ignore, was Fail",
-		"FAIL admission-config validatingadmissionpolicy/" + f.policy: "no longer selects namespace " + f.ns,
-		"FAIL admission-probe runtimeclass/gpufleet-e2e-exempt":       "RuntimeClass gpufleet-e2e-exempt, new since the baseline, is admitted",
-		"FAIL rbac-grant clusterrolebinding/" + risky:                 "namespace modification",
-		"FAIL rbac-grant clusterrolebinding/e2e-anon-" + f.ns:         "anyone who can reach the apiserver",
-		"FAIL certificate csr/" + csr:                                 "kubelet serving certificate request " + csr,
+		"fail admission-config validatingwebhookconfiguration/" + cfg: "failurePolicy Ignore, was Fail",
+		"fail admission-config validatingadmissionpolicy/" + f.policy: "no longer selects namespace " + f.ns,
+		"fail admission-probe runtimeclass/gpufleet-e2e-exempt":       "RuntimeClass gpufleet-e2e-exempt, new since the baseline, is admitted",
+		"fail rbac-grant clusterrolebinding/" + risky:                 "namespace modification",
+		"fail rbac-grant clusterrolebinding/e2e-anon-" + f.ns:         "anyone who can reach the apiserver",
+		"fail certificate csr/" + csr:                                 "kubelet serving certificate request " + csr,
 	} {
 		if m, ok := got[want]; !ok || !strings.Contains(m, says) {
 			t.Errorf("%s: %q, want it to say %q", want, m, says)
 		}
 	}
-	if m := got["FAIL admission-config validatingwebhookconfiguration/"+cfg]; !strings.Contains(m, "no longer match UPDATE configmaps/v1") {
+	if m := got["fail admission-config validatingwebhookconfiguration/"+cfg]; !strings.Contains(m, "no longer match UPDATE configmaps/v1") {
 		t.Errorf("UPDATE dropped: %q", m)
 	}
 	for _, path := range []string{"nodes/proxy", "token request"} {
-		if m := got["FAIL rbac-grant clusterrolebinding/"+risky]; !strings.Contains(m, path) {
+		if m := got["fail rbac-grant clusterrolebinding/"+risky]; !strings.Contains(m, path) {
 			t.Errorf("rbac-grant lacks %s: %q", path, m)
 		}
 	}

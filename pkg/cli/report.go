@@ -25,16 +25,21 @@ const APIVersion = Group + "/v1alpha1"
 // ("edge", "violation", "PASS", "Later", "Never", "MigrationNeeded").
 const APIVersionV1Alpha2 = Group + "/v1alpha2"
 
+// APIVersionV1Alpha3 is the version of the reports whose status enums
+// became the suite's words in lower case after v1alpha2: a pre-flight
+// gate's status ("ok", "warn", "unknown", "fail" where v1alpha2 wrote
+// pkg/preflight's "PASS", "WARN", "UNKNOWN", "FAIL"), the fleet
+// inventory's saved pre-flight verdict, which copies it, and a drain
+// blocker's kind (kebab-case, the casing of the suite's multi-word enum
+// values).
+const APIVersionV1Alpha3 = Group + "/v1alpha3"
+
 // v1alpha2Kinds are the report kinds at APIVersionV1Alpha2: those that
 // carry a skew status, an eviction outcome, a GPU node status, a CRD
 // verdict, run outcome or webhook health, or a deprecated API's status.
 var v1alpha2Kinds = map[string]bool{
 	"SkewReport": true, "SkewReportList": true,
-	"SkewPlanReport":      true,
-	"SkewPreflightReport": true, "SkewPreflightReportList": true,
-	"FleetInventory":    true,
-	"PDBBlockersReport": true, "PDBBlockersReportList": true,
-	"GangDrainPlan":     true,
+	"SkewPlanReport":    true,
 	"GPUValidateReport": true, "GPUValidateReportList": true,
 	"CRDStatusReport": true, "CRDStatusReportList": true,
 	// A CRD's run outcome (Migrated, NothingToDo, Failed, Incomplete)
@@ -44,10 +49,28 @@ var v1alpha2Kinds = map[string]bool{
 	// (fail, warn), and a webhook's health (OK, Down) ok or fail.
 	"DeprecationsReport": true, "DeprecationsReportList": true,
 	"FixHelmReport": true,
+	// A verify regression's status (PASS, WARN, UNKNOWN, FAIL) became the
+	// table's word (ok, warn, unknown, fail).
+	"SkewVerifyReport": true,
+}
+
+// v1alpha3Kinds are the report kinds at APIVersionV1Alpha3: those that
+// carry a pre-flight gate's status, which moved after their skew status
+// had already taken them to v1alpha2, and those that carry a drain
+// blocker's kind, which became kebab-case ("budget-exhausted" where it
+// was "BudgetExhausted") after their eviction outcome had.
+var v1alpha3Kinds = map[string]bool{
+	"SkewPreflightReport": true, "SkewPreflightReportList": true,
+	"FleetInventory":    true,
+	"PDBBlockersReport": true, "PDBBlockersReportList": true,
+	"GangDrainPlan": true,
 }
 
 // ReportAPIVersion is the apiVersion of a report of the given kind.
 func ReportAPIVersion(kind string) string {
+	if v1alpha3Kinds[kind] {
+		return APIVersionV1Alpha3
+	}
 	if v1alpha2Kinds[kind] {
 		return APIVersionV1Alpha2
 	}

@@ -153,3 +153,24 @@ func StatusWords(cmd *cobra.Command) []Status {
 	}
 	return out
 }
+
+// ReadEnumWord reads a report's enum value as this release writes it, the
+// JSON word word(v) of one of values, or as an earlier apiVersion did, the
+// value's own spelling string(v), so that a report or baseline saved by an
+// earlier release still loads. "" reads as the zero value (an omitted
+// field). Anything else is refused naming the words this release writes.
+func ReadEnumWord[T ~string](b []byte, values []T, word func(T) string) (T, error) {
+	w := string(b)
+	if w == "" {
+		return "", nil
+	}
+	words := make([]string, len(values))
+	for i, v := range values {
+		if w == word(v) || w == string(v) {
+			return v, nil
+		}
+		words[i] = word(v)
+	}
+	var zero T
+	return zero, fmt.Errorf("%q is not one of %s", w, strings.Join(words, ", "))
+}

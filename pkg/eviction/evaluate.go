@@ -87,9 +87,64 @@ const (
 	BlockerMirrorPod BlockerKind = "MirrorPod"
 )
 
+// blockerWords are the blocker kinds as reports write them: the suite's
+// multi-word enum values are kebab-case (docs/output-schemas.md). Reports
+// of PDBBlockersReport and GangDrainPlan gpufleet.dev/v1alpha2 and earlier
+// wrote the Go values (CamelCase), which UnmarshalText still reads.
+var blockerWords = map[BlockerKind]string{
+	BlockerBudgetExhausted:    "budget-exhausted",
+	BlockerBudgetSpent:        "budget-spent-by-drain",
+	BlockerMinAvailableAll:    "min-available-equals-replicas",
+	BlockerMaxUnavailableZero: "max-unavailable-zero",
+	BlockerSyncFailed:         "pdb-sync-failed",
+	BlockerMultiplePDBs:       "multiple-pdbs",
+	BlockerEmptySelector:      "empty-selector",
+	BlockerPDBStale:           "pdb-stale",
+	BlockerNegativeBudget:     "negative-budget",
+	BlockerTooManyUnconfirmed: "too-many-unconfirmed-disruptions",
+	BlockerUnhealthyPod:       "unhealthy-pod-guarded",
+	BlockerDoNotDisrupt:       "do-not-disrupt",
+	BlockerNoController:       "no-controller",
+	BlockerEmptyDir:           "empty-dir-data",
+	BlockerFinalizers:         "finalizers",
+	BlockerTerminating:        "terminating",
+	BlockerGracePeriod:        "grace-period-exceeds-drain-timeout",
+	BlockerPDBsUnknown:        "pdbs-unreadable",
+	BlockerDaemonSet:          "daemonset",
+	BlockerMirrorPod:          "mirror-pod",
+}
+
+// BlockerKinds are every blocker kind, in the order of their declaration.
+var BlockerKinds = []BlockerKind{BlockerBudgetExhausted, BlockerBudgetSpent, BlockerMinAvailableAll, BlockerMaxUnavailableZero,
+	BlockerSyncFailed, BlockerMultiplePDBs, BlockerEmptySelector, BlockerPDBStale, BlockerNegativeBudget, BlockerTooManyUnconfirmed,
+	BlockerUnhealthyPod, BlockerDoNotDisrupt, BlockerNoController, BlockerEmptyDir, BlockerFinalizers, BlockerTerminating,
+	BlockerGracePeriod, BlockerPDBsUnknown, BlockerDaemonSet, BlockerMirrorPod}
+
+// JSONWord is the kind as reports write it (kebab-case: "budget-exhausted").
+func (k BlockerKind) JSONWord() string {
+	if w, ok := blockerWords[k]; ok {
+		return w
+	}
+	return string(k)
+}
+
+// MarshalText writes the kind as JSONWord.
+func (k BlockerKind) MarshalText() ([]byte, error) { return []byte(k.JSONWord()), nil }
+
+// UnmarshalText reads a kind as MarshalText writes it or as an earlier
+// release did ("BudgetExhausted").
+func (k *BlockerKind) UnmarshalText(b []byte) error {
+	v, err := cli.ReadEnumWord(b, BlockerKinds, BlockerKind.JSONWord)
+	if err != nil {
+		return fmt.Errorf("blocker kind %w", err)
+	}
+	*k = v
+	return nil
+}
+
 // Blocker is one reason a pod holds up a drain, with a command that fixes it.
 type Blocker struct {
-	// Kind classifies the blocker.
+	// Kind classifies the blocker (JSON: kebab-case, JSONWord).
 	Kind BlockerKind `json:"kind"`
 	// Outcome says whether this blocker clears by waiting (Later) or not (Never).
 	Outcome Outcome `json:"outcome"`
@@ -348,7 +403,7 @@ func (s *Simulation) predictAPI(pod *corev1.Pod, entries []*pdbEntry, spentSoFar
 		v.Eviction = Result{Reason: ReasonTooManyUnconfirmed, Code: http.StatusForbidden, PDB: ref,
 			Message: fmt.Sprintf("The disruption budget %s does not allow evicting pods currently: too many pending evictions not confirmed by PDB controller", pdb.Name)}
 		v.Blockers = append(v.Blockers, Blocker{Kind: BlockerTooManyUnconfirmed, Outcome: OutcomeLater, PDB: ref,
-			Message: fmt.Sprintf("%d evictions are not yet confirmed by the disruption controller (limit %d)", len(st.DisruptedPods), MaxDisruptedPods),
+			Message: fmt.Sprintf("%s not yet confirmed by the disruption controller (limit %d)", cli.Plural(len(st.DisruptedPods), "eviction")+cli.Agree(len(st.DisruptedPods), " is", " are"), MaxDisruptedPods),
 			Fix:     fixWait})
 		return
 	case st.DisruptionsAllowed-spent <= 0:
@@ -401,7 +456,7 @@ func (s *Simulation) budgetBlocker(pod *corev1.Pod, e *pdbEntry, spent int32) Bl
 			if pdb.Spec.MinAvailable != nil {
 				ma = "minAvailable " + pdb.Spec.MinAvailable.String()
 			}
-			b.Message = fmt.Sprintf("%s asks for all %d pods the budget expects (desiredHealthy %d), so no pod may ever be evicted", ma, st.ExpectedPods, st.DesiredHealthy)
+			b.Message = fmt.Sprintf("%s asks for all %s the budget expects (desiredHealthy %d), so no pod may ever be evicted", ma, cli.Plural(int(st.ExpectedPods), "pod"), st.DesiredHealthy)
 			if owner.scalable() {
 				b.Fix = fmt.Sprintf("kubectl scale %s/%s -n %s --replicas=%d", strings.ToLower(owner.Kind), owner.Name, ns, st.ExpectedPods+1)
 				b.FixWarning = "or lower minAvailable: " + fmt.Sprintf(`kubectl patch pdb %s -n %s --type merge -p '{"spec":{"minAvailable":%d}}'`, pdb.Name, ns, max(st.ExpectedPods-1, 0))
@@ -446,7 +501,7 @@ func multiplePDBBlocker(pod *corev1.Pod, entries []*pdbEntry) Blocker {
 		}
 	}
 	b := Blocker{Kind: BlockerMultiplePDBs, Outcome: OutcomeNever, PDB: strings.Join(names, ","),
-		Message: fmt.Sprintf("%d PodDisruptionBudgets select the pod (%s); the eviction API refuses such pods", len(names), strings.Join(names, ", "))}
+		Message: fmt.Sprintf("%s the pod (%s); the eviction API refuses such pods", cli.Plural(len(names), "PodDisruptionBudget")+cli.Agree(len(names), " selects", " select"), strings.Join(names, ", "))}
 	drop := names[1:]
 	if len(empty) > 0 {
 		b.Kind = BlockerEmptySelector

@@ -141,7 +141,7 @@ func TestRun(t *testing.T) {
 	if canary.Patch == nil || canary.Patch.Latest != "v1.37.2" || !canary.Patch.AtLeast || !strings.Contains(canary.Patch.Message, "as of 2026-10-27") {
 		t.Errorf("canary patch: %+v", canary.Patch)
 	}
-	if canary.Preflight == nil || canary.Preflight.Verdict != "WARN" || canary.Preflight.Target != "1.38" || canary.Preflight.AgeSeconds != 2*86400 {
+	if canary.Preflight == nil || canary.Preflight.Verdict != "warn" || canary.Preflight.Target != "1.38" || canary.Preflight.AgeSeconds != 2*86400 {
 		t.Errorf("canary preflight: %+v", canary.Preflight)
 	}
 	if len(canary.Pools) != 1 || len(canary.Pools[0].GPUs) != 1 || canary.Pools[0].GPUs[0].Product != "NVIDIA-H100-80GB-HBM3" {
@@ -246,8 +246,8 @@ func TestMetrics(t *testing.T) {
 		{MetricPoolNodes, map[string]string{"cluster": "prod-a", "pool": "train", "kubelet_version": "v1.33.5"}, 1},
 		{MetricPoolGPUs, map[string]string{"cluster": "canary", "pool": "h100", "resource": "nvidia.com/gpu", "product": "NVIDIA-H100-80GB-HBM3"}, 16},
 		{MetricClusterGPUs, map[string]string{"cluster": "prod-a"}, 12},
-		{MetricPreflightInfo, map[string]string{"cluster": "canary", "verdict": "WARN", "target": "1.38"}, 1},
-		{MetricPreflightInfo, map[string]string{"cluster": "prod-a", "verdict": "ERROR"}, 1},
+		{MetricPreflightInfo, map[string]string{"cluster": "canary", "verdict": "warn", "target": "1.38"}, 1},
+		{MetricPreflightInfo, map[string]string{"cluster": "prod-a", "verdict": "error"}, 1},
 		{MetricPreflightTime, map[string]string{"cluster": "canary"}, float64(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC).Unix())},
 	} {
 		if got, ok := value(tc.name, tc.labels); !ok || got != tc.want {
@@ -291,7 +291,7 @@ func TestHTML(t *testing.T) {
 	page := buf.String()
 	for _, want := range []string{
 		`data-cluster="canary"`, `data-cluster="ghost"`, `class="timeline-row"`, `class="support-window window-violation" data-minor="1.32"`,
-		`class="ring-spread" data-ring="prod"`, `data-minor="1.37"`, `not in the kubeconfig`, "WARN for 1.38, 2d0h old", "Fleet inventory of gpu-prod",
+		`class="ring-spread" data-ring="prod"`, `data-minor="1.37"`, `not in the kubeconfig`, `class="preflight warn">WARN for 1.38, 2d0h old`, "Fleet inventory of gpu-prod",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -323,6 +323,25 @@ func TestReadPreflight(t *testing.T) {
 	}
 	if p := readPreflight(ctx, dir, "file://dir", "y", now); p != nil {
 		t.Errorf("no saved report in the programme's store: %+v", p)
+	}
+}
+
+// A saved pre-flight's verdict is the word its JSON writes now (ok,
+// warn, unknown, fail; gpufleet.dev/v1alpha3) whichever release saved
+// it: a report of gpufleet.dev/v1alpha2 or earlier wrote PASS, WARN,
+// UNKNOWN, FAIL. A word of neither is an error of the row.
+func TestReadPreflightWords(t *testing.T) {
+	ctx := context.Background()
+	for saved, want := range map[string]string{"PASS": "ok", "WARN": "warn", "UNKNOWN": "unknown", "FAIL": "fail",
+		"ok": "ok", "warn": "warn", "unknown": "unknown", "fail": "fail"} {
+		st := memStore{"latest/x/preflight.json": `{"kind":"SkewPreflightReport","target":"1.38","summary":{"status":"` + saved + `"}}`}
+		if p := readPreflight(ctx, st, "mem://fleet", "x", now); p == nil || p.Error != "" || p.Verdict != want {
+			t.Errorf("saved status %q: %+v, want verdict %q", saved, p, want)
+		}
+	}
+	st := memStore{"latest/x/preflight.json": `{"kind":"SkewPreflightReport","target":"1.38","summary":{"status":"Pass"}}`}
+	if p := readPreflight(ctx, st, "mem://fleet", "x", now); p == nil || p.Error == "" || p.Verdict != "" {
+		t.Errorf("saved status Pass: %+v, want an error", p)
 	}
 }
 

@@ -149,14 +149,17 @@ func newRow(c Cluster, withStore bool) row {
 		}
 	}
 	if p := c.Preflight; p != nil {
-		r.PreflightClass = strings.ToLower(p.Verdict)
+		// The class is the verdict's word (ok, warn, unknown, fail); the
+		// text its table word, as skew preflight prints it (OK, WARN, ...).
+		r.PreflightClass = p.Verdict
+		word := strings.ToUpper(p.Verdict)
 		switch {
 		case p.Error != "":
 			r.PreflightText, r.PreflightClass = p.Error, "fail"
 		case p.CollectedAt != nil:
-			r.PreflightText = fmt.Sprintf("%s for %s, %s old", p.Verdict, p.Target, age(time.Duration(p.AgeSeconds)*time.Second))
+			r.PreflightText = fmt.Sprintf("%s for %s, %s old", word, p.Target, age(time.Duration(p.AgeSeconds)*time.Second))
 		default:
-			r.PreflightText = p.Verdict + " for " + p.Target
+			r.PreflightText = word + " for " + p.Target
 		}
 	}
 	return r

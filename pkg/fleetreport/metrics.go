@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/push"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Metric names, each a gauge carrying the labels cluster and ring first.
@@ -72,7 +74,7 @@ var metrics = struct {
 	poolNodes:   newMetric(MetricPoolNodes, "Nodes of a pool per kubelet version.", "pool", "kubelet_version"),
 	poolEdge:    newMetric(MetricPoolAtEdge, "1 when the pool's oldest kubelet is exactly at the skew limit.", "pool"),
 	poolGPUs:    newMetric(MetricPoolGPUs, "Allocatable GPUs of a pool by resource and GPU product label.", "pool", "resource", "product"),
-	pfInfo:      newMetric(MetricPreflightInfo, "The saved pre-flight's verdict (PASS, WARN, FAIL, UNKNOWN, or ERROR when it could not be read), always 1.", "verdict", "target"),
+	pfInfo:      newMetric(MetricPreflightInfo, "The saved pre-flight's verdict (ok, warn, unknown, fail, or error when it could not be read), always 1.", "verdict", "target"),
 	pfTime:      newMetric(MetricPreflightTime, "When the saved pre-flight read the cluster."),
 	collected:   newMetric(MetricCollectedTime, "When the cluster was read."),
 }
@@ -98,7 +100,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		if p := cl.Preflight; p != nil {
 			verdict := p.Verdict
 			if p.Error != "" {
-				verdict = "ERROR"
+				verdict = cli.StatusError.JSONWord()
 			}
 			emit(metrics.pfInfo, 1, verdict, p.Target)
 			if p.CollectedAt != nil {

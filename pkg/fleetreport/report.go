@@ -104,7 +104,10 @@ type Pool struct {
 type Preflight struct {
 	// Source is where it was read (<store>/latest/<cluster>/preflight.json).
 	Source string `json:"source"`
-	// Verdict is the report's summary status: PASS, WARN, FAIL, UNKNOWN.
+	// Verdict is the report's summary status as the pre-flight's JSON
+	// writes it: ok, warn, unknown, fail (preflight.Status JSONWord;
+	// gpufleet.dev/v1alpha2 of FleetInventory wrote PASS, WARN, UNKNOWN,
+	// FAIL). A report saved by an earlier release reads the same.
 	Verdict string `json:"verdict,omitempty"`
 	// Target is the minor it judged the cluster against.
 	Target string `json:"target,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
 )
 
 // Store reads objects of a fleet's store (spec.store.url) by key, a
@@ -33,7 +34,8 @@ type savedPreflight struct {
 		CollectedAt time.Time `json:"collectedAt"`
 	} `json:"evidence"`
 	Summary struct {
-		Status string `json:"status"`
+		// Status reads the words of every release (preflight.Status).
+		Status preflight.Status `json:"status"`
 	} `json:"summary"`
 }
 
@@ -74,7 +76,7 @@ func readPreflight(ctx context.Context, st Store, storeURL, cluster string, now 
 		p.Error = fmt.Sprintf("the saved pre-flight has kind %q and no summary.status; want a %s", s.Kind, preflightKind)
 		return p
 	}
-	p.Verdict, p.Target = s.Summary.Status, s.Target
+	p.Verdict, p.Target = s.Summary.Status.JSONWord(), s.Target
 	if !s.Evidence.CollectedAt.IsZero() {
 		at := s.Evidence.CollectedAt.UTC()
 		p.CollectedAt = &at

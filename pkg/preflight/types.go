@@ -1,13 +1,20 @@
 package preflight
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
-// Status is a gate's verdict.
+// Status is a gate's verdict. In Go it keeps pkg/preflight's words; -o
+// json and -o yaml write it as the table's word in lower case
+// (MarshalText: "ok", "warn", "unknown", "fail"; gpufleet.dev/v1alpha3 of
+// SkewPreflightReport, v1alpha2 of SkewVerifyReport). Earlier versions
+// wrote the words themselves ("PASS", "WARN", "UNKNOWN", "FAIL"), which
+// UnmarshalText still reads, so a baseline saved by an earlier release
+// loads.
 type Status string
 
 // Gate verdicts, from best to worst.
@@ -18,13 +25,34 @@ const (
 	StatusFail    Status = "FAIL"
 )
 
+// statuses are the verdicts, from best to worst.
+var statuses = []Status{StatusPass, StatusWarn, StatusUnknown, StatusFail}
+
 // Word is the status's word in a table's STATUS column: OK for PASS, as
-// in every plugin's tables. JSON keeps the Status itself.
+// in every plugin's tables.
 func (s Status) Word() string {
 	if s == StatusPass {
 		return cli.StatusOK.String()
 	}
 	return string(s)
+}
+
+// JSONWord is the status as reports write it: its table word in lower
+// case.
+func (s Status) JSONWord() string { return cli.Status(s.Word()).JSONWord() }
+
+// MarshalText writes the status as JSONWord.
+func (s Status) MarshalText() ([]byte, error) { return []byte(s.JSONWord()), nil }
+
+// UnmarshalText reads a status as MarshalText writes it or as an earlier
+// release did (PASS, WARN, UNKNOWN, FAIL).
+func (s *Status) UnmarshalText(b []byte) error {
+	v, err := cli.ReadEnumWord(b, statuses, Status.JSONWord)
+	if err != nil {
+		return fmt.Errorf("status %w", err)
+	}
+	*s = v
+	return nil
 }
 
 // Words are the status words Word returns, for a command's legend.
@@ -76,7 +104,7 @@ var GateOrder = []string{GateSupport, GateRemovedAPIs, GateAddons, GateWebhooks,
 type Gate struct {
 	// Name identifies the gate.
 	Name string `json:"name"`
-	// Status is PASS, WARN, FAIL or UNKNOWN.
+	// Status is the gate's verdict (JSON: ok, warn, unknown, fail).
 	Status Status `json:"status"`
 	// Message says the verdict in one line.
 	Message string `json:"message"`

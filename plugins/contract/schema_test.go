@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
+	"github.com/gpufleet/upgrade-plugins/pkg/eviction"
 )
 
 // schemaDir holds one JSON Schema per report kind (docs/output-schemas.md).
@@ -260,7 +261,21 @@ func TestReportSchemasRefuseOtherWords(t *testing.T) {
 		{"../crdmigrate/testdata/run.json.golden", "CRDMigrationReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersion }},
 		{"../deprecations/testdata/fixhelm.json.golden", "FixHelmReport", func(m map[string]any) { item(item(m, "items", 0), "changes", 0)["status"] = "removed" }},
 		{"../gangdrain/testdata/plan.json.golden", "GangDrainPlan", func(m map[string]any) { item(m, "pods", 0)["outcome"] = "Never" }},
+		{"../gangdrain/testdata/plan.json.golden", "GangDrainPlan", func(m map[string]any) {
+			item(item(m, "pods", 0), "blockers", 0)["kind"] = "MinAvailableEqualsReplicas"
+		}},
+		{"../gangdrain/testdata/plan.json.golden", "GangDrainPlan", func(m map[string]any) { m["apiVersion"] = cli.APIVersionV1Alpha2 }},
+		{"../pdbblockers/testdata/mixed.json.golden", "PDBBlockersReport", func(m map[string]any) {
+			item(item(m, "items", 0), "blockers", 0)["kind"] = string(eviction.BlockerBudgetSpent)
+		}},
+		{"../pdbblockers/testdata/mixed.json.golden", "PDBBlockersReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersionV1Alpha2 }},
 		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { item(m, "items", 0)["status"] = "edge" }},
+		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { item(m, "items", 0)["status"] = "PASS" }},
+		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { m["summary"].(map[string]any)["status"] = "WARN" }},
+		{"../skew/testdata/preflight.json.golden", "SkewPreflightReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersionV1Alpha2 }},
+		{"../skew/testdata/preflight-contexts.json.golden", "SkewPreflightReportList", func(m map[string]any) { m["apiVersion"] = cli.APIVersionV1Alpha2 }},
+		{"../skew/testdata/verify.json.golden", "SkewVerifyReport", func(m map[string]any) { item(m, "items", 0)["status"] = "FAIL" }},
+		{"../skew/testdata/verify.json.golden", "SkewVerifyReport", func(m map[string]any) { m["apiVersion"] = cli.APIVersion }},
 		{"../crdmigrate/testdata/status-contexts.json.golden", "CRDStatusReportList", func(m map[string]any) {
 			item(item(m, "items", 1)["report"].(map[string]any), "items", 0)["verdict"] = "MigrationNeeded"
 		}},
@@ -305,6 +320,32 @@ func TestReportSchemaStatusesAreTheSuiteWords(t *testing.T) {
 					t.Errorf("%s: %s %q is not one of pkg/cli's words in lower case %v", f, def, w, words)
 				}
 			}
+		}
+	}
+}
+
+// A blocker kind's enum in the schemas is pkg/eviction's words, every one
+// of them: a kind added in Go and not in a schema fails here.
+func TestBlockerKindEnumIsEviction(t *testing.T) {
+	var want []string
+	for _, k := range eviction.BlockerKinds {
+		want = append(want, k.JSONWord())
+	}
+	for _, kind := range []string{"PDBBlockersReport", "GangDrainPlan"} {
+		var s struct {
+			Defs map[string]struct {
+				Enum []string `json:"enum"`
+			} `json:"$defs"`
+		}
+		b, err := os.ReadFile(filepath.Join(schemaDir, kind+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &s); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Defs["blockerKind"].Enum; !slices.Equal(got, want) {
+			t.Errorf("%s.json: blockerKind %v, want pkg/eviction's %v", kind, got, want)
 		}
 	}
 }

@@ -204,7 +204,7 @@ func metricLabels(t *testing.T) map[string][]string {
 		{Name: "a", Context: "a", Ring: "prod", Provider: "eks", Version: "v1.36.1", Patch: &lag, Support: &sup, MaxSkew: 3, PoolsAtEdge: []string{"p"},
 			Nodes: 1, GPUs: 8, CollectedAt: &at, Pools: []fleetreport.Pool{{Name: "p", Nodes: 1, Kubelets: []pkgskew.VersionCount{{Version: "v1.33.1", Nodes: 1}}, AtEdge: true,
 				GPUs: []pkgskew.GPUCount{{Resource: "nvidia.com/gpu", Product: "H100", Nodes: 1, Allocatable: 8}}}},
-			Preflight: &fleetreport.Preflight{Verdict: "PASS", Target: "1.37", CollectedAt: &at}},
+			Preflight: &fleetreport.Preflight{Verdict: "ok", Target: "1.37", CollectedAt: &at}},
 		{Name: "b", Context: "b", Ring: "prod", Error: "refused", ExitCode: 3},
 	}}
 	var buf bytes.Buffer

@@ -16,7 +16,6 @@ import (
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetfile"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetreport"
 	"github.com/gpufleet/upgrade-plugins/pkg/fleetrun"
-	"github.com/gpufleet/upgrade-plugins/pkg/preflight"
 	pkgskew "github.com/gpufleet/upgrade-plugins/pkg/skew"
 )
 
@@ -300,7 +299,9 @@ func (o *InventoryOptions) printInventoryTable(rep *fleetreport.Report) error {
 	for _, cl := range rep.Clusters {
 		pf := "-"
 		if p := cl.Preflight; p != nil {
-			pf = preflight.Status(p.Verdict).Word()
+			// The verdict is the JSON word (ok, warn, ...); the column
+			// prints the table's word, as skew preflight does.
+			pf = strings.ToUpper(p.Verdict)
 			if p.Error != "" {
 				pf = "ERROR"
 			} else if p.CollectedAt != nil {

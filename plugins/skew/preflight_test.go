@@ -47,7 +47,7 @@ func TestPreflightCommand(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(r.Out), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Kind != KindPreflightReport || rep.APIVersion != cli.APIVersionV1Alpha2 || rep.Target != "1.37" || len(rep.Items) != len(preflight.GateOrder) {
+	if rep.Kind != KindPreflightReport || rep.APIVersion != cli.APIVersionV1Alpha3 || rep.Target != "1.37" || len(rep.Items) != len(preflight.GateOrder) {
 		t.Errorf("report header %+v, %d items", rep.Header, len(rep.Items))
 	}
 	for i, g := range rep.Items {

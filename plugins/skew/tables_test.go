@@ -2,6 +2,7 @@ package skew
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	goldenfile "github.com/gpufleet/upgrade-plugins/pkg/cli/golden"
@@ -140,4 +142,50 @@ func TestFleetPlanAndGateTablesFit(t *testing.T) {
 	}
 	golden(t, "fleet-gate.wide", b.String())
 	wideHasAll(t, b.String())
+}
+
+// A baseline saved by an earlier release (SkewPreflightReport
+// gpufleet.dev/v1alpha2, its gates PASS, WARN, UNKNOWN, FAIL) still
+// loads: verify against it says what it says against the same baseline
+// in this release's words.
+func TestVerifyReadsEarlierBaseline(t *testing.T) {
+	c := readyCluster(t)
+	dir := t.TempDir()
+	now, old := filepath.Join(dir, "now.yaml"), filepath.Join(dir, "old.yaml")
+	if r := run(t, getter(c), "", "preflight", "--target", "v1.37", "--save", now, "-q"); r.Code != 0 {
+		t.Fatalf("preflight --save: exit %d\n%s", r.Code, r.Err)
+	}
+	data, err := os.ReadFile(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gates' and the summary's status only: the inventory's skew
+	// statuses were lower case in v1alpha2 already.
+	var rep map[string]any
+	if err := yaml.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	was := map[string]string{"ok": "PASS", "warn": "WARN", "unknown": "UNKNOWN", "fail": "FAIL"}
+	rep["apiVersion"] = cli.APIVersionV1Alpha2
+	for _, g := range append(rep["items"].([]any), rep["summary"]) {
+		g := g.(map[string]any)
+		w, ok := was[g["status"].(string)]
+		if !ok {
+			t.Fatalf("status %v is not a word of this release", g["status"])
+		}
+		g["status"] = w
+	}
+	b, err := yaml.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	if err := os.WriteFile(old, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := run(t, getter(c), "", "verify", "--baseline", now, "--color", "never")
+	got := run(t, getter(c), "", "verify", "--baseline", old, "--color", "never")
+	if got.Code != want.Code || strings.ReplaceAll(got.Out, old, now) != want.Out || got.Err != want.Err {
+		t.Errorf("verify against the earlier baseline: exit %d\n%s%s\nwant exit %d\n%s%s", got.Code, got.Out, got.Err, want.Code, want.Out, want.Err)
+	}
 }

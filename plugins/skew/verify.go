@@ -203,12 +203,18 @@ func (o *VerifyOptions) Complete(cg cli.ClientGetter, _ *cobra.Command, _ []stri
 	if err != nil {
 		return err
 	}
+	// The kind first: another report's status words are not a gate's,
+	// and the error should name the kind, not a word.
+	var head cli.Header
+	if err := yaml.Unmarshal(data, &head); err != nil {
+		return cli.InputFileErr("--baseline", o.Baseline, err)
+	}
+	if head.Kind != KindPreflightReport || !strings.HasPrefix(head.APIVersion, cli.Group+"/") {
+		return cli.InputFileErr("--baseline", o.Baseline, fmt.Errorf("want a %s saved with `kubectl skew preflight --save`, %s", KindPreflightReport, gotKind(head.Kind, head.APIVersion)))
+	}
 	var rep PreflightReport
 	if err := yaml.Unmarshal(data, &rep); err != nil {
 		return cli.InputFileErr("--baseline", o.Baseline, err)
-	}
-	if rep.Kind != KindPreflightReport || !strings.HasPrefix(rep.APIVersion, cli.Group+"/") {
-		return cli.InputFileErr("--baseline", o.Baseline, fmt.Errorf("want a %s saved with `kubectl skew preflight --save`, %s", KindPreflightReport, gotKind(rep.Kind, rep.APIVersion)))
 	}
 	o.base = &rep
 	return nil
