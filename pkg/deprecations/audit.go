@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Audit annotations the apiserver sets on requests to deprecated APIs.
@@ -116,10 +117,10 @@ func (a *AuditReader) Read(ctx context.Context, paths []string, stdin io.Reader)
 			notRead := ""
 			if bad > 0 {
 				sk := res.Skipped[skipped]
-				notRead = fmt.Sprintf(", %s not an event, the first: line %d: %s", plural(bad, "line"), sk.Line, sk.Reason)
+				notRead = fmt.Sprintf(", %s not an event, the first: line %d: %s", cli.Plural(bad, "line"), sk.Line, sk.Reason)
 			}
 			return res, &ErrBadInput{Flag: "--audit-log", Path: p,
-				Err: fmt.Errorf("holds no audit event (%s read, 0 events%s; the apiserver writes one JSON event a line)", plural(int(res.Lines-lines), "line"), notRead)}
+				Err: fmt.Errorf("holds no audit event (%s read, 0 events%s; the apiserver writes one JSON event a line)", cli.Plural(int(res.Lines-lines), "line"), notRead)}
 		}
 	}
 	res.Findings = auditFindings(agg)

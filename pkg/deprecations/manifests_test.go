@@ -245,3 +245,15 @@ func TestClassify(t *testing.T) {
 		t.Errorf("candidates %v", got[1].Candidates)
 	}
 }
+
+// A count takes its noun's number in the source's status line.
+func TestManifestScannedCountsTakeTheirNumber(t *testing.T) {
+	for _, tc := range []struct {
+		files, objects int
+		want           string
+	}{{1, 1, "1 file, 1 object"}, {2, 0, "2 files, 0 objects"}} {
+		if got := (ManifestSourceResult{Files: tc.files, Objects: tc.objects}).Scanned(); got != tc.want {
+			t.Errorf("Scanned() = %q, want %q", got, tc.want)
+		}
+	}
+}
