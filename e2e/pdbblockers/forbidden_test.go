@@ -82,7 +82,7 @@ func TestPDBBlockersForbiddenNamespace(t *testing.T) {
 	if !slices.Contains(forbidden, other.ns) || slices.Contains(forbidden, e.ns) {
 		t.Errorf("forbidden namespaces %v: want %s in and %s out", forbidden, other.ns, e.ns)
 	}
-	if !strings.Contains(res.Stderr, "could not read namespace(s)") || !strings.Contains(res.Stderr, "hint: kubectl auth can-i") {
+	if !strings.Contains(res.Stderr, "could not read namespace") || !strings.Contains(res.Stderr, "hint: kubectl auth can-i") {
 		t.Errorf("stderr:\n%s", res.Stderr)
 	}
 	found := false
@@ -117,7 +117,7 @@ func TestPDBBlockersUsage(t *testing.T) {
 		code int
 		err  string
 	}{
-		{[]string{"no-such-node-pdbb"}, 2, "node(s) not found: no-such-node-pdbb"},
+		{[]string{"no-such-node-pdbb"}, 2, "node not found: no-such-node-pdbb"},
 		{[]string{}, 2, "no nodes given"},
 		{[]string{"--all-nodes", "-o", "xml"}, 2, "unknown output format"},
 		{[]string{"--all-nodes", "--context", "nope"}, 2, "error:"},

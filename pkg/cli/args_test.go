@@ -46,6 +46,7 @@ func TestExitCodesForListsOnlyWhatTheCommandReturns(t *testing.T) {
 	offlineSave.Flags().String("save", "", "")
 	_ = offlineSave.MarkFlagFilename("save", "yaml")
 	MarkOutputFile(offlineSave, "save")
+	noFindings := &cobra.Command{Use: "runs", Annotations: map[string]string{NoFindingsAnnotation: "true"}}
 	plainFile := &cobra.Command{Use: "verify"}
 	plainFile.Flags().String("baseline", "", "")
 	_ = plainFile.MarkFlagFilename("baseline", "yaml")
@@ -59,6 +60,7 @@ func TestExitCodesForListsOnlyWhatTheCommandReturns(t *testing.T) {
 		{plain, []string{"0    ran fully; no findings", "  3 "}, []string{"--fail-on", "  4 ", "input file", "kubeconfig or input"}},
 		{offlineFile, []string{"0    printed", "  3    could not read an input file (missing, empty", "130 > 2 > 3 > 0."}, []string{"  1 ", "  4 ", "cluster"}},
 		{offlineSave, []string{"0    printed"}, []string{"  3 ", "When several apply"}},
+		{noFindings, []string{"0    ran fully\n", "  3 ", "130 > 2 > 3 > 0."}, []string{"  1 ", "findings", "  4 "}},
 		{plainFile, []string{"or could not read an input file", "130 > 2 > 3 > 1 > 0"}, []string{"  4 "}},
 	} {
 		got := ExitCodesFor(tc.cmd)

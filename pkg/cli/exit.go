@@ -52,6 +52,11 @@ const ExitCodesHelp = `Exit codes:
 // prints embedded data or a file): it returns neither 1 nor 3.
 const OfflineAnnotation = "gpufleet.dev/offline"
 
+// NoFindingsAnnotation marks a command that reads the cluster and prints
+// what is recorded there without judging it (gang-drain status): it has no
+// findings, so it never returns 1.
+const NoFindingsAnnotation = "gpufleet.dev/no-findings"
+
 // ExitCodesFor is the exit-code table of one command: only the codes it
 // can return, and --fail-on named only where the command has the flag.
 // Mutating commands (those with --dry-run) can stop resumably (4). A
@@ -59,12 +64,15 @@ const OfflineAnnotation = "gpufleet.dev/offline"
 // (3), offline or not.
 func ExitCodesFor(c *cobra.Command) string {
 	offline := c.Annotations[OfflineAnnotation] != ""
+	noFindings := c.Annotations[NoFindingsAnnotation] != ""
 	files := len(InputFileFlags(c)) > 0
 	var b strings.Builder
 	b.WriteString("Exit codes:\n")
 	switch {
 	case offline:
 		b.WriteString("  0    printed\n")
+	case noFindings:
+		b.WriteString("  0    ran fully\n")
 	case c.Flags().Lookup("fail-on") != nil:
 		b.WriteString("  0    ran fully; nothing at or above --fail-on\n")
 		b.WriteString("  1    ran; findings at or above --fail-on\n")
@@ -92,6 +100,8 @@ func ExitCodesFor(c *cobra.Command) string {
 	}
 	b.WriteString("  130  interrupted\n")
 	switch {
+	case !offline && noFindings:
+		worst += " > 0"
 	case !offline:
 		worst += " > 1 > 0"
 	case files:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Audit annotations the apiserver sets on requests to deprecated APIs.
@@ -107,19 +108,19 @@ func (a *AuditReader) Read(ctx context.Context, paths []string, stdin io.Reader)
 			r = f
 		}
 		lines, skipped := res.Lines, len(res.Skipped)
-		events, err := a.readOne(ctx, name, r, agg, &res)
+		events, bad, err := a.readOne(ctx, name, r, agg, &res)
 		if err != nil {
 			return res, err
 		}
 		if events == 0 {
 			// Nothing read from this log: refused, with what was read.
-			bad := ""
-			if n := len(res.Skipped) - skipped; n > 0 {
+			notRead := ""
+			if bad > 0 {
 				sk := res.Skipped[skipped]
-				bad = fmt.Sprintf(", %s not an event, the first: line %d: %s", plural(n, "line"), sk.Line, sk.Reason)
+				notRead = fmt.Sprintf(", %s not an event, the first: line %d: %s", cli.Plural(bad, "line"), sk.Line, sk.Reason)
 			}
 			return res, &ErrBadInput{Flag: "--audit-log", Path: p,
-				Err: fmt.Errorf("holds no audit event (%s read, 0 events%s; the apiserver writes one JSON event a line)", plural(int(res.Lines-lines), "line"), bad)}
+				Err: fmt.Errorf("holds no audit event (%s read, 0 events%s; the apiserver writes one JSON event a line)", cli.Plural(int(res.Lines-lines), "line"), notRead)}
 		}
 	}
 	res.Findings = auditFindings(agg)
@@ -130,20 +131,21 @@ func (a *AuditReader) Read(ctx context.Context, paths []string, stdin io.Reader)
 func (a *AuditReader) ReadStream(ctx context.Context, name string, r io.Reader) (AuditResult, error) {
 	agg := map[auditKey]*auditAgg{}
 	var res AuditResult
-	_, err := a.readOne(ctx, name, r, agg, &res)
+	_, _, err := a.readOne(ctx, name, r, agg, &res)
 	res.Findings = auditFindings(agg)
 	return res, err
 }
 
 // readOne reads one stream into agg and res; it returns how many lines
-// held a JSON object, the audit events it read whether deprecated or not.
-func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg map[auditKey]*auditAgg, res *AuditResult) (int64, error) {
+// were audit.k8s.io/v1 Events, deprecated or not, and how many could not
+// be read.
+func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg map[auditKey]*auditAgg, res *AuditResult) (int64, int, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	if magic, _ := br.Peek(2); bytes.Equal(magic, gzipMagic) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			res.Skipped = append(res.Skipped, Skipped{Source: SourceAudit, File: name, Reason: "not valid gzip: " + err.Error()})
-			return 0, nil
+			return 0, 1, nil
 		}
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 1<<20)
@@ -183,25 +185,29 @@ func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg
 			line++
 			res.Lines++
 			if line%4096 == 0 && ctx.Err() != nil {
-				return objects, ctx.Err()
+				return objects, bad, ctx.Err()
 			}
 			data := chunk
 			if len(long) > 0 {
 				data = append(long, chunk...)
 			}
-			if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
-				objects++
-			}
+			t := bytes.TrimSpace(data)
 			switch {
 			case tooLong || len(data) > maxLine:
 				badLine(fmt.Sprintf("line longer than %d bytes", maxLine))
-			case bytes.Contains(data, marker):
-				if reason := a.event(data, agg, res); reason != "" {
-					badLine(reason)
-				}
+			case len(t) == 0:
+			case t[0] != '{':
+				badLine("not a JSON audit event")
 			default:
-				if t := bytes.TrimSpace(data); len(t) > 0 && t[0] != '{' {
-					badLine("not a JSON audit event")
+				if reason := notAuditEvent(t); reason != "" {
+					badLine(reason)
+					break
+				}
+				objects++
+				if bytes.Contains(data, marker) {
+					if reason := a.event(data, agg, res); reason != "" {
+						badLine(reason)
+					}
 				}
 			}
 			long, tooLong = long[:0], false
@@ -218,7 +224,34 @@ func (a *AuditReader) readOne(ctx context.Context, name string, r io.Reader, agg
 		res.Skipped = append(res.Skipped, Skipped{Source: SourceAudit, File: name,
 			Reason: fmt.Sprintf("%d more lines could not be read", bad-maxBadLines)})
 	}
-	return objects, nil
+	return objects, bad, nil
+}
+
+// auditEventPrefix is how the apiserver's log backend starts every line:
+// an audit.k8s.io/v1 Event encoded as JSON, its TypeMeta (kind, then
+// apiVersion) the first field (k8s.io/apiserver@v0.37.2
+// pkg/apis/audit/v1/types.go, Event; register.go, GroupName and
+// SchemeGroupVersion).
+var auditEventPrefix = []byte(`{"kind":"Event","apiVersion":"audit.k8s.io/v1"`)
+
+// notAuditEvent says why a JSON line is not an audit.k8s.io/v1 Event, or
+// "" when it is one. The apiserver's own lines are told by their prefix;
+// any other line is decoded for its kind and apiVersion.
+func notAuditEvent(line []byte) string {
+	if bytes.HasPrefix(line, auditEventPrefix) {
+		return ""
+	}
+	var tm struct {
+		Kind       string `json:"kind"`
+		APIVersion string `json:"apiVersion"`
+	}
+	if err := json.Unmarshal(line, &tm); err != nil {
+		return "not a JSON audit event: " + err.Error()
+	}
+	if tm.Kind == "Event" && tm.APIVersion == "audit.k8s.io/v1" {
+		return ""
+	}
+	return fmt.Sprintf("kind %q, apiVersion %q, not an audit.k8s.io/v1 Event", tm.Kind, tm.APIVersion)
 }
 
 // event folds one line into the aggregate; it returns why the line could

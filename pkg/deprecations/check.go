@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // Check is one run of `kubectl deprecations`: which sources to read, the
@@ -129,7 +130,7 @@ func (k *Check) Run(ctx context.Context, c *Cluster) (CheckResult, error) {
 		ar, err := (&AuditReader{}).Read(ctx, k.AuditLogs, k.Stdin)
 		raw = append(raw, ar.Findings...)
 		res.NotScanned = append(res.NotScanned, ar.Skipped...)
-		res.add(SourceStatus{Name: SourceAudit, Scanned: fmt.Sprintf("%d lines, %d requests to deprecated APIs", ar.Lines, ar.Events)}, err)
+		res.add(SourceStatus{Name: SourceAudit, Scanned: cli.Plural(int(ar.Lines), "line") + ", " + cli.Plural(int(ar.Events), "request") + " to deprecated APIs"}, err)
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}

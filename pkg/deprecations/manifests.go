@@ -702,6 +702,16 @@ func (s *ManifestScanner) finishDoc(name string, data []byte, doc *yamlDoc, res 
 	if len(doc.apiVersions) == 0 || len(doc.kinds) == 0 {
 		if len(doc.kinds) > 0 || len(doc.apiVersions) > 0 {
 			res.Objects++ // half an object (a templated branch); nothing to judge
+			return
+		}
+		// No object in it, but a document that does not parse is reported,
+		// not taken for plain YAML with nothing to read.
+		if d := data[doc.start:doc.end]; !doc.templated && !plainYAML(d) {
+			var n yaml3.Node
+			if err := yaml3.Unmarshal(d, &n); err != nil {
+				res.Skipped = append(res.Skipped, Skipped{Source: SourceManifests, File: name, Line: doc.startLine,
+					Reason: "does not parse: " + yamlErr(err, doc.startLine-1)})
+			}
 		}
 		return
 	}

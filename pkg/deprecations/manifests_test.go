@@ -100,6 +100,9 @@ func TestScanManifests(t *testing.T) {
 			in:   "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata:\n  name: a\n   bad: [indent\n",
 			want: []hit{cronjob}, objects: 1, skipped: 1, skipMatch: "does not parse"},
 		{name: "malformed document without keys", in: "{a: [b\n", skipped: 1, skipMatch: "does not parse"},
+		{name: "malformed document with a top key", in: "foo: [\n", skipped: 1, skipMatch: "does not parse: line 1: did not find expected node content"},
+		{name: "malformed document beside an object", in: "foo: [\n---\napiVersion: batch/v1beta1\nkind: CronJob\nmetadata:\n  name: a\n",
+			want: []hit{{3, "batch/v1beta1", "CronJob", "a", false}}, objects: 1, skipped: 1, skipMatch: "does not parse"},
 		{name: "binary", in: "\x00\x01\x02apiVersion: batch/v1beta1\n", skipped: 1, skipMatch: "binary"},
 		{name: "not kubernetes", in: "replicaCount: 1\nimage:\n  tag: x\n"},
 		{name: "empty", in: ""},
@@ -240,5 +243,17 @@ func TestClassify(t *testing.T) {
 	}
 	if !cmp.Equal(got[1].Candidates, []string{"batch/v1beta1"}) {
 		t.Errorf("candidates %v", got[1].Candidates)
+	}
+}
+
+// A count takes its noun's number in the source's status line.
+func TestManifestScannedCountsTakeTheirNumber(t *testing.T) {
+	for _, tc := range []struct {
+		files, objects int
+		want           string
+	}{{1, 1, "1 file, 1 object"}, {2, 0, "2 files, 0 objects"}} {
+		if got := (ManifestSourceResult{Files: tc.files, Objects: tc.objects}).Scanned(); got != tc.want {
+			t.Errorf("Scanned() = %q, want %q", got, tc.want)
+		}
 	}
 }

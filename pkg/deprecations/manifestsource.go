@@ -12,6 +12,8 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 )
 
 // ManifestSource is the manifests source of a run: files and directories
@@ -33,7 +35,7 @@ type ManifestSourceResult struct {
 
 // Scanned says what was read, for the report's source status.
 func (r ManifestSourceResult) Scanned() string {
-	return fmt.Sprintf("%d files, %d objects", r.Files, r.Objects)
+	return cli.Plural(r.Files, "file") + ", " + cli.Plural(r.Objects, "object")
 }
 
 // ErrBadInput is a local input named on the command line that could not
@@ -117,23 +119,15 @@ func emptyPath(pc PathCount, skipped []Skipped) error {
 				break
 			}
 		}
-		err = fmt.Errorf("holds no Kubernetes object that could be read (0 objects read, %s not scanned%s)", plural(pc.Skipped, "document"), first)
+		err = fmt.Errorf("holds no Kubernetes object that could be read (0 objects read, %s not scanned%s)", cli.Plural(pc.Skipped, "document"), first)
 	case pc.Dir && pc.Files == 0:
 		err = errors.New("holds no .yaml, .yml or .json file (0 files read)")
 	case pc.Dir:
-		err = fmt.Errorf("holds no Kubernetes object (%s read, 0 objects; an object has apiVersion and kind)", plural(pc.Files, "file"))
+		err = fmt.Errorf("holds no Kubernetes object (%s read, 0 objects; an object has apiVersion and kind)", cli.Plural(pc.Files, "file"))
 	default:
 		err = errors.New("holds no Kubernetes object (0 objects read; an object has apiVersion and kind)")
 	}
 	return &ErrBadInput{Flag: "-f", Path: pc.Path, Err: err}
-}
-
-// plural is "1 file", "2 files".
-func plural(n int, what string) string {
-	if n == 1 {
-		return "1 " + what
-	}
-	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // Read scans the files, then builds and scans the kustomization. What was

@@ -59,7 +59,7 @@ func TestAuditReader(t *testing.T) {
 		auditEventLine("3", "ResponseComplete", "get", "bob", "kubectl/v1.30", "2026-01-02T10:00:00Z"),
 		auditEventLine("4", "ResponseStarted", "watch", "bob", "controller", "2026-01-02T11:00:00Z"),
 		auditEventLine("4", "ResponseComplete", "watch", "bob", "controller", "2026-01-02T12:00:00Z"),
-		`{"kind":"Event","stage":"ResponseComplete","verb":"list","objectRef":{"resource":"pods","apiVersion":"v1"}}`,
+		`{"kind":"Event","apiVersion":"audit.k8s.io/v1","stage":"ResponseComplete","verb":"list","objectRef":{"resource":"pods","apiVersion":"v1"}}`,
 		`this is not JSON`,
 		`{"broken": "k8s.io/deprecated`,
 		``,

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpufleet/upgrade-plugins/pkg/apilifecycle"
+	"github.com/gpufleet/upgrade-plugins/pkg/cli"
 	"github.com/gpufleet/upgrade-plugins/pkg/nccl"
 )
 
@@ -209,7 +210,7 @@ func (v *Validator) resolveNodes(ctx context.Context) ([]*corev1.Node, []corev1.
 			}
 		}
 		if len(missing) > 0 {
-			return nil, nil, &SelectionError{"node(s) not found: " + strings.Join(missing, ", ")}
+			return nil, nil, &SelectionError{cli.Agree(len(missing), "node", "nodes") + " not found: " + strings.Join(missing, ", ")}
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -64,7 +64,7 @@ func (rep *StatusReport) summaryLine() string {
 	if s.CRDs == 0 {
 		return "No CustomResourceDefinitions found."
 	}
-	return fmt.Sprintf("%s: %d OK, %d need a migration (WARN), %d blocked by a webhook (BLOCKED).", cli.Plural(s.CRDs, "CRD"), s.UpToDate, s.MigrationNeeded, s.Blocked)
+	return fmt.Sprintf("%s: %d OK, %d %s a migration (WARN), %d blocked by a webhook (BLOCKED).", cli.Plural(s.CRDs, "CRD"), s.UpToDate, s.MigrationNeeded, cli.Agree(s.MigrationNeeded, "needs", "need"), s.Blocked)
 }
 
 // statusWords are the words of the status tables (status and run

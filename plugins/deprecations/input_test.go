@@ -34,6 +34,8 @@ func TestUnreadableInputRefused(t *testing.T) {
 	values := write("values/values.yaml", "replicas: 3\nimage: {tag: v1}\n")
 	emptyJSON := write("obj.json", "{}\n")
 	blankLog := write("audit.log", "\n\n")
+	badYAML := write("bad.yaml", "foo: [\n")
+	configMapLog := write("configmaps.log", `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}}`+"\n"+`{"x":1}`+"\n")
 	noManifests := filepath.Join(dir, "nomanifests")
 	write("nomanifests/README.md", "# docs\n")
 	missing := filepath.Join(dir, "missing.yaml")
@@ -56,6 +58,8 @@ func TestUnreadableInputRefused(t *testing.T) {
 		{"empty stdin", "", []string{"-f", "-"}, []string{"-f - (stdin)", "0 objects read"}},
 		{"missing audit log", "", []string{"--audit-log", filepath.Join(dir, "nope.log")}, []string{"--audit-log " + filepath.Join(dir, "nope.log"), "does not exist"}},
 		{"blank audit log", "", []string{"--source", "audit", "--audit-log", blankLog}, []string{"--audit-log " + blankLog, "2 lines read, 0 events"}},
+		{"YAML that does not parse", "", []string{"-f", badYAML}, []string{"-f " + badYAML, "1 document not scanned", "does not parse: line 1: did not find expected node content"}},
+		{"audit log of JSON that is not events", "", []string{"--source", "audit", "--audit-log", configMapLog}, []string{"--audit-log " + configMapLog, "2 lines read, 0 events, 2 lines not an event, the first: line 1: kind \"ConfigMap\", apiVersion \"v1\", not an audit.k8s.io/v1 Event"}},
 		{"empty audit stdin", "", []string{"--source", "audit", "--audit-log", "-"}, []string{"--audit-log - (stdin)", "0 lines read"}},
 		{"kustomization that does not build", "", []string{"-k", "testdata/ci"}, []string{"-k testdata/ci", "does not build"}},
 	} {

@@ -194,6 +194,9 @@ func newStatusCmd(cg cli.ClientGetter, streams genericiooptions.IOStreams) *cobr
 			kubectl gang-drain status
 			kubectl gang-drain status gd-20260102-030405-ab12 -o json`),
 		Args: cli.MaximumArgs(1),
+		// It prints what the nodes record, a failed node included, and
+		// judges nothing: the run that failed returned its own exit code.
+		Annotations: map[string]string{cli.NoFindingsAnnotation: "true"},
 		RunE: runE(cg, o, func(cmd *cobra.Command) error {
 			return o.RunStatus(cmd.Context())
 		}),

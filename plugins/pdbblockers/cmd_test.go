@@ -150,7 +150,7 @@ func TestRun_ExitCodes(t *testing.T) {
 		{name: "selector", args: []string{"-l", "nothing=here"}, code: 0, err: `no nodes match -l "nothing=here"`},
 		{name: "all nodes", args: []string{"--all-nodes", "-q"}, code: 1},
 		{name: "namespace alone checks every node", args: []string{"-q"}, ns: "kube-system", code: 0},
-		{name: "missing node", args: []string{"gpu-9"}, code: 2, err: "node(s) not found: gpu-9"},
+		{name: "missing node", args: []string{"gpu-9"}, code: 2, err: "node not found: gpu-9"},
 		{name: "no node", args: []string{}, code: 2, err: "no nodes given: name them (NODE...), select them with -l SELECTOR or pass --all-nodes"},
 		{name: "two ways of naming nodes", args: []string{"gpu-1", "--all-nodes"}, code: 2, err: "not several"},
 		{name: "bad selector", args: []string{"-l", "a=(b"}, code: 2, err: `invalid label selector -l "a=(b"`},
@@ -189,7 +189,7 @@ func TestRun_ForbiddenNamespace(t *testing.T) {
 	if r.code != cli.ExitUnavailable {
 		t.Errorf("exit %d, want 3", r.code)
 	}
-	if !strings.Contains(r.errOut, "could not read namespace(s) ml") {
+	if !strings.Contains(r.errOut, "could not read namespace ml;") {
 		t.Errorf("stderr = %s", r.errOut)
 	}
 	var rep Report

@@ -247,7 +247,7 @@ func (o *Options) outcome(rep *Report, md cli.Metadata) error {
 		for _, f := range rep.Forbidden {
 			names = append(names, f.Namespace)
 		}
-		return cli.WithHint(cli.ClusterErr(fmt.Errorf("could not read namespace(s) %s; the rest was checked", strings.Join(names, ", "))),
+		return cli.WithHint(cli.ClusterErr(fmt.Errorf("could not read %s %s; the rest was checked", cli.Agree(len(names), "namespace", "namespaces"), strings.Join(names, ", "))),
 			canIHint(md, rep.Forbidden[0].Namespace))
 	}
 	return cli.Findings(o.FailOn.Count(rep.severities()...))
@@ -345,7 +345,7 @@ func (o *Options) drainOrder(snap *eviction.Snapshot, idx *eviction.Index) ([]st
 		}
 	}
 	if len(missing) > 0 {
-		return nil, cli.WithHint(cli.UsageErr(fmt.Errorf("node(s) not found: %s", strings.Join(missing, ", "))), "kubectl get nodes")
+		return nil, cli.WithHint(cli.UsageErr(fmt.Errorf("%s not found: %s", cli.Agree(len(missing), "node", "nodes"), strings.Join(missing, ", "))), "kubectl get nodes")
 	}
 	return o.Nodes, nil
 }
