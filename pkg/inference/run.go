@@ -535,7 +535,7 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 			r.note(mp.Key, st.ready)
 			switch {
 			case st.surged && st.desired < st.surge.ReplicasSet:
-				return fmt.Errorf("%w: model %s: spec.replicas is %d, below the %d this run set when it surged it (run %s)%s: the waves were planned at the surged count, which the budget no longer allows; stop what scaled it down and put spec.replicas back to %d, then run the same command again to resume (the pool's nodes stay cordoned)",
+				return fmt.Errorf("%w: model %s: spec.replicas is %d, below what this run set when it surged it (%d, run %s)%s: the waves were planned at the surged count, which the budget no longer allows; stop what scaled it down and put spec.replicas back to %d, then run the same command again to resume (the pool's nodes stay cordoned)",
 					ErrSurgeReverted, mp.Key, st.desired, st.surge.ReplicasSet, st.surge.Run, gitOpsWord(mp), st.surge.ReplicasSet)
 			case !st.observed:
 				waiting = append(waiting, fmt.Sprintf("model %s: the Deployment controller has not yet acted on its change", mp.Key))

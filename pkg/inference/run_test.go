@@ -321,7 +321,7 @@ func TestGateSurgeRevertedAndLiveBudget(t *testing.T) {
 	plan.Models[0].GitOps = "Flux Kustomization apps (label kustomize.toolkit.fluxcd.io/name)"
 	err = gate()
 	if !errors.Is(err, ErrSurgeReverted) || errors.Is(err, context.DeadlineExceeded) ||
-		!strings.Contains(err.Error(), "spec.replicas is 2, below the 3 this run set when it surged it (run gd-1), likely by Flux Kustomization apps") {
+		!strings.Contains(err.Error(), "spec.replicas is 2, below what this run set when it surged it (3, run gd-1), likely by Flux Kustomization apps") {
 		t.Errorf("gate with the surge reverted: %v; want the run stopped naming the cause", err)
 	}
 }

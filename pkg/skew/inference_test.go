@@ -145,7 +145,7 @@ func TestCollectInferenceNoDynamic(t *testing.T) {
 	if got["train"] != nil || got["serve"] == nil {
 		t.Errorf("inference pools: %+v", got)
 	}
-	if !strings.Contains(strings.Join(notes, "\n"), "pool train: 1 model Deployment(s), 1 behind a PodDisruptionBudget, no training gang, beside 1 other pod(s) that may be training gangs") {
+	if !strings.Contains(strings.Join(notes, "\n"), "pool train: 1 model Deployment, 1 behind a PodDisruptionBudget, no training gang, beside 1 other pod(s) that may be training gangs") {
 		t.Errorf("notes: %q", notes)
 	}
 }
