@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -180,15 +181,54 @@ func (cp *Cluster) startComponent(ctx context.Context, c component) error {
 // moment later). A port nobody listens on yet is the component's to bind
 // (a webhook server may start after the health endpoint). It returns the
 // reason as a bind failure line.
+//
+// The component may also have exited already, between the health check
+// and this look: its /proc entries are then gone and say nothing, so
+// where this platform can tell who listens, an unreadable answer waits a
+// moment for the process to be reaped and counts its exit as the failure.
 func (cp *Cluster) confirmPorts(p *process, name string) (string, error) {
 	for _, key := range componentPorts[name] {
 		port := cp.port(key)
-		if ours, anyone, known := listener(p.pid(), port); known && anyone && !ours {
+		ours, anyone, known := listener(p.pid(), port)
+		if !known && canTellListeners() {
+			if line, err := exitedAfterReady(p, name); err != nil {
+				return line, err
+			}
+			continue
+		}
+		if known && anyone && !ours {
 			line := fmt.Sprintf("127.0.0.1:%d: another program listens there, not %s (pid %d): address already in use", port, name, p.pid())
 			return line, fmt.Errorf("%s: %s", name, line)
 		}
 	}
 	return "", nil
+}
+
+// canTellListeners reports whether listener can say who listens on a
+// port here (Linux's /proc): asked of this process, which always exists.
+var canTellListeners = sync.OnceValue(func() bool {
+	_, _, known := listener(os.Getpid(), 1)
+	return known
+})
+
+// exitedAfterReady waits up to two seconds for a process whose /proc
+// entries could not be read to be reaped, and returns its exit as a
+// failure: its bind failure line where its log has one.
+func exitedAfterReady(p *process, name string) (string, error) {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if dead, werr := p.exited(); dead {
+			line := p.bindFailure()
+			if line == "" {
+				return "", fmt.Errorf("%s exited right after its health check passed (%v)", name, werr)
+			}
+			return line, fmt.Errorf("%s: %s", name, line)
+		}
+		if time.Now().After(deadline) {
+			return "", nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // The state file records, in the working directory, every process the
