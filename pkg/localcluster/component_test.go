@@ -217,6 +217,46 @@ func TestStartComponentIgnoresImpostorAnswering(t *testing.T) {
 	}
 }
 
+// The same, when the component has already exited by the time its ports
+// are looked at (a loaded machine: the impostor answered the health check
+// while the component was still failing to bind): its exit is the bind
+// failure, never a start.
+func TestStartComponentExitedAfterImpostorAnswered(t *testing.T) {
+	if _, _, known := listener(os.Getpid(), 1); !known {
+		t.Skip("cannot tell which process listens on a port here")
+	}
+	cp, log := testCluster(t, Options{})
+	attempts := 0
+	c := fake(t, cp, "serve", true, func(attempt int) bool {
+		attempts = attempt
+		return attempt == 1
+	})
+	health := c.ready
+	c.ready = func(ctx context.Context, p *process) error {
+		if attempts > 1 {
+			return health(ctx, p)
+		}
+		// The impostor answers; the health check returns only once the
+		// component, unable to bind, is gone.
+		if err := health(ctx, p); err != nil {
+			return err
+		}
+		for dead, _ := p.exited(); !dead; dead, _ = p.exited() {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	}
+	if err := cp.startComponent(context.Background(), c); err != nil {
+		t.Fatalf("startComponent: %v\nlog:\n%s", err, log)
+	}
+	if dead, _ := cp.procs[KubeControllerManager].exited(); dead || attempts != 2 {
+		t.Errorf("component dead %v after %d attempts, want it running after 2\n%s", dead, attempts, log)
+	}
+	if !strings.Contains(log.String(), "could not bind its port") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
 // The attempts are bounded: a port taken every time ends in an error that
 // names the component, its log and the cause.
 func TestStartComponentGivesUpAfterBoundedAttempts(t *testing.T) {
