@@ -79,6 +79,9 @@ func TestInferenceRunStopsWhenHeadroomGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	spare := mkNode("hr-spare-"+sfx, 4)
+	if err := cp.WaitSchedulable(ctx, spare); err != nil {
+		t.Fatal(err)
+	}
 	setCordon := func(n string, on bool) {
 		t.Helper()
 		body := fmt.Sprintf(`{"spec":{"unschedulable":%v}}`, on)

@@ -69,6 +69,9 @@ func TestGangDrainRoleInferenceRun(t *testing.T) {
 	}
 	// The headroom, created once both replicas are on the pool's node.
 	spare := mkNodes("rbac-inf-spare-" + sfx)
+	if err := cp.WaitSchedulable(ctx, spare); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("setup: %s", time.Since(start).Round(time.Millisecond))
 
 	rs := loadRoles(t, "gang-drain")
