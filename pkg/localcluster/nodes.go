@@ -127,6 +127,33 @@ func (cp *Cluster) CreateGPUNodes(ctx context.Context, pool GPUPool) ([]*corev1.
 	return out, nil
 }
 
+// WaitSchedulable waits until the named nodes no longer carry the taints
+// the node-lifecycle controller puts on a node it has not yet seen Ready
+// (node.kubernetes.io/not-ready and unreachable, NoSchedule on a new
+// node): KWOK reports a node Ready a few seconds before the controller
+// lifts them, and until then the scheduler, and a plan that filters as it
+// does, keeps pods off the node.
+func (cp *Cluster) WaitSchedulable(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		err := Eventually(ctx, "node "+name+" without not-ready taints", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			n, err := cp.Client.CoreV1().Nodes().Get(ctx, name, getOpts)
+			if err != nil {
+				return false, nil
+			}
+			for _, t := range n.Spec.Taints {
+				if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // NodeReady reports whether the node's Ready condition is True.
 func NodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {

@@ -40,30 +40,20 @@ var JobSetGVR = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "
 // manifests that need them are left out.
 func (s *Scenario) Create(ctx context.Context, cp *localcluster.Cluster, queueing bool) (string, error) {
 	var sb strings.Builder
+	var created []string
 	for _, p := range s.Pools {
 		pool := localcluster.GPUPool{Name: p.Name, Nodes: p.Nodes, KubeletVersion: p.KubeletVersion, RackSets: p.RackSets}
-		if _, err := cp.CreateGPUNodes(ctx, pool); err != nil {
+		nodes, err := cp.CreateGPUNodes(ctx, pool)
+		if err != nil {
 			return "", err
+		}
+		for _, n := range nodes {
+			created = append(created, n.Name)
 		}
 		fmt.Fprintf(&sb, "  pool %-7s %d nodes x 8 nvidia.com/gpu, kubelet %s\n", p.Name, p.Nodes, p.KubeletVersion)
 	}
-	// A new node carries node.kubernetes.io/not-ready:NoSchedule until the
-	// node-lifecycle controller sees it Ready, a few seconds after KWOK
-	// reports it; pods placed before then avoid it.
-	if err := localcluster.Eventually(ctx, "new nodes without not-ready taints", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		nodes, err := cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, n := range nodes.Items {
-			for _, t := range n.Spec.Taints {
-				if strings.HasPrefix(t.Key, "node.kubernetes.io/") {
-					return false, nil
-				}
-			}
-		}
-		return true, nil
-	}); err != nil {
+	// Pods placed before the new nodes lose their not-ready taints avoid them.
+	if err := cp.WaitSchedulable(ctx, created...); err != nil {
 		return "", err
 	}
 	a, err := newApplier(cp.Config)
