@@ -448,3 +448,27 @@ func TestResumeWithHeadroomStillGone(t *testing.T) {
 		})
 	}
 }
+
+// Before a wave is drained the run records on its nodes what the plan
+// leaves without a GPU once it is, for a resume to read back.
+func TestRunRecordsWaveUnplaced(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	llama.Status.ObservedGeneration = llama.Generation
+	c := fake.NewClientset(gpuNode("p0", h100, 8, false, nil), gpuNode("spare-0", h100, 4, false, nil), llama, llamaRS,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "spare-0", 4, true))
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}},
+		Drain: gang.Options{PollInterval: time.Millisecond}}}
+	res, err := r.Run(ctx, []string{"p0"})
+	if res == nil || res.Plan == nil || len(res.Plan.Waves) != 1 || res.Plan.Waves[0].Unplaced["serving/llama"] != 1 {
+		t.Fatalf("run: %+v, %v; want one wave leaving one llama unplaced", res, err)
+	}
+	n, err := c.CoreV1().Nodes().Get(context.Background(), "p0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n.Annotations[AnnInferenceUnplaced], `{"run":"`+res.RunID+`","wave":["p0"],"unplaced":{"serving/llama":1}}`; got != want {
+		t.Errorf("p0's %s: %q, want %q", AnnInferenceUnplaced, got, want)
+	}
+}
