@@ -129,6 +129,21 @@ func TestInferenceRunStopsWhenHeadroomGoes(t *testing.T) {
 		t.Errorf("llm after the stop: %v, want the surge (3+1 replicas) and its record in place", err)
 	}
 
+	// Resumed with the capacity still gone: the replacements the run
+	// displaced are not Pending from before it, so it stops again and
+	// scales nothing back.
+	t2 := time.Now()
+	again := plugintest.RunCmd(t, plugintest.Binary(t, bin), plugintest.Cmd{Timeout: 90 * time.Second, Args: args})
+	t.Logf("$ kubectl gang-drain run --inference (resumed, spare still cordoned) -> exit %d (%s)\n%s", again.ExitCode, again.Duration.Round(time.Millisecond), again.Stderr)
+	t.Logf("METRIC stop again on a resume without the headroom: %s", time.Since(t2).Round(100*time.Millisecond))
+	if again.ExitCode != cli.ExitIncomplete || !strings.Contains(again.Stderr, "resumed, the nodes left") || !strings.Contains(again.Stderr, "replica unschedulable: model "+ns+"/llm: ") {
+		t.Errorf("resume with the headroom still gone: exit %d, want %d, a resume and the Unschedulable stop", again.ExitCode, cli.ExitIncomplete)
+	}
+	dep, err = cp.Client.AppsV1().Deployments(ns).Get(ctx, "llm", metav1.GetOptions{})
+	if err != nil || *dep.Spec.Replicas != 4 || dep.Labels[inference.LabelSurgedByRun] == "" {
+		t.Errorf("llm after the second stop: %v, want the surge (3+1 replicas) and its record still in place", err)
+	}
+
 	// The capacity back: once the scheduler has placed the replacements,
 	// the same command resumes to the end.
 	setCordon(spare, false)

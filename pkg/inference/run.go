@@ -262,11 +262,11 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 	// 2. The waves, each once the previous one's replicas are Ready.
 	// Unplaced counts, per model, the replicas the plan leaves without a
 	// GPU (Pending before the run, and those of the waves drained so far
-	// that find no free GPU outside the pool): only those may stay
-	// Unschedulable.
-	unplaced := map[string]int32{}
-	for _, mp := range plan.Models {
-		unplaced[mp.Key] = mp.Pending
+	// that find no free GPU outside the pool, recorded on their nodes for
+	// a resume): only those may stay Unschedulable.
+	unplaced, err := r.unplacedAtStart(ctx, plan, nodes, runID, resumed)
+	if err != nil {
+		return res, incomplete(err)
 	}
 	for i := range plan.Waves {
 		w := &plan.Waves[i]
@@ -277,6 +277,10 @@ func (r *Runner) Run(ctx context.Context, nodes []string) (*RunResult, error) {
 		}
 		if n := len(res.Waves); n > 0 {
 			res.Waves[n-1].ReadyAt = r.clock().Now()
+		}
+		if err := r.recordUnplaced(ctx, runID, w); err != nil {
+			res.Waves = append(res.Waves, wo)
+			return res, incomplete(err)
 		}
 		wo.DrainStartedAt = r.clock().Now()
 		r.emit(gang.Event{Type: EventModel, Message: fmt.Sprintf("wave %d of %d: draining %s (planned cold start %s)", w.Index, len(plan.Waves), strings.Join(w.Nodes, ", "), w.ColdStart.Round(time.Millisecond))})

@@ -374,3 +374,101 @@ func TestGateSharesBudgetAcrossModels(t *testing.T) {
 		t.Errorf("gate with 2 disruptions allowed: %v; want it passing", err)
 	}
 }
+
+// A run stopped because its replacements were Unschedulable, resumed with
+// the capacity still gone, stops again (exit 4) and scales nothing back:
+// a pod with no node counts as Pending before the run only when it was
+// created before the run started (its nodes' started-at). What the waves
+// already drained left without a GPU by the plan (recorded on their
+// nodes) and pods Pending before the run may still stay Unschedulable.
+func TestResumeWithHeadroomStillGone(t *testing.T) {
+	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		created    time.Time // the Unschedulable replica's
+		recordWave []string  // a wave recorded as leaving one llama unplaced
+		drained    []string  // pool nodes the run drained
+		wantErr    bool
+	}{
+		{name: "replacement of the run, capacity gone", created: start.Add(time.Minute), drained: []string{"p0"}, wantErr: true},
+		{name: "left unplaced by the plan of a drained wave", created: start.Add(time.Minute), recordWave: []string{"p0"}, drained: []string{"p0"}},
+		{name: "recorded wave not drained in full", created: start.Add(time.Minute), recordWave: []string{"p0", "p1"}, drained: []string{"p0"}, wantErr: true},
+		{name: "Pending before the run", created: start.Add(-time.Minute), drained: []string{"p0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+			llama.Status.ObservedGeneration = llama.Generation
+			node := func(name string) *corev1.Node {
+				state := gang.NodeCordoned
+				for _, d := range tc.drained {
+					if d == name {
+						state = gang.NodeDrained
+					}
+				}
+				return gpuNode(name, h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(state), gang.AnnWasCordoned: "false",
+					gang.AnnStartedAt: start.Format(time.RFC3339), AnnInferenceRun: "gd-1", AnnInferenceModels: "serving/llama"})
+			}
+			repl := servingPod(llamaRS, "llama-2", "", 4, false)
+			repl.CreationTimestamp = metav1.NewTime(tc.created)
+			repl.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) were unschedulable."}}}
+			c := fake.NewClientset(node("p0"), node("p1"), gpuNode("spare-0", h100, 4, false, nil), llama, llamaRS,
+				servingPod(llamaRS, "llama-1", "spare-0", 4, true), repl)
+			ctx := context.Background()
+			r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}},
+				Drain: gang.Options{PollInterval: time.Millisecond}}}
+			if tc.recordWave != nil {
+				if err := r.recordUnplaced(ctx, "gd-1", &Wave{Nodes: tc.recordWave, Unplaced: map[string]int32{"serving/llama": 1}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			// The pool is the drained nodes and the recorded wave's.
+			pool := tc.drained
+			if len(tc.recordWave) > len(pool) {
+				pool = tc.recordWave
+			}
+			res, err := r.Run(rctx, pool)
+			if res == nil || !res.Resumed {
+				t.Fatalf("run: %+v, %v; want a resume of gd-1", res, err)
+			}
+			if tc.wantErr {
+				if !errors.Is(err, ErrUnschedulable) || !errors.Is(err, gang.ErrIncomplete) || !strings.Contains(err.Error(), "llama-2: 0/3 nodes are available") {
+					t.Errorf("resume: %v; want it stopped on llama-2 Unschedulable (exit 4)", err)
+				}
+				if res.Complete {
+					t.Errorf("resume: complete, want stopped")
+				}
+				return
+			}
+			if err != nil || !res.Complete {
+				t.Errorf("resume: %v (complete %v); want llama-2 allowed to stay Unschedulable", err, res.Complete)
+			}
+		})
+	}
+}
+
+// Before a wave is drained the run records on its nodes what the plan
+// leaves without a GPU once it is, for a resume to read back.
+func TestRunRecordsWaveUnplaced(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	llama.Status.ObservedGeneration = llama.Generation
+	c := fake.NewClientset(gpuNode("p0", h100, 8, false, nil), gpuNode("spare-0", h100, 4, false, nil), llama, llamaRS,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "spare-0", 4, true))
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}},
+		Drain: gang.Options{PollInterval: time.Millisecond}}}
+	res, err := r.Run(ctx, []string{"p0"})
+	if res == nil || res.Plan == nil || len(res.Plan.Waves) != 1 || res.Plan.Waves[0].Unplaced["serving/llama"] != 1 {
+		t.Fatalf("run: %+v, %v; want one wave leaving one llama unplaced", res, err)
+	}
+	n, err := c.CoreV1().Nodes().Get(context.Background(), "p0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n.Annotations[AnnInferenceUnplaced], `{"run":"`+res.RunID+`","wave":["p0"],"unplaced":{"serving/llama":1}}`; got != want {
+		t.Errorf("p0's %s: %q, want %q", AnnInferenceUnplaced, got, want)
+	}
+}
