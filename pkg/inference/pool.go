@@ -144,8 +144,8 @@ type Pool struct {
 	// Notes are what the reader could not read, with what it means.
 	Notes []string `json:"notes,omitempty"`
 
-	// allNodes and podsOn (the pods on each node, neither finished nor
-	// terminating) are what the scheduler's pod anti-affinity and
+	// allNodes and podsOn (the pods on each node not finished,
+	// terminating ones included) are what the scheduler's pod anti-affinity and
 	// topology spread read where the plan places replicas (placement.go).
 	allNodes []*corev1.Node
 	podsOn   map[string][]*corev1.Pod
@@ -284,9 +284,10 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 		}
 		if p.Spec.NodeName != "" {
 			used[p.Spec.NodeName] += gang.PodGPUs(p, r.gpuResources())
-			if p.DeletionTimestamp == nil {
-				pool.podsOn[p.Spec.NodeName] = append(pool.podsOn[p.Spec.NodeName], p)
-			}
+			// Terminating pods stay: a required anti-affinity term
+			// selects them until they are gone, where a spread
+			// constraint leaves them out (countSelected).
+			pool.podsOn[p.Spec.NodeName] = append(pool.podsOn[p.Spec.NodeName], p)
 		}
 		if inPool[p.Spec.NodeName] && !drained[p.Spec.NodeName] {
 			poolPods = append(poolPods, p)
