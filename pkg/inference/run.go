@@ -462,11 +462,32 @@ func gitOpsWord(mp *ModelPlan) string {
 // one waits with a reason other than being created; crash is true when
 // one is in CrashLoopBackOff, the kubelet's back-off after repeated exits
 // (kubernetes/kubernetes@v1.37.2 pkg/kubelet/container/sync_result.go,
-// ErrCrashLoopBackOff, set as the waiting reason).
+// ErrCrashLoopBackOff, set as the waiting reason). Init containers are
+// read too, each by name: KServe downloads a model's weights in its
+// storage-initializer init container (kserve/kserve pkg/constants/constants.go
+// at a89179c6b80b536cd24e692e1b714e7106e5cca9,
+// StorageInitializerContainerName), so one that fails is no replica
+// loading its weights.
 func replicaTrouble(p *corev1.Pod) (why string, crash bool) {
+	var parts []string
+	for _, cs := range p.Status.InitContainerStatuses {
+		if w, c := containerTrouble([]corev1.ContainerStatus{cs}); w != "" {
+			parts = append(parts, "init container "+cs.Name+" "+w)
+			crash = crash || c
+		}
+	}
+	w, c := containerTrouble(p.Status.ContainerStatuses)
+	if w != "" {
+		parts = append([]string{w}, parts...)
+	}
+	return strings.Join(parts, " and "), crash || c
+}
+
+// containerTrouble is replicaTrouble over one list of container statuses.
+func containerTrouble(statuses []corev1.ContainerStatus) (why string, crash bool) {
 	var restarts int32
 	var waiting, last string
-	for _, cs := range p.Status.ContainerStatuses {
+	for _, cs := range statuses {
 		restarts += cs.RestartCount
 		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
 			waiting = w.Reason
@@ -544,7 +565,7 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				return fmt.Errorf("%w: model %s: %s Unschedulable (%s), %d planned without a GPU: the free GPUs of %s outside the pool the plan counted on are gone; free them (or lower the surge), then run the same command again to resume",
 					ErrUnschedulable, mp.Key, cli.Plural(len(st.unschedulable), "replica"), strings.Join(st.unschedulable, "; "), unplaced[mp.Key], productWord(mp.Product))
 			case len(st.crashLooping) > 0:
-				return fmt.Errorf("%w: model %s: %s outside the pool in CrashLoopBackOff (%s): they do not start where the scheduler put them (a smaller GPU, or a node they cannot run on); fix the replica or its node (the pool's nodes stay cordoned), then run the same command again to resume",
+				return fmt.Errorf("%w: model %s: %s outside the pool in CrashLoopBackOff (%s): they do not start where the scheduler put them (a smaller GPU, a node they cannot run on, or weights they cannot fetch); fix the replica or its node (the pool's nodes stay cordoned), then run the same command again to resume",
 					ErrReplicaFailing, mp.Key, cli.Plural(len(st.crashLooping), "replica"), strings.Join(st.crashLooping, "; "))
 			case st.pods < st.desired:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d of %d replicas created", mp.Key, st.pods, st.desired))

@@ -276,6 +276,47 @@ func TestGateReportsFailingReplacement(t *testing.T) {
 	}
 }
 
+// A replacement whose storage-initializer (KServe's init container that
+// downloads the weights) fails is not loading its weights either: the
+// gate names the init container while it restarts and stops the run once
+// it is in CrashLoopBackOff.
+func TestGateReportsFailingInitContainer(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	repl := servingPod(llamaRS, "llama-2", "spare-0", 4, false)
+	repl.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "storage-initializer", RestartCount: 1,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
+	repl.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS,
+		servingPod(llamaRS, "llama-1", "spare-0", 4, true),
+		repl,
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 1}}}}, Drained: []string{"p0"}}
+	gate := func() error {
+		gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return r.gate(gctx, plan, nil, nil)
+	}
+	err := gate()
+	if err == nil || !strings.Contains(err.Error(), "1 replica not Ready and not loading weights (llama-2 on spare-0: init container storage-initializer 1 restart, last exit 1 (Error))") {
+		t.Errorf("gate with llama-2's storage-initializer restarting: %v; want it waiting, naming the init container", err)
+	}
+	repl.Status.InitContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	repl.Status.InitContainerStatuses[0].RestartCount = 4
+	if _, err := c.CoreV1().Pods("serving").UpdateStatus(ctx, repl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = gate()
+	if !errors.Is(err, ErrReplicaFailing) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "llama-2 on spare-0: init container storage-initializer CrashLoopBackOff, 4 restarts, last exit 1 (Error)") {
+		t.Errorf("gate with llama-2's storage-initializer in CrashLoopBackOff: %v; want the run stopped naming it", err)
+	}
+}
+
 // A surge scaled back behind the run's back (a GitOps sync, a person)
 // stops the run naming the cause, instead of waiting on a budget planned
 // at the surged count; and the wait never asks a budget for more
