@@ -612,8 +612,16 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				atOnce = min(leaving, left)
 				taken[b] += atOnce
 			}
-			if st.ready-atOnce < mp.keep() {
-				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, %s", mp.Key, st.ready, atOnce, mp.keepWord())
+			// A serving model keeps one Ready whatever its budget allows:
+			// the live budget may count pods the plan did not (other
+			// models now Ready, pods outside the models) and let every
+			// replica of this one go.
+			keep, word := mp.keep(), mp.keepWord()
+			if keep < 1 {
+				keep, word = 1, "at least 1 kept whatever its PodDisruptionBudget allows"
+			}
+			if st.ready-atOnce < keep {
+				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, %s", mp.Key, st.ready, atOnce, word)
 				if n := len(st.unschedulable); n > 0 {
 					why += fmt.Sprintf("; %s Unschedulable: no free GPU for them", cli.Plural(n, "replica"))
 				}

@@ -233,6 +233,33 @@ func TestGateBudgetsOfOneNameInTwoNamespaces(t *testing.T) {
 	}
 }
 
+// The gate keeps one Ready replica of a serving model whatever its live
+// budget allows: minAvailable 50% also selecting 4 Ready pods off the
+// pool allows 3 disruptions, and the wave would take both of llama's.
+func TestGateKeepsOneWhateverTheBudgetAllows(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	half := intstr.FromString("50%")
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "serving", Generation: 1},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MinAvailable: &half, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "serving"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 3, CurrentHealthy: 6, DesiredHealthy: 3, ExpectedPods: 6}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		llama, llamaRS, pdb,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "p0", 4, true),
+	)
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	// The model as a plan that counted only llama under the budget saw it:
+	// guaranteed 1 of its 2, nothing more kept.
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 2}, pdb: pdb, PDB: pdb.Name}, PDBFloor: 1}},
+		Waves: []Wave{{Index: 1, Nodes: []string{"p0"}, AtOnce: map[string]int32{"serving/llama": 2}}}}
+	gctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := r.gate(gctx, plan, &plan.Waves[0], nil)
+	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 2 Ready, the wave takes 2 at once, at least 1 kept whatever its PodDisruptionBudget allows") {
+		t.Errorf("gate: %v; want it waiting, keeping one of llama", err)
+	}
+}
+
 // A replacement outside the pool that restarts is not loading its
 // weights: the gate names the pod, its reason and restarts while it
 // waits, and stops the run once the kubelet backs it off
