@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -56,6 +58,15 @@ var ErrReplicaFailing = errors.New("replica failing")
 // the run set (a GitOps sync or someone else scaled it back): the waves
 // were planned at the surged count, which its budget no longer allows.
 var ErrSurgeReverted = errors.New("surge reverted")
+
+// ErrBudgetBlocked is wrapped (with gang.ErrIncomplete) by the error of a
+// run stopped because a model's PodDisruptionBudget cannot allow the wave
+// with every model pod it selects Ready: it also selects pods outside the
+// models that are not Ready, which it counts as expected without a healthy
+// pod (the disruption controller's getExpectedPodCount and
+// countHealthyPods, kubernetes/kubernetes@v1.37.2
+// pkg/controller/disruption/disruption.go), so waiting would never end.
+var ErrBudgetBlocked = errors.New("budget blocked by pods outside the models")
 
 // RunOptions configure a run.
 type RunOptions struct {
@@ -605,6 +616,14 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				ceiling := max(pdb.Status.ExpectedPods-pdb.Status.DesiredHealthy-taken[b], 1)
 				want := min(leaving, w.AtOnce[mp.Key], ceiling)
 				left := pdb.Status.DisruptionsAllowed - taken[b]
+				if pdb.Status.ObservedGeneration >= pdb.Generation && left < want {
+					if unhealthy, healthy, err := r.blockedOutside(ctx, plan, pdb); err != nil {
+						return err
+					} else if len(unhealthy) > 0 && healthy-pdb.Status.DesiredHealthy-taken[b] < want {
+						return fmt.Errorf("%w: model %s: PodDisruptionBudget %s needs %d healthy of the pods it selects and has %d with every model replica Ready, so it cannot allow the %d the wave takes: it also selects %s outside the models that %s not Ready (%s); make them Ready or take them out of its selector, then run the same command again to resume (the pool's nodes stay cordoned)",
+							ErrBudgetBlocked, mp.Key, b, pdb.Status.DesiredHealthy, healthy-taken[b], want, cli.Plural(len(unhealthy), "pod"), cli.Agree(len(unhealthy), "is", "are"), strings.Join(unhealthy, ", "))
+					}
+				}
 				if pdb.Status.ObservedGeneration < pdb.Generation || left < want {
 					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %s, the wave takes %d at once", mp.Key, pdb.Name, cli.Plural(int(left), "disruption"), want))
 					continue
@@ -639,6 +658,48 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 			return fmt.Errorf("waiting for the models before %s: %s: %w", waveWord(w), last, err)
 		}
 	}
+}
+
+// blockedOutside lists the pods a budget selects: the names of those
+// outside the models that are not Ready, and how many are Ready. It
+// returns no names while a model's pod the budget selects is not Ready
+// (the gate waits for it first).
+func (r *Runner) blockedOutside(ctx context.Context, plan *Plan, pdb *policyv1.PodDisruptionBudget) (unhealthy []string, healthy int32, err error) {
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return nil, 0, nil
+	}
+	var models []labels.Selector
+	for _, mp := range plan.Models {
+		if mp.Namespace != pdb.Namespace {
+			continue
+		}
+		if s, err := labels.Parse(mp.Selector); err == nil && !s.Empty() {
+			models = append(models, s)
+		}
+	}
+	pods, err := r.Kube.CoreV1().Pods(pdb.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing the pods PodDisruptionBudget %s/%s selects: %w", pdb.Namespace, pdb.Name, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if podFinished(p) || !sel.Matches(labels.Set(p.Labels)) { // fakes ignore label selectors
+			continue
+		}
+		if podReady(p) {
+			healthy++
+			continue
+		}
+		if slices.ContainsFunc(models, func(s labels.Selector) bool { return s.Matches(labels.Set(p.Labels)) }) {
+			return nil, healthy, nil
+		}
+		if p.DeletionTimestamp == nil {
+			unhealthy = append(unhealthy, p.Name)
+		}
+	}
+	sort.Strings(unhealthy)
+	return unhealthy, healthy, nil
 }
 
 // readPDB reads one PodDisruptionBudget with the list the plan already

@@ -260,6 +260,39 @@ func TestGateKeepsOneWhateverTheBudgetAllows(t *testing.T) {
 	}
 }
 
+// A budget that also selects a NotReady pod outside the models can never
+// allow the wave while that pod stays so: the gate stops the run naming
+// the pod (exit 4, resumable) instead of waiting for ever.
+func TestGateStopsOnBudgetBlockedOutsideTheModels(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "serving", Generation: 1},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "serving"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 0, CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 3}}
+	other, otherRS := servingDeployment("embed", 1, 1, nil)
+	var pods []runtime.Object
+	for _, p := range []*corev1.Pod{servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "spare-0", 4, true), servingPod(otherRS, "embed-0", "cpu-0", 1, false)} {
+		p.Labels["tier"] = "serving"
+		pods = append(pods, p)
+	}
+	c := fake.NewClientset(append(pods,
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS, other, otherRS, pdb)...)
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 1}, pdb: pdb, PDB: pdb.Name}, PDBFloor: 1}},
+		Waves: []Wave{{Index: 1, Nodes: []string{"p0"}, AtOnce: map[string]int32{"serving/llama": 1}}}}
+	gctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := r.gate(gctx, plan, &plan.Waves[0], nil)
+	if !errors.Is(err, ErrBudgetBlocked) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "it also selects 1 pod outside the models that is not Ready (embed-0)") {
+		t.Errorf("gate: %v; want the run stopped naming embed-0", err)
+	}
+	if !errors.Is(incomplete(err), gang.ErrIncomplete) {
+		t.Errorf("%v is not an incomplete run (exit 4)", err)
+	}
+}
+
 // A replacement outside the pool that restarts is not loading its
 // weights: the gate names the pod, its reason and restarts while it
 // waits, and stops the run once the kubelet backs it off
