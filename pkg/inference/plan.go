@@ -383,8 +383,8 @@ func Compute(pool *Pool, o Options) *Plan {
 		switch {
 		case mp.Floor == 0:
 			mp.FloorFrom = "none"
-		case mp.PDBFloor >= mp.keep() && budgets.shared(b):
-			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d, shared with %s)", mp.PDB, mp.PDBRule, budgets.expected[b], strings.Join(budgets.others(b, mp.Key), ", "))
+		case mp.PDBFloor >= mp.keep() && len(budgets.coverers(b, mp.Key)) > 0:
+			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d, shared with %s)", mp.PDB, mp.PDBRule, budgets.expected[b], strings.Join(budgets.coverers(b, mp.Key), ", "))
 		case mp.PDBFloor >= mp.keep():
 			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d)", mp.PDB, mp.PDBRule, desired)
 		case mp.NoPDBFloor > mp.MinServingFloor && mp.pdb != nil:

@@ -350,3 +350,15 @@ func TestComputeKeepsOneUnderACoveredBudget(t *testing.T) {
 		}
 	}
 }
+
+// A budget's floor shared with pods outside the models is said against
+// the count it is taken of, naming them.
+func TestComputeFloorFromNamesPodsOutside(t *testing.T) {
+	five := pdbMin(intstr.FromInt32(5))
+	five.Status.ExpectedPods = 6
+	llama := model("llama", 2, 8_000_000, five, map[string]int32{"p0": 1, "p1": 1})
+	plan := Compute(pool([]string{"p0", "p1"}, []int64{8}, llama), Options{Bandwidth: bw, NoSurge: true})
+	if mp := plan.Model("serving/llama"); mp.PDBFloor != 1 || mp.FloorFrom != "PodDisruptionBudget pdb (minAvailable 5 of 6, shared with 4 pods outside the models)" {
+		t.Errorf("llama floor %d from %q", mp.PDBFloor, mp.FloorFrom)
+	}
+}
