@@ -203,11 +203,11 @@ func requiredAntiAffinity(p *corev1.Pod) []corev1.PodAffinityTerm {
 // none and has no namespaceSelector), and its labels match. A
 // namespaceSelector is taken to select every namespace, as an empty one
 // does: the plan does not read namespaces' labels, and counting more pods
-// only places fewer replicas.
+// only places fewer replicas. A terminating pod is selected until it is
+// gone: the scheduler's AffinityTerm.Matches has no deletion check
+// (k8s.io/kube-scheduler@v0.37.2 framework/types.go), only the spread
+// constraints' count skips terminating pods (countSelected).
 func termSelects(t corev1.PodAffinityTerm, ns string, q *corev1.Pod) bool {
-	if q.DeletionTimestamp != nil {
-		return false
-	}
 	switch {
 	case t.NamespaceSelector != nil:
 	case len(t.Namespaces) > 0:

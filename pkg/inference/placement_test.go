@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,7 +20,7 @@ import (
 // spec) behind a PodDisruptionBudget of minAvailable 1, with one free
 // node outside the pool (spare-0, 8 free GPUs): room for every replica
 // by GPUs alone.
-func placementPool(t *testing.T, rule func(*corev1.PodSpec)) *Pool {
+func placementPool(t *testing.T, rule func(*corev1.PodSpec), extra ...func(*appsv1.ReplicaSet) runtime.Object) *Pool {
 	t.Helper()
 	d, rs := servingDeployment("llama", 2, 1, map[string]string{AnnWeightsBytes: "4M"})
 	rule(&d.Spec.Template.Spec)
@@ -35,6 +36,9 @@ func placementPool(t *testing.T, rule func(*corev1.PodSpec)) *Pool {
 		p := servingPod(rs, name, "p0", 1, true)
 		rule(&p.Spec)
 		objs = append(objs, p)
+	}
+	for _, e := range extra {
+		objs = append(objs, e(rs))
 	}
 	pool, err := (&Reader{Kube: fake.NewClientset(objs...)}).Read(context.Background(), []string{"p0", "p1"})
 	if err != nil {
@@ -94,5 +98,27 @@ func TestComputeHonoursTopologySpread(t *testing.T) {
 	}), Options{Bandwidth: bw, MinServing: 1})
 	if plan.Refused() || plan.Surge == nil || plan.Surge.Added["serving/llama"] != 2 {
 		t.Errorf("ScheduleAnyway: refusals %q, surge %+v", plan.Refusals, plan.Surge)
+	}
+}
+
+// A terminating replica on the free node still counts for a required
+// anti-affinity term until it is gone (the scheduler's
+// AffinityTerm.Matches has no deletion check): the free node takes no
+// replica, where a spread constraint would leave the terminating pod out.
+func TestComputeAntiAffinityCountsTerminatingPods(t *testing.T) {
+	pool := placementPool(t, antiAffinityOnHost, func(rs *appsv1.ReplicaSet) runtime.Object {
+		p := servingPod(rs, "llama-old", "spare-0", 1, false)
+		antiAffinityOnHost(&p.Spec)
+		p.DeletionTimestamp = &metav1.Time{}
+		p.Finalizers = []string{"example.com/hold"}
+		return p
+	})
+	plan := Compute(pool, Options{Bandwidth: bw})
+	var unplaced int32
+	for _, w := range plan.Waves {
+		unplaced += w.Unplaced["serving/llama"]
+	}
+	if unplaced != 2 {
+		t.Errorf("replicas left without a place: %d, want 2: the terminating replica on spare-0 keeps both off it (waves %+v)", unplaced, plan.Waves)
 	}
 }

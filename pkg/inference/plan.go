@@ -341,8 +341,12 @@ func Compute(pool *Pool, o Options) *Plan {
 	// count all of their Ready pods (kubernetes/kubernetes@v1.37.2
 	// pkg/controller/disruption/disruption.go, getExpectedPodCount and
 	// countHealthyPods). A budget selecting several models is computed
-	// across them (pods it selects outside the models are left out, which
-	// only lowers what the plan lets go).
+	// across them. Pods it selects outside the models are counted at the
+	// budget's live expected count (status.expectedPods less the models'
+	// replicas now): what a model is guaranteed by itself is the floor
+	// less everything else the budget selects at its expected count, since
+	// once those are Ready they cover the floor alone and the eviction API
+	// lets every replica of the model go.
 	budgets := newBudgets(plan.Models)
 	for i := range plan.Models {
 		mp := &plan.Models[i]
@@ -359,12 +363,14 @@ func Compute(pool *Pool, o Options) *Plan {
 		if err != nil {
 			plan.Refusals = append(plan.Refusals, fmt.Sprintf("model %s: PodDisruptionBudget %s: %v", mp.Key, mp.PDB, err))
 		}
-		budgets.floor[b] = pf
-		mp.PDBFloor = pf
-		if budgets.shared(b) {
-			// What the budget guarantees this model alone: its floor less
-			// what the other models it selects serve.
-			mp.PDBFloor = max(pf-(budgets.serving(b, serving)-serving[mp.Key]), 0)
+		// What the models must keep across them: the floor less the pods
+		// outside them (taken as Ready, as the plan cannot wait for them).
+		budgets.floor[b] = max(pf-budgets.outside[b], 0)
+		// What the budget guarantees this model alone: its floor less
+		// everything else it selects, at its expected count.
+		mp.PDBFloor = 0
+		if b != "" {
+			mp.PDBFloor = max(pf-(budgets.expected[b]-desired), 0)
 		}
 		mp.MinServingFloor = int32(math.Ceil(o.MinServing*float64(mp.Replicas) - 1e-9))
 		// A model that serves keeps one replica whatever its budget says:
@@ -377,8 +383,8 @@ func Compute(pool *Pool, o Options) *Plan {
 		switch {
 		case mp.Floor == 0:
 			mp.FloorFrom = "none"
-		case mp.PDBFloor >= mp.keep() && budgets.shared(b):
-			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d, shared with %s)", mp.PDB, mp.PDBRule, budgets.expected[b], strings.Join(budgets.others(b, mp.Key), ", "))
+		case mp.PDBFloor >= mp.keep() && len(budgets.coverers(b, mp.Key)) > 0:
+			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d, shared with %s)", mp.PDB, mp.PDBRule, budgets.expected[b], strings.Join(budgets.coverers(b, mp.Key), ", "))
 		case mp.PDBFloor >= mp.keep():
 			mp.FloorFrom = fmt.Sprintf("PodDisruptionBudget %s (%s of %d)", mp.PDB, mp.PDBRule, desired)
 		case mp.NoPDBFloor > mp.MinServingFloor && mp.pdb != nil:
@@ -390,8 +396,8 @@ func Compute(pool *Pool, o Options) *Plan {
 		}
 		if mp.NoPDBFloor > 0 && mp.pdb != nil {
 			why := fmt.Sprintf("its floor of %d (%s of %d)", pf, mp.PDBRule, budgets.expected[b])
-			if budgets.shared(b) {
-				why = fmt.Sprintf("its floor of %d (%s of %d) is covered by %s", pf, mp.PDBRule, budgets.expected[b], strings.Join(budgets.others(b, mp.Key), ", "))
+			if others := budgets.coverers(b, mp.Key); len(others) > 0 {
+				why = fmt.Sprintf("its floor of %d (%s of %d) is covered by %s", pf, mp.PDBRule, budgets.expected[b], strings.Join(others, ", "))
 			}
 			plan.Notes = append(plan.Notes, fmt.Sprintf("model %s: PodDisruptionBudget %s guarantees it no replica (%s), so the eviction API would let all of its replicas go: the plan keeps at least %d Ready (%s); give the model a budget of its own", mp.Key, mp.PDB, why, mp.Floor, mp.FloorFrom))
 		} else if mp.NoPDBFloor > 0 {
@@ -420,6 +426,11 @@ func Compute(pool *Pool, o Options) *Plan {
 	// wave is under NodesPerWave.
 	for _, b := range budgets.sharedKeys() {
 		plan.Notes = append(plan.Notes, fmt.Sprintf("PodDisruptionBudget %s selects the pods of models %s: its floor of %d (of %d) is kept across them", b, strings.Join(budgets.members[b], ", "), budgets.floor[b], budgets.expected[b]))
+	}
+	for _, b := range sortedKeys(budgets.outside) {
+		if n := budgets.outside[b]; n > 0 {
+			plan.Notes = append(plan.Notes, fmt.Sprintf("PodDisruptionBudget %s also selects %s outside the models (its expectedPods less their replicas): the plan counts them Ready; the run stops if they keep the budget from allowing the wave", b, cli.Plural(int(n), "pod")))
+		}
 	}
 	// allowed are the disruptions a model's budget allows at once (all of
 	// a model's Ready replicas with no budget).
@@ -627,13 +638,17 @@ type budgets struct {
 	members  map[string][]string
 	expected map[string]int32
 	floor    map[string]int32
+	// outside are the pods each budget selects outside the models: its
+	// live status.expectedPods less the models' replicas now (0 where the
+	// disruption controller has not counted yet).
+	outside map[string]int32
 	// key names each budget object (the same object for every model it
 	// selects, as pkg/eviction's Index returns it).
 	key map[*policyv1.PodDisruptionBudget]string
 }
 
 func newBudgets(models []ModelPlan) *budgets {
-	bs := &budgets{members: map[string][]string{}, expected: map[string]int32{}, floor: map[string]int32{}, key: map[*policyv1.PodDisruptionBudget]string{}}
+	bs := &budgets{members: map[string][]string{}, expected: map[string]int32{}, floor: map[string]int32{}, outside: map[string]int32{}, key: map[*policyv1.PodDisruptionBudget]string{}}
 	names := map[string]int{}
 	for i := range models {
 		mp := &models[i]
@@ -655,7 +670,29 @@ func newBudgets(models []ModelPlan) *budgets {
 		bs.members[b] = append(bs.members[b], mp.Key)
 		bs.expected[b] += mp.Desired + mp.Surge - mp.Surged
 	}
+	now := map[string]int32{}
+	for i := range models {
+		if b := bs.of(&models[i]); b != "" {
+			now[b] += models[i].Desired
+		}
+	}
+	for pdb, b := range bs.key {
+		if n := pdb.Status.ExpectedPods - now[b]; n > 0 {
+			bs.outside[b] = n
+			bs.expected[b] += n
+		}
+	}
 	return bs
+}
+
+// coverers names what else budget b selects besides model key: the other
+// models and the pods outside them.
+func (bs *budgets) coverers(b, key string) []string {
+	out := bs.others(b, key)
+	if n := bs.outside[b]; n > 0 {
+		out = append(out, cli.Plural(int(n), "pod")+" outside the models")
+	}
+	return out
 }
 
 // of is the budget of a model ("" for none).

@@ -315,3 +315,50 @@ func TestComputeSharedPDBKeepsOneOfEachModel(t *testing.T) {
 		t.Errorf("with room for one: refusals %q, waves %d; want two waves", plan.Refusals, len(plan.Waves))
 	}
 }
+
+// A budget whose floor the rest of what it selects covers at its expected
+// count guarantees a model nothing, and the plan keeps one of it:
+// (A) minAvailable 4 shared with mistral at 4 replicas, one still
+// Pending, which covers the 4 alone once Ready; (B) minAvailable 50% also
+// selecting 4 pods of a Deployment off the pool (its live expectedPods
+// 6), which cover the 3 it asks alone.
+func TestComputeKeepsOneUnderACoveredBudget(t *testing.T) {
+	shared := pdbMin(intstr.FromInt32(4))
+	llama := model("llama", 2, 8_000_000, shared, map[string]int32{"p0": 1, "p1": 1})
+	mistral := model("mistral", 1, 4_000_000, shared, map[string]int32{"p0": 1, "p1": 2})
+	mistral.Desired = 4
+	plan := Compute(pool([]string{"p0", "p1"}, []int64{8}, llama, mistral), Options{Bandwidth: bw, NoSurge: true})
+	if mp := plan.Model("serving/llama"); mp.PDBFloor != 0 || mp.keep() != 1 {
+		t.Errorf("shared: llama guaranteed %d by its budget, kept %d; want 0 and 1 (mistral covers the floor at 4)", mp.PDBFloor, mp.keep())
+	}
+
+	half := pdbMin(intstr.FromString("50%"))
+	half.Status.ExpectedPods = 6
+	llama = model("llama", 2, 8_000_000, half, map[string]int32{"p0": 1, "p1": 1})
+	plan = Compute(pool([]string{"p0", "p1"}, []int64{8}, llama), Options{Bandwidth: bw, NoSurge: true})
+	mp := plan.Model("serving/llama")
+	if mp.PDBFloor != 0 || mp.keep() != 1 {
+		t.Errorf("outside pods: llama guaranteed %d by its budget, kept %d; want 0 and 1 (4 pods outside cover 3 of 6)", mp.PDBFloor, mp.keep())
+	}
+	notes := strings.Join(plan.Notes, "\n")
+	if !strings.Contains(notes, "its floor of 3 (minAvailable 50% of 6) is covered by 4 pods outside the models") || !strings.Contains(notes, "also selects 4 pods outside the models") {
+		t.Errorf("notes:\n%s", notes)
+	}
+	for _, w := range plan.Waves {
+		if plan.Start["serving/llama"]-w.AtOnce["serving/llama"] < 1 {
+			t.Errorf("wave %d takes llama to %d", w.Index, plan.Start["serving/llama"]-w.AtOnce["serving/llama"])
+		}
+	}
+}
+
+// A budget's floor shared with pods outside the models is said against
+// the count it is taken of, naming them.
+func TestComputeFloorFromNamesPodsOutside(t *testing.T) {
+	five := pdbMin(intstr.FromInt32(5))
+	five.Status.ExpectedPods = 6
+	llama := model("llama", 2, 8_000_000, five, map[string]int32{"p0": 1, "p1": 1})
+	plan := Compute(pool([]string{"p0", "p1"}, []int64{8}, llama), Options{Bandwidth: bw, NoSurge: true})
+	if mp := plan.Model("serving/llama"); mp.PDBFloor != 1 || mp.FloorFrom != "PodDisruptionBudget pdb (minAvailable 5 of 6, shared with 4 pods outside the models)" {
+		t.Errorf("llama floor %d from %q", mp.PDBFloor, mp.FloorFrom)
+	}
+}

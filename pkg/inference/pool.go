@@ -144,8 +144,8 @@ type Pool struct {
 	// Notes are what the reader could not read, with what it means.
 	Notes []string `json:"notes,omitempty"`
 
-	// allNodes and podsOn (the pods on each node, neither finished nor
-	// terminating) are what the scheduler's pod anti-affinity and
+	// allNodes and podsOn (the pods on each node not finished,
+	// terminating ones included) are what the scheduler's pod anti-affinity and
 	// topology spread read where the plan places replicas (placement.go).
 	allNodes []*corev1.Node
 	podsOn   map[string][]*corev1.Pod
@@ -284,9 +284,10 @@ func (r *Reader) Read(ctx context.Context, nodes []string) (*Pool, error) {
 		}
 		if p.Spec.NodeName != "" {
 			used[p.Spec.NodeName] += gang.PodGPUs(p, r.gpuResources())
-			if p.DeletionTimestamp == nil {
-				pool.podsOn[p.Spec.NodeName] = append(pool.podsOn[p.Spec.NodeName], p)
-			}
+			// Terminating pods stay: a required anti-affinity term
+			// selects them until they are gone, where a spread
+			// constraint leaves them out (countSelected).
+			pool.podsOn[p.Spec.NodeName] = append(pool.podsOn[p.Spec.NodeName], p)
 		}
 		if inPool[p.Spec.NodeName] && !drained[p.Spec.NodeName] {
 			poolPods = append(poolPods, p)
@@ -572,8 +573,14 @@ func (m *Model) fits(h *HeadroomNode) bool {
 // 00ed48765af529f23f3e0471efa55a254b9e28d8, SetOwnerLabels with group
 // kustomize.toolkit.fluxcd.io) and helm.toolkit.fluxcd.io/name
 // (fluxcd/helm-controller internal/postrender/origin_labels.go at
-// 0b02c82ad7e8780a89a7456486a71e325b145cfd).
+// 0b02c82ad7e8780a89a7456486a71e325b145cfd). Helm: helm install, upgrade
+// and rollback annotate what they apply meta.helm.sh/release-name
+// (helm.sh/helm/v4@v4.3.2 pkg/action/validate.go, setMetadataVisitor,
+// called from install.go); Argo CD renders a chart with helm template,
+// which does not, so a Deployment carrying it was installed by Helm, and
+// its app.kubernetes.io/instance label is the chart's, not Argo CD's.
 const (
+	AnnHelmReleaseName     = "meta.helm.sh/release-name"
 	AnnArgoCDTrackingID    = "argocd.argoproj.io/tracking-id"
 	LabelArgoCDInstance    = "app.kubernetes.io/instance"
 	LabelFluxKustomizeName = "kustomize.toolkit.fluxcd.io/name"
@@ -581,8 +588,9 @@ const (
 )
 
 // gitOpsManager names the GitOps tool that applies a Deployment, "" when
-// none marks it. Either would put a surge back at the next sync (self-heal
-// in Argo CD, every interval in Flux).
+// none marks it. Either may put a surge back at the next sync (self-heal
+// in Argo CD; every interval in a Flux Kustomization, and in a HelmRelease
+// with drift detection enabled).
 func gitOpsManager(d *appsv1.Deployment) string {
 	switch {
 	case d.Labels[LabelFluxKustomizeName] != "":
@@ -591,7 +599,7 @@ func gitOpsManager(d *appsv1.Deployment) string {
 		return fmt.Sprintf("Flux HelmRelease %s (label %s)", d.Labels[LabelFluxHelmName], LabelFluxHelmName)
 	case d.Annotations[AnnArgoCDTrackingID] != "":
 		return fmt.Sprintf("Argo CD (annotation %s %s)", AnnArgoCDTrackingID, d.Annotations[AnnArgoCDTrackingID])
-	case d.Labels[LabelArgoCDInstance] != "":
+	case d.Labels[LabelArgoCDInstance] != "" && d.Annotations[AnnHelmReleaseName] == "":
 		return fmt.Sprintf("Argo CD application %s, if it tracks by label (label %s)", d.Labels[LabelArgoCDInstance], LabelArgoCDInstance)
 	}
 	return ""

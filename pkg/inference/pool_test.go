@@ -408,3 +408,27 @@ func TestGitOpsModelIsNotSurged(t *testing.T) {
 		}
 	}
 }
+
+// A chart installed by helm carries app.kubernetes.io/instance (the
+// chart's convention) and helm's meta.helm.sh/release-name annotation:
+// that label is not Argo CD's, and the model is surged.
+func TestHelmInstalledModelIsSurged(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M", "meta.helm.sh/release-name": "serve", "meta.helm.sh/release-namespace": "serving"})
+	llama.Labels = map[string]string{"app.kubernetes.io/instance": "serve", "app.kubernetes.io/managed-by": "Helm"}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, false, nil), gpuNode("p1", h100, 8, false, nil), gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "p1", 4, true),
+	)
+	p, err := (&Reader{Kube: c}).Read(context.Background(), []string{"p0", "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Models[0].GitOps != "" {
+		t.Errorf("a Helm release taken as GitOps: %q", p.Models[0].GitOps)
+	}
+	plan := Compute(p, Options{Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}})
+	if plan.Surge == nil || plan.Surge.Added["serving/llama"] == 0 {
+		t.Errorf("surge %+v, notes %q: want llama surged", plan.Surge, plan.Notes)
+	}
+}

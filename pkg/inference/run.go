@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -56,6 +58,15 @@ var ErrReplicaFailing = errors.New("replica failing")
 // the run set (a GitOps sync or someone else scaled it back): the waves
 // were planned at the surged count, which its budget no longer allows.
 var ErrSurgeReverted = errors.New("surge reverted")
+
+// ErrBudgetBlocked is wrapped (with gang.ErrIncomplete) by the error of a
+// run stopped because a model's PodDisruptionBudget cannot allow the wave
+// with every model pod it selects Ready: it also selects pods outside the
+// models that are not Ready, which it counts as expected without a healthy
+// pod (the disruption controller's getExpectedPodCount and
+// countHealthyPods, kubernetes/kubernetes@v1.37.2
+// pkg/controller/disruption/disruption.go), so waiting would never end.
+var ErrBudgetBlocked = errors.New("budget blocked by pods outside the models")
 
 // RunOptions configure a run.
 type RunOptions struct {
@@ -466,11 +477,32 @@ func gitOpsWord(mp *ModelPlan) string {
 // one waits with a reason other than being created; crash is true when
 // one is in CrashLoopBackOff, the kubelet's back-off after repeated exits
 // (kubernetes/kubernetes@v1.37.2 pkg/kubelet/container/sync_result.go,
-// ErrCrashLoopBackOff, set as the waiting reason).
+// ErrCrashLoopBackOff, set as the waiting reason). Init containers are
+// read too, each by name: KServe downloads a model's weights in its
+// storage-initializer init container (kserve/kserve pkg/constants/constants.go
+// at a89179c6b80b536cd24e692e1b714e7106e5cca9,
+// StorageInitializerContainerName), so one that fails is no replica
+// loading its weights.
 func replicaTrouble(p *corev1.Pod) (why string, crash bool) {
+	var parts []string
+	for _, cs := range p.Status.InitContainerStatuses {
+		if w, c := containerTrouble([]corev1.ContainerStatus{cs}); w != "" {
+			parts = append(parts, "init container "+cs.Name+" "+w)
+			crash = crash || c
+		}
+	}
+	w, c := containerTrouble(p.Status.ContainerStatuses)
+	if w != "" {
+		parts = append([]string{w}, parts...)
+	}
+	return strings.Join(parts, " and "), crash || c
+}
+
+// containerTrouble is replicaTrouble over one list of container statuses.
+func containerTrouble(statuses []corev1.ContainerStatus) (why string, crash bool) {
 	var restarts int32
 	var waiting, last string
-	for _, cs := range p.Status.ContainerStatuses {
+	for _, cs := range statuses {
 		restarts += cs.RestartCount
 		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
 			waiting = w.Reason
@@ -548,7 +580,7 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				return fmt.Errorf("%w: model %s: %s Unschedulable (%s), %d planned without a GPU: the free GPUs of %s outside the pool the plan counted on are gone; free them (or lower the surge), then run the same command again to resume",
 					ErrUnschedulable, mp.Key, cli.Plural(len(st.unschedulable), "replica"), strings.Join(st.unschedulable, "; "), unplaced[mp.Key], productWord(mp.Product))
 			case len(st.crashLooping) > 0:
-				return fmt.Errorf("%w: model %s: %s outside the pool in CrashLoopBackOff (%s): they do not start where the scheduler put them (a smaller GPU, or a node they cannot run on); fix the replica or its node (the pool's nodes stay cordoned), then run the same command again to resume",
+				return fmt.Errorf("%w: model %s: %s outside the pool in CrashLoopBackOff (%s): they do not start where the scheduler put them (a smaller GPU, a node they cannot run on, or weights they cannot fetch); fix the replica or its node (the pool's nodes stay cordoned), then run the same command again to resume",
 					ErrReplicaFailing, mp.Key, cli.Plural(len(st.crashLooping), "replica"), strings.Join(st.crashLooping, "; "))
 			case st.pods < st.desired:
 				waiting = append(waiting, fmt.Sprintf("model %s: %d of %d replicas created", mp.Key, st.pods, st.desired))
@@ -588,6 +620,14 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				ceiling := max(pdb.Status.ExpectedPods-pdb.Status.DesiredHealthy-taken[b], 1)
 				want := min(leaving, w.AtOnce[mp.Key], ceiling)
 				left := pdb.Status.DisruptionsAllowed - taken[b]
+				if pdb.Status.ObservedGeneration >= pdb.Generation && left < want {
+					if unhealthy, healthy, err := r.blockedOutside(ctx, plan, pdb); err != nil {
+						return err
+					} else if len(unhealthy) > 0 && healthy-pdb.Status.DesiredHealthy-taken[b] < want {
+						return fmt.Errorf("%w: model %s: PodDisruptionBudget %s needs %d healthy of the pods it selects and has %d with every model replica Ready, so it cannot allow the %d the wave takes: it also selects %s outside the models that %s not Ready (%s); make them Ready or take them out of its selector, then run the same command again to resume (the pool's nodes stay cordoned)",
+							ErrBudgetBlocked, mp.Key, b, pdb.Status.DesiredHealthy, healthy-taken[b], want, cli.Plural(len(unhealthy), "pod"), cli.Agree(len(unhealthy), "is", "are"), strings.Join(unhealthy, ", "))
+					}
+				}
 				if pdb.Status.ObservedGeneration < pdb.Generation || left < want {
 					waiting = append(waiting, fmt.Sprintf("model %s: PodDisruptionBudget %s allows %s, the wave takes %d at once", mp.Key, pdb.Name, cli.Plural(int(left), "disruption"), want))
 					continue
@@ -595,8 +635,16 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 				atOnce = min(leaving, left)
 				taken[b] += atOnce
 			}
-			if st.ready-atOnce < mp.keep() {
-				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, %s", mp.Key, st.ready, atOnce, mp.keepWord())
+			// A serving model keeps one Ready whatever its budget allows:
+			// the live budget may count pods the plan did not (other
+			// models now Ready, pods outside the models) and let every
+			// replica of this one go.
+			keep, word := mp.keep(), mp.keepWord()
+			if keep < 1 {
+				keep, word = 1, "at least 1 kept whatever its PodDisruptionBudget allows"
+			}
+			if st.ready-atOnce < keep {
+				why := fmt.Sprintf("model %s: %d Ready, the wave takes %d at once, %s", mp.Key, st.ready, atOnce, word)
 				if n := len(st.unschedulable); n > 0 {
 					why += fmt.Sprintf("; %s Unschedulable: no free GPU for them", cli.Plural(n, "replica"))
 				}
@@ -614,6 +662,48 @@ func (r *Runner) gate(ctx context.Context, plan *Plan, w *Wave, unplaced map[str
 			return fmt.Errorf("waiting for the models before %s: %s: %w", waveWord(w), last, err)
 		}
 	}
+}
+
+// blockedOutside lists the pods a budget selects: the names of those
+// outside the models that are not Ready, and how many are Ready. It
+// returns no names while a model's pod the budget selects is not Ready
+// (the gate waits for it first).
+func (r *Runner) blockedOutside(ctx context.Context, plan *Plan, pdb *policyv1.PodDisruptionBudget) (unhealthy []string, healthy int32, err error) {
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return nil, 0, nil
+	}
+	var models []labels.Selector
+	for _, mp := range plan.Models {
+		if mp.Namespace != pdb.Namespace {
+			continue
+		}
+		if s, err := labels.Parse(mp.Selector); err == nil && !s.Empty() {
+			models = append(models, s)
+		}
+	}
+	pods, err := r.Kube.CoreV1().Pods(pdb.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, 0, fmt.Errorf("listing the pods PodDisruptionBudget %s/%s selects: %w", pdb.Namespace, pdb.Name, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if podFinished(p) || !sel.Matches(labels.Set(p.Labels)) { // fakes ignore label selectors
+			continue
+		}
+		if podReady(p) {
+			healthy++
+			continue
+		}
+		if slices.ContainsFunc(models, func(s labels.Selector) bool { return s.Matches(labels.Set(p.Labels)) }) {
+			return nil, healthy, nil
+		}
+		if p.DeletionTimestamp == nil {
+			unhealthy = append(unhealthy, p.Name)
+		}
+	}
+	sort.Strings(unhealthy)
+	return unhealthy, healthy, nil
 }
 
 // readPDB reads one PodDisruptionBudget with the list the plan already

@@ -233,6 +233,66 @@ func TestGateBudgetsOfOneNameInTwoNamespaces(t *testing.T) {
 	}
 }
 
+// The gate keeps one Ready replica of a serving model whatever its live
+// budget allows: minAvailable 50% also selecting 4 Ready pods off the
+// pool allows 3 disruptions, and the wave would take both of llama's.
+func TestGateKeepsOneWhateverTheBudgetAllows(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	half := intstr.FromString("50%")
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "serving", Generation: 1},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MinAvailable: &half, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "serving"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 3, CurrentHealthy: 6, DesiredHealthy: 3, ExpectedPods: 6}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		llama, llamaRS, pdb,
+		servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "p0", 4, true),
+	)
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	// The model as a plan that counted only llama under the budget saw it:
+	// guaranteed 1 of its 2, nothing more kept.
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 2}, pdb: pdb, PDB: pdb.Name}, PDBFloor: 1}},
+		Waves: []Wave{{Index: 1, Nodes: []string{"p0"}, AtOnce: map[string]int32{"serving/llama": 2}}}}
+	gctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := r.gate(gctx, plan, &plan.Waves[0], nil)
+	if err == nil || !strings.Contains(err.Error(), "model serving/llama: 2 Ready, the wave takes 2 at once, at least 1 kept whatever its PodDisruptionBudget allows") {
+		t.Errorf("gate: %v; want it waiting, keeping one of llama", err)
+	}
+}
+
+// A budget that also selects a NotReady pod outside the models can never
+// allow the wave while that pod stays so: the gate stops the run naming
+// the pod (exit 4, resumable) instead of waiting for ever.
+func TestGateStopsOnBudgetBlockedOutsideTheModels(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "serving", Name: "serving", Generation: 1},
+		Spec:   policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "serving"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, DisruptionsAllowed: 0, CurrentHealthy: 2, DesiredHealthy: 2, ExpectedPods: 3}}
+	other, otherRS := servingDeployment("embed", 1, 1, nil)
+	var pods []runtime.Object
+	for _, p := range []*corev1.Pod{servingPod(llamaRS, "llama-0", "p0", 4, true), servingPod(llamaRS, "llama-1", "spare-0", 4, true), servingPod(otherRS, "embed-0", "cpu-0", 1, false)} {
+		p.Labels["tier"] = "serving"
+		pods = append(pods, p)
+	}
+	c := fake.NewClientset(append(pods,
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS, other, otherRS, pdb)...)
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 1}, pdb: pdb, PDB: pdb.Name}, PDBFloor: 1}},
+		Waves: []Wave{{Index: 1, Nodes: []string{"p0"}, AtOnce: map[string]int32{"serving/llama": 1}}}}
+	gctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := r.gate(gctx, plan, &plan.Waves[0], nil)
+	if !errors.Is(err, ErrBudgetBlocked) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "it also selects 1 pod outside the models that is not Ready (embed-0)") {
+		t.Errorf("gate: %v; want the run stopped naming embed-0", err)
+	}
+	if !errors.Is(incomplete(err), gang.ErrIncomplete) {
+		t.Errorf("%v is not an incomplete run (exit 4)", err)
+	}
+}
+
 // A replacement outside the pool that restarts is not loading its
 // weights: the gate names the pod, its reason and restarts while it
 // waits, and stops the run once the kubelet backs it off
@@ -273,6 +333,47 @@ func TestGateReportsFailingReplacement(t *testing.T) {
 	}
 	if !errors.Is(incomplete(err), gang.ErrIncomplete) {
 		t.Errorf("%v is not an incomplete run (exit 4)", err)
+	}
+}
+
+// A replacement whose storage-initializer (KServe's init container that
+// downloads the weights) fails is not loading its weights either: the
+// gate names the init container while it restarts and stops the run once
+// it is in CrashLoopBackOff.
+func TestGateReportsFailingInitContainer(t *testing.T) {
+	llama, llamaRS := servingDeployment("llama", 2, 4, map[string]string{AnnWeightsBytes: "8M"})
+	repl := servingPod(llamaRS, "llama-2", "spare-0", 4, false)
+	repl.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "storage-initializer", RestartCount: 1,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
+	repl.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "server", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+	c := fake.NewClientset(
+		gpuNode("p0", h100, 8, true, map[string]string{gang.AnnRunID: "gd-1", gang.AnnState: string(gang.NodeCordoned)}),
+		gpuNode("spare-0", h100, 16, false, nil),
+		llama, llamaRS,
+		servingPod(llamaRS, "llama-1", "spare-0", 4, true),
+		repl,
+	)
+	ctx := context.Background()
+	r := &Runner{Kube: c, Options: RunOptions{Plan: Options{NoSurge: true, Bandwidth: Bandwidth{SourceObjectStore: 1_000_000}}, Drain: gang.Options{PollInterval: time.Millisecond}}, minServing: map[string]int32{}}
+	plan := &Plan{Models: []ModelPlan{{Model: &Model{Key: "serving/llama", Namespace: "serving", Name: "llama", Selector: "app=llama", OnPool: map[string]int32{"p0": 1}}}}, Drained: []string{"p0"}}
+	gate := func() error {
+		gctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return r.gate(gctx, plan, nil, nil)
+	}
+	err := gate()
+	if err == nil || !strings.Contains(err.Error(), "1 replica not Ready and not loading weights (llama-2 on spare-0: init container storage-initializer 1 restart, last exit 1 (Error))") {
+		t.Errorf("gate with llama-2's storage-initializer restarting: %v; want it waiting, naming the init container", err)
+	}
+	repl.Status.InitContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	repl.Status.InitContainerStatuses[0].RestartCount = 4
+	if _, err := c.CoreV1().Pods("serving").UpdateStatus(ctx, repl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = gate()
+	if !errors.Is(err, ErrReplicaFailing) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "llama-2 on spare-0: init container storage-initializer CrashLoopBackOff, 4 restarts, last exit 1 (Error)") {
+		t.Errorf("gate with llama-2's storage-initializer in CrashLoopBackOff: %v; want the run stopped naming it", err)
 	}
 }
 

@@ -153,8 +153,9 @@ func (c *Collector) inferencePool(ctx context.Context, name string, nodes []stri
 	plan := inference.Compute(pool, c.InferenceOptions)
 	ip := &InferencePool{Models: det.Models, Reason: det.Reason, Waves: len(plan.Waves), ETASeconds: plan.ETASeconds, Refusals: plan.Refusals}
 	// A model counts as budgeted when its budget keeps at least one of its
-	// own replicas: a budget shared with models that cover its floor
-	// alone lets every replica of this one go (docs/inference.md).
+	// own replicas: a budget whose other models, or pods it selects
+	// outside the models, cover its floor alone at their expected count
+	// lets every replica of this one go (docs/inference.md).
 	for _, m := range plan.Models {
 		if m.PDB != "" && m.PDBFloor >= 1 {
 			ip.WithPDB++

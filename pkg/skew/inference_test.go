@@ -473,3 +473,32 @@ func TestCollectInferenceSharedBudgetNotOwnFloor(t *testing.T) {
 		t.Errorf("serve: %+v; want llm not counted as budgeted", ip)
 	}
 }
+
+// A model whose budget also selects pods outside the models that cover
+// its floor alone (minAvailable 50% of a live expectedPods of 6, 4 of them
+// another Deployment's) is not budgeted either: the budget lets both of
+// its replicas go.
+func TestCollectInferenceBudgetCoveredOutsideTheModels(t *testing.T) {
+	objs := []runtime.Object{infNode("serve-0", "serve"), infNode("serve-1", "serve"), infNode("spare-0", "spare")}
+	half := intstr.FromString("50%")
+	for _, o := range infModel("llm", "8G", "serve-0", "serve-1") {
+		if pdb, ok := o.(*policyv1.PodDisruptionBudget); ok {
+			pdb.Spec.MinAvailable, pdb.Spec.MaxUnavailable = &half, nil
+			pdb.Status.ExpectedPods = 6
+		}
+		objs = append(objs, o)
+	}
+	bw, err := inference.ParseBandwidth([]string{"object-store=1G/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, notes := collectInference(t, &Collector{Client: fakeClient("v1.37.2", objs...),
+		InferenceDynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), InferenceOptions: inference.Options{Bandwidth: bw}})
+	ip := got["serve"]
+	if ip == nil {
+		t.Fatalf("inference pools: %+v (notes %q)", got, notes)
+	}
+	if ip.Models != 1 || ip.WithPDB != 0 || ip.EveryModelBudgeted() {
+		t.Errorf("serve: %+v; want llm not counted as budgeted", ip)
+	}
+}
