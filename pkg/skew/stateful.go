@@ -181,6 +181,24 @@ func (r *renderer) statefulFirst(pool string) (order string, checks blocks) {
 	return order, checks
 }
 
+// statefulChecks returns the names of the stateful nodes and the check
+// lines of every service they host, each service once.
+func statefulChecks(sn []StatefulNode) (names, lines []string) {
+	var seen []StatefulService
+	for _, n := range sn {
+		names = append(names, n.Node)
+		for _, s := range n.Services {
+			if !containsService(seen, s) {
+				seen = append(seen, s)
+			}
+		}
+	}
+	for _, s := range seen {
+		lines = append(lines, serviceCheck(s)...)
+	}
+	return names, lines
+}
+
 // statefulAfter is the check of every stateful service the pool hosts,
 // for a pool whose nodes do not go one at a time in an order the runbook
 // sets: replaced by the provider or an instance refresh in an order they
@@ -191,20 +209,7 @@ func (r *renderer) statefulAfter(pool, why, when string) []string {
 	if len(sn) == 0 {
 		return nil
 	}
-	var seen []StatefulService
-	var names []string
-	for _, n := range sn {
-		names = append(names, n.Node)
-		for _, s := range n.Services {
-			if !containsService(seen, s) {
-				seen = append(seen, s)
-			}
-		}
-	}
-	var lines []string
-	for _, s := range seen {
-		lines = append(lines, serviceCheck(s)...)
-	}
+	names, lines := statefulChecks(sn)
 	out := []string{fmt.Sprintf("# here, %s: the stateful services behind PodDisruptionBudgets that allow at most one disruption, on %s (%s), whole again; %s", when, Nodes(len(sn)), strings.Join(names, " "), why)}
 	return append(out, chain(lines...)...)
 }
@@ -226,20 +231,7 @@ func (r *renderer) statefulEachBatch(s Step, sel, who, first string) []string {
 	if len(sn) == 0 {
 		return nil
 	}
-	var seen []StatefulService
-	var names []string
-	for _, n := range sn {
-		names = append(names, n.Node)
-		for _, sv := range n.Services {
-			if !containsService(seen, sv) {
-				seen = append(seen, sv)
-			}
-		}
-	}
-	var lines []string
-	for _, sv := range seen {
-		lines = append(lines, serviceCheck(sv)...)
-	}
+	names, lines := statefulChecks(sn)
 	order := fmt.Sprintf("%s picks the order and the batch, so they cannot go first one at a time", who)
 	if first != "" {
 		order = first
