@@ -253,7 +253,7 @@ func oneValue(v model.Value) (float64, error) {
 	}
 	if math.IsInf(f, 0) {
 		// Not empty: a division by zero, or histogram_quantile with a
-		// quantile above 1 ("+Inf if φ>1"), so onEmpty: pass must not pass
+		// quantile above 1 (v0.315.1 answers +Inf, recorded), so onEmpty: pass must not pass
 		// it. Nor is it a number to record: JSON has no infinity. A
 		// quantile that falls in the +Inf bucket is not +Inf: "If a
 		// quantile is located in the highest bucket, the upper bound of
