@@ -121,6 +121,7 @@ func TestSkewRole(t *testing.T) {
 		{flow: "preflight", code: 1, also: []string{"cannot list serviceaccounts"}},
 		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list ciliumnetworkpolicies.cilium.io", "forbidden: cannot list ciliumclusterwidenetworkpolicies.cilium.io"}},
 		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list networkpolicies.crd.projectcalico.org", "forbidden: cannot list globalnetworkpolicies.crd.projectcalico.org"}},
+		{flow: "preflight", code: 1, also: []string{"forbidden: cannot list networkpolicies.projectcalico.org", "forbidden: cannot list globalnetworkpolicies.projectcalico.org"}},
 		{flow: "preflight", code: 1, also: []string{"Warning events in kube-system not read"}},
 	})
 }

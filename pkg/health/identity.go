@@ -204,7 +204,7 @@ func InjectedInto(provider string, sent, got *corev1.Pod) Injection {
 			}
 			at := mounts[v.Name]
 			if at == "" {
-				at = "(not mounted in the container)"
+				at = tokenNotMounted
 			}
 			inj.TokenVolumes = append(inj.TokenVolumes, fmt.Sprintf("audience %s at %s", s.ServiceAccountToken.Audience, at))
 		}
@@ -213,6 +213,11 @@ func InjectedInto(provider string, sent, got *corev1.Pod) Injection {
 	sort.Strings(inj.TokenVolumes)
 	return inj
 }
+
+// tokenNotMounted is the mount path recorded for a token volume the pod
+// projects but its container does not mount: the container has no token
+// file, so it counts as lost (Injection.Lost), not as moved.
+const tokenNotMounted = "(not mounted in the container)"
 
 // tokenVolume splits a TokenVolumes entry, "audience A at MOUNTPATH".
 func tokenVolume(s string) (audience, at string) {
@@ -227,17 +232,23 @@ func tokenVolume(s string) (audience, at string) {
 // /var/run/secrets/azure/tokens, pkg/webhook/consts.go
 // TokenFileMountPath; v1.6.0 at /var/run/secrets/azure/wi, VolumeMountPath)
 // and says where in AZURE_FEDERATED_TOKEN_FILE, so the pod still gets its
-// credentials; Moved names such a move.
+// credentials; Moved names such a move. A token mounted at the baseline
+// and now only projected, not mounted in the container, is lost: the
+// container has no token file wherever the environment points.
 func (i Injection) Lost(now Injection) Injection {
 	var out Injection
 	out.Env = missing(i.Env, now.Env)
-	has := map[string]bool{}
+	has, mounted := map[string]bool{}, map[string]bool{}
 	for _, v := range now.TokenVolumes {
-		a, _ := tokenVolume(v)
+		a, p := tokenVolume(v)
 		has[a] = true
+		if p != tokenNotMounted {
+			mounted[a] = true
+		}
 	}
 	for _, v := range i.TokenVolumes {
-		if a, _ := tokenVolume(v); !has[a] {
+		a, p := tokenVolume(v)
+		if !has[a] || (p != tokenNotMounted && !mounted[a]) {
 			out.TokenVolumes = append(out.TokenVolumes, v)
 		}
 	}
@@ -255,12 +266,14 @@ func (m TokenMove) String() string {
 }
 
 // Moved is each token volume of the baseline whose audience now's
-// injection still has, but at none of the baseline's mount paths.
+// injection still mounts in the container, but at none of the baseline's
+// mount paths (one no longer mounted at all is Lost).
 func (i Injection) Moved(now Injection) []TokenMove {
 	at := map[string][]string{}
 	for _, v := range now.TokenVolumes {
-		a, p := tokenVolume(v)
-		at[a] = append(at[a], p)
+		if a, p := tokenVolume(v); p != tokenNotMounted {
+			at[a] = append(at[a], p)
+		}
 	}
 	was := map[string]map[string]bool{}
 	for _, v := range i.TokenVolumes {

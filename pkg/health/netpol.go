@@ -35,13 +35,30 @@ type PolicyKind struct {
 // docs, "Network Policy": "CiliumNetworkPolicy",
 // "CiliumClusterwideNetworkPolicy"); Calico's crd.projectcalico.org/v1
 // NetworkPolicy and GlobalNetworkPolicy, the CRDs Calico stores them in
-// (Calico v3.28 docs, "Calico network policy", "Global network policy").
+// (Calico v3.28 docs, "Calico network policy", "Global network policy");
+// and Calico's projectcalico.org/v3 NetworkPolicy and GlobalNetworkPolicy
+// where they are CRDs themselves ("native v3 CRDs", tech preview: Calico
+// v3.32 docs, operations/native-v3-crds, "Calico resources are backed
+// directly by CRDs, eliminating the need for the Calico aggregation API
+// server").
+//
+// By default Calico serves projectcalico.org/v3 through its aggregation
+// API server and stores it in the crd.projectcalico.org/v1 CRDs (same
+// page: "By default, Calico uses an aggregation API server to serve
+// projectcalico.org/v3 APIs, storing resources internally as
+// crd.projectcalico.org/v1 CRDs"). API discovery lists projectcalico.org/v3
+// either way, so discovery cannot tell the two apart; the CRD list can:
+// a kind is read only where a CustomResourceDefinition of its name has a
+// served version, so an aggregated projectcalico.org (no such CRD) is read
+// once, through its v1 storage, and native v3 through its own CRDs.
 var PolicyKinds = []PolicyKind{
 	{Kind: "NetworkPolicy", GVR: schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}},
 	{Kind: "CiliumNetworkPolicy", GVR: schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumnetworkpolicies"}, CRD: "ciliumnetworkpolicies.cilium.io"},
 	{Kind: "CiliumClusterwideNetworkPolicy", GVR: schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumclusterwidenetworkpolicies"}, CRD: "ciliumclusterwidenetworkpolicies.cilium.io"},
 	{Kind: "crd.projectcalico.org/NetworkPolicy", GVR: schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "networkpolicies"}, CRD: "networkpolicies.crd.projectcalico.org"},
 	{Kind: "GlobalNetworkPolicy", GVR: schema.GroupVersionResource{Group: "crd.projectcalico.org", Version: "v1", Resource: "globalnetworkpolicies"}, CRD: "globalnetworkpolicies.crd.projectcalico.org"},
+	{Kind: "projectcalico.org/NetworkPolicy", GVR: schema.GroupVersionResource{Group: "projectcalico.org", Version: "v3", Resource: "networkpolicies"}, CRD: "networkpolicies.projectcalico.org"},
+	{Kind: "projectcalico.org/GlobalNetworkPolicy", GVR: schema.GroupVersionResource{Group: "projectcalico.org", Version: "v3", Resource: "globalnetworkpolicies"}, CRD: "globalnetworkpolicies.projectcalico.org"},
 }
 
 // PolicyFact is one network policy as recorded.

@@ -25,6 +25,8 @@ func recordedPrometheus(t *testing.T) (*httptest.Server, *[]string) {
 		`0/0`:                                                 "nan",
 		`vector(1)/0`:                                         "inf",
 		`-1/0`:                                                "neg-inf",
+		`histogram_quantile(0.99, ` + testHistogram + `)`: "quantile-top-bucket",
+		`histogram_quantile(1.5, ` + testHistogram + `)`:  "quantile-above-one",
 	}
 	var paths []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -248,10 +250,41 @@ func TestMinRatio(t *testing.T) {
 	}
 }
 
-// TestInfinityIsUnknown: Prometheus answers +Inf for a histogram_quantile
-// in the +Inf bucket and for a division by zero (recorded above). It is no
-// number: UNKNOWN with the reason, whatever onEmpty says (a latency past
-// the highest bucket is not an empty series), and a baseline of +Inf
+// testHistogram is a histogram built in PromQL: 10 observations, 5 of
+// them above the highest finite bound (le="1").
+const testHistogram = `label_replace(vector(0), "le", "0.5", "", "") or label_replace(vector(5), "le", "1", "", "") or label_replace(vector(10), "le", "+Inf", "", "")`
+
+// TestHistogramQuantileTopBucket: a quantile in the +Inf bucket is the
+// highest finite bound, not +Inf (Prometheus v0.315.1 answers recorded in
+// testdata), so a latency past that bound reads as the bound: a check
+// passes while its max is at or above it, and a max below it still fails.
+// Only a quantile above 1 gives +Inf, UNKNOWN naming that cause.
+func TestHistogramQuantileTopBucket(t *testing.T) {
+	srv, _ := recordedPrometheus(t)
+	f := func(v float64) *float64 { return &v }
+	got := ReadPromQL(context.Background(), PrometheusAccess{URL: srv.URL}, []PromQLCheck{
+		{Name: "p99-capped", Expr: `histogram_quantile(0.99, ` + testHistogram + `)`, Max: f(2)},
+		{Name: "p99-below-top", Expr: `histogram_quantile(0.99, ` + testHistogram + `)`, Max: f(0.9)},
+		{Name: "phi", Expr: `histogram_quantile(1.5, ` + testHistogram + `)`, Max: f(2)},
+	})
+	if got[0].Value == nil || *got[0].Value != 1 {
+		t.Fatalf("quantile in the +Inf bucket: value %v (%s), want 1, the highest finite bound", got[0].Value, got[0].Unread)
+	}
+	if v, msg := Judge(got[0], nil); v != PromQLPass {
+		t.Errorf("max above the highest finite bound: %s %q, want pass (the value is capped there)", v, msg)
+	}
+	if v, msg := Judge(got[1], nil); v != PromQLFail {
+		t.Errorf("max below the highest finite bound: %s %q, want fail", v, msg)
+	}
+	if v, msg := Judge(got[2], nil); v != PromQLUnknown || !strings.Contains(msg, "a quantile above 1") || strings.Contains(msg, "+Inf bucket") {
+		t.Errorf("quantile 1.5: %s %q, want unknown naming a quantile above 1", v, msg)
+	}
+}
+
+// TestInfinityIsUnknown: Prometheus answers +Inf for a division by zero
+// and for histogram_quantile of a quantile above 1 (recorded above). It is no
+// number: UNKNOWN with the reason, whatever onEmpty says (it is not an
+// empty series), and a baseline of +Inf
 // bounds nothing, so a maxRatio check against it is UNKNOWN, not a PASS.
 func TestInfinityIsUnknown(t *testing.T) {
 	srv, _ := recordedPrometheus(t)

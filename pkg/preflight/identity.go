@@ -400,6 +400,18 @@ func verifyWorkloadIdentity(b, n *WorkloadIdentityEvidence) []Regression {
 			out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusFail, Object: "gke-metadata-server",
 				Message: fmt.Sprintf("the GKE metadata server was ready at the baseline and now: %s; pods of %s get no Workload Identity Federation credentials", n.GKE, who),
 				Command: "kubectl -n kube-system get daemonset " + health.GKEMetadataServerDaemonSet + " -o wide; kubectl get nodes -l " + health.LabelGKEMetadataServer + "=true"})
+		case n.GKE != nil && b.GKE.Nodes > 0 && n.GKE.Nodes >= 0 && n.GKE.Nodes < b.GKE.Nodes:
+			// The DaemonSet follows the label, so it can be fully ready
+			// on fewer nodes: a GPU node pool recreated with
+			// --workload-metadata=GCE_METADATA (gcloud container
+			// node-pools create --help, Cloud SDK 528.0.0: "Pods running
+			// in this node pool have access to the node's underlying
+			// Compute Engine Metadata Server") loses the label, and its
+			// pods get the node's identity instead of theirs.
+			out = append(out, Regression{Kind: RegWorkloadIdentity, Status: StatusFail, Object: "gke-metadata-server",
+				Message: fmt.Sprintf("%s labelled %s=true, %d at the baseline: pods on the nodes no longer labelled get no Workload Identity Federation credentials (a node pool created or updated with --workload-metadata=GCE_METADATA?); %s",
+					cli.Plural(n.GKE.Nodes, "node"), health.LabelGKEMetadataServer, b.GKE.Nodes, n.GKE),
+				Command: "kubectl get nodes -L " + health.LabelGKEMetadataServer + ",cloud.google.com/gke-nodepool; gcloud container node-pools list --cluster CLUSTER"})
 		}
 	}
 	return out

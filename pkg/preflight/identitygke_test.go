@@ -52,6 +52,21 @@ func TestWorkloadIdentityGKEWithoutAnnotation(t *testing.T) {
 		!strings.Contains(regs[0].Message, "pods of the ServiceAccounts on 1 node labelled") {
 		t.Errorf("verify: %+v", regs)
 	}
+	// Labelled nodes dropping (a GPU pool recreated with
+	// --workload-metadata=GCE_METADATA) while the DaemonSet is fully ready
+	// on the nodes left: a FAIL naming both counts.
+	ten := *base
+	tenGKE := *base.GKE
+	tenGKE.Nodes, tenGKE.Desired, tenGKE.Ready = 10, 10, 10
+	ten.GKE = &tenGKE
+	regs = verifyWorkloadIdentity(&ten, base)
+	if len(regs) != 1 || regs[0].Status != StatusFail || regs[0].Object != "gke-metadata-server" ||
+		!strings.Contains(regs[0].Message, "1 node labelled "+health.LabelGKEMetadataServer+"=true, 10 at the baseline") {
+		t.Errorf("labelled nodes dropped: %+v", regs)
+	}
+	if regs := verifyWorkloadIdentity(base, &ten); len(regs) != 0 {
+		t.Errorf("labelled nodes added: %+v", regs)
+	}
 	// GKE with the federation off on every node pool: nothing serves, PASS
 	// saying so.
 	g, _ = cluster(0, false, "-gke.1200").workloadIdentityGate(ctx)

@@ -32,4 +32,11 @@ func TestVerifyIdentityTokenMoved(t *testing.T) {
 		!strings.Contains(regs[0].Message, "no longer injects token volume audience api://AzureADTokenExchange at /var/run/secrets/azure/tokens") {
 		t.Errorf("lost: %+v", regs)
 	}
+	// Still projected but no longer mounted in the container: the pod has
+	// no token file, whatever the environment names. Lost: a FAIL.
+	regs = verifyWorkloadIdentity(base, ev("audience api://AzureADTokenExchange at (not mounted in the container)"))
+	if len(regs) != 1 || regs[0].Status != StatusFail ||
+		!strings.Contains(regs[0].Message, "no longer injects token volume audience api://AzureADTokenExchange at /var/run/secrets/azure/tokens") {
+		t.Errorf("not mounted: %+v", regs)
+	}
 }

@@ -83,9 +83,9 @@ var placeholders = map[string]string{
 	"s3://gpufleet-state/prod": "file://STORE",
 	// the apiserver's audit log, read on a control-plane node
 	"/var/log/kubernetes/audit.log": "audit.log",
-	// the operator's copy of etcd's client certificate (the shell expands
-	// ~; the test's HOME is its directory)
-	"~/.gpufleet-etcd/": "gpufleet-etcd/",
+	// the operator's copy of etcd's client certificate, in the tmpfs the
+	// shell's $XDG_RUNTIME_DIR names (here the test's work directory)
+	"$XDG_RUNTIME_DIR/gpufleet-etcd/": "gpufleet-etcd/",
 }
 
 // examples reads README's code blocks and returns each command of the six

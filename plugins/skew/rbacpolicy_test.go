@@ -44,7 +44,7 @@ func TestSkewRoleListsPolicyKinds(t *testing.T) {
 	}
 	for _, r := range cr.Rules {
 		for _, g := range r.APIGroups {
-			if g != "cilium.io" && g != "crd.projectcalico.org" {
+			if g != "cilium.io" && g != "crd.projectcalico.org" && g != "projectcalico.org" {
 				continue
 			}
 			for _, res := range r.Resources {
